@@ -1,0 +1,493 @@
+"""Typed configuration of cr2, loaded from YAML (configs/default.yaml is the paper's Table I).
+
+Every physical quantity carries its unit in the field name; dB and dBm values are converted to linear
+units once, here, at load time. Unknown keys are errors that name the key path. A state distribution
+(configs/states/NAME.yaml) and a hardware profile (configs/hardware/NAME.yaml) are referenced by name
+or path and resolved at load, so the resolved config — and its hash — covers them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from cr2.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = REPO_ROOT / "configs"
+DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
+
+KNOWN_BENCHMARKS = ("mmlu", "bbh", "gpqa", "mbpp")
+MC_BENCHMARKS = ("mmlu", "gpqa")
+
+
+def db_to_linear(value_db: float) -> float:
+    """Power ratio from decibels: 10^(x/10)."""
+    return 10.0 ** (value_db / 10.0)
+
+
+def dbm_to_w(value_dbm: float) -> float:
+    """Watts from dBm: 10^((x − 30)/10)."""
+    return 10.0 ** ((value_dbm - 30.0) / 10.0)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------- state distributions (configs/states)
+class DistanceSpec(_Strict):
+    kind: Literal["uniform"] = "uniform"
+    low_m: float = Field(gt=0, description="lower bound of the UE–edge distance, m")
+    high_m: float = Field(gt=0, description="upper bound of the UE–edge distance, m")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "DistanceSpec":
+        if self.high_m <= self.low_m:
+            raise ValueError(f"high_m ({self.high_m}) must exceed low_m ({self.low_m})")
+        return self
+
+
+class FadingSpec(_Strict):
+    kind: Literal["rayleigh", "rician"] = "rayleigh"
+    k_factor_db: float | None = Field(None, description="Rician K factor, dB (rician only)")
+    _k_factor: float | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _k(self) -> "FadingSpec":
+        if self.kind == "rician" and self.k_factor_db is None:
+            raise ValueError("rician fading needs k_factor_db")
+        if self.kind == "rayleigh" and self.k_factor_db is not None:
+            raise ValueError("k_factor_db is only meaningful for rician fading")
+        self._k_factor = None if self.k_factor_db is None else db_to_linear(self.k_factor_db)
+        return self
+
+    @property
+    def k_factor(self) -> float | None:
+        """Rician K as a linear power ratio (converted once at load)."""
+        return self._k_factor
+
+
+class PathLossSpec(_Strict):
+    k0_db: float = Field(description="reference gain K0 at d0, dB")
+    exponent: float = Field(gt=0, description="path-loss exponent α_pl")
+    d0_m: float = Field(gt=0, description="reference distance, m")
+    _k0: float = PrivateAttr(0.0)
+
+    def model_post_init(self, __context: Any) -> None:
+        self._k0 = db_to_linear(self.k0_db)
+
+    @property
+    def k0(self) -> float:
+        """K0 as a linear power gain (converted once at load)."""
+        return self._k0
+
+
+class StateDistribution(_Strict):
+    """A named, versioned distribution of the channel state ξ (paper §IV-B)."""
+
+    name: str
+    version: int = Field(ge=1)
+    description: str = ""
+    distance: DistanceSpec
+    fading: FadingSpec
+    path_loss: PathLossSpec
+
+    @property
+    def dist_id(self) -> str:
+        """Stable id of this distribution: name@version+content hash."""
+        digest = hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:8]
+        return f"{self.name}@v{self.version}-{digest}"
+
+
+# ---------------------------------------------------------------- hardware profiles (configs/hardware)
+class PlatformProfile(_Strict):
+    prefill_flops_per_s: float = Field(gt=0, description="effective prefill throughput, FLOP/s")
+    memory_bandwidth_bytes_per_s: float = Field(gt=0, description="effective memory bandwidth for decode, B/s")
+    bytes_per_param: float = Field(2.0, gt=0, description="weight precision, bytes per parameter (bf16 = 2)")
+
+
+class HardwareProfile(_Strict):
+    name: str
+    description: str = ""
+    platforms: dict[str, PlatformProfile]
+
+
+# ---------------------------------------------------------------- main config sections
+class ModelSpec(_Strict):
+    id: str
+    hf_name: str
+    params: float = Field(gt=0, description="parameter count N_m")
+    platform: str
+    role: Literal["device", "edge"]
+    server_power_w: float | None = Field(None, gt=0, description="edge active power P_m^srv, W (edge models)")
+
+
+class CommunicationSpec(_Strict):
+    bits_per_input_token: float = Field(gt=0)
+    bits_per_output_token: float = Field(gt=0)
+    bandwidth_ul_hz: float = Field(gt=0)
+    bandwidth_dl_hz: float = Field(gt=0)
+    tx_power_ue_w: float = Field(gt=0, description="UE radiated uplink power p_u^ul, W")
+    tx_power_bs_w: float = Field(gt=0, description="edge access point radiated power p_bs^dl, W")
+    rtt_s: float = Field(ge=0, description="UE–edge round-trip overhead τ_rtt, s")
+    carrier_frequency_hz: float = Field(gt=0)
+    noise_psd_dbm_per_hz: float = Field(description="noise power spectral density N0, dBm/Hz")
+    _noise_psd_w_per_hz: float = PrivateAttr(0.0)
+
+    def model_post_init(self, __context: Any) -> None:
+        self._noise_psd_w_per_hz = dbm_to_w(self.noise_psd_dbm_per_hz)
+
+    @property
+    def noise_psd_w_per_hz(self) -> float:
+        """N0 in W/Hz (converted once at load)."""
+        return self._noise_psd_w_per_hz
+
+
+class PowerSpec(_Strict):
+    ue_tx_w: float = Field(gt=0, description="UE power while transmitting P_u^tx, W")
+    ue_rx_w: float = Field(gt=0, description="UE power while receiving P_u^rx, W")
+    ue_idle_w: float = Field(ge=0, description="UE idle power P_u^idle, W")
+    ue_active_w: float = Field(gt=0, description="UE local-inference power P_0^act, W")
+
+
+class CostSpec(_Strict):
+    omega_t: float = Field(ge=0, le=1)
+    omega_e: float = Field(ge=0, le=1)
+    normalisation: Literal["fixed", "reference"] = Field(
+        "fixed", description="fixed: the paper's T0/E0; reference: mean latency/energy of m_ref on the train split"
+    )
+    t0_s: float = Field(gt=0, description="latency scale T0, s")
+    e0_j: float = Field(gt=0, description="energy scale E0, J")
+    default_output_tokens: dict[str, float] = Field(
+        description="L_out per benchmark when no label run recorded output lengths, tokens"
+    )
+
+    @model_validator(mode="after")
+    def _weights(self) -> "CostSpec":
+        if not math.isclose(self.omega_t + self.omega_e, 1.0, abs_tol=1e-9):
+            raise ValueError(f"omega_t + omega_e must be 1 (got {self.omega_t} + {self.omega_e})")
+        return self
+
+
+class ChannelSpec(_Strict):
+    distribution: StateDistribution
+    draws_per_query: int = Field(1, ge=1, description="channel states sampled per query")
+    seed: int = 0
+
+    @field_validator("distribution", mode="before")
+    @classmethod
+    def _load_by_name(cls, value: Any) -> Any:
+        if isinstance(value, (str, Path)):
+            return _read_yaml(resolve_named(value, "states"))
+        return value
+
+
+class BenchmarkSpec(_Strict):
+    enabled: bool = True
+    file: str = Field(description="Parquet file, relative to data_dir")
+    subsets: list[str] | None = Field(None, description="subsets to keep (None: all)")
+
+
+class TokenizerSpec(_Strict):
+    kind: Literal["qwen", "path"] = "qwen"
+    path: str | None = Field(None, description="a Hugging Face tokenizer folder; overrides the packaged Qwen vocabulary")
+
+
+class SplitSpec(_Strict):
+    train: float = Field(gt=0, lt=1)
+    val: float = Field(gt=0, lt=1)
+    test: float = Field(gt=0, lt=1)
+    dev_fraction: float = Field(gt=0, lt=1, description="share of train held out as dev for checkpoint selection")
+    seed: int = 0
+    min_stratum: int = Field(20, ge=1, description="subsets smaller than this are stratified at benchmark level")
+
+    @model_validator(mode="after")
+    def _sum(self) -> "SplitSpec":
+        if not math.isclose(self.train + self.val + self.test, 1.0, abs_tol=1e-9):
+            raise ValueError(f"train + val + test must be 1 (got {self.train + self.val + self.test})")
+        return self
+
+
+class LambdaGrid(_Strict):
+    min: float = Field(gt=0)
+    max: float = Field(gt=0)
+    n_log: int = Field(ge=2)
+    extra: list[float] = Field(default_factory=list, description="λ values added to the log grid (the paper's)")
+
+    def values(self) -> list[float]:
+        """Sorted λ grid: n_log log-spaced points in [min, max] plus the extras, rounded to 6 significant digits."""
+        import numpy as np
+
+        pts = np.geomspace(self.min, self.max, self.n_log).tolist() + list(self.extra)
+        return sorted({float(f"{p:.6g}") for p in pts})
+
+
+class GridSpec(_Strict):
+    lam: LambdaGrid
+    alpha: list[float] = Field(min_length=1)
+    eval_lam: LambdaGrid = Field(description="λ sweep for the baselines' Pareto curves")
+    default_alpha: float = Field(gt=0, lt=1)
+
+    @field_validator("alpha")
+    @classmethod
+    def _alpha_range(cls, v: list[float]) -> list[float]:
+        for a in v:
+            if not 0 < a < 1:
+                raise ValueError(f"every α must lie in (0, 1); got {a}")
+        return sorted(v)
+
+
+class TeacherSpec(_Strict):
+    hidden: int = Field(256, ge=1)
+    w_cls: float = Field(1.0, ge=0)
+    w_rank: float = Field(1.0, ge=0)
+    lr: float = Field(3e-4, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    batch_size: int = Field(256, ge=1)
+    epochs: int = Field(20, ge=1)
+    grad_clip: float = Field(1.0, gt=0)
+    seed: int = 0
+
+
+class GateSpec(_Strict):
+    hidden: int = Field(256, ge=1)
+    dropout: float = Field(0.1, ge=0, lt=1)
+    temperature_init: float = Field(0.1, gt=0)
+    film_frequencies: list[float] = Field(default_factory=lambda: [0.5, 1.0, 2.0, 4.0])
+    lr: float = Field(3e-4, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    batch_size: int = Field(256, ge=1)
+    epochs: int = Field(20, ge=1)
+    grad_clip: float = Field(1.0, gt=0)
+    huber_beta: float = Field(0.1, gt=0)
+    lambdas_per_batch: int = Field(8, ge=1, description="J, log-uniform λ per mini-batch")
+    lam_min: float = Field(0.1, gt=0)
+    lam_max: float = Field(20.0, gt=0)
+    w_sign: float = Field(1.0, ge=0)
+    w_margin: float = Field(1.0, ge=0)
+    w_mono: float = Field(1.0, ge=0)
+    seed: int = 0
+
+
+class OutputTokenDist(_Strict):
+    """Log-normal output length per benchmark, scaled per model (simulator)."""
+
+    median_tokens: float = Field(gt=0)
+    sigma: float = Field(ge=0)
+    max_tokens: int = Field(ge=1)
+
+
+class SimulatorSpec(_Strict):
+    accuracy_file: str = Field(description="per-(model, benchmark) target accuracy, %, relative to data_dir's parent")
+    predictable_share: float = Field(ge=0, le=1, description="share of item-difficulty variance predictable from the query")
+    difficulty_sd: float = Field(gt=0, description="sd of the shared item difficulty, logits")
+    idiosyncratic_sd: float = Field(ge=0, description="sd of the per-(model, item) deviation, logits")
+    output_tokens: dict[str, OutputTokenDist]
+    seed: int = 0
+
+
+class LabelSpec(_Strict):
+    source: str = Field(description="label source the pipeline trains and evaluates on")
+    simulator: SimulatorSpec
+
+
+class EmbeddingSpec(_Strict):
+    encoder: str = "all-MiniLM-L6-v2"
+    batch_size: int = Field(64, ge=1)
+    max_seq_length: int = Field(256, ge=8, le=512)
+
+
+class RoutingSpec(_Strict):
+    deferred_variant: Literal["edge-only", "inclusive", "fallback"] = "edge-only"
+    on_demand_calibration: bool = False
+
+
+class Config(_Strict):
+    seed: int = 0
+    data_dir: str = Field("data", description="folder of the shipped data, relative to the repo root")
+    models: list[ModelSpec] = Field(min_length=2)
+    reference_model: str | None = Field(None, description="m_ref; default: the model with the most parameters")
+    communication: CommunicationSpec
+    power: PowerSpec
+    cost: CostSpec
+    channel: ChannelSpec
+    hardware: HardwareProfile
+    benchmarks: dict[str, BenchmarkSpec]
+    tokenizer: TokenizerSpec = TokenizerSpec()
+    splits: SplitSpec
+    grids: GridSpec
+    embedding: EmbeddingSpec = EmbeddingSpec()
+    teacher: TeacherSpec = TeacherSpec()
+    gate: GateSpec = GateSpec()
+    labels: LabelSpec
+    routing: RoutingSpec = RoutingSpec()
+
+    @field_validator("hardware", mode="before")
+    @classmethod
+    def _load_hw(cls, value: Any) -> Any:
+        if isinstance(value, (str, Path)):
+            return _read_yaml(resolve_named(value, "hardware"))
+        return value
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _known(cls, v: dict[str, BenchmarkSpec]) -> dict[str, BenchmarkSpec]:
+        for name in v:
+            if name not in KNOWN_BENCHMARKS:
+                raise ValueError(f"unknown benchmark '{name}'; known: {', '.join(KNOWN_BENCHMARKS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _pool(self) -> "Config":
+        ids = [m.id for m in self.models]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"model ids must be unique: {ids}")
+        devices = [m.id for m in self.models if m.role == "device"]
+        if len(devices) != 1 or self.models[0].role != "device":
+            raise ValueError(f"the pool needs exactly one device model, listed first (got device models {devices})")
+        for m in self.models:
+            if m.platform not in self.hardware.platforms:
+                raise ValueError(
+                    f"model '{m.id}' runs on platform '{m.platform}', which hardware profile "
+                    f"'{self.hardware.name}' does not define (has: {', '.join(self.hardware.platforms)})"
+                )
+            if m.role == "edge" and m.server_power_w is None:
+                raise ValueError(f"edge model '{m.id}' needs server_power_w")
+        if self.reference_model is not None and self.reference_model not in ids:
+            raise ValueError(f"reference_model '{self.reference_model}' is not in the pool {ids}")
+        for b in self.enabled_benchmarks:
+            if b not in self.cost.default_output_tokens:
+                raise ValueError(f"cost.default_output_tokens has no entry for benchmark '{b}'")
+        return self
+
+    # ------------------------------------------------------------ derived views
+    @property
+    def model_ids(self) -> list[str]:
+        return [m.id for m in self.models]
+
+    @property
+    def device_model(self) -> ModelSpec:
+        return self.models[0]
+
+    @property
+    def edge_models(self) -> list[ModelSpec]:
+        return self.models[1:]
+
+    @property
+    def ref_model_id(self) -> str:
+        if self.reference_model is not None:
+            return self.reference_model
+        return max(self.models, key=lambda m: m.params).id
+
+    @property
+    def enabled_benchmarks(self) -> list[str]:
+        return [b for b, spec in self.benchmarks.items() if spec.enabled]
+
+    @property
+    def data_path(self) -> Path:
+        p = Path(self.data_dir)
+        return p if p.is_absolute() else REPO_ROOT / p
+
+    def section_hash(self, *sections: str) -> str:
+        """Hash of the named config sections (all when none given): part of every cache key."""
+        dump = self.model_dump(mode="json")
+        part = {s: dump[s] for s in sections} if sections else dump
+        return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+# ---------------------------------------------------------------- loading
+def resolve_named(ref: str | Path, kind: str) -> Path:
+    """A name ('far-rician') or a path to a YAML file under configs/<kind>/ → the file's path."""
+    p = Path(ref)
+    if p.suffix in (".yaml", ".yml"):
+        if p.is_file():
+            return p
+        candidate = CONFIG_DIR / kind / p.name
+        if not p.is_absolute() and (REPO_ROOT / p).is_file():
+            return REPO_ROOT / p
+        if candidate.is_file():
+            return candidate
+        raise ConfigError(f"{kind} file '{ref}' not found; pass a path to a YAML file or one of: {_names(kind)}")
+    candidate = CONFIG_DIR / kind / f"{ref}.yaml"
+    if candidate.is_file():
+        return candidate
+    raise ConfigError(f"unknown {kind} '{ref}'; available: {_names(kind)} (or pass a path to a YAML file)")
+
+
+def _names(kind: str) -> str:
+    return ", ".join(sorted(p.stem for p in (CONFIG_DIR / kind).glob("*.yaml"))) or "(none)"
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: malformed YAML{where}: {problem}; fix the syntax and try again") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}")
+    return data
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration ({exc.error_count()} problem{'s' if exc.error_count() > 1 else ''})"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {loc}: unknown key; remove it or check its spelling (see configs/default.yaml)")
+        elif err["type"] == "missing":
+            lines.append(f"  {loc}: required key is missing")
+        else:
+            got = err.get("input")
+            got_s = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+            lines.append(f"  {loc}: {err['msg']}{got_s}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """Load and validate a cr2 config (None → configs/default.yaml); raises ConfigError naming file and key."""
+    cfg_path = Path(path) if path is not None else DEFAULT_CONFIG
+    data = _read_yaml(cfg_path)
+    if overrides:
+        data = _deep_merge(data, overrides)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(cfg_path, exc)) from None
+    except ConfigError as exc:  # a referenced states/hardware file failed to load
+        raise ConfigError(f"{cfg_path}: {exc}") from None
+
+
+def load_state_distribution(ref: str | Path) -> StateDistribution:
+    """Load a named or file state distribution (configs/states/NAME.yaml)."""
+    path = resolve_named(ref, "states")
+    try:
+        return StateDistribution.model_validate(_read_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(path, exc)) from None
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out

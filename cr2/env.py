@@ -1,0 +1,29 @@
+"""The one place where cr2 switches off every network access and telemetry of its dependencies.
+
+Imported first by `cr2/__init__.py`, so any entry point (CLI, flows, tests, Prefect workers) runs offline:
+the Hugging Face hub and datasets never reach out, Prefect sends no telemetry, and GX stays quiet.
+A value already set by the user wins (setdefault), so a GPU machine with hub access can opt back in
+(e.g. `HF_HUB_OFFLINE=0 cr2 label ...`).
+"""
+from __future__ import annotations
+
+import os
+
+OFFLINE_ENV: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",  # transformers / sentence-transformers / lm-eval: no hub lookups
+    "HF_DATASETS_OFFLINE": "1",  # datasets: no HEAD request on every load
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # Prefect server telemetry (and its sqlite lock noise)
+    "DO_NOT_TRACK": "1",  # Prefect client telemetry opt-out
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+    "TOKENIZERS_PARALLELISM": "false",
+    "GX_ANALYTICS_ENABLED": "false",
+}
+
+
+def apply_offline_env() -> None:
+    """Set the offline/no-telemetry switches unless the user set them already."""
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)

@@ -1,0 +1,177 @@
+-- cr2 warehouse schema. Bump SCHEMA_VERSION in warehouse/db.py whenever this file changes a table.
+-- Tables are filled by the pipeline's stages: ingest → label → prepare → train → calibrate → evaluate.
+
+CREATE TABLE IF NOT EXISTS meta (
+    key   VARCHAR PRIMARY KEY,
+    value VARCHAR NOT NULL
+);
+
+-- ingest: one row per benchmark question (real public benchmark text)
+CREATE TABLE IF NOT EXISTS queries (
+    query_id      VARCHAR PRIMARY KEY,   -- mmlu/<subject>/<i>, bbh/<task>/<i>, gpqa/<subset>/<i>, mbpp/<task_id>
+    benchmark     VARCHAR NOT NULL,      -- mmlu | bbh | gpqa | mbpp
+    subset        VARCHAR NOT NULL,      -- MMLU subject, BBH task, GPQA subset, MBPP split
+    question      VARCHAR NOT NULL,
+    choices       VARCHAR[],             -- 4 options A–D for multiple choice, NULL otherwise
+    target        VARCHAR NOT NULL,      -- letter (MC), exact string (BBH), reference code (MBPP)
+    tests         VARCHAR[],             -- MBPP assert lines, NULL otherwise
+    test_setup    VARCHAR,               -- MBPP test_setup_code
+    prompt_tokens INTEGER NOT NULL,      -- L_in(x) under `tokenizer`
+    tokenizer     VARCHAR NOT NULL,      -- name of the tokenizer that counted prompt_tokens
+    content_hash  VARCHAR NOT NULL       -- sha256 of the query's text fields (incremental re-embedding)
+);
+
+CREATE TABLE IF NOT EXISTS models (
+    model_id  VARCHAR PRIMARY KEY,
+    hf_name   VARCHAR NOT NULL,
+    params    DOUBLE NOT NULL,           -- parameter count N_m
+    platform  VARCHAR NOT NULL,
+    role      VARCHAR NOT NULL,          -- device | edge
+    position  INTEGER NOT NULL           -- order in the pool (0 = device model)
+);
+
+-- labeling: per-query correctness y_m(x), by source (simulated-irt-v1, lm-eval, an imported name)
+CREATE TABLE IF NOT EXISTS label_runs (
+    run_id           VARCHAR PRIMARY KEY,
+    source           VARCHAR NOT NULL,
+    model_id         VARCHAR NOT NULL,
+    revision         VARCHAR,
+    backend          VARCHAR NOT NULL,   -- simulator | hf | vllm | api | import
+    backend_args     VARCHAR,            -- JSON
+    lm_eval_version  VARCHAR,
+    task_config_hash VARCHAR,
+    started_at       TIMESTAMP NOT NULL,
+    finished_at      TIMESTAMP,
+    status           VARCHAR NOT NULL,   -- running | finished | failed
+    done             INTEGER NOT NULL,
+    total            INTEGER NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS labels (
+    source        VARCHAR NOT NULL,
+    query_id      VARCHAR NOT NULL,
+    model_id      VARCHAR NOT NULL,
+    correct       BOOLEAN NOT NULL,
+    output_tokens INTEGER,               -- L_out,m(x) as generated; NULL when not recorded
+    run_id        VARCHAR NOT NULL,
+    PRIMARY KEY (source, query_id, model_id)
+);
+
+-- prepare: splits, embeddings, channel states and costs
+CREATE TABLE IF NOT EXISTS splits (
+    query_id  VARCHAR NOT NULL,
+    seed      INTEGER NOT NULL,
+    split     VARCHAR NOT NULL,          -- train | dev | val | test (dev ⊂ original train share)
+    stratum   VARCHAR NOT NULL,
+    PRIMARY KEY (seed, query_id)
+);
+
+CREATE TABLE IF NOT EXISTS embeddings (
+    query_id     VARCHAR NOT NULL,
+    encoder      VARCHAR NOT NULL,
+    content_hash VARCHAR NOT NULL,       -- the query's content_hash when embedded
+    vector       FLOAT[384] NOT NULL,    -- L2-normalised
+    PRIMARY KEY (encoder, query_id)
+);
+
+CREATE TABLE IF NOT EXISTS state_distributions (
+    dist_id     VARCHAR PRIMARY KEY,     -- name@vN-<hash>
+    name        VARCHAR NOT NULL,
+    version     INTEGER NOT NULL,
+    spec        VARCHAR NOT NULL,        -- JSON of the distribution
+    created_at  TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS states (
+    dist_id      VARCHAR NOT NULL,
+    query_id     VARCHAR NOT NULL,
+    draw         INTEGER NOT NULL,
+    distance_m   DOUBLE NOT NULL,
+    fading_ul    DOUBLE NOT NULL,        -- |z_ul|^2
+    fading_dl    DOUBLE NOT NULL,        -- |z_dl|^2
+    gain_ul      DOUBLE NOT NULL,        -- g_ul, linear
+    gain_dl      DOUBLE NOT NULL,
+    rate_ul_bps  DOUBLE NOT NULL,
+    rate_dl_bps  DOUBLE NOT NULL,
+    PRIMARY KEY (dist_id, query_id, draw)
+);
+
+CREATE TABLE IF NOT EXISTS costs (
+    dist_id      VARCHAR NOT NULL,
+    label_source VARCHAR NOT NULL,       -- L_out comes from this source's output_tokens
+    query_id     VARCHAR NOT NULL,
+    draw         INTEGER NOT NULL,
+    model_id     VARCHAR NOT NULL,
+    latency_s    DOUBLE NOT NULL,
+    energy_j     DOUBLE NOT NULL,
+    cost_raw     DOUBLE NOT NULL,        -- c̄_m
+    cost_norm    DOUBLE NOT NULL,        -- c_m = c̄_m / c̄_ref
+    PRIMARY KEY (dist_id, label_source, query_id, draw, model_id)
+);
+
+-- train / calibrate: fitted artefacts and the threshold table (the deployed artefact)
+CREATE TABLE IF NOT EXISTS artifacts (
+    kind         VARCHAR NOT NULL,       -- teacher | gate | router:<name>
+    fingerprint  VARCHAR NOT NULL,
+    path         VARCHAR NOT NULL,
+    label_source VARCHAR NOT NULL,
+    params       BIGINT,
+    flops        BIGINT,
+    fit_seconds  DOUBLE,
+    meta         VARCHAR,                -- JSON
+    created_at   TIMESTAMP NOT NULL,
+    PRIMARY KEY (kind, fingerprint)
+);
+
+CREATE TABLE IF NOT EXISTS thresholds (
+    version          INTEGER NOT NULL,
+    dist_id          VARCHAR NOT NULL,
+    label_source     VARCHAR NOT NULL,
+    gate_fingerprint VARCHAR NOT NULL,
+    lam              DOUBLE NOT NULL,
+    alpha            DOUBLE NOT NULL,
+    tau              DOUBLE NOT NULL,    -- τ*(λ; α); +inf: accept nothing, -inf: accept all
+    n_calib          INTEGER NOT NULL,
+    created_at       TIMESTAMP NOT NULL,
+    PRIMARY KEY (version, lam, alpha)
+);
+
+-- evaluate: tidy results
+CREATE TABLE IF NOT EXISTS eval_runs (
+    run_id        VARCHAR PRIMARY KEY,
+    config_hash   VARCHAR NOT NULL,
+    label_source  VARCHAR NOT NULL,
+    dist_id       VARCHAR NOT NULL,
+    threshold_version INTEGER,
+    code_version  VARCHAR NOT NULL,
+    created_at    TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS predictions (
+    router       VARCHAR NOT NULL,
+    fingerprint  VARCHAR NOT NULL,
+    query_id     VARCHAR NOT NULL,
+    model_id     VARCHAR NOT NULL,
+    p_hat        DOUBLE NOT NULL,        -- predicted P(correct)
+    PRIMARY KEY (router, fingerprint, query_id, model_id)
+);
+
+CREATE TABLE IF NOT EXISTS decisions (
+    run_id         VARCHAR NOT NULL,
+    method         VARCHAR NOT NULL,
+    lam            DOUBLE NOT NULL,
+    alpha          DOUBLE,               -- NULL for methods without calibration
+    query_id       VARCHAR NOT NULL,
+    chosen_model   VARCHAR NOT NULL,
+    accepted_local BOOLEAN NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id     VARCHAR NOT NULL,
+    method     VARCHAR NOT NULL,
+    lam        DOUBLE,
+    alpha      DOUBLE,
+    benchmark  VARCHAR NOT NULL,         -- a benchmark name or 'all'
+    metric     VARCHAR NOT NULL,         -- accuracy | cost | risk | local_rate | ...
+    value      DOUBLE
+);
