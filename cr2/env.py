@@ -18,6 +18,8 @@ OFFLINE_ENV: dict[str, str] = {
     "DO_NOT_TRACK": "1",  # Prefect client telemetry opt-out
     "PREFECT_LOGGING_LEVEL": "WARNING",
     "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+    # the ephemeral server can take > 20 s (Prefect's default limit) to start on a busy 2-core machine
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     "TOKENIZERS_PARALLELISM": "false",
     "GX_ANALYTICS_ENABLED": "false",
 }

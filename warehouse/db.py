@@ -129,7 +129,8 @@ class Warehouse:
         try:
             c.execute(f'INSERT INTO {table} ({cols}) SELECT {cols} FROM _cr2_frame')
         finally:
-            c.unregister("_cr2_frame")
+            with contextlib.suppress(duckdb.Error):  # inside an aborted transaction; the rollback cleans up
+                c.unregister("_cr2_frame")
         return len(df)
 
     def replace_where(self, table: str, df: pd.DataFrame, where: dict[str, Any] | None = None) -> int:
@@ -163,7 +164,7 @@ class Warehouse:
 
     def table_fingerprint(self, table: str, where: str = "") -> str:
         """Content hash of a table (order-independent), for cache keys."""
-        value = self.scalar(f"SELECT coalesce(sum(hash(t.*)), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM {table} t {where}")
+        value = self.scalar(f"SELECT coalesce(sum(hash(t)), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM {table} t {where}")
         return str(value)
 
     def export(self, table: str, out_dir: str | Path | None = None) -> Path:

@@ -1,0 +1,39 @@
+# The two commands of the README: `make run` and `make test`. Both create .venv if it is missing.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+# pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
+PIP    := $(PY) -m pip install --disable-pip-version-check -q
+
+.PHONY: run test test-fast bench install install-dev clean-warehouse
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) -e .
+	$(PY) -c "import cr2, prefect, torch, duckdb" 
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(PIP) -e '.[dev]'
+	$(PY) -c "import pytest, hypothesis"
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+run: install
+	$(VENV)/bin/cr2 run
+
+test: install-dev
+	$(PY) -m pytest -q
+
+test-fast: install-dev
+	$(PY) -m pytest -q -m "not slow"
+
+bench: install-dev
+	$(PY) benchmarks/run_all.py
+
+clean-warehouse:
+	rm -rf var/cr2.duckdb var/prefect-results var/report var/export

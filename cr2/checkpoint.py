@@ -1,0 +1,95 @@
+"""Fingerprints, reproducible training contexts and checkpoint files of cr2's torch modules.
+
+A fingerprint identifies a fitted score function: a threshold table records the fingerprint of the gate
+it was calibrated for, and using it with another gate is an error. torch is imported inside the
+functions, so importing this module stays cheap.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from pathlib import Path
+from typing import Any, Iterator
+
+FINGERPRINT_CHARS = 16
+
+
+def fingerprint(module: Any) -> str:
+    """Return the first 16 hex chars of the sha256 over the state_dict (names, dtypes, shapes, bytes) in sorted-key order."""
+    state = module.state_dict()
+    digest = hashlib.sha256()
+    for key in sorted(state):
+        tensor = state[key].detach().cpu().contiguous()
+        digest.update(key.encode())
+        digest.update(str(tensor.dtype).encode())
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()[:FINGERPRINT_CHARS]
+
+
+@contextlib.contextmanager
+def seeded_torch(seed: int, num_threads: int = 1) -> Iterator[Any]:
+    """Yield a torch.Generator seeded with `seed` inside a reproducible, self-restoring torch context.
+
+    Inside the block the global torch RNG is forked and seeded (parameter initialisation and dropout
+    use it), the intra-op thread count is fixed and deterministic algorithms are required; all three
+    are restored on exit, so library code never leaves global state behind. Same seed and same
+    num_threads → bit-identical results on one machine.
+    """
+    import torch
+
+    prev_threads = torch.get_num_threads()
+    prev_det = torch.are_deterministic_algorithms_enabled()
+    prev_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        torch.set_num_threads(num_threads)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            yield torch.Generator().manual_seed(seed)
+        finally:
+            torch.set_num_threads(prev_threads)
+            torch.use_deterministic_algorithms(prev_det, warn_only=prev_warn)
+
+
+def save_checkpoint(module: Any, hparams: dict[str, Any], path: str | Path, kind: str) -> str:
+    """Write {kind, hparams, state_dict, fingerprint} with torch.save; return the fingerprint."""
+    import torch
+
+    fp = fingerprint(module)
+    payload = {"kind": kind, "hparams": dict(hparams), "state_dict": module.state_dict(), "fingerprint": fp}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)  # a failed write leaves the previous checkpoint in place
+    return fp
+
+
+def load_checkpoint(path: str | Path, kind: str) -> dict[str, Any]:
+    """Return the checkpoint dict at `path`; raises DataValidationError when it is not a `kind` checkpoint."""
+    import torch
+
+    from cr2.errors import DataValidationError
+
+    try:
+        payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise DataValidationError(f"{path}: checkpoint not found; fit and save the {kind} first") from None
+    if not isinstance(payload, dict) or payload.get("kind") != kind:
+        found = payload.get("kind") if isinstance(payload, dict) else type(payload).__name__
+        raise DataValidationError(f"{path}: expected a {kind} checkpoint, found {found!r}")
+    return payload
+
+
+def restore(module: Any, payload: dict[str, Any], path: str | Path) -> Any:
+    """Return `module` with the checkpoint's weights, frozen in eval mode; checks the stored fingerprint."""
+    from cr2.errors import DataValidationError
+
+    module.load_state_dict(payload["state_dict"])
+    module.eval().requires_grad_(False)
+    if fingerprint(module) != payload["fingerprint"]:
+        raise DataValidationError(
+            f"{path}: weights do not match the stored fingerprint {payload['fingerprint']}; the file is corrupt — refit"
+        )
+    return module

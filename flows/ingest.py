@@ -1,0 +1,31 @@
+"""Ingest: the real benchmark questions land in the warehouse.
+
+Reads the selected benchmark files (data/benchmarks/*.parquet), counts prompt tokens L_in(x) with the
+Qwen3 tokenizer, validates the rows with the `queries` Great Expectations suite and writes `queries`
+and `models` in one transaction. Cached across runs: nothing changed → nothing recomputed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from cr2.config import Config
+from tasks.common import bind
+from tasks.ingest import ingest_key, ingest_queries
+from warehouse.db import Warehouse
+
+
+def ingest(config: Config, home: Path) -> dict:
+    """Run the ingest stage inside the current flow; returns the per-benchmark summary."""
+    with Warehouse(home) as wh:
+        key = ingest_key(config, wh)
+    return bind(ingest_queries, home)(config, str(home), key)
+
+
+@flow(name="cr2-ingest", log_prints=True)
+def ingest_flow(config_path: str | None = None, home: str | None = None) -> dict:
+    from cr2.config import load_config
+    from warehouse.db import default_home
+
+    return ingest(load_config(config_path), Path(home) if home else default_home())

@@ -1,0 +1,90 @@
+"""Ingest tasks: benchmark questions and the model pool into the warehouse (validated, cached)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import task
+
+from cr2.benchmarks import QUERY_COLUMNS, is_multiple_choice, prompt_text, select_queries
+from cr2.config import Config
+from cr2.errors import DataValidationError
+from cr2.tokenizer import folder_token_counter, qwen_token_counter
+from tasks.common import cache_dir, code_hash, file_hash, make_key, warehouse_epoch
+from warehouse.db import Warehouse
+from warehouse.validation import validate_frame
+
+CODE_MODULES = ("cr2.benchmarks", "cr2.tokenizer", "tasks.ingest", "warehouse.validation")
+
+
+def ingest_key(config: Config, wh: Warehouse) -> str:
+    """Cache key of the ingest stage: benchmark files, config sections, code, warehouse epoch."""
+    files = [config.data_path / config.benchmarks[b].file for b in config.enabled_benchmarks]
+    return make_key(
+        "ingest",
+        file_hash(*files),
+        config.section_hash("benchmarks", "tokenizer", "data_dir", "models"),
+        code_hash(*CODE_MODULES),
+        warehouse_epoch(wh),
+    )
+
+
+def _token_counter(config: Config, home: Path):
+    if config.tokenizer.path:
+        return folder_token_counter(config.tokenizer.path)
+    return qwen_token_counter(cache_dir(home) / "tokenizers")
+
+
+def build_query_frame(config: Config, home: Path) -> pd.DataFrame:
+    """The `queries` rows of the selected benchmarks, with prompt-token counts."""
+    df = select_queries(config)
+    counter = _token_counter(config, home)
+    df["prompt_tokens"] = counter.count([prompt_text(q, c) for q, c in zip(df["question"], df["choices"])])
+    df["tokenizer"] = counter.name
+    # list columns as Python lists (DuckDB VARCHAR[]); NULL where absent
+    for col in ("choices", "tests"):
+        df[col] = [list(v) if isinstance(v, (list, np.ndarray)) else None for v in df[col]]
+    return df[list(QUERY_COLUMNS[:-1]) + ["prompt_tokens", "tokenizer", "content_hash"]]
+
+
+def validation_view(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns the GX `queries` suite checks (choice counts, MC flag, number of tests)."""
+    return df.assign(
+        is_mc=[is_multiple_choice(b) for b in df["benchmark"]],
+        mc_n_choices=[len(c) if c is not None else 0 for c in df["choices"]],
+        n_tests=[len(t) if t is not None else 0 for t in df["tests"]],
+    )
+
+
+def models_frame(config: Config) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"model_id": m.id, "hf_name": m.hf_name, "params": m.params, "platform": m.platform, "role": m.role,
+          "position": i} for i, m in enumerate(config.models)]
+    )
+
+
+@task(name="ingest-queries", retries=0)
+def ingest_queries(config: Config, home: str, key: str) -> dict:
+    """Load, count, validate and write the queries and the model pool; returns per-benchmark counts."""
+    df = build_query_frame(config, Path(home))
+    validate_frame("queries", validation_view(df), benchmarks=config.enabled_benchmarks)
+    expected = df.groupby("benchmark").size().to_dict()
+    with Warehouse(home) as wh, wh.transaction() as con:
+        wh.delete_where("queries", None, con)
+        wh.delete_where("models", None, con)
+        wh.insert_df("queries", df, con)
+        wh.insert_df("models", models_frame(config), con)
+        written = dict(con.execute("SELECT benchmark, count(*) FROM queries GROUP BY benchmark").fetchall())
+        if written != expected:  # rolls back: per-benchmark counts must equal the source's
+            raise DataValidationError(f"queries written per benchmark {written} differ from the source counts {expected}")
+    return summarise(df)
+
+
+def summarise(df: pd.DataFrame) -> dict:
+    g = df.groupby("benchmark")["prompt_tokens"]
+    return {
+        "tokenizer": str(df["tokenizer"].iloc[0]),
+        "benchmarks": {b: {"queries": int(n), "mean_prompt_tokens": float(m)} for b, n, m in
+                       zip(g.size().index, g.size().values, g.mean().values)},
+    }

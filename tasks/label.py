@@ -1,0 +1,325 @@
+"""Label tasks: export queries, plan runs, label one (model, shard), write label chunks, close runs.
+
+Durability: a (model, shard) task stages every chunk of labels as a Parquet file (written atomically)
+the moment lm-eval returns it, then — under the thread runner, where the task shares the flow's process —
+writes it into the warehouse in one transaction (labels + the run's done count) and removes the file.
+Under Dask or Ray the workers only stage (DuckDB admits one writing process) and the flow writes the
+staged chunks after the fan-out; a flow that starts writes whatever a killed run left staged first.
+Writing a chunk replaces any label of the same (source, query, model), so a chunk written twice
+(killed between commit and file removal) leaves exactly one row per query.
+
+No Prefect result caching here (NO_CACHE): resumption is the warehouse's job — a run id is
+deterministic (cr2.labeling.runs), and a task labels only the queries its run has not written yet.
+Retries sit on the (model, shard) task, the one that does I/O with a model.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from cr2.config import Config
+from cr2.errors import DataValidationError, did_you_mean
+from cr2.labeling.backends import backend_plan, is_local, local_revision
+from cr2.labeling.docs import mbpp_fewshot_docs
+from cr2.labeling.runner import Progress, run_shard
+from cr2.labeling.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
+from cr2.labeling.spec import LabelingSpec
+from cr2.labeling.taskdefs import task_config_hash
+from warehouse.db import Warehouse
+
+QUERY_COLUMNS = ["query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup"]
+LABEL_COLUMNS = ["source", "query_id", "model_id", "correct", "output_tokens", "run_id"]
+
+# [proposal: move to warehouse/queries/label_*.sql once warehouse/ loads statements by name]
+SQL_SELECT_QUERIES = (
+    "SELECT query_id, benchmark, subset, question, choices, target, tests, test_setup "
+    "FROM queries WHERE benchmark IN (SELECT unnest(?::VARCHAR[])) ORDER BY query_id"
+)
+SQL_DONE_IDS = "SELECT query_id FROM labels WHERE run_id = ?"
+SQL_DELETE_REPLACED = (
+    "DELETE FROM labels WHERE source = ? AND model_id = ? AND query_id IN (SELECT query_id FROM _cr2_chunk)"
+)
+SQL_RUN_EXISTS = "SELECT count(*) FROM label_runs WHERE run_id = ?"
+SQL_RUN_INSERT = (
+    "INSERT INTO label_runs (run_id, source, model_id, revision, backend, backend_args, lm_eval_version, "
+    "task_config_hash, started_at, finished_at, status, done, total) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', (SELECT count(*) FROM labels WHERE run_id = ?), ?)"
+)
+SQL_RUN_RESTART = (
+    "UPDATE label_runs SET status = 'running', finished_at = NULL, backend_args = ?, total = ?, "
+    "done = (SELECT count(*) FROM labels WHERE run_id = ?) WHERE run_id = ?"
+)
+SQL_RUN_PROGRESS = "UPDATE label_runs SET done = (SELECT count(*) FROM labels WHERE run_id = ?) WHERE run_id = ?"
+SQL_RUNS_SUMMARY = (
+    "SELECT run_id, model_id, backend, status, done, total, lm_eval_version, task_config_hash, started_at, "
+    "finished_at FROM label_runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_id"
+)
+SQL_RUN_FINISH = (
+    "UPDATE label_runs SET done = (SELECT count(*) FROM labels WHERE run_id = ?), finished_at = ?, "
+    "status = CASE WHEN ? AND (SELECT count(*) FROM labels WHERE run_id = ?) >= total THEN 'finished' ELSE 'failed' END "
+    "WHERE run_id = ?"
+)
+
+# one writer per process: thread-runner tasks share the flow's DuckDB instance
+_WRITE_LOCK = threading.RLock()
+_progress_hooks: list[Callable[[Progress], None]] = []
+
+
+def add_progress_hook(hook: Callable[[Progress], None]) -> None:
+    """Call `hook` after every chunk written by a task in this process (the CLI's progress lines)."""
+    _progress_hooks.append(hook)
+
+
+def remove_progress_hook(hook: Callable[[Progress], None]) -> None:
+    if hook in _progress_hooks:
+        _progress_hooks.remove(hook)
+
+
+def _emit(event: Progress) -> None:
+    print(f"{event.model_id} {event.benchmark} shard {event.shard + 1}/{event.n_shards}: "
+          f"{event.done}/{event.total} labelled ({event.chunk_s:.1f} s/chunk)")
+    for hook in list(_progress_hooks):
+        hook(event)
+
+
+def lm_eval_version() -> str:
+    return metadata.version("lm_eval")
+
+
+def staging_dir(spec: LabelingSpec, home: str | Path) -> Path:
+    return Path(spec.staging_dir).expanduser().resolve() if spec.staging_dir else Path(home).resolve() / "labeling"
+
+
+def _chunk_dir(staging: Path, rid: str) -> Path:
+    return staging / "chunks" / rid.replace(":", "_").replace("/", "-")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+# ---------------------------------------------------------------- chunk files and chunk writes
+def stage_chunk(staging: Path, source: str, model_id: str, rid: str, rows: pd.DataFrame) -> Path:
+    """Write one chunk of label rows to <staging>/chunks/<run>/chunk-<n>.parquet atomically; returns the path."""
+    folder = _chunk_dir(staging, rid)
+    folder.mkdir(parents=True, exist_ok=True)
+    frame = rows.assign(source=source, model_id=model_id, run_id=rid)
+    path = folder / f"chunk-{_now():%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:6]}.parquet"
+    tmp = path.with_suffix(".parquet.tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def staged_ids(staging: Path, rid: str) -> set[str]:
+    """Query ids of a run that sit in staged chunk files (not yet written to the warehouse)."""
+    folder = _chunk_dir(staging, rid)
+    ids: set[str] = set()
+    for p in sorted(folder.glob("chunk-*.parquet")):
+        ids.update(pd.read_parquet(p, columns=["query_id"])["query_id"].tolist())
+    return ids
+
+
+def write_chunk(wh: Warehouse, rows: pd.DataFrame) -> int:
+    """One transaction: replace the labels of the chunk's queries for its (source, model), update the run's done."""
+    if rows.empty:
+        return 0
+    (source,), (model_id,), (rid,) = rows["source"].unique(), rows["model_id"].unique(), rows["run_id"].unique()
+    labels = rows[LABEL_COLUMNS].copy()
+    labels["output_tokens"] = labels["output_tokens"].astype("Int64")
+    with _WRITE_LOCK, wh.transaction() as con:
+        con.register("_cr2_chunk", labels[["query_id"]])
+        try:
+            con.execute(SQL_DELETE_REPLACED, [source, model_id])
+        finally:
+            con.unregister("_cr2_chunk")
+        wh.insert_df("labels", labels, con)
+        con.execute(SQL_RUN_PROGRESS, [rid, rid])
+    return len(labels)
+
+
+def _ingest_file(wh: Warehouse, path: Path) -> int:
+    n = write_chunk(wh, pd.read_parquet(path))
+    path.unlink(missing_ok=True)  # after the commit: a crash in between re-writes the same rows, harmlessly
+    return n
+
+
+@task(name="label-ingest-staged", cache_policy=NO_CACHE)
+def ingest_staged(home: str, staging: str) -> int:
+    """Write every staged chunk into the warehouse (one transaction each); returns the rows written."""
+    files = sorted(Path(staging).glob("chunks/*/chunk-*.parquet"))
+    if not files:
+        return 0
+    n = 0
+    with _WRITE_LOCK, Warehouse(home) as wh:
+        for p in files:
+            n += _ingest_file(wh, p)
+    return n
+
+
+# ---------------------------------------------------------------- export and plan
+@task(name="label-export-queries", cache_policy=NO_CACHE)
+def export_queries(home: str, benchmarks: list[str], limit: int | None, staging: str) -> str:
+    """Write the selected queries (first `limit` per benchmark, round-robin over subsets) to Parquet; returns its path."""
+    with _WRITE_LOCK, Warehouse(home) as wh:
+        df = wh.df(SQL_SELECT_QUERIES, [list(benchmarks)])
+    present = set(df["benchmark"].unique())
+    missing = [b for b in benchmarks if b not in present]
+    if missing:
+        raise DataValidationError(
+            f"the warehouse at {home} has no queries of {missing}; run `cr2 ingest` (or enable them in the config's benchmarks)"
+        )
+    for col in ("choices", "tests"):
+        df[col] = [list(v) if v is not None and not isinstance(v, float) else None for v in df[col]]
+    df = select_queries(df, limit)
+    digest = hashlib.sha256("\n".join(df["query_id"]).encode()).hexdigest()[:12]
+    out = Path(staging) / "queries"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"queries-{digest}.parquet"
+    tmp = path.with_suffix(".parquet.tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return str(path)
+
+
+def _mbpp_fewshot(config: Config, spec: LabelingSpec) -> list[dict[str, Any]]:
+    ids = spec.template("mbpp").fewshot_task_ids
+    if not ids:
+        return []
+    bench = config.benchmarks.get("mbpp")
+    path = config.data_path / (bench.file if bench is not None else "benchmarks/mbpp.parquet")
+    return mbpp_fewshot_docs(pd.read_parquet(path, columns=["query_id", "question", "target", "tests", "test_setup"]), ids)
+
+
+@task(name="label-plan", cache_policy=NO_CACHE)
+def plan_label_runs(
+    config: Config,
+    home: str,
+    queries_path: str,
+    models: list[str],
+    benchmarks: list[str],
+    backend: str,
+    spec: LabelingSpec,
+) -> list[ShardJob]:
+    """One ShardJob per (model, shard), with the queries each run still has to label; marks the runs 'running'."""
+    pool = {m.id: m for m in config.models}
+    for m in models:
+        if m not in pool:
+            raise did_you_mean("model", m, list(pool))
+    queries = pd.read_parquet(queries_path, columns=["query_id", "benchmark"])
+    queries["shard"] = shard_of(queries["query_id"], spec.shards)
+    fewshot = {"mbpp": _mbpp_fewshot(config, spec)} if "mbpp" in benchmarks else {}
+    hashes = {b: task_config_hash(b, spec.template(b), spec.sandbox, fewshot.get(b)) for b in benchmarks}
+    version = lm_eval_version()
+    jobs: list[ShardJob] = []
+    with _WRITE_LOCK, Warehouse(home) as wh:
+        for mid in models:
+            model = pool[mid]
+            pretrained = spec.model_paths.get(mid, model.hf_name)
+            revision = local_revision(pretrained) if is_local(pretrained) else spec.revisions.get(mid, "main")
+            plan = backend_plan(backend, spec, pretrained, revision, model.hf_name)
+            for shard in range(spec.shards):
+                bjobs = []
+                for b in benchmarks:
+                    key = run_key(spec.source, mid, model.hf_name, revision, plan, hashes[b], version)
+                    rid = run_id(spec.source, mid, b, key, shard, spec.shards)
+                    ids = queries.loc[(queries["benchmark"] == b) & (queries["shard"] == shard), "query_id"].tolist()
+                    done = set(wh.df(SQL_DONE_IDS, [rid])["query_id"])
+                    bjobs.append(BenchmarkJob(b, rid, hashes[b], tuple(q for q in ids if q not in done), len(ids)))
+                    with wh.transaction() as con:
+                        if con.execute(SQL_RUN_EXISTS, [rid]).fetchone()[0]:
+                            con.execute(SQL_RUN_RESTART, [plan.args_json(), len(ids), rid, rid])
+                        else:
+                            con.execute(SQL_RUN_INSERT, [rid, spec.source, mid, revision, backend, plan.args_json(),
+                                                         version, hashes[b], _now(), rid, len(ids)])
+                jobs.append(ShardJob(mid, plan, revision, shard, spec.shards, tuple(bjobs), fewshot))
+    return jobs
+
+
+# ---------------------------------------------------------------- the (model, shard) task
+def _pin_dask_gpus(gpus_per_worker: int) -> None:
+    """Under a local Dask cluster, give worker i the GPUs [i·g, (i+1)·g) (before CUDA is initialised)."""
+    if gpus_per_worker <= 0:
+        return
+    try:
+        from distributed import get_worker
+
+        name = get_worker().name
+    except (ImportError, ValueError):
+        return
+    if isinstance(name, int) and "CR2_PINNED_GPUS" not in os.environ:
+        gpus = ",".join(str(name * gpus_per_worker + k) for k in range(gpus_per_worker))
+        os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["CR2_PINNED_GPUS"] = gpus
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    model_id: str
+    shard: int
+    labelled: dict[str, int]  # run_id → queries labelled by this task
+
+
+@task(name="label-shard", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=30)
+def label_shard(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: str, home: str | None) -> ShardReport:
+    """Label one (model, shard): load the model once, run every benchmark's pending queries chunk by chunk.
+
+    `home` set (thread runner): each chunk is also written to the warehouse at once. `home` None (Dask/Ray):
+    chunks are only staged; the flow writes them.
+    """
+    if spec.task_runner.kind == "dask":
+        _pin_dask_gpus(spec.task_runner.gpus_per_worker)
+    staging_path = Path(staging)
+    queries = pd.read_parquet(queries_path)
+    queries = queries[queries["query_id"].isin({q for b in job.benchmarks for q in b.pending})]
+
+    def already_done(bj: BenchmarkJob) -> set[str]:
+        done = staged_ids(staging_path, bj.run_id)
+        if home is not None:
+            with _WRITE_LOCK, Warehouse(home) as wh:
+                done |= set(wh.df(SQL_DONE_IDS, [bj.run_id])["query_id"])
+        return done
+
+    def sink(bj: BenchmarkJob, rows: pd.DataFrame) -> None:
+        path = stage_chunk(staging_path, spec.source, job.model_id, bj.run_id, rows)
+        if home is not None:
+            with _WRITE_LOCK, Warehouse(home) as wh:
+                _ingest_file(wh, path)
+
+    labelled = run_shard(
+        job, queries, spec, staging_path / "scratch", sink, already_done=already_done, progress=_emit,
+    )
+    return ShardReport(job.model_id, job.shard, labelled)
+
+
+# ---------------------------------------------------------------- close the runs
+@task(name="label-finish", cache_policy=NO_CACHE)
+def finish_label_runs(home: str, jobs: list[ShardJob], failed: list[tuple[str, int]]) -> pd.DataFrame:
+    """Mark each run finished (all its queries labelled, task succeeded) or failed; returns the runs' rows."""
+    failed_set = set(failed)
+    rids: list[str] = []
+    now = _now()
+    with _WRITE_LOCK, Warehouse(home) as wh:
+        for job in jobs:
+            ok = (job.model_id, job.shard) not in failed_set
+            for bj in job.benchmarks:
+                rids.append(bj.run_id)
+                with wh.transaction() as con:
+                    con.execute(SQL_RUN_FINISH, [bj.run_id, now, ok, bj.run_id, bj.run_id])
+        return wh.df(SQL_RUNS_SUMMARY, [rids])
+
+
+def args_summary(jobs: list[ShardJob]) -> dict[str, Any]:
+    """model → backend arguments (for logs)."""
+    return {j.model_id: json.loads(j.backend.args_json()) for j in jobs}

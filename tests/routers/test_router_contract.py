@@ -1,0 +1,114 @@
+"""One contract over every registered baseline (scikit-learn's check_estimator idea).
+
+fit returns self; a clear NotFittedError before fit; p̂ and Decisions have the right shapes, dtypes and
+ranges; fitting twice with the same seed gives identical decisions and fingerprints; learned state
+survives save/load; a batch over another pool is refused.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cr2.data import Router, RoutingSet
+from cr2.errors import DataValidationError, NotFittedError
+from cr2.routers import BASELINES, get_router
+
+FAST = {  # small settings that keep two fits per router well under a few seconds
+    "always": {"model_id": "qwen3-14b"},
+    "knn": {"k_grid": (3, 9)},
+    "mlp": {"epochs": 3, "seed": 3},
+    "embedllm": {"epochs": 3, "seed": 3},
+    "llmrank": {"epochs": 2, "seed": 3, "n_clusters": 8},
+}
+TORCH_ROUTERS = ("mlp", "embedllm", "llmrank")
+
+
+def _make(name: str, **over):
+    return get_router(name, **{**FAST[name], **over})
+
+
+@pytest.fixture(scope="module", params=BASELINES)
+def fitted(request, tiny_splits):
+    """(name, router fitted once, (train, dev, test))."""
+    train, dev, test = tiny_splits
+    router = _make(request.param)
+    assert router.fit(train, dev) is router  # fit returns self
+    return request.param, router, tiny_splits
+
+
+def test_baselines_registered():
+    assert set(FAST) == set(BASELINES)
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_not_fitted_error_before_fit(name, tiny_splits):
+    router = _make(name)
+    _, _, test = tiny_splits
+    for call in (lambda: router.predict_proba(test), lambda: router.route(test, 1.0), router.fingerprint):
+        with pytest.raises(NotFittedError, match="not fitted; call fit"):
+            call()
+
+
+def test_protocol_shapes_and_ranges(fitted):
+    name, router, (_, _, test) = fitted
+    assert isinstance(router, Router)
+    p_hat = router.predict_proba(test)
+    assert p_hat.shape == (len(test), test.n_models) and p_hat.dtype == np.float32
+    assert np.all((p_hat >= 0) & (p_hat <= 1))
+    for lam in (0.0, 0.5, 20.0):
+        dec = router.route(test, lam)
+        assert dec.chosen.shape == (len(test),) and dec.chosen.dtype == np.int64
+        assert np.all((dec.chosen >= 0) & (dec.chosen < test.n_models))
+        assert np.array_equal(dec.accepted_local, dec.chosen == 0)
+    if name != "always":  # a one-shot router drifts toward cheap models as λ grows
+        cost_at = [test.cost[np.arange(len(test)), router.route(test, lam).chosen].mean() for lam in (0.0, 20.0)]
+        assert cost_at[1] <= cost_at[0]
+    assert isinstance(router.n_params(), int) and router.n_params() >= 0
+    assert isinstance(router.flops_per_query(), int) and router.flops_per_query() >= 0
+    assert len(router.fingerprint()) == 16
+
+
+def test_deterministic_under_a_seed(fitted):
+    name, router, (train, dev, test) = fitted
+    again = _make(name).fit(train, dev)
+    assert again.fingerprint() == router.fingerprint()
+    for lam in (0.0, 1.0):
+        assert np.array_equal(again.route(test, lam).chosen, router.route(test, lam).chosen)
+    assert np.array_equal(again.predict_proba(test), router.predict_proba(test))
+
+
+@pytest.mark.parametrize("name", TORCH_ROUTERS)
+def test_seed_matters_and_global_torch_rng_is_untouched(name, tiny_splits):
+    import torch
+
+    train, dev, _ = tiny_splits
+    before = torch.get_rng_state().clone()
+    threads = torch.get_num_threads()
+    a = _make(name, seed=1).fit(train, dev)
+    b = _make(name, seed=2).fit(train, dev)
+    assert torch.equal(torch.get_rng_state(), before)  # no global seeding, no draws from the global RNG
+    assert torch.get_num_threads() == threads
+    assert a.fingerprint() != b.fingerprint()
+
+
+def test_save_load_round_trip(fitted, tmp_path):
+    name, router, (_, _, test) = fitted
+    fp = router.save(tmp_path / f"{name}.npz")
+    loaded = type(router).load(tmp_path / f"{name}.npz")
+    assert fp == loaded.fingerprint() == router.fingerprint()
+    assert np.array_equal(loaded.predict_proba(test), router.predict_proba(test))
+    assert np.array_equal(loaded.route(test, 0.7).chosen, router.route(test, 0.7).chosen)
+
+
+def test_other_pool_is_refused(fitted):
+    name, router, (_, _, test) = fitted
+    other = RoutingSet(
+        query_id=test.query_id,
+        benchmark=test.benchmark,
+        embedding=test.embedding,
+        correct=test.correct,
+        cost=test.cost,
+        model_ids=("a", "b", "c", "d"),
+    )
+    with pytest.raises(DataValidationError, match="fitted on pool"):
+        router.route(other, 1.0)

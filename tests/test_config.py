@@ -1,0 +1,122 @@
+"""Configuration: Table I as loaded (golden), unit conversions, and clear errors for bad files."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cr2.config import DEFAULT_CONFIG, load_config, load_state_distribution
+from cr2.errors import ConfigError
+
+
+def test_table_one_values_as_loaded():
+    cfg = load_config()
+    c = cfg.communication
+    assert (c.bits_per_input_token, c.bits_per_output_token) == (32, 32)
+    assert (c.bandwidth_ul_hz, c.bandwidth_dl_hz) == (10e6, 40e6)
+    assert c.rtt_s == pytest.approx(0.018)
+    assert c.carrier_frequency_hz == 3.5e9
+    assert (c.tx_power_ue_w, c.tx_power_bs_w) == (0.5, 2.0)
+    p = cfg.power
+    assert (p.ue_tx_w, p.ue_rx_w, p.ue_idle_w, p.ue_active_w) == (1.2, 0.9, 0.05, 15.0)
+    assert [m.server_power_w for m in cfg.edge_models] == [150.0, 300.0, 200.0]
+    assert (cfg.cost.omega_t, cfg.cost.omega_e) == (0.5, 0.5)
+    assert cfg.cost.t0_s == pytest.approx(1.118617)  # T0 = 1118.617 ms
+    assert cfg.cost.e0_j == pytest.approx(223.752133)  # E0 = 223752.133 mJ
+    d = cfg.channel.distribution
+    assert (d.distance.low_m, d.distance.high_m) == (30.0, 150.0)
+    assert d.fading.kind == "rayleigh"
+    assert (d.path_loss.k0_db, d.path_loss.exponent, d.path_loss.d0_m) == (-43.3, 4.0, 1.0)
+    assert cfg.model_ids == ["qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b"]
+    assert cfg.ref_model_id == "qwen3-14b"
+    assert cfg.grids.alpha == [0.002, 0.005, 0.01, 0.02, 0.05]
+
+
+def test_units_are_converted_once_at_load():
+    cfg = load_config()
+    # N0 = -174 dBm/Hz = 10^((-174 - 30)/10) W/Hz = 3.981e-21 W/Hz
+    assert cfg.communication.noise_psd_w_per_hz == pytest.approx(3.981071705534972e-21, rel=1e-12)
+    # K0 = -43.3 dB = 10^(-4.33) = 4.677e-5
+    assert cfg.channel.distribution.path_loss.k0 == pytest.approx(10 ** -4.33, rel=1e-12)
+    rician = load_state_distribution("far-rician")
+    assert rician.fading.k_factor == pytest.approx(10 ** 0.3, rel=1e-12)  # K = 3 dB
+
+
+def test_lambda_grid_contains_log_points_and_extras():
+    lams = load_config().grids.lam.values()
+    assert lams[0] == pytest.approx(0.1) and lams[-1] == pytest.approx(20.0)
+    assert all(x in lams for x in (0.5, 1.0, 2.0, 8.0))
+    assert lams == sorted(lams) and len(lams) == 28
+
+
+def _write(tmp_path: Path, data) -> Path:
+    p = tmp_path / "bad.yaml"
+    p.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return p
+
+
+def _default() -> dict:
+    return yaml.safe_load(DEFAULT_CONFIG.read_text())
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path):
+    p = _write(tmp_path, "seed: 0\nmodels: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: malformed YAML at line \d+"):
+        load_config(p)
+
+
+def test_unknown_key_is_rejected_with_its_path(tmp_path):
+    data = _default()
+    data["communication"]["bandwith_ul_hz"] = 1.0
+    with pytest.raises(ConfigError, match=r"communication\.bandwith_ul_hz: unknown key"):
+        load_config(_write(tmp_path, data))
+
+
+def test_wrong_type_names_the_field(tmp_path):
+    data = _default()
+    data["power"]["ue_tx_w"] = "lots"
+    with pytest.raises(ConfigError, match=r"power\.ue_tx_w: .*got 'lots'"):
+        load_config(_write(tmp_path, data))
+
+
+def test_bound_violation_names_the_field(tmp_path):
+    data = _default()
+    data["communication"]["bandwidth_dl_hz"] = -1
+    with pytest.raises(ConfigError, match=r"communication\.bandwidth_dl_hz: Input should be greater than 0"):
+        load_config(_write(tmp_path, data))
+
+
+def test_weights_must_sum_to_one(tmp_path):
+    data = _default()
+    data["cost"]["omega_t"] = 0.7
+    with pytest.raises(ConfigError, match=r"omega_t \+ omega_e must be 1"):
+        load_config(_write(tmp_path, data))
+
+
+def test_unknown_state_distribution_lists_available(tmp_path):
+    data = _default()
+    data["channel"]["distribution"] = "nowhere"
+    with pytest.raises(ConfigError, match=r"unknown states 'nowhere'; available: default, far-rician"):
+        load_config(_write(tmp_path, data))
+
+
+def test_missing_file():
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config("/nonexistent/cr2.yaml")
+
+
+def test_pool_needs_one_device_model_first(tmp_path):
+    data = _default()
+    data["models"] = data["models"][1:]
+    with pytest.raises(ConfigError, match="exactly one device model"):
+        load_config(_write(tmp_path, data))
+
+
+def test_section_hash_changes_only_with_its_section():
+    a = load_config()
+    b = load_config(overrides={"gate": {"w_mono": 0.5}})
+    assert a.section_hash("communication") == b.section_hash("communication")
+    assert a.section_hash("gate") != b.section_hash("gate")
+    assert not math.isclose(a.gate.w_mono, b.gate.w_mono)

@@ -1,0 +1,92 @@
+"""CR2Router: the Router protocol, fit → calibrate → route, and refusal of uncalibrated or foreign operating points."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cr2.checkpoint import fingerprint
+from cr2.config import GateSpec, TeacherSpec
+from cr2.crc import calibrate_threshold
+from cr2.data import Router
+from cr2.errors import FingerprintMismatchError, NotFittedError, UncalibratedOperatingPointError
+from cr2.routers.cr2_router import CR2Router
+from cr2.utility import disagree_label
+from cr2_synth import make_routing_set
+
+TEACHER = TeacherSpec(epochs=2, batch_size=64, lr=3e-3)
+GATE = GateSpec(epochs=2, batch_size=64, lr=3e-3)
+LAMS = [0.1, 0.5, 1.0, 2.0, 8.0]
+ALPHAS = [0.01, 0.05]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+@pytest.fixture(scope="module")
+def sets():
+    return {name: make_routing_set(n, seed) for name, n, seed in (("train", 500, 21), ("dev", 150, 22), ("val", 400, 23), ("test", 200, 24))}
+
+
+@pytest.fixture(scope="module")
+def router(sets):
+    r = CR2Router(TEACHER, GATE, alpha=0.05)
+    assert r.fit(sets["train"], sets["dev"]) is r
+    r.calibrate(sets["val"], LAMS, ALPHAS, dist_id="default@v1-test", label_source="synthetic")
+    return r
+
+
+def test_is_a_router_and_refuses_to_route_before_fit(sets):
+    r = CR2Router(TEACHER, GATE)
+    assert isinstance(r, Router) and r.name == "cr2"
+    assert not hasattr(r, "teacher_")  # __init__ only stores hyperparameters
+    with pytest.raises(NotFittedError, match="fit"):
+        r.route(sets["test"], 1.0)
+    with pytest.raises(NotFittedError):
+        r.calibrate(sets["val"], LAMS, ALPHAS, dist_id="d", label_source="s")
+
+
+def test_route_follows_the_calibrated_table(router, sets):
+    table = router.threshold_table_
+    assert table.n_calib == 400 and table.gate_fingerprint == fingerprint(router.gate_)
+    assert (table.dist_id, table.label_source) == ("default@v1-test", "synthetic")
+    test = sets["test"]
+    d = router.route(test, 1.0)
+    assert d.chosen.shape == d.accepted_local.shape == (200,)
+    assert d.tau == table.tau(1.0, 0.05, router.gate_fingerprint_)
+    np.testing.assert_array_equal(d.accepted_local, d.score >= d.tau)
+    assert np.all(d.chosen[~d.accepted_local] >= 1)  # edge-only: a deferred query runs on an edge model
+    again = router.route(test, 1.0)
+    np.testing.assert_array_equal(again.chosen, d.chosen)
+
+
+def test_table_thresholds_are_the_crc_thresholds_of_the_calibration_set(router, sets):
+    val = sets["val"]
+    scores = router.gate_.score(val.embedding, 2.0)
+    risks = disagree_label(router.teacher_.predict_proba(val.embedding), val.cost, 2.0)
+    assert router.threshold_table_.tau(2.0, 0.01, router.gate_fingerprint_) == calibrate_threshold(scores, risks, 0.01)
+
+
+def test_off_grid_lambda_is_refused_unless_calibrated_on_demand(router, sets):
+    with pytest.raises(UncalibratedOperatingPointError, match=r"λ=0.37 is not on the calibrated grid \[0.1, 0.5, 1, 2, 8\]"):
+        router.route(sets["test"], 0.37)
+    on_demand = CR2Router(TEACHER, GATE, alpha=0.05, on_demand_calibration=True)
+    on_demand.__dict__.update({k: v for k, v in router.__dict__.items() if k.endswith("_")})  # same fitted state
+    d = on_demand.route(sets["test"], 0.37)
+    val = sets["val"]
+    risks = disagree_label(router.teacher_.predict_proba(val.embedding), val.cost, 0.37)
+    assert d.tau == calibrate_threshold(router.gate_.score(val.embedding, 0.37), risks, 0.05)  # exact, not interpolated
+    assert on_demand.threshold_table_.has_lam(0.37) and not router.threshold_table_.has_lam(0.37)
+
+
+def test_a_table_from_another_gate_is_refused(router, sets):
+    other = CR2Router(TEACHER, GATE.model_copy(update={"seed": 7}), alpha=0.05).fit(sets["train"], sets["dev"])
+    assert other.gate_fingerprint_ != router.gate_fingerprint_
+    other.threshold_table_ = router.threshold_table_
+    with pytest.raises(FingerprintMismatchError):
+        other.route(sets["test"], 1.0)

@@ -1,0 +1,53 @@
+"""Warehouse: schema creation, version check, transactions roll back, export, read-only access."""
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import pytest
+
+from cr2.errors import WarehouseError
+from warehouse.db import SCHEMA_VERSION, Warehouse, table_names
+
+LATER_TABLES = {"labels", "label_runs", "splits", "embeddings", "state_distributions", "states", "costs",
+                "thresholds", "decisions", "metrics", "queries", "models", "eval_runs"}
+
+
+def test_schema_creates_every_table_with_version(home):
+    with Warehouse(home) as wh:
+        have = set(wh.df("SELECT table_name FROM information_schema.tables")["table_name"])
+        assert LATER_TABLES <= have
+        assert wh.scalar("SELECT value FROM meta WHERE key='schema_version'") == SCHEMA_VERSION
+        assert wh.df("DESCRIBE embeddings").set_index("column_name").loc["vector", "column_type"] == "FLOAT[384]"
+    assert LATER_TABLES <= set(table_names())
+
+
+def test_other_schema_version_is_a_clear_error(home):
+    with Warehouse(home) as wh:
+        wh.con.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    with pytest.raises(WarehouseError, match=r"schema version 0, this cr2 expects .*cr2 export TABLE"):
+        Warehouse(home)
+
+
+def test_failed_write_rolls_back(home):
+    row = {"model_id": "m", "hf_name": "h", "params": 1.0, "platform": "p", "role": "device", "position": 0}
+    with Warehouse(home) as wh:
+        wh.replace_where("models", pd.DataFrame([row]))
+        with pytest.raises(duckdb.ConstraintException):
+            wh.replace_where("models", pd.DataFrame([row | {"model_id": "x"}, row | {"model_id": "x"}]))
+        assert list(wh.df("SELECT model_id FROM models")["model_id"]) == ["m"]
+
+
+def test_export_and_read_only(home, tmp_path):
+    with Warehouse(home) as wh:
+        wh.replace_where("models", pd.DataFrame([{"model_id": "m", "hf_name": "h", "params": 1.0, "platform": "p",
+                                                   "role": "device", "position": 0}]))
+    with Warehouse(home, read_only=True) as ro:
+        path = ro.export("models", tmp_path / "out")
+        with pytest.raises(duckdb.Error):
+            ro.con.execute("DELETE FROM models")
+    assert pd.read_parquet(path)["model_id"].tolist() == ["m"]
+
+
+def test_read_only_on_missing_warehouse(tmp_path):
+    with pytest.raises(WarehouseError, match="no warehouse"):
+        Warehouse(tmp_path / "nothing", read_only=True)

@@ -1,0 +1,131 @@
+"""Great Expectations suites, one per warehouse table, run on a task's output before it is written.
+
+A failed suite raises DataValidationError listing each failed expectation with its unexpected count
+and a few example values; nothing is written.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import pandas as pd
+
+from cr2.errors import DataValidationError
+
+# Each suite is a list of (expectation class name, kwargs). Keep them declarative: this is the data contract.
+SUITES: dict[str, Callable[[dict], list[tuple[str, dict]]]] = {}
+
+
+def suite(name: str):
+    def register(fn):
+        SUITES[name] = fn
+        return fn
+
+    return register
+
+
+@suite("queries")
+def _queries(ctx: dict) -> list[tuple[str, dict]]:
+    return [
+        ("ExpectColumnValuesToNotBeNull", {"column": "query_id"}),
+        ("ExpectColumnValuesToBeUnique", {"column": "query_id"}),
+        ("ExpectColumnValuesToBeInSet", {"column": "benchmark", "value_set": list(ctx["benchmarks"])}),
+        ("ExpectColumnValuesToNotBeNull", {"column": "question"}),
+        ("ExpectColumnValuesToBeBetween", {"column": "prompt_tokens", "min_value": 1}),
+        # multiple choice: 4 choices and a target letter A–D (columns derived in the frame below)
+        ("ExpectColumnValuesToBeInSet", {"column": "mc_n_choices", "value_set": [4], "row_condition": 'is_mc == True',
+                                         "condition_parser": "pandas"}),
+        ("ExpectColumnValuesToBeInSet", {"column": "target", "value_set": ["A", "B", "C", "D"],
+                                         "row_condition": 'is_mc == True', "condition_parser": "pandas"}),
+        ("ExpectColumnValuesToBeBetween", {"column": "n_tests", "min_value": 1, "row_condition": 'benchmark == "mbpp"',
+                                           "condition_parser": "pandas"}),
+    ]
+
+
+@suite("states")
+def _states(ctx: dict) -> list[tuple[str, dict]]:
+    return [
+        ("ExpectColumnValuesToBeBetween", {"column": "distance_m", "min_value": ctx["low_m"], "max_value": ctx["high_m"]}),
+        ("ExpectColumnValuesToBeBetween", {"column": "rate_ul_bps", "min_value": 0, "strict_min": True}),
+        ("ExpectColumnValuesToBeBetween", {"column": "rate_dl_bps", "min_value": 0, "strict_min": True}),
+        ("ExpectColumnValuesToBeBetween", {"column": "fading_ul", "min_value": 0}),
+        ("ExpectColumnValuesToBeBetween", {"column": "fading_dl", "min_value": 0}),
+    ]
+
+
+@suite("costs")
+def _costs(ctx: dict) -> list[tuple[str, dict]]:
+    cols = ("latency_s", "energy_j", "cost_raw", "cost_norm")
+    return [("ExpectColumnValuesToBeBetween", {"column": c, "min_value": 0, "strict_min": True, "max_value": 1e12})
+            for c in cols] + [("ExpectColumnValuesToNotBeNull", {"column": c}) for c in cols]
+
+
+@suite("labels")
+def _labels(ctx: dict) -> list[tuple[str, dict]]:
+    return [
+        ("ExpectColumnValuesToBeInSet", {"column": "correct", "value_set": [0, 1, True, False]}),
+        ("ExpectColumnValuesToNotBeNull", {"column": "correct"}),
+        ("ExpectCompoundColumnsToBeUnique", {"column_list": ["query_id", "model_id"]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "model_id", "value_set": list(ctx["models"])}),
+    ]
+
+
+@suite("splits")
+def _splits(ctx: dict) -> list[tuple[str, dict]]:
+    return [
+        ("ExpectColumnValuesToBeInSet", {"column": "split", "value_set": ["train", "dev", "val", "test"]}),
+        ("ExpectColumnValuesToBeUnique", {"column": "query_id"}),
+        ("ExpectTableRowCountToEqual", {"value": ctx["n_queries"]}),
+    ]
+
+
+@suite("embeddings")
+def _embeddings(ctx: dict) -> list[tuple[str, dict]]:
+    return [
+        ("ExpectColumnValuesToBeBetween", {"column": "norm", "min_value": 1 - 1e-3, "max_value": 1 + 1e-3}),
+        ("ExpectColumnValuesToBeUnique", {"column": "query_id"}),
+    ]
+
+
+@functools.lru_cache(maxsize=1)
+def _context():
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return ctx
+
+
+def validate_frame(name: str, df: pd.DataFrame, **ctx_values) -> dict:
+    """Run the GX suite `name` on df; return its statistics or raise DataValidationError."""
+    import great_expectations.expectations as gxe
+
+    ctx = _context()
+    expectations = SUITES[name](ctx_values)
+    src_name = f"cr2-{name}"
+    try:
+        source = ctx.data_sources.get(src_name)
+    except (KeyError, ValueError):
+        source = ctx.data_sources.add_pandas(src_name)
+    asset = source.add_dataframe_asset(f"frame-{len(source.assets)}")
+    batch = asset.add_batch_definition_whole_dataframe("whole").get_batch(batch_parameters={"dataframe": df})
+    failures = []
+    for cls_name, kwargs in expectations:
+        result = batch.validate(getattr(gxe, cls_name)(**kwargs))
+        if not result.success:
+            r = result.result or {}
+            examples = r.get("partial_unexpected_list") or r.get("observed_value")
+            failures.append(
+                f"  {cls_name}({_describe(kwargs)}): {r.get('unexpected_count', '?')} unexpected; e.g. {str(examples)[:160]}"
+            )
+    if failures:
+        raise DataValidationError(
+            f"data validation of '{name}' failed ({len(failures)} of {len(expectations)} expectations); nothing was written:\n"
+            + "\n".join(failures)
+        )
+    return {"suite": name, "expectations": len(expectations), "rows": len(df)}
+
+
+def _describe(kwargs: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in kwargs.items() if k not in ("condition_parser",))
