@@ -466,7 +466,7 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
     """Load and validate a cr2 config (None → configs/default.yaml); raises ConfigError naming file and key."""
     cfg_path = Path(path) if path is not None else DEFAULT_CONFIG
-    data = _read_yaml(cfg_path)
+    data = _resolve_extends(cfg_path, _read_yaml(cfg_path), seen=(cfg_path.resolve(),))
     if overrides:
         data = _deep_merge(data, overrides)
     try:
@@ -475,6 +475,24 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         raise ConfigError(_format_validation(cfg_path, exc)) from None
     except ConfigError as exc:  # a referenced states/hardware file failed to load
         raise ConfigError(f"{cfg_path}: {exc}") from None
+
+
+def _resolve_extends(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> dict[str, Any]:
+    """`extends: default` (a name under configs/ or a path) merges this file's keys over the base file's."""
+    base_ref = data.pop("extends", None)
+    if base_ref is None:
+        return data
+    base = Path(str(base_ref))
+    if base.suffix not in (".yaml", ".yml"):
+        base = CONFIG_DIR / f"{base_ref}.yaml"
+    elif not base.is_absolute():
+        base = path.parent / base
+    if not base.is_file():
+        raise ConfigError(f"{path}: extends: '{base_ref}' not found (a name under configs/, e.g. 'default', or a YAML path)")
+    if base.resolve() in seen:
+        raise ConfigError(f"{path}: extends: '{base_ref}' forms a cycle")
+    merged = _resolve_extends(base, _read_yaml(base), seen + (base.resolve(),))
+    return _deep_merge(merged, data)
 
 
 def load_state_distribution(ref: str | Path) -> StateDistribution:

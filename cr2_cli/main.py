@@ -99,7 +99,8 @@ def ingest(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -
     t0 = time.perf_counter()
     summary = ingest_flow(config_path=str(config) if config else None, home=str(_home(home)))
     print_ingest_summary(summary)
-    console.print(f"ingest finished in {time.perf_counter() - t0:.1f} s; warehouse: {_home(home) / 'cr2.duckdb'}")
+    how = "cached: nothing changed, no work done" if summary.get("cached") else "computed"
+    console.print(f"ingest finished in {time.perf_counter() - t0:.1f} s ({how}); warehouse: {_home(home) / 'cr2.duckdb'}")
 
 
 @app.command()
@@ -119,7 +120,8 @@ def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> N
 
 
 def print_ingest_summary(summary: dict) -> None:
-    table = Table(title=f"queries per benchmark (prompt tokens: {summary['tokenizer']})")
+    state = " — cached" if summary.get("cached") else ""
+    table = Table(title=f"queries per benchmark (prompt tokens: {summary['tokenizer']}){state}")
     table.add_column("benchmark")
     table.add_column("queries", justify="right")
     table.add_column("mean prompt tokens", justify="right")

@@ -20,7 +20,8 @@ def ingest(config: Config, home: Path) -> dict:
     """Run the ingest stage inside the current flow; returns the per-benchmark summary."""
     with Warehouse(home) as wh:
         key = ingest_key(config, wh)
-    return bind(ingest_queries, home)(config, str(home), key)
+    state = bind(ingest_queries, home)(config, str(home), key, return_state=True)
+    return {**state.result(), "cached": state.name == "Cached"}
 
 
 @flow(name="cr2-ingest", log_prints=True)

@@ -120,3 +120,28 @@ def test_section_hash_changes_only_with_its_section():
     assert a.section_hash("communication") == b.section_hash("communication")
     assert a.section_hash("gate") != b.section_hash("gate")
     assert not math.isclose(a.gate.w_mono, b.gate.w_mono)
+
+
+def test_extends_merges_a_small_override_file_over_the_default(tmp_path):
+    from cr2.config import load_config
+
+    f = tmp_path / "far.yaml"
+    f.write_text("extends: default\nchannel: {distribution: far-rician}\ngrids: {default_alpha: 0.02}\n")
+    cfg = load_config(f)
+    assert cfg.channel.distribution.name == "far-rician"
+    assert cfg.grids.default_alpha == 0.02
+    assert cfg.grids.alpha == load_config().grids.alpha  # untouched keys come from the base
+
+
+def test_extends_errors_name_the_file(tmp_path):
+    from cr2.config import load_config
+    from cr2.errors import ConfigError
+
+    f = tmp_path / "bad.yaml"
+    f.write_text("extends: nowhere\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: extends: 'nowhere' not found"):
+        load_config(f)
+    g = tmp_path / "loop.yaml"
+    g.write_text("extends: loop.yaml\n")
+    with pytest.raises(ConfigError, match="cycle"):
+        load_config(g)
