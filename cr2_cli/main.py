@@ -105,6 +105,40 @@ def ingest(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -
 
 @app.command()
 @friendly
+def prepare(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Embeddings, splits, channel states, labels and costs for every query (validated, cached)."""
+    from flows.prepare import prepare_flow
+
+    h = _home(home)
+    t0 = time.perf_counter()
+    summary = prepare_flow(config_path=str(config) if config else None, home=str(h))
+    print_prepare_steps(summary)
+    print_model_summary(h, config)
+    console.print(f"prepare finished in {time.perf_counter() - t0:.1f} s; warehouse: {h / 'cr2.duckdb'}")
+
+
+@app.command()
+@friendly
+def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Train the CR² teacher selector and margin gate on the prepared train split (cached)."""
+    from flows.train import train_flow
+
+    h = _home(home)
+    print_train(train_flow(config_path=str(config) if config else None, home=str(h)))
+
+
+@app.command()
+@friendly
+def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Calibrate the CRC threshold table τ*(λ; α) of the trained gate on the val split (new version)."""
+    from flows.calibrate import calibrate_flow
+
+    h = _home(home)
+    print_calibrate(calibrate_flow(config_path=str(config) if config else None, home=str(h)))
+
+
+@app.command()
+@friendly
 def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Run the whole pipeline on the configured data (one flow, one process)."""
     from flows.run import run_flow
@@ -113,6 +147,15 @@ def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> N
     t0 = time.perf_counter()
     summary = run_flow(config_path=str(config) if config else None, home=str(h))
     print_ingest_summary(summary["ingest"])
+    if "prepare" in summary:
+        print_prepare_steps(summary["prepare"])
+        print_model_summary(h, config)
+    if "train" in summary:
+        print_train(summary["train"])
+    if "calibrate" in summary:
+        print_calibrate(summary["calibrate"])
+    if "evaluate" in summary:
+        print_operating_points(h, config, summary["evaluate"])
     console.print(f"\ncr2 run finished in {time.perf_counter() - t0:.1f} s")
     console.print(f"warehouse: {h / 'cr2.duckdb'}")
     if summary.get("report"):
@@ -130,6 +173,76 @@ def print_ingest_summary(summary: dict) -> None:
         table.add_row(b, f"{row['queries']:,}", f"{row['mean_prompt_tokens']:.1f}")
         total += row["queries"]
     table.add_row("all", f"{total:,}", "")
+    console.print(table)
+
+
+def print_prepare_steps(summary: dict) -> None:
+    parts = [f"{name}: {'cached' if step.get('cached') else 'computed'}" for name, step in summary.items()]
+    emb = summary.get("embeddings", {})
+    if emb and not emb.get("cached"):
+        parts[0] += f" ({emb['embedded']:,} embedded)"
+    console.print("prepare — " + "; ".join(parts), highlight=False)
+
+
+def print_model_summary(home: Path, config_path: Optional[Path]) -> None:
+    """Per benchmark: queries, accuracy and mean normalised cost per model, under the configured labels and states."""
+    from cr2.config import load_config
+    from warehouse.db import Warehouse
+
+    cfg = load_config(config_path)
+    with Warehouse(home, read_only=True) as wh:
+        df = wh.df("SELECT * FROM model_summary WHERE label_source = ? AND dist_id = ? ORDER BY benchmark, model_position",
+                   [cfg.labels.source, cfg.channel.distribution.dist_id])
+    if df.empty:
+        return
+    simulated = bool(df["labels_simulated"].iloc[0])
+    note = "SIMULATED labels — not measured (docs/labels.md)" if simulated else "measured labels"
+    table = Table(title=f"label source: {cfg.labels.source} ({note}); states: {cfg.channel.distribution.dist_id}")
+    models = list(dict.fromkeys(df["model_id"]))
+    table.add_column("benchmark")
+    table.add_column("queries", justify="right")
+    for m in models:
+        table.add_column(f"{m}\nacc / cost", justify="right")
+    for b, g in df.groupby("benchmark", sort=True):
+        g = g.set_index("model_id")
+        table.add_row(b, f"{int(g['queries'].iloc[0]):,}",
+                      *[f"{100 * g.at[m, 'accuracy']:.1f}% / {g.at[m, 'mean_cost_norm']:.3f}" for m in models])
+    console.print(table)
+
+
+def print_train(summary: dict) -> None:
+    state = "cached" if summary.get("cached") else "trained"
+    for kind in ("teacher", "gate"):
+        a = summary[kind]
+        console.print(f"{kind}: {a['params']:,} parameters, {a['flops']:,} FLOPs/query, fingerprint {a['fingerprint']}, "
+                      f"fit {a['fit_seconds']:.1f} s (best epoch {a['best_epoch']}) [{state}]", highlight=False)
+
+
+def print_calibrate(summary: dict) -> None:
+    state = "cached" if summary.get("cached") else "calibrated"
+    console.print(f"thresholds v{summary['version']}: {summary['n_lam']} λ × {summary['n_alpha']} α on N_calib = "
+                  f"{summary['n_calib']:,} val queries (states {summary['dist_id']}, labels {summary['label_source']}) "
+                  f"[{state}]", highlight=False)
+
+
+def print_operating_points(home: Path, config_path: Optional[Path], evaluated: dict, lams=(0.5, 2.0, 8.0)) -> None:
+    """CR² on the test split at the default α for a few λ: risk, local rate, accuracy, cost."""
+    from cr2.config import load_config
+    from warehouse.db import Warehouse
+
+    cfg = load_config(config_path)
+    alpha = cfg.grids.default_alpha
+    with Warehouse(home, read_only=True) as wh:
+        df = wh.df("SELECT * FROM operating_points WHERE run_id = ? AND method = 'cr2' AND benchmark = 'all' "
+                   "AND abs(alpha - ?) < 1e-12 ORDER BY lam", [evaluated["run_id"], alpha])
+    df = df[[any(abs(v - lam) < 1e-9 for lam in lams) for v in df["lam"]]]
+    sim = " — SIMULATED labels, not measured" if evaluated["label_source"].startswith("simulated") else ""
+    table = Table(title=f"CR² on test (N = {evaluated['n_evaluable']:,} of {evaluated['n_test']:,}), α = {alpha:g}; "
+                        f"labels: {evaluated['label_source']}{sim}")
+    for col in ("λ", "false-accept risk", "local rate", "accuracy", "norm. cost"):
+        table.add_column(col, justify="right")
+    for r in df.itertuples():
+        table.add_row(f"{r.lam:g}", f"{r.risk:.4f}", f"{100 * r.local_rate:.1f}%", f"{100 * r.accuracy:.1f}%", f"{r.cost:.3f}")
     console.print(table)
 
 

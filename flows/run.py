@@ -12,6 +12,10 @@ from prefect import flow
 
 from cr2.config import load_config
 from flows.ingest import ingest
+from flows.calibrate import calibrate
+from flows.evaluate import evaluate
+from flows.prepare import prepare
+from flows.train import train
 
 
 @flow(name="cr2-run", log_prints=True)
@@ -21,4 +25,8 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     config = load_config(config_path)
     h = Path(home) if home else default_home()
     summary: dict = {"ingest": ingest(config, h)}
+    summary["prepare"] = prepare(config, h)
+    summary["train"] = train(config, h)
+    summary["calibrate"] = calibrate(config, h, summary["train"])
+    summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"])
     return summary

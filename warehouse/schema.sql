@@ -132,6 +132,8 @@ CREATE TABLE IF NOT EXISTS thresholds (
     alpha            DOUBLE NOT NULL,
     tau              DOUBLE NOT NULL,    -- τ*(λ; α); +inf: accept nothing, -inf: accept all
     n_calib          INTEGER NOT NULL,
+    rule             VARCHAR NOT NULL,   -- crc | empirical
+    score_dtype      VARCHAR NOT NULL,   -- dtype the scores were calibrated in (τ* is exact in it)
     created_at       TIMESTAMP NOT NULL,
     PRIMARY KEY (version, lam, alpha)
 );

@@ -1,0 +1,31 @@
+"""Correctness labels y_m(x): the simulated default source and validation of imported (measured) labels.
+
+Label sources are named. Built-in generators are looked up in `LABEL_SOURCES`; any other name is an
+imported source (`cr2.labels.imported.validate_imported_labels` checks its rows). Real labels from
+lm-evaluation-harness runs live in cr2/labeling/.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from cr2.errors import did_you_mean
+from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
+
+__all__ = ["LABEL_SOURCES", "SIMULATED_SOURCE", "get_label_source"]
+
+
+def _simulator() -> Callable:
+    from cr2.labels.simulator import simulate_labels
+
+    return simulate_labels
+
+
+# name → loader of the generating function (loaders keep `import cr2.labels` light)
+LABEL_SOURCES: dict[str, Callable[[], Callable]] = {SIMULATED_SOURCE: _simulator}
+
+
+def get_label_source(name: str) -> Callable:
+    """The generator of a built-in label source; UnknownNameError with a suggestion on a miss."""
+    if name not in LABEL_SOURCES:
+        raise did_you_mean("label source", name, list(LABEL_SOURCES))
+    return LABEL_SOURCES[name]()

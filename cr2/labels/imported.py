@@ -1,0 +1,136 @@
+"""Validation of imported correctness labels (measured y_m(x) from elsewhere, e.g. your own lm-eval runs).
+
+An import is a long table, one row per (query, model):
+
+| column | required | accepted values |
+|---|---|---|
+| query_id | yes | a known query id (the warehouse's `queries.query_id`) |
+| model (or model_id) | yes | a model id of the configured pool |
+| correct | yes | bool; 0/1 (int) or 0.0/1.0 (float: lm-eval's per-sample `acc`); '0' '1' '0.0' '1.0' 'true' 'false' |
+| output_tokens | no | integer ≥ 0 (floats must be whole numbers); null where not recorded |
+
+Strings are compared lower-cased with surrounding spaces removed; a null or any other `correct` is an error.
+
+Other columns are ignored. Every problem raises DataValidationError naming the problem, how many rows
+have it, and a few examples. Completeness (every query × model) is not required here; the pipeline
+checks coverage of the configured label source before training.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from cr2.errors import DataValidationError
+
+_TRUE = {"1", "1.0", "true"}
+_FALSE = {"0", "0.0", "false"}
+
+
+def _examples(values: Iterable, k: int = 3) -> str:
+    vals = list(dict.fromkeys(values))
+    more = f" … ({len(vals)} distinct)" if len(vals) > k else ""
+    return ", ".join(repr(v) for v in vals[:k]) + more
+
+
+def _as_bool(col: pd.Series) -> pd.Series:
+    """`correct` as bool, or DataValidationError listing the offending values."""
+    if col.isna().any():
+        rows = col.index[col.isna()].tolist()
+        raise DataValidationError(
+            f"column 'correct' has {len(rows)} null values (rows {rows[:3]}); every label needs 0 or 1"
+        )
+    if pd.api.types.is_bool_dtype(col):
+        return col.astype(bool)
+    if pd.api.types.is_numeric_dtype(col):
+        bad = ~col.isin([0, 1])
+        if bad.any():
+            raise DataValidationError(
+                f"column 'correct' must be binary (0/1, true/false); {int(bad.sum())} rows are not, e.g. "
+                f"{_examples(col[bad])}"
+            )
+        return col.astype(bool)
+    text = col.map(lambda v: str(v).strip().lower() if not isinstance(v, (bool, np.bool_)) else str(bool(v)).lower())
+    ok = text.isin(_TRUE | _FALSE)
+    if not ok.all():
+        raise DataValidationError(
+            f"column 'correct' must be binary (bool, 0/1 or the strings '0', '1', 'true', 'false'); "
+            f"{int((~ok).sum())} rows are not, e.g. {_examples(col[~ok])}"
+        )
+    return text.isin(_TRUE)
+
+
+def _as_tokens(col: pd.Series) -> pd.Series:
+    """`output_tokens` as nullable Int64 (≥ 0, whole numbers), or DataValidationError."""
+    num = pd.to_numeric(col, errors="coerce")
+    unparsable = num.isna() & col.notna()
+    if unparsable.any():
+        raise DataValidationError(
+            f"column 'output_tokens' must be a whole number of tokens or null; {int(unparsable.sum())} rows are not "
+            f"numbers, e.g. {_examples(col[unparsable])}"
+        )
+    negative = num < 0
+    if negative.any():
+        raise DataValidationError(
+            f"column 'output_tokens' must be ≥ 0; {int(negative.sum())} rows are negative, e.g. {_examples(num[negative])}"
+        )
+    fractional = num.notna() & (num != np.floor(num.fillna(0)))
+    if fractional.any():
+        raise DataValidationError(
+            f"column 'output_tokens' must hold whole numbers; {int(fractional.sum())} rows do not, "
+            f"e.g. {_examples(num[fractional])}"
+        )
+    return num.astype("Float64").astype("Int64")
+
+
+def validate_imported_labels(
+    df: pd.DataFrame, known_query_ids: Iterable[str], known_model_ids: Iterable[str]
+) -> pd.DataFrame:
+    """The import as a normalised frame — query_id, model_id (str), correct (bool), output_tokens (Int64, nullable)
+    — or DataValidationError naming the first problem found (columns, ids, models, values, duplicates)."""
+    if not isinstance(df, pd.DataFrame):
+        raise DataValidationError(f"labels must be a table (DataFrame), got {type(df).__name__}")
+    cols = set(df.columns)
+    if "model" in cols and "model_id" in cols:
+        raise DataValidationError("the label table has both 'model' and 'model_id' columns; keep one")
+    model_col = "model_id" if "model_id" in cols else "model"
+    missing = [c for c in ("query_id", model_col, "correct") if c not in cols]
+    if missing:
+        raise DataValidationError(
+            f"the label table lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; it needs "
+            f"query_id, model, correct [, output_tokens] (has: {', '.join(map(str, df.columns)) or 'no columns'})"
+        )
+    df = df.reset_index(drop=True)
+    for c in ("query_id", model_col):
+        if df[c].isna().any():
+            rows = df.index[df[c].isna()].tolist()
+            raise DataValidationError(f"column '{c}' has {len(rows)} null values (rows {rows[:3]})")
+    qid = df["query_id"].astype(str)
+    mid = df[model_col].astype(str)
+
+    known_q = set(map(str, known_query_ids))
+    unknown_q = ~qid.isin(known_q)
+    if unknown_q.any():
+        raise DataValidationError(
+            f"{int(unknown_q.sum())} rows name query ids that are not in the warehouse, e.g. {_examples(qid[unknown_q])}; "
+            "ingest the benchmarks first (`cr2 ingest`) or fix the ids (format mmlu/<subject>/00042, mbpp/<task_id>)"
+        )
+    known_m = list(map(str, known_model_ids))
+    unknown_m = ~mid.isin(set(known_m))
+    if unknown_m.any():
+        raise DataValidationError(
+            f"{int(unknown_m.sum())} rows name models outside the pool, e.g. {_examples(mid[unknown_m])}; "
+            f"known models: {', '.join(known_m)}"
+        )
+    correct = _as_bool(df["correct"])
+    tokens = _as_tokens(df["output_tokens"]) if "output_tokens" in cols else pd.Series(pd.NA, index=df.index, dtype="Int64")
+
+    dup = pd.DataFrame({"q": qid, "m": mid}).duplicated(keep=False)
+    if dup.any():
+        pairs = list(dict.fromkeys(zip(qid[dup], mid[dup])))
+        raise DataValidationError(
+            f"{len(pairs)} (query_id, model) pairs appear more than once ({int(dup.sum())} rows), e.g. "
+            f"{_examples(pairs)}; keep one label per pair"
+        )
+    return pd.DataFrame({"query_id": qid, "model_id": mid, "correct": correct.astype(bool), "output_tokens": tokens})

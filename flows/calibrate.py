@@ -1,0 +1,33 @@
+"""Calibrate: the CRC threshold table τ*(λ; α) of the trained gate on the val split, as a new version.
+
+Needs a trained gate (flows/train.py). Changing only the state distribution or the grids re-calibrates
+without retraining, provided the training rows are unchanged.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from cr2.config import Config
+from tasks.calibrate import calibrate_cr2, calibrate_key
+from tasks.common import bind
+from warehouse.db import Warehouse
+
+
+def calibrate(config: Config, home: Path, trained: dict) -> dict:
+    with Warehouse(home) as wh:
+        key = calibrate_key(config, wh, trained)
+    state = bind(calibrate_cr2, home)(config, str(home), key, trained, return_state=True)
+    return {**state.result(), "cached": state.name == "Cached"}
+
+
+@flow(name="cr2-calibrate", log_prints=True)
+def calibrate_flow(config_path: str | None = None, home: str | None = None) -> dict:
+    from cr2.config import load_config
+    from flows.train import train
+    from warehouse.db import default_home
+
+    config = load_config(config_path)
+    h = Path(home) if home else default_home()
+    return calibrate(config, h, train(config, h))

@@ -1,0 +1,256 @@
+"""Prepare tasks: embeddings, splits, channel states, labels and costs for every query (validated, cached).
+
+Each task reads its inputs from the warehouse, calls the pure cr2 library, validates its output with the
+GX suite named after the table, and writes in one transaction. Each has a `*_key` function the flow calls
+first: the key covers the content fingerprint of the inputs, the config sections the task reads, the
+source of the code it runs and the warehouse epoch, so a task re-runs exactly when one of them changed.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import task
+
+from cr2.config import Config
+from cr2.errors import DataValidationError
+from tasks.common import code_hash, file_hash, make_key, warehouse_epoch
+from warehouse.db import Warehouse
+from warehouse.validation import validate_frame
+
+SIMULATED_SOURCE = "simulated-irt-v1"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def _queries_fp(wh: Warehouse, cols: str = "query_id, content_hash") -> str:
+    return str(wh.scalar(f"SELECT coalesce(sum(hash({cols})), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM queries"))
+
+
+# ------------------------------------------------------------------ embeddings
+EMBED_CODE = ("cr2.embed", "tasks.prepare")
+
+
+def embed_key(config: Config, wh: Warehouse) -> str:
+    return make_key("embed", _queries_fp(wh), config.section_hash("embedding"), code_hash(*EMBED_CODE), warehouse_epoch(wh))
+
+
+@task(name="prepare-embeddings")
+def embed_queries(config: Config, home: str, key: str) -> dict:
+    """e(x) for every query whose text is new or changed since it was last embedded (incremental)."""
+    from cr2.embed import embed_texts, router_texts
+
+    enc = config.embedding.encoder
+    with Warehouse(home) as wh:
+        todo = wh.df(
+            """SELECT q.query_id, q.question, q.choices, q.content_hash FROM queries q
+               LEFT JOIN embeddings e ON e.query_id = q.query_id AND e.encoder = ?
+               WHERE e.query_id IS NULL OR e.content_hash <> q.content_hash ORDER BY q.query_id""",
+            [enc],
+        )
+    if len(todo):
+        texts = router_texts(list(todo["question"]), [None if c is None else list(c) for c in todo["choices"]])
+        vectors = embed_texts(texts, batch_size=config.embedding.batch_size, max_seq_length=config.embedding.max_seq_length)
+        rows = pd.DataFrame({"query_id": todo["query_id"], "encoder": enc, "content_hash": todo["content_hash"],
+                             "vector": list(vectors)})
+        validate_frame("embeddings", rows.assign(norm=np.linalg.norm(vectors, axis=1)))
+        with Warehouse(home) as wh, wh.transaction() as con:
+            con.register("_new_ids", rows[["query_id"]])
+            con.execute("DELETE FROM embeddings WHERE encoder = ? AND query_id IN (SELECT query_id FROM _new_ids)", [enc])
+            con.unregister("_new_ids")
+            wh.insert_df("embeddings", rows, con)
+    with Warehouse(home, read_only=True) as wh:
+        total = int(wh.scalar("SELECT count(*) FROM embeddings e JOIN queries q USING (query_id) WHERE e.encoder = ?", [enc]))
+    return {"encoder": enc, "embedded": int(len(todo)), "total": total}
+
+
+# ------------------------------------------------------------------ splits
+SPLIT_CODE = ("cr2.splits", "tasks.prepare")
+
+
+def splits_key(config: Config, wh: Warehouse) -> str:
+    return make_key("splits", _queries_fp(wh, "query_id, benchmark, subset"), config.section_hash("splits"),
+                    code_hash(*SPLIT_CODE), warehouse_epoch(wh))
+
+
+@task(name="prepare-splits")
+def assign_splits_task(config: Config, home: str, key: str) -> dict:
+    """train / dev / val / test for every query under the configured seed (hash-based: stable under additions)."""
+    from cr2.splits import assign_splits
+
+    with Warehouse(home, read_only=True) as wh:
+        q = wh.df("SELECT query_id, benchmark, subset FROM queries ORDER BY query_id")
+    result = assign_splits(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), config.splits)
+    rows = pd.DataFrame({"query_id": q["query_id"], "seed": config.splits.seed, "split": result.table_split(),
+                         "stratum": result.stratum})
+    validate_frame("splits", rows, n_queries=len(q))
+    with Warehouse(home) as wh:
+        wh.replace_where("splits", rows, {"seed": config.splits.seed})
+    return {"seed": config.splits.seed, "counts": rows.groupby("split").size().to_dict()}
+
+
+# ------------------------------------------------------------------ channel states
+STATE_CODE = ("cr2.channel", "tasks.prepare")
+
+
+def states_key(config: Config, wh: Warehouse) -> str:
+    return make_key("states", _queries_fp(wh, "query_id"), config.channel.distribution.dist_id,
+                    config.section_hash("channel", "communication"), code_hash(*STATE_CODE), warehouse_epoch(wh))
+
+
+@task(name="prepare-states")
+def sample_states_task(config: Config, home: str, key: str) -> dict:
+    """ξ for every query (draws_per_query draws) under the configured, versioned state distribution."""
+    from cr2.channel import rates, sample_states
+
+    dist = config.channel.distribution
+    with Warehouse(home, read_only=True) as wh:
+        ids = wh.df("SELECT query_id FROM queries ORDER BY query_id")["query_id"].to_numpy()
+    st = sample_states(dist, ids, draws_per_query=config.channel.draws_per_query, seed=config.channel.seed)
+    rate_ul_bps, rate_dl_bps = rates(st, config.communication)
+    rows = pd.DataFrame({
+        "dist_id": dist.dist_id, "query_id": st.query_id, "draw": st.draw, "distance_m": st.distance_m,
+        "fading_ul": st.fading_ul, "fading_dl": st.fading_dl, "gain_ul": st.gain_ul, "gain_dl": st.gain_dl,
+        "rate_ul_bps": rate_ul_bps, "rate_dl_bps": rate_dl_bps,
+    })
+    validate_frame("states", rows, low_m=dist.distance.low_m, high_m=dist.distance.high_m)
+    meta = pd.DataFrame([{"dist_id": dist.dist_id, "name": dist.name, "version": dist.version,
+                          "spec": json.dumps(dist.model_dump(mode="json"), sort_keys=True), "created_at": _now()}])
+    with Warehouse(home) as wh, wh.transaction() as con:
+        wh.delete_where("states", {"dist_id": dist.dist_id}, con)
+        wh.delete_where("state_distributions", {"dist_id": dist.dist_id}, con)
+        wh.insert_df("state_distributions", meta, con)
+        wh.insert_df("states", rows, con)
+    return {"dist_id": dist.dist_id, "rows": len(rows), "mean_distance_m": float(rows["distance_m"].mean())}
+
+
+# ------------------------------------------------------------------ labels (simulated default)
+LABEL_CODE = ("cr2.labels.simulator", "tasks.prepare")
+
+
+def labels_key(config: Config, wh: Warehouse) -> str:
+    sim = config.labels.simulator
+    return make_key("labels", _queries_fp(wh, "query_id, benchmark, subset, content_hash"), config.labels.source,
+                    config.section_hash("labels", "models"), file_hash(config.data_path / sim.accuracy_file),
+                    code_hash(*LABEL_CODE), warehouse_epoch(wh))
+
+
+@task(name="prepare-labels")
+def simulate_labels_task(config: Config, home: str, key: str) -> dict:
+    """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under source simulated-irt-v1."""
+    from cr2.embed import router_texts
+    from cr2.labels.simulator import load_accuracy_targets, simulate_labels
+
+    source = SIMULATED_SOURCE
+    with Warehouse(home, read_only=True) as wh:
+        q = wh.df("SELECT query_id, benchmark, subset, question, choices FROM queries ORDER BY query_id")
+    sim = config.labels.simulator
+    targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
+    texts = router_texts(list(q["question"]), [None if c is None else list(c) for c in q["choices"]])
+    labels = simulate_labels(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), texts,
+                             config.models, targets, sim)
+    model_ids = [m.id for m in config.models]
+    run_ids = {m: f"{source}:{m}:{key[-12:]}" for m in model_ids}
+    rows = pd.DataFrame({
+        "source": source,
+        "query_id": np.repeat(q["query_id"].to_numpy(), len(model_ids)),
+        "model_id": np.tile(model_ids, len(q)),
+        "correct": labels.correct.reshape(-1),
+        "output_tokens": labels.output_tokens.reshape(-1).astype(np.int32),
+    })
+    rows["run_id"] = rows["model_id"].map(run_ids)
+    validate_frame("labels", rows, models=model_ids)
+    now = _now()
+    runs = pd.DataFrame([{"run_id": run_ids[m], "source": source, "model_id": m, "revision": None, "backend": "simulator",
+                          "backend_args": json.dumps(sim.model_dump(mode="json"), sort_keys=True), "lm_eval_version": None,
+                          "task_config_hash": None, "started_at": now, "finished_at": now, "status": "finished",
+                          "done": len(q), "total": len(q)} for m in model_ids])
+    with Warehouse(home) as wh, wh.transaction() as con:
+        wh.delete_where("labels", {"source": source}, con)
+        con.execute("DELETE FROM label_runs WHERE source = ?", [source])
+        wh.insert_df("label_runs", runs, con)
+        wh.insert_df("labels", rows, con)
+    return {"source": source, "rows": len(rows)}
+
+
+def check_label_source(config: Config, wh: Warehouse) -> str:
+    """The configured label source, which must cover every (query, model) pair; a clear error otherwise."""
+    source = config.labels.source
+    n_q = wh.count("queries")
+    n_m = len(config.models)
+    have = int(wh.scalar(
+        "SELECT count(*) FROM labels l JOIN queries q USING (query_id) WHERE l.source = ? AND l.model_id IN "
+        f"({', '.join('?' * n_m)})", [source, *[m.id for m in config.models]]))
+    if have != n_q * n_m:
+        known = wh.df("SELECT source, count(*) AS n FROM labels GROUP BY source ORDER BY source")
+        listing = ", ".join(f"{s} ({n:,} rows)" for s, n in zip(known["source"], known["n"])) or "none"
+        raise DataValidationError(
+            f"label source '{source}' covers {have:,} of {n_q * n_m:,} (query, model) pairs; sources in the warehouse: "
+            f"{listing}. Label the missing pairs (`cr2 label`), import them (`cr2 labels import`), or set labels.source "
+            f"to '{SIMULATED_SOURCE}'")
+    return source
+
+
+# ------------------------------------------------------------------ costs
+COST_CODE = ("cr2.cost", "tasks.prepare")
+
+
+def costs_key(config: Config, wh: Warehouse) -> str:
+    dist_id = config.channel.distribution.dist_id
+    parts = [
+        wh.table_fingerprint("states", f"WHERE dist_id = '{dist_id}'"),
+        wh.table_fingerprint("labels", f"WHERE source = '{config.labels.source}'"),
+        _queries_fp(wh, "query_id, benchmark, prompt_tokens"),
+        config.section_hash("models", "reference_model", "communication", "power", "cost", "hardware"),
+    ]
+    if config.cost.normalisation == "reference":
+        parts.append(wh.table_fingerprint("splits", f"WHERE seed = {int(config.splits.seed)}"))
+    return make_key("costs", dist_id, config.labels.source, *parts, code_hash(*COST_CODE), warehouse_epoch(wh))
+
+
+@task(name="prepare-costs")
+def compute_costs_task(config: Config, home: str, key: str) -> dict:
+    """c_m(x, ξ) for every (query, draw, model): latency, energy, raw and normalised cost (docs/cost-model.md)."""
+    from cr2.cost import compute_costs
+
+    dist_id = config.channel.distribution.dist_id
+    source = config.labels.source
+    model_ids = [m.id for m in config.models]
+    with Warehouse(home, read_only=True) as wh:
+        st = wh.df("""SELECT s.query_id, s.draw, s.rate_ul_bps, s.rate_dl_bps, q.benchmark, q.prompt_tokens, sp.split
+                      FROM states s JOIN queries q USING (query_id)
+                      LEFT JOIN splits sp ON sp.query_id = s.query_id AND sp.seed = ?
+                      WHERE s.dist_id = ? ORDER BY s.query_id, s.draw""", [int(config.splits.seed), dist_id])
+        lab = wh.df("SELECT query_id, model_id, output_tokens FROM labels WHERE source = ?", [source])
+    if st.empty:
+        raise DataValidationError(f"no channel states for '{dist_id}'; run `cr2 prepare` (states come before costs)")
+    out_tok = lab.pivot(index="query_id", columns="model_id", values="output_tokens").reindex(columns=model_ids)
+    out_tok = out_tok.reindex(st["query_id"]).to_numpy(dtype=float)
+    defaults = np.array([config.cost.default_output_tokens.get(b, np.nan) for b in st["benchmark"]], dtype=float)
+    out_tok = np.where(np.isnan(out_tok), defaults[:, None], out_tok)
+    if np.isnan(out_tok).any():
+        raise DataValidationError("no output length for some queries: add cost.default_output_tokens for their benchmark")
+    reference_mask = (st["split"] == "train").to_numpy() if config.cost.normalisation == "reference" else None
+    br = compute_costs(
+        prompt_tokens=st["prompt_tokens"].to_numpy(dtype=float), output_tokens=out_tok,
+        rate_ul_bps=st["rate_ul_bps"].to_numpy(), rate_dl_bps=st["rate_dl_bps"].to_numpy(),
+        config=config, reference_mask=reference_mask,
+    )
+    n, m = out_tok.shape
+    rows = pd.DataFrame({
+        "dist_id": dist_id, "label_source": source,
+        "query_id": np.repeat(st["query_id"].to_numpy(), m), "draw": np.repeat(st["draw"].to_numpy(), m),
+        "model_id": np.tile(model_ids, n),
+        "latency_s": br.latency_s.reshape(-1), "energy_j": br.energy_j.reshape(-1),
+        "cost_raw": br.cost_raw.reshape(-1), "cost_norm": br.cost_norm.reshape(-1),
+    })
+    validate_frame("costs", rows)
+    with Warehouse(home) as wh, wh.transaction() as con:
+        wh.delete_where("costs", {"dist_id": dist_id, "label_source": source}, con)
+        wh.insert_df("costs", rows, con)
+    return {"dist_id": dist_id, "label_source": source, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j)}

@@ -1,0 +1,54 @@
+"""The query encoder: all-MiniLM-L6-v2 from the packaged weights, identical to sentence-transformers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cr2.embed import embed_texts, load_encoder, router_text, router_texts
+
+TEXTS = [
+    "What is the capital of France?",
+    "Write a function to find the shared elements from the given two lists.",
+    "not ( True ) and ( True ) is",
+    "Which of the following is a prime number?\nA. 4\nB. 6\nC. 7\nD. 9",
+    "x " * 400,  # longer than max_seq_length: truncated like sentence-transformers does
+]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return load_encoder()
+
+
+def test_router_text_template():
+    assert router_text("  Which is prime? ", ["4", "7"]) == "Which is prime?\nA. 4\nB. 7"
+    assert router_text("Sort the words", None) == "Sort the words"
+    assert router_texts(["q1", "q2"], [None, ["a", "b", "c", "d"]])[1].endswith("D. d")
+    with pytest.raises(ValueError, match="differ in length"):
+        router_texts(["q"], [])
+
+
+def test_vectors_are_unit_norm_float32_and_in_input_order(encoder):
+    v = embed_texts(TEXTS, batch_size=2, progress=False, encoder=encoder)
+    assert v.shape == (len(TEXTS), 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    unsorted = embed_texts(TEXTS, batch_size=2, progress=False, encoder=encoder, sort_by_length=False)
+    np.testing.assert_allclose(v, unsorted, atol=2e-6)  # length-sorted batching changes nothing but speed
+    single = embed_texts(TEXTS[:1], progress=False, encoder=encoder)
+    np.testing.assert_allclose(v[0], single[0], atol=2e-6)
+
+
+def test_matches_sentence_transformers_on_the_same_folder(encoder):
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(encoder.path), device="cpu", local_files_only=True)
+    st.max_seq_length = encoder.max_seq_length
+    ref = st.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+    ours = embed_texts(TEXTS, progress=False, encoder=encoder)
+    np.testing.assert_allclose(ours, ref, atol=1e-5)
+
+
+def test_similar_questions_are_closer_than_unrelated_ones(encoder):
+    v = embed_texts(["How do I sort a list in Python?", "Sorting a Python list", "The mitochondria is an organelle"],
+                    progress=False, encoder=encoder)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.3

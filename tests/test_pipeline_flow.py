@@ -1,0 +1,69 @@
+"""End-to-end: the real `cr2 run` flow on a small slice in a temporary warehouse (slow: marked)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import write_small_benchmarks
+from warehouse.db import Warehouse
+
+pytestmark = [pytest.mark.flow, pytest.mark.slow]
+
+SMALL = """extends: default
+data_dir: {data}
+teacher: {{epochs: 4}}
+gate: {{epochs: 4}}
+grids: {{lam: {{min: 0.1, max: 20.0, n_log: 6, extra: [0.5, 2.0, 8.0]}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def pipeline(prefect_harness, tmp_path_factory):
+    from flows.run import run_flow
+
+    root = tmp_path_factory.mktemp("pipeline")
+    data = write_small_benchmarks(root / "data", per_subset=40, subsets_per_benchmark=3)
+    cfg = root / "small.yaml"
+    cfg.write_text(SMALL.format(data=data))
+    home = root / "home"
+    first = run_flow(config_path=str(cfg), home=str(home))
+    return {"cfg": cfg, "home": home, "first": first, "root": root}
+
+
+def test_first_run_fills_every_stage(pipeline):
+    first, home = pipeline["first"], pipeline["home"]
+    assert not first["ingest"]["cached"] and not first["train"]["cached"]
+    with Warehouse(home, read_only=True) as wh:
+        n = wh.count("queries")
+        assert n > 200
+        assert wh.count("embeddings") == n and wh.count("splits") == n and wh.count("states") == n
+        assert wh.count("labels") == 4 * n and wh.count("costs") == 4 * n
+        # c_ref ≡ 1 for the reference model, on every row
+        assert wh.scalar("SELECT max(abs(cost_norm - 1)) FROM costs WHERE model_id = 'qwen3-14b'") < 1e-9
+        assert wh.scalar("SELECT count(DISTINCT version) FROM thresholds") == 1
+        ops = wh.df("SELECT * FROM operating_points WHERE method = 'cr2' AND benchmark = 'all'")
+    assert len(ops) == 9 * 5 and ops["labels_simulated"].all()
+    assert ((ops["accuracy"] >= 0) & (ops["accuracy"] <= 1)).all()
+    assert first["train"]["teacher"]["params"] == 398_340 and first["train"]["gate"]["params"] == 104_706
+
+
+def test_second_run_with_nothing_changed_does_no_work(pipeline):
+    from flows.run import run_flow
+
+    again = run_flow(config_path=str(pipeline["cfg"]), home=str(pipeline["home"]))
+    assert again["ingest"]["cached"]
+    assert all(step["cached"] for step in again["prepare"].values())
+    assert again["train"]["cached"] and again["calibrate"]["cached"] and again["evaluate"]["cached"]
+    assert again["calibrate"]["version"] == pipeline["first"]["calibrate"]["version"]
+
+
+def test_new_state_distribution_recomputes_only_states_and_costs(pipeline):
+    from flows.prepare import prepare_flow
+
+    cfg = pipeline["root"] / "far.yaml"
+    cfg.write_text(pipeline["cfg"].read_text() + "channel: {distribution: far-rician}\n")
+    out = prepare_flow(config_path=str(cfg), home=str(pipeline["home"]))
+    assert {k for k, v in out.items() if not v["cached"]} == {"states", "costs"}
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        assert wh.scalar("SELECT count(DISTINCT dist_id) FROM states") == 2
+        far = wh.scalar("SELECT avg(distance_m) FROM states WHERE dist_id LIKE 'far-rician%'")
+    assert 100 <= far <= 300

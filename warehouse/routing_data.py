@@ -1,0 +1,57 @@
+"""The routing view of the warehouse as cr2 RoutingSets, one per split (all database reads live here)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from cr2.data import EMBED_DIM, RoutingSet
+from cr2.errors import DataValidationError
+from warehouse.db import Warehouse
+
+QUERIES_DIR = Path(__file__).resolve().parent / "queries"
+SPLITS = ("train", "dev", "val", "test")
+
+
+def named_query(name: str) -> str:
+    """The SQL text of warehouse/queries/<name>.sql."""
+    return (QUERIES_DIR / f"{name}.sql").read_text()
+
+
+def routing_fingerprint(wh: Warehouse, dist_id: str, label_source: str, seed: int, encoder: str,
+                        splits: tuple[str, ...] = SPLITS) -> str:
+    """Content hash of the rows load_routing_sets reads for `splits` (for cache keys)."""
+    bad = set(splits) - set(SPLITS)
+    if bad:
+        raise ValueError(f"unknown splits {sorted(bad)}; known: {SPLITS}")
+    in_list = ", ".join(f"'{s}'" for s in splits)
+    sql = (f"SELECT coalesce(sum(hash(t)), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM ({named_query('routing_rows')}) t "
+           f"WHERE t.split IN ({in_list})")
+    return str(wh.con.sql(sql, params={"dist_id": dist_id, "label_source": label_source, "seed": seed,
+                                       "encoder": encoder}).fetchall()[0][0])
+
+
+def load_routing_sets(wh: Warehouse, model_ids: tuple[str, ...], dist_id: str, label_source: str, seed: int,
+                      encoder: str) -> dict[str, RoutingSet]:
+    """{split: RoutingSet} of every (query, draw) that has a split, an embedding, labels and costs."""
+    t = wh.con.sql(named_query("routing_rows"), params={"dist_id": dist_id, "label_source": label_source, "seed": seed,
+                                                       "encoder": encoder}).to_arrow_table()
+    if t.num_rows == 0:
+        raise DataValidationError(
+            f"no routing data for states '{dist_id}', labels '{label_source}', split seed {seed}, encoder '{encoder}'; "
+            "run `cr2 prepare` first")
+    pools = {tuple(p) for p in t.column("model_ids").to_pylist()[:1000]}
+    if pools != {tuple(model_ids)}:
+        raise DataValidationError(f"the warehouse's pool {sorted(pools)} differs from the configured pool {model_ids}; "
+                                  "re-run `cr2 run` with this config")
+    k = len(model_ids)
+    emb = t.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False).reshape(-1, EMBED_DIM)
+    correct = np.asarray(t.column("correct").combine_chunks().values.to_numpy(zero_copy_only=False), dtype=bool).reshape(-1, k)
+    cost = t.column("cost").combine_chunks().values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, k)
+    split = np.asarray(t.column("split").to_pylist())
+    full = RoutingSet(
+        query_id=np.asarray(t.column("query_id").to_pylist()), benchmark=np.asarray(t.column("benchmark").to_pylist()),
+        embedding=np.ascontiguousarray(emb, dtype=np.float32), correct=correct, cost=cost, model_ids=tuple(model_ids),
+        distance_m=t.column("distance_m").to_numpy(),
+    )
+    return {s: full.subset(split == s) for s in SPLITS}

@@ -1,0 +1,20 @@
+-- CR² and every other evaluated method at each (λ, α) and benchmark, one row per operating point with
+-- its metrics side by side (accuracy, normalised cost, false-acceptance risk, local rate, n), tagged with
+-- the run's label source so simulated results are never read as measured.
+SELECT
+    m.run_id,
+    r.label_source,
+    r.label_source LIKE 'simulated%' AS labels_simulated,
+    r.dist_id,
+    m.method,
+    m.lam,
+    m.alpha,
+    m.benchmark,
+    max(m.value) FILTER (WHERE m.metric = 'accuracy')   AS accuracy,
+    max(m.value) FILTER (WHERE m.metric = 'cost')       AS cost,
+    max(m.value) FILTER (WHERE m.metric = 'risk')       AS risk,
+    max(m.value) FILTER (WHERE m.metric = 'local_rate') AS local_rate,
+    max(m.value) FILTER (WHERE m.metric = 'n')          AS n
+FROM metrics m
+JOIN eval_runs r USING (run_id)
+GROUP BY ALL
