@@ -55,7 +55,7 @@ def calibrate_cr2(config: Config, home: str, key: str, trained: dict) -> dict:
                             dist_id=config.channel.distribution.dist_id, label_source=config.labels.source)
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     with Warehouse(home) as wh, wh.transaction() as con:
-        version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM thresholds").fetchone()[0])
+        version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM thresholds").fetchall()[0][0])
         rows = pd.DataFrame(table.to_records()).assign(version=version, created_at=now)
         wh.insert_df("thresholds", rows[["version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau",
                                          "n_calib", "rule", "score_dtype", "created_at"]], con)

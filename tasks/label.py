@@ -239,7 +239,7 @@ def plan_label_runs(
                     done = set(wh.df(SQL_DONE_IDS, [rid])["query_id"])
                     bjobs.append(BenchmarkJob(b, rid, hashes[b], tuple(q for q in ids if q not in done), len(ids)))
                     with wh.transaction() as con:
-                        if con.execute(SQL_RUN_EXISTS, [rid]).fetchone()[0]:
+                        if con.execute(SQL_RUN_EXISTS, [rid]).fetchall()[0][0]:
                             con.execute(SQL_RUN_RESTART, [plan.args_json(), len(ids), rid, rid])
                         else:
                             con.execute(SQL_RUN_INSERT, [rid, spec.source, mid, revision, backend, plan.args_json(),

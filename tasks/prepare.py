@@ -28,6 +28,11 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
+def _choices(column: pd.Series) -> list[list[str] | None]:
+    """Choice lists as Python lists; None where a query has none (NULL reads back as None, NA or NaN)."""
+    return [list(c) if isinstance(c, (list, tuple, np.ndarray)) else None for c in column]
+
+
 def _queries_fp(wh: Warehouse, cols: str = "query_id, content_hash") -> str:
     return str(wh.scalar(f"SELECT coalesce(sum(hash({cols})), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM queries"))
 
@@ -54,7 +59,7 @@ def embed_queries(config: Config, home: str, key: str) -> dict:
             [enc],
         )
     if len(todo):
-        texts = router_texts(list(todo["question"]), [None if c is None else list(c) for c in todo["choices"]])
+        texts = router_texts(list(todo["question"]), _choices(todo["choices"]))
         vectors = embed_texts(texts, batch_size=config.embedding.batch_size, max_seq_length=config.embedding.max_seq_length)
         rows = pd.DataFrame({"query_id": todo["query_id"], "encoder": enc, "content_hash": todo["content_hash"],
                              "vector": list(vectors)})
@@ -151,7 +156,7 @@ def simulate_labels_task(config: Config, home: str, key: str) -> dict:
         q = wh.df("SELECT query_id, benchmark, subset, question, choices FROM queries ORDER BY query_id")
     sim = config.labels.simulator
     targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
-    texts = router_texts(list(q["question"]), [None if c is None else list(c) for c in q["choices"]])
+    texts = router_texts(list(q["question"]), _choices(q["choices"]))
     labels = simulate_labels(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), texts,
                              config.models, targets, sim)
     model_ids = [m.id for m in config.models]

@@ -81,9 +81,10 @@ class Warehouse:
     def _check_or_create_schema(self) -> None:
         has_meta = self.con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
-        ).fetchone()[0]
+        ).fetchall()[0][0]
         if has_meta:
-            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+            row = rows[0] if rows else None
             found = row[0] if row else "unknown"
             if found != SCHEMA_VERSION:
                 raise WarehouseError(
@@ -156,7 +157,8 @@ class Warehouse:
         return self.con.execute(sql, params or []).df()
 
     def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
-        row = self.con.execute(sql, params or []).fetchone()
+        rows = self.con.execute(sql, params or []).fetchall()  # fetchall: DuckDB 2 refuses new work on an unfinished result
+        row = rows[0] if rows else None
         return None if row is None else row[0]
 
     def count(self, table: str) -> int:
