@@ -308,6 +308,21 @@ class RoutingSpec(_Strict):
     on_demand_calibration: bool = False
 
 
+class BaselinesSpec(_Strict):
+    """The paper's comparison routers (§VII-A), fitted on train (tuned on dev) and evaluated on test."""
+
+    routers: list[str] = Field(default_factory=lambda: ["always", "knn", "mlp", "embedllm", "llmrank"],
+                               description="router names (cr2.routers registry); 'always' expands to every model")
+    params: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                              description="constructor keyword arguments per router name")
+    num_threads: int | None = Field(None, ge=1, description="torch threads for fitting (None: $CR2_TORCH_THREADS or all)")
+
+
+class EvaluationSpec(_Strict):
+    exclude_unsolvable: bool = Field(True, description="drop test queries no model solves from accuracy/cost/local "
+                                                       "rate (paper §VII-A); the risk always uses every test query")
+
+
 class Config(_Strict):
     seed: int = 0
     data_dir: str = Field("data", description="folder of the shipped data, relative to the repo root")
@@ -327,6 +342,8 @@ class Config(_Strict):
     gate: GateSpec = GateSpec()
     labels: LabelSpec
     routing: RoutingSpec = RoutingSpec()
+    baselines: BaselinesSpec = BaselinesSpec()
+    evaluation: EvaluationSpec = EvaluationSpec()
 
     @field_validator("hardware", mode="before")
     @classmethod

@@ -100,12 +100,16 @@ def load_encoder(max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH, num_threads: int 
         torch.set_num_threads(int(num_threads))
     path = model_path()
     verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # no "Loading weights" chatter for a known-good local folder
+    hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         model = AutoModel.from_pretrained(str(path), local_files_only=True)
     finally:
         hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
     model.eval()
     limit = int(getattr(model.config, "max_position_embeddings", 512))
     if not 8 <= max_seq_length <= limit:

@@ -18,6 +18,8 @@ from cr2.errors import Cr2Error
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="CR²: cost-aware, risk-controlled device–edge LLM routing.")
 config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration files.")
 app.add_typer(config_app, name="config")
+labels_app = typer.Typer(no_args_is_help=True, help="Correctness label sources: list, import.")
+app.add_typer(labels_app, name="labels")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -129,12 +131,44 @@ def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) ->
 
 @app.command()
 @friendly
-def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
+              lam: Optional[list[float]] = typer.Option(None, "--lam", help="extra λ to calibrate exactly (repeatable)")) -> None:
     """Calibrate the CRC threshold table τ*(λ; α) of the trained gate on the val split (new version)."""
     from flows.calibrate import calibrate_flow
 
     h = _home(home)
-    print_calibrate(calibrate_flow(config_path=str(config) if config else None, home=str(h)))
+    print_calibrate(calibrate_flow(config_path=str(config) if config else None, home=str(h), extra_lams=list(lam or [])))
+
+
+@app.command()
+@friendly
+def route(question: str = typer.Argument(..., help="the query text"),
+          lam: float = typer.Option(1.0, "--lam", help="cost weight λ (must be on the calibrated grid)"),
+          alpha: Optional[float] = typer.Option(None, "--alpha", help="risk level α (default: grids.default_alpha)"),
+          distance_m: Optional[float] = typer.Option(None, "--distance-m", help="UE–edge distance, m (mean fading); "
+                                                     "default: sample a state from the configured distribution"),
+          choice: Optional[list[str]] = typer.Option(None, "--choice", help="a multiple-choice option (repeatable, A, B, …)"),
+          benchmark: str = typer.Option("mmlu", help="benchmark whose default output length L_out is assumed"),
+          seed: int = typer.Option(0, help="seed of the sampled channel state"),
+          config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Route one query with the deployed gate and threshold table: accept locally or defer to the edge."""
+    from cr2.config import load_config
+    from tasks.route import route_query
+
+    cfg = load_config(config)
+    a = cfg.grids.default_alpha if alpha is None else alpha
+    out = route_query(cfg, _home(home), question, list(choice) if choice else None, lam, a, distance_m, benchmark, seed)
+    verdict = "ACCEPT locally on " + out["models"][0]["model_id"] if out["accept_local"] else f"DEFER to {out['chosen_model']}"
+    console.print(f"[bold]{verdict}[/]  (score s = {out['score']:.4f}, τ*(λ={lam:g}; α={a:g}) = {out['tau']:.4f}, "
+                  f"d = {out['distance_m']:.1f} m, {out['prompt_tokens']} prompt tokens)", highlight=False)
+    table = Table(title=f"teacher utilities û = p − λ·c (labels {out['label_source']}, states {out['threshold_dist_id']})")
+    for col in ("model", "p(correct)", "norm. cost", "latency s", "energy J", "utility"):
+        table.add_column(col, justify="right")
+    for m in out["models"]:
+        mark = " ◀" if m["model_id"] == out["chosen_model"] else ""
+        table.add_row(m["model_id"] + mark, f"{m['p_correct']:.3f}", f"{m['cost_norm']:.3f}", f"{m['latency_s']:.3f}",
+                      f"{m['energy_j']:.2f}", f"{m['utility']:+.3f}")
+    console.print(table)
 
 
 @app.command()
@@ -156,6 +190,8 @@ def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> N
         print_calibrate(summary["calibrate"])
     if "evaluate" in summary:
         print_operating_points(h, config, summary["evaluate"])
+        if "baselines" in summary:
+            print_baselines(h, summary["baselines"], summary["evaluate"])
     console.print(f"\ncr2 run finished in {time.perf_counter() - t0:.1f} s")
     console.print(f"warehouse: {h / 'cr2.duckdb'}")
     if summary.get("report"):
@@ -215,14 +251,14 @@ def print_train(summary: dict) -> None:
     for kind in ("teacher", "gate"):
         a = summary[kind]
         console.print(f"{kind}: {a['params']:,} parameters, {a['flops']:,} FLOPs/query, fingerprint {a['fingerprint']}, "
-                      f"fit {a['fit_seconds']:.1f} s (best epoch {a['best_epoch']}) [{state}]", highlight=False)
+                      f"fit {a['fit_seconds']:.1f} s (best epoch {a['best_epoch']}) ({state})", highlight=False)
 
 
 def print_calibrate(summary: dict) -> None:
     state = "cached" if summary.get("cached") else "calibrated"
     console.print(f"thresholds v{summary['version']}: {summary['n_lam']} λ × {summary['n_alpha']} α on N_calib = "
                   f"{summary['n_calib']:,} val queries (states {summary['dist_id']}, labels {summary['label_source']}) "
-                  f"[{state}]", highlight=False)
+                  f"({state})", highlight=False)
 
 
 def print_operating_points(home: Path, config_path: Optional[Path], evaluated: dict, lams=(0.5, 2.0, 8.0)) -> None:
@@ -237,12 +273,69 @@ def print_operating_points(home: Path, config_path: Optional[Path], evaluated: d
                    "AND abs(alpha - ?) < 1e-12 ORDER BY lam", [evaluated["run_id"], alpha])
     df = df[[any(abs(v - lam) < 1e-9 for lam in lams) for v in df["lam"]]]
     sim = " — SIMULATED labels, not measured" if evaluated["label_source"].startswith("simulated") else ""
-    table = Table(title=f"CR² on test (N = {evaluated['n_evaluable']:,} of {evaluated['n_test']:,}), α = {alpha:g}; "
+    table = Table(title=f"CR² on test, α = {alpha:g} (risk over all {evaluated['n_test']:,} test queries; accuracy, "
+                        f"cost, local rate over the {evaluated['n_evaluable']:,} some model solves); "
                         f"labels: {evaluated['label_source']}{sim}")
     for col in ("λ", "false-accept risk", "local rate", "accuracy", "norm. cost"):
         table.add_column(col, justify="right")
     for r in df.itertuples():
         table.add_row(f"{r.lam:g}", f"{r.risk:.4f}", f"{100 * r.local_rate:.1f}%", f"{100 * r.accuracy:.1f}%", f"{r.cost:.3f}")
+    console.print(table)
+
+
+def print_baselines(home: Path, baselines: dict, evaluated: dict) -> None:
+    """Each baseline's size, fit time and test accuracy/cost at λ = 0 and λ = 2."""
+    from warehouse.db import Warehouse
+
+    with Warehouse(home, read_only=True) as wh:
+        df = wh.df("SELECT method, lam, accuracy, cost FROM operating_points WHERE run_id = ? AND benchmark = 'all' "
+                   "AND alpha IS NULL AND lam IN (0.0, 2.0)", [evaluated["run_id"]])
+    at = {(r.method, r.lam): r for r in df.itertuples()}
+    state = "cached" if baselines.get("cached") else "fitted"
+    sim = " — SIMULATED labels" if evaluated["label_source"].startswith("simulated") else ""
+    table = Table(title=f"baselines ({state}) on test{sim}")
+    for col in ("router", "params", "FLOPs/query", "fit s", "acc λ=0", "acc / cost λ=2"):
+        table.add_column(col, justify="right")
+    for name, b in baselines["routers"].items():
+        a0, a2 = at.get((name, 0.0)), at.get((name, 2.0))
+        table.add_row(name, f"{b['params']:,}", f"{b['flops']:,}", f"{b['fit_seconds']:.1f}",
+                      f"{100 * a0.accuracy:.1f}%" if a0 else "–",
+                      f"{100 * a2.accuracy:.1f}% / {a2.cost:.3f}" if a2 else "–")
+    console.print(table)
+
+
+# ------------------------------------------------------------------ labels
+@labels_app.command("import")
+@friendly
+def labels_import(file: Path = typer.Argument(..., help="long-form Parquet or CSV: query_id, model, correct[, output_tokens]"),
+                  source: str = typer.Option(..., "--source", help="name of the imported label source"),
+                  replace: bool = typer.Option(False, "--replace", help="overwrite an existing source of that name"),
+                  home: Optional[Path] = HomeOpt) -> None:
+    """Import labels produced elsewhere; nothing is written unless every row is valid."""
+    from tasks.labels_import import import_labels
+
+    out = import_labels(_home(home), file, source, replace)
+    per = ", ".join(f"{m} {n:,}" for m, n in out["per_model"].items())
+    console.print(f"imported {out['rows']:,} labels ({out['queries']:,} queries; {per}) as source '{source}'. "
+                  f"Train on them with `labels: {{source: {source}}}` in your config.", highlight=False)
+
+
+@labels_app.command("list")
+@friendly
+def labels_list(home: Optional[Path] = HomeOpt) -> None:
+    """Label sources in the warehouse, with rows, models and how they were produced."""
+    from warehouse.db import Warehouse
+
+    with Warehouse(_home(home), read_only=True) as wh:
+        df = wh.df("""SELECT l.source, count(*) AS rows, count(DISTINCT l.model_id) AS models,
+                             count(DISTINCT l.query_id) AS queries, avg(l.correct::INT) AS accuracy,
+                             string_agg(DISTINCT r.backend, ',') AS backend
+                      FROM labels l LEFT JOIN label_runs r USING (run_id) GROUP BY l.source ORDER BY l.source""")
+    table = Table(title="label sources (simulated-* sources are NOT measured)")
+    for col in ("source", "rows", "models", "queries", "accuracy", "backend"):
+        table.add_column(col)
+    for r in df.itertuples():
+        table.add_row(r.source, f"{r.rows:,}", str(r.models), f"{r.queries:,}", f"{100 * r.accuracy:.1f}%", str(r.backend))
     console.print(table)
 
 

@@ -15,19 +15,20 @@ from tasks.common import bind
 from warehouse.db import Warehouse
 
 
-def calibrate(config: Config, home: Path, trained: dict) -> dict:
+def calibrate(config: Config, home: Path, trained: dict, extra_lams: tuple[float, ...] = ()) -> dict:
+    extra_lams = tuple(float(v) for v in extra_lams)
     with Warehouse(home) as wh:
-        key = calibrate_key(config, wh, trained)
-    state = bind(calibrate_cr2, home)(config, str(home), key, trained, return_state=True)
+        key = calibrate_key(config, wh, trained, extra_lams)
+    state = bind(calibrate_cr2, home)(config, str(home), key, trained, extra_lams, return_state=True)
     return {**state.result(), "cached": state.name == "Cached"}
 
 
 @flow(name="cr2-calibrate", log_prints=True)
-def calibrate_flow(config_path: str | None = None, home: str | None = None) -> dict:
+def calibrate_flow(config_path: str | None = None, home: str | None = None, extra_lams: list[float] | None = None) -> dict:
     from cr2.config import load_config
     from flows.train import train
     from warehouse.db import default_home
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()
-    return calibrate(config, h, train(config, h))
+    return calibrate(config, h, train(config, h), tuple(extra_lams or ()))

@@ -13,7 +13,7 @@ from prefect import flow
 from cr2.config import load_config
 from flows.ingest import ingest
 from flows.calibrate import calibrate
-from flows.evaluate import evaluate
+from flows.evaluate import evaluate, fit_baselines
 from flows.prepare import prepare
 from flows.train import train
 
@@ -28,5 +28,6 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     summary["prepare"] = prepare(config, h)
     summary["train"] = train(config, h)
     summary["calibrate"] = calibrate(config, h, summary["train"])
-    summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"])
+    summary["baselines"] = fit_baselines(config, h)
+    summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])
     return summary

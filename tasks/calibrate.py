@@ -23,8 +23,17 @@ from warehouse.routing_data import load_routing_sets, routing_fingerprint
 CAL_CODE = ("cr2.crc", "cr2.utility", "cr2.gate", "tasks.calibrate")
 
 
-def calibrate_key(config: Config, wh: Warehouse, trained: dict) -> str:
-    return make_key("calibrate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
+def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.ndarray:
+    """The configured λ grid plus any extra λ asked for (each calibrated exactly, never interpolated)."""
+    bad = [v for v in extra_lams if not v > 0]
+    if bad:
+        raise DataValidationError(f"λ must be > 0, got {bad}")
+    return np.unique(np.concatenate([np.asarray(config.grids.lam.values(), dtype=np.float64),
+                                     np.asarray(extra_lams, dtype=np.float64)]))
+
+
+def calibrate_key(config: Config, wh: Warehouse, trained: dict, extra_lams: tuple[float, ...] = ()) -> str:
+    return make_key("calibrate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], sorted(extra_lams),
                     routing_fingerprint(wh, **routing_args(config), splits=("val",)), config.section_hash("grids"),
                     code_hash(*CAL_CODE), warehouse_epoch(wh))
 
@@ -37,7 +46,7 @@ def load_modules(trained: dict):
 
 
 @task(name="calibrate-cr2")
-def calibrate_cr2(config: Config, home: str, key: str, trained: dict) -> dict:
+def calibrate_cr2(config: Config, home: str, key: str, trained: dict, extra_lams: tuple[float, ...] = ()) -> dict:
     """Calibrate τ*(λ; α) on val for every (λ, α) of the grids; write it as a new thresholds version."""
     from cr2.crc import calibrate_table
     from cr2.utility import disagree_label
@@ -47,7 +56,7 @@ def calibrate_cr2(config: Config, home: str, key: str, trained: dict) -> dict:
         val = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))["val"]
     if len(val) == 0:
         raise DataValidationError("the val split is empty: nothing to calibrate on (check splits.val)")
-    lams = np.asarray(config.grids.lam.values(), dtype=np.float64)
+    lams = calibration_lams(config, tuple(extra_lams))
     scores = gate.score(val.embedding, lams)  # [n, n_lam] float32
     # r_i(λ) = 1[m_full*(x_i, ξ_i; λ) ≠ m0] under the frozen teacher (paper §VI-F)
     risks = disagree_label(teacher.predict_proba(val.embedding), val.cost, lams)

@@ -21,21 +21,44 @@ from warehouse.routing_data import load_routing_sets, routing_fingerprint
 EVAL_CODE = ("cr2.metrics", "cr2.routing", "cr2.crc", "tasks.evaluate")
 
 
-def evaluate_key(config: Config, wh: Warehouse, trained: dict, calibrated: dict) -> str:
+def evaluate_key(config: Config, wh: Warehouse, trained: dict, calibrated: dict, baselines: dict) -> str:
     return make_key("evaluate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], calibrated["version"],
+                    sorted((k, v["fingerprint"]) for k, v in baselines.items()),
                     routing_fingerprint(wh, **routing_args(config), splits=("test",)),
-                    config.section_hash("grids", "routing"), code_hash(*EVAL_CODE), warehouse_epoch(wh))
+                    config.section_hash("grids", "routing", "evaluation"), code_hash(*EVAL_CODE), warehouse_epoch(wh))
 
 
-def _metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data, decisions, proba) -> list[dict]:
+def _baseline_proba(wh: Warehouse, name: str, fingerprint: str, data) -> np.ndarray:
+    """p̂ [n, M] of a fitted baseline for the rows of `data`, from `predictions`."""
+    df = wh.df("SELECT query_id, model_id, p_hat FROM predictions WHERE router = ? AND fingerprint = ?", [name, fingerprint])
+    wide = df.pivot(index="query_id", columns="model_id", values="p_hat").reindex(columns=list(data.model_ids))
+    out = wide.reindex(data.query_id).to_numpy(dtype=np.float64)
+    if np.isnan(out).any():
+        from cr2.errors import DataValidationError
+
+        raise DataValidationError(f"predictions of '{name}' ({fingerprint}) miss test queries; re-run `cr2 run`")
+    return out
+
+
+def _metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data, decisions, proba,
+                 keep: np.ndarray) -> list[dict]:
+    """Tidy metric rows, pooled ('all') and per benchmark.
+
+    accuracy, cost and local_rate are taken over the `keep` rows (queries some model solves, when
+    excluded as in the paper); the false-acceptance risk over every test row, the exchangeable
+    population the CRC guarantee is about (dropping unsolvable queries would bias it).
+    """
     from cr2.metrics import accuracy, false_acceptance_risk, local_rate, mean_cost
 
     rows = []
     for bench in ["all", *sorted(set(data.benchmark))]:
-        idx = np.arange(len(data)) if bench == "all" else np.flatnonzero(data.benchmark == bench)
+        in_b = np.ones(len(data), dtype=bool) if bench == "all" else data.benchmark == bench
+        idx, idx_all = np.flatnonzero(in_b & keep), np.flatnonzero(in_b)
         sub, dec = data.subset(idx), _subset_decisions(decisions, idx)
         values = {"accuracy": accuracy(sub, dec), "cost": mean_cost(sub, dec), "local_rate": local_rate(dec),
-                  "risk": false_acceptance_risk(proba[idx], sub, dec, lam), "n": float(len(idx))}
+                  "risk": false_acceptance_risk(proba[idx_all], data.subset(idx_all), _subset_decisions(decisions, idx_all),
+                                                lam),
+                  "n": float(len(idx)), "n_risk": float(len(idx_all))}
         rows += [{"run_id": run_id, "method": method, "lam": lam, "alpha": alpha, "benchmark": bench, "metric": k,
                   "value": v} for k, v in values.items()]
     return rows
@@ -51,9 +74,11 @@ def _subset_decisions(decisions, idx):
 
 
 @task(name="evaluate")
-def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dict) -> dict:
-    """CR² at every calibrated (λ, α) on the test split; returns the run id and the headline operating points."""
+def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dict, baselines: dict) -> dict:
+    """CR² at every calibrated (λ, α) and each baseline over grids.eval_lam, on the test split."""
+    from cr2.data import Decisions
     from cr2.metrics import evaluable_mask
+    from cr2.routers.base import one_shot_choice
     from cr2.routing import route
     from tasks.calibrate import load_modules, load_threshold_table
 
@@ -61,21 +86,37 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
     with Warehouse(home, read_only=True) as wh:
         test = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))["test"]
         table = load_threshold_table(wh, calibrated["version"])
-    n_all = len(test)
-    test = test.subset(evaluable_mask(test))
+        base_proba = {name: _baseline_proba(wh, name, b["fingerprint"], test) for name, b in baselines.items()}
+    keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     proba = teacher.predict_proba(test.embedding)
     run_id = f"eval-{key[-16:]}"
     metrics, decisions = [], []
     model_ids = np.asarray(test.model_ids)
+
+    def record(method: str, lam: float, alpha: float | None, dec: Decisions) -> None:
+        metrics.extend(_metric_rows(run_id, method, lam, alpha, test, dec, proba, keep))
+        decisions.append(pd.DataFrame({"run_id": run_id, "method": method, "lam": lam, "alpha": alpha,
+                                       "query_id": test.query_id, "chosen_model": model_ids[dec.chosen],
+                                       "accepted_local": dec.accepted_local}))
+
     for lam in table.lams:
         score = gate.score(test.embedding, lam)
         for alpha in table.alphas:
             tau = table.tau(lam, alpha, trained["gate"]["fingerprint"])
-            dec = route(score, tau, proba, test.cost, lam, config.routing.deferred_variant)
-            metrics += _metric_rows(run_id, "cr2", lam, alpha, test, dec, proba)
-            decisions.append(pd.DataFrame({"run_id": run_id, "method": "cr2", "lam": lam, "alpha": alpha,
-                                           "query_id": test.query_id, "chosen_model": model_ids[dec.chosen],
-                                           "accepted_local": dec.accepted_local}))
+            record("cr2", lam, alpha, route(score, tau, proba, test.cost, lam, config.routing.deferred_variant))
+    from cr2.routers import load_router
+    from cr2.routers.base import OneShotRouter
+
+    for name, b in baselines.items():
+        router = load_router(b["path"])
+        uses_p_hat = type(router).route is OneShotRouter.route  # argmax p̂ − λc: reuse the recorded p̂ for every λ
+        for lam in config.grids.eval_lam.values():
+            if uses_p_hat:
+                chosen = one_shot_choice(base_proba[name], test.cost, lam)
+                dec = Decisions(chosen=chosen, accepted_local=chosen == 0)
+            else:
+                dec = router.route(test, float(lam))
+            record(name, float(lam), None, dec)
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     run = pd.DataFrame([{"run_id": run_id, "config_hash": config.section_hash(), "label_source": config.labels.source,
                          "dist_id": config.channel.distribution.dist_id, "threshold_version": calibrated["version"],
@@ -86,4 +127,5 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
         wh.insert_df("eval_runs", run, con)
         wh.insert_df("decisions", pd.concat(decisions, ignore_index=True), con)
         wh.insert_df("metrics", pd.DataFrame(metrics), con)
-    return {"run_id": run_id, "n_test": n_all, "n_evaluable": len(test), "label_source": config.labels.source}
+    return {"run_id": run_id, "n_test": len(test), "n_evaluable": int(keep.sum()), "label_source": config.labels.source,
+            "exclude_unsolvable": bool(config.evaluation.exclude_unsolvable)}

@@ -218,6 +218,10 @@ def costs_key(config: Config, wh: Warehouse) -> str:
     return make_key("costs", dist_id, config.labels.source, *parts, code_hash(*COST_CODE), warehouse_epoch(wh))
 
 
+def cost_scales_key(dist_id: str, label_source: str) -> str:
+    return f"cost_scales:{dist_id}:{label_source}"
+
+
 @task(name="prepare-costs")
 def compute_costs_task(config: Config, home: str, key: str) -> dict:
     """c_m(x, ξ) for every (query, draw, model): latency, energy, raw and normalised cost (docs/cost-model.md)."""
@@ -255,7 +259,10 @@ def compute_costs_task(config: Config, home: str, key: str) -> dict:
         "cost_raw": br.cost_raw.reshape(-1), "cost_norm": br.cost_norm.reshape(-1),
     })
     validate_frame("costs", rows)
+    scales = json.dumps({"t0_s": float(br.t0_s), "e0_j": float(br.e0_j), "normalisation": config.cost.normalisation})
     with Warehouse(home) as wh, wh.transaction() as con:
         wh.delete_where("costs", {"dist_id": dist_id, "label_source": source}, con)
         wh.insert_df("costs", rows, con)
+        # T0/E0 used, so online routing normalises a new query exactly as the stored costs were
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [cost_scales_key(dist_id, source), scales])
     return {"dist_id": dist_id, "label_source": source, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j)}

@@ -12,7 +12,8 @@ SMALL = """extends: default
 data_dir: {data}
 teacher: {{epochs: 4}}
 gate: {{epochs: 4}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 6, extra: [0.5, 2.0, 8.0]}}}}
+grids: {{lam: {{min: 0.1, max: 20.0, n_log: 6, extra: [0.5, 2.0, 8.0]}}, eval_lam: {{min: 0.1, max: 20.0, n_log: 7}}}}
+baselines: {{params: {{mlp: {{epochs: 4}}, embedllm: {{epochs: 4}}, llmrank: {{epochs: 4}}, knn: {{k_grid: [3, 5]}}}}}}
 """
 
 
@@ -44,6 +45,18 @@ def test_first_run_fills_every_stage(pipeline):
     assert len(ops) == 9 * 5 and ops["labels_simulated"].all()
     assert ((ops["accuracy"] >= 0) & (ops["accuracy"] <= 1)).all()
     assert first["train"]["teacher"]["params"] == 398_340 and first["train"]["gate"]["params"] == 104_706
+    routers = first["baselines"]["routers"]
+    assert set(routers) == {"always-qwen3-1.7b", "always-qwen3-4b", "always-qwen3-8b", "always-qwen3-14b", "knn", "mlp",
+                            "embedllm", "llmrank"}
+    assert routers["embedllm"]["params"] == 90_714
+    with Warehouse(home, read_only=True) as wh:
+        base = wh.df("SELECT * FROM operating_points WHERE method = 'knn' AND benchmark = 'all'")
+        always = wh.df("SELECT * FROM operating_points WHERE method = 'always-qwen3-1.7b' AND benchmark = 'all'")
+    from cr2.config import load_config
+
+    assert len(base) == len(load_config(pipeline["cfg"]).grids.eval_lam.values()) and base["alpha"].isna().all()
+    assert 0.0 in set(base["lam"])  # λ = 0: the accuracy-only end of the sweep
+    assert (always["local_rate"] == 1.0).all()  # Always-1.7B answers everything on the device
 
 
 def test_second_run_with_nothing_changed_does_no_work(pipeline):
@@ -53,6 +66,7 @@ def test_second_run_with_nothing_changed_does_no_work(pipeline):
     assert again["ingest"]["cached"]
     assert all(step["cached"] for step in again["prepare"].values())
     assert again["train"]["cached"] and again["calibrate"]["cached"] and again["evaluate"]["cached"]
+    assert again["baselines"]["cached"]
     assert again["calibrate"]["version"] == pipeline["first"]["calibrate"]["version"]
 
 
@@ -67,3 +81,41 @@ def test_new_state_distribution_recomputes_only_states_and_costs(pipeline):
         assert wh.scalar("SELECT count(DISTINCT dist_id) FROM states") == 2
         far = wh.scalar("SELECT avg(distance_m) FROM states WHERE dist_id LIKE 'far-rician%'")
     assert 100 <= far <= 300
+
+
+def test_route_one_query_with_the_deployed_artefacts(pipeline):
+    from cr2.config import load_config
+    from cr2.errors import UncalibratedOperatingPointError
+    from tasks.route import route_query
+
+    cfg = load_config(pipeline["cfg"])
+    out = route_query(cfg, pipeline["home"], "What is 2 + 2?", ["3", "4", "5", "6"], lam=2.0, alpha=0.01, distance_m=80.0)
+    assert out["distance_m"] == 80.0 and len(out["models"]) == 4
+    assert out["accept_local"] == (out["score"] >= out["tau"])
+    assert out["accept_local"] or out["chosen_model"] != "qwen3-1.7b"
+    ref = [m for m in out["models"] if m["model_id"] == "qwen3-14b"][0]
+    assert abs(ref["cost_norm"] - 1.0) < 1e-9
+    with pytest.raises(UncalibratedOperatingPointError, match=r"λ=0.37 is not on the calibrated grid"):
+        route_query(cfg, pipeline["home"], "What is 2 + 2?", None, lam=0.37, alpha=0.01)
+    on_demand = cfg.model_copy(update={"routing": cfg.routing.model_copy(update={"on_demand_calibration": True})})
+    out = route_query(on_demand, pipeline["home"], "What is 2 + 2?", None, lam=0.37, alpha=0.01, distance_m=80.0)
+    assert out["lam"] == 0.37
+
+
+def test_cli_reads_the_warehouse(pipeline):
+    from typer.testing import CliRunner
+
+    from cr2_cli.main import app
+
+    runner = CliRunner()
+    home = str(pipeline["home"])
+    res = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM queries", "--home", home])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["sql", "DELETE FROM queries", "--home", home])
+    assert res.exit_code == 2 and "SQL failed" in res.output
+    res = runner.invoke(app, ["labels", "list", "--home", home])
+    assert res.exit_code == 0 and "simulated-irt-v1" in res.output
+    res = runner.invoke(app, ["route", "Is the sky blue?", "--lam", "2", "--distance-m", "60", "-c", str(pipeline["cfg"]),
+                              "--home", home])
+    assert res.exit_code == 0, res.output
+    assert "ACCEPT" in res.output or "DEFER" in res.output

@@ -89,10 +89,18 @@ def _embeddings(ctx: dict) -> list[tuple[str, dict]]:
 
 @functools.lru_cache(maxsize=1)
 def _context():
+    import logging
+
     import great_expectations as gx
+
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    ctx = gx.get_context(mode="ephemeral")
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)  # GX announces its temporary docs folder at INFO on every new context
+    try:
+        ctx = gx.get_context(mode="ephemeral")
+    finally:
+        logging.disable(previous)
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     return ctx
 

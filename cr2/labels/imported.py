@@ -116,7 +116,7 @@ def validate_imported_labels(
             f"{int(unknown_q.sum())} rows name query ids that are not in the warehouse, e.g. {_examples(qid[unknown_q])}; "
             "ingest the benchmarks first (`cr2 ingest`) or fix the ids (format mmlu/<subject>/00042, mbpp/<task_id>)"
         )
-    known_m = list(map(str, known_model_ids))
+    known_m = sorted(map(str, known_model_ids))
     unknown_m = ~mid.isin(set(known_m))
     if unknown_m.any():
         raise DataValidationError(

@@ -1,0 +1,57 @@
+"""Import correctness labels produced elsewhere (your own lm-eval runs, another lab's) under a source name.
+
+All rows are validated first (cr2.labels.imported); then the `labels` rows of the source and one
+`label_runs` row per model are written in one transaction, so a bad file writes nothing.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+from prefect import task
+
+from cr2.errors import DataValidationError
+from cr2.labels import LABEL_SOURCES
+from cr2.labels.imported import validate_imported_labels
+from warehouse.db import Warehouse
+from warehouse.files import read_table_file
+
+
+def import_labels(home: str | Path, path: str | Path, source: str, replace: bool = False) -> dict:
+    """Validate and write the labels of `path` under `source`; returns rows per model."""
+    if not source or source in LABEL_SOURCES:
+        raise DataValidationError(f"'{source}' names a built-in label source; pick another name for imported labels")
+    raw = read_table_file(path)
+    with Warehouse(home) as wh:
+        known_q = wh.df("SELECT query_id FROM queries")["query_id"]
+        known_m = wh.df("SELECT model_id FROM models")["model_id"]
+        if known_q.empty:
+            raise DataValidationError("the warehouse has no queries yet; run `cr2 ingest` (or `cr2 run`) first")
+        rows = validate_imported_labels(raw, set(known_q), set(known_m))
+        existing = int(wh.scalar("SELECT count(*) FROM labels WHERE source = ?", [source]))
+        if existing and not replace:
+            raise DataValidationError(f"label source '{source}' already has {existing:,} rows; pass --replace to overwrite "
+                                      "them, or import under another --source")
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        run_ids = {m: f"import:{source}:{m}:{digest}" for m in rows["model_id"].unique()}
+        runs = pd.DataFrame([{"run_id": rid, "source": source, "model_id": m, "revision": None, "backend": "import",
+                              "backend_args": json.dumps({"file": str(Path(path).resolve())}), "lm_eval_version": None,
+                              "task_config_hash": None, "started_at": now, "finished_at": now, "status": "finished",
+                              "done": int((rows["model_id"] == m).sum()), "total": int((rows["model_id"] == m).sum())}
+                             for m, rid in run_ids.items()])
+        out = rows.assign(source=source, run_id=rows["model_id"].map(run_ids))
+        out["output_tokens"] = out["output_tokens"].astype("Int32")
+        with wh.transaction() as con:
+            wh.delete_where("labels", {"source": source}, con)
+            con.execute("DELETE FROM label_runs WHERE source = ?", [source])
+            wh.insert_df("label_runs", runs, con)
+            wh.insert_df("labels", out[["source", "query_id", "model_id", "correct", "output_tokens", "run_id"]], con)
+    return {"source": source, "rows": len(out), "per_model": out.groupby("model_id").size().to_dict(),
+            "queries": int(out["query_id"].nunique())}
+
+
+import_labels_task = task(name="labels-import")(import_labels)

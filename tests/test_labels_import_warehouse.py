@@ -1,0 +1,80 @@
+"""`cr2 labels import` into a warehouse: valid files land under their source; bad ones write nothing."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from cr2.errors import DataValidationError
+from tasks.ingest import ingest_key, ingest_queries
+from tasks.labels_import import import_labels
+from warehouse.db import Warehouse
+
+
+@pytest.fixture()
+def ingested(small_config, home):
+    with Warehouse(home) as wh:
+        key = ingest_key(small_config, wh)
+    ingest_queries.fn(small_config, str(home), key)
+    with Warehouse(home, read_only=True) as wh:
+        ids = wh.df("SELECT query_id FROM queries ORDER BY query_id")["query_id"].tolist()
+    return home, ids
+
+
+def _labels(ids, models=("qwen3-1.7b", "qwen3-14b")):
+    return pd.DataFrame([{"query_id": q, "model": m, "correct": (i + j) % 2, "output_tokens": 10 + i}
+                         for i, q in enumerate(ids) for j, m in enumerate(models)])
+
+
+def _snapshot(home):
+    with Warehouse(home, read_only=True) as wh:
+        return wh.table_fingerprint("labels"), wh.table_fingerprint("label_runs")
+
+
+def test_import_writes_the_rows_and_one_run_per_model(ingested, tmp_path):
+    home, ids = ingested
+    f = tmp_path / "mine.csv"
+    _labels(ids).to_csv(f, index=False)
+    out = import_labels(home, f, "my-lm-eval")
+    assert out["rows"] == 2 * len(ids)
+    with Warehouse(home, read_only=True) as wh:
+        got = wh.df("SELECT * FROM labels WHERE source = 'my-lm-eval'")
+        runs = wh.df("SELECT * FROM label_runs WHERE source = 'my-lm-eval'")
+    assert len(got) == 2 * len(ids) and set(runs["backend"]) == {"import"} and len(runs) == 2
+    assert got["correct"].sum() == _labels(ids)["correct"].sum()
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda df: df.assign(query_id=df["query_id"].where(df.index != 0, "mmlu/nowhere/00000")), "not in the warehouse"),
+    (lambda df: df.assign(model=df["model"].where(df.index != 1, "gpt-9")), "outside the pool"),
+    (lambda df: df.assign(correct=df["correct"].where(df.index != 2, 2)), "correct"),
+    (lambda df: pd.concat([df, df.iloc[:1]]), "more than once"),
+    (lambda df: df.drop(columns=["correct"]), "correct"),
+])
+def test_bad_imports_write_nothing(ingested, tmp_path, mutate, message):
+    home, ids = ingested
+    import_labels(home, _write(tmp_path / "ok.parquet", _labels(ids)), "existing")
+    before = _snapshot(home)
+    with pytest.raises(DataValidationError, match=f"(?is){message}"):
+        import_labels(home, _write(tmp_path / "bad.parquet", mutate(_labels(ids))), "other")
+    assert _snapshot(home) == before
+
+
+def test_existing_source_needs_replace_and_builtin_names_are_refused(ingested, tmp_path):
+    home, ids = ingested
+    f = _write(tmp_path / "a.parquet", _labels(ids))
+    import_labels(home, f, "mine")
+    with pytest.raises(DataValidationError, match="--replace"):
+        import_labels(home, f, "mine")
+    assert import_labels(home, f, "mine", replace=True)["rows"] == 2 * len(ids)
+    with pytest.raises(DataValidationError, match="built-in"):
+        import_labels(home, f, "simulated-irt-v1")
+    with pytest.raises(DataValidationError, match="file not found"):
+        import_labels(home, tmp_path / "missing.csv", "x")
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet")
+    with pytest.raises(DataValidationError, match="not a readable parquet"):
+        import_labels(home, tmp_path / "junk.parquet", "x")
+
+
+def _write(path, df):
+    df.to_parquet(path, index=False)
+    return path
