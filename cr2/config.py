@@ -321,6 +321,7 @@ class BaselinesSpec(_Strict):
 class EvaluationSpec(_Strict):
     exclude_unsolvable: bool = Field(True, description="drop test queries no model solves from accuracy/cost/local "
                                                        "rate (paper §VII-A); the risk always uses every test query")
+    n_resplits: int = Field(200, ge=10, description="random calibration/test re-splits for the risk-vs-α bands")
 
 
 class Config(_Strict):

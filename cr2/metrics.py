@@ -43,3 +43,29 @@ def false_acceptance_risk(proba: np.ndarray, data: RoutingSet, decisions: Decisi
 def oracle_accuracy(data: RoutingSet) -> float:
     """Fraction of queries some model answers correctly (the ceiling of any router)."""
     return float(evaluable_mask(data).mean()) if len(data) else float("nan")
+
+
+def false_defer_rate(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
+    """Gate false defers: mean of 1[deferred by the gate] · (1 − r(λ)), i.e. deferred although m0 is teacher-optimal."""
+    accepted = decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX)
+    risk = disagree_label(proba, data.cost, lam)
+    return float(np.mean(~np.asarray(accepted, dtype=bool) & ~np.asarray(risk, dtype=bool))) if len(data) else float("nan")
+
+
+def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np.ndarray, n_resplits: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Test false-acceptance risk of CRC over random calibration/test re-splits: [n_resplits, n_alpha].
+
+    scores, risks: one λ's pooled (calibration ∪ test) scores s_i and r_i; each re-split calibrates τ*(α)
+    on n_calib random points and measures R̂ on the rest — the Monte-Carlo check of E[R] ≤ α.
+    """
+    from cr2.crc import accept, calibrate_thresholds
+
+    out = np.empty((n_resplits, len(alphas)))
+    for b in range(n_resplits):
+        perm = rng.permutation(len(scores))
+        cal, test = perm[:n_calib], perm[n_calib:]
+        taus = calibrate_thresholds(scores[cal], risks[cal], alphas)
+        for j, tau in enumerate(taus):
+            out[b, j] = np.mean(accept(scores[test], tau) & risks[test])
+    return out

@@ -195,7 +195,9 @@ def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> N
     console.print(f"\ncr2 run finished in {time.perf_counter() - t0:.1f} s")
     console.print(f"warehouse: {h / 'cr2.duckdb'}")
     if summary.get("report"):
-        console.print(f"report:    {summary['report']}")
+        rep = summary["report"]
+        note = "  (SIMULATED labels — see the banner)" if rep.get("labels_simulated") else ""
+        console.print(f"report:    {rep['path']}{note}", highlight=False)
 
 
 def print_ingest_summary(summary: dict) -> None:

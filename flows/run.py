@@ -15,6 +15,7 @@ from flows.ingest import ingest
 from flows.calibrate import calibrate
 from flows.evaluate import evaluate, fit_baselines
 from flows.prepare import prepare
+from flows.report import report
 from flows.train import train
 
 
@@ -30,4 +31,6 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     summary["calibrate"] = calibrate(config, h, summary["train"])
     summary["baselines"] = fit_baselines(config, h)
     summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])
+    counts = {b: row["queries"] for b, row in summary["ingest"]["benchmarks"].items()}
+    summary["report"] = report(config, h, summary["evaluate"], summary["train"], summary["baselines"], counts)
     return summary

@@ -24,7 +24,7 @@ EVAL_CODE = ("cr2.metrics", "cr2.routing", "cr2.crc", "tasks.evaluate")
 def evaluate_key(config: Config, wh: Warehouse, trained: dict, calibrated: dict, baselines: dict) -> str:
     return make_key("evaluate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], calibrated["version"],
                     sorted((k, v["fingerprint"]) for k, v in baselines.items()),
-                    routing_fingerprint(wh, **routing_args(config), splits=("test",)),
+                    routing_fingerprint(wh, **routing_args(config), splits=("val", "test")),
                     config.section_hash("grids", "routing", "evaluation"), code_hash(*EVAL_CODE), warehouse_epoch(wh))
 
 
@@ -48,7 +48,7 @@ def _metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data
     excluded as in the paper); the false-acceptance risk over every test row, the exchangeable
     population the CRC guarantee is about (dropping unsolvable queries would bias it).
     """
-    from cr2.metrics import accuracy, false_acceptance_risk, local_rate, mean_cost
+    from cr2.metrics import accuracy, false_acceptance_risk, false_defer_rate, local_rate, mean_cost
 
     rows = []
     for bench in ["all", *sorted(set(data.benchmark))]:
@@ -59,6 +59,9 @@ def _metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data
                   "risk": false_acceptance_risk(proba[idx_all], data.subset(idx_all), _subset_decisions(decisions, idx_all),
                                                 lam),
                   "n": float(len(idx)), "n_risk": float(len(idx_all))}
+        if "gate_accept" in decisions.extra:  # gate-error decomposition (CR² and its variants)
+            values["false_defer"] = false_defer_rate(proba[idx_all], data.subset(idx_all),
+                                                     _subset_decisions(decisions, idx_all), lam)
         rows += [{"run_id": run_id, "method": method, "lam": lam, "alpha": alpha, "benchmark": bench, "metric": k,
                   "value": v} for k, v in values.items()]
     return rows
@@ -84,7 +87,8 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
 
     teacher, gate = load_modules(trained)
     with Warehouse(home, read_only=True) as wh:
-        test = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))["test"]
+        sets = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))
+        test, val = sets["test"], sets["val"]
         table = load_threshold_table(wh, calibrated["version"])
         base_proba = {name: _baseline_proba(wh, name, b["fingerprint"], test) for name, b in baselines.items()}
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
@@ -99,11 +103,43 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
                                        "query_id": test.query_id, "chosen_model": model_ids[dec.chosen],
                                        "accepted_local": dec.accepted_local}))
 
+    from cr2.crc import empirical_threshold, fixed_threshold
+    from cr2.metrics import resplit_risk
+    from cr2.routing import VARIANTS
+    from cr2.utility import disagree_label, full_information_choice
+
+    default_alpha = config.grids.default_alpha
+    val_proba = teacher.predict_proba(val.embedding)
+    rng = np.random.default_rng(config.seed)
+    resplit_rows = []
     for lam in table.lams:
         score = gate.score(test.embedding, lam)
+        s_val, r_val = gate.score(val.embedding, lam), disagree_label(val_proba, val.cost, lam)
         for alpha in table.alphas:
             tau = table.tau(lam, alpha, trained["gate"]["fingerprint"])
             record("cr2", lam, alpha, route(score, tau, proba, test.cost, lam, config.routing.deferred_variant))
+            # the calibration-rule comparison: the same gate and α without the +1 correction
+            record("cr2-empirical", lam, alpha, route(score, empirical_threshold(s_val, r_val, alpha), proba, test.cost,
+                                                      lam, config.routing.deferred_variant))
+            for variant in VARIANTS:  # deferred-branch variants (paper Fig. ours_comparison)
+                if variant != config.routing.deferred_variant and abs(alpha - default_alpha) < 1e-12:
+                    record(f"cr2-{variant}", lam, alpha, route(score, tau, proba, test.cost, lam, variant))
+        record("cr2-fixed-0.5", lam, None, route(score, fixed_threshold(), proba, test.cost, lam,
+                                                 config.routing.deferred_variant))
+        full = full_information_choice(proba, test.cost, lam)
+        record("full-info", lam, None, Decisions(chosen=full, accepted_local=full == 0,
+                                                 extra={"gate_accept": full == 0}))
+        # risk vs α with Monte-Carlo bands: re-split calibration ∪ test at random, calibrate, measure
+        pooled_s = np.concatenate([s_val, score])
+        pooled_r = np.concatenate([r_val, disagree_label(proba, test.cost, lam)])
+        risks = resplit_risk(pooled_s, pooled_r, len(val), np.asarray(table.alphas), config.evaluation.n_resplits, rng)
+        for j, alpha in enumerate(table.alphas):
+            for metric, value in (("risk_mean", risks[:, j].mean()), ("risk_q05", np.quantile(risks[:, j], 0.05)),
+                                  ("risk_q95", np.quantile(risks[:, j], 0.95)),
+                                  ("risk_se", risks[:, j].std(ddof=1) / np.sqrt(len(risks)))):
+                resplit_rows.append({"run_id": run_id, "method": "cr2-resplit", "lam": lam, "alpha": alpha,
+                                     "benchmark": "all", "metric": metric, "value": float(value)})
+    metrics.extend(resplit_rows)
     from cr2.routers import load_router
     from cr2.routers.base import OneShotRouter
 

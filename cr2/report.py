@@ -1,0 +1,295 @@
+"""The evaluation report: the paper's §VII figures and tables from tidy result frames, as one HTML page.
+
+Pure: pandas frames (the rows of the warehouse views, one per figure/table) in, PNG bytes and an HTML
+string out. Figures are embedded as base64 PNG, so the page is self-contained and opens offline. Every
+figure and table names the SQL view it was drawn from.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+LEARNED = ("knn", "mlp", "embedllm", "llmrank")
+STYLE = {"cr2": ("#c0392b", "CR² (device–edge)"), "knn": ("#2471a3", "KNN"), "mlp": ("#7d3c98", "MLP"),
+         "embedllm": ("#17a589", "EmbedLLM"), "llmrank": ("#d68910", "LLMRank"), "full-info": ("#555555", "full-information"),
+         "cr2-inclusive": ("#e74c3c", "CR² inclusive"), "cr2-fallback": ("#f1948a", "CR² fallback"),
+         "cr2-empirical": ("#1f618d", "empirical rule (no +1)"), "cr2-fixed-0.5": ("#7f8c8d", "fixed τ = 0.5")}
+
+
+def _label(method: str) -> str:
+    return STYLE.get(method, (None, method))[1]
+
+
+def _color(method: str):
+    return STYLE.get(method, (None, None))[0]
+
+
+@dataclass
+class Figure:
+    """One figure of the report: a title, the view it comes from, a caption and the PNG."""
+
+    key: str
+    title: str
+    view: str
+    caption: str
+    png: bytes
+
+
+@dataclass
+class TableBlock:
+    """One table of the report: the frame shown, the view it comes from and a caption."""
+
+    key: str
+    title: str
+    view: str
+    caption: str
+    frame: pd.DataFrame
+
+
+@dataclass
+class ReportInputs:
+    """The frames of every view the report shows, for one evaluation run, and the run's header facts."""
+
+    header: dict
+    pareto: pd.DataFrame
+    fixed_accuracy: pd.DataFrame
+    calibration_rules: pd.DataFrame
+    risk_vs_alpha: pd.DataFrame
+    local_rate: pd.DataFrame
+    variants: pd.DataFrame
+    gate_errors: pd.DataFrame
+    benchmark_at_cost: pd.DataFrame
+    complexity: pd.DataFrame
+    default_alpha: float
+    extra_tables: list[TableBlock] = field(default_factory=list)
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _axes(title: str, xlabel: str, ylabel: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def _frontier(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["on_frontier"]].sort_values("cost")
+
+
+def pareto_figure(pareto: pd.DataFrame, zoom: tuple[float, float] | None, simulated: bool) -> bytes:
+    """Accuracy vs normalised cost: each learned method's frontier, CR²'s envelope over α, Always-m points."""
+    title = "Accuracy–cost Pareto" + (" (zoomed)" if zoom else " (full range)") + (" — SIMULATED labels" if simulated else "")
+    fig, ax = _axes(title, "normalised deployment cost c̄ (c_ref = 1)", "routing accuracy")
+    for method in ("cr2", *LEARNED):
+        f = _frontier(pareto[pareto["method"] == method])
+        if len(f):
+            ax.plot(f["cost"], f["accuracy"], marker="o", ms=3, lw=2 if method == "cr2" else 1.2,
+                    color=_color(method), label=_label(method))
+    always = pareto[pareto["method"].str.startswith("always-")].groupby("method")[["cost", "accuracy"]].mean()
+    for name, row in always.iterrows():
+        ax.scatter(row["cost"], row["accuracy"], marker="s", color="black", s=22, zorder=5)
+        ax.annotate(name.replace("always-qwen3-", "Always-").upper().replace("ALWAYS", "Always"),
+                    (row["cost"], row["accuracy"]), textcoords="offset points", xytext=(4, -10), fontsize=8)
+    if zoom:
+        ax.set_xlim(*zoom)
+        inside = pareto[(pareto["cost"] >= zoom[0]) & (pareto["cost"] <= zoom[1])]
+        if len(inside):
+            ax.set_ylim(inside["accuracy"].min() - 0.01, inside["accuracy"].max() + 0.01)
+    ax.legend(fontsize=8, loc="lower right")
+    return _png(fig)
+
+
+def fixed_accuracy_figure(fixed: pd.DataFrame) -> bytes:
+    """Dumbbell: at each target accuracy both reach, CR²'s and KNN's minimum cost, labelled with the saving."""
+    fig, ax = _axes("Fixed-accuracy cost: CR² vs KNN", "normalised cost at the target accuracy", "target accuracy")
+    d = fixed[fixed["method"] == "cr2"].sort_values("target")
+    for r in d.itertuples():
+        ax.plot([r.cost, r.knn_cost], [r.target, r.target], color="#bbbbbb", lw=2, zorder=1)
+        ax.annotate(f"{r.saving_vs_knn_pct:+.1f}%", (max(r.cost, r.knn_cost), r.target), textcoords="offset points",
+                    xytext=(4, -3), fontsize=7)
+    ax.scatter(d["cost"], d["target"], color=_color("cr2"), label=_label("cr2"), zorder=2, s=18)
+    ax.scatter(d["knn_cost"], d["target"], color=_color("knn"), label="KNN", zorder=2, s=18)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def curves_figure(df: pd.DataFrame, methods: list[str], title: str, x: str = "cost", y: str = "accuracy",
+                  xlabel: str = "normalised deployment cost c̄", ylabel: str = "routing accuracy") -> bytes:
+    """One line per method over λ (sorted by x)."""
+    fig, ax = _axes(title, xlabel, ylabel)
+    for method in methods:
+        d = df[df["method"] == method].sort_values(x)
+        if len(d):
+            ax.plot(d[x], d[y], marker="o", ms=3, color=_color(method), label=_label(method))
+    if x == "lam":
+        ax.set_xscale("log")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def risk_figure(risk: pd.DataFrame) -> bytes:
+    """CR² test false-acceptance risk vs λ for each α, with the Monte-Carlo 5–95 % band and the y = α lines."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = _axes("Marginal false-acceptance risk under CRC", "cost weight λ", "false-acceptance risk")
+    colors = plt.cm.viridis(np.linspace(0, 0.9, risk["alpha"].nunique()))
+    for c, (alpha, d) in zip(colors, risk.sort_values("lam").groupby("alpha")):
+        ax.plot(d["lam"], d["risk"], marker="o", ms=3, color=c, label=f"α = {alpha:g} (test split)")
+        if d["risk_q05"].notna().all():
+            ax.fill_between(d["lam"], d["risk_q05"], d["risk_q95"], color=c, alpha=0.15)
+            ax.plot(d["lam"], d["risk_mean"], ls=":", color=c, lw=1)
+        ax.axhline(alpha, color=c, ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.legend(fontsize=7, title="dashed: y = α; band: 5–95 % over re-splits", title_fontsize=7)
+    return _png(fig)
+
+
+def gate_error_figure(errors: pd.DataFrame, alpha: float) -> bytes:
+    """False accepts and false defers of the gate vs λ at the default α."""
+    fig, ax = _axes(f"Gate-error decomposition (α = {alpha:g})", "cost weight λ", "share of test queries")
+    d = errors[np.isclose(errors["alpha"], alpha)].sort_values("lam")
+    ax.plot(d["lam"], d["false_accept"], marker="o", ms=3, color="#c0392b", label="false accepts (risk)")
+    ax.plot(d["lam"], d["false_defer"], marker="o", ms=3, color="#2471a3", label="false defers")
+    ax.set_xscale("log")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def benchmark_table(at_cost: pd.DataFrame) -> pd.DataFrame:
+    """Per-benchmark accuracy at each cost target: rows (target, method), columns benchmarks + Avg; '–' if unreachable."""
+    rows = []
+    benches = sorted(b for b in at_cost["benchmark"].unique() if b != "all")
+    order = {m: i for i, m in enumerate(("mlp", "knn", "embedllm", "llmrank", "cr2"))}
+    for (target, method), d in sorted(at_cost.groupby(["target", "method"]), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
+        reach = bool(d["reachable"].iloc[0])
+        acc = dict(zip(d["benchmark"], d["accuracy"]))
+        row = {"cost target": f"{target:.2f}", "method": _label(method)}
+        for b in benches + ["all"]:
+            row[b.upper() if b != "all" else "Avg"] = f"{acc[b]:.3f}" if reach and b in acc else "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _img(png: bytes) -> str:
+    return f'<img alt="" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def build_figures(inp: ReportInputs) -> list[Figure]:
+    """Every figure of the report from its view's rows."""
+    sim = bool(inp.header.get("labels_simulated"))
+    a = inp.default_alpha
+    at_alpha = lambda df: df[df["alpha"].isna() | np.isclose(df["alpha"].fillna(-1), a)]  # noqa: E731
+    lo = inp.pareto["cost"].min()
+    figs = [
+        Figure("pareto_full", "Accuracy–cost Pareto curves (full range)", "v_pareto",
+               "Frontier of each learned router over its λ sweep; CR² pools every α of the grid (its envelope). "
+               "Squares: Always-m.", pareto_figure(inp.pareto, None, sim)),
+        Figure("pareto_zoom", "Accuracy–cost Pareto curves (zoomed operating region)", "v_pareto",
+               "The same points in the low-cost operating region.", pareto_figure(inp.pareto, (max(0.0, lo - 0.02), 0.6), sim)),
+        Figure("fixed_accuracy", "Fixed-accuracy cost comparison", "v_fixed_accuracy",
+               "At each target accuracy both reach: the minimum cost of CR² and of KNN (best operating point with "
+               "accuracy ≥ target, no interpolation) and CR²'s saving versus KNN.", fixed_accuracy_figure(inp.fixed_accuracy)),
+        Figure("calibration_rules", "Accuracy–cost curves for threshold-selection rules", "v_calibration_rules",
+               f"The same gate with CRC (α = {a:g}), the empirical rule without the +1 correction (α = {a:g}) and a "
+               "fixed threshold 0.5.", curves_figure(at_alpha(inp.calibration_rules.rename(columns={"rule": "method"})),
+                                                    ["cr2", "cr2-empirical", "cr2-fixed-0.5"], "Threshold-selection rules")),
+        Figure("risk_control", "Marginal false-acceptance risk under CRC-calibrated thresholds", "v_risk_vs_alpha",
+               "Test risk on the fixed split per α; band and dotted line: 5–95 % and mean over random "
+               "calibration/test re-splits; dashed: y = α. The guarantee is pointwise in λ, not simultaneous.",
+               risk_figure(inp.risk_vs_alpha)),
+        Figure("local_selection", "Local-model selection rate", "v_local_rate",
+               f"Fraction of test queries answered on the device (CR² at α = {a:g}).",
+               curves_figure(at_alpha(inp.local_rate), ["cr2", "full-info", *LEARNED], "Local selection rate vs λ",
+                             x="lam", y="local_rate", xlabel="cost weight λ", ylabel="local rate")),
+        Figure("variants", "Deferred-branch variants", "v_variants",
+               f"CR² edge-only (default), inclusive and fallback deferred branches at α = {a:g}, against the "
+               "full-information reference.", curves_figure(at_alpha(inp.variants),
+                                                            ["cr2", "cr2-inclusive", "cr2-fallback", "full-info"],
+                                                            "Deferred-branch variants")),
+        Figure("gate_errors", "Gate-error decomposition", "v_gate_errors",
+               "False accepts (gate accepts while an edge model is teacher-preferred) and false defers.",
+               gate_error_figure(inp.gate_errors, a)),
+    ]
+    return figs
+
+
+def build_tables(inp: ReportInputs) -> list[TableBlock]:
+    fixed = inp.fixed_accuracy[inp.fixed_accuracy["method"] != "knn"].pivot_table(
+        index="target", columns="method", values="saving_vs_knn_pct").reset_index()
+    cx = inp.complexity.drop_duplicates("kind")[["kind", "params", "flops", "fit_seconds"]]
+    cx = cx[cx["kind"].isin(["gate", "teacher"]) | cx["kind"].str.startswith("router:")]
+    return [
+        TableBlock("per_benchmark_by_cost", "Per-benchmark accuracy at representative cost targets", "v_benchmark_at_cost",
+                   "Nearest reachable operating point to each pooled cost target; '–': unreachable. Avg is pooled.",
+                   benchmark_table(inp.benchmark_at_cost)),
+        TableBlock("fixed_accuracy_savings", "Cost saving versus KNN at matched accuracy (%)", "v_fixed_accuracy",
+                   "Positive: cheaper than KNN at the same target accuracy.", fixed.round(1)),
+        TableBlock("router_complexity", "Router-head parameters and FLOPs (encoder excluded)", "v_router_complexity",
+                   "CR² runs the gate on the device (and the teacher's heads only for deferred queries).",
+                   cx.reset_index(drop=True)),
+        *inp.extra_tables,
+    ]
+
+
+def render_html(inp: ReportInputs, figures: list[Figure], tables: list[TableBlock]) -> str:
+    """The self-contained report page."""
+    h = inp.header
+    esc = html.escape
+    banner = ""
+    if h.get("labels_simulated"):
+        banner = ('<div class="sim"><b>SIMULATED LABELS.</b> Every number on this page is computed on correctness '
+                  f"labels from the simulator <code>{esc(str(h['label source']))}</code> (docs/labels.md), not on measured "
+                  "Qwen3 outputs. They describe the simulator's assumptions as much as the routers; do not read them "
+                  "as a reproduction of the paper.</div>")
+    facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in h.items() if k != "labels_simulated")
+    parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>cr2 report</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}}
+.sim{{background:#fdecea;border:2px solid #c0392b;padding:.8em 1em;margin:1em 0;font-size:1.05em}}
+table{{border-collapse:collapse;margin:.5em 0 1.5em}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
+th{{background:#f4f4f4}}figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption,.cap{{color:#555;font-size:.9em}}
+code{{background:#f4f4f4;padding:0 3px}}</style></head><body>
+<h1>CR² evaluation report</h1>{banner}<table>{facts}</table>
+<p>Every figure and table names the warehouse view it was drawn from: run
+<code>cr2 sql "SELECT * FROM &lt;view&gt; WHERE run_id = '{esc(str(h.get('run_id')))}'"</code> to get its numbers.</p>"""]
+    parts.append("<h2>Figures</h2>")
+    for f in figures:
+        parts.append(f'<figure id="{f.key}"><h3>{esc(f.title)}</h3>{_img(f.png)}<figcaption>{esc(f.caption)} '
+                     f"View: <code>{f.view}</code>.</figcaption></figure>")
+    parts.append("<h2>Tables</h2>")
+    for t in tables:
+        parts.append(f'<section id="{t.key}"><h3>{esc(t.title)}</h3><p class="cap">{esc(t.caption)} View: '
+                     f"<code>{t.view}</code>; also tables/{t.key}.csv and tables/{t.key}.tex.</p>"
+                     + t.frame.to_html(index=False, border=0, na_rep="–", escape=True) + "</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def to_latex(frame: pd.DataFrame) -> str:
+    """A booktabs LaTeX tabular of the frame (values as shown in the report)."""
+    cols = list(frame.columns)
+    esc = lambda v: str(v).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")  # noqa: E731
+    lines = [r"\begin{tabular}{" + "l" * 1 + "r" * (len(cols) - 1) + "}", r"\toprule",
+             " & ".join(esc(c) for c in cols) + r" \\", r"\midrule"]
+    lines += [" & ".join(esc("–" if pd.isna(v) else v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"

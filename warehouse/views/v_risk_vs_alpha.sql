@@ -1,0 +1,12 @@
+-- Paper Fig. risk_control: CR²'s test false-acceptance risk at each (λ, α) on the fixed split, next to the
+-- Monte-Carlo mean, 5–95 % band and standard error over random calibration/test re-splits; the guarantee
+-- is E[risk] ≤ α pointwise in λ (compare with the y = α line).
+SELECT o.run_id, o.label_source, o.lam, o.alpha, o.risk, o.n_risk,
+       max(m.value) FILTER (WHERE m.metric = 'risk_mean') AS risk_mean,
+       max(m.value) FILTER (WHERE m.metric = 'risk_q05')  AS risk_q05,
+       max(m.value) FILTER (WHERE m.metric = 'risk_q95')  AS risk_q95,
+       max(m.value) FILTER (WHERE m.metric = 'risk_se')   AS risk_se
+FROM operating_points o
+LEFT JOIN metrics m ON m.run_id = o.run_id AND m.method = 'cr2-resplit' AND m.lam = o.lam AND m.alpha = o.alpha
+WHERE o.method = 'cr2' AND o.benchmark = 'all'
+GROUP BY ALL
