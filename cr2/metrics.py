@@ -69,3 +69,8 @@ def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np
         for j, tau in enumerate(taus):
             out[b, j] = np.mean(accept(scores[test], tau) & risks[test])
     return out
+
+
+def risk_tolerance(alpha: float, n: int, z: float = 3.0) -> float:
+    """Monte-Carlo tolerance of a test-split risk estimate at level α: z binomial standard errors, z·sqrt(α(1−α)/n)."""
+    return float(z * np.sqrt(alpha * (1.0 - alpha) / max(n, 1)))

@@ -66,6 +66,7 @@ class ReportInputs:
     benchmark_at_cost: pd.DataFrame
     complexity: pd.DataFrame
     default_alpha: float
+    ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
     extra_tables: list[TableBlock] = field(default_factory=list)
 
 
@@ -199,6 +200,48 @@ def benchmark_table(at_cost: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def risk_check_table(risk: pd.DataFrame) -> pd.DataFrame:
+    """Per α: the largest test-split risk over the λ grid against α + 3 binomial standard errors, and the
+    largest Monte-Carlo mean over re-splits (the quantity the CRC guarantee bounds by α)."""
+    from cr2.metrics import risk_tolerance
+
+    rows = []
+    for alpha, d in risk.groupby("alpha"):
+        n = int(d["n_risk"].min())
+        tol = risk_tolerance(alpha, n)
+        worst = float(d["risk"].max())
+        rows.append({"α": f"{alpha:g}", "max test risk over λ": f"{worst:.4f}", "tolerance α + 3·SE": f"{alpha + tol:.4f}",
+                     "within": "yes" if worst <= alpha + tol else "NO",
+                     "max MC mean over λ": f"{d['risk_mean'].max():.4f}" if d["risk_mean"].notna().any() else "–",
+                     "N test": f"{n:,}"})
+    return pd.DataFrame(rows)
+
+
+def ablation_table(ab: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """Rows grouped as in the paper: loss composition, w_mono sweep, CRC level α, calibration rule, deferred path."""
+    if ab.empty:
+        return pd.DataFrame(columns=["group", "configuration", "accuracy", "local rate", "cost", "λ"])
+    at = lambda m, a=alpha: ab[(ab["method"] == m) & np.isclose(ab["alpha"].fillna(-1), a)]  # noqa: E731
+    spec = [("loss composition", "sign loss only", at("ablation:sign-only")),
+            ("loss composition", "+ margin loss", at("ablation:sign+margin")),
+            ("loss composition", "+ margin + monotone (CR²)", at("cr2")),
+            ("w_mono sweep", "w_mono = 0", at("ablation:sign+margin")),
+            ("w_mono sweep", "w_mono = 0.5", at("ablation:w_mono=0.5")),
+            ("w_mono sweep", "w_mono = 1 (CR²)", at("cr2")),
+            ("w_mono sweep", "w_mono = 2", at("ablation:w_mono=2"))]
+    spec += [("CRC level", f"α = {a:g}", at("cr2", a)) for a in sorted(ab.loc[ab["method"] == "cr2", "alpha"].dropna().unique())]
+    spec += [("calibration rule", "CRC (+1 correction)", at("cr2")), ("calibration rule", "empirical (no +1)", at("cr2-empirical")),
+             ("deferred path", "edge-only (CR²)", at("cr2")), ("deferred path", "inclusive", at("cr2-inclusive")),
+             ("deferred path", "fallback (cheapest edge)", at("cr2-fallback"))]
+    rows = []
+    for group, label, d in spec:
+        if len(d):
+            r = d.iloc[0]
+            rows.append({"group": group, "configuration": label, "accuracy": f"{r['accuracy']:.4f}",
+                         "local rate": f"{100 * r['local_rate']:.1f}%", "cost": f"{r['cost']:.3f}", "λ": f"{r['lam']:g}"})
+    return pd.DataFrame(rows)
+
+
 def _img(png: bytes) -> str:
     return f'<img alt="" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
@@ -263,6 +306,12 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
         TableBlock("router_complexity", "Router-head parameters and FLOPs (encoder excluded)", "v_router_complexity",
                    "CR² runs the gate on the device (and the teacher's heads only for deferred queries).",
                    cx.reset_index(drop=True)),
+        TableBlock("risk_check", "Risk control on the test split", "v_risk_vs_alpha",
+                   "CRC bounds the expected false-acceptance risk by α at each λ; a single test split fluctuates around "
+                   "it, so the check allows 3 binomial standard errors.", risk_check_table(inp.risk_vs_alpha)),
+        TableBlock("ablation", "Ablation at c̄ = 0.45", "v_ablation",
+                   "Each configuration's operating point nearest the cost anchor; local rate = share accepted by the gate.",
+                   ablation_table(inp.ablation, inp.default_alpha)),
         *inp.extra_tables,
     ]
 

@@ -25,11 +25,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from cr2.config import Config
+from cr2.config import REPO_ROOT, Config
 from cr2.errors import DataValidationError, did_you_mean
 from cr2.labeling.backends import backend_plan, is_local, local_revision
 from cr2.labeling.docs import mbpp_fewshot_docs
@@ -182,7 +183,8 @@ def export_queries(home: str, benchmarks: list[str], limit: int | None, staging:
             f"the warehouse at {home} has no queries of {missing}; run `cr2 ingest` (or enable them in the config's benchmarks)"
         )
     for col in ("choices", "tests"):
-        df[col] = [list(v) if v is not None and not isinstance(v, float) else None for v in df[col]]
+        # NULL lists arrive as None, NaN or pd.NA depending on the DuckDB/pandas versions
+        df[col] = [list(v) if isinstance(v, (list, tuple, np.ndarray)) else None for v in df[col]]
     df = select_queries(df, limit)
     digest = hashlib.sha256("\n".join(df["query_id"]).encode()).hexdigest()[:12]
     out = Path(staging) / "queries"
@@ -194,13 +196,26 @@ def export_queries(home: str, benchmarks: list[str], limit: int | None, staging:
     return str(path)
 
 
+SHIPPED_MBPP = REPO_ROOT / "data" / "benchmarks" / "mbpp.parquet"
+
+
 def _mbpp_fewshot(config: Config, spec: LabelingSpec) -> list[dict[str, Any]]:
+    """The MBPP few-shot examples (task ids 2–4 of MBPP's prompt split by default).
+
+    They are part of the prompt, not of the labelled data: read from the configured MBPP file, or from the
+    shipped one when the configured file is a slice without the prompt split.
+    """
     ids = spec.template("mbpp").fewshot_task_ids
     if not ids:
         return []
     bench = config.benchmarks.get("mbpp")
+    columns = ["query_id", "question", "target", "tests", "test_setup"]
     path = config.data_path / (bench.file if bench is not None else "benchmarks/mbpp.parquet")
-    return mbpp_fewshot_docs(pd.read_parquet(path, columns=["query_id", "question", "target", "tests", "test_setup"]), ids)
+    rows = pd.read_parquet(path, columns=columns)
+    have = set(rows["query_id"])
+    if any(f"mbpp/{t}" not in have for t in ids) and SHIPPED_MBPP.is_file() and path.resolve() != SHIPPED_MBPP.resolve():
+        rows = pd.read_parquet(SHIPPED_MBPP, columns=columns)
+    return mbpp_fewshot_docs(rows, ids)
 
 
 @task(name="label-plan", cache_policy=NO_CACHE)

@@ -18,11 +18,12 @@ from warehouse.db import Warehouse
 REPORT_CODE = ("cr2.report", "tasks.report")
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibration_rules": "v_calibration_rules",
          "risk_vs_alpha": "v_risk_vs_alpha", "local_rate": "v_local_rate", "variants": "v_variants",
-         "gate_errors": "v_gate_errors", "benchmark_at_cost": "v_benchmark_at_cost"}
+         "gate_errors": "v_gate_errors", "benchmark_at_cost": "v_benchmark_at_cost", "ablation": "v_ablation"}
 
 
-def report_key(config: Config, evaluated: dict, trained: dict, baselines: dict) -> str:
+def report_key(config: Config, evaluated: dict, trained: dict, baselines: dict, ablated: dict | None = None) -> str:
     return make_key("report", evaluated["run_id"], trained["gate"]["fingerprint"],
+                    sorted((ablated or {}).get("ablations", [])),
                     sorted(v["fingerprint"] for v in baselines.values()), config.section_hash("grids"),
                     code_hash(*REPORT_CODE))
 

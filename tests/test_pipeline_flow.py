@@ -131,6 +131,7 @@ VIEW_COLUMNS = {
     "v_gate_errors": {"run_id", "lam", "alpha", "false_accept", "false_defer"},
     "v_benchmark_at_cost": {"run_id", "method", "target", "reachable", "benchmark", "accuracy"},
     "v_router_complexity": {"kind", "params", "flops"},
+    "v_ablation": {"run_id", "method", "alpha", "lam", "cost", "accuracy", "local_rate"},
 }
 
 
@@ -147,6 +148,8 @@ def test_views_agree_with_the_metrics(pipeline):
         variants = set(wh.df("SELECT DISTINCT method FROM v_variants")["method"])
         rules = set(wh.df("SELECT DISTINCT rule FROM v_calibration_rules")["rule"])
         bands = wh.df("SELECT * FROM v_risk_vs_alpha")
+        ablated = set(wh.df("SELECT DISTINCT method FROM v_ablation")["method"])
+    assert {"ablation:sign-only", "ablation:sign+margin", "ablation:w_mono=0.5", "ablation:w_mono=2"} <= ablated
     assert variants == {"cr2", "cr2-inclusive", "cr2-fallback", "full-info"}
     assert rules == {"cr2", "cr2-empirical", "cr2-fixed-0.5"}
     assert (bands["risk_q05"] <= bands["risk_mean"] + 1e-12).all() and (bands["risk_mean"] <= bands["risk_q95"] + 1e-12).all()
@@ -157,6 +160,7 @@ def test_report_is_self_contained_and_has_every_figure(pipeline):
     page = open(rep["path"], encoding="utf-8").read()
     assert set(rep["figures"]) == {"pareto_full", "pareto_zoom", "fixed_accuracy", "calibration_rules", "risk_control",
                                    "local_selection", "variants", "gate_errors"}
+    assert "ablation" in rep["tables"] and "per_benchmark_by_cost" in rep["tables"]
     for key in rep["figures"] + rep["tables"]:
         assert f'id="{key}"' in page
     assert page.count("data:image/png;base64,") == len(rep["figures"])
