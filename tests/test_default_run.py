@@ -8,7 +8,6 @@ is built, and a second run does no work.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from cr2.config import load_config
@@ -31,7 +30,6 @@ def test_every_query_lands_and_labels_hit_their_targets(default_run):
     assert {b: r["queries"] for b, r in summary["ingest"]["benchmarks"].items()} == {
         "mmlu": 14_042, "bbh": 6_511, "gpqa": 448, "mbpp": 500}
     cfg = load_config()
-    targets = pd.read_csv(cfg.data_path / cfg.labels.simulator.accuracy_file)
     with Warehouse(home, read_only=True) as wh:
         acc = wh.df("SELECT benchmark, model_id, accuracy FROM model_summary")
     assert len(acc) == 16
@@ -40,7 +38,6 @@ def test_every_query_lands_and_labels_hit_their_targets(default_run):
     goal = load_accuracy_targets(cfg.data_path / cfg.labels.simulator.accuracy_file, cfg.models)
     for r in acc.itertuples():
         assert abs(r.accuracy - goal[(r.model_id, r.benchmark)]) <= 0.01, (r.model_id, r.benchmark)
-    assert len(targets) == 4
 
 
 def test_crc_holds_the_risk_for_every_alpha(default_run):
