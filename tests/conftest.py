@@ -36,6 +36,17 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch limited to one intra-op thread for the requesting module, restored afterwards."""
+    import torch
+
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
 def write_small_benchmarks(out: Path, per_subset: int = 8, subsets_per_benchmark: int = 3) -> Path:
     """A small slice of the shipped benchmark files (a few subsets each) written to out/benchmarks."""
     import pyarrow.parquet as pq

@@ -21,11 +21,8 @@ ALPHAS = [0.01, 0.05]
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
+def _one_torch_thread(one_torch_thread):
+    """Every test here trains with one torch thread (deterministic timings and results)."""
 
 
 @pytest.fixture(scope="module")

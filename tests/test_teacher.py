@@ -17,11 +17,8 @@ SMALL = TeacherSpec(epochs=3, batch_size=64, lr=3e-3, seed=0)
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
+def _one_torch_thread(one_torch_thread):
+    """Every test here trains with one torch thread (deterministic timings and results)."""
 
 
 @pytest.fixture(scope="module")
