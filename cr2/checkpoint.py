@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 FINGERPRINT_CHARS = 16
 
@@ -92,4 +92,38 @@ def restore(module: Any, payload: dict[str, Any], path: str | Path) -> Any:
         raise DataValidationError(
             f"{path}: weights do not match the stored fingerprint {payload['fingerprint']}; the file is corrupt — refit"
         )
+    return module
+
+
+def fit_epochs(module: Any, optimizer: Any, epochs: int, batches: Callable[[], Iterator[Any]], dev_loss: Callable[[], float],
+               grad_clip: float, extra: Callable[[], dict[str, float]] | None = None) -> Any:
+    """Train `module` for `epochs` epochs and return it at the epoch of lowest dev loss, frozen in eval mode.
+
+    batches(): yields one training loss tensor per mini-batch of an epoch (the caller draws the batches);
+    each is back-propagated, clipped to `grad_clip` and stepped. dev_loss(): the dev-set loss after the
+    epoch. The earliest epoch wins a tie. Sets module.history_ (per-epoch losses) and module.best_epoch_.
+    """
+    import copy
+    import math
+
+    import torch
+
+    best_loss, best_state, best_epoch, history = math.inf, None, -1, []
+    for epoch in range(epochs):
+        module.train()
+        train_sum, n_batches = 0.0, 0
+        for loss in batches():
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(module.parameters(), grad_clip)
+            optimizer.step()
+            train_sum, n_batches = train_sum + loss.item(), n_batches + 1
+        dev = dev_loss()
+        history.append({"epoch": epoch, "train_loss": train_sum / max(n_batches, 1), "dev_loss": dev, **(extra() if extra else {})})
+        if dev < best_loss:  # strict: the earliest epoch wins a tie
+            best_loss, best_state, best_epoch = dev, copy.deepcopy(module.state_dict()), epoch
+    module.load_state_dict(best_state)
+    module.eval().requires_grad_(False)
+    module.history_ = history
+    module.best_epoch_ = best_epoch
     return module

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cr2.checkpoint import fingerprint, load_checkpoint, restore, save_checkpoint, seeded_torch
+from cr2.checkpoint import fingerprint, fit_epochs, load_checkpoint, restore, save_checkpoint, seeded_torch
 from cr2.complexity import count_parameters, elementwise_flops, linear_flops
 from cr2.config import GateSpec
 from cr2.data import EMBED_DIM, RoutingSet
@@ -258,11 +258,9 @@ def fit_gate(
     with seeded_torch(spec.seed, num_threads) as gen:
         gate = MarginGate(embed_dim, spec.hidden, spec.film_frequencies, spec.dropout, spec.temperature_init)
         opt = torch.optim.AdamW(gate.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
-        best_loss, best_state, best_epoch, history = math.inf, None, -1, []
-        for epoch in range(spec.epochs):
-            gate.train()
+
+        def batches():
             perm = torch.randperm(len(x_train), generator=gen).numpy()
-            train_sum, n_batches = 0.0, 0
             for start in range(0, len(perm), spec.batch_size):
                 idx = perm[start : start + spec.batch_size]
                 # log λ_j ~ U(log lam_min, log lam_max), j = 1..J
@@ -270,21 +268,10 @@ def fit_gate(
                 lam = np.exp(log_lo + (log_hi - log_lo) * u)
                 margin_teacher, z = _targets(p_train[idx], c_train[idx], lam)
                 lam_t = torch.from_numpy(lam)
-                loss, _ = gate_loss(gate(x_train[idx], lam_t), margin_teacher, z, lam_t, gate.temperature, spec)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(gate.parameters(), spec.grad_clip)
-                opt.step()
-                train_sum, n_batches = train_sum + loss.item(), n_batches + 1
-            dev_loss = _dev_loss(gate, x_dev, p_dev, c_dev, dev_lams, spec)
-            history.append({"epoch": epoch, "train_loss": train_sum / n_batches, "dev_loss": dev_loss,
-                            "temperature": gate.temperature.item()})
-            if dev_loss < best_loss:  # strict: the earliest epoch wins a tie
-                best_loss, best_state, best_epoch = dev_loss, copy.deepcopy(gate.state_dict()), epoch
-        gate.load_state_dict(best_state)
-    gate.eval().requires_grad_(False)
-    gate.history_ = history
-    gate.best_epoch_ = best_epoch
+                yield gate_loss(gate(x_train[idx], lam_t), margin_teacher, z, lam_t, gate.temperature, spec)[0]
+
+        fit_epochs(gate, opt, spec.epochs, batches, lambda: _dev_loss(gate, x_dev, p_dev, c_dev, dev_lams, spec),
+                   spec.grad_clip, extra=lambda: {"temperature": gate.temperature.item()})
     return gate
 
 

@@ -7,7 +7,6 @@ p_m(x) define the teacher utilities û_m = p_m − λ c_m that supervise the gat
 from __future__ import annotations
 
 import copy
-import math
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cr2.checkpoint import fingerprint, load_checkpoint, restore, save_checkpoint, seeded_torch
+from cr2.checkpoint import fingerprint, fit_epochs, load_checkpoint, restore, save_checkpoint, seeded_torch
 from cr2.complexity import count_parameters, elementwise_flops, linear_flops
 from cr2.config import TeacherSpec
 from cr2.data import EMBED_DIM, RoutingSet
@@ -126,27 +125,14 @@ def fit_teacher(train: RoutingSet, dev: RoutingSet, spec: TeacherSpec, *, num_th
     with seeded_torch(spec.seed, num_threads) as gen:
         model = TeacherSelector(train.n_models, embed_dim, spec.hidden)
         opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
-        best_loss, best_state, best_epoch, history = math.inf, None, -1, []
-        for epoch in range(spec.epochs):
-            model.train()
+
+        def batches():
             perm = torch.randperm(len(x_train), generator=gen)
-            train_sum, n_batches = 0.0, 0
             for start in range(0, len(perm), spec.batch_size):
                 idx = perm[start : start + spec.batch_size]
-                loss = teacher_loss(model(x_train[idx]), y_train[idx], spec.w_cls, spec.w_rank)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
-                opt.step()
-                train_sum, n_batches = train_sum + loss.item(), n_batches + 1
-            dev_loss = _dataset_loss(model, x_dev, y_dev, spec)
-            history.append({"epoch": epoch, "train_loss": train_sum / n_batches, "dev_loss": dev_loss})
-            if dev_loss < best_loss:  # strict: the earliest epoch wins a tie
-                best_loss, best_state, best_epoch = dev_loss, copy.deepcopy(model.state_dict()), epoch
-        model.load_state_dict(best_state)
-    model.eval().requires_grad_(False)
-    model.history_ = history
-    model.best_epoch_ = best_epoch
+                yield teacher_loss(model(x_train[idx]), y_train[idx], spec.w_cls, spec.w_rank)
+
+        fit_epochs(model, opt, spec.epochs, batches, lambda: _dataset_loss(model, x_dev, y_dev, spec), spec.grad_clip)
     return model
 
 

@@ -6,8 +6,13 @@ scores them; the logged samples become label rows (cr2.labeling.samples), which 
 layer writes them durably (one warehouse transaction per chunk). The model is loaded once per shard and
 passed to every call as an LM object, so a chunk costs only its inference.
 
-`simple_evaluate` also collects an environment report (`pip list`, `nvidia-smi`, … ≈ 3 s) on every call;
-cr2 records its environment in label_runs instead and skips that report per chunk (see `_no_env_report`).
+`simple_evaluate` also collects an environment report (`pip list`, `nvidia-smi`, … ≈ 3 s) and runs
+`git describe` in the working directory on every call; cr2 records its environment in label_runs instead
+and skips both per chunk (see `_no_env_report`).
+
+Besides the label rows, every chunk yields lm-eval's per-sample log in a JSON-able form (prompt, the
+model's generation or per-choice log-likelihoods, the filtered answer, the score), which the task layer
+keeps next to the warehouse as an audit trail of what the model actually said.
 """
 from __future__ import annotations
 
@@ -26,13 +31,22 @@ import pandas as pd
 from cr2.labeling.backends import load_lm, token_counter
 from cr2.labeling.docs import build_docs
 from cr2.labeling.runs import BenchmarkJob, ShardJob, chunks
-from cr2.labeling.samples import samples_to_rows
+from cr2.labeling.samples import sample_records, samples_to_rows
 from cr2.labeling.spec import OUTPUT_TYPES, LabelingSpec
 from cr2.labeling.taskdefs import label_filter, task_config, task_name
 
 log = logging.getLogger(__name__)
 
-ChunkSink = Callable[[BenchmarkJob, pd.DataFrame], None]
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """What one lm-eval call over a chunk of queries produced."""
+
+    rows: pd.DataFrame  # label rows, one per query (cr2.labeling.samples.ROW_COLUMNS), in chunk order
+    samples: list[dict[str, Any]]  # lm-eval's per-sample log, JSON-able (cr2.labeling.samples.sample_records)
+
+
+ChunkSink = Callable[[BenchmarkJob, ChunkResult], None]
 
 
 @dataclass(frozen=True)
@@ -54,16 +68,23 @@ _env_depth = 0
 _env_saved: Any = None
 
 
+_ENV_PATCHES: dict[str, Callable[..., Any]] = {
+    "add_env_info": lambda results: None,  # pip list, nvidia-smi, torch's collect_env: ≈ 3 s per call
+    "get_git_commit_hash": lambda: None,  # `git describe` in the CWD (the user's repository, not lm-eval's)
+}
+
+
 @contextlib.contextmanager
 def _no_env_report() -> Iterator[None]:
-    """Within the block, lm-eval's per-call environment report is skipped (re-entrant, thread-safe)."""
+    """Within the block, lm-eval's per-call environment report and git lookup are skipped (re-entrant, thread-safe)."""
     global _env_depth, _env_saved
     import lm_eval.evaluator as ev
 
     with _env_lock:
-        if _env_depth == 0 and hasattr(ev, "add_env_info"):
-            _env_saved = ev.add_env_info
-            ev.add_env_info = lambda results: None
+        if _env_depth == 0:
+            _env_saved = {name: getattr(ev, name) for name in _ENV_PATCHES if hasattr(ev, name)}
+            for name in _env_saved:
+                setattr(ev, name, _ENV_PATCHES[name])
         _env_depth += 1
     try:
         yield
@@ -71,7 +92,8 @@ def _no_env_report() -> Iterator[None]:
         with _env_lock:
             _env_depth -= 1
             if _env_depth == 0 and _env_saved is not None:
-                ev.add_env_info = _env_saved
+                for name, fn in _env_saved.items():
+                    setattr(ev, name, fn)
                 _env_saved = None
 
 
@@ -102,8 +124,8 @@ class ChunkEvaluator:
             self._bbh_descriptions = descriptions()
         return self._bbh_descriptions
 
-    def evaluate(self, benchmark: str, queries: pd.DataFrame, fewshot: list[dict[str, Any]] | None = None) -> pd.DataFrame:
-        """Label rows of `queries` (all of one benchmark) — one lm-eval call."""
+    def evaluate(self, benchmark: str, queries: pd.DataFrame, fewshot: list[dict[str, Any]] | None = None) -> ChunkResult:
+        """Label rows and the sample log of `queries` (all of one benchmark) — one lm-eval call."""
         import lm_eval
 
         template = self.spec.template(benchmark)
@@ -124,11 +146,14 @@ class ChunkEvaluator:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         samples = (result or {}).get("samples", {}).get(task_name(benchmark), [])
-        return samples_to_rows(
-            samples, metric=template.metric, filter_name=label_filter(benchmark, template),
-            generative=OUTPUT_TYPES[benchmark] == "generate_until", expected_ids=docs["query_id"].tolist(),
-            count_tokens=self.count_tokens,
+        filter_name = label_filter(benchmark, template)
+        generative = OUTPUT_TYPES[benchmark] == "generate_until"
+        rows = samples_to_rows(
+            samples, metric=template.metric, filter_name=filter_name, generative=generative,
+            expected_ids=docs["query_id"].tolist(), count_tokens=self.count_tokens,
         )
+        log_ = sample_records(samples, metric=template.metric, filter_name=filter_name, generative=generative)
+        return ChunkResult(rows, log_)
 
 
 def run_shard(
@@ -162,10 +187,10 @@ def run_shard(
     for bj, todo, done in todo_jobs:
         for ids in chunks(todo, spec.chunk_size):
             t0 = time.monotonic()
-            rows = evaluator.evaluate(bj.benchmark, by_id.loc[ids], job.fewshot.get(bj.benchmark))
-            sink(bj, rows)
-            done += len(rows)
-            labelled[bj.run_id] += len(rows)
+            result = evaluator.evaluate(bj.benchmark, by_id.loc[ids], job.fewshot.get(bj.benchmark))
+            sink(bj, result)
+            done += len(result.rows)
+            labelled[bj.run_id] += len(result.rows)
             event = Progress(job.model_id, bj.benchmark, job.shard, job.n_shards, bj.run_id, done, bj.total,
                              time.monotonic() - t0)
             log.info("%s %s shard %d/%d: %d/%d labelled", job.model_id, bj.benchmark, job.shard, job.n_shards, done, bj.total)
