@@ -142,6 +142,42 @@ def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt
 
 @app.command()
 @friendly
+def recalibrate(states: str = typer.Option(..., "--states", help="new state distribution: a name under configs/states "
+                                          "or a YAML file"),
+                config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
+    from flows.recalibrate import recalibrate_flow
+
+    h = _home(home)
+    t0 = time.perf_counter()
+    out = recalibrate_flow(states=states, config_path=str(config) if config else None, home=str(h))
+    old, new = out["old_thresholds"], out["new_thresholds"]
+    console.print(f"states {out['old_dist_id']} → {out['new_dist_id']}: thresholds v{old['version']} → v{new['version']} "
+                  f"(N_calib = {new['n_calib']:,}; gate {new['gate_fingerprint']} unchanged)", highlight=False)
+    from cr2.config import load_config
+    from warehouse.db import Warehouse
+
+    alpha = load_config(config).grids.default_alpha
+    with Warehouse(h, read_only=True) as wh:
+        df = wh.df("SELECT run_id, lam, alpha, risk, local_rate, accuracy, cost FROM operating_points WHERE method = 'cr2' "
+                   "AND benchmark = 'all' AND run_id IN (?, ?) AND abs(alpha - ?) < 1e-12 AND lam IN (0.5, 2.0, 8.0)",
+                   [out["before"]["run_id"], out["after"]["run_id"], alpha])
+    table = Table(title=f"CR² on test under {out['new_dist_id']}, α = {alpha:g}: old thresholds (before) vs re-calibrated")
+    for col in ("λ", "risk before", "risk after", "local before", "local after", "acc before", "acc after",
+                "cost before", "cost after"):
+        table.add_column(col, justify="right")
+    b = df[df["run_id"] == out["before"]["run_id"]].set_index("lam")
+    a = df[df["run_id"] == out["after"]["run_id"]].set_index("lam")
+    for lam in sorted(set(a.index) & set(b.index)):
+        table.add_row(f"{lam:g}", f"{b.at[lam, 'risk']:.4f}", f"{a.at[lam, 'risk']:.4f}", f"{100 * b.at[lam, 'local_rate']:.1f}%",
+                      f"{100 * a.at[lam, 'local_rate']:.1f}%", f"{100 * b.at[lam, 'accuracy']:.1f}%",
+                      f"{100 * a.at[lam, 'accuracy']:.1f}%", f"{b.at[lam, 'cost']:.3f}", f"{a.at[lam, 'cost']:.3f}")
+    console.print(table)
+    console.print(f"recalibrate finished in {time.perf_counter() - t0:.1f} s", highlight=False)
+
+
+@app.command()
+@friendly
 def route(question: str = typer.Argument(..., help="the query text"),
           lam: float = typer.Option(1.0, "--lam", help="cost weight λ (must be on the calibrated grid)"),
           alpha: Optional[float] = typer.Option(None, "--alpha", help="risk level α (default: grids.default_alpha)"),

@@ -34,7 +34,7 @@ from cr2.config import REPO_ROOT, Config
 from cr2.errors import DataValidationError, did_you_mean
 from cr2.labeling.backends import backend_plan, is_local, local_revision
 from cr2.labeling.docs import mbpp_fewshot_docs
-from cr2.labeling.runner import Progress, run_shard
+from cr2.labeling.runner import ChunkResult, Progress, run_shard
 from cr2.labeling.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
 from cr2.labeling.spec import LabelingSpec
 from cr2.labeling.taskdefs import task_config_hash
@@ -103,8 +103,37 @@ def staging_dir(spec: LabelingSpec, home: str | Path) -> Path:
     return Path(spec.staging_dir).expanduser().resolve() if spec.staging_dir else Path(home).resolve() / "labeling"
 
 
+def _run_folder(rid: str) -> str:
+    return rid.replace(":", "_").replace("/", "-")
+
+
 def _chunk_dir(staging: Path, rid: str) -> Path:
-    return staging / "chunks" / rid.replace(":", "_").replace("/", "-")
+    return staging / "chunks" / _run_folder(rid)
+
+
+def samples_dir(staging: str | Path, rid: str) -> Path:
+    """Folder of a run's per-sample logs (one JSONL file per chunk)."""
+    return Path(staging) / "samples" / _run_folder(rid)
+
+
+def write_sample_log(staging: Path, rid: str, records: list[dict[str, Any]]) -> Path | None:
+    """Write one chunk's sample records to <staging>/samples/<run>/<ids-hash>.jsonl atomically.
+
+    The file is named after the chunk's query ids, so a chunk labelled again after a crash overwrites its
+    own log instead of adding a second copy.
+    """
+    if not records:
+        return None
+    folder = samples_dir(staging, rid)
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256("\n".join(r["query_id"] for r in records).encode()).hexdigest()[:16]
+    path = folder / f"samples-{digest}.jsonl"
+    tmp = path.with_suffix(".jsonl.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 def _now() -> dt.datetime:
@@ -306,8 +335,10 @@ def label_shard(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: s
                 done |= set(wh.df(SQL_DONE_IDS, [bj.run_id])["query_id"])
         return done
 
-    def sink(bj: BenchmarkJob, rows: pd.DataFrame) -> None:
-        path = stage_chunk(staging_path, spec.source, job.model_id, bj.run_id, rows)
+    def sink(bj: BenchmarkJob, result: ChunkResult) -> None:
+        if spec.log_samples:
+            write_sample_log(staging_path, bj.run_id, result.samples)
+        path = stage_chunk(staging_path, spec.source, job.model_id, bj.run_id, result.rows)
         if home is not None:
             with _WRITE_LOCK, Warehouse(home) as wh:
                 _ingest_file(wh, path)
@@ -321,18 +352,28 @@ def label_shard(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: s
 # ---------------------------------------------------------------- close the runs
 @task(name="label-finish", cache_policy=NO_CACHE)
 def finish_label_runs(home: str, jobs: list[ShardJob], failed: list[tuple[str, int]]) -> pd.DataFrame:
-    """Mark each run finished (all its queries labelled, task succeeded) or failed; returns the runs' rows."""
+    """Mark each run finished (all its queries labelled, task succeeded) or failed; returns the runs' rows.
+
+    The rows carry `benchmark` and `written`, the labels this call added to the run (done now − done when planned).
+    """
     failed_set = set(failed)
     rids: list[str] = []
+    before: dict[str, int] = {}
+    bench: dict[str, str] = {}
     now = _now()
     with _WRITE_LOCK, Warehouse(home) as wh:
         for job in jobs:
             ok = (job.model_id, job.shard) not in failed_set
             for bj in job.benchmarks:
                 rids.append(bj.run_id)
+                before[bj.run_id] = bj.total - len(bj.pending)
+                bench[bj.run_id] = bj.benchmark
                 with wh.transaction() as con:
                     con.execute(SQL_RUN_FINISH, [bj.run_id, now, ok, bj.run_id, bj.run_id])
-        return wh.df(SQL_RUNS_SUMMARY, [rids])
+        runs = wh.df(SQL_RUNS_SUMMARY, [rids])
+    runs.insert(2, "benchmark", runs["run_id"].map(bench))
+    runs["written"] = [int(d) - before[r] for r, d in zip(runs["run_id"], runs["done"])]
+    return runs
 
 
 def args_summary(jobs: list[ShardJob]) -> dict[str, Any]:

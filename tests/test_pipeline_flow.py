@@ -170,3 +170,20 @@ def test_report_is_self_contained_and_has_every_figure(pipeline):
     tables = Path(rep["path"]).parent / "tables"
     for key in rep["tables"]:
         assert (tables / f"{key}.csv").is_file() and (tables / f"{key}.tex").is_file()
+
+
+def test_recalibrate_on_a_new_state_distribution_keeps_the_gate(pipeline):
+    from flows.recalibrate import recalibrate_flow
+
+    out = recalibrate_flow(states="far-rician", config_path=str(pipeline["cfg"]), home=str(pipeline["home"]))
+    first = pipeline["first"]
+    assert out["new_dist_id"].startswith("far-rician@") and out["old_dist_id"] != out["new_dist_id"]
+    assert out["new_thresholds"]["gate_fingerprint"] == first["train"]["gate"]["fingerprint"]
+    assert out["new_thresholds"]["dist_id"] == out["new_dist_id"]
+    assert out["new_thresholds"]["version"] > out["old_thresholds"]["version"]
+    assert out["before"]["run_id"] != out["after"]["run_id"]
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        versions = wh.df("SELECT version, any_value(dist_id) AS dist_id FROM thresholds GROUP BY version ORDER BY version")
+        runs = wh.df("SELECT run_id, dist_id, threshold_version FROM eval_runs")
+    assert set(versions["dist_id"]) == {out["old_dist_id"], out["new_dist_id"]}  # the old table stays queryable
+    assert set(runs.loc[runs["run_id"] == out["before"]["run_id"], "threshold_version"]) == {out["old_thresholds"]["version"]}

@@ -1,4 +1,5 @@
-"""lm-eval's logged samples → label rows: one row per query, keyed by the `query_id` carried in its doc."""
+"""lm-eval's logged samples → label rows (one per query, keyed by the `query_id` carried in its doc) and
+JSON-able sample records (the prompt and what the model answered), kept as the run's audit trail."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -64,3 +65,46 @@ def samples_to_rows(
         )
     order = {q: i for i, q in enumerate(expected_ids)}
     return df.sort_values("query_id", key=lambda s: s.map(order)).reset_index(drop=True)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and tuples → JSON-able Python values."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return value
+
+
+def sample_records(
+    samples: list[dict[str, Any]], *, metric: str, filter_name: str, generative: bool
+) -> list[dict[str, Any]]:
+    """lm-eval's per-sample log of the label filter, one JSON-able record per query.
+
+    Multiple choice: the prompt, each choice's continuation and log-likelihood, the argmax prediction.
+    Generative: the prompt, the model's raw generation and the answer the filter extracted from it.
+    Both carry the target and the score that became the label.
+    """
+    out = []
+    for s in samples:
+        if s.get("filter", "none") != filter_name:
+            continue
+        args = s.get("arguments") or [[""]]
+        rec: dict[str, Any] = {
+            "query_id": str(s["doc"]["query_id"]), "doc_id": int(s["doc_id"]), "filter": filter_name,
+            "prompt": str(args[0][0]), "target": _plain(s.get("target")), metric: float(s[metric]),
+            "correct": float(s[metric]) >= 0.5, "prompt_hash": s.get("prompt_hash"),
+        }
+        if generative:
+            rec["generation"] = _generated_text(s)
+            answer = s.get("filtered_resps")
+            rec["answer"] = _plain(answer[0] if isinstance(answer, (list, tuple)) and answer else answer)
+        else:
+            rec["choices"] = [str(a[1]) for a in args]
+            lls = [float(r[0]) for r in (s.get("filtered_resps") or [])]
+            rec["loglikelihoods"] = lls
+            rec["prediction"] = int(max(range(len(lls)), key=lls.__getitem__)) if lls else None
+        out.append(rec)
+    return out

@@ -181,6 +181,10 @@ class LabelingSpec(_Strict):
     sandbox: SandboxSpec = SandboxSpec()
     task_runner: TaskRunnerSpec = TaskRunnerSpec()
     staging_dir: str | None = Field(None, description="chunk files and scratch; None: <warehouse home>/labeling")
+    log_samples: bool = Field(
+        True, description="keep lm-eval's per-sample log (prompt, generation or log-likelihoods, score) as JSONL "
+                          "under <staging_dir>/samples/<run>/"
+    )
 
     @model_validator(mode="after")
     def _templates_valid(self) -> "LabelingSpec":

@@ -1,0 +1,50 @@
+"""Recalibrate: new thresholds for the frozen gate under a new channel-state distribution — no retraining.
+
+The gate sees only e(x) and λ, never the channel state, so when the wireless conditions change the
+deployed artefact to renew is the threshold table (paper §VI-F), not the gate:
+
+1. the teacher and gate stay as trained (cached, under the configured distribution),
+2. states and costs are sampled/computed under the new distribution (everything else is cached),
+3. a drift check compares the new states (and gate scores) with the calibration distribution,
+4. the threshold table is re-calibrated on val under the new states → a new `thresholds` version
+   (the previous one stays queryable),
+5. test is evaluated twice under the new states: with the old thresholds (before) and the new (after).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from cr2.config import Config, load_config, load_state_distribution
+from flows.calibrate import calibrate
+from flows.evaluate import evaluate, fit_baselines
+from flows.prepare import prepare
+from flows.train import train
+
+
+def with_distribution(config: Config, states: str | Path) -> Config:
+    """The config with its channel-state distribution replaced by `states` (a name under configs/states or a file)."""
+    dist = load_state_distribution(states)
+    return config.model_copy(update={"channel": config.channel.model_copy(update={"distribution": dist})})
+
+
+def recalibrate(config: Config, home: Path, states: str | Path) -> dict:
+    new = with_distribution(config, states)
+    trained = train(config, home)  # frozen: the gate never sees ξ
+    old_cal = calibrate(config, home, trained)
+    baselines = fit_baselines(config, home)  # p̂ does not depend on ξ; costs enter at routing time
+    prepared = prepare(new, home)
+    new_cal = calibrate(new, home, trained)
+    before = evaluate(new, home, trained, old_cal, baselines)
+    after = evaluate(new, home, trained, new_cal, baselines)
+    return {"old_dist_id": config.channel.distribution.dist_id, "new_dist_id": new.channel.distribution.dist_id,
+            "prepare": prepared, "old_thresholds": old_cal, "new_thresholds": new_cal, "before": before, "after": after}
+
+
+@flow(name="cr2-recalibrate", log_prints=True)
+def recalibrate_flow(states: str, config_path: str | None = None, home: str | None = None) -> dict:
+    """Re-calibrate the threshold table of the frozen gate on a new state distribution (name or YAML file)."""
+    from warehouse.db import default_home
+
+    return recalibrate(load_config(config_path), Path(home) if home else default_home(), states)
