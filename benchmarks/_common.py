@@ -1,39 +1,311 @@
-"""Helpers shared by the benchmarks: machine description and result files."""
+"""Helpers shared by the benchmarks: arguments, thread limits, machine description, figures, result files.
+
+A benchmark measures each figure several times (`repeats`) and records every sample; `figure()` turns
+the samples into median, quartiles and range and checks the figure's target on the median. Results go
+to benchmarks/results/<name>.json; run_all.py merges them into latest.json and renders SUMMARY.md.
+numpy is deliberately not imported here, so a benchmark can limit BLAS threads before numpy loads.
+"""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any, Sequence
 
-RESULTS = Path(__file__).resolve().parent / "results"
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+RESULTS = HERE / "results"
+CR2 = str(Path(sys.executable).with_name("cr2"))
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+if str(REPO) not in sys.path:  # tests/cr2_synth.py (synthetic routing sets) lives outside the installed packages
+    sys.path.append(str(REPO))
 
 
-def machine() -> dict:
-    return {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_avg_1m": os.getloadavg()[0],
-    }
+# ---------------------------------------------------------------- arguments
+def parse_args(doc: str | None, argv: Sequence[str] | None = None, **extra: dict[str, Any]) -> argparse.Namespace:
+    """Return the common benchmark arguments (--quick, --repeats) plus `extra` options (name → add_argument kwargs)."""
+    p = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0] if doc else None)
+    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run, minutes not tens of minutes)")
+    p.add_argument("--repeats", type=int, default=None, help="repeated measurements per figure (default: per benchmark)")
+    for name, kwargs in extra.items():
+        p.add_argument(f"--{name}", **kwargs)
+    args = p.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        p.error("--repeats must be ≥ 1")
+    return args
 
 
-def write_result(name: str, payload: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"{name}.json"
-    payload = {"benchmark": name, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), **payload}
-    out.write_text(json.dumps(payload, indent=2) + "\n")
-    print(json.dumps(payload, indent=2))
+def limit_threads(n: int) -> dict:
+    """Limit BLAS/OpenMP (and torch, once imported) to n threads; return what was set.
+
+    Environment variables only bind before numpy/torch load, so call this first; threadpoolctl (a
+    scikit-learn dependency) also limits pools that are already loaded.
+    """
+    for var in THREAD_ENV:
+        os.environ[var] = str(n)
+    out = {"threads": n}
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=n)
+    except ImportError:  # env vars above still apply to pools loaded later
+        pass
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
     return out
 
 
+# ---------------------------------------------------------------- machine
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return None
+
+
+def machine(with_torch: bool = False) -> dict:
+    """Return the machine description: CPU model and count, RAM, Python, load average (torch threads if loaded)."""
+    info = {
+        "cpu_model": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "ram_gb": _ram_gb(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_avg_1m_5m_15m": [round(v, 2) for v in os.getloadavg()],
+    }
+    if with_torch or "torch" in sys.modules:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+    try:
+        from threadpoolctl import threadpool_info
+
+        info["blas"] = [{"library": p.get("internal_api"), "threads": p.get("num_threads")} for p in threadpool_info()]
+    except ImportError:
+        pass
+    return info
+
+
+# ---------------------------------------------------------------- statistics and figures
+def quantile(values: Sequence[float], q: float) -> float:
+    """Return the q-quantile of `values` with linear interpolation (numpy's default method)."""
+    xs = sorted(float(v) for v in values)
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def stats(samples: Sequence[float]) -> dict:
+    """Return n, median, q1, q3, min and max of the samples."""
+    xs = [float(v) for v in samples]
+    if not xs:
+        raise ValueError("a figure needs at least one sample")
+    return {"n": len(xs), "median": quantile(xs, 0.5), "q1": quantile(xs, 0.25), "q3": quantile(xs, 0.75),
+            "min": min(xs), "max": max(xs)}
+
+
+def target(op: str, value: float, text: str | None = None) -> dict:
+    """Return a target the median must satisfy: op is '<=' or '>='."""
+    if op not in ("<=", ">="):
+        raise ValueError(f"target op must be '<=' or '>=', got {op!r}")
+    return {"op": op, "value": value, "text": text or f"{'≤' if op == '<=' else '≥'} {value:g}"}
+
+
+def figure(key: str, label: str, samples: Sequence[float], unit: str, tgt: dict | None = None,
+           target_applies: bool = True, note: str | None = None) -> dict:
+    """Return one measured figure: its samples, their statistics, the target and whether the median meets it.
+
+    target_applies=False (e.g. a quick run at a size the target is not defined for) records the target
+    but leaves `met` as None, shown as "n/a" in the summary.
+    """
+    out = {"key": key, "label": label, "unit": unit, "samples": [float(v) for v in samples], **stats(samples)}
+    if tgt is not None:
+        out["target"] = tgt
+        med = out["median"]
+        out["met"] = (med <= tgt["value"] if tgt["op"] == "<=" else med >= tgt["value"]) if target_applies else None
+    if note:
+        out["note"] = note
+    return out
+
+
+def fmt(x: float | None) -> str:
+    """Return x with about three significant digits and thousands separators."""
+    if x is None:
+        return "—"
+    ax = abs(x)
+    if ax >= 100:
+        return f"{x:,.0f}"
+    if ax >= 10:
+        return f"{x:.1f}"
+    if ax >= 1:
+        return f"{x:.2f}"
+    if ax == 0:
+        return "0"
+    return f"{x:.3g}"
+
+
+# ---------------------------------------------------------------- result files
+def write_result(name: str, payload: dict) -> Path:
+    """Write benchmarks/results/<name>.json: the payload plus the benchmark name, time and machine."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{name}.json"
+    payload = {"benchmark": name, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), **payload}
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    tmp.replace(out)
+    for f in payload.get("figures", []):
+        spread = f"[{fmt(f['q1'])}–{fmt(f['q3'])}]" if f["n"] > 1 else ""
+        status = "" if "target" not in f else {True: "  met", False: "  MISSED", None: "  n/a"}[f["met"]]
+        print(f"  {f['label']}: {fmt(f['median'])} {f['unit']} {spread} (n={f['n']}){status}", flush=True)
+    print(f"wrote {out.relative_to(REPO)}", flush=True)
+    return out
+
+
+# ---------------------------------------------------------------- subprocesses
 def timed_cli(args: list[str], env: dict) -> tuple[float, str]:
     """Wall-clock seconds of one `cr2 ...` process (Prefect's temporary server start included)."""
-    t0 = time.perf_counter()
-    proc = subprocess.run(args, env=env, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
+    res = run_measured(args, env)
+    return res["wall_s"], res["stdout"]
+
+
+class _TreeSampler(threading.Thread):
+    """Samples the summed RSS of a process and its descendants every `interval` seconds (psutil)."""
+
+    def __init__(self, pid: int, interval: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval = pid, interval
+        self.peak_bytes, self.max_procs = 0, 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        while not self._halt.is_set():
+            try:
+                procs = [root] + root.children(recursive=True)
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                self.peak_bytes = max(self.peak_bytes, total)
+                self.max_procs = max(self.max_procs, len(procs))
+            except psutil.Error:
+                return
+            self._halt.wait(self.interval)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+
+
+def run_measured(args: list[str], env: dict, cwd: Path | None = None) -> dict:
+    """Run one command; return wall time, stdout/stderr, peak RSS of the largest process and of the process tree.
+
+    peak_rss_gb: ru_maxrss from wait4 — the largest resident set of the process or of any descendant it
+    waited for (exact, per process). tree_peak_rss_gb: the summed RSS of the whole process tree (the
+    Prefect server included), sampled every 0.25 s with psutil (None when psutil is missing).
+    """
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, cwd=cwd or REPO, text=True)
+        sampler = None
+        try:
+            import psutil  # noqa: F401
+
+            sampler = _TreeSampler(proc.pid)
+            sampler.start()
+        except ImportError:
+            pass
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting again
+        if sampler is not None:
+            sampler.stop()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return dt, proc.stdout
+        raise SystemExit(f"{' '.join(args)} failed (exit {proc.returncode}):\n{stdout[-4000:]}\n{stderr[-4000:]}")
+    return {
+        "wall_s": wall, "stdout": stdout, "stderr": stderr,
+        "peak_rss_gb": usage.ru_maxrss / 1024**2,  # ru_maxrss is in KiB on Linux
+        "tree_peak_rss_gb": sampler.peak_bytes / 1024**3 if sampler else None,
+        "max_processes": sampler.max_procs if sampler else None,
+    }
+
+
+def fresh_env(root: Path) -> dict:
+    """Return os.environ with CR2_HOME, CR2_CACHE and PREFECT_HOME under `root` (an empty, isolated installation)."""
+    for d in ("home", "cache", "prefect"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "CR2_HOME": str(root / "home"), "CR2_CACHE": str(root / "cache"),
+            "PREFECT_HOME": str(root / "prefect")}
+
+
+# ---------------------------------------------------------------- data slices
+def write_sliced_data(out: Path, n_queries: int) -> tuple[Path, int]:
+    """Write a proportional slice of about n_queries of the default benchmark set to out/; return (dir, rows).
+
+    Every configured subset keeps its first ⌈f·size⌉ rows, f = n_queries / total (the configured subset
+    filters — GPQA main, MBPP test — are applied first), so the benchmark and subject mix of the default
+    set is kept. The labels' accuracy file is copied beside the slice, as the config expects.
+    """
+    import math
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from cr2.config import load_config
+
+    cfg = load_config()
+    frames = {}
+    for name in cfg.enabled_benchmarks:
+        spec = cfg.benchmarks[name]
+        df = pq.read_table(cfg.data_path / spec.file).to_pandas()
+        if spec.subsets is not None:
+            df = df[df["subset"].isin(spec.subsets)]
+        frames[name] = (spec.file, df)
+    total = sum(len(df) for _, df in frames.values())
+    frac = min(1.0, n_queries / total)
+    rows = 0
+    for name, (file, df) in frames.items():
+        size = df.groupby("subset", sort=False)["subset"].transform("size")
+        rank = df.groupby("subset", sort=False).cumcount()
+        keep = df[rank < (size * frac).map(math.ceil)]
+        dest = out / file
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        keep.to_parquet(dest, compression="zstd", index=False)
+        rows += len(keep)
+    shutil.copy(cfg.data_path / cfg.labels.simulator.accuracy_file, out / cfg.labels.simulator.accuracy_file)
+    return out, rows

@@ -144,13 +144,22 @@ def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt
 @friendly
 def recalibrate(states: str = typer.Option(..., "--states", help="new state distribution: a name under configs/states "
                                           "or a YAML file"),
+                only_if_drift: bool = typer.Option(False, "--only-if-drift", help="re-calibrate only when the drift "
+                                                   "check detects a shift"),
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
     from flows.recalibrate import recalibrate_flow
 
     h = _home(home)
     t0 = time.perf_counter()
-    out = recalibrate_flow(states=states, config_path=str(config) if config else None, home=str(h))
+    out = recalibrate_flow(states=states, config_path=str(config) if config else None, home=str(h),
+                           only_if_drift=only_if_drift)
+    for f in out["drift"]:
+        console.print(f"drift {f['feature']:<12} KS D = {f['statistic']:.3f}, p_holm = {f['p_adjusted']:.3g}"
+                      f"{'  DRIFT' if f['drifted'] else ''}", highlight=False)
+    if out["skipped"]:
+        console.print("no drift detected: thresholds kept as they are", highlight=False)
+        return
     old, new = out["old_thresholds"], out["new_thresholds"]
     console.print(f"states {out['old_dist_id']} → {out['new_dist_id']}: thresholds v{old['version']} → v{new['version']} "
                   f"(N_calib = {new['n_calib']:,}; gate {new['gate_fingerprint']} unchanged)", highlight=False)
@@ -174,6 +183,42 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
                       f"{100 * a.at[lam, 'accuracy']:.1f}%", f"{b.at[lam, 'cost']:.3f}", f"{a.at[lam, 'cost']:.3f}")
     console.print(table)
     console.print(f"recalibrate finished in {time.perf_counter() - t0:.1f} s", highlight=False)
+
+
+@app.command()
+@friendly
+def drift(states: str = typer.Option(..., "--states", help="candidate state distribution: a name or a YAML file"),
+          n: int = typer.Option(2000, "--n", help="states to sample from it"),
+          alpha: float = typer.Option(0.05, "--alpha", help="family-wise significance level (Holm)"),
+          config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Test whether a state distribution departs from the deployed calibration states (KS per feature)."""
+    from cr2.config import load_config
+    from tasks.drift import drift_check
+
+    report = drift_check(load_config(config), _home(home), states, n, alpha)
+    for line in report.lines():
+        console.print(line, highlight=False, markup=False)
+
+
+@app.command("export-gate")
+@friendly
+def export_gate_cmd(out: Path = typer.Argument(..., help="output folder for gate.onnx, thresholds.json, manifest.json"),
+                    version: Optional[int] = typer.Option(None, help="threshold table version (default: newest)"),
+                    home: Optional[Path] = HomeOpt) -> None:
+    """Export the deployed gate (ONNX) and its threshold table for the device runtime (cr2.runtime)."""
+    from cr2.export import export_gate
+    from cr2.gate import load_gate
+    from tasks.calibrate import load_threshold_table
+    from tasks.route import deployed_artifacts
+    from warehouse.db import Warehouse
+
+    with Warehouse(_home(home), read_only=True) as wh:
+        table = load_threshold_table(wh, version)
+        gate_path = deployed_artifacts(wh, table.gate_fingerprint)["gate"]["path"]
+    m = export_gate(load_gate(gate_path), table, out)
+    console.print(f"exported gate {table.gate_fingerprint} with thresholds of {table.dist_id} "
+                  f"({len(table.lams)} λ × {len(table.alphas)} α) to {m['dir']}; ONNX parity max |Δs| = "
+                  f"{m['parity']['max_abs_score_diff']:.2e}", highlight=False)
 
 
 @app.command()

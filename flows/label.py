@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 from prefect import flow
+from pydantic import ValidationError
 
 from cr2.config import KNOWN_BENCHMARKS, Config
 from cr2.errors import ConfigError, did_you_mean
@@ -41,6 +42,8 @@ from tasks.label import (
     staging_dir,
 )
 from warehouse.db import default_home
+
+RUNNERS = ("threads", "dask", "ray")
 
 
 def build_task_runner(runner: TaskRunnerSpec) -> Any:
@@ -78,7 +81,7 @@ def build_task_runner(runner: TaskRunnerSpec) -> Any:
                 "labeling.task_runner.kind is 'ray' but prefect-ray is not installed; pip install -e '.[ray]'"
             ) from None
         return RayTaskRunner(address=runner.ray_address) if runner.ray_address else RayTaskRunner()
-    raise did_you_mean("task runner", runner.kind, ["threads", "dask", "ray"])
+    raise did_you_mean("task runner", runner.kind, list(RUNNERS))
 
 
 def _submit(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: str, home: str | None) -> Any:
@@ -160,12 +163,18 @@ def run_labeling(
     Raises LabelingError if a (model, shard) task failed after its retries (what was written stays).
     """
     spec = spec or labeling_spec(config)
+    if backend is not None and backend not in BACKENDS:
+        raise did_you_mean("labeling backend", backend, list(BACKENDS))
+    if task_runner is not None and task_runner not in RUNNERS:
+        raise did_you_mean("task runner", task_runner, list(RUNNERS))
     overrides: dict[str, Any] = {"backend": backend, "shards": shards, "chunk_size": chunk_size}
     if task_runner is not None:
         overrides["task_runner"] = {**spec.task_runner.model_dump(), "kind": task_runner}
-    spec = spec.with_overrides(**overrides)
-    if spec.backend not in BACKENDS:
-        raise did_you_mean("labeling backend", spec.backend, list(BACKENDS))
+    try:
+        spec = spec.with_overrides(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid labeling settings: {problems}") from None
     model_ids = list(models) if models else config.model_ids
     for m in model_ids:
         if m not in config.model_ids:

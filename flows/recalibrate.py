@@ -5,7 +5,8 @@ deployed artefact to renew is the threshold table (paper §VI-F), not the gate:
 
 1. the teacher and gate stay as trained (cached, under the configured distribution),
 2. states and costs are sampled/computed under the new distribution (everything else is cached),
-3. a drift check compares the new states (and gate scores) with the calibration distribution,
+3. a drift check (two-sample KS, Holm-corrected) compares the new states with the calibration states;
+   with only_if_drift the flow stops here when nothing drifted (what the scheduled deployment uses),
 4. the threshold table is re-calibrated on val under the new states → a new `thresholds` version
    (the previous one stays queryable),
 5. test is evaluated twice under the new states: with the old thresholds (before) and the new (after).
@@ -29,9 +30,15 @@ def with_distribution(config: Config, states: str | Path) -> Config:
     return config.model_copy(update={"channel": config.channel.model_copy(update={"distribution": dist})})
 
 
-def recalibrate(config: Config, home: Path, states: str | Path) -> dict:
+def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: bool = False) -> dict:
+    from tasks.drift import drift_check
+
     new = with_distribution(config, states)
     trained = train(config, home)  # frozen: the gate never sees ξ
+    drift = drift_check(config, home, states)
+    if only_if_drift and not drift.drifted:
+        return {"old_dist_id": config.channel.distribution.dist_id, "new_dist_id": new.channel.distribution.dist_id,
+                "drift": drift.to_records(), "drifted": False, "skipped": True}
     old_cal = calibrate(config, home, trained)
     baselines = fit_baselines(config, home)  # p̂ does not depend on ξ; costs enter at routing time
     prepared = prepare(new, home)
@@ -39,12 +46,14 @@ def recalibrate(config: Config, home: Path, states: str | Path) -> dict:
     before = evaluate(new, home, trained, old_cal, baselines)
     after = evaluate(new, home, trained, new_cal, baselines)
     return {"old_dist_id": config.channel.distribution.dist_id, "new_dist_id": new.channel.distribution.dist_id,
-            "prepare": prepared, "old_thresholds": old_cal, "new_thresholds": new_cal, "before": before, "after": after}
+            "drift": drift.to_records(), "drifted": drift.drifted, "skipped": False, "prepare": prepared, "old_thresholds": old_cal, "new_thresholds": new_cal, "before": before, "after": after}
 
 
 @flow(name="cr2-recalibrate", log_prints=True)
-def recalibrate_flow(states: str, config_path: str | None = None, home: str | None = None) -> dict:
-    """Re-calibrate the threshold table of the frozen gate on a new state distribution (name or YAML file)."""
+def recalibrate_flow(states: str, config_path: str | None = None, home: str | None = None,
+                     only_if_drift: bool = False) -> dict:
+    """Re-calibrate the threshold table of the frozen gate on a new state distribution (name or YAML file);
+    with only_if_drift, only when the drift check finds the new states depart from the calibration states."""
     from warehouse.db import default_home
 
-    return recalibrate(load_config(config_path), Path(home) if home else default_home(), states)
+    return recalibrate(load_config(config_path), Path(home) if home else default_home(), states, only_if_drift)

@@ -64,7 +64,7 @@ SQL_RUN_RESTART = (
 )
 SQL_RUN_PROGRESS = "UPDATE label_runs SET done = (SELECT count(*) FROM labels WHERE run_id = ?) WHERE run_id = ?"
 SQL_RUNS_SUMMARY = (
-    "SELECT run_id, model_id, backend, status, done, total, lm_eval_version, task_config_hash, started_at, "
+    "SELECT run_id, source, model_id, backend, status, done, total, lm_eval_version, task_config_hash, started_at, "
     "finished_at FROM label_runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_id"
 )
 SQL_RUN_FINISH = (
@@ -371,7 +371,7 @@ def finish_label_runs(home: str, jobs: list[ShardJob], failed: list[tuple[str, i
                 with wh.transaction() as con:
                     con.execute(SQL_RUN_FINISH, [bj.run_id, now, ok, bj.run_id, bj.run_id])
         runs = wh.df(SQL_RUNS_SUMMARY, [rids])
-    runs.insert(2, "benchmark", runs["run_id"].map(bench))
+    runs.insert(3, "benchmark", runs["run_id"].map(bench))
     runs["written"] = [int(d) - before[r] for r, d in zip(runs["run_id"], runs["done"])]
     return runs
 

@@ -187,3 +187,28 @@ def test_recalibrate_on_a_new_state_distribution_keeps_the_gate(pipeline):
         runs = wh.df("SELECT run_id, dist_id, threshold_version FROM eval_runs")
     assert set(versions["dist_id"]) == {out["old_dist_id"], out["new_dist_id"]}  # the old table stays queryable
     assert set(runs.loc[runs["run_id"] == out["before"]["run_id"], "threshold_version"]) == {out["old_thresholds"]["version"]}
+
+
+def test_export_gate_for_the_device_and_drift_check(pipeline, tmp_path):
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from cr2.gate import load_gate
+    from cr2.runtime import DeviceGate
+    from cr2_cli.main import app
+
+    runner = CliRunner()
+    home = str(pipeline["home"])
+    res = runner.invoke(app, ["export-gate", str(tmp_path / "device"), "--home", home])
+    assert res.exit_code == 0, res.output
+    device = DeviceGate.load(tmp_path / "device")
+    gate = load_gate(pipeline["first"]["train"]["gate"]["path"])
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        emb = np.stack(wh.df("SELECT vector FROM embeddings ORDER BY query_id LIMIT 64")["vector"]).astype(np.float32)
+    assert np.array_equal(device.score(emb, 2.0), gate.score(emb, 2.0))
+    with Warehouse(pipeline["home"], read_only=True) as wh:  # the deployed table's distribution (recalibrated or not)
+        deployed = wh.scalar("SELECT dist_id FROM thresholds ORDER BY version DESC LIMIT 1")
+    other = "default" if deployed.startswith("far-rician") else "far-rician"
+    res = runner.invoke(app, ["drift", "--states", other, "--n", "400", "--home", home, "-c", str(pipeline["cfg"])])
+    assert res.exit_code == 0, res.output
+    assert "DRIFT" in res.output and "recalibrate" in res.output

@@ -61,6 +61,8 @@ def _hf(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str)
         args["device"] = s.device
     if s.max_length:
         args["max_length"] = s.max_length
+    if s.num_threads:
+        args["num_threads"] = s.num_threads  # taken out again by load_lm: a torch setting, not an HFLM argument
     return BackendPlan("hf", "hf", args, {"dtype": s.dtype, "max_length": s.max_length})
 
 
@@ -109,10 +111,14 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
     from lm_eval.api.registry import get_model
 
     args = dict(plan.model_args)
-    if plan.backend == "hf" and "device" not in args:
+    num_threads = args.pop("num_threads", None)
+    if plan.backend == "hf":
         import torch
 
-        args["device"] = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if "device" not in args:
+            args["device"] = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if num_threads and str(args["device"]).startswith("cpu"):
+            torch.set_num_threads(int(num_threads))  # process-wide: the model is the process's main work
     if plan.backend == "vllm":
         import importlib.util
 

@@ -101,6 +101,10 @@ class ChunkEvaluator:
     """Scores chunks of queries of any benchmark with one loaded lm-eval model."""
 
     def __init__(self, lm: Any, spec: LabelingSpec, workdir: Path):
+        import datasets
+
+        # every chunk is a tiny Parquet "dataset": its per-load progress bars say nothing (process-wide switch)
+        datasets.disable_progress_bars()
         self.lm = lm
         self.spec = spec
         self.workdir = Path(workdir)

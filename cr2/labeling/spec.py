@@ -103,6 +103,11 @@ class HFBackendSpec(_Strict):
     batch_size: int | Literal["auto"] = 8
     max_length: int | None = Field(None, ge=1, description="context length, tokens; None: the model's")
     trust_remote_code: bool = False
+    num_threads: int | None = Field(
+        None, ge=1, description="CPU only: torch intra-op threads of the labeling process (None: torch's default). "
+                                "On a shared machine 1 avoids OpenMP spin-wait contention, which can slow a small "
+                                "model down a hundredfold"
+    )
 
 
 class VLLMBackendSpec(_Strict):

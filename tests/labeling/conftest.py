@@ -80,7 +80,7 @@ def cpu_spec(model_dir: Path, **changes) -> LabelingSpec:
     """A LabelingSpec for the tiny model on CPU: every pool model's weights are the tiny folder."""
     base = {
         "backend": "hf",
-        "hf": {"dtype": "float32", "device": "cpu", "batch_size": 16},
+        "hf": {"dtype": "float32", "device": "cpu", "batch_size": 16, "num_threads": 1},
         "model_paths": {m: str(model_dir) for m in POOL},
         "chunk_size": 5,
         "retries": 0,

@@ -1,0 +1,160 @@
+"""`cr2 label`: real per-query correctness labels from lm-evaluation-harness, with progress per (model, benchmark).
+
+Wired in cr2_cli/main.py as `app.command("label")(friendly(label_command))`. The command is a thin wrapper
+over `flows.label.run_labeling`; see docs/labeling.md for backends, fan-out and resumption.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cr2.errors import ConfigError
+
+console = Console()
+
+
+def _split(values: Optional[list[str]]) -> list[str] | None:
+    """Repeatable options that also accept comma-separated lists: -m a,b -m c → [a, b, c]."""
+    if not values:
+        return None
+    out = [v.strip() for item in values for v in item.split(",") if v.strip()]
+    return out or None
+
+
+def _model_paths(items: Optional[list[str]]) -> dict[str, str]:
+    paths: dict[str, str] = {}
+    for item in _split(items) or []:
+        model_id, sep, folder = item.partition("=")
+        if not sep or not model_id or not folder:
+            raise ConfigError(f"--model-path takes MODEL_ID=FOLDER (got '{item}')")
+        paths[model_id.strip()] = str(Path(folder.strip()).expanduser().resolve())
+    return paths
+
+
+def load_labeling_file(path: Path) -> dict[str, Any]:
+    """A YAML file of labeling settings: either the `labeling:` section itself or a file that contains one."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"--labeling file {path} not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--labeling file {path}: malformed YAML ({str(exc).splitlines()[0]})") from None
+    section = data.get("labeling", data) if isinstance(data, dict) else data
+    if not isinstance(section, dict):
+        raise ConfigError(f"--labeling file {path}: expected a mapping of labeling settings")
+    return section
+
+
+def _spec(config: Any, labeling: Optional[Path], model_paths: dict[str, str]):
+    from pydantic import ValidationError
+
+    from cr2.labeling.spec import LabelingSpec, labeling_spec
+
+    base = labeling_spec(config)
+    if labeling is None and not model_paths:
+        return base
+    data = base.model_dump()
+    if labeling is not None:
+        data.update(load_labeling_file(labeling))
+    if model_paths:
+        data["model_paths"] = {**data.get("model_paths", {}), **model_paths}
+    try:
+        return LabelingSpec.model_validate(data)
+    except ValidationError as exc:
+        where = f" in {labeling}" if labeling is not None else ""
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid labeling settings{where}: {problems}") from None
+
+
+class _ProgressBars:
+    """One bar per (model, benchmark), summed over shards, fed by the flow's per-chunk hook (any thread)."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.bars: dict[tuple[str, str], Any] = {}
+        self.shards: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
+
+    def __call__(self, event) -> None:
+        key = (event.model_id, event.benchmark)
+        per_shard = self.shards.setdefault(key, {})
+        per_shard[event.shard] = (event.done, event.total)
+        done = sum(d for d, _ in per_shard.values())
+        total = sum(t for _, t in per_shard.values())
+        if key not in self.bars:
+            self.bars[key] = self.progress.add_task(f"{event.model_id} · {event.benchmark}", total=total)
+        self.progress.update(self.bars[key], completed=done, total=total)
+
+
+def print_label_summary(runs, wall_s: float) -> None:
+    """Rows written per (model, benchmark) and the run ids."""
+    runs = runs.sort_values(["model_id", "benchmark", "run_id"])
+    table = Table(title=f"labels written (source '{', '.join(sorted(set(runs['source'])))}')")
+    for col, just in (("model", "left"), ("benchmark", "left"), ("written", "right"), ("done/total", "right"),
+                      ("status", "left")):
+        table.add_column(col, justify=just)
+    table.add_column("run", no_wrap=True, min_width=18)
+    for r in runs.itertuples():
+        status = r.status if r.status == "finished" else f"[bold red]{r.status}[/]"
+        # run ids are <source>:<model>:<benchmark>:<key>:<shard>; the table shows key:shard, the list below all of it
+        table.add_row(r.model_id, r.benchmark, f"{int(r.written):,}", f"{int(r.done):,} / {int(r.total):,}", status,
+                      ":".join(r.run_id.split(":")[-2:]))
+    console.print(table)
+    console.print("run ids (label_runs.run_id, labels.run_id):", highlight=False)
+    for rid in runs["run_id"]:
+        console.print(f"  {rid}", highlight=False, soft_wrap=True)
+    console.print(f"labeling finished in {wall_s:.1f} s: {int(runs['written'].sum()):,} labels written, "
+                  f"{int(runs['done'].sum()):,} of {int(runs['total'].sum()):,} (query, model) pairs labelled",
+                  highlight=False)
+
+
+def label_command(
+    models: Optional[list[str]] = typer.Option(None, "--models", "-m",
+                                               help="model ids of the pool (repeatable or comma-separated; default: all)"),
+    benchmarks: Optional[list[str]] = typer.Option(None, "--benchmarks", "-b",
+                                                   help="benchmarks (repeatable or comma-separated; default: the enabled ones)"),
+    backend: Optional[str] = typer.Option(None, "--backend", help="hf | vllm | api (default: labeling.backend, i.e. hf)"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1,
+                                        help="label only the first N queries of each benchmark (round-robin over subsets)"),
+    model_path: Optional[list[str]] = typer.Option(None, "--model-path",
+                                                   help="MODEL_ID=FOLDER: local weights of a model (repeatable)"),
+    labeling: Optional[Path] = typer.Option(None, "--labeling",
+                                            help="YAML of labeling settings (docs/labeling.md), over the config's"),
+    shards: Optional[int] = typer.Option(None, "--shards", min=1, help="shards per model (one Prefect task each)"),
+    chunk_size: Optional[int] = typer.Option(None, "--chunk-size", min=1,
+                                             help="queries per lm-eval call and per warehouse transaction"),
+    task_runner: Optional[str] = typer.Option(None, "--task-runner", help="threads | dask | ray"),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)"),
+    home: Optional[Path] = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)"),
+) -> None:
+    """Label (model, query) pairs with lm-evaluation-harness; a killed run continues when started again."""
+    from cr2.config import load_config
+    from cr2_cli.main import _home
+    from flows.label import run_labeling
+
+    cfg = load_config(config)
+    spec = _spec(cfg, labeling, _model_paths(model_path))
+    h = _home(home)
+    model_ids = _split(models) or cfg.model_ids
+    bench = _split(benchmarks) or cfg.enabled_benchmarks
+    console.print(f"labeling {', '.join(model_ids)} on {', '.join(bench)} with backend "
+                  f"'{backend or spec.backend}'" + (f", first {limit} queries per benchmark" if limit else "")
+                  + f"; warehouse {h / 'cr2.duckdb'}", highlight=False)
+    t0 = time.perf_counter()
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console)
+    with progress:
+        report = run_labeling(cfg, h, models=model_ids, benchmarks=bench, backend=backend, limit=limit, spec=spec,
+                              shards=shards, chunk_size=chunk_size, task_runner=task_runner,
+                              progress=_ProgressBars(progress))
+    print_label_summary(report.runs, time.perf_counter() - t0)
+    if cfg.labels.source != spec.source:
+        console.print(f"Train on these labels with `labels: {{source: {spec.source}}}` in your config "
+                      "(every (query, model) pair of the pool must be labelled).", highlight=False)
