@@ -96,6 +96,15 @@ def cli(args: list[str], env: dict, flow_name: str) -> dict:
             "tasks": run["tasks"], "cached_share": run["cached_share"], "stdout_tail": res["stdout"].strip().splitlines()[-6:]}
 
 
+def _fit_seconds(home: Path) -> dict:
+    """Return {artifact kind: fit seconds} recorded in the warehouse's `artifacts` table (teacher, gate, router:*)."""
+    from warehouse.db import Warehouse
+
+    with Warehouse(home, read_only=True) as wh:
+        df = wh.df("SELECT kind, fit_seconds FROM artifacts")
+    return {str(k): round(float(v), 2) for k, v in zip(df["kind"], df["fit_seconds"])}
+
+
 def _label(size: int) -> str:
     return "full" if size == FULL else (f"{size // 1000}k" if size % 1000 == 0 else f"{size:,}")
 
@@ -132,6 +141,7 @@ def main(argv=None) -> None:
                     cfg_args = ["--config", str(cfg)]
                 print(f"cold `cr2 run` on {_label(size)} ({rep + 1}/{n_cold}) …", flush=True)
                 colds.append(cli(["run", *cfg_args], env, "cr2-run"))
+                colds[-1]["fit_seconds"] = _fit_seconds(root / "home")
                 print(f"  {fmt(colds[-1]['wall_s'])} s wall, {colds[-1]['queries']} queries, "
                       f"peak RSS {colds[-1]['peak_rss_gb']:.2f} GB", flush=True)
                 if size == main_size and rep == 0:
@@ -197,6 +207,8 @@ def main(argv=None) -> None:
                    ["peak RSS, GB (largest process / tree)"] + [
                        f"{c['peak_rss_gb']:.2f} / {c['tree_peak_rss_gb']:.2f}" if c["tree_peak_rss_gb"] else f"{c['peak_rss_gb']:.2f}"
                        for c in colds]]
+    kinds = sorted({k for c in colds for k in c["fit_seconds"]}, key=lambda k: (k.startswith("router:"), k))
+    scale_rows += [[f"fit: {k}"] + [fmt(c["fit_seconds"].get(k)) for c in colds] for k in kinds]
     recal_tasks = m["recal"][0]["tasks"]
     tables = [
         {"title": "Cold `cr2 run`: seconds per stage as the query count grows (one cold run per size)",

@@ -324,6 +324,18 @@ class EvaluationSpec(_Strict):
     n_resplits: int = Field(200, ge=10, description="random calibration/test re-splits for the risk-vs-α bands")
 
 
+class ServingSpec(_Strict):
+    """`cr2 serve`: where the routed models answer (OpenAI-compatible endpoints) and the server's defaults."""
+
+    endpoints: dict[str, str] = Field(default_factory=dict, description="model id → OpenAI-compatible base URL "
+                                      "(…/v1) of the server that runs it; needed by /v1/chat/completions")
+    served_names: dict[str, str] = Field(default_factory=dict, description="model id → model name the endpoint "
+                                         "expects (default: the model's hf_name)")
+    api_key_env: str | None = Field(None, description="environment variable holding the endpoints' API key")
+    timeout_s: float = Field(120.0, gt=0, description="upstream request timeout, s")
+    default_lam: float = Field(1.0, gt=0, description="λ when a chat request names none")
+
+
 class Config(_Strict):
     seed: int = 0
     data_dir: str = Field("data", description="folder of the shipped data, relative to the repo root")
@@ -345,6 +357,7 @@ class Config(_Strict):
     routing: RoutingSpec = RoutingSpec()
     baselines: BaselinesSpec = BaselinesSpec()
     evaluation: EvaluationSpec = EvaluationSpec()
+    serving: ServingSpec = ServingSpec()
 
     @field_validator("hardware", mode="before")
     @classmethod

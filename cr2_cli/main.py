@@ -200,6 +200,22 @@ def drift(states: str = typer.Option(..., "--states", help="candidate state dist
         console.print(line, highlight=False, markup=False)
 
 
+@app.command()
+@friendly
+def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on"),
+          port: int = typer.Option(8080, help="TCP port"),
+          config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Serve the deployed router over HTTP: /health, /route and OpenAI-compatible /v1/chat/completions."""
+    import uvicorn
+
+    from cr2.config import load_config
+    from cr2_cli.serve import create_app
+
+    app_ = create_app(load_config(config), str(_home(home)))
+    console.print(f"cr2 serving on http://{host}:{port} (docs at /docs)", highlight=False)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
 @app.command("export-gate")
 @friendly
 def export_gate_cmd(out: Path = typer.Argument(..., help="output folder for gate.onnx, thresholds.json, manifest.json"),

@@ -14,6 +14,7 @@ Retries sit on the (model, shard) task, the one that does I/O with a model.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -23,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -75,6 +76,17 @@ SQL_RUN_FINISH = (
 
 # one writer per process: thread-runner tasks share the flow's DuckDB instance
 _WRITE_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _writer(home: str | Path) -> Iterator[Warehouse]:
+    """The warehouse at `home`, opened under this process's write lock.
+
+    Task bodies reach the lock only through this function: Dask and Ray pickle a task's function by value,
+    with every global it names, and a lock cannot be pickled (a module-level function is pickled by name).
+    """
+    with _WRITE_LOCK, Warehouse(home) as wh:
+        yield wh
 _progress_hooks: list[Callable[[Progress], None]] = []
 
 
@@ -193,7 +205,7 @@ def ingest_staged(home: str, staging: str) -> int:
     if not files:
         return 0
     n = 0
-    with _WRITE_LOCK, Warehouse(home) as wh:
+    with _writer(home) as wh:
         for p in files:
             n += _ingest_file(wh, p)
     return n
@@ -203,7 +215,7 @@ def ingest_staged(home: str, staging: str) -> int:
 @task(name="label-export-queries", cache_policy=NO_CACHE)
 def export_queries(home: str, benchmarks: list[str], limit: int | None, staging: str) -> str:
     """Write the selected queries (first `limit` per benchmark, round-robin over subsets) to Parquet; returns its path."""
-    with _WRITE_LOCK, Warehouse(home) as wh:
+    with _writer(home) as wh:
         df = wh.df(SQL_SELECT_QUERIES, [list(benchmarks)])
     present = set(df["benchmark"].unique())
     missing = [b for b in benchmarks if b not in present]
@@ -268,7 +280,7 @@ def plan_label_runs(
     hashes = {b: task_config_hash(b, spec.template(b), spec.sandbox, fewshot.get(b)) for b in benchmarks}
     version = lm_eval_version()
     jobs: list[ShardJob] = []
-    with _WRITE_LOCK, Warehouse(home) as wh:
+    with _writer(home) as wh:
         for mid in models:
             model = pool[mid]
             pretrained = spec.model_paths.get(mid, model.hf_name)
@@ -331,7 +343,7 @@ def label_shard(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: s
     def already_done(bj: BenchmarkJob) -> set[str]:
         done = staged_ids(staging_path, bj.run_id)
         if home is not None:
-            with _WRITE_LOCK, Warehouse(home) as wh:
+            with _writer(home) as wh:
                 done |= set(wh.df(SQL_DONE_IDS, [bj.run_id])["query_id"])
         return done
 
@@ -340,7 +352,7 @@ def label_shard(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: s
             write_sample_log(staging_path, bj.run_id, result.samples)
         path = stage_chunk(staging_path, spec.source, job.model_id, bj.run_id, result.rows)
         if home is not None:
-            with _WRITE_LOCK, Warehouse(home) as wh:
+            with _writer(home) as wh:
                 _ingest_file(wh, path)
 
     labelled = run_shard(
@@ -361,7 +373,7 @@ def finish_label_runs(home: str, jobs: list[ShardJob], failed: list[tuple[str, i
     before: dict[str, int] = {}
     bench: dict[str, str] = {}
     now = _now()
-    with _WRITE_LOCK, Warehouse(home) as wh:
+    with _writer(home) as wh:
         for job in jobs:
             ok = (job.model_id, job.shard) not in failed_set
             for bj in job.benchmarks:

@@ -212,3 +212,41 @@ def test_export_gate_for_the_device_and_drift_check(pipeline, tmp_path):
     res = runner.invoke(app, ["drift", "--states", other, "--n", "400", "--home", home, "-c", str(pipeline["cfg"])])
     assert res.exit_code == 0, res.output
     assert "DRIFT" in res.output and "recalibrate" in res.output
+
+
+def test_serve_routes_over_http_and_forwards_openai_chat(pipeline):
+    import contextlib
+
+    import httpx
+    import openai
+
+    from cr2.config import load_config
+    from cr2_cli.serve import create_app
+    from tests.serve_helpers import fake_model_endpoint, running
+
+    cfg = load_config(pipeline["cfg"])
+    models = [m.id for m in cfg.models]
+    with contextlib.ExitStack() as stack:
+        endpoints = {m: stack.enter_context(running(fake_model_endpoint(m))) + "/v1" for m in models}
+        cfg = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"endpoints": endpoints})})
+        base = stack.enter_context(running(create_app(cfg, str(pipeline["home"]))))
+        with httpx.Client(base_url=base, timeout=60) as http:
+            health = http.get("/health").json()
+            assert health["status"] == "ok" and health["models"] == models
+            ok = http.post("/route", json={"query": "What is 2 + 2?", "lam": 2.0, "distance_m": 80}).json()
+            tau = float(ok["tau"])  # "inf" / "-inf" when every / no point can be accepted
+            assert ok["chosen_model"] in models and ok["accept_local"] == (ok["score"] >= tau)
+            bad = http.post("/route", json={"query": "", "lam": -1})
+            assert bad.status_code == 422 and "lam" in bad.text and "query" in bad.text
+            off = http.post("/route", json={"query": "What is 2 + 2?", "lam": 0.37})
+            assert off.status_code == 400 and "not on the calibrated grid" in off.json()["detail"]
+        client = openai.OpenAI(base_url=base + "/v1", api_key="unused")
+        raw = client.chat.completions.with_raw_response.create(
+            model="cr2", messages=[{"role": "user", "content": "Name a prime number."}], extra_body={"cr2_lam": 2.0})
+        decision = raw.headers["x-cr2-decision"]
+        chosen = decision.split("model=")[1].split(";")[0]
+        answer = raw.parse()
+        assert answer.choices[0].message.content == f"answer from {chosen}"
+        assert answer.model == next(m.hf_name for m in cfg.models if m.id == chosen)  # the endpoint's model name
+        with pytest.raises(openai.UnprocessableEntityError):
+            client.chat.completions.create(model="cr2", messages=[{"role": "system", "content": "no user turn"}])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -19,6 +20,7 @@ from cr2.errors import ConfigError, did_you_mean
 from cr2.labeling.spec import LabelingSpec
 
 LM_EVAL_MODELS = {"hf": "hf", "vllm": "vllm", "api": "local-completions"}
+_LOAD_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,10 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
         # lm-eval sends "Bearer <OPENAI_API_KEY>"; local servers ignore it, but an empty header is rejected by some
         os.environ.setdefault("OPENAI_API_KEY", "EMPTY")
     try:
-        return get_model(plan.lm_eval_model)(**args)
+        # accelerate's process state is a singleton that HFLM initialises on construction; two threads of one
+        # process (thread runner with max_workers > 1, threaded Dask workers) must not build models at once
+        with _LOAD_LOCK:
+            return get_model(plan.lm_eval_model)(**args)
     except OSError as exc:
         where = args.get("pretrained") or args.get("tokenizer")
         raise ConfigError(

@@ -1,0 +1,51 @@
+"""Helpers for the HTTP tests: run an ASGI app on 127.0.0.1 in a background thread; a fake model endpoint."""
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+
+from fastapi import FastAPI, Request  # module level: FastAPI resolves the handler's string annotations here
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(app, port: int | None = None):
+    """Serve `app` with uvicorn on 127.0.0.1 until the block ends; yields its base URL."""
+    import uvicorn
+
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started:
+        if time.time() > deadline:
+            raise RuntimeError("test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def fake_model_endpoint(model_name: str):
+    """A tiny OpenAI-compatible chat endpoint that answers 'answer from <model_name>' and echoes the model field."""
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        return {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": f"answer from {model_name}"}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}}
+
+    return app
