@@ -146,6 +146,12 @@ def main(argv=None) -> None:
             return torch.sigmoid(twin(x, lam_t) / temperature).T.numpy().astype(np.float32)[:, 0]
 
     numpy_score = _numpy_gate(gate, twin, LAM)
+    teacher_twin = copy.deepcopy(teacher).double().eval()
+
+    def teacher_twin_proba(e):
+        with torch.no_grad():
+            x = torch.from_numpy(np.ascontiguousarray(e, dtype=np.float64))
+            return torch.sigmoid(teacher_twin(x)).numpy().astype(np.float32)
 
     routers = {
         "cr2-gate": {"what": "gate.score + table.tau + accept (device)", "flops": gate.flops_per_query(),
@@ -175,12 +181,18 @@ def main(argv=None) -> None:
                                     "b1": lambda i: accept(twin_score(emb1[i]), table.tau(LAM, alpha, fp)),
                                     "batch": lambda: accept(twin_score(big.embedding), table.tau(LAM, alpha, fp))},
     }
+    diagnostics["diag: edge, twin cached"] = {
+        "what": "cr2-edge with the teacher's float64 twin built once (proposed fix)", "flops": teacher.flops_per_query(),
+        "params": teacher.n_params(), "b1": lambda i: deferred_choice(teacher_twin_proba(emb1[i]), cost1[i], LAM, variant),
+        "batch": lambda: deferred_choice(teacher_twin_proba(big.embedding), big.cost, LAM, variant)}
     if numpy_score is not None:
         diagnostics["diag: gate, numpy"] = {
             "what": "cr2-gate as a numpy float64 forward pass, FiLM (γ, β) cached per λ", "flops": gate.flops_per_query(),
             "params": gate.n_params(), "b1": lambda i: accept(numpy_score(emb1[i]), table.tau(LAM, alpha, fp)),
             "batch": lambda: accept(numpy_score(big.embedding), table.tau(LAM, alpha, fp))}
-    agree = {"diag: gate, twin cached": int((twin_score(pool.embedding) == scores_pool).sum())}
+    agree = {"diag: gate, twin cached": int((twin_score(pool.embedding) == scores_pool).sum()),
+             "diag: edge, twin cached": int((teacher_twin_proba(pool.embedding)
+                                             == teacher.predict_proba(pool.embedding)).all(axis=1).sum())}
     if numpy_score is not None:
         agree["diag: gate, numpy"] = int((numpy_score(pool.embedding) == scores_pool).sum())
     everything = {**routers, **diagnostics}
@@ -237,7 +249,10 @@ def main(argv=None) -> None:
     if numpy_score is not None:
         notes.append(f"A numpy forward pass (FiLM γ, β cached per λ) takes {fmt(_median(everything['diag: gate, numpy']['b1_us']))} µs "
                      f"({agree['diag: gate, numpy']}/{n_pool} scores identical): roughly the floor for one Python-level call.")
-    notes.append("cr2-edge (TeacherSelector.predict_proba) deep-copies the 398k-parameter teacher on every call in the same way.")
+    notes.append("cr2-edge (TeacherSelector.predict_proba) deep-copies the 398k-parameter teacher on every call in the same "
+                 f"way: {fmt(_median(everything['cr2-edge']['b1_us']))} µs at batch 1, "
+                 f"{fmt(_median(everything['diag: edge, twin cached']['b1_us']))} µs with the twin built once "
+                 f"({agree['diag: edge, twin cached']}/{n_pool} queries with identical p).")
 
     write_result("routing", {
         "title": "Routing decision cost, side by side",

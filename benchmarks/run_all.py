@@ -126,7 +126,7 @@ def _figure_rows(figures: list[dict]) -> list[list[object]]:
         iqr = f"{fmt(f['q1'])}–{fmt(f['q3'])}" if f["n"] > 1 else "—"
         rng = f"{fmt(f['min'])}–{fmt(f['max'])}" if f["n"] > 1 else "—"
         rows.append([f["label"], f"{fmt(f['median'])} {f['unit']}", iqr, rng, f["n"],
-                     f["target"]["text"] + (f" {f['unit']}" if f["unit"] not in ("×", "%") else "") if "target" in f else "",
+                     f["target"]["text"] if "target" in f else "",
                      _status(f)])
     return rows
 

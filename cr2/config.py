@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from cr2.errors import ConfigError
+from cr2.labeling.spec import LabelingSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
@@ -358,6 +359,8 @@ class Config(_Strict):
     baselines: BaselinesSpec = BaselinesSpec()
     evaluation: EvaluationSpec = EvaluationSpec()
     serving: ServingSpec = ServingSpec()
+    labeling: LabelingSpec | None = Field(None, description="lm-evaluation-harness labeling (docs/labeling.md); "
+                                          "None: the defaults of cr2.labeling.spec")
 
     @field_validator("hardware", mode="before")
     @classmethod

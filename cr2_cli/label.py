@@ -97,14 +97,14 @@ def print_label_summary(runs, wall_s: float) -> None:
     """Rows written per (model, benchmark) and the run ids."""
     runs = runs.sort_values(["model_id", "benchmark", "run_id"])
     table = Table(title=f"labels written (source '{', '.join(sorted(set(runs['source'])))}')")
-    for col, just in (("model", "left"), ("benchmark", "left"), ("written", "right"), ("done/total", "right"),
+    for col, just in (("model", "left"), ("benchmark", "left"), ("written", "right"), ("labelled", "right"),
                       ("status", "left")):
         table.add_column(col, justify=just)
     table.add_column("run", no_wrap=True, min_width=18)
     for r in runs.itertuples():
         status = r.status if r.status == "finished" else f"[bold red]{r.status}[/]"
         # run ids are <source>:<model>:<benchmark>:<key>:<shard>; the table shows key:shard, the list below all of it
-        table.add_row(r.model_id, r.benchmark, f"{int(r.written):,}", f"{int(r.done):,} / {int(r.total):,}", status,
+        table.add_row(r.model_id, r.benchmark, f"{int(r.written):,}", f"{int(r.done):,}/{int(r.total):,}", status,
                       ":".join(r.run_id.split(":")[-2:]))
     console.print(table)
     console.print("run ids (label_runs.run_id, labels.run_id):", highlight=False)

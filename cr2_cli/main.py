@@ -485,6 +485,11 @@ def export(table: str = typer.Argument(..., help="table or view name"), home: Op
     console.print(f"wrote {path}")
 
 
+from cr2_cli.label import label_command  # noqa: E402  (imports cr2_cli.main lazily: no cycle)
+
+app.command("label")(friendly(label_command))
+
+
 def main() -> None:
     app()
 

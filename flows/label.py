@@ -119,7 +119,7 @@ def label_flow(
             failed.append(key)
             errors.append(f"{key[0]} shard {key[1]}: {future.state.message}")
     ingest_staged(home, staging)
-    runs = finish_label_runs(home, jobs, failed)
+    runs = finish_label_runs(home, queries_path, jobs, failed)
     if failed:
         raise LabelingError(
             f"{len(failed)} labeling task(s) failed after {spec.retries} retries: {'; '.join(errors)}. "

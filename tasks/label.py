@@ -50,28 +50,31 @@ SQL_SELECT_QUERIES = (
     "FROM queries WHERE benchmark IN (SELECT unnest(?::VARCHAR[])) ORDER BY query_id"
 )
 SQL_DONE_IDS = "SELECT query_id FROM labels WHERE run_id = ?"
+SQL_ALREADY_IN_CHUNK = "SELECT count(*) FROM labels WHERE run_id = ? AND query_id IN (SELECT query_id FROM _cr2_chunk)"
 SQL_DELETE_REPLACED = (
     "DELETE FROM labels WHERE source = ? AND model_id = ? AND query_id IN (SELECT query_id FROM _cr2_chunk)"
 )
 SQL_RUN_EXISTS = "SELECT count(*) FROM label_runs WHERE run_id = ?"
+# done/total describe the current selection (--limit): total = its queries, done = those the run has labelled
 SQL_RUN_INSERT = (
     "INSERT INTO label_runs (run_id, source, model_id, revision, backend, backend_args, lm_eval_version, "
     "task_config_hash, started_at, finished_at, status, done, total) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', (SELECT count(*) FROM labels WHERE run_id = ?), ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?)"
 )
 SQL_RUN_RESTART = (
-    "UPDATE label_runs SET status = 'running', finished_at = NULL, backend_args = ?, total = ?, "
-    "done = (SELECT count(*) FROM labels WHERE run_id = ?) WHERE run_id = ?"
+    "UPDATE label_runs SET status = 'running', finished_at = NULL, backend_args = ?, total = ?, done = ? WHERE run_id = ?"
 )
-SQL_RUN_PROGRESS = "UPDATE label_runs SET done = (SELECT count(*) FROM labels WHERE run_id = ?) WHERE run_id = ?"
+SQL_RUN_PROGRESS = "UPDATE label_runs SET done = done + ? WHERE run_id = ?"
 SQL_RUNS_SUMMARY = (
     "SELECT run_id, source, model_id, backend, status, done, total, lm_eval_version, task_config_hash, started_at, "
     "finished_at FROM label_runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_id"
 )
 SQL_RUN_FINISH = (
-    "UPDATE label_runs SET done = (SELECT count(*) FROM labels WHERE run_id = ?), finished_at = ?, "
-    "status = CASE WHEN ? AND (SELECT count(*) FROM labels WHERE run_id = ?) >= total THEN 'finished' ELSE 'failed' END "
-    "WHERE run_id = ?"
+    "UPDATE label_runs SET done = (SELECT count(*) FROM labels WHERE run_id = $rid AND query_id IN "
+    "(SELECT query_id FROM _cr2_selected)), finished_at = $now, "
+    "status = CASE WHEN $ok AND (SELECT count(*) FROM labels WHERE run_id = $rid AND query_id IN "
+    "(SELECT query_id FROM _cr2_selected)) >= total THEN 'finished' ELSE 'failed' END "
+    "WHERE run_id = $rid"
 )
 
 # one writer per process: thread-runner tasks share the flow's DuckDB instance
@@ -184,11 +187,12 @@ def write_chunk(wh: Warehouse, rows: pd.DataFrame) -> int:
     with _WRITE_LOCK, wh.transaction() as con:
         con.register("_cr2_chunk", labels[["query_id"]])
         try:
+            already = con.execute(SQL_ALREADY_IN_CHUNK, [rid]).fetchall()[0][0]  # a replayed chunk adds nothing
             con.execute(SQL_DELETE_REPLACED, [source, model_id])
         finally:
             con.unregister("_cr2_chunk")
         wh.insert_df("labels", labels, con)
-        con.execute(SQL_RUN_PROGRESS, [rid, rid])
+        con.execute(SQL_RUN_PROGRESS, [len(labels) - int(already), rid])
     return len(labels)
 
 
@@ -254,7 +258,8 @@ def _mbpp_fewshot(config: Config, spec: LabelingSpec) -> list[dict[str, Any]]:
     path = config.data_path / (bench.file if bench is not None else "benchmarks/mbpp.parquet")
     rows = pd.read_parquet(path, columns=columns)
     have = set(rows["query_id"])
-    if any(f"mbpp/{t}" not in have for t in ids) and SHIPPED_MBPP.is_file() and path.resolve() != SHIPPED_MBPP.resolve():
+    lacking = any(f"mbpp/{t}" not in have for t in ids)
+    if lacking and SHIPPED_MBPP.is_file() and path.resolve() != SHIPPED_MBPP.resolve():
         rows = pd.read_parquet(SHIPPED_MBPP, columns=columns)
     return mbpp_fewshot_docs(rows, ids)
 
@@ -285,7 +290,7 @@ def plan_label_runs(
             model = pool[mid]
             pretrained = spec.model_paths.get(mid, model.hf_name)
             revision = local_revision(pretrained) if is_local(pretrained) else spec.revisions.get(mid, "main")
-            plan = backend_plan(backend, spec, pretrained, revision, model.hf_name)
+            plan = backend_plan(backend, spec, pretrained, revision, model.hf_name, mid)
             for shard in range(spec.shards):
                 bjobs = []
                 for b in benchmarks:
@@ -293,13 +298,15 @@ def plan_label_runs(
                     rid = run_id(spec.source, mid, b, key, shard, spec.shards)
                     ids = queries.loc[(queries["benchmark"] == b) & (queries["shard"] == shard), "query_id"].tolist()
                     done = set(wh.df(SQL_DONE_IDS, [rid])["query_id"])
-                    bjobs.append(BenchmarkJob(b, rid, hashes[b], tuple(q for q in ids if q not in done), len(ids)))
+                    pending = tuple(q for q in ids if q not in done)
+                    bjobs.append(BenchmarkJob(b, rid, hashes[b], pending, len(ids)))
+                    n_done = len(ids) - len(pending)
                     with wh.transaction() as con:
                         if con.execute(SQL_RUN_EXISTS, [rid]).fetchall()[0][0]:
-                            con.execute(SQL_RUN_RESTART, [plan.args_json(), len(ids), rid, rid])
+                            con.execute(SQL_RUN_RESTART, [plan.args_json(), len(ids), n_done, rid])
                         else:
                             con.execute(SQL_RUN_INSERT, [rid, spec.source, mid, revision, backend, plan.args_json(),
-                                                         version, hashes[b], _now(), rid, len(ids)])
+                                                         version, hashes[b], _now(), n_done, len(ids)])
                 jobs.append(ShardJob(mid, plan, revision, shard, spec.shards, tuple(bjobs), fewshot))
     return jobs
 
@@ -363,12 +370,15 @@ def label_shard(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: s
 
 # ---------------------------------------------------------------- close the runs
 @task(name="label-finish", cache_policy=NO_CACHE)
-def finish_label_runs(home: str, jobs: list[ShardJob], failed: list[tuple[str, int]]) -> pd.DataFrame:
-    """Mark each run finished (all its queries labelled, task succeeded) or failed; returns the runs' rows.
+def finish_label_runs(home: str, queries_path: str, jobs: list[ShardJob], failed: list[tuple[str, int]]) -> pd.DataFrame:
+    """Mark each run finished (its selected queries all labelled, task succeeded) or failed; returns the runs' rows.
 
-    The rows carry `benchmark` and `written`, the labels this call added to the run (done now − done when planned).
+    `done` is recounted over the run's queries in the selection (`queries_path`), so labels a run wrote for a
+    larger `--limit` earlier do not count. The rows carry `benchmark` and `written`, the labels this call
+    added (done now − done when planned).
     """
     failed_set = set(failed)
+    selected = pd.read_parquet(queries_path, columns=["query_id", "benchmark"])
     rids: list[str] = []
     before: dict[str, int] = {}
     bench: dict[str, str] = {}
@@ -376,12 +386,18 @@ def finish_label_runs(home: str, jobs: list[ShardJob], failed: list[tuple[str, i
     with _writer(home) as wh:
         for job in jobs:
             ok = (job.model_id, job.shard) not in failed_set
+            shard = shard_of(selected["query_id"], job.n_shards) == job.shard
             for bj in job.benchmarks:
                 rids.append(bj.run_id)
                 before[bj.run_id] = bj.total - len(bj.pending)
                 bench[bj.run_id] = bj.benchmark
+                ids = selected.loc[shard & (selected["benchmark"] == bj.benchmark), ["query_id"]]
                 with wh.transaction() as con:
-                    con.execute(SQL_RUN_FINISH, [bj.run_id, now, ok, bj.run_id, bj.run_id])
+                    con.register("_cr2_selected", ids)
+                    try:
+                        con.execute(SQL_RUN_FINISH, {"rid": bj.run_id, "now": now, "ok": ok})
+                    finally:
+                        con.unregister("_cr2_selected")
         runs = wh.df(SQL_RUNS_SUMMARY, [rids])
     runs.insert(3, "benchmark", runs["run_id"].map(bench))
     runs["written"] = [int(d) - before[r] for r, d in zip(runs["run_id"], runs["done"])]

@@ -9,6 +9,7 @@ them never relabels.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import threading
@@ -21,6 +22,13 @@ from cr2.labeling.spec import LabelingSpec
 
 LM_EVAL_MODELS = {"hf": "hf", "vllm": "vllm", "api": "local-completions"}
 _LOAD_LOCK = threading.Lock()
+# modules each backend imports beyond cr2's own dependencies, and how to get them
+BACKEND_MODULES: dict[str, tuple[str, ...]] = {"hf": (), "vllm": ("vllm",), "api": ("tenacity", "aiohttp")}
+BACKEND_INSTALL: dict[str, str] = {
+    "hf": "",
+    "vllm": "pip install -e '.[vllm]' on a GPU machine",
+    "api": "pip install 'lm-eval[api]==0.4.13' (lm-eval's local-completions model)",
+}
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,7 @@ def local_revision(path: str | Path) -> str:
     return f"local-{h.hexdigest()[:12]}"
 
 
-def _hf(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str) -> BackendPlan:
+def _hf(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str, model_id: str | None) -> BackendPlan:
     s = spec.hf
     args: dict[str, Any] = {"pretrained": pretrained, "dtype": s.dtype, "batch_size": s.batch_size,
                             "trust_remote_code": s.trust_remote_code}
@@ -68,7 +76,7 @@ def _hf(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str)
     return BackendPlan("hf", "hf", args, {"dtype": s.dtype, "max_length": s.max_length})
 
 
-def _vllm(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str) -> BackendPlan:
+def _vllm(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str, model_id: str | None) -> BackendPlan:
     s = spec.vllm
     args: dict[str, Any] = {
         "pretrained": pretrained, "dtype": s.dtype, "tensor_parallel_size": s.tensor_parallel_size,
@@ -82,11 +90,13 @@ def _vllm(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: st
     return BackendPlan("vllm", "vllm", args, {"dtype": s.dtype, "max_model_len": s.max_model_len})
 
 
-def _api(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str) -> BackendPlan:
+def _api(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str, model_id: str | None) -> BackendPlan:
     s = spec.api
+    base_url = s.base_urls.get(model_id, s.base_url) if model_id is not None else s.base_url
     args: dict[str, Any] = {
-        "model": s.served_model or hf_name, "base_url": s.base_url, "tokenizer_backend": s.tokenizer_backend,
-        "tokenized_requests": s.tokenized_requests, "num_concurrent": s.num_concurrent, "max_retries": s.max_retries,
+        "model": s.served_model or hf_name, "base_url": base_url, "tokenizer_backend": s.tokenizer_backend,
+        "tokenized_requests": s.tokenized_requests, "num_concurrent": s.num_concurrent, "batch_size": s.batch_size,
+        "max_retries": s.max_retries,
         "timeout": s.timeout_s, "max_length": s.max_length,
     }
     if s.tokenizer_backend == "huggingface":
@@ -101,11 +111,13 @@ def _api(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str
 _REGISTRY: dict[str, Callable[..., BackendPlan]] = {"hf": _hf, "vllm": _vllm, "api": _api}
 
 
-def backend_plan(backend: str, spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str) -> BackendPlan:
-    """The lm-eval model and arguments of `backend` for one model (weights at `pretrained`)."""
+def backend_plan(
+    backend: str, spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str, model_id: str | None = None
+) -> BackendPlan:
+    """The lm-eval model and arguments of `backend` for one model (weights at `pretrained`, pool id `model_id`)."""
     if backend not in _REGISTRY:
         raise did_you_mean("labeling backend", backend, sorted(_REGISTRY))
-    return _REGISTRY[backend](spec, pretrained, revision, hf_name)
+    return _REGISTRY[backend](spec, pretrained, revision, hf_name, model_id)
 
 
 def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
@@ -121,11 +133,9 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
             args["device"] = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if num_threads and str(args["device"]).startswith("cpu"):
             torch.set_num_threads(int(num_threads))  # process-wide: the model is the process's main work
-    if plan.backend == "vllm":
-        import importlib.util
-
-        if importlib.util.find_spec("vllm") is None:
-            raise ConfigError("backend 'vllm' needs the vllm package: pip install -e '.[vllm]' on a GPU machine")
+    missing = [m for m in BACKEND_MODULES[plan.backend] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"backend '{plan.backend}' needs {', '.join(missing)}: {BACKEND_INSTALL[plan.backend]}")
     if plan.backend == "api" and not os.environ.get("OPENAI_API_KEY"):
         # lm-eval sends "Bearer <OPENAI_API_KEY>"; local servers ignore it, but an empty header is rejected by some
         os.environ.setdefault("OPENAI_API_KEY", "EMPTY")

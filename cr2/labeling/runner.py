@@ -156,8 +156,8 @@ class ChunkEvaluator:
             samples, metric=template.metric, filter_name=filter_name, generative=generative,
             expected_ids=docs["query_id"].tolist(), count_tokens=self.count_tokens,
         )
-        log_ = sample_records(samples, metric=template.metric, filter_name=filter_name, generative=generative)
-        return ChunkResult(rows, log_)
+        records = sample_records(samples, metric=template.metric, filter_name=filter_name, generative=generative)
+        return ChunkResult(rows, records)
 
 
 def run_shard(
@@ -181,7 +181,9 @@ def run_shard(
     todo_jobs = []
     for bj in job.benchmarks:
         done = already_done(bj) if already_done is not None else set()
-        todo_jobs.append((bj, [q for q in bj.pending if q not in done], bj.total - len(bj.pending) + len(done)))
+        todo = [q for q in bj.pending if q not in done]
+        # queries labelled before planning are not in `pending`; count each labelled query once
+        todo_jobs.append((bj, todo, bj.total - len(todo)))
     labelled: dict[str, int] = {bj.run_id: 0 for bj in job.benchmarks}
     if not any(todo for _, todo, _ in todo_jobs):
         return labelled

@@ -128,11 +128,15 @@ class APIBackendSpec(_Strict):
     """lm-eval's `local-completions` model: an OpenAI-compatible /v1/completions endpoint (e.g. `vllm serve`)."""
 
     base_url: str = "http://127.0.0.1:8000/v1/completions"
+    base_urls: dict[str, str] = Field(
+        default_factory=dict, description="model id → its own endpoint (one server per model); others use base_url"
+    )
     served_model: str | None = Field(None, description="model name the server knows; None: the model's hf_name")
     tokenizer: str | None = Field(None, description="HF tokenizer name/folder; None: the model's hf_name/path")
     tokenizer_backend: Literal["huggingface", "tiktoken", "remote", "none"] = "huggingface"
     tokenized_requests: bool = True
-    num_concurrent: int = Field(8, ge=1)
+    num_concurrent: int = Field(8, ge=1, description="requests in flight at once")
+    batch_size: int = Field(1, ge=1, description="prompts per request")
     max_retries: int = Field(3, ge=0)
     timeout_s: int = Field(300, ge=1)
     max_length: int = Field(8192, ge=1, description="context length, tokens")

@@ -55,6 +55,12 @@ def _check_template(benchmark: str, t: TemplateSpec) -> str:
         expected = {"bbh": "exact_match", "mbpp": "pass_at_1"}[benchmark]
         if t.metric != expected:
             raise ConfigError(f"templates.{benchmark}.metric must be {expected} (got '{t.metric}')")
+    if benchmark != "mbpp" and t.num_fewshot:
+        # lm-eval would draw the examples from the chunk's own docs: prompts would depend on the chunking
+        raise ConfigError(
+            f"templates.{benchmark}.num_fewshot: few-shot prompts need a fixed example set, which cr2 has only "
+            f"for mbpp (fewshot_task_ids); set num_fewshot: 0 for {benchmark}"
+        )
     if benchmark == "mbpp" and t.num_fewshot != len(t.fewshot_task_ids):
         raise ConfigError(
             f"templates.mbpp: num_fewshot ({t.num_fewshot}) must equal the number of fewshot_task_ids ({len(t.fewshot_task_ids)})"

@@ -56,7 +56,6 @@ def test_cr2_label_against_the_tiny_model(prefect_harness, label_home, cli_files
     ])
     assert result.exit_code == 0, result.output
     out = result.output
-    print(out)
     assert "labels written" in out and "12 labels written" in out
     with Warehouse(label_home, read_only=True) as wh:
         labels = wh.df("SELECT l.model_id, q.benchmark, count(*) AS n FROM labels l JOIN queries q USING (query_id) "

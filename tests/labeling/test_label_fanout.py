@@ -12,10 +12,10 @@ from tests.labeling.conftest import cpu_spec
 from warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
+pytest.importorskip("prefect_dask", reason="the Dask task runner needs the dask extra (pip install -e '.[dask]')")
 
 
 def test_dask_fan_out_over_models_and_shards(prefect_harness, label_config, label_home, tiny_model_dir):
-    pytest.importorskip("prefect_dask")
     from flows.label import run_labeling
 
     spec = cpu_spec(tiny_model_dir, shards=2, task_runner={"kind": "dask", "dask_n_workers": 2,

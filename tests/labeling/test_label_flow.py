@@ -186,3 +186,8 @@ def test_a_second_run_labels_nothing_and_changes_nothing(labelled):
     assert report.finished and (report.runs["written"] == 0).all()
     after = _labels(labelled["home"])
     assert before.equals(after)
+    # a smaller --limit: the runs report the selection (3 of 3), not every label they ever wrote
+    small = run_labeling(labelled["config"], labelled["home"], spec=labelled["spec"], limit=3)
+    assert small.finished and (small.runs["written"] == 0).all()
+    assert (small.runs["done"] == 3).all() and (small.runs["total"] == 3).all()
+    assert _labels(labelled["home"]).equals(before)

@@ -98,8 +98,14 @@ def test_sigkilled_run_resumes_without_duplicates_or_losses(prefect_harness, lab
     staged = sum(len(staged_ids(staging, r)) for r in status["run_id"])  # killed between staging and commit
 
     # ---- started again: exactly the missing labels are written
-    report = run_labeling(label_config, label_home, models=[MODEL], spec=spec)
+    events = []
+    report = run_labeling(label_config, label_home, models=[MODEL], spec=spec, progress=events.append)
     assert report.finished
+    last = {}
+    for e in events:  # progress counts each query once: it ends at the run's total, never beyond
+        assert e.done <= e.total
+        last[e.run_id] = e.done
+    assert last and all(done == PER_BENCHMARK for done in last.values())
     assert int(report.runs["written"].sum()) == N_QUERIES - len(killed) - staged
     final = _labels(label_home)
     assert len(final) == N_QUERIES and set(final["query_id"]) == all_queries

@@ -70,6 +70,11 @@ def test_vllm_and_api_backends_get_their_arguments():
     assert a.lm_eval_model == "local-completions"
     assert a.model_args["base_url"] == "http://gpu-box:8000/v1/completions" and a.model_args["model"] == "qwen3-8b"
     assert a.model_args["tokenizer"] == "Qwen/Qwen3-8B"
+    per_model = LabelingSpec(api={"base_urls": {"qwen3-14b": "http://gpu-2:8000/v1/completions"}})
+    assert backend_plan("api", per_model, "Qwen/Qwen3-14B", "main", "Qwen/Qwen3-14B", "qwen3-14b").model_args[
+        "base_url"] == "http://gpu-2:8000/v1/completions"
+    assert backend_plan("api", per_model, "Qwen/Qwen3-4B", "main", "Qwen/Qwen3-4B", "qwen3-4b").model_args[
+        "base_url"] == per_model.api.base_url
     assert json.loads(a.args_json())["lm_eval_model"] == "local-completions"
     with pytest.raises(UnknownNameError, match="did you mean 'vllm'"):
         backend_plan("vlm", spec, "x", None, "x")
@@ -141,3 +146,16 @@ def test_a_chunk_replaces_older_labels_and_a_replayed_file_adds_nothing(tmp_path
         labels = wh.df("SELECT * FROM labels ORDER BY query_id")
     assert len(labels) == 2 and set(labels["run_id"]) == {"new"} and labels["correct"].all()
     assert labels["output_tokens"].tolist()[0] == 5 and pd.isna(labels["output_tokens"].tolist()[1])
+
+
+def test_a_backend_whose_library_is_missing_says_how_to_install_it():
+    import importlib.util
+
+    from cr2.errors import ConfigError
+    from cr2.labeling.backends import load_lm
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    plan = backend_plan("vllm", LabelingSpec(), "Qwen/Qwen3-8B", "main", "Qwen/Qwen3-8B")
+    with pytest.raises(ConfigError, match=r"backend 'vllm' needs vllm: pip install -e '\.\[vllm\]'"):
+        load_lm(plan)

@@ -191,10 +191,16 @@ def test_bad_template_overrides_are_rejected(templates, message):
         LabelingSpec(templates=templates)
 
 
-def test_template_checks_name_the_field():
-    spec = LabelingSpec(templates={"mmlu": {"metric": "exact_match"}})
-    with pytest.raises(ConfigError, match="templates.mmlu.metric"):
-        task_config("mmlu", spec.template("mmlu"), Path("/x.parquet"), Path("/c"))
+@pytest.mark.parametrize("templates, message", [
+    ({"mmlu": {"metric": "exact_match"}}, "templates.mmlu.metric"),
+    ({"mmlu": {"num_fewshot": 5}}, "templates.mmlu.num_fewshot"),  # examples would come from the chunk itself
+    ({"bbh": {"answer_filter": "none"}}, "templates.bbh.answer_filter"),
+])
+def test_template_checks_name_the_field(templates, message):
+    spec = LabelingSpec(templates=templates)
+    benchmark = next(iter(templates))
+    with pytest.raises(ConfigError, match=message):
+        task_config(benchmark, spec.template(benchmark), Path("/x.parquet"), Path("/c"))
 
 
 def test_docs_reject_malformed_queries():
