@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -127,3 +128,25 @@ def fit_epochs(module: Any, optimizer: Any, epochs: int, batches: Callable[[], I
     module.history_ = history
     module.best_epoch_ = best_epoch
     return module
+
+
+_TWINS: "weakref.WeakKeyDictionary[Any, tuple[tuple, Any]]" = weakref.WeakKeyDictionary()
+
+
+def float64_twin(module: Any) -> Any:
+    """A float64, eval-mode copy of `module`, cached until one of its parameters or buffers changes.
+
+    Inference runs in float64 and rounds once, so a query's output does not depend on its batch; building
+    the copy costs more than a batch-1 forward pass, so it is kept and rebuilt only when a tensor's
+    version counter (bumped by every in-place update: optimiser steps, load_state_dict) moves.
+    """
+    import copy
+    import itertools
+
+    key = tuple((id(t), t._version) for t in itertools.chain(module.parameters(), module.buffers()))
+    hit = _TWINS.get(module)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    twin = copy.deepcopy(module).double().eval()
+    _TWINS[module] = (key, twin)
+    return twin

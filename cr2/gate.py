@@ -6,7 +6,6 @@ their own channel states are the targets. Its score s = σ(Δ̂/T) is what CRC c
 """
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,7 +15,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cr2.checkpoint import fingerprint, fit_epochs, load_checkpoint, restore, save_checkpoint, seeded_torch
+from cr2.checkpoint import (
+    fingerprint,
+    fit_epochs,
+    float64_twin,
+    load_checkpoint,
+    restore,
+    save_checkpoint,
+    seeded_torch,
+)
 from cr2.complexity import count_parameters, elementwise_flops, linear_flops
 from cr2.config import GateSpec
 from cr2.data import EMBED_DIM, RoutingSet
@@ -114,7 +121,7 @@ class MarginGate(nn.Module):
         # Evaluated in float64, then rounded once to float32: a float32 forward pass gives last-bit
         # differences with the batch shape (how many queries, how many λ), and CRC compares scores
         # exactly, so a query must get the same float32 score at calibration and at routing time.
-        twin = copy.deepcopy(self).double().eval()
+        twin = float64_twin(self)
         x = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
         lam_t = torch.from_numpy(np.atleast_1d(lam_arr))
         temperature = twin.temperature

@@ -6,7 +6,6 @@ p_m(x) define the teacher utilities û_m = p_m − λ c_m that supervise the gat
 """
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cr2.checkpoint import fingerprint, fit_epochs, load_checkpoint, restore, save_checkpoint, seeded_torch
+from cr2.checkpoint import (
+    fingerprint,
+    fit_epochs,
+    float64_twin,
+    load_checkpoint,
+    restore,
+    save_checkpoint,
+    seeded_torch,
+)
 from cr2.complexity import count_parameters, elementwise_flops, linear_flops
 from cr2.config import TeacherSpec
 from cr2.data import EMBED_DIM, RoutingSet
@@ -46,7 +53,7 @@ class TeacherSelector(nn.Module):
         Evaluated in float64 and rounded once, so a query's p_m(x) does not depend on its batch.
         """
         x = _as_embedding(embedding, self.hparams["embed_dim"]).double()
-        twin = copy.deepcopy(self).double().eval()
+        twin = float64_twin(self)
         out = [torch.sigmoid(twin(x[i : i + PREDICT_BATCH])) for i in range(0, len(x), PREDICT_BATCH)]
         if not out:
             return np.zeros((0, self.hparams["n_models"]), dtype=np.float32)

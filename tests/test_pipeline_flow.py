@@ -132,6 +132,7 @@ VIEW_COLUMNS = {
     "v_benchmark_at_cost": {"run_id", "method", "target", "reachable", "benchmark", "accuracy"},
     "v_router_complexity": {"kind", "params", "flops"},
     "v_ablation": {"run_id", "method", "alpha", "lam", "cost", "accuracy", "local_rate"},
+    "v_recalibration": {"run_id", "threshold_version", "threshold_dist_id", "test_dist_id", "lam", "alpha", "risk"},
 }
 
 
@@ -187,6 +188,11 @@ def test_recalibrate_on_a_new_state_distribution_keeps_the_gate(pipeline):
         runs = wh.df("SELECT run_id, dist_id, threshold_version FROM eval_runs")
     assert set(versions["dist_id"]) == {out["old_dist_id"], out["new_dist_id"]}  # the old table stays queryable
     assert set(runs.loc[runs["run_id"] == out["before"]["run_id"], "threshold_version"]) == {out["old_thresholds"]["version"]}
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        both = wh.df("SELECT DISTINCT run_id, threshold_dist_id, test_dist_id FROM v_recalibration WHERE run_id IN (?, ?)",
+                     [out["before"]["run_id"], out["after"]["run_id"]]).set_index("run_id")
+    assert both.loc[out["before"]["run_id"], "threshold_dist_id"] == out["old_dist_id"]
+    assert (both["test_dist_id"] == out["new_dist_id"]).all()
 
 
 def test_export_gate_for_the_device_and_drift_check(pipeline, tmp_path):
