@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:  # tests/cr2_synth.py (synthetic routing sets) liv
 def parse_args(doc: str | None, argv: Sequence[str] | None = None, **extra: dict[str, Any]) -> argparse.Namespace:
     """Return the common benchmark arguments (--quick, --repeats) plus `extra` options (name → add_argument kwargs)."""
     p = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0] if doc else None)
-    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run, minutes not tens of minutes)")
+    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (a smoke run of a few minutes)")
     p.add_argument("--repeats", type=int, default=None, help="repeated measurements per figure (default: per benchmark)")
     for name, kwargs in extra.items():
         p.add_argument(f"--{name}", **kwargs)

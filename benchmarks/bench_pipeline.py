@@ -178,7 +178,8 @@ def main(argv=None) -> None:
         figures.append(figure("cold.tree_peak_rss_gb", f"cold: peak RSS, whole process tree (sampled), {tag}",
                               col(m["cold"], "tree_peak_rss_gb"), "GB", TARGETS["rss"], full_scope))
     for stage in STAGES:
-        figures.append(figure(f"cold.stage.{stage}", f"cold stage: {stage}", [_stage_seconds(r, stage) for r in m["cold"]], "s"))
+        figures.append(figure(f"cold.stage.{stage}", f"cold stage: {stage}",
+                              [_stage_seconds(r, stage) for r in m["cold"]], "s"))
     emb = [next((t["seconds"] for t in r["tasks"] if t["task"] == "prepare-embeddings"), None) for r in m["cold"]]
     if all(emb) and all(r["queries"] for r in m["cold"]):
         figures.append(figure("cold.embed_texts_per_s", "MiniLM embedding throughput inside the cold run",
@@ -195,7 +196,8 @@ def main(argv=None) -> None:
         figure("recal.wall_s", f"`cr2 recalibrate --states far-rician`, {tag}", col(m["recal"], "wall_s"), "s",
                TARGETS["recal"], full_scope),
         figure("recal.flow_s", "recalibrate: time inside the flow", col(m["recal"], "flow_s"), "s"),
-        figure("recal.overhead_s", "recalibrate: process start + Prefect server (wall − flow)", col(m["recal"], "overhead_s"), "s"),
+        figure("recal.overhead_s", "recalibrate: process start + Prefect server (wall − flow)",
+               col(m["recal"], "overhead_s"), "s"),
         figure("recal.peak_rss_gb", "recalibrate: peak RSS (largest process)", col(m["recal"], "peak_rss_gb"), "GB"),
     ]
     for size, r in runs.items():
@@ -212,7 +214,8 @@ def main(argv=None) -> None:
                    ["process + Prefect server"] + [fmt(c["overhead_s"]) for c in colds],
                    ["**wall, `cr2 run`**"] + [f"**{fmt(c['wall_s'])}**" for c in colds],
                    ["peak RSS, GB (largest process / tree)"] + [
-                       f"{c['peak_rss_gb']:.2f} / {c['tree_peak_rss_gb']:.2f}" if c["tree_peak_rss_gb"] else f"{c['peak_rss_gb']:.2f}"
+                       f"{c['peak_rss_gb']:.2f} / {c['tree_peak_rss_gb']:.2f}" if c["tree_peak_rss_gb"]
+                       else f"{c['peak_rss_gb']:.2f}"
                        for c in colds]]
     kinds = sorted({k for c in colds for k in c["fit_seconds"] if not k.startswith("router:always")},
                    key=lambda k: (k.startswith("router:"), k))
@@ -259,7 +262,8 @@ def _notes(m: dict, full_scope: bool, import_s: float) -> list[str]:
         w = warm[0]
         uncached = [t["task"] for t in w["tasks"] if t["state"] != "Cached"]
         notes.append(f"Warm run: {fmt(w['flow_s'])} s inside the flow, {fmt(w['overhead_s'])} s outside it, of which "
-                     f"≈ {fmt(import_s)} s is Python start-up and importing the flows and ≈ {fmt(w['overhead_s'] - import_s)} s "
+                     f"≈ {fmt(import_s)} s is Python start-up and importing the flows and "
+                     f"≈ {fmt(w['overhead_s'] - import_s)} s "
                      "Prefect's temporary API server (start and shutdown)" + (f"; NOT cached: {', '.join(uncached)}" if uncached
                                                                               else "; every task cached") + ".")
     if recal:

@@ -168,7 +168,8 @@ def main(argv=None) -> None:
     for name, r in baselines.items():
         routers[name] = {"what": f"{type(r).__name__}.route (p̂ for every model, argmax p̂ − λ·c)",
                          "flops": r.flops_per_query(), "params": r.n_params(),
-                         "b1": (lambda rr: lambda i: rr.route(singles[i], LAM))(r), "batch": (lambda rr: lambda: rr.route(big, LAM))(r)}
+                         "b1": (lambda rr: lambda i: rr.route(singles[i], LAM))(r),
+                         "batch": (lambda rr: lambda: rr.route(big, LAM))(r)}
     diagnostics = {
         "diag: τ lookup + accept": {"what": "table.tau + accept on a precomputed score (part of cr2-gate)", "flops": 0,
                                     "params": 0, "b1": lambda i: accept(scores_pool[i : i + 1], table.tau(LAM, alpha, fp)),
@@ -232,13 +233,15 @@ def main(argv=None) -> None:
         rows.append([name, r["what"], f"{fmt(b1['median'])} [{fmt(b1['q1'])}–{fmt(b1['q3'])}]",
                      f"{fmt(bb['median'])} [{fmt(bb['q1'])}–{fmt(bb['q3'])}]",
                      f"{r['flops']:,}" if r["flops"] else "—", f"{r['params']:,}" if r["params"] else "—",
-                     f"{k1 / b1['median']:.1f}×" if r["flops"] else "—", f"{kb / bb['median']:.1f}×" if r["flops"] else "—",
+                     f"{k1 / b1['median']:.1f}×" if r["flops"] else "—",
+                     f"{kb / bb['median']:.1f}×" if r["flops"] else "—",
                      f"{knn['flops'] / r['flops']:.1f}×" if r["flops"] else "—"])
 
     gate_b1 = _median(everything["cr2-gate"]["b1_us"])
     twin_b1 = _median(everything["diag: twin rebuild"]["b1_us"])
     notes = [
-        f"Counted FLOPs: KNN {knn['flops']:,} vs gate {gate.flops_per_query():,} — a {knn['flops'] / gate.flops_per_query():.0f}× "
+        f"Counted FLOPs: KNN {knn['flops']:,} vs gate {gate.flops_per_query():,} — "
+        f"a {knn['flops'] / gate.flops_per_query():.0f}× "
         "ratio, so at equal arithmetic throughput the gate decision is about that much faster; beating it in wall time "
         "needs KNN to be memory bound (its train matrix no longer in cache) or the gate's per-call overhead to be near zero.",
         f"Of the gate decision's {fmt(gate_b1)} µs at batch 1, rebuilding the float64 twin (copy.deepcopy(gate).double(), "
@@ -247,7 +250,8 @@ def main(argv=None) -> None:
         f"({agree['diag: gate, twin cached']}/{n_pool} scores identical to gate.score).",
     ]
     if numpy_score is not None:
-        notes.append(f"A numpy forward pass (FiLM γ, β cached per λ) takes {fmt(_median(everything['diag: gate, numpy']['b1_us']))} µs "
+        notes.append("A numpy forward pass (FiLM γ, β cached per λ) takes "
+                     f"{fmt(_median(everything['diag: gate, numpy']['b1_us']))} µs "
                      f"({agree['diag: gate, numpy']}/{n_pool} scores identical): roughly the floor for one Python-level call.")
     notes.append("cr2-edge (TeacherSelector.predict_proba) deep-copies the 398k-parameter teacher on every call in the same "
                  f"way: {fmt(_median(everything['cr2-edge']['b1_us']))} µs at batch 1, "

@@ -162,7 +162,8 @@ def _crossover(per_size: dict) -> str:
     """Return a sentence on the smallest train set at which the shipped gate decides faster than KNN at batch 1."""
     faster = [n for n, r in per_size.items() if _median(r["knn_b1"]) > _median(r["gate_b1"])]
     if not faster:
-        return "At batch 1 the shipped gate decision is slower than KNN at every measured n_train (its per-call overhead dominates)."
+        return ("At batch 1 the shipped gate decision is slower than KNN at every measured n_train "
+                "(its per-call overhead dominates).")
     first = min(faster)
     slower = [n for n in per_size if n < first]
     below = f" (slower below it, e.g. {max(slower):,})" if slower else ""
