@@ -167,6 +167,9 @@ def render(latest: dict) -> str:
                         [[name, f["label"], f"{fmt(f['median'])} {f['unit']}", f["target"]["text"], _status(f)]
                          for name, f in targeted])
         lines.append("")
+    analysis = HERE / "ANALYSIS.md"  # hand-written: what a missed target costs, what was fixed, what remains and why
+    if analysis.is_file():
+        lines += [analysis.read_text().rstrip(), ""]
     for name, res in results.items():
         ran = latest["ran"].get(name)
         mode = "quick" if res.get("quick") else "full"
