@@ -17,7 +17,7 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import code_hash, file_hash, make_key, warehouse_epoch
+from tasks.common import cache_dir, code_hash, file_hash, make_key, warehouse_epoch
 from warehouse.db import Warehouse
 from warehouse.validation import validate_frame
 
@@ -48,7 +48,7 @@ def embed_key(config: Config, wh: Warehouse) -> str:
 @task(name="prepare-embeddings")
 def embed_queries(config: Config, home: str, key: str) -> dict:
     """e(x) for every query whose text is new or changed since it was last embedded (incremental)."""
-    from cr2.embed import embed_texts, router_texts
+    from cr2.embed import embed_texts, load_encoder, router_texts
 
     enc = config.embedding.encoder
     with Warehouse(home) as wh:
@@ -60,7 +60,10 @@ def embed_queries(config: Config, home: str, key: str) -> dict:
         )
     if len(todo):
         texts = router_texts(list(todo["question"]), _choices(todo["choices"]))
-        vectors = embed_texts(texts, batch_size=config.embedding.batch_size, max_seq_length=config.embedding.max_seq_length)
+        encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
+                               cache_dir=cache_dir(Path(home)) / "encoders")
+        vectors = embed_texts(texts, batch_size=config.embedding.batch_size, max_seq_length=config.embedding.max_seq_length,
+                              encoder=encoder)
         rows = pd.DataFrame({"query_id": todo["query_id"], "encoder": enc, "content_hash": todo["content_hash"],
                              "vector": list(vectors)})
         validate_frame("embeddings", rows.assign(norm=np.linalg.norm(vectors, axis=1)))

@@ -81,7 +81,8 @@ class OnlineRouter:
         sc = json.loads(scales)  # T0/E0 of the stored costs: a new query is normalised exactly like them
         cost_config = config.model_copy(update={"cost": config.cost.model_copy(
             update={"normalisation": "fixed", "t0_s": sc["t0_s"], "e0_j": sc["e0_j"]})})
-        encoder = load_encoder(config.embedding.max_seq_length)
+        encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
+                               cache_dir=cache_dir(Path(home)) / "encoders")
         counter = qwen_token_counter(cache_dir(Path(home)) / "tokenizers")
         return cls(config=config, home=Path(home), table=table, version=int(version), teacher=teacher, gate=gate,
                    dist=StateDistribution.model_validate(json.loads(spec)), cost_config=cost_config, encoder=encoder,

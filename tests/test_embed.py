@@ -16,8 +16,13 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    return load_encoder()
+def onnx_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("encoders")
+
+
+@pytest.fixture(scope="module", params=["onnx", "torch"])
+def encoder(request, onnx_cache):
+    return load_encoder(backend=request.param, cache_dir=onnx_cache)
 
 
 def test_router_text_template():
@@ -46,6 +51,30 @@ def test_matches_sentence_transformers_on_the_same_folder(encoder):
     ref = st.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
     ours = embed_texts(TEXTS, progress=False, encoder=encoder)
     np.testing.assert_allclose(ours, ref, atol=1e-5)
+
+
+def test_onnx_and_torch_backends_compute_the_same_network(onnx_cache):
+    onnx = embed_texts(TEXTS, progress=False, encoder=load_encoder(backend="onnx", cache_dir=onnx_cache))
+    torch_ = embed_texts(TEXTS, progress=False, encoder=load_encoder(backend="torch"))
+    np.testing.assert_allclose(onnx, torch_, atol=1e-6)  # float32 rounding only (measured ≈ 2e-7)
+
+
+def test_onnx_export_is_cached_and_a_broken_cache_file_is_replaced(tmp_path):
+    load_encoder(backend="onnx", cache_dir=tmp_path)
+    (exported,) = list(tmp_path.glob("*.onnx"))
+    assert not list(tmp_path.glob(".*tmp")), "no temporary file is left behind"
+    stamp = exported.stat().st_mtime_ns
+    load_encoder(backend="onnx", cache_dir=tmp_path)
+    assert exported.stat().st_mtime_ns == stamp, "a second load reuses the export"
+    exported.write_bytes(b"truncated")
+    enc = load_encoder(backend="onnx", cache_dir=tmp_path)
+    assert exported.stat().st_size > 1_000_000
+    assert embed_texts(TEXTS[:2], progress=False, encoder=enc).shape == (2, 384)
+
+
+def test_unknown_backend_is_a_clear_error():
+    with pytest.raises(ValueError, match="backend must be one of onnx, torch"):
+        load_encoder(backend="tensorrt")
 
 
 def test_similar_questions_are_closer_than_unrelated_ones(encoder):
