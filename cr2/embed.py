@@ -216,16 +216,17 @@ def _onnx_session(model: Any, path: Path, cache_dir: Path, num_threads: int) -> 
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
-    for attempt in (0, 1):
-        if attempt or not onnx_path.is_file():
-            export_onnx(model, onnx_path)
-        try:
-            return ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # a truncated or foreign file in the cache: export again once
-            if attempt:
-                raise Cr2Error(f"{onnx_path}: onnxruntime cannot load the exported encoder ({exc}); "
-                               "use embedding.backend: torch or clear the cache folder") from exc
-    raise AssertionError("unreachable")
+    if not onnx_path.is_file():
+        export_onnx(model, onnx_path)
+    try:
+        return ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+    except Exception:  # a truncated or foreign file in the cache: export again, once
+        export_onnx(model, onnx_path)
+    try:
+        return ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise Cr2Error(f"{onnx_path}: onnxruntime cannot load the exported encoder ({exc}); "
+                       "use embedding.backend: torch or clear the cache folder") from exc
 
 
 def token_lengths(texts: Sequence[str], encoder: Encoder) -> np.ndarray:
