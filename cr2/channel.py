@@ -23,6 +23,7 @@ import numpy as np
 
 from cr2.config import ChannelSpec, CommunicationSpec, PathLossSpec, StateDistribution
 from cr2.hashing import stable_u64
+from cr2.errors import InvalidValueError
 
 # Uniforms per state: distance, |z_ul| (magnitude, phase), |z_dl| (magnitude, phase).
 _U_PER_STATE = 5
@@ -49,7 +50,7 @@ class ChannelStates:
             if arr is None:
                 continue
             if np.ndim(arr) != 1 or len(arr) != n:
-                raise ValueError(f"ChannelStates.{name} has shape {np.shape(arr)}, expected ({n},) like distance_m")
+                raise InvalidValueError(f"ChannelStates.{name} has shape {np.shape(arr)}, expected ({n},) like distance_m")
 
     def __len__(self) -> int:
         return len(self.distance_m)
@@ -73,7 +74,7 @@ def fading_power(u_magnitude: np.ndarray, u_phase: np.ndarray, k_factor: float |
     """|z|² from two uniforms in [0, 1): Exp(1) for Rayleigh (k_factor None or 0), Rician with linear K."""
     k = 0.0 if k_factor is None else float(k_factor)
     if k < 0:
-        raise ValueError(f"Rician K factor must be ≥ 0 (linear), got {k}")
+        raise InvalidValueError(f"Rician K factor must be ≥ 0 (linear), got {k}")
     # CN(0, 1) in polar form: |w|² = −ln(1 − u1) ~ Exp(1), arg w = 2π u2 (1 − u1 ∈ (0, 1], so the log is finite)
     power = -np.log1p(-np.asarray(u_magnitude, dtype=np.float64))
     if k == 0.0:
@@ -126,9 +127,9 @@ def states_from_uniforms(dist: StateDistribution, u: np.ndarray) -> tuple[np.nda
     """(distance_m, fading_ul, fading_dl) from an [n, 5] block of uniforms in [0, 1)."""
     u = np.asarray(u, dtype=np.float64)
     if u.ndim != 2 or u.shape[1] != _U_PER_STATE:
-        raise ValueError(f"uniform block has shape {u.shape}, expected (n, {_U_PER_STATE})")
+        raise InvalidValueError(f"uniform block has shape {u.shape}, expected (n, {_U_PER_STATE})")
     if dist.distance.kind != "uniform":  # pragma: no cover - the config admits only 'uniform' today
-        raise ValueError(f"unsupported distance distribution '{dist.distance.kind}'")
+        raise InvalidValueError(f"unsupported distance distribution '{dist.distance.kind}'")
     # d ~ U(low_m, high_m)
     distance_m = dist.distance.low_m + (dist.distance.high_m - dist.distance.low_m) * u[:, 0]
     k = dist.fading.k_factor if dist.fading.kind == "rician" else None
@@ -165,13 +166,13 @@ def sample_states(
     """
     if isinstance(queries, (int, np.integer)):
         if queries < 0:
-            raise ValueError(f"n must be a non-negative integer, got {queries!r}")
+            raise InvalidValueError(f"n must be a non-negative integer, got {queries!r}")
         if draws_per_query != 1:
-            raise ValueError("draws_per_query applies to per-query sampling; pass query ids, or n = n_queries·K")
+            raise InvalidValueError("draws_per_query applies to per-query sampling; pass query ids, or n = n_queries·K")
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         return _build(dist, rng.random((int(queries), _U_PER_STATE)))
     if isinstance(seed, np.random.Generator):
-        raise ValueError("per-query sampling derives one generator per query from an integer seed; pass an int")
+        raise InvalidValueError("per-query sampling derives one generator per query from an integer seed; pass an int")
     return sample_query_states(dist, queries, draws_per_query, seed)
 
 
@@ -190,14 +191,14 @@ def sample_query_states(
     """
     ids = np.asarray(query_ids, dtype=object)
     if ids.ndim != 1:
-        raise ValueError(f"query_ids must be 1-D, got shape {ids.shape}")
+        raise InvalidValueError(f"query_ids must be 1-D, got shape {ids.shape}")
     if int(draws_per_query) != draws_per_query or draws_per_query < 1:
-        raise ValueError(f"draws_per_query must be an integer ≥ 1, got {draws_per_query!r}")
+        raise InvalidValueError(f"draws_per_query must be an integer ≥ 1, got {draws_per_query!r}")
     k = int(draws_per_query)
     uniq, counts = np.unique(ids.astype(str), return_counts=True) if len(ids) else (ids, np.array([], int))
     if len(ids) and counts.max() > 1:
         dups = uniq[counts > 1][:3].tolist()
-        raise ValueError(f"query_ids must be unique; repeated: {dups} ({int((counts > 1).sum())} ids)")
+        raise InvalidValueError(f"query_ids must be unique; repeated: {dups} ({int((counts > 1).sum())} ids)")
     dist_id = dist.dist_id
     u = np.empty((len(ids), k, _U_PER_STATE))
     for i, q in enumerate(ids):  # one small generator per query: ≈ 8 µs each, 21.5k queries ≈ 0.2 s

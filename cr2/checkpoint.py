@@ -7,25 +7,16 @@ functions, so importing this module stays cheap.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-FINGERPRINT_CHARS = 16
-
+from cr2.hashing import content_fingerprint
 
 def fingerprint(module: Any) -> str:
-    """Return the first 16 hex chars of the sha256 over the state_dict (names, dtypes, shapes, bytes) in sorted-key order."""
+    """Return the content fingerprint of a torch module's state_dict (names, dtypes, shapes, bytes; cr2.hashing)."""
     state = module.state_dict()
-    digest = hashlib.sha256()
-    for key in sorted(state):
-        tensor = state[key].detach().cpu().contiguous()
-        digest.update(key.encode())
-        digest.update(str(tensor.dtype).encode())
-        digest.update(str(tuple(tensor.shape)).encode())
-        digest.update(tensor.numpy().tobytes())
-    return digest.hexdigest()[:FINGERPRINT_CHARS]
+    return content_fingerprint(arrays={k: v.detach().cpu().contiguous().numpy() for k, v in state.items()})
 
 
 @contextlib.contextmanager
@@ -97,8 +88,12 @@ def restore(module: Any, payload: dict[str, Any], path: str | Path) -> Any:
 
 
 def fit_epochs(module: Any, optimizer: Any, epochs: int, batches: Callable[[], Iterator[Any]], dev_loss: Callable[[], float],
-               grad_clip: float, extra: Callable[[], dict[str, float]] | None = None) -> Any:
+               grad_clip: float, extra: Callable[[], dict[str, float]] | None = None, patience: int | None = None,
+               dev_name: str = "dev_loss") -> Any:
     """Train `module` for `epochs` epochs and return it at the epoch of lowest dev loss, frozen in eval mode.
+
+    The one training loop of cr2: the teacher, the gate and the learned baselines all go through it.
+    With `patience`, training stops after that many epochs without a new best dev loss.
 
     batches(): yields one training loss tensor per mini-batch of an epoch (the caller draws the batches);
     each is back-propagated, clipped to `grad_clip` and stepped. dev_loss(): the dev-set loss after the
@@ -120,13 +115,16 @@ def fit_epochs(module: Any, optimizer: Any, epochs: int, batches: Callable[[], I
             optimizer.step()
             train_sum, n_batches = train_sum + loss.item(), n_batches + 1
         dev = dev_loss()
-        history.append({"epoch": epoch, "train_loss": train_sum / max(n_batches, 1), "dev_loss": dev, **(extra() if extra else {})})
+        history.append({"epoch": epoch, "train_loss": train_sum / max(n_batches, 1), dev_name: dev, **(extra() if extra else {})})
         if dev < best_loss:  # strict: the earliest epoch wins a tie
             best_loss, best_state, best_epoch = dev, copy.deepcopy(module.state_dict()), epoch
+        elif patience is not None and epoch - best_epoch >= patience:
+            break
     module.load_state_dict(best_state)
     module.eval().requires_grad_(False)
     module.history_ = history
     module.best_epoch_ = best_epoch
+    module.best_dev_loss_ = best_loss
     return module
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from cr2.errors import ConfigError
+from cr2.errors import ConfigError, InvalidValueError
 from cr2.labeling.spec import LabelingSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ class DistanceSpec(_Strict):
     @model_validator(mode="after")
     def _ordered(self) -> "DistanceSpec":
         if self.high_m <= self.low_m:
-            raise ValueError(f"high_m ({self.high_m}) must exceed low_m ({self.low_m})")
+            raise InvalidValueError(f"high_m ({self.high_m}) must exceed low_m ({self.low_m})")
         return self
 
 
@@ -62,9 +62,9 @@ class FadingSpec(_Strict):
     @model_validator(mode="after")
     def _k(self) -> "FadingSpec":
         if self.kind == "rician" and self.k_factor_db is None:
-            raise ValueError("rician fading needs k_factor_db")
+            raise InvalidValueError("rician fading needs k_factor_db")
         if self.kind == "rayleigh" and self.k_factor_db is not None:
-            raise ValueError("k_factor_db is only meaningful for rician fading")
+            raise InvalidValueError("k_factor_db is only meaningful for rician fading")
         self._k_factor = None if self.k_factor_db is None else db_to_linear(self.k_factor_db)
         return self
 
@@ -172,7 +172,7 @@ class CostSpec(_Strict):
     @model_validator(mode="after")
     def _weights(self) -> "CostSpec":
         if not math.isclose(self.omega_t + self.omega_e, 1.0, abs_tol=1e-9):
-            raise ValueError(f"omega_t + omega_e must be 1 (got {self.omega_t} + {self.omega_e})")
+            raise InvalidValueError(f"omega_t + omega_e must be 1 (got {self.omega_t} + {self.omega_e})")
         return self
 
 
@@ -211,7 +211,7 @@ class SplitSpec(_Strict):
     @model_validator(mode="after")
     def _sum(self) -> "SplitSpec":
         if not math.isclose(self.train + self.val + self.test, 1.0, abs_tol=1e-9):
-            raise ValueError(f"train + val + test must be 1 (got {self.train + self.val + self.test})")
+            raise InvalidValueError(f"train + val + test must be 1 (got {self.train + self.val + self.test})")
         return self
 
 
@@ -240,7 +240,7 @@ class GridSpec(_Strict):
     def _alpha_range(cls, v: list[float]) -> list[float]:
         for a in v:
             if not 0 < a < 1:
-                raise ValueError(f"every α must lie in (0, 1); got {a}")
+                raise InvalidValueError(f"every α must lie in (0, 1); got {a}")
         return sorted(v)
 
 
@@ -376,30 +376,30 @@ class Config(_Strict):
     def _known(cls, v: dict[str, BenchmarkSpec]) -> dict[str, BenchmarkSpec]:
         for name in v:
             if name not in KNOWN_BENCHMARKS:
-                raise ValueError(f"unknown benchmark '{name}'; known: {', '.join(KNOWN_BENCHMARKS)}")
+                raise InvalidValueError(f"unknown benchmark '{name}'; known: {', '.join(KNOWN_BENCHMARKS)}")
         return v
 
     @model_validator(mode="after")
     def _pool(self) -> "Config":
         ids = [m.id for m in self.models]
         if len(set(ids)) != len(ids):
-            raise ValueError(f"model ids must be unique: {ids}")
+            raise InvalidValueError(f"model ids must be unique: {ids}")
         devices = [m.id for m in self.models if m.role == "device"]
         if len(devices) != 1 or self.models[0].role != "device":
-            raise ValueError(f"the pool needs exactly one device model, listed first (got device models {devices})")
+            raise InvalidValueError(f"the pool needs exactly one device model, listed first (got device models {devices})")
         for m in self.models:
             if m.platform not in self.hardware.platforms:
-                raise ValueError(
+                raise InvalidValueError(
                     f"model '{m.id}' runs on platform '{m.platform}', which hardware profile "
                     f"'{self.hardware.name}' does not define (has: {', '.join(self.hardware.platforms)})"
                 )
             if m.role == "edge" and m.server_power_w is None:
-                raise ValueError(f"edge model '{m.id}' needs server_power_w")
+                raise InvalidValueError(f"edge model '{m.id}' needs server_power_w")
         if self.reference_model is not None and self.reference_model not in ids:
-            raise ValueError(f"reference_model '{self.reference_model}' is not in the pool {ids}")
+            raise InvalidValueError(f"reference_model '{self.reference_model}' is not in the pool {ids}")
         for b in self.enabled_benchmarks:
             if b not in self.cost.default_output_tokens:
-                raise ValueError(f"cost.default_output_tokens has no entry for benchmark '{b}'")
+                raise InvalidValueError(f"cost.default_output_tokens has no entry for benchmark '{b}'")
         return self
 
     # ------------------------------------------------------------ derived views

@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from cr2.config import CommunicationSpec, Config, CostSpec, HardwareProfile, ModelSpec, PlatformProfile, PowerSpec
+from cr2.errors import InvalidValueError
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,13 @@ class CostBreakdown:
     def __post_init__(self) -> None:
         n, m = self.latency_s.shape
         if len(self.model_ids) != m:
-            raise ValueError(f"CostBreakdown has {len(self.model_ids)} model ids for {m} cost columns")
+            raise InvalidValueError(f"CostBreakdown has {len(self.model_ids)} model ids for {m} cost columns")
         if self.tau_ul_s.shape != (n,):
-            raise ValueError(f"CostBreakdown.tau_ul_s has shape {self.tau_ul_s.shape}, expected ({n},)")
+            raise InvalidValueError(f"CostBreakdown.tau_ul_s has shape {self.tau_ul_s.shape}, expected ({n},)")
         for name in ("tau_dl_s", "tau_inf_s", "energy_tx_j", "energy_rx_j", "energy_idle_j", "energy_server_j",
                      "energy_device_j", "energy_j", "cost_raw", "cost_norm"):
             if getattr(self, name).shape != (n, m):
-                raise ValueError(f"CostBreakdown.{name} has shape {getattr(self, name).shape}, expected ({n}, {m})")
+                raise InvalidValueError(f"CostBreakdown.{name} has shape {getattr(self, name).shape}, expected ({n}, {m})")
 
     def __len__(self) -> int:
         return self.latency_s.shape[0]
@@ -128,7 +129,7 @@ def cost_scales(latency_s: np.ndarray, energy_j: np.ndarray, ref_index: int, cos
     if cost_spec.normalisation == "fixed":
         return float(cost_spec.t0_s), float(cost_spec.e0_j)
     if reference_mask is None:
-        raise ValueError(
+        raise InvalidValueError(
             "cost.normalisation is 'reference' but no reference_mask was given; pass the rows of the "
             "reference set (default: the train split with its states) or set cost.normalisation: fixed"
         )
@@ -136,14 +137,14 @@ def cost_scales(latency_s: np.ndarray, energy_j: np.ndarray, ref_index: int, cos
     n = latency_s.shape[0]
     if mask.dtype == bool:
         if mask.shape != (n,):
-            raise ValueError(f"reference_mask has shape {mask.shape}, expected ({n},) (one flag per row)")
+            raise InvalidValueError(f"reference_mask has shape {mask.shape}, expected ({n},) (one flag per row)")
         rows = np.flatnonzero(mask)
     else:
         rows = mask.astype(np.int64).ravel()
         if len(rows) and (rows.min() < -n or rows.max() >= n):
-            raise ValueError(f"reference_mask indexes rows outside 0..{n - 1}")
+            raise InvalidValueError(f"reference_mask indexes rows outside 0..{n - 1}")
     if len(rows) == 0:
-        raise ValueError("reference_mask selects no rows; T0 and E0 would be the mean of an empty set")
+        raise InvalidValueError("reference_mask selects no rows; T0 and E0 would be the mean of an empty set")
     # paper §IV-F: T0, E0 = mean latency and energy of the largest model on a reference set
     return float(latency_s[rows, ref_index].mean()), float(energy_j[rows, ref_index].mean())
 
@@ -153,9 +154,9 @@ def _as_1d(name: str, arr, n: int | None = None) -> np.ndarray:
     a = np.asarray(arr, dtype=np.float64)
     if a.ndim != 1 or (n is not None and a.shape[0] != n):
         want = f"({n},)" if n is not None else "(n,)"
-        raise ValueError(f"{name} has shape {a.shape}, expected {want}")
+        raise InvalidValueError(f"{name} has shape {a.shape}, expected {want}")
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} has {int((~np.isfinite(a)).sum())} non-finite values (NaN or inf)")
+        raise InvalidValueError(f"{name} has {int((~np.isfinite(a)).sum())} non-finite values (NaN or inf)")
     return a
 
 
@@ -164,7 +165,7 @@ def _ref_index(models: Sequence[ModelSpec], ref_model_id: str | None) -> int:
     if ref_model_id is None:
         return int(np.argmax([m.params for m in models]))  # the config's default: the largest model
     if ref_model_id not in ids:
-        raise ValueError(f"reference model '{ref_model_id}' is not in the pool {ids}")
+        raise InvalidValueError(f"reference model '{ref_model_id}' is not in the pool {ids}")
     return ids.index(ref_model_id)
 
 
@@ -200,34 +201,34 @@ def compute_costs(
     absent = [k for k, v in (("models", models), ("hardware", hardware), ("comm", comm), ("power", power),
                              ("cost_spec", cost_spec)) if v is None]
     if absent:
-        raise ValueError(f"compute_costs needs {', '.join(absent)} (or config=...)")
+        raise InvalidValueError(f"compute_costs needs {', '.join(absent)} (or config=...)")
     models = list(models)
     if len(models) < 2 or models[0].role != "device" or any(m.role != "edge" for m in models[1:]):
-        raise ValueError(
+        raise InvalidValueError(
             f"models must list the device model first and then ≥ 1 edge models; got roles {[m.role for m in models]}"
         )
     for m in models:
         if m.platform not in hardware.platforms:
-            raise ValueError(f"model '{m.id}' runs on platform '{m.platform}', not in hardware profile '{hardware.name}'")
+            raise InvalidValueError(f"model '{m.id}' runs on platform '{m.platform}', not in hardware profile '{hardware.name}'")
         if m.role == "edge" and m.server_power_w is None:
-            raise ValueError(f"edge model '{m.id}' needs server_power_w")
+            raise InvalidValueError(f"edge model '{m.id}' needs server_power_w")
     n_models = len(models)
     l_in = _as_1d("prompt_tokens", prompt_tokens)
     n = l_in.shape[0]
     l_out = np.asarray(output_tokens, dtype=np.float64)
     if l_out.shape != (n, n_models):
-        raise ValueError(f"output_tokens has shape {l_out.shape}, expected ({n}, {n_models}) = (rows, models in pool order)")
+        raise InvalidValueError(f"output_tokens has shape {l_out.shape}, expected ({n}, {n_models}) = (rows, models in pool order)")
     if not np.all(np.isfinite(l_out)):
-        raise ValueError("output_tokens has NaN or inf entries; fill them first (cr2.cost.fill_output_tokens)")
+        raise InvalidValueError("output_tokens has NaN or inf entries; fill them first (cr2.cost.fill_output_tokens)")
     r_ul = _as_1d("rate_ul_bps", rate_ul_bps, n)
     r_dl = _as_1d("rate_dl_bps", rate_dl_bps, n)
     if np.any(l_in <= 0):
-        raise ValueError(f"prompt_tokens must be > 0; {int((l_in <= 0).sum())} rows are not (min {l_in.min()})")
+        raise InvalidValueError(f"prompt_tokens must be > 0; {int((l_in <= 0).sum())} rows are not (min {l_in.min()})")
     if np.any(l_out < 0):
-        raise ValueError(f"output_tokens must be ≥ 0; {int((l_out < 0).sum())} entries are negative")
+        raise InvalidValueError(f"output_tokens must be ≥ 0; {int((l_out < 0).sum())} entries are negative")
     for name, r in (("rate_ul_bps", r_ul), ("rate_dl_bps", r_dl)):
         if np.any(r <= 0):
-            raise ValueError(f"{name} must be > 0; {int((r <= 0).sum())} rows are not (min {r.min()})")
+            raise InvalidValueError(f"{name} must be > 0; {int((r <= 0).sum())} rows are not (min {r.min()})")
     ref = _ref_index(models, ref_model_id)
 
     tau_ul = transfer_time_s(uplink_payload_bits(l_in, comm), r_ul)
@@ -300,12 +301,12 @@ def fill_output_tokens(benchmarks: np.ndarray, n_models: int, cost_spec: CostSpe
     benchmarks = np.asarray(benchmarks).astype(str)
     missing = sorted(set(benchmarks) - set(cost_spec.default_output_tokens))
     if missing:
-        raise ValueError(f"cost.default_output_tokens has no entry for benchmark(s) {missing}")
+        raise InvalidValueError(f"cost.default_output_tokens has no entry for benchmark(s) {missing}")
     lookup = np.vectorize(cost_spec.default_output_tokens.__getitem__, otypes=[np.float64])
     default = np.repeat(lookup(benchmarks)[:, None], n_models, axis=1) if len(benchmarks) else np.zeros((0, n_models))
     if recorded is None:
         return default
     recorded = np.asarray(recorded, dtype=np.float64)
     if recorded.shape != default.shape:
-        raise ValueError(f"recorded output tokens have shape {recorded.shape}, expected {default.shape}")
+        raise InvalidValueError(f"recorded output tokens have shape {recorded.shape}, expected {default.shape}")
     return np.where(np.isnan(recorded), default, recorded)

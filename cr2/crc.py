@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence
 
 import numpy as np
 
-from cr2.errors import DataValidationError, FingerprintMismatchError, UncalibratedOperatingPointError
+from cr2.errors import DataValidationError, FingerprintMismatchError, InvalidValueError, UncalibratedOperatingPointError
 
 FIXED_THRESHOLD = 0.5  # the uncalibrated baseline rule: accept iff s ≥ 0.5
 LAM_RTOL = 1e-9  # relative tolerance when matching a requested λ (or α) to the calibrated grid
@@ -82,7 +82,7 @@ def max_risky_count(n_calib: int, alpha: np.ndarray, rule: Rule = "crc") -> np.n
 
         k = np.floor(np.minimum(alpha, 1.0) * n_calib).astype(np.int64)
     else:
-        raise ValueError(f"unknown calibration rule '{rule}'; available: crc, empirical")
+        raise InvalidValueError(f"unknown calibration rule '{rule}'; available: crc, empirical")
     lowest = -1 if rule == "crc" else 0  # crc: k = −1 marks "no τ qualifies"; empirical: d = 0 always qualifies
     k = np.clip(k, lowest, n_calib)
     # the floor above can be off by one through rounding; settle it with the exact check

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from cr2.errors import InvalidValueError
 
 EMBED_DIM = 384
 
@@ -12,7 +13,7 @@ EMBED_DIM = 384
 def _check_shape(name: str, arr: np.ndarray, shape: tuple) -> None:
     """Raise ValueError naming the field when arr does not have `shape` (None = any size)."""
     if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
-        raise ValueError(f"RoutingSet.{name} has shape {arr.shape}, expected {tuple('n' if s is None else s for s in shape)}")
+        raise InvalidValueError(f"RoutingSet.{name} has shape {arr.shape}, expected {tuple('n' if s is None else s for s in shape)}")
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Decisions:
 
     def __post_init__(self) -> None:
         if self.chosen.shape != self.accepted_local.shape:
-            raise ValueError(f"Decisions.chosen {self.chosen.shape} and accepted_local {self.accepted_local.shape} differ")
+            raise InvalidValueError(f"Decisions.chosen {self.chosen.shape} and accepted_local {self.accepted_local.shape} differ")
 
 
 @runtime_checkable

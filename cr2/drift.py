@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from cr2.errors import DataValidationError
+from cr2.errors import DataValidationError, UnknownNameError
 
 CORRECTIONS = ("holm", "bonferroni")
 
@@ -53,7 +53,7 @@ class DriftReport:
         for f in self.features:
             if f.feature == feature:
                 return f
-        raise KeyError(f"no feature {feature!r} in this report; features: {[f.feature for f in self.features]}")
+        raise UnknownNameError(f"no feature {feature!r} in this report; features: {[f.feature for f in self.features]}")
 
     def to_records(self) -> list[dict[str, Any]]:
         """Return one dict per feature (tidy, for a table or the warehouse)."""

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from cr2.data import EMBED_DIM
-from cr2.errors import Cr2Error
+from cr2.errors import Cr2Error, InvalidValueError
 
 ENCODER_NAME = "all-MiniLM-L6-v2"
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -56,7 +56,7 @@ def router_text(question: str, choices: Sequence[str] | None = None) -> str:
     if choices is None or len(choices) == 0:
         return text
     if len(choices) > len(CHOICE_LETTERS):
-        raise ValueError(f"at most {len(CHOICE_LETTERS)} choices can be lettered, got {len(choices)}")
+        raise InvalidValueError(f"at most {len(CHOICE_LETTERS)} choices can be lettered, got {len(choices)}")
     lines = [f"{CHOICE_LETTERS[i]}. {str(c).strip()}" for i, c in enumerate(choices)]
     return text + "\n" + "\n".join(lines)
 
@@ -64,7 +64,7 @@ def router_text(question: str, choices: Sequence[str] | None = None) -> str:
 def router_texts(questions: Sequence[str], choices: Sequence[Sequence[str] | None]) -> list[str]:
     """router_text over aligned sequences of questions and choices (None or empty: not multiple choice)."""
     if len(questions) != len(choices):
-        raise ValueError(f"questions ({len(questions)}) and choices ({len(choices)}) differ in length")
+        raise InvalidValueError(f"questions ({len(questions)}) and choices ({len(choices)}) differ in length")
     return [router_text(q, None if c is None or _is_missing(c) else list(c)) for q, c in zip(questions, choices)]
 
 
@@ -119,7 +119,7 @@ def load_encoder(
     from transformers.utils import logging as hf_logging
 
     if backend not in BACKENDS:
-        raise ValueError(f"embedding backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise InvalidValueError(f"embedding backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if num_threads is not None:
         torch.set_num_threads(int(num_threads))
     path = model_path()
@@ -137,7 +137,7 @@ def load_encoder(
     model.eval()
     limit = int(getattr(model.config, "max_position_embeddings", 512))
     if not 8 <= max_seq_length <= limit:
-        raise ValueError(f"max_seq_length must lie in [8, {limit}], got {max_seq_length}")
+        raise InvalidValueError(f"max_seq_length must lie in [8, {limit}], got {max_seq_length}")
     session = None
     if backend == "onnx":
         threads = int(num_threads) if num_threads is not None else torch.get_num_threads()
@@ -256,7 +256,7 @@ def embed_texts(
     import torch
 
     if batch_size < 1:
-        raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+        raise InvalidValueError(f"batch_size must be ≥ 1, got {batch_size}")
     texts = [str(t) for t in texts]
     n = len(texts)
     if n == 0:

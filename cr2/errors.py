@@ -8,6 +8,10 @@ class Cr2Error(Exception):
     exit_code = 2
 
 
+class InvalidValueError(Cr2Error, ValueError):
+    """An argument has an invalid value or shape (a ValueError too, so callers catching ValueError still do)."""
+
+
 class ConfigError(Cr2Error):
     """A configuration file is missing, malformed, or holds an invalid value."""
 
@@ -32,7 +36,11 @@ class FingerprintMismatchError(Cr2Error):
     """A threshold table is used with a score (gate) other than the one it was calibrated for."""
 
 
-class UnknownNameError(Cr2Error):
+class Cr2SqlError(Cr2Error):
+    """A user's SQL statement failed or is not allowed on the warehouse."""
+
+
+class UnknownNameError(Cr2Error, LookupError):
     """A registry lookup (router, label source, state distribution) missed."""
 
 

@@ -27,7 +27,7 @@ from cr2.checkpoint import (
 from cr2.complexity import count_parameters, elementwise_flops, linear_flops
 from cr2.config import GateSpec
 from cr2.data import EMBED_DIM, RoutingSet
-from cr2.errors import ConfigError, DataValidationError
+from cr2.errors import ConfigError, DataValidationError, InvalidValueError
 from cr2.utility import sign_label, teacher_margin
 
 TEMPERATURE_FLOOR = 1e-6
@@ -114,10 +114,10 @@ class MarginGate(nn.Module):
     def _predict(self, embedding: np.ndarray, lam: float | np.ndarray, as_score: bool) -> np.ndarray:
         lam_arr = np.asarray(lam, dtype=np.float64)
         if lam_arr.ndim > 1 or np.any(~(lam_arr > 0)) or np.any(~np.isfinite(lam_arr)):
-            raise ValueError(f"λ must be a positive finite scalar or 1-D vector, got {lam!r}")
+            raise InvalidValueError(f"λ must be a positive finite scalar or 1-D vector, got {lam!r}")
         arr = np.asarray(embedding, dtype=np.float32)
         if arr.ndim != 2 or arr.shape[1] != self.hparams["embed_dim"]:
-            raise ValueError(f"embedding has shape {arr.shape}, expected [n, {self.hparams['embed_dim']}]")
+            raise InvalidValueError(f"embedding has shape {arr.shape}, expected [n, {self.hparams['embed_dim']}]")
         # Evaluated in float64, then rounded once to float32: a float32 forward pass gives last-bit
         # differences with the batch shape (how many queries, how many λ), and CRC compares scores
         # exactly, so a query must get the same float32 score at calibration and at routing time.

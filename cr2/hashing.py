@@ -19,3 +19,27 @@ def stable_u64_array(keys: Sequence[str]) -> np.ndarray:
         (int.from_bytes(hashlib.blake2b(k.encode("utf-8"), digest_size=8).digest(), "little") for k in keys),
         dtype=np.uint64, count=len(keys),
     )
+
+
+FINGERPRINT_CHARS = 16  # hex characters of every content fingerprint cr2 stores
+
+
+def content_fingerprint(*meta: object, arrays: dict[str, np.ndarray] | None = None) -> str:
+    """Return the fingerprint of fitted state: sha256 over the JSON of `meta`, then each named array
+    (name, dtype, shape, bytes) in sorted-name order, cut to 16 hex chars.
+
+    The one fingerprint function of cr2: torch checkpoints (state_dict as arrays), the one-shot
+    routers' learned arrays and the CR² router (its parts' fingerprints as meta) all go through it.
+    """
+    import json
+
+    digest = hashlib.sha256()
+    if meta:
+        digest.update(json.dumps(list(meta), sort_keys=True, default=str).encode())
+    for key in sorted(arrays or {}):
+        arr = np.ascontiguousarray(arrays[key])
+        digest.update(key.encode())
+        digest.update(str(arr.dtype).encode())
+        digest.update(str(tuple(arr.shape)).encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()[:FINGERPRINT_CHARS]

@@ -14,19 +14,32 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-LEARNED = ("knn", "mlp", "embedllm", "llmrank")
-STYLE = {"cr2": ("#c0392b", "CR² (device–edge)"), "knn": ("#2471a3", "KNN"), "mlp": ("#7d3c98", "MLP"),
-         "embedllm": ("#17a589", "EmbedLLM"), "llmrank": ("#d68910", "LLMRank"), "full-info": ("#555555", "full-information"),
-         "cr2-inclusive": ("#e74c3c", "CR² inclusive"), "cr2-fallback": ("#f1948a", "CR² fallback"),
-         "cr2-empirical": ("#1f618d", "empirical rule (no +1)"), "cr2-fixed-0.5": ("#7f8c8d", "fixed τ = 0.5")}
+@dataclass(frozen=True)
+class MethodStyles:
+    """What the report needs to know of each evaluated method, from the run's `methods` rows (the router
+    catalogue): display name, colour, which methods are learned baselines and which is the reference."""
 
+    rows: dict = field(default_factory=dict)  # method → {display, colour, kind, learned, reference, sort_order}
 
-def _label(method: str) -> str:
-    return STYLE.get(method, (None, method))[1]
+    @classmethod
+    def from_frame(cls, methods: pd.DataFrame) -> "MethodStyles":
+        return cls({r["method"]: r for r in methods.to_dict("records")}) if len(methods) else cls()
 
+    def label(self, method: str) -> str:
+        return self.rows.get(method, {}).get("display", method)
 
-def _color(method: str):
-    return STYLE.get(method, (None, None))[0]
+    def color(self, method: str):
+        return self.rows.get(method, {}).get("colour")
+
+    @property
+    def learned(self) -> list[str]:
+        """The learned baselines, in catalogue order."""
+        rows = [r for r in self.rows.values() if r["kind"] == "baseline" and r["learned"]]
+        return [r["method"] for r in sorted(rows, key=lambda r: (r["sort_order"], r["method"]))]
+
+    @property
+    def reference(self) -> str:
+        return next((m for m, r in self.rows.items() if r["reference"]), "knn")
 
 
 @dataclass
@@ -67,6 +80,7 @@ class ReportInputs:
     complexity: pd.DataFrame
     default_alpha: float
     ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
+    methods: pd.DataFrame = field(default_factory=pd.DataFrame)
     extra_tables: list[TableBlock] = field(default_factory=list)
 
 
@@ -97,15 +111,15 @@ def _frontier(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["on_frontier"]].sort_values("cost")
 
 
-def pareto_figure(pareto: pd.DataFrame, zoom: tuple[float, float] | None, simulated: bool) -> bytes:
+def pareto_figure(pareto: pd.DataFrame, zoom: tuple[float, float] | None, simulated: bool, st: MethodStyles) -> bytes:
     """Accuracy vs normalised cost: each learned method's frontier, CR²'s envelope over α, Always-m points."""
     title = "Accuracy–cost Pareto" + (" (zoomed)" if zoom else " (full range)") + (" — SIMULATED labels" if simulated else "")
     fig, ax = _axes(title, "normalised deployment cost c̄ (c_ref = 1)", "routing accuracy")
-    for method in ("cr2", *LEARNED):
+    for method in ("cr2", *st.learned):
         f = _frontier(pareto[pareto["method"] == method])
         if len(f):  # CR² drawn on top
             ax.plot(f["cost"], f["accuracy"], marker="o", ms=3, lw=2.2 if method == "cr2" else 1.2,
-                    color=_color(method), label=_label(method), zorder=4 if method == "cr2" else 2)
+                    color=st.color(method), label=st.label(method), zorder=4 if method == "cr2" else 2)
     always = pareto[pareto["method"].str.startswith("always-")].groupby("method")[["cost", "accuracy"]].mean()
     for name, row in always.iterrows():
         ax.scatter(row["cost"], row["accuracy"], marker="s", color="black", s=22, zorder=5)
@@ -129,28 +143,29 @@ def informative_targets(fixed: pd.DataFrame, pareto: pd.DataFrame) -> pd.DataFra
     return fixed[fixed["target"] >= np.floor(floor * 100) / 100 - 1e-9]
 
 
-def fixed_accuracy_figure(fixed: pd.DataFrame) -> bytes:
-    """Dumbbell: at each target accuracy both reach, CR²'s and KNN's minimum cost, labelled with the saving."""
-    fig, ax = _axes("Fixed-accuracy cost: CR² vs KNN", "normalised cost at the target accuracy", "target accuracy")
+def fixed_accuracy_figure(fixed: pd.DataFrame, st: MethodStyles) -> bytes:
+    """Dumbbell: at each target accuracy both reach, CR²'s and the reference's minimum cost, labelled with the saving."""
+    ref = st.label(st.reference)
+    fig, ax = _axes(f"Fixed-accuracy cost: CR² vs {ref}", "normalised cost at the target accuracy", "target accuracy")
     d = fixed[fixed["method"] == "cr2"].sort_values("target")
     for r in d.itertuples():
         ax.plot([r.cost, r.knn_cost], [r.target, r.target], color="#bbbbbb", lw=2, zorder=1)
         ax.annotate(f"{r.saving_vs_knn_pct:+.1f}%", (max(r.cost, r.knn_cost), r.target), textcoords="offset points",
                     xytext=(4, -3), fontsize=7)
-    ax.scatter(d["cost"], d["target"], color=_color("cr2"), label=_label("cr2"), zorder=2, s=18)
-    ax.scatter(d["knn_cost"], d["target"], color=_color("knn"), label="KNN", zorder=2, s=18)
+    ax.scatter(d["cost"], d["target"], color=st.color("cr2"), label=st.label("cr2"), zorder=2, s=18)
+    ax.scatter(d["knn_cost"], d["target"], color=st.color(st.reference), label=ref, zorder=2, s=18)
     ax.legend(fontsize=8)
     return _png(fig)
 
 
-def curves_figure(df: pd.DataFrame, methods: list[str], title: str, x: str = "cost", y: str = "accuracy",
+def curves_figure(df: pd.DataFrame, methods: list[str], title: str, st: MethodStyles, x: str = "cost", y: str = "accuracy",
                   xlabel: str = "normalised deployment cost c̄", ylabel: str = "routing accuracy") -> bytes:
     """One line per method over λ (sorted by x)."""
     fig, ax = _axes(title, xlabel, ylabel)
     for method in methods:
         d = df[df["method"] == method].sort_values(x)
         if len(d):
-            ax.plot(d[x], d[y], marker="o", ms=3, color=_color(method), label=_label(method))
+            ax.plot(d[x], d[y], marker="o", ms=3, color=st.color(method), label=st.label(method))
     if x == "lam":
         ax.set_xscale("log")
     ax.legend(fontsize=8)
@@ -185,15 +200,15 @@ def gate_error_figure(errors: pd.DataFrame, alpha: float) -> bytes:
     return _png(fig)
 
 
-def benchmark_table(at_cost: pd.DataFrame) -> pd.DataFrame:
+def benchmark_table(at_cost: pd.DataFrame, st: MethodStyles) -> pd.DataFrame:
     """Per-benchmark accuracy at each cost target: rows (target, method), columns benchmarks + Avg; '–' if unreachable."""
     rows = []
     benches = sorted(b for b in at_cost["benchmark"].unique() if b != "all")
-    order = {m: i for i, m in enumerate(("mlp", "knn", "embedllm", "llmrank", "cr2"))}
+    order = {m: i for i, m in enumerate((*st.learned, "cr2"))}
     for (target, method), d in sorted(at_cost.groupby(["target", "method"]), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
         reach = bool(d["reachable"].iloc[0])
         acc = dict(zip(d["benchmark"], d["accuracy"]))
-        row = {"cost target": f"{target:.2f}", "method": _label(method)}
+        row = {"cost target": f"{target:.2f}", "method": st.label(method)}
         for b in benches + ["all"]:
             row[b.upper() if b != "all" else "Avg"] = f"{acc[b]:.3f}" if reach and b in acc else "–"
         rows.append(row)
@@ -249,37 +264,38 @@ def _img(png: bytes) -> str:
 def build_figures(inp: ReportInputs) -> list[Figure]:
     """Every figure of the report from its view's rows."""
     sim = bool(inp.header.get("labels_simulated"))
+    st = MethodStyles.from_frame(inp.methods)
     a = inp.default_alpha
     at_alpha = lambda df: df[df["alpha"].isna() | np.isclose(df["alpha"].fillna(-1), a)]  # noqa: E731
     lo = inp.pareto["cost"].min()
     figs = [
         Figure("pareto_full", "Accuracy–cost Pareto curves (full range)", "v_pareto",
                "Frontier of each learned router over its λ sweep; CR² pools every α of the grid (its envelope). "
-               "Squares: Always-m.", pareto_figure(inp.pareto, None, sim)),
+               "Squares: Always-m.", pareto_figure(inp.pareto, None, sim, st)),
         Figure("pareto_zoom", "Accuracy–cost Pareto curves (zoomed operating region)", "v_pareto",
-               "The same points in the low-cost operating region.", pareto_figure(inp.pareto, (max(0.0, lo - 0.02), 0.6), sim)),
+               "The same points in the low-cost operating region.", pareto_figure(inp.pareto, (max(0.0, lo - 0.02), 0.6), sim, st)),
         Figure("fixed_accuracy", "Fixed-accuracy cost comparison", "v_fixed_accuracy",
                "At each target accuracy both reach: the minimum cost of CR² and of KNN (best operating point with "
                "accuracy ≥ target, no interpolation) and CR²'s saving versus KNN, for targets every method must work "
                "for (at or above each one's accuracy at its cheapest point).",
-               fixed_accuracy_figure(informative_targets(inp.fixed_accuracy, inp.pareto))),
+               fixed_accuracy_figure(informative_targets(inp.fixed_accuracy, inp.pareto), st)),
         Figure("calibration_rules", "Accuracy–cost curves for threshold-selection rules", "v_calibration_rules",
                f"The same gate with CRC (α = {a:g}), the empirical rule without the +1 correction (α = {a:g}) and a "
                "fixed threshold 0.5.", curves_figure(at_alpha(inp.calibration_rules.rename(columns={"rule": "method"})),
-                                                    ["cr2", "cr2-empirical", "cr2-fixed-0.5"], "Threshold-selection rules")),
+                                                    ["cr2", "cr2-empirical", "cr2-fixed-0.5"], "Threshold-selection rules", st)),
         Figure("risk_control", "Marginal false-acceptance risk under CRC-calibrated thresholds", "v_risk_vs_alpha",
                "Test risk on the fixed split per α; band and dotted line: 5–95 % and mean over random "
                "calibration/test re-splits; dashed: y = α. The guarantee is pointwise in λ, not simultaneous.",
                risk_figure(inp.risk_vs_alpha)),
         Figure("local_selection", "Local-model selection rate", "v_local_rate",
                f"Fraction of test queries answered on the device (CR² at α = {a:g}).",
-               curves_figure(at_alpha(inp.local_rate), ["cr2", "full-info", *LEARNED], "Local selection rate vs λ",
+               curves_figure(at_alpha(inp.local_rate), ["cr2", "full-info", *st.learned], "Local selection rate vs λ", st,
                              x="lam", y="local_rate", xlabel="cost weight λ", ylabel="local rate")),
         Figure("variants", "Deferred-branch variants", "v_variants",
                f"CR² edge-only (default), inclusive and fallback deferred branches at α = {a:g}, against the "
                "full-information reference.", curves_figure(at_alpha(inp.variants),
                                                             ["cr2", "cr2-inclusive", "cr2-fallback", "full-info"],
-                                                            "Deferred-branch variants")),
+                                                            "Deferred-branch variants", st)),
         Figure("gate_errors", "Gate-error decomposition", "v_gate_errors",
                "False accepts (gate accepts while an edge model is teacher-preferred) and false defers.",
                gate_error_figure(inp.gate_errors, a)),
@@ -288,10 +304,11 @@ def build_figures(inp: ReportInputs) -> list[Figure]:
 
 
 def build_tables(inp: ReportInputs) -> list[TableBlock]:
+    st = MethodStyles.from_frame(inp.methods)
     fa = informative_targets(inp.fixed_accuracy, inp.pareto)
-    fixed = fa[fa["method"] != "knn"].pivot_table(index="target", columns="method", values="saving_vs_knn_pct")
-    fixed = fixed.rename(columns=_label).round(1)
-    fixed.insert(0, "KNN cost", fa[fa["method"] == "knn"].set_index("target")["cost"].round(3))
+    fixed = fa[fa["method"] != st.reference].pivot_table(index="target", columns="method", values="saving_vs_knn_pct")
+    fixed = fixed.rename(columns=st.label).round(1)
+    fixed.insert(0, f"{st.label(st.reference)} cost", fa[fa["method"] == st.reference].set_index("target")["cost"].round(3))
     fixed = fixed.reset_index().rename(columns={"target": "target accuracy"})
     fixed.columns.name = None
     cx = inp.complexity.drop_duplicates("kind")[["kind", "params", "flops", "fit_seconds"]]
@@ -299,7 +316,7 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
     return [
         TableBlock("per_benchmark_by_cost", "Per-benchmark accuracy at representative cost targets", "v_benchmark_at_cost",
                    "Nearest reachable operating point to each pooled cost target; '–': unreachable. Avg is pooled.",
-                   benchmark_table(inp.benchmark_at_cost)),
+                   benchmark_table(inp.benchmark_at_cost, st)),
         TableBlock("fixed_accuracy_savings", "Cost saving versus KNN at matched accuracy (%)", "v_fixed_accuracy",
                    "Positive: cheaper than KNN at the same target accuracy (minimum cost over each method's operating "
                    "points with accuracy ≥ target; no interpolation).", fixed),

@@ -12,7 +12,7 @@ import numpy as np
 
 from cr2.crc import accept
 from cr2.data import Decisions
-from cr2.errors import did_you_mean
+from cr2.errors import InvalidValueError, did_you_mean
 from cr2.utility import DEVICE_INDEX, argmax_cheapest, teacher_utility
 
 VARIANTS = ("edge-only", "inclusive", "fallback")
@@ -57,9 +57,9 @@ def route(
     proba = np.asarray(proba)
     cost = np.asarray(cost)
     if score.ndim != 1 or proba.shape != cost.shape or proba.shape[0] != len(score):
-        raise ValueError(f"score {score.shape}, proba {proba.shape} and cost {cost.shape} must be [n], [n, M], [n, M]")
+        raise InvalidValueError(f"score {score.shape}, proba {proba.shape} and cost {cost.shape} must be [n], [n, M], [n, M]")
     if np.ndim(lam) != 0:
-        raise ValueError(f"route takes one λ at a time, got {lam!r}")
+        raise InvalidValueError(f"route takes one λ at a time, got {lam!r}")
     # eq. (cr2_rule): m̂ = m0 if s ≥ τ*(λ; α), else m_def*(x, ξ; λ)
     gate_accept = accept(score, tau)
     chosen = np.where(gate_accept, DEVICE_INDEX, deferred_choice(proba, cost, lam, variant)).astype(np.int64)

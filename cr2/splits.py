@@ -39,6 +39,7 @@ import numpy as np
 
 from cr2.config import SplitSpec
 from cr2.hashing import stable_u64
+from cr2.errors import InvalidValueError
 
 SPLITS = ("train", "val", "test")
 _TRAILING_INT = re.compile(r"^(.*?)(\d+)$", re.DOTALL)
@@ -65,9 +66,9 @@ class SplitAssignment:
         n = len(self.query_id)
         for name in ("split", "dev", "stratum"):
             if np.shape(getattr(self, name)) != (n,):
-                raise ValueError(f"SplitAssignment.{name} has shape {np.shape(getattr(self, name))}, expected ({n},)")
+                raise InvalidValueError(f"SplitAssignment.{name} has shape {np.shape(getattr(self, name))}, expected ({n},)")
         if np.any(self.dev & (self.split != "train")):
-            raise ValueError("SplitAssignment.dev marks queries outside train")
+            raise InvalidValueError("SplitAssignment.dev marks queries outside train")
 
     def __len__(self) -> int:
         return len(self.query_id)
@@ -86,7 +87,7 @@ class SplitAssignment:
             return self.split == "train"
         if name in ("val", "test"):
             return self.split == name
-        raise ValueError(f"unknown split '{name}'; use one of train, dev, train+dev, val, test")
+        raise InvalidValueError(f"unknown split '{name}'; use one of train, dev, train+dev, val, test")
 
 
 def block_pattern(spec: SplitSpec) -> np.ndarray:
@@ -132,10 +133,10 @@ def assign_splits(
     subs = np.asarray(subsets).astype(str)
     n = len(ids)
     if ids.ndim != 1 or bench.shape != (n,) or subs.shape != (n,):
-        raise ValueError(f"query_ids {ids.shape}, benchmarks {bench.shape} and subsets {subs.shape} must all be [n]")
+        raise InvalidValueError(f"query_ids {ids.shape}, benchmarks {bench.shape} and subsets {subs.shape} must all be [n]")
     if n and len(np.unique(ids)) != n:
         uniq, counts = np.unique(ids, return_counts=True)
-        raise ValueError(f"query_ids must be unique; repeated: {uniq[counts > 1][:3].tolist()}")
+        raise InvalidValueError(f"query_ids must be unique; repeated: {uniq[counts > 1][:3].tolist()}")
 
     pattern = block_pattern(spec)
     size = len(pattern)

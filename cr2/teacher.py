@@ -26,7 +26,7 @@ from cr2.checkpoint import (
 from cr2.complexity import count_parameters, elementwise_flops, linear_flops
 from cr2.config import TeacherSpec
 from cr2.data import EMBED_DIM, RoutingSet
-from cr2.errors import DataValidationError
+from cr2.errors import DataValidationError, InvalidValueError
 
 PREDICT_BATCH = 8192  # rows per forward pass at inference; bounds memory only
 
@@ -73,7 +73,7 @@ class TeacherSelector(nn.Module):
 def _as_embedding(embedding: np.ndarray, embed_dim: int) -> torch.Tensor:
     arr = np.asarray(embedding, dtype=np.float32)
     if arr.ndim != 2 or arr.shape[1] != embed_dim:
-        raise ValueError(f"embedding has shape {arr.shape}, expected [n, {embed_dim}]")
+        raise InvalidValueError(f"embedding has shape {arr.shape}, expected [n, {embed_dim}]")
     return torch.from_numpy(np.ascontiguousarray(arr))
 
 

@@ -10,6 +10,7 @@ Model axis: pool order, index 0 is the device model m0 and indices 1.. are the e
 from __future__ import annotations
 
 import numpy as np
+from cr2.errors import InvalidValueError
 
 DEVICE_INDEX = 0  # m0: the device model is first in the pool (cr2.config enforces it)
 
@@ -18,17 +19,17 @@ def _as_lam(lam: float | np.ndarray) -> tuple[np.ndarray, bool]:
     """Return λ as a float64 vector and whether the caller passed a scalar."""
     lam_arr = np.asarray(lam, dtype=np.float64)
     if lam_arr.ndim > 1:
-        raise ValueError(f"λ must be a scalar or a 1-D vector, got shape {lam_arr.shape}")
+        raise InvalidValueError(f"λ must be a scalar or a 1-D vector, got shape {lam_arr.shape}")
     if np.any(~np.isfinite(lam_arr)) or np.any(lam_arr < 0):
-        raise ValueError(f"λ must be finite and ≥ 0, got {lam_arr}")
+        raise InvalidValueError(f"λ must be finite and ≥ 0, got {lam_arr}")
     return np.atleast_1d(lam_arr), lam_arr.ndim == 0
 
 
 def _check_pair(name: str, values: np.ndarray, cost: np.ndarray) -> None:
     if values.ndim != 2 or values.shape != cost.shape:
-        raise ValueError(f"{name} has shape {values.shape} and cost {cost.shape}; both must be [n, n_models]")
+        raise InvalidValueError(f"{name} has shape {values.shape} and cost {cost.shape}; both must be [n, n_models]")
     if values.shape[1] < 2:
-        raise ValueError(f"the pool needs a device model and ≥ 1 edge model; got {values.shape[1]} model(s)")
+        raise InvalidValueError(f"the pool needs a device model and ≥ 1 edge model; got {values.shape[1]} model(s)")
 
 
 def _scalarised(values: np.ndarray, cost: np.ndarray, lam: float | np.ndarray, name: str) -> np.ndarray:
@@ -64,7 +65,7 @@ def argmax_cheapest(util: np.ndarray, cost: np.ndarray, candidates: np.ndarray |
     n_models = cost.shape[1]
     mask = np.ones(n_models, dtype=bool) if candidates is None else np.asarray(candidates, dtype=bool)
     if mask.shape != (n_models,) or not mask.any():
-        raise ValueError(f"candidates must be a non-empty [n_models={n_models}] bool mask, got {mask}")
+        raise InvalidValueError(f"candidates must be a non-empty [n_models={n_models}] bool mask, got {mask}")
     cost_b = cost if util.ndim == 2 else cost[:, None, :]
     masked = np.where(mask, util, -np.inf)
     best = masked.max(axis=-1, keepdims=True)

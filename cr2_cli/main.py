@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 import cr2  # noqa: F401  (applies the offline / no-telemetry switches first)
-from cr2.errors import Cr2Error
+from cr2.errors import Cr2Error, Cr2SqlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="CR²: cost-aware, risk-controlled device–edge LLM routing.")
 config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration files.")
@@ -220,18 +220,14 @@ def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on"),
 @friendly
 def export_gate_cmd(out: Path = typer.Argument(..., help="output folder for gate.onnx, thresholds.json, manifest.json"),
                     version: Optional[int] = typer.Option(None, help="threshold table version (default: newest)"),
-                    home: Optional[Path] = HomeOpt) -> None:
+                    config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Export the deployed gate (ONNX) and its threshold table for the device runtime (cr2.runtime)."""
-    from cr2.export import export_gate
-    from cr2.gate import load_gate
-    from tasks.calibrate import load_threshold_table
-    from tasks.route import deployed_artifacts
-    from warehouse.db import Warehouse
+    from cr2.config import load_config
+    from cr2_cli.online import load_deployed_router
 
-    with Warehouse(_home(home), read_only=True) as wh:
-        table = load_threshold_table(wh, version)
-        gate_path = deployed_artifacts(wh, table.gate_fingerprint)["gate"]["path"]
-    m = export_gate(load_gate(gate_path), table, out)
+    router, _ = load_deployed_router(load_config(config), _home(home), version)
+    table = router.threshold_table_
+    m = router.export(out)
     console.print(f"exported gate {table.gate_fingerprint} with thresholds of {table.dist_id} "
                   f"({len(table.lams)} λ × {len(table.alphas)} α) to {m['dir']}; ONNX parity max |Δs| = "
                   f"{m['parity']['max_abs_score_diff']:.2e}", highlight=False)
@@ -250,7 +246,7 @@ def route(question: str = typer.Argument(..., help="the query text"),
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Route one query with the deployed gate and threshold table: accept locally or defer to the edge."""
     from cr2.config import load_config
-    from tasks.route import route_query
+    from cr2_cli.online import route_query
 
     cfg = load_config(config)
     a = cfg.grids.default_alpha if alpha is None else alpha
@@ -462,9 +458,6 @@ def sql(query: str = typer.Argument(..., help="a read-only SQL query"), home: Op
     if len(df) > limit:
         console.print(f"… {len(df) - limit} more rows (use --limit)")
 
-
-class Cr2SqlError(Cr2Error):
-    """A user's SQL query failed."""
 
 
 def _fmt(v) -> str:

@@ -55,7 +55,7 @@ def create_app(config: Config, home: str) -> Any:
     import httpx
     from fastapi.responses import JSONResponse
 
-    from tasks.route import OnlineRouter
+    from cr2_cli.online import OnlineRouter
 
     router = OnlineRouter.load(config, home)
     serving = config.serving

@@ -7,7 +7,6 @@ its parameters, per-query FLOPs and fit time, and its p̂_m(x) on the test split
 """
 from __future__ import annotations
 
-import datetime as dt
 import inspect
 import json
 import time
@@ -17,40 +16,30 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import code_hash, make_key, warehouse_epoch
-from tasks.train import artifacts_dir, routing_args, torch_threads
+from tasks.common import make_key, task_code_hash
+from tasks.train import artifacts_dir, load_sets, routing_args, torch_threads
 from warehouse.db import Warehouse
-from warehouse.routing_data import load_routing_sets, routing_fingerprint
-
-BASELINE_CODE = ("cr2.routers", "cr2.routers.base", "cr2.routers.always", "cr2.routers.knn", "cr2.routers.mlp",
-                 "cr2.routers.embedllm", "cr2.routers.llmrank", "tasks.baselines")
+from warehouse.repository import utc_now, warehouse_epoch, write_baselines
+from warehouse.routing_data import routing_fingerprint
 
 
 def baseline_names(config: Config) -> list[str]:
-    """The configured routers with 'always' expanded to always-<model_id> for every model of the pool."""
-    from cr2.routers import ALWAYS_PREFIX, router_class
+    """The configured routers with per-model entries ('always') expanded to always-<model_id> for every model."""
+    from cr2.routers import baseline_names as expand
 
-    names = []
-    for name in config.baselines.routers:
-        if name == "always":
-            names += [f"{ALWAYS_PREFIX}{m.id}" for m in config.models]
-        else:
-            router_class(name)  # unknown names fail here, with a did-you-mean
-            names.append(name)
-    return names
+    return expand(config.baselines.routers, [m.id for m in config.models])
 
 
 def baselines_key(config: Config, wh: Warehouse) -> str:
     return make_key("baselines", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev", "test")),
-                    config.section_hash("baselines", "models"), code_hash(*BASELINE_CODE), torch_threads(),
+                    config.section_hash("baselines", "models"), task_code_hash(fit_baselines), torch_threads(),
                     warehouse_epoch(wh))
 
 
 def _build(name: str, config: Config):
-    from cr2.routers import get_router, router_class
+    from cr2.routers import get_router, router_class, router_entry
 
-    key = "always" if name.startswith("always-") else name
-    kwargs = dict(config.baselines.params.get(key, {}))
+    kwargs = dict(config.baselines.params.get(router_entry(name).name, {}))
     if "num_threads" in inspect.signature(router_class(name).__init__).parameters:
         kwargs.setdefault("num_threads", config.baselines.num_threads or torch_threads())
     return get_router(name, **kwargs)
@@ -59,12 +48,11 @@ def _build(name: str, config: Config):
 @task(name="fit-baselines")
 def fit_baselines(config: Config, home: str, key: str) -> dict:
     """Fit, save and register every baseline; record its test predictions. Returns name → artefact summary."""
-    with Warehouse(home, read_only=True) as wh:
-        sets = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))
+    sets = load_sets(config, home)
     train, dev, test = sets["train"], sets["dev"], sets["test"]
     out_dir = artifacts_dir(home)
     summary, arts, preds = {}, [], []
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    now = utc_now()
     for name in baseline_names(config):
         router = _build(name, config)
         t0 = time.perf_counter()
@@ -85,10 +73,6 @@ def fit_baselines(config: Config, home: str, key: str) -> dict:
                                    "model_id": np.tile(np.asarray(test.model_ids), len(test)),
                                    "p_hat": p_hat.reshape(-1)}))
     predictions = pd.concat(preds, ignore_index=True).drop_duplicates(["router", "fingerprint", "query_id", "model_id"])
-    with Warehouse(home) as wh, wh.transaction() as con:
-        for a in arts:
-            wh.delete_where("artifacts", {"kind": a["kind"], "fingerprint": a["fingerprint"]}, con)
-            wh.delete_where("predictions", {"router": a["kind"][7:], "fingerprint": a["fingerprint"]}, con)
-        wh.insert_df("artifacts", pd.DataFrame(arts), con)
-        wh.insert_df("predictions", predictions, con)
+    with Warehouse(home) as wh:
+        write_baselines(wh, arts, predictions)
     return summary

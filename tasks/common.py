@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
-import inspect
+import ast
+import re
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
 from prefect import Task
 
-from warehouse.db import Warehouse
 
 
 def key_from_parameters(context: Any, parameters: dict[str, Any]) -> str:
@@ -38,14 +36,112 @@ def make_key(stage: str, *parts: Any) -> str:
     return f"{stage}-{h.hexdigest()[:24]}"
 
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PACKAGES = ("cr2", "tasks", "flows", "warehouse", "cr2_cli")
+DATA_SUFFIXES = (".sql", ".yaml", ".yml", ".json")
+_PKG = "(?:%s)(?:\\.[A-Za-z_]\\w*)+" % "|".join(PROJECT_PACKAGES)
+_MODULE_STRING = re.compile(rf"{_PKG}(?::[A-Za-z_]\w*)?")  # a whole string constant naming a module (registries)
+_MODULE_TARGET = re.compile(rf"\b({_PKG}):[A-Za-z_]\w*")  # 'module:Class' inside a data file
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of project module `name`, or None when it is not one."""
+    if name.split(".")[0] not in PROJECT_PACKAGES:
+        return None
+    base = PROJECT_ROOT.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _package_of(path: Path) -> str:
+    rel = path.relative_to(PROJECT_ROOT).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] != "__init__" else parts[:-1])
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Project module names a source file can execute: every import (module level or inside functions,
+    relative ones resolved) and every 'package.module[:Class]' string it names (lazy registries)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = _package_of(path) if path.name != "__init__.py" else _package_of(path)
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            names.add(mod)
+            names.update(f"{mod}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
+            names.add(node.value.split(":")[0])
+    return names
+
+
+def _with_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _data_files(directory: Path) -> list[Path]:
+    """SQL/YAML/JSON files beside a module and in its data sub-folders (folders that are not packages)."""
+    files = [p for p in directory.iterdir() if p.suffix in DATA_SUFFIXES and p.is_file()]
+    for sub in directory.iterdir():
+        if sub.is_dir() and not (sub / "__init__.py").exists() and sub.name != "__pycache__":
+            files += [p for p in sub.rglob("*") if p.suffix in DATA_SUFFIXES and p.is_file()]
+    return files
+
+
+@functools.lru_cache(maxsize=None)
+def code_closure(*module_names: str) -> tuple[Path, ...]:
+    """Every project source and data file the named modules can execute or read, found from their imports.
+
+    Follows imports transitively (including imports inside functions and 'module:Class' strings of lazy
+    registries, in code and in the data files found), and adds the SQL/YAML/JSON files beside each module
+    reached (e.g. warehouse/views/*.sql for the warehouse package).
+    """
+    todo = [n for name in module_names for n in _with_parents(name)]
+    seen_mod: set[str] = set()
+    files: set[Path] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen_mod:
+            continue
+        seen_mod.add(name)
+        path = _module_file(name)
+        if path is None:
+            continue
+        files.add(path)
+        found = set(_imported_names(path))
+        for data in _data_files(path.parent):
+            if data not in files:
+                files.add(data)
+                found.update(_MODULE_TARGET.findall(data.read_text(encoding="utf-8", errors="replace")))
+        for mod in found:
+            todo.extend(n for n in _with_parents(mod.split(":")[0]) if n not in seen_mod)
+    return tuple(sorted(files))
+
+
 @functools.lru_cache(maxsize=None)
 def code_hash(*module_names: str) -> str:
-    """Hash of the source of the named modules (a code change invalidates the tasks that run it)."""
+    """Hash of every project file the named modules can execute (code_closure): a change anywhere in it
+    invalidates the tasks that run it; an edit outside it keeps their cache."""
     h = hashlib.sha256()
-    for name in sorted(module_names):
-        module = importlib.import_module(name)
-        h.update(inspect.getsource(module).encode())
+    for path in code_closure(*module_names):
+        h.update(str(path.relative_to(PROJECT_ROOT)).encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def task_code_hash(task_or_fn: Any) -> str:
+    """code_hash of the module that defines a task (its import closure), found from the task itself."""
+    fn = getattr(task_or_fn, "fn", task_or_fn)
+    return code_hash(fn.__module__)
 
 
 def file_hash(*paths: Path) -> str:
@@ -55,16 +151,6 @@ def file_hash(*paths: Path) -> str:
         h.update(str(Path(p).name).encode())
         h.update(Path(p).read_bytes() if Path(p).is_file() else b"missing")
     return h.hexdigest()[:16]
-
-
-def warehouse_epoch(wh: Warehouse) -> str:
-    """The warehouse's random epoch id, created on first use."""
-    row = wh.scalar("SELECT value FROM meta WHERE key = 'epoch'")
-    if row is None:
-        row = uuid.uuid4().hex
-        with wh.transaction() as con:
-            con.execute("INSERT INTO meta VALUES ('epoch', ?)", [row])
-    return str(row)
 
 
 def cache_dir(home: Path) -> Path:

@@ -11,12 +11,10 @@ from cr2.benchmarks import QUERY_COLUMNS, is_multiple_choice, prompt_text, selec
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from cr2.tokenizer import folder_token_counter, qwen_token_counter
-from tasks.common import cache_dir, code_hash, file_hash, make_key, warehouse_epoch
+from tasks.common import cache_dir, file_hash, make_key, task_code_hash
+from warehouse.repository import warehouse_epoch
 from warehouse.db import Warehouse
 from warehouse.validation import validate_frame
-
-CODE_MODULES = ("cr2.benchmarks", "cr2.tokenizer", "tasks.ingest", "warehouse.validation")
-
 
 def ingest_key(config: Config, wh: Warehouse) -> str:
     """Cache key of the ingest stage: benchmark files, config sections, code, warehouse epoch."""
@@ -25,7 +23,7 @@ def ingest_key(config: Config, wh: Warehouse) -> str:
         "ingest",
         file_hash(*files),
         config.section_hash("benchmarks", "tokenizer", "data_dir", "models"),
-        code_hash(*CODE_MODULES),
+        task_code_hash(ingest_queries),
         warehouse_epoch(wh),
     )
 

@@ -17,7 +17,8 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import cache_dir, code_hash, file_hash, make_key, warehouse_epoch
+from tasks.common import cache_dir, code_hash, file_hash, make_key, task_code_hash
+from warehouse.repository import cost_scales_key, warehouse_epoch
 from warehouse.db import Warehouse
 from warehouse.validation import validate_frame
 
@@ -38,11 +39,11 @@ def _queries_fp(wh: Warehouse, cols: str = "query_id, content_hash") -> str:
 
 
 # ------------------------------------------------------------------ embeddings
-EMBED_CODE = ("cr2.embed", "tasks.prepare")
+EMBED_CODE = "cr2.embed"  # keyed by encoder + text: an edit outside the encoder never re-embeds
 
 
 def embed_key(config: Config, wh: Warehouse) -> str:
-    return make_key("embed", _queries_fp(wh), config.section_hash("embedding"), code_hash(*EMBED_CODE), warehouse_epoch(wh))
+    return make_key("embed", _queries_fp(wh), config.section_hash("embedding"), code_hash(EMBED_CODE), warehouse_epoch(wh))
 
 
 @task(name="prepare-embeddings")
@@ -78,12 +79,11 @@ def embed_queries(config: Config, home: str, key: str) -> dict:
 
 
 # ------------------------------------------------------------------ splits
-SPLIT_CODE = ("cr2.splits", "tasks.prepare")
 
 
 def splits_key(config: Config, wh: Warehouse) -> str:
     return make_key("splits", _queries_fp(wh, "query_id, benchmark, subset"), config.section_hash("splits"),
-                    code_hash(*SPLIT_CODE), warehouse_epoch(wh))
+                    task_code_hash(assign_splits_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-splits")
@@ -103,12 +103,11 @@ def assign_splits_task(config: Config, home: str, key: str) -> dict:
 
 
 # ------------------------------------------------------------------ channel states
-STATE_CODE = ("cr2.channel", "tasks.prepare")
 
 
 def states_key(config: Config, wh: Warehouse) -> str:
     return make_key("states", _queries_fp(wh, "query_id"), config.channel.distribution.dist_id,
-                    config.section_hash("channel", "communication"), code_hash(*STATE_CODE), warehouse_epoch(wh))
+                    config.section_hash("channel", "communication"), task_code_hash(sample_states_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-states")
@@ -138,14 +137,13 @@ def sample_states_task(config: Config, home: str, key: str) -> dict:
 
 
 # ------------------------------------------------------------------ labels (simulated default)
-LABEL_CODE = ("cr2.labels.simulator", "tasks.prepare")
 
 
 def labels_key(config: Config, wh: Warehouse) -> str:
     sim = config.labels.simulator
     return make_key("labels", _queries_fp(wh, "query_id, benchmark, subset, content_hash"), config.labels.source,
                     config.section_hash("labels", "models"), file_hash(config.data_path / sim.accuracy_file),
-                    code_hash(*LABEL_CODE), warehouse_epoch(wh))
+                    task_code_hash(simulate_labels_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-labels")
@@ -205,7 +203,6 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
 
 
 # ------------------------------------------------------------------ costs
-COST_CODE = ("cr2.cost", "tasks.prepare")
 
 
 def costs_key(config: Config, wh: Warehouse) -> str:
@@ -218,11 +215,7 @@ def costs_key(config: Config, wh: Warehouse) -> str:
     ]
     if config.cost.normalisation == "reference":
         parts.append(wh.table_fingerprint("splits", f"WHERE seed = {int(config.splits.seed)}"))
-    return make_key("costs", dist_id, config.labels.source, *parts, code_hash(*COST_CODE), warehouse_epoch(wh))
-
-
-def cost_scales_key(dist_id: str, label_source: str) -> str:
-    return f"cost_scales:{dist_id}:{label_source}"
+    return make_key("costs", dist_id, config.labels.source, *parts, task_code_hash(compute_costs_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-costs")

@@ -12,10 +12,10 @@ from pathlib import Path
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import code_hash, make_key
+from tasks.common import make_key, task_code_hash
 from warehouse.db import Warehouse
+from warehouse.repository import eval_run, methods_of_run, view_for_run, whole_view
 
-REPORT_CODE = ("cr2.report", "tasks.report")
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibration_rules": "v_calibration_rules",
          "risk_vs_alpha": "v_risk_vs_alpha", "local_rate": "v_local_rate", "variants": "v_variants",
          "gate_errors": "v_gate_errors", "benchmark_at_cost": "v_benchmark_at_cost", "ablation": "v_ablation"}
@@ -25,7 +25,7 @@ def report_key(config: Config, evaluated: dict, trained: dict, baselines: dict, 
     return make_key("report", evaluated["run_id"], trained["gate"]["fingerprint"],
                     sorted((ablated or {}).get("ablations", [])),
                     sorted(v["fingerprint"] for v in baselines.values()), config.section_hash("grids"),
-                    code_hash(*REPORT_CODE))
+                    task_code_hash(build_report))
 
 
 def report_dir(home: str | Path) -> Path:
@@ -39,16 +39,17 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
 
     run_id = evaluated["run_id"]
     with Warehouse(home, read_only=True) as wh:
-        frames = {k: wh.df(f"SELECT * FROM {v} WHERE run_id = ?", [run_id]) for k, v in VIEWS.items()}
-        complexity = wh.df("SELECT * FROM v_router_complexity")
-        run = wh.df("SELECT * FROM eval_runs WHERE run_id = ?", [run_id]).iloc[0]
+        frames = {k: view_for_run(wh, v, run_id) for k, v in VIEWS.items()}
+        complexity = whole_view(wh, "v_router_complexity")
+        methods = methods_of_run(wh, run_id)
+        run = eval_run(wh, run_id)
     header = {"labels_simulated": str(run["label_source"]).startswith("simulated"), "label source": run["label_source"],
               "run_id": run_id, "config hash": run["config_hash"], "state distribution": run["dist_id"],
               "threshold table version": int(run["threshold_version"]), "evaluated at (UTC)": str(run["created_at"])[:19],
               "test queries": f"{evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "
                               "(accuracy, cost, local rate)",
               **{f"queries: {b}": f"{n:,}" for b, n in data_counts.items()}}
-    inp = ReportInputs(header=header, complexity=complexity, default_alpha=config.grids.default_alpha, **frames)
+    inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=config.grids.default_alpha, **frames)
     figures, tables = build_figures(inp), build_tables(inp)
     out = report_dir(home)
     tmp = out.with_name("report.tmp")

@@ -1,13 +1,12 @@
-"""Train task: the CR² teacher selector, then the margin gate distilled from it (cached, deterministic).
+"""Train task: the CR² router's teacher selector, then its margin gate distilled from it (cached, deterministic).
 
 The key covers the train and dev rows (embeddings, labels, costs under the training state
-distribution), the teacher/gate config sections and the code of cr2's training modules, so retraining
-happens only when one of them changed. Checkpoints go to <cache>/artifacts/<kind>-<fingerprint>.pt and
-are registered in the `artifacts` table.
+distribution), the teacher/gate config sections and the code the task can run (tasks.common.code_hash),
+so retraining happens only when one of them changed. Checkpoints go to
+<cache>/artifacts/<kind>-<fingerprint>.pt and are registered in the `artifacts` table.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import time
@@ -16,11 +15,10 @@ from pathlib import Path
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import cache_dir, code_hash, make_key, warehouse_epoch
+from tasks.common import cache_dir, make_key, task_code_hash
 from warehouse.db import Warehouse
+from warehouse.repository import register_artifacts, utc_now, warehouse_epoch
 from warehouse.routing_data import load_routing_sets, routing_fingerprint
-
-TRAIN_CODE = ("cr2.teacher", "cr2.gate", "cr2.checkpoint", "cr2.utility", "tasks.train")
 
 
 def torch_threads() -> int:
@@ -33,9 +31,22 @@ def routing_args(config: Config) -> dict:
             "seed": int(config.splits.seed), "encoder": config.embedding.encoder}
 
 
+def load_sets(config: Config, home: str | Path) -> dict:
+    """{split: RoutingSet} of the config's pool, state distribution, label source and encoder."""
+    with Warehouse(home, read_only=True) as wh:
+        return load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))
+
+
+def cr2_router(config: Config, trained: dict | None = None):
+    """The configured CR² router (training threads from the environment): unfitted, or around `trained`."""
+    from cr2.routers.cr2_router import CR2Router
+
+    return CR2Router.from_config(config, trained, num_threads=torch_threads())
+
+
 def train_key(config: Config, wh: Warehouse) -> str:
     return make_key("train", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev")),
-                    config.section_hash("teacher", "gate", "models"), code_hash(*TRAIN_CODE), torch_threads(),
+                    config.section_hash("teacher", "gate", "models"), task_code_hash(train_cr2), torch_threads(),
                     warehouse_epoch(wh))
 
 
@@ -47,41 +58,27 @@ def artifacts_dir(home: str | Path) -> Path:
 
 @task(name="train-cr2")
 def train_cr2(config: Config, home: str, key: str) -> dict:
-    """Fit the teacher on train (checkpoint chosen on dev), freeze it, then fit the gate; returns the artefacts."""
-    from cr2.complexity import count_parameters
-    from cr2.gate import fit_gate, save_gate
-    from cr2.teacher import fit_teacher, save_teacher
-
-    with Warehouse(home, read_only=True) as wh:
-        sets = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))
+    """Fit the CR² router (teacher on train with its checkpoint chosen on dev, then the gate); returns the artefacts."""
+    sets = load_sets(config, home)
     train, dev = sets["train"], sets["dev"]
-    threads = torch_threads()
+    router = cr2_router(config)
     t0 = time.perf_counter()
-    teacher = fit_teacher(train, dev, config.teacher, num_threads=threads)
-    t_teacher = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    gate = fit_gate(train, dev, teacher.predict_proba(train.embedding), teacher.predict_proba(dev.embedding),
-                    config.gate, num_threads=threads)
-    t_gate = time.perf_counter() - t0
-    out_dir = artifacts_dir(home)
-    rows, result = [], {"n_train": len(train), "n_dev": len(dev), "torch_threads": threads}
-    for kind, module, fit_s, save in (("teacher", teacher, t_teacher, save_teacher), ("gate", gate, t_gate, save_gate)):
-        tmp = out_dir / f".{kind}-{key}.tmp"
-        fp = save(module, tmp)
-        path = out_dir / f"{kind}-{fp}.pt"
-        tmp.replace(path)  # atomic: a killed run never leaves a half-written checkpoint under its final name
-        result[kind] = {"fingerprint": fp, "path": str(path), "params": count_parameters(module),
-                        "flops": int(module.flops_per_query()), "fit_seconds": round(fit_s, 2),
-                        "best_epoch": int(module.best_epoch_), "history": module.history_}
-        rows.append({"kind": kind, "fingerprint": fp, "path": str(path), "label_source": config.labels.source,
-                     "params": count_parameters(module), "flops": int(module.flops_per_query()), "fit_seconds": fit_s,
+    router.fit(train, dev)
+    fit_s = time.perf_counter() - t0
+    saved = router.save_modules(artifacts_dir(home))
+    result, rows = {"n_train": len(train), "n_dev": len(dev), "torch_threads": router.num_threads}, []
+    for kind, module in (("teacher", router.teacher_), ("gate", router.gate_)):
+        summary = {**saved[kind], "params": int(module.n_params()), "flops": int(module.flops_per_query()),
+                   "fit_seconds": round(router.fit_seconds_[kind], 2), "best_epoch": int(module.best_epoch_),
+                   "history": module.history_}
+        result[kind] = summary
+        rows.append({"kind": kind, "fingerprint": summary["fingerprint"], "path": summary["path"],
+                     "label_source": config.labels.source, "params": summary["params"], "flops": summary["flops"],
+                     "fit_seconds": router.fit_seconds_[kind],
                      "meta": json.dumps({"best_epoch": module.best_epoch_, "n_train": len(train), "n_dev": len(dev),
                                          "dist_id": config.channel.distribution.dist_id, "key": key}),
-                     "created_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)})
-    import pandas as pd
-
-    with Warehouse(home) as wh, wh.transaction() as con:
-        for r in rows:
-            wh.delete_where("artifacts", {"kind": r["kind"], "fingerprint": r["fingerprint"]}, con)
-        wh.insert_df("artifacts", pd.DataFrame(rows), con)
+                     "created_at": utc_now()})
+    result["fit_seconds"] = round(fit_s, 2)
+    with Warehouse(home) as wh:
+        register_artifacts(wh, rows)
     return result

@@ -18,7 +18,7 @@ import pandas as pd
 from cr2.config import REPO_ROOT
 from cr2.errors import WarehouseError
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 VIEWS_DIR = Path(__file__).with_name("views")
 DB_NAME = "cr2.duckdb"

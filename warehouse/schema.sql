@@ -177,3 +177,18 @@ CREATE TABLE IF NOT EXISTS metrics (
     metric     VARCHAR NOT NULL,         -- accuracy | cost | risk | local_rate | ...
     value      DOUBLE
 );
+
+-- evaluate: what each evaluated method is, from the router catalogue (cr2/routers/catalogue.yaml); views
+-- select methods by these properties, never by lists of names
+CREATE TABLE IF NOT EXISTS methods (
+    run_id      VARCHAR NOT NULL,
+    method      VARCHAR NOT NULL,        -- as in metrics.method
+    router      VARCHAR NOT NULL,        -- the catalogue entry it comes from
+    kind        VARCHAR NOT NULL,        -- cr2 | cr2-rule | cr2-variant | cr2-resplit | ablation | reference | baseline
+    learned     BOOLEAN NOT NULL,        -- fitted on train (compared at fixed accuracy)
+    display     VARCHAR NOT NULL,        -- name in figures and tables
+    colour      VARCHAR NOT NULL,        -- colour in figures
+    reference   BOOLEAN NOT NULL,        -- the baseline savings are measured against (KNN)
+    sort_order  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, method)
+);

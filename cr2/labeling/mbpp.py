@@ -10,6 +10,7 @@ lm-eval's stock task drops; two MBPP items need it) followed by the three assert
 from __future__ import annotations
 
 from cr2.labeling.sandbox import SandboxLimits, check_completion
+from cr2.errors import InvalidValueError
 
 
 def pass_at_1(
@@ -24,7 +25,7 @@ def pass_at_1(
 ) -> float:
     """1.0 if the (single) prediction passes the (single) reference's tests in the sandbox, else 0.0."""
     if len(references) != 1 or len(predictions) != 1:
-        raise ValueError(f"pass_at_1 scores one sample at a time (got {len(references)} references, {len(predictions)} predictions)")
+        raise InvalidValueError(f"pass_at_1 scores one sample at a time (got {len(references)} references, {len(predictions)} predictions)")
     prediction = predictions[0]
     if isinstance(prediction, (list, tuple)):  # lm-eval passes [resp] for repeats=1 under some filters
         prediction = prediction[0] if prediction else ""

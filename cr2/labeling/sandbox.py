@@ -44,6 +44,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cr2.errors import InvalidValueError
+
 log = logging.getLogger(__name__)
 
 _LAUNCHER = """\
@@ -76,10 +78,10 @@ class SandboxLimits:
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
-            raise ValueError(f"SandboxLimits.timeout_s must be > 0 (got {self.timeout_s})")
+            raise InvalidValueError(f"SandboxLimits.timeout_s must be > 0 (got {self.timeout_s})")
         for name in ("memory_bytes", "max_processes", "max_file_bytes", "max_open_files"):
             if getattr(self, name) < 1:
-                raise ValueError(f"SandboxLimits.{name} must be >= 1 (got {getattr(self, name)})")
+                raise InvalidValueError(f"SandboxLimits.{name} must be >= 1 (got {getattr(self, name)})")
 
 
 @dataclass(frozen=True)

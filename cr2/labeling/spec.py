@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from cr2.errors import ConfigError
+from cr2.errors import ConfigError, InvalidValueError
 
 BACKENDS = ("hf", "vllm", "api")
 
@@ -199,7 +199,7 @@ class LabelingSpec(_Strict):
     def _templates_valid(self) -> "LabelingSpec":
         for name in self.templates:
             if name not in DEFAULT_TEMPLATES:
-                raise ValueError(f"templates: unknown benchmark '{name}'; known: {', '.join(DEFAULT_TEMPLATES)}")
+                raise InvalidValueError(f"templates: unknown benchmark '{name}'; known: {', '.join(DEFAULT_TEMPLATES)}")
             self.template(name)  # raises on an unknown field or a bad value
         return self
 

@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from cr2.config import ModelSpec, SimulatorSpec
-from cr2.errors import DataValidationError
+from cr2.errors import DataValidationError, InvalidValueError
 from cr2.hashing import stable_u64_array
 
 SOURCE = "simulated-irt-v1"
@@ -61,7 +61,7 @@ class SimulatedLabels:
         for name, shape in (("correct", (n, m)), ("output_tokens", (n, m)), ("difficulty", (n,)),
                             ("predictable", (n,)), ("latent", (n, m))):
             if getattr(self, name).shape != shape:
-                raise ValueError(f"SimulatedLabels.{name} has shape {getattr(self, name).shape}, expected {shape}")
+                raise InvalidValueError(f"SimulatedLabels.{name} has shape {getattr(self, name).shape}, expected {shape}")
 
     def __len__(self) -> int:
         return len(self.query_id)
@@ -190,29 +190,29 @@ def simulate_labels(
     texts = list(texts)
     n = len(ids)
     if ids.ndim != 1 or bench.shape != (n,) or subs.shape != (n,) or len(texts) != n:
-        raise ValueError(f"query_ids ({n}), benchmarks {bench.shape}, subsets {subs.shape} and texts ({len(texts)}) "
+        raise InvalidValueError(f"query_ids ({n}), benchmarks {bench.shape}, subsets {subs.shape} and texts ({len(texts)}) "
                          "must all have one entry per query")
     if n and len(np.unique(ids)) != n:
         uniq, counts = np.unique(ids, return_counts=True)
-        raise ValueError(f"query_ids must be unique; repeated: {uniq[counts > 1][:3].tolist()}")
+        raise InvalidValueError(f"query_ids must be unique; repeated: {uniq[counts > 1][:3].tolist()}")
     model_ids = [m.id if isinstance(m, ModelSpec) else str(m) for m in models]
     if model_params is None:
         if not all(isinstance(m, ModelSpec) for m in models):
-            raise ValueError("pass ModelSpecs, or model ids together with model_params")
+            raise InvalidValueError("pass ModelSpecs, or model ids together with model_params")
         model_params = [m.params for m in models]
     if len(model_params) != len(model_ids) or len(set(model_ids)) != len(model_ids) or not model_ids:
-        raise ValueError(f"models {model_ids} must be unique and match model_params ({len(model_params)})")
+        raise InvalidValueError(f"models {model_ids} must be unique and match model_params ({len(model_params)})")
     present = sorted(set(bench.tolist()))
     missing = [(m, b) for m in model_ids for b in present if (m, b) not in targets]
     if missing:
-        raise ValueError(f"no target accuracy for {missing[:4]}{' …' if len(missing) > 4 else ''}; "
+        raise InvalidValueError(f"no target accuracy for {missing[:4]}{' …' if len(missing) > 4 else ''}; "
                          "add them to the accuracy file or drop the benchmark")
     for key in [(m, b) for m in model_ids for b in present]:
         if not 0.0 <= float(targets[key]) <= 1.0 or not math.isfinite(float(targets[key])):
-            raise ValueError(f"target accuracy {key} = {targets[key]} must be a fraction in [0, 1] (not %)")
+            raise InvalidValueError(f"target accuracy {key} = {targets[key]} must be a fraction in [0, 1] (not %)")
     no_len = [b for b in present if b not in spec.output_tokens]
     if no_len:
-        raise ValueError(f"labels.simulator.output_tokens has no entry for benchmark(s) {no_len}")
+        raise InvalidValueError(f"labels.simulator.output_tokens has no entry for benchmark(s) {no_len}")
 
     seed = spec.seed
     rho = spec.predictable_share

@@ -1,61 +1,177 @@
-"""Routers by name: CR² and the paper's baselines (§VII-A), looked up in one small registry.
+"""Routers by name: CR² and the paper's baselines (§VII-A), looked up in one catalogue.
 
-    from cr2.routers import get_router, available_routers
+    from cr2.routers import get_router, available_routers, router_entry
     knn = get_router("knn").fit(train, dev)
-    device_only = get_router("always-qwen3-1.7b")          # Always-m: always-<model_id>
+    device_only = get_router("always-qwen3-1.7b")          # per-model routers: always-<model_id>
     router = get_router("mlp", seed=1, num_threads=2)       # keyword arguments go to the constructor
+    router_entry("knn").predicts_proba                     # what evaluation needs to know, from the catalogue
 
-Router modules are imported only when a router is built, so `import cr2.routers` stays cheap and does
-not load torch. A miss names the closest registered router:
-"unknown router 'knnn' — did you mean 'knn'? available: …".
+The catalogue is cr2/routers/catalogue.yaml (plus any extra catalogue files a config names under
+`baselines.catalogues`); adding a router is its module + one entry (docs/new_router.md). Router modules are
+imported only when a router is built, so `import cr2.routers` stays cheap and does not load torch. A miss
+names the closest registered router: "unknown router 'knnn' — did you mean 'knn'? available: …".
 """
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from cr2.errors import did_you_mean
+from cr2.errors import ConfigError, did_you_mean
 
+CATALOGUE = Path(__file__).with_name("catalogue.yaml")
 ALWAYS_PREFIX = "always-"
 
-# name → (module, class); "always" needs model_id= (or use the spelling always-<model_id>)
-_REGISTRY: dict[str, tuple[str, str]] = {
-    "always": ("cr2.routers.always", "AlwaysRouter"),
-    "knn": ("cr2.routers.knn", "KNNRouter"),
-    "mlp": ("cr2.routers.mlp", "MLPRouter"),
-    "embedllm": ("cr2.routers.embedllm", "EmbedLLMRouter"),
-    "llmrank": ("cr2.routers.llmrank", "LLMRankRouter"),
-    "cr2": ("cr2.routers.cr2_router", "CR2Router"),
-}
 
-# the one-shot baselines (paper §VII-A), in the paper's table order
-BASELINES: tuple[str, ...] = ("always", "knn", "mlp", "embedllm", "llmrank")
-LEARNED_BASELINES: tuple[str, ...] = ("knn", "mlp", "embedllm", "llmrank")
+@dataclass(frozen=True)
+class RouterEntry:
+    """One router of the catalogue and the properties evaluation, SQL views and the report read."""
+
+    name: str
+    target: str  # module:Class (module may be a dotted name or a .py file path)
+    kind: str  # cr2 | baseline
+    learned: bool
+    predicts_proba: bool
+    display: str
+    colour: str
+    per_model: bool = False
+    reference: bool = False
+    order: int = 0  # position in the catalogue (figure and table order)
+
+    def load_class(self) -> type:
+        """Import and return the router class (a .py path is loaded as a module of its own)."""
+        module_name, _, cls = self.target.partition(":")
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            key = f"cr2_router_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
+            module = sys.modules.get(key)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(key, path)
+                if spec is None or spec.loader is None:
+                    raise ConfigError(f"router '{self.name}': cannot load module file {path}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[key] = module
+                spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+        try:
+            return getattr(module, cls)
+        except AttributeError:
+            raise ConfigError(f"router '{self.name}': {module_name} has no class {cls}") from None
+
+
+_FIELDS = {"class", "kind", "learned", "predicts_proba", "display", "colour", "per_model", "reference"}
+_KINDS = ("cr2", "baseline")
+
+
+def _read_catalogue(path: Path, start: int) -> dict[str, RouterEntry]:
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the router catalogue ({str(exc).splitlines()[0]})") from None
+    out = {}
+    for i, (name, spec) in enumerate(raw.items()):
+        spec = dict(spec or {})
+        unknown = sorted(set(spec) - _FIELDS)
+        missing = sorted({"class", "kind", "learned", "predicts_proba", "display", "colour"} - set(spec))
+        if unknown or missing:
+            raise ConfigError(f"{path}: router '{name}': " + (f"unknown keys {unknown}; " if unknown else "")
+                              + (f"missing keys {missing}; " if missing else "") + f"allowed: {sorted(_FIELDS)}")
+        if spec["kind"] not in _KINDS:
+            raise ConfigError(f"{path}: router '{name}': kind must be one of {_KINDS}, got {spec['kind']!r}")
+        target = str(spec.pop("class"))
+        module, _, cls = target.partition(":")
+        if not cls:
+            raise ConfigError(f"{path}: router '{name}': class must read module:Class, got {target!r}")
+        if module.endswith(".py") and not Path(module).is_absolute():
+            target = f"{(Path(path).parent / module).resolve()}:{cls}"
+        out[str(name)] = RouterEntry(name=str(name), target=target, order=start + i,
+                                     **{k: (bool(v) if k in ("learned", "predicts_proba", "per_model", "reference")
+                                            else str(v)) for k, v in spec.items()})
+    return out
+
+
+_EXTRA: list[Path] = []
+
+
+@functools.lru_cache(maxsize=None)
+def _catalogue(extra: tuple[str, ...]) -> dict[str, RouterEntry]:
+    entries = _read_catalogue(CATALOGUE, 0)
+    for path in extra:
+        for name, entry in _read_catalogue(Path(path), len(entries)).items():
+            if name in entries:
+                raise ConfigError(f"{path}: router '{name}' is already in the catalogue; pick another name")
+            entries[name] = entry
+    if sum(e.reference for e in entries.values()) > 1:
+        raise ConfigError("more than one router is marked reference: true in the catalogue")
+    return entries
+
+
+def use_catalogues(paths: Sequence[str | Path]) -> None:
+    """Add extra catalogue files (a config's `baselines.catalogues`) to the registry of this process."""
+    _EXTRA[:] = [Path(p).resolve() for p in paths]
+
+
+def catalogue() -> dict[str, RouterEntry]:
+    """Return name → RouterEntry for every catalogued router, in catalogue order."""
+    return _catalogue(tuple(str(p) for p in _EXTRA))
+
+
+def _key(name: str) -> str:
+    entries = catalogue()
+    if name in entries:
+        return name
+    for key, entry in entries.items():
+        if entry.per_model and name.startswith(f"{key}-"):
+            return key
+    raise did_you_mean("router", name, available_routers())
+
+
+def router_entry(name: str) -> RouterEntry:
+    """Return the catalogue entry of `name` (per-model spellings such as always-<model_id> included)."""
+    return catalogue()[_key(name)]
 
 
 def available_routers(model_ids: Sequence[str] | None = None) -> list[str]:
-    """Return the registered router names; with a pool, 'always' is expanded to always-<model_id> per model."""
-    names = [n for n in _REGISTRY if n != "always"]
+    """Return the registered router names; with a pool, per-model routers expand to <name>-<model_id> per model."""
+    entries = catalogue()
     if model_ids is None:
-        return sorted(names + ["always"])
-    return [f"{ALWAYS_PREFIX}{m}" for m in model_ids] + sorted(names)
+        return sorted(entries)
+    per_model = [f"{k}-{m}" for k, e in entries.items() if e.per_model for m in model_ids]
+    return per_model + sorted(k for k, e in entries.items() if not e.per_model)
+
+
+def baseline_names(names: Sequence[str], model_ids: Sequence[str]) -> list[str]:
+    """The routers of a config's `baselines.routers`, per-model entries expanded to <name>-<model_id>."""
+    out = []
+    for name in names:
+        entry = router_entry(name)  # unknown names fail here, with a did-you-mean
+        out += [f"{name}-{m}" for m in model_ids] if entry.per_model and name == entry.name else [name]
+    return out
+
+
+def learned_baselines() -> tuple[str, ...]:
+    """The learned one-shot baselines, in catalogue order."""
+    return tuple(k for k, e in catalogue().items() if e.kind == "baseline" and e.learned)
 
 
 def router_class(name: str) -> type:
     """Return the router class registered under `name` (imports its module)."""
-    key = "always" if name.startswith(ALWAYS_PREFIX) else name
-    if key not in _REGISTRY:
-        raise did_you_mean("router", name, available_routers())
-    module, cls = _REGISTRY[key]
-    return getattr(importlib.import_module(module), cls)
+    return router_entry(name).load_class()
 
 
 def get_router(name: str, **kwargs: Any) -> Any:
     """Return an unfitted router built from `name` and the constructor keyword arguments."""
-    cls = router_class(name)
-    if name.startswith(ALWAYS_PREFIX):
-        return cls(model_id=name[len(ALWAYS_PREFIX) :], **kwargs)
+    entry = router_entry(name)
+    cls = entry.load_class()
+    if entry.per_model and name != entry.name:
+        return cls(model_id=name[len(entry.name) + 1 :], **kwargs)
     return cls(**kwargs)
 
 
@@ -64,8 +180,13 @@ def load_router(path: str | Path) -> Any:
     from cr2.routers.base import read_router_file
 
     _, meta = read_router_file(path)
-    key = "always" if meta["name"].startswith(ALWAYS_PREFIX) else meta["name"]
-    return router_class(key).load(path)
+    return router_class(meta["name"]).load(path)
 
 
-__all__ = ["BASELINES", "LEARNED_BASELINES", "available_routers", "get_router", "load_router", "router_class"]
+BASELINES: tuple[str, ...] = tuple(k for k, e in _read_catalogue(CATALOGUE, 0).items() if e.kind == "baseline")
+LEARNED_BASELINES: tuple[str, ...] = tuple(k for k, e in _read_catalogue(CATALOGUE, 0).items()
+                                           if e.kind == "baseline" and e.learned)
+
+__all__ = ["ALWAYS_PREFIX", "BASELINES", "LEARNED_BASELINES", "RouterEntry", "available_routers", "baseline_names",
+           "catalogue", "get_router", "learned_baselines", "load_router", "router_class", "router_entry",
+           "use_catalogues"]

@@ -22,8 +22,6 @@ What lives here:
 from __future__ import annotations
 
 import contextlib
-import copy
-import hashlib
 import inspect
 import json
 import math
@@ -34,10 +32,11 @@ from typing import Any, Iterator
 import numpy as np
 
 from cr2.data import Decisions, RoutingSet
-from cr2.errors import DataValidationError, NotFittedError
+from cr2.errors import DataValidationError, InvalidValueError, NotFittedError
+from cr2.checkpoint import fit_epochs
+from cr2.hashing import content_fingerprint
 from cr2.utility import DEVICE_INDEX, full_information_choice
 
-FINGERPRINT_CHARS = 16
 META_KEY = "__meta__"  # the .npz entry that holds the JSON metadata (router, hyperparameters, pool)
 PREDICT_BATCH = 8192  # rows per forward pass at inference; bounds memory only
 
@@ -49,7 +48,7 @@ def one_shot_choice(p_hat: np.ndarray, cost: np.ndarray, lam: float) -> np.ndarr
     cr2.utility), so hand-built ties must be exactly representable (e.g. 0.75 − 1·0.25 = 0.5 − 0).
     """
     if np.ndim(lam) != 0:
-        raise ValueError(f"one_shot_choice takes one λ at a time, got {lam!r}")
+        raise InvalidValueError(f"one_shot_choice takes one λ at a time, got {lam!r}")
     # eq. (teacher_utility) with p̂ in place of the teacher: û_m = p̂_m − λ c_m; m̂ = argmax over all of M
     return full_information_choice(p_hat, cost, float(lam)).astype(np.int64)
 
@@ -146,25 +145,16 @@ class OneShotRouter(ABC):
         return {}
 
     def fingerprint(self) -> str:
-        """Return the first 16 hex chars of the sha256 over the learned state (names, dtypes, shapes, bytes)."""
+        """Return the content fingerprint of the learned state (cr2.hashing.content_fingerprint)."""
         self._check_fitted()
-        digest = hashlib.sha256()
-        digest.update(json.dumps([self.name, list(self.model_ids_), self._state_extra()], sort_keys=True).encode())
-        arrays = self._state_arrays()
-        for key in sorted(arrays):
-            arr = np.ascontiguousarray(arrays[key])
-            digest.update(key.encode())
-            digest.update(str(arr.dtype).encode())
-            digest.update(str(arr.shape).encode())
-            digest.update(arr.tobytes())
-        return digest.hexdigest()[:FINGERPRINT_CHARS]
+        return content_fingerprint(self.name, list(self.model_ids_), self._state_extra(), arrays=self._state_arrays())
 
     def save(self, path: str | Path) -> str:
         """Write hyperparameters and learned state to one .npz file at `path`; return the fingerprint."""
         self._check_fitted()
         arrays = self._state_arrays()
         if META_KEY in arrays:
-            raise ValueError(f"state array name {META_KEY!r} is reserved")
+            raise InvalidValueError(f"state array name {META_KEY!r} is reserved")
         meta = {
             "class": type(self).__name__,
             "name": self.name,
@@ -324,7 +314,6 @@ class TorchOneShotRouter(OneShotRouter):
     # ------------------------------------------------------------ training
     def _fit(self, train: RoutingSet, dev: RoutingSet) -> None:
         import torch
-        from torch import nn
 
         with torch_threads(self.num_threads):
             gen = torch.Generator().manual_seed(int(self.seed))
@@ -339,34 +328,21 @@ class TorchOneShotRouter(OneShotRouter):
             init_parameters_(net, gen)
             net.dropout_generator = gen
             opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-            best_loss, best_state, best_epoch, history = math.inf, None, -1, []
             n = len(y_train)
-            for epoch in range(int(self.epochs)):
-                net.train()
+
+            def batches() -> Iterator[Any]:
                 perm = torch.randperm(n, generator=gen)
-                train_sum, n_batches = 0.0, 0
                 for start in range(0, n, int(self.batch_size)):
                     idx = perm[start : start + int(self.batch_size)]
-                    inputs = self._augment(tuple(x[idx] for x in x_train), gen)
-                    loss = self._batch_loss(net(*inputs), y_train[idx])
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(net.parameters(), self.grad_clip)
-                    opt.step()
-                    train_sum, n_batches = train_sum + loss.item(), n_batches + 1
-                dev_loss = _mean_bce(net, x_dev, y_dev)
-                history.append({"epoch": epoch, "train_loss": train_sum / max(n_batches, 1), "dev_bce": dev_loss})
-                if dev_loss < best_loss:  # strict: the earliest epoch wins a tie
-                    best_loss, best_state, best_epoch = dev_loss, copy.deepcopy(net.state_dict()), epoch
-                elif epoch - best_epoch >= int(self.patience):
-                    break
-            net.load_state_dict(best_state)
+                    yield self._batch_loss(net(*self._augment(tuple(x[idx] for x in x_train), gen)), y_train[idx])
+
+            fit_epochs(net, opt, int(self.epochs), batches, lambda: _mean_bce(net, x_dev, y_dev), self.grad_clip,
+                       patience=int(self.patience), dev_name="dev_bce")
         net.dropout_generator = None
-        net.eval().requires_grad_(False)
         self.net_ = net
-        self.history_ = history
-        self.best_epoch_ = best_epoch
-        self.dev_bce_ = best_loss
+        self.history_ = net.history_
+        self.best_epoch_ = net.best_epoch_
+        self.dev_bce_ = net.best_dev_loss_
 
     # ------------------------------------------------------------ prediction
     def predict_proba(self, batch: RoutingSet) -> np.ndarray:

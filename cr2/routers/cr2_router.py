@@ -1,24 +1,37 @@
-"""CR² as a Router: teacher selector + margin gate + per-λ CRC threshold table + the online rule.
+"""CR² as one estimator: teacher selector + margin gate + threshold table τ*(λ; α) + the online rule.
+
+Training, calibration, evaluation, ablation, re-calibration, `cr2 route`, `cr2 serve` and the device export
+all go through this object, so the method exists once:
 
     router = CR2Router(cfg.teacher, cfg.gate, alpha=0.01).fit(train, dev)
     router.calibrate(val, lams=cfg.grids.lam.values(), alphas=cfg.grids.alpha,
                      dist_id=cfg.channel.distribution.dist_id, label_source=cfg.labels.source)
-    decisions = router.route(test, lam=1.0)
+    decisions = router.route(test, lam=1.0)                     # Router protocol (α = router.alpha)
+    decisions = router.decide(embedding, cost, lam=2.0, alpha=0.05)  # arrays only (online serving)
+    router.save(directory); CR2Router.load(directory)
 
 torch is imported only when the router is fitted or used, so looking it up in a registry stays cheap.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
 from cr2.config import GateSpec, TeacherSpec
-from cr2.crc import Rule, ThresholdTable, calibrate_table
+from cr2.crc import ThresholdTable, calibrate_table, fixed_threshold, rate_threshold
 from cr2.data import Decisions, RoutingSet
 from cr2.errors import DataValidationError, NotFittedError, UncalibratedOperatingPointError
-from cr2.routing import VARIANTS
+from cr2.hashing import content_fingerprint
+from cr2.routing import VARIANTS, route
 from cr2.utility import disagree_label
+
+CalibrationRule = Literal["crc", "empirical", "fixed", "rate"]
+CALIBRATION_RULES: tuple[str, ...] = ("crc", "empirical", "fixed", "rate")
+BUNDLE_FILES = {"teacher": "teacher.pt", "gate": "gate.pt", "thresholds": "thresholds.json", "manifest": "cr2.json"}
 
 
 class CR2Router:
@@ -43,23 +56,65 @@ class CR2Router:
         self.num_threads = num_threads
 
     # ------------------------------------------------------------ training
-    def fit(self, train: RoutingSet, dev: RoutingSet) -> "CR2Router":
-        """Return self with teacher_ (fitted first, then frozen) and gate_ (distilled from it) fitted."""
-        from cr2.checkpoint import fingerprint
+    def fit(self, train: RoutingSet, dev: RoutingSet, teacher: Any = None) -> "CR2Router":
+        """Return self with teacher_ (fitted first, then frozen) and gate_ (distilled from it) fitted.
+
+        With `teacher` given, that frozen teacher is kept and only the gate is distilled (the ablation
+        gates share the full gate's teacher).
+        """
         from cr2.gate import fit_gate
         from cr2.teacher import fit_teacher
 
-        if self.variant not in VARIANTS:
+        import time
+
+        self._check_variant(self.variant)
+        t0 = time.perf_counter()
+        if teacher is None:
+            teacher = fit_teacher(train, dev, self.teacher_spec, num_threads=self.num_threads)
+        t1 = time.perf_counter()
+        gate = fit_gate(train, dev, teacher.predict_proba(train.embedding), teacher.predict_proba(dev.embedding),
+                        self.gate_spec, num_threads=self.num_threads)
+        self._set_fitted(teacher, gate, tuple(train.model_ids))
+        self.fit_seconds_ = {"teacher": t1 - t0, "gate": time.perf_counter() - t1}
+        return self
+
+    @classmethod
+    def from_config(cls, config: Any, trained: dict | None = None, num_threads: int = 1) -> "CR2Router":
+        """The router a cr2 Config describes: unfitted, or around the checkpoints of `trained`
+        ({"teacher": {"path": …}, "gate": {"path": …}}, what the train stage returns)."""
+        params = {"alpha": config.grids.default_alpha, "variant": config.routing.deferred_variant,
+                  "on_demand_calibration": config.routing.on_demand_calibration, "num_threads": num_threads,
+                  "teacher_spec": config.teacher, "gate_spec": config.gate}
+        if trained is None:
+            return cls(**params)
+        return cls.from_checkpoints(trained["teacher"]["path"], trained["gate"]["path"], [m.id for m in config.models],
+                                    **params)
+
+    @classmethod
+    def from_fitted(cls, teacher: Any, gate: Any, model_ids: Sequence[str], **params: Any) -> "CR2Router":
+        """Return a router around an already-fitted teacher and gate (e.g. loaded checkpoints)."""
+        router = cls(**params)
+        router._check_variant(router.variant)
+        return router._set_fitted(teacher, gate, tuple(model_ids))
+
+    def _set_fitted(self, teacher: Any, gate: Any, model_ids: tuple[str, ...]) -> "CR2Router":
+        from cr2.checkpoint import fingerprint
+
+        if teacher.hparams["n_models"] != len(model_ids):
+            raise DataValidationError(f"the teacher has {teacher.hparams['n_models']} heads but the pool has {len(model_ids)} models")
+        self.teacher_, self.gate_, self.model_ids_ = teacher, gate, model_ids
+        self.teacher_fingerprint_ = fingerprint(teacher)
+        self.gate_fingerprint_ = fingerprint(gate)
+        for attr in ("threshold_table_", "calibration_set_"):
+            self.__dict__.pop(attr, None)
+        return self
+
+    @staticmethod
+    def _check_variant(variant: str) -> None:
+        if variant not in VARIANTS:
             from cr2.errors import did_you_mean
 
-            raise did_you_mean("deferred variant", self.variant, list(VARIANTS))
-        self.teacher_ = fit_teacher(train, dev, self.teacher_spec, num_threads=self.num_threads)
-        proba_train = self.teacher_.predict_proba(train.embedding)
-        proba_dev = self.teacher_.predict_proba(dev.embedding)
-        self.gate_ = fit_gate(train, dev, proba_train, proba_dev, self.gate_spec, num_threads=self.num_threads)
-        self.gate_fingerprint_ = fingerprint(self.gate_)
-        self.model_ids_ = tuple(train.model_ids)
-        return self
+            raise did_you_mean("deferred variant", variant, list(VARIANTS))
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "gate_"):
@@ -69,16 +124,28 @@ class CR2Router:
         if tuple(data.model_ids) != self.model_ids_:
             raise DataValidationError(f"the router was fitted on pool {self.model_ids_}, got a set over {data.model_ids}")
 
-    # ------------------------------------------------------------ calibration
+    # ------------------------------------------------------------ the two learned functions
+    def proba(self, embedding: np.ndarray) -> np.ndarray:
+        """Return the frozen teacher's p_m(x), [n, M]."""
+        self._check_fitted()
+        return self.teacher_.predict_proba(embedding)
+
+    def scores(self, embedding: np.ndarray, lam: float | np.ndarray) -> np.ndarray:
+        """Return the gate scores s_φ(e(x), λ): [n] for one λ, [n, n_lam] for a vector of λ."""
+        self._check_fitted()
+        return self.gate_.score(embedding, lam)
+
     def calibration_inputs(self, val: RoutingSet, lams: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
         """Return (scores, risks) on a calibration set: float32 s_i(λ_j) and bool r_i(λ_j), both [n, n_lam]."""
         self._check_fitted()
         self._check_pool(val)
         lam_arr = np.asarray(lams, dtype=np.float64)
-        scores = self.gate_.score(val.embedding, lam_arr)
-        risks = disagree_label(self.teacher_.predict_proba(val.embedding), val.cost, lam_arr)
+        scores = self.scores(val.embedding, lam_arr)
+        # r_i(λ) = 1[m_full*(x_i, ξ_i; λ) ≠ m0] under the frozen teacher (paper §VI-F)
+        risks = disagree_label(self.proba(val.embedding), val.cost, lam_arr)
         return scores, risks
 
+    # ------------------------------------------------------------ calibration
     def calibrate(
         self,
         val: RoutingSet,
@@ -86,33 +153,57 @@ class CR2Router:
         alphas: Sequence[float],
         dist_id: str,
         label_source: str,
-        rule: Rule = "crc",
+        rule: CalibrationRule = "crc",
     ) -> ThresholdTable:
         """Return the ThresholdTable τ*(λ; α) on the calibration set `val`; also sets threshold_table_.
 
-        `val` must not have been used for fitting (exchangeability); it is kept to calibrate an off-grid λ
-        on demand.
+        rule: "crc" (conformal risk control, the method), "empirical" (no +1 correction), "fixed"
+        (τ = 0.5 for every cell, uncalibrated) or "rate" (each α read as a fixed local rate f: the
+        smallest τ accepting at most ⌊f·N⌋ of val). `val` must not have been used for fitting
+        (exchangeability); it is kept to calibrate an off-grid λ on demand.
         """
+        if rule not in CALIBRATION_RULES:
+            from cr2.errors import did_you_mean
+
+            raise did_you_mean("calibration rule", rule, list(CALIBRATION_RULES))
+        if len(val) == 0:
+            raise DataValidationError("the calibration set is empty: nothing to calibrate on (check splits.val)")
         scores, risks = self.calibration_inputs(val, lams)
-        table = calibrate_table(
-            scores,
-            risks,
-            lams,
-            alphas,
-            gate_fingerprint=self.gate_fingerprint_,
-            dist_id=dist_id,
-            label_source=label_source,
-            rule=rule,
-        )
+        table = self._table(scores, risks, lams, alphas, dist_id=dist_id, label_source=label_source, rule=rule)
         self.calibration_set_ = val
         self.threshold_table_ = table
         return table
 
-    def _threshold(self, lam: float) -> float:
+    def _table(self, scores: np.ndarray, risks: np.ndarray, lams: Sequence[float], alphas: Sequence[float], *,
+               dist_id: str, label_source: str, rule: str) -> ThresholdTable:
+        common = {"gate_fingerprint": self.gate_fingerprint_, "dist_id": dist_id, "label_source": label_source}
+        if rule in ("crc", "empirical"):
+            return calibrate_table(scores, risks, lams, alphas, rule=rule, **common)
+        lam_sorted, alpha_sorted = sorted(float(v) for v in lams), sorted(float(v) for v in alphas)
+        if rule == "fixed":
+            taus = np.full((len(lam_sorted), len(alpha_sorted)), fixed_threshold())
+        else:
+            order = np.argsort(np.asarray(lams, dtype=np.float64), kind="stable")
+            taus = np.array([[rate_threshold(scores[:, j], f) for f in alpha_sorted] for j in order])
+        return ThresholdTable(lams=tuple(lam_sorted), alphas=tuple(alpha_sorted), taus=taus, n_calib=int(scores.shape[0]),
+                              rule=rule, score_dtype=str(scores.dtype), **common)
+
+    def set_threshold_table(self, table: ThresholdTable, calibration_set: RoutingSet | None = None) -> "CR2Router":
+        """Use a stored threshold table (its gate fingerprint must be this router's); returns self."""
+        self._check_fitted()
+        table.check_fingerprint(self.gate_fingerprint_)
+        self.threshold_table_ = table
+        if calibration_set is not None:
+            self.calibration_set_ = calibration_set
+        return self
+
+    def threshold(self, lam: float, alpha: float | None = None) -> float:
+        """Return τ*(λ; α) from the table (α defaults to the router's); an off-grid λ is calibrated exactly
+        on the stored calibration set when on_demand_calibration is set, else it is an error naming the grid."""
         table: ThresholdTable | None = getattr(self, "threshold_table_", None)
         if table is None:
             raise UncalibratedOperatingPointError(
-                "CR2Router has no threshold table; call calibrate(val, lams, alphas, ...) or set threshold_table_"
+                "CR2Router has no threshold table; call calibrate(val, lams, alphas, ...) or set_threshold_table()"
             )
         if not table.has_lam(lam) and self.on_demand_calibration:
             val = getattr(self, "calibration_set_", None)
@@ -120,33 +211,151 @@ class CR2Router:
                 table.lam_index(lam)  # raises, naming the grid: nothing to calibrate on
             # the guarantee is pointwise in λ: calibrate exactly this λ on the stored calibration set
             scores, risks = self.calibration_inputs(val, [lam])
-            extra = calibrate_table(
-                scores,
-                risks,
-                [lam],
-                table.alphas,
-                gate_fingerprint=self.gate_fingerprint_,
-                dist_id=table.dist_id,
-                label_source=table.label_source,
-                rule=table.rule,
-            )
+            extra = self._table(scores, risks, [lam], table.alphas, dist_id=table.dist_id,
+                                label_source=table.label_source, rule=table.rule)
             table = table.merge(extra)
             self.threshold_table_ = table
-        return table.tau(lam, self.alpha, self.gate_fingerprint_)
+        return table.tau(lam, self.alpha if alpha is None else alpha, self.gate_fingerprint_)
 
     # ------------------------------------------------------------ routing
-    def route(self, batch: RoutingSet, lam: float) -> Decisions:
-        """Return the CR² decisions for `batch` at cost weight λ and the stored α (Algorithm 1)."""
-        from cr2.routing import route
+    def decide(
+        self,
+        embedding: np.ndarray,
+        cost: np.ndarray,
+        lam: float,
+        alpha: float | None = None,
+        *,
+        tau: float | None = None,
+        variant: str | None = None,
+        score: np.ndarray | None = None,
+        proba: np.ndarray | None = None,
+    ) -> Decisions:
+        """Return the CR² decisions (Algorithm 1) for embeddings e(x) [n, d] and costs c_m(x, ξ) [n, M] at λ.
 
+        τ defaults to τ*(λ; α) of the table; `score`/`proba` may be passed when already computed for
+        these rows (evaluation scores each λ once and routes it at every α).
+        """
+        self._check_fitted()
+        variant = self.variant if variant is None else variant
+        self._check_variant(variant)
+        if tau is None:
+            tau = self.threshold(lam, alpha)
+        score = self.scores(embedding, lam) if score is None else score
+        proba = self.proba(embedding) if proba is None else proba
+        decisions = route(score, tau, proba, cost, lam, variant)
+        decisions.extra["alpha"] = self.alpha if alpha is None else alpha
+        return decisions
+
+    def route(self, batch: RoutingSet, lam: float, alpha: float | None = None) -> Decisions:
+        """Return the CR² decisions for `batch` at cost weight λ and α (default: the router's α)."""
         self._check_fitted()
         self._check_pool(batch)
-        tau = self._threshold(lam)
-        score = self.gate_.score(batch.embedding, lam)
-        proba = self.teacher_.predict_proba(batch.embedding)
-        decisions = route(score, tau, proba, batch.cost, lam, self.variant)
-        decisions.extra["alpha"] = self.alpha
-        return decisions
+        return self.decide(batch.embedding, batch.cost, lam, alpha)
+
+    # ------------------------------------------------------------ persistence
+    def fingerprint(self) -> str:
+        """Return the content fingerprint of the fitted teacher + gate (+ the threshold table when set)."""
+        self._check_fitted()
+        table = getattr(self, "threshold_table_", None)
+        return content_fingerprint(self.name, self.model_ids_, self.teacher_fingerprint_, self.gate_fingerprint_,
+                                   None if table is None else table.to_records())
+
+    def save_modules(self, directory: str | Path) -> dict[str, dict[str, str]]:
+        """Write the teacher and gate checkpoints as <kind>-<fingerprint>.pt (atomically); return kind → {fingerprint, path}."""
+        from cr2.gate import save_gate
+        from cr2.teacher import save_teacher
+
+        self._check_fitted()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        out = {}
+        for kind, module, save in (("teacher", self.teacher_, save_teacher), ("gate", self.gate_, save_gate)):
+            tmp = directory / f".{kind}-{uuid.uuid4().hex}.tmp"
+            fp = save(module, tmp)
+            path = directory / f"{kind}-{fp}.pt"
+            tmp.replace(path)  # atomic: a killed run never leaves a half-written checkpoint under its final name
+            out[kind] = {"fingerprint": fp, "path": str(path)}
+        return out
+
+    @classmethod
+    def from_checkpoints(cls, teacher_path: str | Path, gate_path: str | Path, model_ids: Sequence[str],
+                         **params: Any) -> "CR2Router":
+        """Return a router from saved teacher and gate checkpoints (fingerprints verified on load)."""
+        from cr2.gate import load_gate
+        from cr2.teacher import load_teacher
+
+        return cls.from_fitted(load_teacher(teacher_path), load_gate(gate_path), model_ids, **params)
+
+    def save(self, directory: str | Path) -> str:
+        """Write the whole router (teacher, gate, threshold table if calibrated, manifest) to `directory`;
+        return its fingerprint. Files are written under temporary names and renamed last."""
+        from cr2.gate import save_gate
+        from cr2.teacher import save_teacher
+
+        self._check_fitted()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        table = getattr(self, "threshold_table_", None)
+        staged = []
+        for kind, module, save in (("teacher", self.teacher_, save_teacher), ("gate", self.gate_, save_gate)):
+            tmp = directory / f".{BUNDLE_FILES[kind]}.tmp"
+            save(module, tmp)
+            staged.append((tmp, directory / BUNDLE_FILES[kind]))
+        if table is not None:
+            tmp = directory / f".{BUNDLE_FILES['thresholds']}.tmp"
+            tmp.write_text(json.dumps(table.to_records()))
+            staged.append((tmp, directory / BUNDLE_FILES["thresholds"]))
+        manifest = {"name": self.name, "model_ids": list(self.model_ids_), "fingerprint": self.fingerprint(),
+                    "alpha": self.alpha, "variant": self.variant, "on_demand_calibration": self.on_demand_calibration,
+                    "teacher_fingerprint": self.teacher_fingerprint_, "gate_fingerprint": self.gate_fingerprint_}
+        tmp = directory / f".{BUNDLE_FILES['manifest']}.tmp"
+        tmp.write_text(json.dumps(manifest, indent=1))
+        staged.append((tmp, directory / BUNDLE_FILES["manifest"]))
+        for src, dst in staged:
+            src.replace(dst)
+        if table is None:
+            (directory / BUNDLE_FILES["thresholds"]).unlink(missing_ok=True)
+        return manifest["fingerprint"]
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "CR2Router":
+        """Return the router saved by save() in `directory` (every fingerprint verified)."""
+        directory = Path(directory)
+        path = directory / BUNDLE_FILES["manifest"]
+        if not path.is_file():
+            raise DataValidationError(f"{directory}: no {BUNDLE_FILES['manifest']}; not a saved CR2Router (see CR2Router.save)")
+        manifest = json.loads(path.read_text())
+        router = cls.from_checkpoints(directory / BUNDLE_FILES["teacher"], directory / BUNDLE_FILES["gate"],
+                                      manifest["model_ids"], alpha=manifest["alpha"], variant=manifest["variant"],
+                                      on_demand_calibration=manifest["on_demand_calibration"])
+        table_path = directory / BUNDLE_FILES["thresholds"]
+        if table_path.is_file():
+            router.set_threshold_table(ThresholdTable.from_records(json.loads(table_path.read_text())))
+        if router.fingerprint() != manifest["fingerprint"]:
+            raise DataValidationError(f"{directory}: contents do not match the manifest's fingerprint "
+                                      f"{manifest['fingerprint']}; save the router again")
+        return router
+
+    def export(self, out_dir: str | Path) -> dict[str, Any]:
+        """Write the device artefacts (gate.onnx + the threshold table + manifest, cr2.export) to `out_dir`."""
+        from cr2.export import export_gate
+
+        self._check_fitted()
+        table = getattr(self, "threshold_table_", None)
+        if table is None:
+            raise UncalibratedOperatingPointError("export needs a calibrated router; call calibrate() first")
+        return export_gate(self.gate_, table, out_dir)
+
+    # ------------------------------------------------------------ complexity
+    def n_params(self) -> int:
+        """Return the on-device parameter count (the gate; the teacher runs only for deferred queries)."""
+        self._check_fitted()
+        return int(self.gate_.n_params())
+
+    def flops_per_query(self) -> int:
+        """Return the on-device FLOPs per decision (the gate)."""
+        self._check_fitted()
+        return int(self.gate_.flops_per_query())
 
     def get_params(self) -> dict[str, Any]:
         """Return the constructor's hyperparameters (scikit-learn style)."""

@@ -4,8 +4,8 @@
 -- (cr2-empirical) and the deferred path (cr2-inclusive, cr2-fallback) — with accuracy and local rate.
 WITH pts AS (
     SELECT run_id, method, alpha, lam, accuracy, cost, local_rate FROM operating_points
-    WHERE benchmark = 'all'
-      AND (method LIKE 'ablation:%' OR method IN ('cr2', 'cr2-empirical', 'cr2-inclusive', 'cr2-fallback'))
+    JOIN methods m USING (run_id, method)
+    WHERE benchmark = 'all' AND m.kind IN ('ablation', 'cr2', 'cr2-rule', 'cr2-variant')
 )
 SELECT run_id, method, alpha,
        arg_min(lam, abs(cost - 0.45))        AS lam,

@@ -3,7 +3,8 @@
 -- benchmark and pooled. A target outside a method's cost range is unreachable (reachable = false: "–").
 WITH pooled AS (
     SELECT run_id, method, lam, alpha, cost FROM operating_points
-    WHERE benchmark = 'all' AND method IN ('cr2', 'knn', 'mlp', 'embedllm', 'llmrank')
+    JOIN methods m USING (run_id, method)
+    WHERE benchmark = 'all' AND (m.kind = 'cr2' OR (m.kind = 'baseline' AND m.learned))
 ),
 ranges AS (SELECT run_id, method, min(cost) AS lo, max(cost) AS hi FROM pooled GROUP BY ALL),
 targets AS (SELECT unnest([0.35, 0.45, 0.55]) AS target),

@@ -3,4 +3,5 @@
 -- accuracy–cost points over λ, with their test false-acceptance risk and local rate (alpha NULL: no α).
 SELECT run_id, label_source, method AS rule, lam, alpha, accuracy, cost, risk, local_rate
 FROM operating_points
-WHERE benchmark = 'all' AND method IN ('cr2', 'cr2-empirical', 'cr2-fixed-0.5')
+JOIN methods m USING (run_id, method)
+WHERE benchmark = 'all' AND m.kind IN ('cr2', 'cr2-rule', 'uncalibrated')

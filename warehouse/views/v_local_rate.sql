@@ -2,4 +2,5 @@
 -- and λ (CR² at every α; the full-information reference; the one-shot baselines).
 SELECT run_id, label_source, method, lam, alpha, local_rate
 FROM operating_points
-WHERE benchmark = 'all' AND method NOT IN ('cr2-resplit')
+JOIN methods m USING (run_id, method)
+WHERE benchmark = 'all' AND m.kind <> 'cr2-resplit'

@@ -1,4 +1,4 @@
-"""Route queries online with the deployed CR² artefacts (teacher, gate, newest threshold table).
+"""Route queries online with the deployed CR² router (teacher, gate, newest threshold table).
 
 What a device would do (paper Algorithm 1): embed the query, score it with the gate at λ, accept
 locally iff s ≥ τ*(λ; α), otherwise pick the edge model of best teacher utility p_m(x) − λ·c_m(x, ξ).
@@ -11,7 +11,6 @@ request).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,31 +18,22 @@ from typing import Any
 import numpy as np
 
 from cr2.config import Config, StateDistribution
-from cr2.crc import ThresholdTable
-from cr2.errors import DataValidationError, UncalibratedOperatingPointError
-from tasks.calibrate import load_threshold_table
+from cr2.errors import DataValidationError
 from tasks.common import cache_dir
-from tasks.prepare import cost_scales_key
 from warehouse.db import Warehouse
+from warehouse.repository import (cost_scales, deployed_artifacts, load_threshold_table, newest_threshold_version,
+                                  state_distribution_spec)
 
 
-def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
-    """Paths of the gate with this fingerprint and of the teacher trained with it."""
-    arts = wh.df("SELECT kind, fingerprint, path, meta FROM artifacts")
-    gate = arts[(arts["kind"] == "gate") & (arts["fingerprint"] == gate_fingerprint)]
-    if gate.empty:
-        raise UncalibratedOperatingPointError(f"the gate {gate_fingerprint} of the threshold table is not registered; "
-                                              "run `cr2 train` and `cr2 calibrate`")
-    key = json.loads(gate["meta"].iloc[0])["key"]
-    teacher = arts[(arts["kind"] == "teacher") & arts["meta"].map(lambda m: json.loads(m)["key"] == key)]
-    if teacher.empty:
-        raise UncalibratedOperatingPointError(f"no teacher trained with gate {gate_fingerprint}; run `cr2 train`")
-    out = {"teacher": {"path": teacher["path"].iloc[0], "fingerprint": teacher["fingerprint"].iloc[0]},
-           "gate": {"path": gate["path"].iloc[0], "fingerprint": gate_fingerprint}}
-    for k in ("teacher", "gate"):
-        if not Path(out[k]["path"]).is_file():
-            raise UncalibratedOperatingPointError(f"{k} checkpoint {out[k]['path']} is missing; run `cr2 train` again")
-    return out
+def load_deployed_router(config: Config, home: str | Path, version: int | None = None) -> tuple[Any, int]:
+    """The deployed CR² router (trained checkpoints + threshold table `version`, default the newest) and its version."""
+    with Warehouse(home, read_only=True) as wh:
+        version = newest_threshold_version(wh) if version is None else int(version)
+        table = load_threshold_table(wh, version)
+        trained = deployed_artifacts(wh, table.gate_fingerprint)
+    from cr2.routers.cr2_router import CR2Router
+
+    return CR2Router.from_config(config, trained).set_threshold_table(table), version
 
 
 @dataclass
@@ -52,10 +42,8 @@ class OnlineRouter:
 
     config: Config
     home: Path
-    table: ThresholdTable
+    router: Any  # the deployed CR2Router (teacher, gate, threshold table)
     version: int
-    teacher: Any
-    gate: Any
     dist: StateDistribution
     cost_config: Config  # the config with T0/E0 fixed to the stored costs' scales
     encoder: Any = None
@@ -68,50 +56,44 @@ class OnlineRouter:
 
         from cr2.embed import load_encoder
         from cr2.tokenizer import qwen_token_counter
-        from tasks.calibrate import load_modules
 
+        router, version = load_deployed_router(config, home)
+        table = router.threshold_table_
         with Warehouse(home, read_only=True) as wh:
-            version = wh.scalar("SELECT max(version) FROM thresholds")
-            table = load_threshold_table(wh, version)
-            teacher, gate = load_modules(deployed_artifacts(wh, table.gate_fingerprint))
-            scales = wh.scalar("SELECT value FROM meta WHERE key = ?", [cost_scales_key(table.dist_id, table.label_source)])
-            spec = wh.scalar("SELECT spec FROM state_distributions WHERE dist_id = ?", [table.dist_id])
-        if scales is None or spec is None:
+            sc = cost_scales(wh, table.dist_id, table.label_source)
+            spec = state_distribution_spec(wh, table.dist_id)
+        if sc is None or spec is None:
             raise DataValidationError(f"no states or cost scales for '{table.dist_id}'; run `cr2 prepare` first")
-        sc = json.loads(scales)  # T0/E0 of the stored costs: a new query is normalised exactly like them
+        # T0/E0 of the stored costs: a new query is normalised exactly like them
         cost_config = config.model_copy(update={"cost": config.cost.model_copy(
             update={"normalisation": "fixed", "t0_s": sc["t0_s"], "e0_j": sc["e0_j"]})})
         encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
                                cache_dir=cache_dir(Path(home)) / "encoders")
         counter = qwen_token_counter(cache_dir(Path(home)) / "tokenizers")
-        return cls(config=config, home=Path(home), table=table, version=int(version), teacher=teacher, gate=gate,
-                   dist=StateDistribution.model_validate(json.loads(spec)), cost_config=cost_config, encoder=encoder,
+        return cls(config=config, home=Path(home), router=router, version=int(version),
+                   dist=StateDistribution.model_validate(spec), cost_config=cost_config, encoder=encoder,
                    counter=counter, _lock=threading.Lock())
 
     def describe(self) -> dict:
-        return {"gate_fingerprint": self.table.gate_fingerprint, "thresholds_version": self.version,
-                "dist_id": self.table.dist_id, "label_source": self.table.label_source,
-                "lams": list(self.table.lams), "alphas": list(self.table.alphas),
+        return {"gate_fingerprint": self.router.threshold_table_.gate_fingerprint, "thresholds_version": self.version,
+                "dist_id": self.router.threshold_table_.dist_id, "label_source": self.router.threshold_table_.label_source,
+                "lams": list(self.router.threshold_table_.lams), "alphas": list(self.router.threshold_table_.alphas),
                 "models": [m.id for m in self.config.models]}
 
     def _tau(self, lam: float, alpha: float) -> float:
-        from cr2.crc import calibrate_table
-        from cr2.utility import disagree_label
-        from warehouse.routing_data import load_routing_sets
+        """τ*(λ; α) of the deployed table; an off-grid λ is calibrated by the router on the table's own val set
+        when routing.on_demand_calibration is set (else the router's error names the grid)."""
+        table = self.router.threshold_table_
+        if (not table.has_lam(lam) and self.config.routing.on_demand_calibration
+                and getattr(self.router, "calibration_set_", None) is None):
+            from warehouse.routing_data import load_routing_sets
 
-        if not self.table.has_lam(lam):
-            if not self.config.routing.on_demand_calibration:
-                self.table.lam_index(lam)  # raises, naming the grid
-            with Warehouse(self.home, read_only=True) as wh:  # calibrate exactly λ on the table's own val set
-                val = load_routing_sets(wh, tuple(m.id for m in self.config.models), dist_id=self.table.dist_id,
-                                        label_source=self.table.label_source, seed=int(self.config.splits.seed),
+            with Warehouse(self.home, read_only=True) as wh:
+                val = load_routing_sets(wh, tuple(m.id for m in self.config.models), dist_id=table.dist_id,
+                                        label_source=table.label_source, seed=int(self.config.splits.seed),
                                         encoder=self.config.embedding.encoder)["val"]
-            risks = disagree_label(self.teacher.predict_proba(val.embedding), val.cost, np.array([lam]))
-            extra = calibrate_table(self.gate.score(val.embedding, np.array([lam])), risks, [lam], self.table.alphas,
-                                    gate_fingerprint=self.table.gate_fingerprint, dist_id=self.table.dist_id,
-                                    label_source=self.table.label_source, rule=self.table.rule)
-            self.table = self.table.merge(extra)
-        return self.table.tau(lam, alpha, self.table.gate_fingerprint)
+            self.router.set_threshold_table(table, calibration_set=val)
+        return self.router.threshold(lam, alpha)
 
     def route(self, question: str, choices: list[str] | None, lam: float, alpha: float, distance_m: float | None = None,
               benchmark: str = "mmlu", seed: int = 0) -> dict:
@@ -119,7 +101,6 @@ class OnlineRouter:
         from cr2.channel import channel_gain, downlink_rate_bps, sample_states, uplink_rate_bps
         from cr2.cost import compute_costs
         from cr2.embed import embed_texts, router_text
-        from cr2.routing import route
         from cr2.utility import teacher_utility
 
         if not lam > 0:
@@ -145,16 +126,16 @@ class OnlineRouter:
             out_tokens = np.full((1, len(self.config.models)), float(default_out))
             costs = compute_costs(prompt_tokens, out_tokens, uplink_rate_bps(g_ul, self.config.communication),
                                   downlink_rate_bps(g_dl, self.config.communication), config=self.cost_config)
-            proba = self.teacher.predict_proba(emb)
-            score = self.gate.score(emb, lam)
-        dec = route(score, tau, proba, costs.cost_norm, lam, self.config.routing.deferred_variant)
+            proba = self.router.proba(emb)
+            dec = self.router.decide(emb, costs.cost_norm, lam, alpha, tau=tau, proba=proba)
+        score = dec.score
         util = teacher_utility(proba, costs.cost_norm, lam)[0]
         model_ids = [m.id for m in self.config.models]
         return {
             "accept_local": bool(dec.extra["gate_accept"][0]), "chosen_model": model_ids[int(dec.chosen[0])],
             "score": float(score[0]), "tau": float(tau), "lam": float(lam), "alpha": float(alpha),
-            "distance_m": float(d[0]), "prompt_tokens": int(prompt_tokens[0]), "threshold_dist_id": self.table.dist_id,
-            "thresholds_version": self.version, "label_source": self.table.label_source,
+            "distance_m": float(d[0]), "prompt_tokens": int(prompt_tokens[0]), "threshold_dist_id": self.router.threshold_table_.dist_id,
+            "thresholds_version": self.version, "label_source": self.router.threshold_table_.label_source,
             "models": [{"model_id": m, "p_correct": float(proba[0, i]), "cost_norm": float(costs.cost_norm[0, i]),
                         "latency_s": float(costs.latency_s[0, i]), "energy_j": float(costs.energy_j[0, i]),
                         "utility": float(util[i])} for i, m in enumerate(model_ids)],

@@ -1,0 +1,172 @@
+"""The evaluation loop (paper §VII): every method over its λ (× α) sweep on the test split, as tidy rows.
+
+Pure: RoutingSets, fitted routers and arrays in; an `Evaluation` (tidy metric rows + per-query decisions)
+out. tasks/evaluate.py and tasks/ablation.py only load inputs, call these functions and write the result.
+
+accuracy, cost and local_rate are taken over the `keep` rows (queries some model solves, when excluded as
+in the paper); the false-acceptance risk over every test row, the exchangeable population the CRC
+guarantee is about (dropping unsolvable queries would bias it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from cr2.crc import empirical_threshold, fixed_threshold
+from cr2.data import Decisions, RoutingSet
+from cr2.metrics import (accuracy, false_acceptance_risk, false_defer_rate, local_rate, mean_cost, resplit_risk)
+from cr2.routing import VARIANTS
+from cr2.utility import disagree_label, full_information_choice
+
+
+def subset_decisions(decisions: Decisions, idx: np.ndarray) -> Decisions:
+    """Return the decisions of rows `idx` (per-row extras sliced, scalar extras kept)."""
+    extra = {k: (v[idx] if isinstance(v, np.ndarray) and v.shape[:1] == decisions.chosen.shape else v)
+             for k, v in decisions.extra.items()}
+    return Decisions(chosen=decisions.chosen[idx], accepted_local=decisions.accepted_local[idx],
+                     score=None if decisions.score is None else decisions.score[idx], tau=decisions.tau, extra=extra)
+
+
+def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data: RoutingSet, decisions: Decisions,
+                proba: np.ndarray, keep: np.ndarray) -> list[dict[str, Any]]:
+    """Return tidy metric rows (run, method, λ, α, benchmark, metric, value), pooled ('all') and per benchmark."""
+    rows = []
+    for bench in ["all", *sorted(set(data.benchmark))]:
+        in_b = np.ones(len(data), dtype=bool) if bench == "all" else data.benchmark == bench
+        idx, idx_all = np.flatnonzero(in_b & keep), np.flatnonzero(in_b)
+        sub, dec = data.subset(idx), subset_decisions(decisions, idx)
+        sub_all, dec_all = data.subset(idx_all), subset_decisions(decisions, idx_all)
+        values = {"accuracy": accuracy(sub, dec), "cost": mean_cost(sub, dec), "local_rate": local_rate(dec),
+                  "risk": false_acceptance_risk(proba[idx_all], sub_all, dec_all, lam),
+                  "n": float(len(idx)), "n_risk": float(len(idx_all))}
+        if "gate_accept" in decisions.extra:  # gate-error decomposition (CR² and its variants)
+            values["false_defer"] = false_defer_rate(proba[idx_all], sub_all, dec_all, lam)
+        rows += [{"run_id": run_id, "method": method, "lam": lam, "alpha": alpha, "benchmark": bench, "metric": k,
+                  "value": v} for k, v in values.items()]
+    return rows
+
+
+@dataclass
+class Evaluation:
+    """What one evaluation produces: tidy metric rows and, per (method, λ, α), the chosen model of each test row."""
+
+    run_id: str
+    test: RoutingSet
+    proba: np.ndarray  # [n, M] the frozen teacher's p_m(x) on test (risk is defined under it)
+    keep: np.ndarray  # [n] bool, rows counted in accuracy / cost / local rate
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[tuple[str, float, float | None, Decisions]] = field(default_factory=list)
+    record_decisions: bool = True
+
+    def record(self, method: str, lam: float, alpha: float | None, dec: Decisions) -> None:
+        """Add one operating point's metric rows (and its decisions)."""
+        self.metrics.extend(metric_rows(self.run_id, method, lam, alpha, self.test, dec, self.proba, self.keep))
+        if self.record_decisions:
+            self.decisions.append((method, lam, alpha, dec))
+
+
+def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha: float, n_resplits: int,
+                 rng: np.random.Generator) -> None:
+    """CR² at every calibrated (λ, α) of the router's threshold table, with its comparison rows.
+
+    Per λ: CR² (CRC) and the empirical rule at every α, the other deferred-branch variants at the default α,
+    the uncalibrated τ = 0.5 rule, the full-information reference, and the risk-vs-α Monte-Carlo bands
+    over random calibration/test re-splits (n_resplits of them).
+    """
+    test, proba = ev.test, ev.proba
+    table = router.threshold_table_
+    val_proba = router.proba(val.embedding)
+    for lam in table.lams:
+        score = router.scores(test.embedding, lam)
+        s_val, r_val = router.scores(val.embedding, lam), disagree_label(val_proba, val.cost, lam)
+
+        def decide(tau: float, variant: str | None = None) -> Decisions:
+            return router.decide(test.embedding, test.cost, lam, tau=tau, variant=variant, score=score, proba=proba)
+
+        for alpha in table.alphas:
+            tau = router.threshold(lam, alpha)
+            ev.record("cr2", lam, alpha, decide(tau))
+            # the calibration-rule comparison: the same gate and α without the +1 correction
+            ev.record("cr2-empirical", lam, alpha, decide(empirical_threshold(s_val, r_val, alpha)))
+            for variant in VARIANTS:  # deferred-branch variants (paper Fig. ours_comparison)
+                if variant != router.variant and abs(alpha - default_alpha) < 1e-12:
+                    ev.record(f"cr2-{variant}", lam, alpha, decide(tau, variant))
+        ev.record("cr2-fixed-0.5", lam, None, decide(fixed_threshold()))
+        full = full_information_choice(proba, test.cost, lam)
+        ev.record("full-info", lam, None, Decisions(chosen=full, accepted_local=full == 0, extra={"gate_accept": full == 0}))
+        if n_resplits > 0:
+            _resplit_rows(ev, lam, np.asarray(table.alphas), s_val, r_val, score, disagree_label(proba, test.cost, lam),
+                          n_resplits, rng)
+
+
+def _resplit_rows(ev: Evaluation, lam: float, alphas: np.ndarray, s_val: np.ndarray, r_val: np.ndarray,
+                  s_test: np.ndarray, r_test: np.ndarray, n_resplits: int, rng: np.random.Generator) -> None:
+    """Risk vs α with Monte-Carlo bands: re-split calibration ∪ test at random, calibrate, measure."""
+    risks = resplit_risk(np.concatenate([s_val, s_test]), np.concatenate([r_val, r_test]), len(s_val), alphas,
+                         n_resplits, rng)
+    for j, alpha in enumerate(alphas):
+        for metric, value in (("risk_mean", risks[:, j].mean()), ("risk_q05", np.quantile(risks[:, j], 0.05)),
+                              ("risk_q95", np.quantile(risks[:, j], 0.95)),
+                              ("risk_se", risks[:, j].std(ddof=1) / np.sqrt(len(risks)))):
+            ev.metrics.append({"run_id": ev.run_id, "method": "cr2-resplit", "lam": lam, "alpha": float(alpha),
+                               "benchmark": "all", "metric": metric, "value": float(value)})
+
+
+def evaluate_baseline(ev: Evaluation, name: str, lams: Sequence[float], *, p_hat: np.ndarray | None = None,
+                      router: Any = None) -> None:
+    """A one-shot baseline over `lams`: argmax p̂ − λ·c from its recorded p̂ when it predicts p̂, else its route()."""
+    from cr2.routers.base import one_shot_choice
+
+    for lam in lams:
+        if p_hat is not None:
+            chosen = one_shot_choice(p_hat, ev.test.cost, lam)
+            dec = Decisions(chosen=chosen, accepted_local=chosen == 0)
+        else:
+            dec = router.route(ev.test, float(lam))
+        ev.record(name, float(lam), None, dec)
+
+
+def evaluate_ablation_gate(ev: Evaluation, name: str, router: Any, val: RoutingSet, lams: Sequence[float],
+                           alpha: float, *, dist_id: str, label_source: str) -> None:
+    """One ablated gate (same frozen teacher): CRC-calibrated on val at α over `lams`, evaluated on test."""
+    router.calibrate(val, lams, [alpha], dist_id=dist_id, label_source=label_source)
+    for lam in lams:
+        ev.record(f"ablation:{name}", float(lam), alpha,
+                  router.decide(ev.test.embedding, ev.test.cost, lam, alpha, proba=ev.proba))
+
+
+# the rows CR²'s evaluation adds beside the routers of the catalogue: method → (kind, display, colour)
+DERIVED_METHODS: dict[str, tuple[str, str, str]] = {
+    "cr2-empirical": ("cr2-rule", "empirical rule (no +1)", "#1f618d"),
+    "cr2-fixed-0.5": ("uncalibrated", "fixed τ = 0.5", "#7f8c8d"),
+    "cr2-inclusive": ("cr2-variant", "CR² inclusive", "#e74c3c"),
+    "cr2-fallback": ("cr2-variant", "CR² fallback", "#f1948a"),
+    "cr2-edge-only": ("cr2-variant", "CR² edge-only", "#c0392b"),
+    "cr2-resplit": ("cr2-resplit", "CR² re-split bands", "#c0392b"),
+    "full-info": ("reference", "full-information", "#555555"),
+}
+
+
+def method_rows(run_id: str, methods: Sequence[str]) -> list[dict[str, Any]]:
+    """Return one `methods` row per evaluated method: what it is, from the router catalogue (and DERIVED_METHODS)."""
+    from cr2.routers import catalogue, router_entry
+
+    cr2 = catalogue()["cr2"]
+    rows = []
+    for method in dict.fromkeys(methods):
+        if method in DERIVED_METHODS:
+            kind, display, colour = DERIVED_METHODS[method]
+            row = {"router": "cr2", "kind": kind, "learned": kind != "uncalibrated" and kind != "reference",
+                   "display": display, "colour": colour, "reference": False, "sort_order": cr2.order}
+        elif method.startswith("ablation:"):
+            row = {"router": "cr2", "kind": "ablation", "learned": True, "display": f"CR² ablation {method[9:]}",
+                   "colour": cr2.colour, "reference": False, "sort_order": cr2.order}
+        else:
+            e = router_entry(method)
+            display = e.display if method == e.name else f"{e.display}-{method[len(e.name) + 1:]}"
+            row = {"router": e.name, "kind": e.kind, "learned": e.learned, "display": display, "colour": e.colour,
+                   "reference": e.reference, "sort_order": e.order}
+        rows.append({"run_id": run_id, "method": method, **row})
+    return rows

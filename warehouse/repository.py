@@ -1,0 +1,191 @@
+"""Named reads and writes of the routing stages (train, calibrate, baselines, evaluate, report, serving).
+
+Every SQL statement these stages need lives here or in warehouse/queries/*.sql; tasks call these
+functions and never write SQL themselves. Each write is one transaction: a failure leaves the
+warehouse as it was.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cr2.crc import ThresholdTable
+from cr2.errors import DataValidationError, UncalibratedOperatingPointError
+from warehouse.db import Warehouse
+
+THRESHOLD_COLUMNS = ("version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau", "n_calib", "rule",
+                     "score_dtype", "created_at")
+METHOD_COLUMNS = ("run_id", "method", "router", "kind", "learned", "display", "colour", "reference", "sort_order")
+
+
+def utc_now() -> dt.datetime:
+    """The current UTC time as a naive timestamp (the warehouse's TIMESTAMP convention)."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+# ---------------------------------------------------------------- meta
+def warehouse_epoch(wh: Warehouse) -> str:
+    """The warehouse's random epoch id, created on first use (a replaced warehouse never reuses cached results)."""
+    row = wh.scalar("SELECT value FROM meta WHERE key = 'epoch'")
+    if row is None:
+        row = uuid.uuid4().hex
+        with wh.transaction() as con:
+            con.execute("INSERT INTO meta VALUES ('epoch', ?)", [row])
+    return str(row)
+
+
+def cost_scales_key(dist_id: str, label_source: str) -> str:
+    """The meta key under which the cost normalisation scales T0/E0 of (dist_id, label_source) are stored."""
+    return f"cost_scales:{dist_id}:{label_source}"
+
+
+def cost_scales(wh: Warehouse, dist_id: str, label_source: str) -> dict | None:
+    """{t0_s, e0_j} of the stored costs under (dist_id, label_source), or None."""
+    value = wh.scalar("SELECT value FROM meta WHERE key = ?", [cost_scales_key(dist_id, label_source)])
+    return None if value is None else json.loads(value)
+
+
+def state_distribution_spec(wh: Warehouse, dist_id: str) -> dict | None:
+    """The stored spec (JSON) of a state distribution, or None."""
+    spec = wh.scalar("SELECT spec FROM state_distributions WHERE dist_id = ?", [dist_id])
+    return None if spec is None else json.loads(spec)
+
+
+# ---------------------------------------------------------------- artefacts
+def register_artifacts(wh: Warehouse, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert (or replace, by kind + fingerprint) rows of the `artifacts` table."""
+    with wh.transaction() as con:
+        for r in rows:
+            wh.delete_where("artifacts", {"kind": r["kind"], "fingerprint": r["fingerprint"]}, con)
+        wh.insert_df("artifacts", pd.DataFrame(list(rows)), con)
+
+
+def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
+    """Paths of the gate with this fingerprint and of the teacher trained with it (relative paths resolve
+    against the home)."""
+    arts = wh.df("SELECT kind, fingerprint, path, meta FROM artifacts WHERE kind IN ('gate', 'teacher')")
+    gate = arts[(arts["kind"] == "gate") & (arts["fingerprint"] == gate_fingerprint)]
+    if gate.empty:
+        raise UncalibratedOperatingPointError(f"the gate {gate_fingerprint} of the threshold table is not registered; "
+                                              "run `cr2 train` and `cr2 calibrate`")
+    key = json.loads(gate["meta"].iloc[0])["key"]
+    teacher = arts[(arts["kind"] == "teacher") & arts["meta"].map(lambda m: json.loads(m)["key"] == key)]
+    if teacher.empty:
+        raise UncalibratedOperatingPointError(f"no teacher trained with gate {gate_fingerprint}; run `cr2 train`")
+    out = {"teacher": {"path": teacher["path"].iloc[0], "fingerprint": teacher["fingerprint"].iloc[0]},
+           "gate": {"path": gate["path"].iloc[0], "fingerprint": gate_fingerprint}}
+    for k in ("teacher", "gate"):
+        if not Path(out[k]["path"]).is_file():
+            raise UncalibratedOperatingPointError(f"{k} checkpoint {out[k]['path']} is missing; run `cr2 train` again")
+    return out
+
+
+# ---------------------------------------------------------------- thresholds
+def write_thresholds(wh: Warehouse, table: ThresholdTable) -> int:
+    """Store `table` as the next version of `thresholds`; return the version."""
+    with wh.transaction() as con:
+        version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM thresholds").fetchall()[0][0])
+        rows = pd.DataFrame(table.to_records()).assign(version=version, created_at=utc_now())
+        wh.insert_df("thresholds", rows[list(THRESHOLD_COLUMNS)], con)
+    return version
+
+
+def newest_threshold_version(wh: Warehouse) -> int:
+    """The newest threshold-table version (an error naming the fix when there is none)."""
+    version = wh.scalar("SELECT max(version) FROM thresholds")
+    if version is None:
+        raise UncalibratedOperatingPointError("no threshold table in the warehouse; run `cr2 calibrate` (or `cr2 run`)")
+    return int(version)
+
+
+def load_threshold_table(wh: Warehouse, version: int | None = None) -> ThresholdTable:
+    """The threshold table of `version` (default: the newest) from the warehouse."""
+    if version is None:
+        version = newest_threshold_version(wh)
+    df = wh.df("SELECT * FROM thresholds WHERE version = ?", [int(version)])
+    if df.empty:
+        raise UncalibratedOperatingPointError(f"no threshold table version {version}; see `cr2 sql \"SELECT DISTINCT version "
+                                              "FROM thresholds\"`")
+    return ThresholdTable.from_records(df.to_dict("records"))
+
+
+# ---------------------------------------------------------------- baselines
+def write_baselines(wh: Warehouse, artifacts: Sequence[dict[str, Any]], predictions: pd.DataFrame) -> None:
+    """Register fitted baselines and their test predictions p̂ (replacing rows of the same router + fingerprint)."""
+    with wh.transaction() as con:
+        for a in artifacts:
+            wh.delete_where("artifacts", {"kind": a["kind"], "fingerprint": a["fingerprint"]}, con)
+            wh.delete_where("predictions", {"router": a["kind"].split(":", 1)[1], "fingerprint": a["fingerprint"]}, con)
+        wh.insert_df("artifacts", pd.DataFrame(list(artifacts)), con)
+        wh.insert_df("predictions", predictions, con)
+
+
+def baseline_proba(wh: Warehouse, name: str, fingerprint: str, query_id: np.ndarray,
+                   model_ids: Sequence[str]) -> np.ndarray:
+    """p̂ [n, M] of a fitted baseline for the rows `query_id`, from `predictions`."""
+    df = wh.df("SELECT query_id, model_id, p_hat FROM predictions WHERE router = ? AND fingerprint = ?", [name, fingerprint])
+    wide = df.pivot(index="query_id", columns="model_id", values="p_hat").reindex(columns=list(model_ids))
+    out = wide.reindex(query_id).to_numpy(dtype=np.float64)
+    if np.isnan(out).any():
+        raise DataValidationError(f"predictions of '{name}' ({fingerprint}) miss test queries; re-run `cr2 run`")
+    return out
+
+
+# ---------------------------------------------------------------- evaluation
+def write_evaluation(wh: Warehouse, run: dict[str, Any], methods: pd.DataFrame, decisions: pd.DataFrame,
+                     metrics: pd.DataFrame) -> None:
+    """Replace evaluation run `run["run_id"]`: its eval_runs row, methods, per-query decisions and tidy metrics."""
+    run_id = run["run_id"]
+    with wh.transaction() as con:
+        for t in ("metrics", "decisions", "methods", "eval_runs"):
+            wh.delete_where(t, {"run_id": run_id}, con)
+        wh.insert_df("eval_runs", pd.DataFrame([run]), con)
+        wh.insert_df("methods", methods[list(METHOD_COLUMNS)], con)
+        wh.insert_df("decisions", decisions, con)
+        wh.insert_df("metrics", metrics, con)
+
+
+def write_ablation(wh: Warehouse, run_id: str, methods: pd.DataFrame, metrics: pd.DataFrame) -> None:
+    """Replace the ablation rows (methods 'ablation:*') of evaluation run `run_id`."""
+    with wh.transaction() as con:
+        con.execute("DELETE FROM metrics WHERE run_id = ? AND method LIKE 'ablation:%'", [run_id])
+        con.execute("DELETE FROM methods WHERE run_id = ? AND method LIKE 'ablation:%'", [run_id])
+        wh.insert_df("methods", methods[list(METHOD_COLUMNS)], con)
+        wh.insert_df("metrics", metrics, con)
+
+
+def eval_run(wh: Warehouse, run_id: str) -> dict[str, Any]:
+    """The eval_runs row of `run_id`."""
+    df = wh.df("SELECT * FROM eval_runs WHERE run_id = ?", [run_id])
+    if df.empty:
+        raise DataValidationError(f"no evaluation run '{run_id}'; run `cr2 run` (or `cr2 evaluate`)")
+    return df.iloc[0].to_dict()
+
+
+def methods_of_run(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """The `methods` rows of one evaluation run (what each evaluated method is, from the catalogue)."""
+    return wh.df("SELECT * FROM methods WHERE run_id = ? ORDER BY sort_order, method", [run_id])
+
+
+def view_for_run(wh: Warehouse, view: str, run_id: str) -> pd.DataFrame:
+    """The rows of view `view` (a name from warehouse/views/) for one evaluation run."""
+    from warehouse.db import view_names
+
+    if view not in view_names():
+        raise DataValidationError(f"unknown view '{view}'; views: {', '.join(view_names())}")
+    return wh.df(f"SELECT * FROM {view} WHERE run_id = ?", [run_id])  # view name checked against the catalogue
+
+
+def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
+    """All rows of view `view`."""
+    from warehouse.db import view_names
+
+    if view not in view_names():
+        raise DataValidationError(f"unknown view '{view}'; views: {', '.join(view_names())}")
+    return wh.df(f"SELECT * FROM {view}")  # view name checked against the catalogue
