@@ -319,6 +319,9 @@ class BaselinesSpec(_Strict):
     params: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                               description="constructor keyword arguments per router name")
     num_threads: int | None = Field(None, ge=1, description="torch threads for fitting (None: $CR2_TORCH_THREADS or all)")
+    catalogues: list[Path] = Field(default_factory=list,
+                                   description="extra router catalogue YAML files (docs/new_router.md), beside "
+                                               "cr2/routers/catalogue.yaml")
 
 
 class EvaluationSpec(_Strict):

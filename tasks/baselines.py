@@ -16,7 +16,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import make_key, task_code_hash
+from tasks.common import catalogue_hash, make_key, task_code_hash
 from tasks.train import artifacts_dir, load_sets, routing_args, torch_threads
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, warehouse_epoch, write_baselines
@@ -26,13 +26,16 @@ from warehouse.routing_data import routing_fingerprint
 def baseline_names(config: Config) -> list[str]:
     """The configured routers with per-model entries ('always') expanded to always-<model_id> for every model."""
     from cr2.routers import baseline_names as expand
+    from cr2.routers import use_catalogues
 
+    use_catalogues(config.baselines.catalogues)
     return expand(config.baselines.routers, [m.id for m in config.models])
 
 
 def baselines_key(config: Config, wh: Warehouse) -> str:
     return make_key("baselines", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev", "test")),
-                    config.section_hash("baselines", "models"), task_code_hash(fit_baselines), torch_threads(),
+                    config.section_hash("baselines", "models"), task_code_hash(fit_baselines), catalogue_hash(config),
+                    torch_threads(),
                     warehouse_epoch(wh))
 
 

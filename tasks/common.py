@@ -44,28 +44,28 @@ _MODULE_STRING = re.compile(rf"{_PKG}(?::[A-Za-z_]\w*)?")  # a whole string cons
 _MODULE_TARGET = re.compile(rf"\b({_PKG}):[A-Za-z_]\w*")  # 'module:Class' inside a data file
 
 
-def _module_file(name: str) -> Path | None:
-    """The source file of project module `name`, or None when it is not one."""
+def _module_file(name: str, root: Path) -> Path | None:
+    """The source file of project module `name` under `root`, or None when it is not one."""
     if name.split(".")[0] not in PROJECT_PACKAGES:
         return None
-    base = PROJECT_ROOT.joinpath(*name.split("."))
+    base = root.joinpath(*name.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
             return path
     return None
 
 
-def _package_of(path: Path) -> str:
-    rel = path.relative_to(PROJECT_ROOT).with_suffix("")
+def _package_of(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
     parts = list(rel.parts)
     return ".".join(parts[:-1] if parts[-1] != "__init__" else parts[:-1])
 
 
-def _imported_names(path: Path) -> set[str]:
+def _imported_names(path: Path, root: Path) -> set[str]:
     """Project module names a source file can execute: every import (module level or inside functions,
     relative ones resolved) and every 'package.module[:Class]' string it names (lazy registries)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = _package_of(path) if path.name != "__init__.py" else _package_of(path)
+    package = _package_of(path, root)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -97,8 +97,7 @@ def _data_files(directory: Path) -> list[Path]:
     return files
 
 
-@functools.lru_cache(maxsize=None)
-def code_closure(*module_names: str) -> tuple[Path, ...]:
+def code_closure(*module_names: str, root: Path = PROJECT_ROOT) -> tuple[Path, ...]:
     """Every project source and data file the named modules can execute or read, found from their imports.
 
     Follows imports transitively (including imports inside functions and 'module:Class' strings of lazy
@@ -113,11 +112,11 @@ def code_closure(*module_names: str) -> tuple[Path, ...]:
         if name in seen_mod:
             continue
         seen_mod.add(name)
-        path = _module_file(name)
+        path = _module_file(name, root)
         if path is None:
             continue
         files.add(path)
-        found = set(_imported_names(path))
+        found = set(_imported_names(path, root))
         for data in _data_files(path.parent):
             if data not in files:
                 files.add(data)
@@ -127,15 +126,45 @@ def code_closure(*module_names: str) -> tuple[Path, ...]:
     return tuple(sorted(files))
 
 
+def code_hash(*module_names: str, root: Path = PROJECT_ROOT) -> str:
+    """Hash of every project file the named modules can execute (code_closure under `root`): a change anywhere
+    in it invalidates the tasks that run it; an edit outside it keeps their cache. Computed from the source
+    files alone (nothing is imported), once per process for the installed tree."""
+    if root == PROJECT_ROOT:
+        return _project_code_hash(module_names)
+    return _hash_files(code_closure(*module_names, root=root), root)
+
+
 @functools.lru_cache(maxsize=None)
-def code_hash(*module_names: str) -> str:
-    """Hash of every project file the named modules can execute (code_closure): a change anywhere in it
-    invalidates the tasks that run it; an edit outside it keeps their cache."""
+def _project_code_hash(module_names: tuple[str, ...]) -> str:
+    return _hash_files(code_closure(*module_names), PROJECT_ROOT)
+
+
+def _hash_files(paths: tuple[Path, ...], root: Path) -> str:
     h = hashlib.sha256()
-    for path in code_closure(*module_names):
-        h.update(str(path.relative_to(PROJECT_ROOT)).encode())
+    for path in paths:
+        h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def catalogue_hash(config: Any) -> str:
+    """Content hash of a config's extra router catalogues and the module files their entries name
+    (routers outside the project tree, which code_closure cannot see)."""
+    from cr2.routers import use_catalogues
+
+    use_catalogues(config.baselines.catalogues)
+    paths = []
+    for cat in config.baselines.catalogues:
+        paths.append(Path(cat))
+        if Path(cat).is_file():
+            import yaml
+
+            for spec in (yaml.safe_load(Path(cat).read_text()) or {}).values():
+                module = str((spec or {}).get("class", "")).partition(":")[0]
+                if module.endswith(".py"):
+                    paths.append(Path(module) if Path(module).is_absolute() else Path(cat).parent / module)
+    return file_hash(*paths)
 
 
 def task_code_hash(task_or_fn: Any) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import make_key, task_code_hash
+from tasks.common import catalogue_hash, make_key, task_code_hash
 from tasks.train import cr2_router, load_sets, routing_args
 from warehouse.db import Warehouse
 from warehouse.repository import (baseline_proba, load_threshold_table, utc_now, warehouse_epoch,
@@ -26,7 +26,8 @@ def evaluate_key(config: Config, wh: Warehouse, trained: dict, calibrated: dict,
     return make_key("evaluate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], calibrated["version"],
                     sorted((k, v["fingerprint"]) for k, v in baselines.items()),
                     routing_fingerprint(wh, **routing_args(config), splits=("val", "test")),
-                    config.section_hash("grids", "routing", "evaluation"), task_code_hash(evaluate), warehouse_epoch(wh))
+                    config.section_hash("grids", "routing", "evaluation"), task_code_hash(evaluate), catalogue_hash(config),
+                    warehouse_epoch(wh))
 
 
 def decision_frame(ev) -> pd.DataFrame:
@@ -43,8 +44,9 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
     """CR² at every calibrated (λ, α) and each baseline over grids.eval_lam, on the test split."""
     from cr2.evaluation import Evaluation, evaluate_baseline, evaluate_cr2, method_rows
     from cr2.metrics import evaluable_mask
-    from cr2.routers import load_router, router_entry
+    from cr2.routers import load_router, router_entry, use_catalogues
 
+    use_catalogues(config.baselines.catalogues)
     sets = load_sets(config, home)
     test, val = sets["test"], sets["val"]
     router = cr2_router(config, trained)

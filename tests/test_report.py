@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 
 from cr2.metrics import risk_tolerance
-from cr2.report import benchmark_table, risk_check_table, to_latex
+from cr2.evaluation import method_rows
+from cr2.report import MethodStyles, benchmark_table, risk_check_table, to_latex
 
 
 def test_risk_tolerance_is_three_binomial_standard_errors():
@@ -26,7 +27,8 @@ def test_benchmark_table_marks_unreachable_targets():
     for method, reach in (("cr2", True), ("knn", False)):
         for bench, acc in (("mmlu", 0.8), ("gpqa", 0.5), ("all", 0.75)):
             rows.append({"method": method, "target": 0.45, "reachable": reach, "benchmark": bench, "accuracy": acc})
-    table = benchmark_table(pd.DataFrame(rows))
+    styles = MethodStyles.from_frame(pd.DataFrame(method_rows("run", ["cr2", "knn"])))  # names from the catalogue
+    table = benchmark_table(pd.DataFrame(rows), styles)
     cr2_row = table[table["method"] == "CR² (device–edge)"].iloc[0]
     knn_row = table[table["method"] == "KNN"].iloc[0]
     assert (cr2_row["MMLU"], cr2_row["GPQA"], cr2_row["Avg"]) == ("0.800", "0.500", "0.750")

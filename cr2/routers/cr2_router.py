@@ -130,6 +130,12 @@ class CR2Router:
         self._check_fitted()
         return self.teacher_.predict_proba(embedding)
 
+    def predict_proba(self, batch: RoutingSet) -> np.ndarray:
+        """Return the teacher's p_m(x) for a RoutingSet, [n, M] (the Router protocol's estimate)."""
+        self._check_fitted()
+        self._check_pool(batch)
+        return self.proba(batch.embedding)
+
     def scores(self, embedding: np.ndarray, lam: float | np.ndarray) -> np.ndarray:
         """Return the gate scores s_φ(e(x), λ): [n] for one λ, [n, n_lam] for a vector of λ."""
         self._check_fitted()

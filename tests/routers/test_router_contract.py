@@ -1,4 +1,4 @@
-"""One contract over every registered baseline (scikit-learn's check_estimator idea).
+"""One contract over every catalogued router, CR² included (scikit-learn's check_estimator idea).
 
 fit returns self; a clear NotFittedError before fit; p̂ and Decisions have the right shapes, dtypes and
 ranges; fitting twice with the same seed gives identical decisions and fingerprints; learned state
@@ -11,7 +11,10 @@ import pytest
 
 from cr2.data import Router, RoutingSet
 from cr2.errors import DataValidationError, NotFittedError
-from cr2.routers import BASELINES, get_router
+from cr2.config import GateSpec, TeacherSpec
+from cr2.routers import available_routers, get_router
+
+ROUTERS = tuple(available_routers())
 
 FAST = {  # small settings that keep two fits per router well under a few seconds
     "always": {"model_id": "qwen3-14b"},
@@ -19,7 +22,10 @@ FAST = {  # small settings that keep two fits per router well under a few second
     "mlp": {"epochs": 3, "seed": 3},
     "embedllm": {"epochs": 3, "seed": 3},
     "llmrank": {"epochs": 2, "seed": 3, "n_clusters": 8},
+    "cr2": {"teacher_spec": TeacherSpec(epochs=2), "gate_spec": GateSpec(epochs=2), "alpha": 0.1,
+            "on_demand_calibration": True},
 }
+CR2_LAMS = (0.05, 0.5, 0.7, 1.0, 20.0)  # the gate is FiLM-conditioned on log λ: λ > 0
 TORCH_ROUTERS = ("mlp", "embedllm", "llmrank")
 
 
@@ -27,20 +33,28 @@ def _make(name: str, **over):
     return get_router(name, **{**FAST[name], **over})
 
 
-@pytest.fixture(scope="module", params=BASELINES)
+def _fit(router, train, dev):
+    """fit (and, for CR², calibrate on dev: a router that routes needs its threshold table)."""
+    out = router.fit(train, dev)
+    if router.name == "cr2":
+        router.calibrate(dev, CR2_LAMS, [0.05, 0.1], dist_id="test", label_source="test")
+    return out
+
+
+@pytest.fixture(scope="module", params=ROUTERS)
 def fitted(request, tiny_splits):
     """(name, router fitted once, (train, dev, test))."""
     train, dev, test = tiny_splits
     router = _make(request.param)
-    assert router.fit(train, dev) is router  # fit returns self
+    assert _fit(router, train, dev) is router  # fit returns self
     return request.param, router, tiny_splits
 
 
-def test_baselines_registered():
-    assert set(FAST) == set(BASELINES)
+def test_every_catalogued_router_is_covered():
+    assert set(FAST) == set(ROUTERS)
 
 
-@pytest.mark.parametrize("name", BASELINES)
+@pytest.mark.parametrize("name", ROUTERS)
 def test_not_fitted_error_before_fit(name, tiny_splits):
     router = _make(name)
     _, _, test = tiny_splits
@@ -55,13 +69,14 @@ def test_protocol_shapes_and_ranges(fitted):
     p_hat = router.predict_proba(test)
     assert p_hat.shape == (len(test), test.n_models) and p_hat.dtype == np.float32
     assert np.all((p_hat >= 0) & (p_hat <= 1))
-    for lam in (0.0, 0.5, 20.0):
+    lo = 0.05 if name == "cr2" else 0.0
+    for lam in (lo, 0.5, 20.0):
         dec = router.route(test, lam)
         assert dec.chosen.shape == (len(test),) and dec.chosen.dtype == np.int64
         assert np.all((dec.chosen >= 0) & (dec.chosen < test.n_models))
         assert np.array_equal(dec.accepted_local, dec.chosen == 0)
     if name != "always":  # a one-shot router drifts toward cheap models as λ grows
-        cost_at = [test.cost[np.arange(len(test)), router.route(test, lam).chosen].mean() for lam in (0.0, 20.0)]
+        cost_at = [test.cost[np.arange(len(test)), router.route(test, lam).chosen].mean() for lam in (lo, 20.0)]
         assert cost_at[1] <= cost_at[0]
     assert isinstance(router.n_params(), int) and router.n_params() >= 0
     assert isinstance(router.flops_per_query(), int) and router.flops_per_query() >= 0
@@ -70,9 +85,9 @@ def test_protocol_shapes_and_ranges(fitted):
 
 def test_deterministic_under_a_seed(fitted):
     name, router, (train, dev, test) = fitted
-    again = _make(name).fit(train, dev)
+    again = _fit(_make(name), train, dev)
     assert again.fingerprint() == router.fingerprint()
-    for lam in (0.0, 1.0):
+    for lam in (0.05 if name == "cr2" else 0.0, 1.0):
         assert np.array_equal(again.route(test, lam).chosen, router.route(test, lam).chosen)
     assert np.array_equal(again.predict_proba(test), router.predict_proba(test))
 

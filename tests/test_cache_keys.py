@@ -1,0 +1,93 @@
+"""Cache keys cannot go stale: a task's code hash covers every project file it can execute, found from its
+imports (tasks.common.code_closure), so an edit to a transitive dependency changes the key the task is
+cached under (and the task re-runs), while an edit to code it cannot reach keeps the cache.
+
+Each case edits a file in a temporary copy of the project and recomputes the key from that copy's sources.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cr2", "tasks", "flows", "warehouse", "cr2_cli")
+TASKS = ("tasks.evaluate:evaluate", "tasks.report:build_report", "tasks.train:train_cr2", "tasks.prepare:EMBED_CODE")
+
+
+def _module_names() -> dict[str, tuple[str, ...]]:
+    """The modules each key hashes: a task's defining module, or the module names a *_CODE constant lists."""
+    import importlib
+
+    out = {}
+    for spec in TASKS:
+        module, name = spec.split(":")
+        obj = getattr(importlib.import_module(module), name)
+        out[spec] = (obj,) if isinstance(obj, str) else (getattr(obj, "fn", obj).__module__,)
+    return out
+
+
+@pytest.fixture(scope="module")
+def project_copy(tmp_path_factory) -> Path:
+    dst = tmp_path_factory.mktemp("project")
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, dst / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
+
+
+def _keys(root: Path) -> dict[str, str]:
+    from tasks.common import code_hash
+
+    return {spec: code_hash(*mods, root=root) for spec, mods in _module_names().items()}
+
+
+def test_the_task_keys_use_these_hashes():
+    from tasks.common import code_hash, task_code_hash
+    from tasks.evaluate import evaluate
+
+    assert task_code_hash(evaluate) == code_hash("tasks.evaluate") == _keys(ROOT)["tasks.evaluate:evaluate"]
+
+
+def _edited(root: Path, rel: str, keys_before: dict[str, str]) -> dict[str, bool]:
+    path = root / rel
+    original = path.read_text()
+    try:
+        path.write_text(original + ("\n-- edited\n" if rel.endswith(".sql") else "\n# edited\n"))
+        after = _keys(root)
+    finally:
+        path.write_text(original)
+    return {t: after[t] != keys_before[t] for t in TASKS}
+@pytest.fixture(scope="module")
+def before(project_copy) -> dict[str, str]:
+    return _keys(project_copy)
+
+
+def test_the_copy_hashes_like_the_repository(project_copy, before):
+    assert _keys(ROOT) == before  # the key depends on file contents, not on where the tree lives
+
+
+def test_editing_a_transitive_dependency_of_evaluate_reruns_it(project_copy, before):
+    # cr2/routers/base.py holds the one-shot choice argmax p̂ − λc: evaluate reaches it only through
+    # cr2.evaluation → cr2.routers.base (the hand-kept list of old missed it)
+    changed = _edited(project_copy, "cr2/routers/base.py", before)
+    assert changed["tasks.evaluate:evaluate"] and changed["tasks.train:train_cr2"]
+    assert not changed["tasks.prepare:EMBED_CODE"]  # embeddings stay keyed by encoder + text
+
+
+def test_editing_a_view_reruns_the_report(project_copy, before):
+    changed = _edited(project_copy, "warehouse/views/v_fixed_accuracy.sql", before)
+    assert changed["tasks.report:build_report"] and changed["tasks.evaluate:evaluate"]
+
+
+def test_editing_a_catalogue_entry_reruns_evaluation(project_copy, before):
+    changed = _edited(project_copy, "cr2/routers/catalogue.yaml", before)
+    assert changed["tasks.evaluate:evaluate"]
+
+
+def test_an_unrelated_edit_keeps_the_cache(project_copy, before):
+    # the MBPP sandbox runs only when labeling: no routing stage can execute it
+    changed = _edited(project_copy, "cr2/labeling/sandbox.py", before)
+    assert not any(changed.values()), changed
+    changed = _edited(project_copy, "cr2/cost.py", before)
+    assert not changed["tasks.evaluate:evaluate"] and not changed["tasks.report:build_report"]
