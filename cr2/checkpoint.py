@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterator
 
 from cr2.hashing import content_fingerprint
 
+PREDICT_BATCH = 8192  # rows per forward pass of a torch module at inference; bounds memory only
+
 def fingerprint(module: Any) -> str:
     """Return the content fingerprint of a torch module's state_dict (names, dtypes, shapes, bytes; cr2.hashing)."""
     state = module.state_dict()

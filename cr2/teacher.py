@@ -15,6 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from cr2.checkpoint import (
+    PREDICT_BATCH,
     fingerprint,
     fit_epochs,
     float64_twin,
@@ -28,7 +29,6 @@ from cr2.config import TeacherSpec
 from cr2.data import EMBED_DIM, RoutingSet
 from cr2.errors import DataValidationError, InvalidValueError
 
-PREDICT_BATCH = 8192  # rows per forward pass at inference; bounds memory only
 
 
 class TeacherSelector(nn.Module):

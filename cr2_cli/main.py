@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Optional

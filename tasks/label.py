@@ -403,7 +403,3 @@ def finish_label_runs(home: str, queries_path: str, jobs: list[ShardJob], failed
     runs["written"] = [int(d) - before[r] for r, d in zip(runs["run_id"], runs["done"])]
     return runs
 
-
-def args_summary(jobs: list[ShardJob]) -> dict[str, Any]:
-    """model → backend arguments (for logs)."""
-    return {j.model_id: json.loads(j.backend.args_json()) for j in jobs}

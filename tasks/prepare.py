@@ -18,11 +18,11 @@ from prefect import task
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from tasks.common import cache_dir, code_hash, file_hash, make_key, task_code_hash
+from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 from warehouse.repository import cost_scales_key, warehouse_epoch
 from warehouse.db import Warehouse
 from warehouse.validation import validate_frame
 
-SIMULATED_SOURCE = "simulated-irt-v1"
 
 
 def _now() -> dt.datetime:

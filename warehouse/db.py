@@ -39,16 +39,6 @@ def view_names() -> list[str]:
     return sorted(p.stem for p in VIEWS_DIR.glob("*.sql"))
 
 
-def view_header(name: str) -> str:
-    """The header comment of a view: the question it answers."""
-    lines = []
-    for line in (VIEWS_DIR / f"{name}.sql").read_text().splitlines():
-        if not line.startswith("--"):
-            break
-        lines.append(line.lstrip("- ").rstrip())
-    return " ".join(lines)
-
-
 class Warehouse:
     """One DuckDB file under `home` (default var/), with schema version checking."""
 
@@ -184,6 +174,3 @@ class Warehouse:
         tmp.replace(path)  # atomic: a failed export never leaves a half-written file
         return path
 
-
-def open_warehouse(home: str | Path | None = None, read_only: bool = False) -> Warehouse:
-    return Warehouse(home, read_only=read_only)

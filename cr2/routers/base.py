@@ -33,12 +33,11 @@ import numpy as np
 
 from cr2.data import Decisions, RoutingSet
 from cr2.errors import DataValidationError, InvalidValueError, NotFittedError
-from cr2.checkpoint import fit_epochs
+from cr2.checkpoint import PREDICT_BATCH, fit_epochs
 from cr2.hashing import content_fingerprint
 from cr2.utility import DEVICE_INDEX, full_information_choice
 
 META_KEY = "__meta__"  # the .npz entry that holds the JSON metadata (router, hyperparameters, pool)
-PREDICT_BATCH = 8192  # rows per forward pass at inference; bounds memory only
 
 
 def one_shot_choice(p_hat: np.ndarray, cost: np.ndarray, lam: float) -> np.ndarray:

@@ -82,11 +82,6 @@ def spherical_kmeans(x: np.ndarray, n_clusters: int, rng: np.random.Generator, n
     return centroids
 
 
-def _smoothed_rate(sums: np.ndarray, counts: np.ndarray, global_rate: np.ndarray, strength: float) -> np.ndarray:
-    """Return (Σy + s·ȳ)/(n + s) per group and model, the accuracy shrunk toward the global accuracy."""
-    return (sums + strength * global_rate[None, :]) / (counts[:, None] + strength)
-
-
 class LLMRankFeatures:
     """The fitted feature extractor φ: benchmark vocabulary, accuracy tables, centroids and standardisation."""
 
