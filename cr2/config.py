@@ -219,7 +219,15 @@ class LambdaGrid(_Strict):
     min: float = Field(gt=0)
     max: float = Field(gt=0)
     n_log: int = Field(ge=2)
-    extra: list[float] = Field(default_factory=list, description="λ values added to the log grid (the paper's)")
+    extra: list[float] = Field(default_factory=list, description="λ values added to the log grid (the paper's); "
+                                                                 "0 adds the accuracy-only end of the sweep")
+
+    @field_validator("extra")
+    @classmethod
+    def _extra_range(cls, v: list[float]) -> list[float]:
+        if any(not (x >= 0 and math.isfinite(x)) for x in v):
+            raise InvalidValueError(f"every extra λ must be finite and ≥ 0; got {v}")
+        return v
 
     def values(self) -> list[float]:
         """Sorted λ grid: n_log log-spaced points in [min, max] plus the extras, rounded to 6 significant digits."""
@@ -230,9 +238,9 @@ class LambdaGrid(_Strict):
 
 
 class GridSpec(_Strict):
-    lam: LambdaGrid
+    lam: LambdaGrid = Field(description="the one λ sweep of every method: CR² is calibrated on it (λ = 0: defer "
+                                        "everything) and every baseline is evaluated on it")
     alpha: list[float] = Field(min_length=1)
-    eval_lam: LambdaGrid = Field(description="λ sweep for the baselines' Pareto curves")
     default_alpha: float = Field(gt=0, lt=1)
 
     @field_validator("alpha")
@@ -309,12 +317,16 @@ class EmbeddingSpec(_Strict):
 class RoutingSpec(_Strict):
     deferred_variant: Literal["edge-only", "inclusive", "fallback"] = "edge-only"
     on_demand_calibration: bool = False
+    decision_cost: Literal["estimated", "realised"] = Field(
+        "estimated", description="cost routers decide with: 'estimated' = ĉ with the pre-execution output length L̂_out "
+                                 "(train mean per benchmark and model; the paper's protocol); 'realised' = the cost with "
+                                 "the output length the model has not written yet (a named, non-causal variant)")
 
 
 class BaselinesSpec(_Strict):
     """The paper's comparison routers (§VII-A), fitted on train (tuned on dev) and evaluated on test."""
 
-    routers: list[str] = Field(default_factory=lambda: ["always", "knn", "mlp", "embedllm", "llmrank"],
+    routers: list[str] = Field(default_factory=lambda: ["always", "knn", "mlp", "embedllm", "llmrank", "llmrank-bench"],
                                description="router names (cr2.routers registry); 'always' expands to every model")
     params: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                               description="constructor keyword arguments per router name")
@@ -328,6 +340,9 @@ class EvaluationSpec(_Strict):
     exclude_unsolvable: bool = Field(True, description="drop test queries no model solves from accuracy/cost/local "
                                                        "rate (paper §VII-A); the risk always uses every test query")
     n_resplits: int = Field(200, ge=10, description="random calibration/test re-splits for the risk-vs-α bands")
+    fixed_rates: list[float] = Field(default_factory=lambda: [0.10, 0.20],
+                                     description="fixed local rates f of the paper's ablation rows (accept the top f of "
+                                                 "the calibration scores, no risk control)")
 
 
 class ServingSpec(_Strict):

@@ -310,3 +310,44 @@ def fill_output_tokens(benchmarks: np.ndarray, n_models: int, cost_spec: CostSpe
     if recorded.shape != default.shape:
         raise InvalidValueError(f"recorded output tokens have shape {recorded.shape}, expected {default.shape}")
     return np.where(np.isnan(recorded), default, recorded)
+
+
+def output_token_estimates(benchmarks: np.ndarray, output_tokens: np.ndarray, fit_mask: np.ndarray,
+                           cost_spec: CostSpec) -> dict[str, list[float]]:
+    """L̂_out,m(b): per (benchmark, model), the mean realised output length over the `fit_mask` rows (train).
+
+    This is the "estimated output token count used for pre-execution routing" of the paper: known before a
+    model runs, unlike the realised L_out,m(x). A benchmark without fit rows falls back to
+    cost.default_output_tokens. benchmarks: [n] str; output_tokens: [n, M]; fit_mask: [n] bool.
+    """
+    benchmarks = np.asarray(benchmarks).astype(str)
+    output_tokens = np.asarray(output_tokens, dtype=np.float64)
+    fit_mask = np.asarray(fit_mask, dtype=bool)
+    out = {}
+    for b in sorted(set(benchmarks)):
+        rows = (benchmarks == b) & fit_mask
+        if rows.any():
+            out[b] = [float(v) for v in output_tokens[rows].mean(axis=0)]
+        elif b in cost_spec.default_output_tokens:
+            out[b] = [float(cost_spec.default_output_tokens[b])] * output_tokens.shape[1]
+        else:
+            raise InvalidValueError(f"no train rows and no cost.default_output_tokens entry for benchmark '{b}'")
+    return out
+
+
+def estimated_output_tokens(benchmarks: np.ndarray, estimates: dict[str, list[float]], n_models: int) -> np.ndarray:
+    """L̂_out,m(x) as [n, n_models]: the estimate of each row's benchmark (output_token_estimates)."""
+    benchmarks = np.asarray(benchmarks).astype(str)
+    missing = sorted(set(benchmarks) - set(estimates))
+    if missing:
+        raise InvalidValueError(f"no output-length estimate for benchmark(s) {missing}; known: {sorted(estimates)}")
+    table = {b: np.asarray(v, dtype=np.float64) for b, v in estimates.items()}
+    if any(len(v) != n_models for v in table.values()):
+        raise InvalidValueError(f"output-length estimates must have {n_models} entries per benchmark")
+    return np.stack([table[b] for b in benchmarks]) if len(benchmarks) else np.zeros((0, n_models))
+
+
+def device_dearer_share(cost: np.ndarray) -> float:
+    """Share of rows where the device model m0 is dearer than the cheapest edge model (paper assumes never)."""
+    cost = np.asarray(cost, dtype=np.float64)
+    return float(np.mean(cost[:, 0] > cost[:, 1:].min(axis=1))) if len(cost) else float("nan")

@@ -27,6 +27,7 @@ class RoutingSet:
     cost: np.ndarray  # [n, n_models] float32, normalised c_m(x, ξ); c_ref == 1
     model_ids: tuple[str, ...]  # pool order; index 0 is the device model m0
     distance_m: np.ndarray | None = None  # [n] float, UE–edge distance of the query's state (for reporting)
+    cost_est: np.ndarray | None = None  # [n, n_models] pre-execution ĉ_m(x, ξ) with L̂_out (None: decide on `cost`)
 
     def __post_init__(self) -> None:
         n = len(self.query_id)
@@ -38,6 +39,8 @@ class RoutingSet:
         _check_shape("cost", self.cost, (n, k))
         if self.distance_m is not None:
             _check_shape("distance_m", self.distance_m, (n,))
+        if self.cost_est is not None:
+            _check_shape("cost_est", self.cost_est, (n, k))
 
     def __len__(self) -> int:
         return len(self.query_id)
@@ -45,6 +48,15 @@ class RoutingSet:
     @property
     def n_models(self) -> int:
         return len(self.model_ids)
+
+    @property
+    def decision_cost(self) -> np.ndarray:
+        """The cost a router may decide with: the pre-execution estimate ĉ when present, else c.
+
+        Realised costs `cost` (which depend on the output length the model has not written yet) are for
+        accounting the chosen model only.
+        """
+        return self.cost if self.cost_est is None else self.cost_est
 
     def subset(self, idx: np.ndarray) -> "RoutingSet":
         """Rows `idx` (an index array or boolean mask) as a new RoutingSet."""
@@ -56,6 +68,7 @@ class RoutingSet:
             cost=self.cost[idx],
             model_ids=self.model_ids,
             distance_m=None if self.distance_m is None else self.distance_m[idx],
+            cost_est=None if self.cost_est is None else self.cost_est[idx],
         )
 
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cr2.crc import empirical_threshold, fixed_threshold
+from cr2.crc import empirical_threshold, fixed_threshold, rate_threshold
 from cr2.data import Decisions, RoutingSet
 from cr2.metrics import (accuracy, false_acceptance_risk, false_defer_rate, local_rate, mean_cost, resplit_risk)
 from cr2.routing import VARIANTS
@@ -38,8 +38,11 @@ def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data:
         idx, idx_all = np.flatnonzero(in_b & keep), np.flatnonzero(in_b)
         sub, dec = data.subset(idx), subset_decisions(decisions, idx)
         sub_all, dec_all = data.subset(idx_all), subset_decisions(decisions, idx_all)
+        # the paper's test set excludes queries no model solves: every metric, risk included, on the same rows;
+        # risk_all keeps the risk over every test row (the population the CRC guarantee is stated for)
         values = {"accuracy": accuracy(sub, dec), "cost": mean_cost(sub, dec), "local_rate": local_rate(dec),
-                  "risk": false_acceptance_risk(proba[idx_all], sub_all, dec_all, lam),
+                  "risk": false_acceptance_risk(proba[idx], sub, dec, lam),
+                  "risk_all": false_acceptance_risk(proba[idx_all], sub_all, dec_all, lam),
                   "n": float(len(idx)), "n_risk": float(len(idx_all))}
         if "gate_accept" in decisions.extra:  # gate-error decomposition (CR² and its variants)
             values["false_defer"] = false_defer_rate(proba[idx_all], sub_all, dec_all, lam)
@@ -68,36 +71,39 @@ class Evaluation:
 
 
 def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha: float, n_resplits: int,
-                 rng: np.random.Generator) -> None:
+                 rng: np.random.Generator, fixed_rates: Sequence[float] = ()) -> None:
     """CR² at every calibrated (λ, α) of the router's threshold table, with its comparison rows.
 
     Per λ: CR² (CRC) and the empirical rule at every α, the other deferred-branch variants at the default α,
-    the uncalibrated τ = 0.5 rule, the full-information reference, and the risk-vs-α Monte-Carlo bands
-    over random calibration/test re-splits (n_resplits of them).
+    the uncalibrated τ = 0.5 rule, the fixed-local-rate rules (accept the top f of val, the paper's ablation
+    rows), the full-information reference, and the risk-vs-α Monte-Carlo bands over random calibration/test
+    re-splits (n_resplits of them). At λ = 0 every rule defers everything (the gate is defined for λ > 0).
     """
     test, proba = ev.test, ev.proba
     table = router.threshold_table_
     val_proba = router.proba(val.embedding)
     for lam in table.lams:
         score = router.scores(test.embedding, lam)
-        s_val, r_val = router.scores(val.embedding, lam), disagree_label(val_proba, val.cost, lam)
+        s_val, r_val = router.scores(val.embedding, lam), disagree_label(val_proba, val.decision_cost, lam)
 
         def decide(tau: float, variant: str | None = None) -> Decisions:
-            return router.decide(test.embedding, test.cost, lam, tau=tau, variant=variant, score=score, proba=proba)
+            return router.decide(test.embedding, test.decision_cost, lam, tau=tau, variant=variant, score=score, proba=proba)
 
         for alpha in table.alphas:
             tau = router.threshold(lam, alpha)
             ev.record("cr2", lam, alpha, decide(tau))
             # the calibration-rule comparison: the same gate and α without the +1 correction
-            ev.record("cr2-empirical", lam, alpha, decide(empirical_threshold(s_val, r_val, alpha)))
+            ev.record("cr2-empirical", lam, alpha, decide(empirical_threshold(s_val, r_val, alpha) if lam else np.inf))
             for variant in VARIANTS:  # deferred-branch variants (paper Fig. ours_comparison)
                 if variant != router.variant and abs(alpha - default_alpha) < 1e-12:
                     ev.record(f"cr2-{variant}", lam, alpha, decide(tau, variant))
         ev.record("cr2-fixed-0.5", lam, None, decide(fixed_threshold()))
-        full = full_information_choice(proba, test.cost, lam)
+        for rate in fixed_rates:
+            ev.record(f"cr2-rate-{rate:g}", lam, None, decide(rate_threshold(s_val, rate) if lam else np.inf))
+        full = full_information_choice(proba, test.decision_cost, lam)
         ev.record("full-info", lam, None, Decisions(chosen=full, accepted_local=full == 0, extra={"gate_accept": full == 0}))
-        if n_resplits > 0:
-            _resplit_rows(ev, lam, np.asarray(table.alphas), s_val, r_val, score, disagree_label(proba, test.cost, lam),
+        if n_resplits > 0 and lam > 0:
+            _resplit_rows(ev, lam, np.asarray(table.alphas), s_val, r_val, score, disagree_label(proba, test.decision_cost, lam),
                           n_resplits, rng)
 
 
@@ -121,7 +127,7 @@ def evaluate_baseline(ev: Evaluation, name: str, lams: Sequence[float], *, p_hat
 
     for lam in lams:
         if p_hat is not None:
-            chosen = one_shot_choice(p_hat, ev.test.cost, lam)
+            chosen = one_shot_choice(p_hat, ev.test.decision_cost, lam)
             dec = Decisions(chosen=chosen, accepted_local=chosen == 0)
         else:
             dec = router.route(ev.test, float(lam))
@@ -134,7 +140,7 @@ def evaluate_ablation_gate(ev: Evaluation, name: str, router: Any, val: RoutingS
     router.calibrate(val, lams, [alpha], dist_id=dist_id, label_source=label_source)
     for lam in lams:
         ev.record(f"ablation:{name}", float(lam), alpha,
-                  router.decide(ev.test.embedding, ev.test.cost, lam, alpha, proba=ev.proba))
+                  router.decide(ev.test.embedding, ev.test.decision_cost, lam, alpha, proba=ev.proba))
 
 
 # the rows CR²'s evaluation adds beside the routers of the catalogue: method → (kind, display, colour)
@@ -149,6 +155,14 @@ DERIVED_METHODS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _derived(method: str) -> tuple[str, str, str] | None:
+    if method in DERIVED_METHODS:
+        return DERIVED_METHODS[method]
+    if method.startswith("cr2-rate-"):
+        return ("cr2-rule", f"fixed local rate f = {method[9:]}", "#a569bd")
+    return None
+
+
 def method_rows(run_id: str, methods: Sequence[str]) -> list[dict[str, Any]]:
     """Return one `methods` row per evaluated method: what it is, from the router catalogue (and DERIVED_METHODS)."""
     from cr2.routers import catalogue, router_entry
@@ -156,8 +170,8 @@ def method_rows(run_id: str, methods: Sequence[str]) -> list[dict[str, Any]]:
     cr2 = catalogue()["cr2"]
     rows = []
     for method in dict.fromkeys(methods):
-        if method in DERIVED_METHODS:
-            kind, display, colour = DERIVED_METHODS[method]
+        if _derived(method) is not None:
+            kind, display, colour = _derived(method)
             row = {"router": "cr2", "kind": kind, "learned": kind != "uncalibrated" and kind != "reference",
                    "display": display, "colour": colour, "reference": False, "sort_order": cr2.order}
         elif method.startswith("ablation:"):

@@ -254,8 +254,8 @@ def fit_gate(
         raise DataValidationError(f"fit_gate needs non-empty train and dev sets (got {len(train)} and {len(dev)} rows)")
     p_train = _check_proba("teacher_proba_train", teacher_proba_train, train)
     p_dev = _check_proba("teacher_proba_dev", teacher_proba_dev, dev)
-    c_train = np.asarray(train.cost, dtype=np.float64)
-    c_dev = np.asarray(dev.cost, dtype=np.float64)
+    c_train = np.asarray(train.decision_cost, dtype=np.float64)
+    c_dev = np.asarray(dev.decision_cost, dtype=np.float64)
     embed_dim = train.embedding.shape[1]
     x_train = torch.from_numpy(np.ascontiguousarray(train.embedding, dtype=np.float32))
     x_dev = torch.from_numpy(np.ascontiguousarray(dev.embedding, dtype=np.float32))

@@ -36,7 +36,7 @@ def local_rate(decisions: Decisions) -> float:
 def false_acceptance_risk(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
     """Marginal false-acceptance risk: mean of 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (§VI-F)."""
     accepted = decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX)
-    risk = disagree_label(proba, data.cost, lam)
+    risk = disagree_label(proba, data.decision_cost, lam)
     return float(np.mean(np.asarray(accepted, dtype=bool) & np.asarray(risk, dtype=bool))) if len(data) else float("nan")
 
 
@@ -48,7 +48,7 @@ def oracle_accuracy(data: RoutingSet) -> float:
 def false_defer_rate(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
     """Gate false defers: mean of 1[deferred by the gate] · (1 − r(λ)), i.e. deferred although m0 is teacher-optimal."""
     accepted = decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX)
-    risk = disagree_label(proba, data.cost, lam)
+    risk = disagree_label(proba, data.decision_cost, lam)
     return float(np.mean(~np.asarray(accepted, dtype=bool) & ~np.asarray(risk, dtype=bool))) if len(data) else float("nan")
 
 

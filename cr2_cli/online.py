@@ -46,6 +46,7 @@ class OnlineRouter:
     version: int
     dist: StateDistribution
     cost_config: Config  # the config with T0/E0 fixed to the stored costs' scales
+    output_estimates: dict = field(default_factory=dict)  # benchmark → L̂_out per model (from `cr2 prepare`)
     encoder: Any = None
     counter: Any = None
     _lock: Any = field(default=None, repr=False)
@@ -72,6 +73,8 @@ class OnlineRouter:
         counter = qwen_token_counter(cache_dir(Path(home)) / "tokenizers")
         return cls(config=config, home=Path(home), router=router, version=int(version),
                    dist=StateDistribution.model_validate(spec), cost_config=cost_config, encoder=encoder,
+                   output_estimates=sc.get("output_token_estimates") or {
+                       b: [float(v)] * len(config.models) for b, v in config.cost.default_output_tokens.items()},
                    counter=counter, _lock=threading.Lock())
 
     def describe(self) -> dict:
@@ -119,11 +122,11 @@ class OnlineRouter:
             else:
                 d = np.array([float(distance_m)])
                 g_ul = g_dl = channel_gain(d, np.ones(1), self.dist.path_loss)  # mean fading |z|² = 1
-            default_out = self.config.cost.default_output_tokens.get(benchmark)
-            if default_out is None:
-                raise DataValidationError(f"unknown benchmark '{benchmark}' for the output length; known: "
-                                          f"{', '.join(sorted(self.config.cost.default_output_tokens))}")
-            out_tokens = np.full((1, len(self.config.models)), float(default_out))
+            estimates = self.output_estimates  # L̂_out per (benchmark, model): the pre-execution estimate
+            if benchmark not in estimates:
+                raise DataValidationError(f"unknown benchmark '{benchmark}' for the output-length estimate; known: "
+                                          f"{', '.join(sorted(estimates))}")
+            out_tokens = np.asarray(estimates[benchmark], dtype=float)[None, :]
             costs = compute_costs(prompt_tokens, out_tokens, uplink_rate_bps(g_ul, self.config.communication),
                                   downlink_rate_bps(g_dl, self.config.communication), config=self.cost_config)
             proba = self.router.proba(emb)

@@ -29,7 +29,7 @@ def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.n
 
 def calibrate_key(config: Config, wh: Warehouse, trained: dict, extra_lams: tuple[float, ...] = ()) -> str:
     return make_key("calibrate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], sorted(extra_lams),
-                    routing_fingerprint(wh, **routing_args(config), splits=("val",)), config.section_hash("grids"),
+                    routing_fingerprint(wh, **routing_args(config), splits=("val",)), config.section_hash("grids", "routing"),
                     task_code_hash(calibrate_cr2), warehouse_epoch(wh))
 
 

@@ -41,7 +41,7 @@ def decision_frame(ev) -> pd.DataFrame:
 
 @task(name="evaluate")
 def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dict, baselines: dict) -> dict:
-    """CR² at every calibrated (λ, α) and each baseline over grids.eval_lam, on the test split."""
+    """CR² at every calibrated (λ, α) and each baseline over the same λ grid (grids.lam), on the test split."""
     from cr2.evaluation import Evaluation, evaluate_baseline, evaluate_cr2, method_rows
     from cr2.metrics import evaluable_mask
     from cr2.routers import load_router, router_entry, use_catalogues
@@ -57,11 +57,12 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=f"eval-{key[-16:]}", test=test, proba=router.proba(test.embedding), keep=keep)
     evaluate_cr2(ev, router, val, default_alpha=config.grids.default_alpha, n_resplits=config.evaluation.n_resplits,
-                 rng=np.random.default_rng(config.seed))
+                 rng=np.random.default_rng(config.seed), fixed_rates=config.evaluation.fixed_rates)
     for name, b in baselines.items():  # a router that predicts p̂ is routed from its recorded p̂ at every λ
-        evaluate_baseline(ev, name, config.grids.eval_lam.values(), p_hat=p_hat.get(name),
+        evaluate_baseline(ev, name, config.grids.lam.values(), p_hat=p_hat.get(name),
                           router=None if name in p_hat else load_router(b["path"]))
     run = {"run_id": ev.run_id, "config_hash": config.section_hash(), "label_source": config.labels.source,
+           "decision_cost": config.routing.decision_cost,
            "dist_id": config.channel.distribution.dist_id, "threshold_version": calibrated["version"],
            "code_version": task_code_hash(evaluate), "created_at": utc_now()}
     metrics = pd.DataFrame(ev.metrics)

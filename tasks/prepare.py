@@ -221,7 +221,7 @@ def costs_key(config: Config, wh: Warehouse) -> str:
 @task(name="prepare-costs")
 def compute_costs_task(config: Config, home: str, key: str) -> dict:
     """c_m(x, ξ) for every (query, draw, model): latency, energy, raw and normalised cost (docs/cost-model.md)."""
-    from cr2.cost import compute_costs
+    from cr2.cost import compute_costs, device_dearer_share, estimated_output_tokens, output_token_estimates
 
     dist_id = config.channel.distribution.dist_id
     source = config.labels.source
@@ -246,6 +246,16 @@ def compute_costs_task(config: Config, home: str, key: str) -> dict:
         rate_ul_bps=st["rate_ul_bps"].to_numpy(), rate_dl_bps=st["rate_dl_bps"].to_numpy(),
         config=config, reference_mask=reference_mask,
     )
+    # the pre-execution estimate L̂_out,m(x): per (benchmark, model) train mean; normalised with the same T0/E0
+    train_rows = (st["split"] == "train").to_numpy()
+    estimates = output_token_estimates(st["benchmark"].to_numpy(), out_tok, train_rows, config.cost)
+    fixed = config.cost.model_copy(update={"normalisation": "fixed", "t0_s": float(br.t0_s), "e0_j": float(br.e0_j)})
+    est = compute_costs(
+        prompt_tokens=st["prompt_tokens"].to_numpy(dtype=float),
+        output_tokens=estimated_output_tokens(st["benchmark"].to_numpy(), estimates, len(model_ids)),
+        rate_ul_bps=st["rate_ul_bps"].to_numpy(), rate_dl_bps=st["rate_dl_bps"].to_numpy(), cost_spec=fixed,
+        config=config,
+    )
     n, m = out_tok.shape
     rows = pd.DataFrame({
         "dist_id": dist_id, "label_source": source,
@@ -253,12 +263,17 @@ def compute_costs_task(config: Config, home: str, key: str) -> dict:
         "model_id": np.tile(model_ids, n),
         "latency_s": br.latency_s.reshape(-1), "energy_j": br.energy_j.reshape(-1),
         "cost_raw": br.cost_raw.reshape(-1), "cost_norm": br.cost_norm.reshape(-1),
+        "cost_est_norm": est.cost_norm.reshape(-1),
     })
     validate_frame("costs", rows)
-    scales = json.dumps({"t0_s": float(br.t0_s), "e0_j": float(br.e0_j), "normalisation": config.cost.normalisation})
+    # the paper's two-stage rule assumes m0 is never dearer than an edge model: how often that fails
+    dearer = {"realised": device_dearer_share(br.cost_norm), "estimated": device_dearer_share(est.cost_norm)}
+    scales = json.dumps({"t0_s": float(br.t0_s), "e0_j": float(br.e0_j), "normalisation": config.cost.normalisation,
+                         "output_token_estimates": estimates, "model_ids": model_ids, "device_dearer_share": dearer})
     with Warehouse(home) as wh, wh.transaction() as con:
         wh.delete_where("costs", {"dist_id": dist_id, "label_source": source}, con)
         wh.insert_df("costs", rows, con)
         # T0/E0 used, so online routing normalises a new query exactly as the stored costs were
         con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [cost_scales_key(dist_id, source), scales])
-    return {"dist_id": dist_id, "label_source": source, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j)}
+    return {"dist_id": dist_id, "label_source": source, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j),
+            "device_dearer_share": dearer}

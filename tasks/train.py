@@ -34,7 +34,8 @@ def routing_args(config: Config) -> dict:
 def load_sets(config: Config, home: str | Path) -> dict:
     """{split: RoutingSet} of the config's pool, state distribution, label source and encoder."""
     with Warehouse(home, read_only=True) as wh:
-        return load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))
+        return load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config),
+                                 decision_cost=config.routing.decision_cost)
 
 
 def cr2_router(config: Config, trained: dict | None = None):
@@ -46,7 +47,7 @@ def cr2_router(config: Config, trained: dict | None = None):
 
 def train_key(config: Config, wh: Warehouse) -> str:
     return make_key("train", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev")),
-                    config.section_hash("teacher", "gate", "models"), task_code_hash(train_cr2), torch_threads(),
+                    config.section_hash("teacher", "gate", "models", "routing"), task_code_hash(train_cr2), torch_threads(),
                     warehouse_epoch(wh))
 
 

@@ -63,7 +63,7 @@ CONFIG = """extends: default
 data_dir: {data}
 teacher: {{epochs: 2}}
 gate: {{epochs: 2}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0, 8.0]}}, eval_lam: {{min: 0.1, max: 20.0, n_log: 5}}}}
+grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0]}}}}
 baselines:
   routers: [always, knn, prior]
   catalogues: [{catalogue}]
@@ -92,7 +92,7 @@ def test_a_router_from_a_temporary_directory_runs_through_the_pipeline(prefect_h
         fixed = wh.df("SELECT DISTINCT method FROM v_fixed_accuracy WHERE run_id = ?", [run_id])
         complexity = wh.df("SELECT * FROM v_router_complexity WHERE kind = 'router:prior'")
     assert method.iloc[0]["display"] == "Prior (toy)" and bool(method.iloc[0]["learned"])
-    assert len(points) == 5 and points["accuracy"].between(0, 1).all()
+    assert len(points) == 6 and points["accuracy"].between(0, 1).all()  # the one λ grid of every method
     assert "prior" in set(fixed["method"])  # compared at fixed accuracy like every learned router
     assert int(complexity.iloc[0]["params"]) == 4
     assert "Prior (toy)" in (home / "report" / "index.html").read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ SMALL = """extends: default
 data_dir: {data}
 teacher: {{epochs: 4}}
 gate: {{epochs: 4}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 6, extra: [0.5, 2.0, 8.0]}}, eval_lam: {{min: 0.1, max: 20.0, n_log: 7}}}}
+grids: {{lam: {{min: 0.1, max: 20.0, n_log: 6, extra: [0.0, 0.5, 2.0, 8.0]}}}}
 baselines: {{params: {{mlp: {{epochs: 4}}, embedllm: {{epochs: 4}}, llmrank: {{epochs: 4}}, knn: {{k_grid: [3, 5]}}}}}}
 """
 
@@ -42,20 +42,23 @@ def test_first_run_fills_every_stage(pipeline):
         assert wh.scalar("SELECT max(abs(cost_norm - 1)) FROM costs WHERE model_id = 'qwen3-14b'") < 1e-9
         assert wh.scalar("SELECT count(DISTINCT version) FROM thresholds") == 1
         ops = wh.df("SELECT * FROM operating_points WHERE method = 'cr2' AND benchmark = 'all'")
-    assert len(ops) == 9 * 5 and ops["labels_simulated"].all()
+    assert len(ops) == 10 * 5 and ops["labels_simulated"].all()
+    zero = ops[ops["lam"] == 0.0]
+    assert (zero["local_rate"] == 0.0).all()  # λ = 0, the accuracy-only end: CR² defers everything
     assert ((ops["accuracy"] >= 0) & (ops["accuracy"] <= 1)).all()
     assert first["train"]["teacher"]["params"] == 398_340 and first["train"]["gate"]["params"] == 104_706
     routers = first["baselines"]["routers"]
     assert set(routers) == {"always-qwen3-1.7b", "always-qwen3-4b", "always-qwen3-8b", "always-qwen3-14b", "knn", "mlp",
-                            "embedllm", "llmrank"}
+                            "embedllm", "llmrank", "llmrank-bench"}
     assert routers["embedllm"]["params"] == 90_714
     with Warehouse(home, read_only=True) as wh:
         base = wh.df("SELECT * FROM operating_points WHERE method = 'knn' AND benchmark = 'all'")
         always = wh.df("SELECT * FROM operating_points WHERE method = 'always-qwen3-1.7b' AND benchmark = 'all'")
     from cr2.config import load_config
 
-    assert len(base) == len(load_config(pipeline["cfg"]).grids.eval_lam.values()) and base["alpha"].isna().all()
-    assert 0.0 in set(base["lam"])  # λ = 0: the accuracy-only end of the sweep
+    # one λ sweep for every method (issue 16): the baselines on exactly CR²'s grid, λ = 0 included
+    assert sorted(base["lam"]) == sorted(set(ops["lam"])) == load_config(pipeline["cfg"]).grids.lam.values()
+    assert base["alpha"].isna().all()
     assert (always["local_rate"] == 1.0).all()  # Always-1.7B answers everything on the device
 
 

@@ -32,8 +32,12 @@ def routing_fingerprint(wh: Warehouse, dist_id: str, label_source: str, seed: in
 
 
 def load_routing_sets(wh: Warehouse, model_ids: tuple[str, ...], dist_id: str, label_source: str, seed: int,
-                      encoder: str) -> dict[str, RoutingSet]:
-    """{split: RoutingSet} of every (query, draw) that has a split, an embedding, labels and costs."""
+                      encoder: str, decision_cost: str = "estimated") -> dict[str, RoutingSet]:
+    """{split: RoutingSet} of every (query, draw) that has a split, an embedding, labels and costs.
+
+    decision_cost "estimated": routers decide with ĉ (pre-execution L̂_out), accounting uses c; "realised":
+    routers see the realised c too (the pre-change protocol, a named variant).
+    """
     t = wh.con.sql(named_query("routing_rows"), params={"dist_id": dist_id, "label_source": label_source, "seed": seed,
                                                        "encoder": encoder}).to_arrow_table()
     if t.num_rows == 0:
@@ -48,10 +52,11 @@ def load_routing_sets(wh: Warehouse, model_ids: tuple[str, ...], dist_id: str, l
     emb = t.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False).reshape(-1, EMBED_DIM)
     correct = np.asarray(t.column("correct").combine_chunks().values.to_numpy(zero_copy_only=False), dtype=bool).reshape(-1, k)
     cost = t.column("cost").combine_chunks().values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, k)
+    cost_est = t.column("cost_est").combine_chunks().values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, k)
     split = np.asarray(t.column("split").to_pylist())
     full = RoutingSet(
         query_id=np.asarray(t.column("query_id").to_pylist()), benchmark=np.asarray(t.column("benchmark").to_pylist()),
         embedding=np.ascontiguousarray(emb, dtype=np.float32), correct=correct, cost=cost, model_ids=tuple(model_ids),
-        distance_m=t.column("distance_m").to_numpy(),
+        distance_m=t.column("distance_m").to_numpy(), cost_est=cost_est if decision_cost == "estimated" else None,
     )
     return {s: full.subset(split == s) for s in SPLITS}

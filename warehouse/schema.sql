@@ -105,7 +105,8 @@ CREATE TABLE IF NOT EXISTS costs (
     latency_s    DOUBLE NOT NULL,
     energy_j     DOUBLE NOT NULL,
     cost_raw     DOUBLE NOT NULL,        -- c̄_m
-    cost_norm    DOUBLE NOT NULL,        -- c_m = c̄_m / c̄_ref
+    cost_norm    DOUBLE NOT NULL,        -- c_m = c̄_m / c̄_ref, realised (L_out as the model wrote it): accounting
+    cost_est_norm DOUBLE NOT NULL,       -- ĉ_m with the pre-execution estimate L̂_out (train mean per benchmark, model): routing
     PRIMARY KEY (dist_id, label_source, query_id, draw, model_id)
 );
 
@@ -145,6 +146,7 @@ CREATE TABLE IF NOT EXISTS eval_runs (
     label_source  VARCHAR NOT NULL,
     dist_id       VARCHAR NOT NULL,
     threshold_version INTEGER,
+    decision_cost VARCHAR NOT NULL,          -- estimated (pre-execution ĉ, the paper's protocol) | realised
     code_version  VARCHAR NOT NULL,
     created_at    TIMESTAMP NOT NULL
 );

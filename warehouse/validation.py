@@ -55,7 +55,7 @@ def _states(ctx: dict) -> list[tuple[str, dict]]:
 
 @suite("costs")
 def _costs(ctx: dict) -> list[tuple[str, dict]]:
-    cols = ("latency_s", "energy_j", "cost_raw", "cost_norm")
+    cols = ("latency_s", "energy_j", "cost_raw", "cost_norm", "cost_est_norm")
     return [("ExpectColumnValuesToBeBetween", {"column": c, "min_value": 0, "strict_min": True, "max_value": 1e12})
             for c in cols] + [("ExpectColumnValuesToNotBeNull", {"column": c}) for c in cols]
 

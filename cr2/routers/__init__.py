@@ -40,6 +40,7 @@ class RouterEntry:
     colour: str
     per_model: bool = False
     reference: bool = False
+    params: tuple[tuple[str, Any], ...] = ()  # constructor defaults of this entry (a named variant of a class)
     order: int = 0  # position in the catalogue (figure and table order)
 
     def load_class(self) -> type:
@@ -64,8 +65,8 @@ class RouterEntry:
             raise ConfigError(f"router '{self.name}': {module_name} has no class {cls}") from None
 
 
-_FIELDS = {"class", "kind", "learned", "predicts_proba", "display", "colour", "per_model", "reference"}
-_KINDS = ("cr2", "baseline")
+_FIELDS = {"class", "kind", "learned", "predicts_proba", "display", "colour", "per_model", "reference", "params"}
+_KINDS = ("cr2", "baseline", "baseline-variant")
 
 
 def _read_catalogue(path: Path, start: int) -> dict[str, RouterEntry]:
@@ -86,12 +87,13 @@ def _read_catalogue(path: Path, start: int) -> dict[str, RouterEntry]:
         if spec["kind"] not in _KINDS:
             raise ConfigError(f"{path}: router '{name}': kind must be one of {_KINDS}, got {spec['kind']!r}")
         target = str(spec.pop("class"))
+        params = tuple(sorted(dict(spec.pop("params", None) or {}).items()))
         module, _, cls = target.partition(":")
         if not cls:
             raise ConfigError(f"{path}: router '{name}': class must read module:Class, got {target!r}")
         if module.endswith(".py") and not Path(module).is_absolute():
             target = f"{(Path(path).parent / module).resolve()}:{cls}"
-        out[str(name)] = RouterEntry(name=str(name), target=target, order=start + i,
+        out[str(name)] = RouterEntry(name=str(name), target=target, order=start + i, params=params,
                                      **{k: (bool(v) if k in ("learned", "predicts_proba", "per_model", "reference")
                                             else str(v)) for k, v in spec.items()})
     return out
@@ -170,6 +172,7 @@ def get_router(name: str, **kwargs: Any) -> Any:
     """Return an unfitted router built from `name` and the constructor keyword arguments."""
     entry = router_entry(name)
     cls = entry.load_class()
+    kwargs = {**dict(entry.params), **kwargs}
     if entry.per_model and name != entry.name:
         return cls(model_id=name[len(entry.name) + 1 :], **kwargs)
     return cls(**kwargs)

@@ -114,7 +114,7 @@ class OneShotRouter(ABC):
     def route(self, batch: RoutingSet, lam: float) -> Decisions:
         """Return the one-shot decisions argmax_m p̂_m − λ·c_m over the whole pool (accepted_local: m̂ = m0)."""
         p_hat = self.predict_proba(batch)
-        chosen = one_shot_choice(p_hat, batch.cost, lam)
+        chosen = one_shot_choice(p_hat, batch.decision_cost, lam)
         return Decisions(
             chosen=chosen,
             accepted_local=chosen == DEVICE_INDEX,

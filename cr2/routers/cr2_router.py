@@ -14,6 +14,7 @@ torch is imported only when the router is fitted or used, so looking it up in a 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -137,9 +138,23 @@ class CR2Router:
         return self.proba(batch.embedding)
 
     def scores(self, embedding: np.ndarray, lam: float | np.ndarray) -> np.ndarray:
-        """Return the gate scores s_φ(e(x), λ): [n] for one λ, [n, n_lam] for a vector of λ."""
+        """Return the gate scores s_φ(e(x), λ): [n] for one λ, [n, n_lam] for a vector of λ.
+
+        λ = 0 is the accuracy-only end of the sweep: the gate (FiLM on log λ) is defined for λ > 0 and CR²
+        defers everything there, so its score is −∞ (never accepted).
+        """
         self._check_fitted()
-        return self.gate_.score(embedding, lam)
+        lam_arr = np.asarray(lam, dtype=np.float64)
+        if np.all(lam_arr != 0):
+            return self.gate_.score(embedding, lam)
+        n = len(embedding)
+        if lam_arr.ndim == 0:
+            return np.full(n, -np.inf, dtype=np.float32)
+        out = np.full((n, len(lam_arr)), -np.inf, dtype=np.float32)
+        positive = lam_arr != 0
+        if positive.any():
+            out[:, positive] = self.gate_.score(embedding, lam_arr[positive])
+        return out
 
     def calibration_inputs(self, val: RoutingSet, lams: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
         """Return (scores, risks) on a calibration set: float32 s_i(λ_j) and bool r_i(λ_j), both [n, n_lam]."""
@@ -148,7 +163,7 @@ class CR2Router:
         lam_arr = np.asarray(lams, dtype=np.float64)
         scores = self.scores(val.embedding, lam_arr)
         # r_i(λ) = 1[m_full*(x_i, ξ_i; λ) ≠ m0] under the frozen teacher (paper §VI-F)
-        risks = disagree_label(self.proba(val.embedding), val.cost, lam_arr)
+        risks = disagree_label(self.proba(val.embedding), val.decision_cost, lam_arr)
         return scores, risks
 
     # ------------------------------------------------------------ calibration
@@ -184,15 +199,21 @@ class CR2Router:
                dist_id: str, label_source: str, rule: str) -> ThresholdTable:
         common = {"gate_fingerprint": self.gate_fingerprint_, "dist_id": dist_id, "label_source": label_source}
         if rule in ("crc", "empirical"):
-            return calibrate_table(scores, risks, lams, alphas, rule=rule, **common)
-        lam_sorted, alpha_sorted = sorted(float(v) for v in lams), sorted(float(v) for v in alphas)
-        if rule == "fixed":
-            taus = np.full((len(lam_sorted), len(alpha_sorted)), fixed_threshold())
+            table = calibrate_table(scores, risks, lams, alphas, rule=rule, **common)
         else:
-            order = np.argsort(np.asarray(lams, dtype=np.float64), kind="stable")
-            taus = np.array([[rate_threshold(scores[:, j], f) for f in alpha_sorted] for j in order])
-        return ThresholdTable(lams=tuple(lam_sorted), alphas=tuple(alpha_sorted), taus=taus, n_calib=int(scores.shape[0]),
-                              rule=rule, score_dtype=str(scores.dtype), **common)
+            lam_sorted, alpha_sorted = sorted(float(v) for v in lams), sorted(float(v) for v in alphas)
+            if rule == "fixed":
+                taus = np.full((len(lam_sorted), len(alpha_sorted)), fixed_threshold())
+            else:
+                order = np.argsort(np.asarray(lams, dtype=np.float64), kind="stable")
+                taus = np.array([[rate_threshold(scores[:, j], f) for f in alpha_sorted] for j in order])
+            table = ThresholdTable(lams=tuple(lam_sorted), alphas=tuple(alpha_sorted), taus=taus,
+                                   n_calib=int(scores.shape[0]), rule=rule, score_dtype=str(scores.dtype), **common)
+        if 0.0 in table.lams:  # λ = 0: defer everything (τ = +∞), exact, whatever the rule: risk 0 ≤ α
+            taus = table.taus.copy()
+            taus[table.lams.index(0.0)] = np.inf
+            table = dataclasses.replace(table, taus=taus)
+        return table
 
     def set_threshold_table(self, table: ThresholdTable, calibration_set: RoutingSet | None = None) -> "CR2Router":
         """Use a stored threshold table (its gate fingerprint must be this router's); returns self."""
@@ -256,7 +277,7 @@ class CR2Router:
         """Return the CR² decisions for `batch` at cost weight λ and α (default: the router's α)."""
         self._check_fitted()
         self._check_pool(batch)
-        return self.decide(batch.embedding, batch.cost, lam, alpha)
+        return self.decide(batch.embedding, batch.decision_cost, lam, alpha)
 
     # ------------------------------------------------------------ persistence
     def fingerprint(self) -> str:

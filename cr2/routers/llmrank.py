@@ -26,6 +26,11 @@ Hand-crafted features φ(x) [cr2 decisions; computable from the embedding and th
   (a row's own label never enters its features). An unseen benchmark (or use_benchmark=False) gets a
   zero one-hot and the global accuracy.
 
+Inputs (issue 16, baseline parity): by default LLMRank gets what every other router gets, e(x) only —
+`use_benchmark=False`, so the task-type one-hot and task proxy carry no benchmark identity. The variant
+with the benchmark label and per-benchmark train accuracy is the catalogue entry `llmrank-bench`
+(kind baseline-variant), evaluated and reported under its own name, never compared as a peer.
+
 What the LLMRank paper does not let us determine (and what was chosen): the exact feature list and its
 extractors (LLM-based taggers and a proxy LLM solver, unavailable offline; replaced by the features
 above), the text encoder behind the text branch (here the shared frozen MiniLM embedding), all layer
@@ -264,7 +269,7 @@ class LLMRankRouter(TorchOneShotRouter):
         fusion_hidden: int = 256,
         n_clusters: int = 48,
         prior_strength: float = 20.0,
-        use_benchmark: bool = True,
+        use_benchmark: bool = False,
         w_list: float = 0.5,
         dropout: float = 0.1,
         epochs: int = 40,

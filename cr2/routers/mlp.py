@@ -1,21 +1,23 @@
-"""MLP router (RouterBench style, Hu et al. 2024): a multi-output correctness predictor on the embedding.
+"""MLP router (RouterBench style, Hu et al. 2024): a multi-output correctness predictor.
 
-    Linear(384, H) → GELU → Dropout → Linear(H, M),   p̂_m(x) = σ(logit_m(x))
+    Linear(384 + (M − 1), H) → GELU → Dropout → Linear(H, M),   p̂_m(x) = σ(logit_m(x))
 
 trained on BCE against y_m(x) with the checkpoint of lowest dev BCE (cr2.routers.base.TorchOneShotRouter).
 
-Width H = 604 [cr2 decision]. The paper reports 235,204 parameters and 469.2 k FLOPs but not the
-architecture. No sensible multi-output MLP on the 384-d embedding reproduces both exactly: a single
-hidden layer gives 389·H + 4 parameters (+768 with an input LayerNorm) and 777·H FLOPs, and neither
-235,200/389 nor 234,432/389 is an integer; two- and three-layer nets that hit 235,204 exactly need widths
-such as (170, 970) or (266, 490) and still miss 469.2 k (469.3 k and 469.6 k). H = 604 is the width that
-puts a one-hidden-layer MLP closest to both numbers: 234,960 parameters (−244, −0.10 %) and 469,308
-FLOPs, printed "469.3 k" (+0.02 %).
+Inputs and width [cr2 decision, issue 16]: the paper counts 235,204 parameters, which is exactly a
+387 → 600 → 4 network (387·600 + 600 + 600·4 + 4), so the paper's MLP sees three inputs beyond the 384-d
+embedding. The most plausible three, for a four-model pool, are the query's normalised pre-execution
+costs ĉ_m(x, ξ) of the models other than the reference (ĉ_ref ≡ 1 carries nothing): the MLP is the one
+baseline that sees the request-time cost vector, as a cost-aware router would. cr2 uses exactly that:
+e(x) ⊕ (ĉ_m, m ≠ ref) → H = 600 → M, 235,204 parameters for the paper's pool. The reference column is the
+one whose train cost is identically 1; with `cost_inputs=False` the MLP sees e(x) only (384 → 600 → 4).
+FLOPs: 2·(d + M − 1)·H + H + 2·H·M = 469,800 (the paper prints 469.2 k, −0.13 %; its convention is not given).
 """
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -23,28 +25,30 @@ from cr2.complexity import elementwise_flops, linear_flops
 from cr2.data import EMBED_DIM, RoutingSet
 from cr2.routers.base import TorchOneShotRouter, embedding_tensor, gen_dropout
 
-PAPER_PARAMS = 235_204
+PAPER_PARAMS = 235_204  # = 387·600 + 600 + 600·4 + 4
 PAPER_FLOPS = 469_200  # printed "469.2 k"
 
 
 class MLPNet(nn.Module):
     """Linear(d, H) → GELU → Dropout → Linear(H, M); forward returns the correctness logits [B, M]."""
 
-    def __init__(self, n_models: int, embed_dim: int = EMBED_DIM, hidden: int = 604, dropout: float = 0.1) -> None:
+    def __init__(self, n_models: int, embed_dim: int = EMBED_DIM, hidden: int = 600, dropout: float = 0.1,
+                 n_extra: int = 0) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(embed_dim, hidden)
+        self.fc1 = nn.Linear(embed_dim + n_extra, hidden)
         self.fc2 = nn.Linear(hidden, n_models)
         self.dropout = float(dropout)
         self.dropout_generator: Any = None
 
-    def forward(self, embedding: torch.Tensor) -> torch.Tensor:
-        h = nn.functional.gelu(self.fc1(embedding))
+    def forward(self, embedding: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        x = embedding if extra is None else torch.cat([embedding, extra], dim=1)
+        h = nn.functional.gelu(self.fc1(x))
         return self.fc2(gen_dropout(h, self.dropout, self.dropout_generator, self.training))
 
 
-def mlp_flops(n_models: int, embed_dim: int = EMBED_DIM, hidden: int = 604) -> int:
-    """Return the FLOPs of one query: 2·d·H + H (GELU) + 2·H·M (469,308 for 4 models, H = 604)."""
-    return linear_flops(embed_dim, hidden) + elementwise_flops(hidden) + linear_flops(hidden, n_models)
+def mlp_flops(n_models: int, embed_dim: int = EMBED_DIM, hidden: int = 600, n_extra: int = 0) -> int:
+    """Return the FLOPs of one query: 2·(d + extra)·H + H (GELU) + 2·H·M."""
+    return linear_flops(embed_dim + n_extra, hidden) + elementwise_flops(hidden) + linear_flops(hidden, n_models)
 
 
 class MLPRouter(TorchOneShotRouter):
@@ -54,8 +58,9 @@ class MLPRouter(TorchOneShotRouter):
 
     def __init__(
         self,
-        hidden: int = 604,
+        hidden: int = 600,
         dropout: float = 0.1,
+        cost_inputs: bool = True,
         epochs: int = 40,
         batch_size: int = 256,
         lr: float = 1e-3,
@@ -67,6 +72,7 @@ class MLPRouter(TorchOneShotRouter):
     ) -> None:
         self.hidden = hidden
         self.dropout = dropout
+        self.cost_inputs = cost_inputs
         self.epochs = epochs
         self.batch_size = batch_size
         self.lr = lr
@@ -77,12 +83,28 @@ class MLPRouter(TorchOneShotRouter):
         self.num_threads = num_threads
 
     def _build_net(self, n_models: int, embed_dim: int) -> MLPNet:
-        return MLPNet(n_models, embed_dim, self.hidden, self.dropout)
+        return MLPNet(n_models, embed_dim, self.hidden, self.dropout, len(self.cost_columns_))
+
+    def _prepare_fit(self, train: RoutingSet, dev: RoutingSet) -> None:
+        cost = np.asarray(train.decision_cost, dtype=np.float64)
+        # every model but the reference, whose normalised cost is identically 1 (it carries no information)
+        informative = ~np.all(np.isclose(cost, 1.0), axis=0) if len(cost) else np.ones(train.n_models, dtype=bool)
+        self.cost_columns_ = tuple(int(i) for i in np.flatnonzero(informative)) if self.cost_inputs else ()
 
     def _inputs(self, data: RoutingSet) -> tuple[Any, ...]:
-        return (embedding_tensor(data),)
+        if not self.cost_columns_:
+            return (embedding_tensor(data),)
+        extra = np.asarray(data.decision_cost, dtype=np.float32)[:, list(self.cost_columns_)]
+        return (embedding_tensor(data), torch.from_numpy(np.ascontiguousarray(extra)))
 
     def flops_per_query(self) -> int:
-        """Return 2·d·H + H + 2·H·M (cr2.complexity convention)."""
+        """Return 2·(d + extra)·H + H + 2·H·M (cr2.complexity convention)."""
         self._check_fitted()
-        return mlp_flops(len(self.model_ids_), self.embed_dim_, self.hidden)
+        return mlp_flops(len(self.model_ids_), self.embed_dim_, self.hidden, len(self.cost_columns_))
+
+    def _state_extra(self) -> dict[str, Any]:
+        return {**super()._state_extra(), "cost_columns": list(self.cost_columns_)}
+
+    def _set_state(self, arrays: dict[str, np.ndarray], extra: dict[str, Any]) -> None:
+        self.cost_columns_ = tuple(int(i) for i in extra.get("cost_columns", []))
+        super()._set_state(arrays, extra)

@@ -7,6 +7,7 @@ LLMRank's feature extractor, whose FLOPs are reported on top of the head.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from cr2.complexity import count_parameters, format_flops
@@ -41,12 +42,27 @@ def test_llmrank_golden_size_at_the_papers_pool():
     assert format_flops(llmrank_head_flops(4, k)) == "1.215 M"
 
 
-def test_mlp_is_within_the_documented_distance_of_the_paper():
-    params, flops = count_parameters(MLPNet(n_models=4)), mlp_flops(4)
-    assert (params, flops) == (234_960, 469_308)
-    assert abs(params - MLP_PAPER_PARAMS) / MLP_PAPER_PARAMS < 0.002
-    assert abs(flops - MLP_PAPER_FLOPS) / MLP_PAPER_FLOPS < 0.001
-    assert format_flops(flops) == "469.3 k"  # the paper prints 469.2 k
+def test_mlp_with_the_three_cost_inputs_has_the_papers_parameter_count():
+    # 387 → 600 → 4: the 384-d embedding plus the estimated costs of the three non-reference models
+    params, flops = count_parameters(MLPNet(n_models=4, n_extra=3)), mlp_flops(4, n_extra=3)
+    assert params == MLP_PAPER_PARAMS == 235_204 == 387 * 600 + 600 + 600 * 4 + 4
+    assert flops == 2 * 387 * 600 + 600 + 2 * 600 * 4 == 469_800
+    assert abs(flops - MLP_PAPER_FLOPS) / MLP_PAPER_FLOPS < 0.002  # the paper prints 469.2 k
+
+
+def test_fitted_mlp_finds_the_reference_column_and_has_the_golden_size(tiny_splits):
+    from cr2.routers.mlp import MLPRouter
+
+    train, dev, test = tiny_splits
+    router = MLPRouter(epochs=1).fit(train, dev)
+    ref = [j for j in range(train.n_models) if np.allclose(train.decision_cost[:, j], 1.0)]
+    assert len(router.cost_columns_) == train.n_models - len(ref)
+    if len(ref) == 1:
+        assert router.n_params() == 235_204
+    p = router.predict_proba(test)
+    shifted = test.subset(np.arange(len(test)))
+    object.__setattr__(shifted, "cost", shifted.cost * 2)  # p̂ reads the decision cost only
+    assert np.array_equal(router.predict_proba(shifted), p)
 
 
 def test_fitted_llmrank_has_the_golden_size(tiny_splits):

@@ -22,6 +22,7 @@ FAST = {  # small settings that keep two fits per router well under a few second
     "mlp": {"epochs": 3, "seed": 3},
     "embedllm": {"epochs": 3, "seed": 3},
     "llmrank": {"epochs": 2, "seed": 3, "n_clusters": 8},
+    "llmrank-bench": {"epochs": 2, "seed": 3, "n_clusters": 8},
     "cr2": {"teacher_spec": TeacherSpec(epochs=2), "gate_spec": GateSpec(epochs=2), "alpha": 0.1,
             "on_demand_calibration": True},
 }

@@ -1,5 +1,5 @@
 -- One row per (query, channel draw) of the routing view: split, embedding, per-model correctness and
--- normalised cost in pool order. Parameters: $dist_id, $label_source, $seed, $encoder.
+-- normalised cost (realised, and the pre-execution estimate) in pool order. Parameters: $dist_id, $label_source, $seed, $encoder.
 SELECT
     s.query_id,
     s.draw,
@@ -9,6 +9,7 @@ SELECT
     e.vector,
     list(l.correct   ORDER BY m.position) AS correct,
     list(c.cost_norm ORDER BY m.position) AS cost,
+    list(c.cost_est_norm ORDER BY m.position) AS cost_est,
     list(m.model_id  ORDER BY m.position) AS model_ids
 FROM states s
 JOIN queries q     ON q.query_id = s.query_id

@@ -1,12 +1,13 @@
 -- CR² and every other evaluated method at each (λ, α) and benchmark, one row per operating point with
 -- its metrics side by side (accuracy, normalised cost, false-acceptance risk, local rate, n), tagged with
 -- the run's label source so simulated results are never read as measured. accuracy, cost and local_rate
--- are over the n solvable test queries (paper §VII-A); risk is over all n_risk test queries.
+-- and risk are over the n solvable test queries (paper §VII-A); risk_all is over all n_risk test queries.
 SELECT
     m.run_id,
     r.label_source,
     r.label_source LIKE 'simulated%' AS labels_simulated,
     r.dist_id,
+    r.decision_cost,
     m.method,
     m.lam,
     m.alpha,
@@ -14,6 +15,7 @@ SELECT
     max(m.value) FILTER (WHERE m.metric = 'accuracy')   AS accuracy,
     max(m.value) FILTER (WHERE m.metric = 'cost')       AS cost,
     max(m.value) FILTER (WHERE m.metric = 'risk')       AS risk,
+    max(m.value) FILTER (WHERE m.metric = 'risk_all')   AS risk_all,
     max(m.value) FILTER (WHERE m.metric = 'local_rate') AS local_rate,
     max(m.value) FILTER (WHERE m.metric = 'n')          AS n,
     max(m.value) FILTER (WHERE m.metric = 'n_risk')     AS n_risk
