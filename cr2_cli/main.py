@@ -312,6 +312,11 @@ def print_prepare_steps(summary: dict) -> None:
     if emb and not emb.get("cached"):
         parts[0] += f" ({emb['embedded']:,} embedded)"
     console.print("prepare — " + "; ".join(parts), highlight=False)
+    dearer = summary.get("costs", {}).get("device_dearer_share")
+    if dearer:  # the paper's two-stage rule assumes the device model is never dearer than an edge model
+        console.print(f"device model dearer than the cheapest edge model on {100 * dearer['estimated']:.1f} % of "
+                      f"(query, state) rows under the pre-execution estimate ĉ (routing), "
+                      f"{100 * dearer['realised']:.1f} % under the realised cost (v_cost_assumptions)", highlight=False)
 
 
 def print_model_summary(home: Path, config_path: Optional[Path]) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from cr2.config import load_config
 from cr2.errors import DataValidationError
-from tasks.common import warehouse_epoch
+from warehouse.repository import warehouse_epoch
 from tasks.ingest import ingest_key, ingest_queries
 from warehouse.db import Warehouse
 

@@ -89,7 +89,7 @@ def test_new_state_distribution_recomputes_only_states_and_costs(pipeline):
 def test_route_one_query_with_the_deployed_artefacts(pipeline):
     from cr2.config import load_config
     from cr2.errors import UncalibratedOperatingPointError
-    from tasks.route import route_query
+    from cr2_cli.online import route_query
 
     cfg = load_config(pipeline["cfg"])
     out = route_query(cfg, pipeline["home"], "What is 2 + 2?", ["3", "4", "5", "6"], lam=2.0, alpha=0.01, distance_m=80.0)
