@@ -45,7 +45,7 @@ def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data:
                   "risk_all": false_acceptance_risk(proba[idx_all], sub_all, dec_all, lam),
                   "n": float(len(idx)), "n_risk": float(len(idx_all))}
         if "gate_accept" in decisions.extra:  # gate-error decomposition (CR² and its variants)
-            values["false_defer"] = false_defer_rate(proba[idx_all], sub_all, dec_all, lam)
+            values["false_defer"] = false_defer_rate(proba[idx], sub, dec, lam)  # the same rows as `risk`
         rows += [{"run_id": run_id, "method": method, "lam": lam, "alpha": alpha, "benchmark": bench, "metric": k,
                   "value": v} for k, v in values.items()]
     return rows

@@ -162,6 +162,8 @@ def curves_figure(df: pd.DataFrame, methods: list[str], title: str, st: MethodSt
                   xlabel: str = "normalised deployment cost c̄", ylabel: str = "routing accuracy") -> bytes:
     """One line per method over λ (sorted by x)."""
     fig, ax = _axes(title, xlabel, ylabel)
+    if x == "lam":
+        df = df[df["lam"] > 0]  # log axis: λ = 0 (the accuracy-only end) has no place on it
     for method in methods:
         d = df[df["method"] == method].sort_values(x)
         if len(d):
@@ -177,6 +179,7 @@ def risk_figure(risk: pd.DataFrame) -> bytes:
     import matplotlib.pyplot as plt
 
     fig, ax = _axes("Marginal false-acceptance risk under CRC", "cost weight λ", "false-acceptance risk")
+    risk = risk[risk["lam"] > 0]  # log axis; at λ = 0 CR² defers everything (risk 0)
     colors = plt.cm.viridis(np.linspace(0, 0.9, risk["alpha"].nunique()))
     for c, (alpha, d) in zip(colors, risk.sort_values("lam").groupby("alpha")):
         ax.plot(d["lam"], d["risk"], marker="o", ms=3, color=c, label=f"α = {alpha:g} (test split)")
@@ -192,7 +195,7 @@ def risk_figure(risk: pd.DataFrame) -> bytes:
 def gate_error_figure(errors: pd.DataFrame, alpha: float) -> bytes:
     """False accepts and false defers of the gate vs λ at the default α."""
     fig, ax = _axes(f"Gate-error decomposition (α = {alpha:g})", "cost weight λ", "share of test queries")
-    d = errors[np.isclose(errors["alpha"], alpha)].sort_values("lam")
+    d = errors[np.isclose(errors["alpha"], alpha) & (errors["lam"] > 0)].sort_values("lam")  # log axis
     ax.plot(d["lam"], d["false_accept"], marker="o", ms=3, color="#c0392b", label="false accepts (risk)")
     ax.plot(d["lam"], d["false_defer"], marker="o", ms=3, color="#2471a3", label="false defers")
     ax.set_xscale("log")

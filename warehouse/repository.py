@@ -189,3 +189,36 @@ def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
     if view not in view_names():
         raise DataValidationError(f"unknown view '{view}'; views: {', '.join(view_names())}")
     return wh.df(f"SELECT * FROM {view}")  # view name checked against the catalogue
+
+
+# ---------------------------------------------------------------- headline results (docs/results.md)
+def newest_eval_run(wh: Warehouse, label_source: str | None = None) -> str:
+    """The run_id of the newest evaluation run (of `label_source` when given)."""
+    sql = "SELECT run_id FROM eval_runs" + (" WHERE label_source = ?" if label_source else "") + \
+          " ORDER BY created_at DESC LIMIT 1"
+    run_id = wh.scalar(sql, [label_source] if label_source else None)
+    if run_id is None:
+        raise DataValidationError("no evaluation run in the warehouse; run `cr2 run` first")
+    return str(run_id)
+
+
+def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], cost_anchor: float, alpha: float,
+                     lams: Sequence[float]) -> dict[str, pd.DataFrame]:
+    """The frames docs/results.md compares with the paper, from the views of one evaluation run."""
+    from warehouse.routing_data import named_query
+
+    params = {"run_id": run_id}
+    run = eval_run(wh, run_id)
+    return {
+        "fixed_accuracy": wh.df(named_query("results_fixed_accuracy"),
+                                {**params, "targets": [round(float(t), 2) for t in targets]}),
+        "local_at_cost": wh.df(named_query("results_local_at_cost"), {**params, "cost": float(cost_anchor)}),
+        "sweep": wh.df(named_query("results_sweep_extremes"), {**params, "alpha": float(alpha)}),
+        "operating_points": wh.df(named_query("results_operating_points"),
+                                  {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
+        "ablation": view_for_run(wh, "v_ablation", run_id),
+        "complexity": whole_view(wh, "v_router_complexity").drop_duplicates("kind"),
+        "cost_assumptions": wh.df("SELECT * FROM v_cost_assumptions WHERE dist_id = ? AND label_source = ?",
+                                  [run["dist_id"], run["label_source"]]),
+        "run": pd.DataFrame([run]),
+    }
