@@ -14,8 +14,9 @@ from prefect import task
 from cr2.config import Config
 from tasks.common import code_hash, make_key
 from warehouse.db import Warehouse
+from warehouse.labels import label_origin
 
-REPORT_CODE = ("cr2.report", "tasks.report")
+REPORT_CODE = ("cr2.report", "tasks.report", "cr2.labels", "warehouse.labels")
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibration_rules": "v_calibration_rules",
          "risk_vs_alpha": "v_risk_vs_alpha", "local_rate": "v_local_rate", "variants": "v_variants",
          "gate_errors": "v_gate_errors", "benchmark_at_cost": "v_benchmark_at_cost", "ablation": "v_ablation"}
@@ -42,7 +43,14 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
         frames = {k: wh.df(f"SELECT * FROM {v} WHERE run_id = ?", [run_id]) for k, v in VIEWS.items()}
         complexity = wh.df("SELECT * FROM v_router_complexity")
         run = wh.df("SELECT * FROM eval_runs WHERE run_id = ?", [run_id]).iloc[0]
-    header = {"labels_simulated": str(run["label_source"]).startswith("simulated"), "label source": run["label_source"],
+        origin = label_origin(wh, str(run["label_source"]))
+    from cr2.labels import is_simulated, label_note
+
+    header = {"labels_simulated": is_simulated(run["label_source"]), "labels": label_note(run["label_source"], origin),
+              **({"label origin": "; ".join(f"{k}: {origin[k]}" for k in ("files", "licence", "extraction_rule",
+                                                                           "chars_per_token") if k in origin)}
+                 if origin.get("extraction_rule") else {}),
+              "label source": run["label_source"],
               "run_id": run_id, "config hash": run["config_hash"], "state distribution": run["dist_id"],
               "threshold table version": int(run["threshold_version"]), "evaluated at (UTC)": str(run["created_at"])[:19],
               "test queries": f"{evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "
