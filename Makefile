@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
 PIP    := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: run test test-fast bench install install-dev clean-warehouse
+.PHONY: run run-measured test test-fast bench install install-dev clean-warehouse
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ install-dev: $(VENV)/.installed-dev
 
 run: install
 	$(VENV)/bin/cr2 run
+
+# the measured scenario (MMLU-Pro, real model outputs) in its own warehouse, var/mmlu-pro (docs/measured.md)
+run-measured: install
+	$(VENV)/bin/cr2 run -c configs/mmlu-pro-measured.yaml --home var/mmlu-pro
 
 test: install-dev
 	$(PY) -m pytest -q

@@ -292,10 +292,10 @@ def write_sliced_data(out: Path, n_queries: int) -> tuple[Path, int]:
     frames = {}
     for name in cfg.enabled_benchmarks:
         spec = cfg.benchmarks[name]
-        df = pq.read_table(cfg.data_path / spec.file).to_pandas()
-        if spec.subsets is not None:
-            df = df[df["subset"].isin(spec.subsets)]
-        frames[name] = (spec.file, df)
+        df = pq.read_table(cfg.benchmark_file(name)).to_pandas()
+        if spec.selected_subsets is not None:
+            df = df[df["subset"].isin(spec.selected_subsets)]
+        frames[name] = (spec.data_file, df)
     total = sum(len(df) for _, df in frames.values())
     frac = min(1.0, n_queries / total)
     rows = 0

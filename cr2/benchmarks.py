@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cr2.config import MC_BENCHMARKS, Config
+from cr2.catalogue import BenchmarkDef
+from cr2.config import Config
 from cr2.errors import DataValidationError
 
 REQUIRED_COLUMNS = ("query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup")
@@ -51,17 +52,17 @@ def select_queries(config: Config) -> pd.DataFrame:
     """All queries of the enabled benchmarks and subsets, in file order, with a content hash."""
     frames = []
     for name in config.enabled_benchmarks:
-        spec = config.benchmarks[name]
-        path = config.data_path / spec.file
+        subsets = config.benchmarks[name].selected_subsets
+        path = config.benchmark_file(name)
         df = read_benchmark_file(path, name)
-        if spec.subsets is not None:
-            unknown = sorted(set(spec.subsets) - set(df["subset"]))
+        if subsets is not None:
+            unknown = sorted(set(subsets) - set(df["subset"]))
             if unknown:
                 raise DataValidationError(
                     f"benchmarks.{name}.subsets: {unknown} not in {path.name} (has {len(set(df['subset']))} subsets, "
                     f"e.g. {sorted(set(df['subset']))[:5]})"
                 )
-            df = df[df["subset"].isin(spec.subsets)]
+            df = df[df["subset"].isin(subsets)]
         frames.append(df)
     if not frames:
         raise DataValidationError("no benchmark is enabled in the config (benchmarks.*.enabled)")
@@ -92,13 +93,26 @@ def content_hashes(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def prompt_text(question: str, choices) -> str:
-    """The zero-shot prompt whose tokens are L_in(x): the question, lettered choices (MC), 'Answer:'."""
-    body = question.strip()
-    if choices is not None and len(choices):
-        body += "".join(f"\n{letter}. {c}" for letter, c in zip("ABCD", choices))
-    return body + "\nAnswer:"
+def prompt_texts(config: Config, df: pd.DataFrame) -> list[str]:
+    """The zero-shot prompt of every query (its benchmark's catalogue template), whose tokens are L_in(x)."""
+    defs = {b: config.benchmark_def(b) for b in set(df["benchmark"])}
+    return [defs[b].prompt_text(q, c) for b, q, c in zip(df["benchmark"], df["question"], df["choices"])]
 
 
-def is_multiple_choice(benchmark: str) -> bool:
-    return benchmark in MC_BENCHMARKS
+def answer_checks(defs: dict[str, BenchmarkDef], df: pd.DataFrame) -> pd.DataFrame:
+    """Per query, what the `queries` suite checks against its catalogue entry, each as 'ok' or a description of
+    the problem (so a failure shows the offending values): choices_ok (option count within the entry's range),
+    target_ok (a multiple-choice target is a letter among the query's own options), tests_ok (≥ 1 test)."""
+    choices_ok, target_ok, tests_ok = [], [], []
+    for qid, b, ch, tgt, tests in zip(df["query_id"], df["benchmark"], df["choices"], df["target"], df["tests"]):
+        d = defs[b]
+        n = len(ch) if isinstance(ch, (list, tuple, np.ndarray)) else 0
+        lo, hi = d.choice_range
+        choices_ok.append("ok" if not d.multiple_choice or lo <= n <= hi
+                          else f"{qid}: {n} options, {b} needs {lo}–{hi}")
+        letters = d.letters[:n]
+        target_ok.append("ok" if not d.multiple_choice or (isinstance(tgt, str) and len(tgt) == 1 and tgt in letters)
+                         else f"{qid}: target {tgt!r} not among {letters[:1]}–{letters[-1:]}")
+        n_tests = len(tests) if isinstance(tests, (list, tuple, np.ndarray)) else 0
+        tests_ok.append("ok" if not d.requires_tests or n_tests >= 1 else f"{qid}: no tests")
+    return pd.DataFrame({"choices_ok": choices_ok, "target_ok": target_ok, "tests_ok": tests_ok}, index=df.index)

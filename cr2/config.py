@@ -16,15 +16,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from cr2.errors import ConfigError, InvalidValueError
+from cr2 import catalogue
+from cr2.catalogue import BenchmarkDef
+from cr2.errors import ConfigError, Cr2Error, InvalidValueError
 from cr2.labeling.spec import LabelingSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
-
-KNOWN_BENCHMARKS = ("mmlu", "bbh", "gpqa", "mbpp")
-MC_BENCHMARKS = ("mmlu", "gpqa")
 
 
 def db_to_linear(value_db: float) -> float:
@@ -124,6 +123,8 @@ class ModelSpec(_Strict):
     id: str
     hf_name: str
     params: float = Field(gt=0, description="parameter count N_m")
+    active_params: float | None = Field(None, gt=0, description="parameters active per token (mixture of experts): "
+                                        "the N_m of the compute and decode cost; None: params")
     platform: str
     role: Literal["device", "edge"]
     server_power_w: float | None = Field(None, gt=0, description="edge active power P_m^srv, W (edge models)")
@@ -166,7 +167,8 @@ class CostSpec(_Strict):
     t0_s: float = Field(gt=0, description="latency scale T0, s")
     e0_j: float = Field(gt=0, description="energy scale E0, J")
     default_output_tokens: dict[str, float] = Field(
-        description="L_out per benchmark when no label run recorded output lengths, tokens"
+        default_factory=dict, description="L_out per benchmark when no label run recorded output lengths, tokens "
+        "(default: the catalogue's default_output_tokens, configs/benchmarks/<name>.yaml)"
     )
 
     @model_validator(mode="after")
@@ -190,9 +192,25 @@ class ChannelSpec(_Strict):
 
 
 class BenchmarkSpec(_Strict):
+    """A benchmark selected for the run: its catalogue definition (configs/benchmarks/) plus this config's choices."""
+
     enabled: bool = True
-    file: str = Field(description="Parquet file, relative to data_dir")
-    subsets: list[str] | None = Field(None, description="subsets to keep (None: all)")
+    definition: BenchmarkDef = Field(description="the catalogue entry; in YAML a path to a definition file, "
+                                                 "default configs/benchmarks/<name>.yaml")
+    file: str | None = Field(None, description="Parquet file, relative to data_dir (None: the catalogue's)")
+    subsets: list[str] | Literal["all"] | None = Field(
+        None, description="subsets to keep: a list, 'all', or None for the catalogue's default")
+
+    @property
+    def data_file(self) -> str:
+        return self.file if self.file is not None else self.definition.file
+
+    @property
+    def selected_subsets(self) -> list[str] | None:
+        """Subsets to keep, None for all."""
+        if self.subsets == "all":
+            return None
+        return self.subsets if self.subsets is not None else self.definition.subsets
 
 
 class TokenizerSpec(_Strict):
@@ -301,9 +319,32 @@ class SimulatorSpec(_Strict):
     seed: int = 0
 
 
+class MeasuredOrigin(_Strict):
+    """Where measured labels come from, recorded in every `label_runs` row of the source."""
+
+    repository: str
+    commit: str
+    files: str = Field(description="the files the outputs were extracted from")
+    licence: str
+    extraction_rule: str = Field(description="how an answer became correct / wrong")
+    citation: str = ""
+
+
+class MeasuredLabelsSpec(_Strict):
+    """Measured correctness of published model outputs (data/measured/, cr2.measured), imported as labels.source."""
+
+    benchmark: str = Field(description="catalogue benchmark the outputs answer")
+    outputs_file: str = Field(description="per-(model, question) outputs Parquet, relative to data_dir")
+    models: dict[str, str] = Field(min_length=1, description="pool model id → model name in the outputs file")
+    chars_per_token: float = Field(gt=0, description="L_out,m(x) = generated_chars / chars_per_token, tokens")
+    origin: MeasuredOrigin
+
+
 class LabelSpec(_Strict):
     source: str = Field(description="label source the pipeline trains and evaluates on")
     simulator: SimulatorSpec
+    measured: MeasuredLabelsSpec | None = Field(None, description="import labels.source from measured outputs "
+                                                "before training (None: simulated, or labels already in the warehouse)")
 
 
 class EmbeddingSpec(_Strict):
@@ -389,13 +430,37 @@ class Config(_Strict):
             return _read_yaml(resolve_named(value, "hardware"))
         return value
 
-    @field_validator("benchmarks")
+    @model_validator(mode="before")
     @classmethod
-    def _known(cls, v: dict[str, BenchmarkSpec]) -> dict[str, BenchmarkSpec]:
-        for name in v:
-            if name not in KNOWN_BENCHMARKS:
-                raise InvalidValueError(f"unknown benchmark '{name}'; known: {', '.join(KNOWN_BENCHMARKS)}")
-        return v
+    def _catalogue(cls, data: Any) -> Any:
+        """Resolve each benchmark's catalogue definition and take its defaults (L_out, simulated lengths)."""
+        if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), dict):
+            return data
+        data = dict(data)
+        benchmarks: dict[str, Any] = {}
+        for name, entry in data["benchmarks"].items():
+            entry = dict(entry or {})
+            ref = entry.get("definition")
+            if not isinstance(ref, (BenchmarkDef, dict)):
+                try:
+                    entry["definition"] = catalogue.resolve(str(name), ref)
+                except Cr2Error as exc:  # unknown name or a bad definition file
+                    raise InvalidValueError(str(exc)) from None
+            benchmarks[name] = entry
+        data["benchmarks"] = benchmarks
+        defs = {n: (e["definition"] if isinstance(e["definition"], BenchmarkDef)
+                    else BenchmarkDef.model_validate(e["definition"])) for n, e in benchmarks.items()}
+        if isinstance(data.get("cost"), dict):
+            given = dict(data["cost"].get("default_output_tokens") or {})
+            data["cost"] = {**data["cost"], "default_output_tokens": {
+                **{n: d.default_output_tokens for n, d in defs.items()}, **given}}
+        labels = data.get("labels")
+        if isinstance(labels, dict) and isinstance(labels.get("simulator"), dict):
+            sim = labels["simulator"]
+            given = dict(sim.get("output_tokens") or {})
+            lengths = {n: d.simulated.output_tokens.model_dump() for n, d in defs.items() if d.simulated is not None}
+            data["labels"] = {**labels, "simulator": {**sim, "output_tokens": {**lengths, **given}}}
+        return data
 
     @model_validator(mode="after")
     def _pool(self) -> "Config":
@@ -413,6 +478,17 @@ class Config(_Strict):
                 )
             if m.role == "edge" and m.server_power_w is None:
                 raise InvalidValueError(f"edge model '{m.id}' needs server_power_w")
+        measured = self.labels.measured
+        if measured is not None:
+            if sorted(measured.models) != sorted(ids):
+                raise InvalidValueError(f"labels.measured.models must name every pool model once (pool: {ids}, "
+                                 f"measured: {sorted(measured.models)})")
+            if self.enabled_benchmarks != [measured.benchmark]:
+                raise InvalidValueError(f"measured labels cover benchmark '{measured.benchmark}' only; enable just that "
+                                 f"one (enabled: {self.enabled_benchmarks})")
+            if self.labels.source.startswith("simulated"):
+                raise InvalidValueError(f"labels.source '{self.labels.source}' names simulated labels; measured labels need "
+                                 "their own source name (e.g. measured-mmlu-pro-v1)")
         if self.reference_model is not None and self.reference_model not in ids:
             raise InvalidValueError(f"reference_model '{self.reference_model}' is not in the pool {ids}")
         for b in self.enabled_benchmarks:
@@ -447,6 +523,15 @@ class Config(_Strict):
     def data_path(self) -> Path:
         p = Path(self.data_dir)
         return p if p.is_absolute() else REPO_ROOT / p
+
+    def benchmark_def(self, name: str) -> BenchmarkDef:
+        """The catalogue entry of a benchmark of this config (or the catalogue's, for one it does not list)."""
+        spec = self.benchmarks.get(name)
+        return spec.definition if spec is not None else catalogue.get_benchmark(name)
+
+    def benchmark_file(self, name: str) -> Path:
+        """The benchmark's Parquet file (data_dir-relative names resolved)."""
+        return self.data_path / self.benchmarks[name].data_file
 
     def section_hash(self, *sections: str) -> str:
         """Hash of the named config sections (all when none given): part of every cache key."""

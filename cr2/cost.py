@@ -113,8 +113,9 @@ def inference_time_s(model: ModelSpec, platform: PlatformProfile, prompt_tokens:
                      output_tokens: np.ndarray) -> np.ndarray:
     """τ_inf,m of `model` on `platform`, s."""
     # paper §IV-C (τ_m^inf): τ_inf,m = β_pre,m·Φ_pre + β_dec,m·Φ_dec
-    return (beta_prefill_s_per_flop(platform) * prefill_flops(model.params, prompt_tokens)
-            + beta_decode_s_per_flop(platform) * decode_flops(model.params, output_tokens))
+    n_active = model.active_params if model.active_params is not None else model.params  # MoE: per-token N_m
+    return (beta_prefill_s_per_flop(platform) * prefill_flops(n_active, prompt_tokens)
+            + beta_decode_s_per_flop(platform) * decode_flops(n_active, output_tokens))
 
 
 def raw_cost(latency_s: np.ndarray, energy_j: np.ndarray, cost_spec: CostSpec, t0_s: float, e0_j: float) -> np.ndarray:

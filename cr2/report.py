@@ -111,9 +111,11 @@ def _frontier(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["on_frontier"]].sort_values("cost")
 
 
-def pareto_figure(pareto: pd.DataFrame, zoom: tuple[float, float] | None, simulated: bool, st: MethodStyles) -> bytes:
+def pareto_figure(pareto: pd.DataFrame, zoom: tuple[float, float] | None, simulated: bool, st: MethodStyles,
+                  labels_kind: str | None = None) -> bytes:
     """Accuracy vs normalised cost: each learned method's frontier, CR²'s envelope over α, Always-m points."""
-    title = "Accuracy–cost Pareto" + (" (zoomed)" if zoom else " (full range)") + (" — SIMULATED labels" if simulated else "")
+    kind = labels_kind or ("SIMULATED" if simulated else None)
+    title = "Accuracy–cost Pareto" + (" (zoomed)" if zoom else " (full range)") + (f" — {kind} labels" if kind else "")
     fig, ax = _axes(title, "normalised deployment cost c̄ (c_ref = 1)", "routing accuracy")
     for method in ("cr2", *st.learned):
         f = _frontier(pareto[pareto["method"] == method])
@@ -123,7 +125,7 @@ def pareto_figure(pareto: pd.DataFrame, zoom: tuple[float, float] | None, simula
     always = pareto[pareto["method"].str.startswith("always-")].groupby("method")[["cost", "accuracy"]].mean()
     for name, row in always.iterrows():
         ax.scatter(row["cost"], row["accuracy"], marker="s", color="black", s=22, zorder=5)
-        ax.annotate(name.replace("always-qwen3-", "Always-").upper().replace("ALWAYS", "Always"),
+        ax.annotate("Always-" + name[len("always-"):],
                     (row["cost"], row["accuracy"]), textcoords="offset points", xytext=(4, -10), fontsize=8)
     if zoom:
         ax.set_xlim(*zoom)
@@ -268,15 +270,16 @@ def build_figures(inp: ReportInputs) -> list[Figure]:
     """Every figure of the report from its view's rows."""
     sim = bool(inp.header.get("labels_simulated"))
     st = MethodStyles.from_frame(inp.methods)
+    kind = "SIMULATED" if sim else ("MEASURED" if str(inp.header.get("labels", "")).startswith("MEASURED") else None)
     a = inp.default_alpha
     at_alpha = lambda df: df[df["alpha"].isna() | np.isclose(df["alpha"].fillna(-1), a)]  # noqa: E731
     lo = inp.pareto["cost"].min()
     figs = [
         Figure("pareto_full", "Accuracy–cost Pareto curves (full range)", "v_pareto",
                "Frontier of each learned router over its λ sweep; CR² pools every α of the grid (its envelope). "
-               "Squares: Always-m.", pareto_figure(inp.pareto, None, sim, st)),
+               "Squares: Always-m.", pareto_figure(inp.pareto, None, sim, st, kind)),
         Figure("pareto_zoom", "Accuracy–cost Pareto curves (zoomed operating region)", "v_pareto",
-               "The same points in the low-cost operating region.", pareto_figure(inp.pareto, (max(0.0, lo - 0.02), 0.6), sim, st)),
+               "The same points in the low-cost operating region.", pareto_figure(inp.pareto, (max(0.0, lo - 0.02), 0.6), sim, st, kind)),
         Figure("fixed_accuracy", "Fixed-accuracy cost comparison", "v_fixed_accuracy",
                "At each target accuracy both reach: the minimum cost of CR² and of KNN (best operating point with "
                "accuracy ≥ target, no interpolation) and CR²'s saving versus KNN, for targets every method must work "
@@ -344,12 +347,17 @@ def render_html(inp: ReportInputs, figures: list[Figure], tables: list[TableBloc
     if h.get("labels_simulated"):
         banner = ('<div class="sim"><b>SIMULATED LABELS.</b> Every number on this page is computed on correctness '
                   f"labels from the simulator <code>{esc(str(h['label source']))}</code> (docs/labels.md), not on measured "
-                  "Qwen3 outputs. They describe the simulator's assumptions as much as the routers; do not read them "
+                  "model outputs. They describe the simulator's assumptions as much as the routers; do not read them "
                   "as a reproduction of the paper.</div>")
+    elif str(h.get("labels", "")).startswith("MEASURED"):
+        banner = ('<div class="measured"><b>MEASURED LABELS.</b> Every number on this page is computed on per-query '
+                  f"correctness measured from real model outputs: {esc(str(h['labels']))}"
+                  + (f" ({esc(str(h['label origin']))})" if h.get("label origin") else "") + ".</div>")
     facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in h.items() if k != "labels_simulated")
     parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>cr2 report</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}}
 .sim{{background:#fdecea;border:2px solid #c0392b;padding:.8em 1em;margin:1em 0;font-size:1.05em}}
+.measured{{background:#eaf4fd;border:2px solid #2c6fad;padding:.8em 1em;margin:1em 0;font-size:1.05em}}
 table{{border-collapse:collapse;margin:.5em 0 1.5em}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
 th{{background:#f4f4f4}}figure{{margin:1.5em 0}}img{{max-width:100%}}figcaption,.cap{{color:#555;font-size:.9em}}
 code{{background:#f4f4f4;padding:0 3px}}</style></head><body>

@@ -301,7 +301,7 @@ def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> N
     console.print(f"warehouse: {h / 'cr2.duckdb'}")
     if summary.get("report"):
         rep = summary["report"]
-        note = "  (SIMULATED labels — see the banner)" if rep.get("labels_simulated") else ""
+        note = "  (SIMULATED labels — see the banner)" if rep.get("labels_simulated") else "  (see the labels banner)"
         console.print(f"report:    {rep['path']}{note}", highlight=False)
 
 
@@ -332,6 +332,14 @@ def print_prepare_steps(summary: dict) -> None:
                       f"{100 * dearer['realised']:.1f} % under the realised cost (v_cost_assumptions)", highlight=False)
 
 
+def _label_note(wh, source: str) -> str:
+    """'SIMULATED labels (…), not measured' / 'MEASURED labels (…) from <repository> @ <commit>' for a table title."""
+    from cr2.labels import label_note
+    from warehouse.labels import label_origin
+
+    return label_note(source, label_origin(wh, source))
+
+
 def print_model_summary(home: Path, config_path: Optional[Path]) -> None:
     """Per benchmark: queries, accuracy and mean normalised cost per model, under the configured labels and states."""
     from cr2.config import load_config
@@ -341,11 +349,10 @@ def print_model_summary(home: Path, config_path: Optional[Path]) -> None:
     with Warehouse(home, read_only=True) as wh:
         df = wh.df("SELECT * FROM model_summary WHERE label_source = ? AND dist_id = ? ORDER BY benchmark, model_position",
                    [cfg.labels.source, cfg.channel.distribution.dist_id])
+        note = _label_note(wh, cfg.labels.source)
     if df.empty:
         return
-    simulated = bool(df["labels_simulated"].iloc[0])
-    note = "SIMULATED labels — not measured (docs/labels.md)" if simulated else "measured labels"
-    table = Table(title=f"label source: {cfg.labels.source} ({note}); states: {cfg.channel.distribution.dist_id}")
+    table = Table(title=f"{note}; states: {cfg.channel.distribution.dist_id}")
     models = list(dict.fromkeys(df["model_id"]))
     table.add_column("benchmark")
     table.add_column("queries", justify="right")
@@ -383,11 +390,10 @@ def print_operating_points(home: Path, config_path: Optional[Path], evaluated: d
     with Warehouse(home, read_only=True) as wh:
         df = wh.df("SELECT * FROM operating_points WHERE run_id = ? AND method = 'cr2' AND benchmark = 'all' "
                    "AND abs(alpha - ?) < 1e-12 ORDER BY lam", [evaluated["run_id"], alpha])
+        note = _label_note(wh, evaluated["label_source"])
     df = df[[any(abs(v - lam) < 1e-9 for lam in lams) for v in df["lam"]]]
-    sim = " — SIMULATED labels, not measured" if evaluated["label_source"].startswith("simulated") else ""
     table = Table(title=f"CR² on test, α = {alpha:g} (risk over all {evaluated['n_test']:,} test queries; accuracy, "
-                        f"cost, local rate over the {evaluated['n_evaluable']:,} some model solves); "
-                        f"labels: {evaluated['label_source']}{sim}")
+                        f"cost, local rate over the {evaluated['n_evaluable']:,} some model solves); {note}")
     for col in ("λ", "false-accept risk", "local rate", "accuracy", "norm. cost"):
         table.add_column(col, justify="right")
     for r in df.itertuples():
@@ -402,10 +408,10 @@ def print_baselines(home: Path, baselines: dict, evaluated: dict) -> None:
     with Warehouse(home, read_only=True) as wh:
         df = wh.df("SELECT method, lam, accuracy, cost FROM operating_points WHERE run_id = ? AND benchmark = 'all' "
                    "AND alpha IS NULL AND lam IN (0.0, 2.0)", [evaluated["run_id"]])
+        note = _label_note(wh, evaluated["label_source"])
     at = {(r.method, r.lam): r for r in df.itertuples()}
     state = "cached" if baselines.get("cached") else "fitted"
-    sim = " — SIMULATED labels" if evaluated["label_source"].startswith("simulated") else ""
-    table = Table(title=f"baselines ({state}) on test{sim}")
+    table = Table(title=f"baselines ({state}) on test; {note}")
     for col in ("router", "params", "FLOPs/query", "fit s", "acc λ=0", "acc / cost λ=2"):
         table.add_column(col, justify="right")
     for name, b in baselines["routers"].items():

@@ -26,7 +26,8 @@ import pandas as pd
 from prefect import flow
 from pydantic import ValidationError
 
-from cr2.config import KNOWN_BENCHMARKS, Config
+from cr2 import catalogue
+from cr2.config import Config
 from cr2.errors import ConfigError, did_you_mean
 from cr2.labeling.runner import Progress
 from cr2.labeling.runs import LabelingError, ShardJob
@@ -181,8 +182,8 @@ def run_labeling(
             raise did_you_mean("model", m, config.model_ids)
     bench = list(benchmarks) if benchmarks else config.enabled_benchmarks
     for b in bench:
-        if b not in KNOWN_BENCHMARKS:
-            raise did_you_mean("benchmark", b, list(KNOWN_BENCHMARKS))
+        if b not in config.benchmarks and b not in catalogue.available():
+            raise did_you_mean("benchmark", b, sorted(set(config.benchmarks) | set(catalogue.available())))
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {limit})")
     home = Path(warehouse_home).expanduser().resolve() if warehouse_home is not None else default_home()

@@ -3,8 +3,9 @@
 1. embeddings — e(x), all-MiniLM-L6-v2 (only new or changed queries are embedded),
 2. splits     — train / dev / val / test, seeded and stable when queries are added,
 3. states     — channel states ξ under the configured, versioned state distribution,
-4. labels     — the default SIMULATED correctness labels (skipped when labels.source names
-                measured labels, which must then cover every (query, model) pair),
+4. labels     — the default SIMULATED correctness labels; or MEASURED ones imported from published
+                model outputs when the config has `labels.measured` (configs/mmlu-pro-measured.yaml);
+                any other labels.source must already cover every (query, model) pair,
 5. costs      — latency, energy and normalised cost c_m(x, ξ) per (query, model).
 
 Each step is a cached Prefect task whose key covers its inputs' content, its config sections and its
@@ -19,6 +20,7 @@ from prefect import flow
 
 from cr2.config import Config
 from tasks.common import bind
+from tasks.measured import import_measured_labels_task, measured_labels_key
 from tasks.prepare import (
     SIMULATED_SOURCE,
     assign_splits_task,
@@ -50,7 +52,9 @@ def prepare(config: Config, home: Path) -> dict:
         "splits": _step(assign_splits_task, splits_key, config, home),
         "states": _step(sample_states_task, states_key, config, home),
     }
-    if config.labels.source == SIMULATED_SOURCE:
+    if config.labels.measured is not None:
+        out["labels"] = _step(import_measured_labels_task, measured_labels_key, config, home)
+    elif config.labels.source == SIMULATED_SOURCE:
         out["labels"] = _step(simulate_labels_task, labels_key, config, home)
     with Warehouse(home, read_only=True) as wh:
         check_label_source(config, wh)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from cr2.benchmarks import QUERY_COLUMNS, is_multiple_choice, prompt_text, select_queries
+from cr2.benchmarks import QUERY_COLUMNS, answer_checks, prompt_texts, select_queries
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from cr2.tokenizer import folder_token_counter, qwen_token_counter
@@ -18,7 +18,7 @@ from warehouse.validation import validate_frame
 
 def ingest_key(config: Config, wh: Warehouse) -> str:
     """Cache key of the ingest stage: benchmark files, config sections, code, warehouse epoch."""
-    files = [config.data_path / config.benchmarks[b].file for b in config.enabled_benchmarks]
+    files = [config.benchmark_file(b) for b in config.enabled_benchmarks]
     return make_key(
         "ingest",
         file_hash(*files),
@@ -38,7 +38,7 @@ def build_query_frame(config: Config, home: Path) -> pd.DataFrame:
     """The `queries` rows of the selected benchmarks, with prompt-token counts."""
     df = select_queries(config)
     counter = _token_counter(config, home)
-    df["prompt_tokens"] = counter.count([prompt_text(q, c) for q, c in zip(df["question"], df["choices"])])
+    df["prompt_tokens"] = counter.count(prompt_texts(config, df))
     df["tokenizer"] = counter.name
     # list columns as Python lists (DuckDB VARCHAR[]); NULL where absent
     for col in ("choices", "tests"):
@@ -46,13 +46,10 @@ def build_query_frame(config: Config, home: Path) -> pd.DataFrame:
     return df[list(QUERY_COLUMNS[:-1]) + ["prompt_tokens", "tokenizer", "content_hash"]]
 
 
-def validation_view(df: pd.DataFrame) -> pd.DataFrame:
-    """Columns the GX `queries` suite checks (choice counts, MC flag, number of tests)."""
-    return df.assign(
-        is_mc=[is_multiple_choice(b) for b in df["benchmark"]],
-        mc_n_choices=[len(c) if c is not None else 0 for c in df["choices"]],
-        n_tests=[len(t) if t is not None else 0 for t in df["tests"]],
-    )
+def validation_view(config: Config, df: pd.DataFrame) -> pd.DataFrame:
+    """Columns the GX `queries` suite checks against each benchmark's catalogue entry (options, target, tests)."""
+    defs = {b: config.benchmark_def(b) for b in set(df["benchmark"])}
+    return pd.concat([df, answer_checks(defs, df)], axis=1)
 
 
 def models_frame(config: Config) -> pd.DataFrame:
@@ -66,7 +63,7 @@ def models_frame(config: Config) -> pd.DataFrame:
 def ingest_queries(config: Config, home: str, key: str) -> dict:
     """Load, count, validate and write the queries and the model pool; returns per-benchmark counts."""
     df = build_query_frame(config, Path(home))
-    validate_frame("queries", validation_view(df), benchmarks=config.enabled_benchmarks)
+    validate_frame("queries", validation_view(config, df), benchmarks=config.enabled_benchmarks)
     expected = df.groupby("benchmark").size().to_dict()
     with Warehouse(home) as wh, wh.transaction() as con:
         wh.delete_where("queries", None, con)

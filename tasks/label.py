@@ -255,7 +255,7 @@ def _mbpp_fewshot(config: Config, spec: LabelingSpec) -> list[dict[str, Any]]:
         return []
     bench = config.benchmarks.get("mbpp")
     columns = ["query_id", "question", "target", "tests", "test_setup"]
-    path = config.data_path / (bench.file if bench is not None else "benchmarks/mbpp.parquet")
+    path = config.benchmark_file("mbpp") if bench is not None else SHIPPED_MBPP
     rows = pd.read_parquet(path, columns=columns)
     have = set(rows["query_id"])
     lacking = any(f"mbpp/{t}" not in have for t in ids)

@@ -22,9 +22,17 @@ from warehouse.files import read_table_file
 
 def import_labels(home: str | Path, path: str | Path, source: str, replace: bool = False) -> dict:
     """Validate and write the labels of `path` under `source`; returns rows per model."""
+    raw = read_table_file(path)
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    return import_label_frame(home, raw, source, {"file": str(Path(path).resolve())}, digest, replace)
+
+
+def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin: dict, digest: str,
+                       replace: bool = False) -> dict:
+    """Validate the label table `raw` and write it under `source` in one transaction, with one `label_runs`
+    row per model whose backend_args record `origin` (file, repository, commit, extraction rule, …)."""
     if not source or source in LABEL_SOURCES:
         raise DataValidationError(f"'{source}' names a built-in label source; pick another name for imported labels")
-    raw = read_table_file(path)
     with Warehouse(home) as wh:
         known_q = wh.df("SELECT query_id FROM queries")["query_id"]
         known_m = wh.df("SELECT model_id FROM models")["model_id"]
@@ -35,11 +43,10 @@ def import_labels(home: str | Path, path: str | Path, source: str, replace: bool
         if existing and not replace:
             raise DataValidationError(f"label source '{source}' already has {existing:,} rows; pass --replace to overwrite "
                                       "them, or import under another --source")
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         run_ids = {m: f"import:{source}:{m}:{digest}" for m in rows["model_id"].unique()}
         runs = pd.DataFrame([{"run_id": rid, "source": source, "model_id": m, "revision": None, "backend": "import",
-                              "backend_args": json.dumps({"file": str(Path(path).resolve())}), "lm_eval_version": None,
+                              "backend_args": json.dumps(origin, sort_keys=True), "lm_eval_version": None,
                               "task_config_hash": None, "started_at": now, "finished_at": now, "status": "finished",
                               "done": int((rows["model_id"] == m).sum()), "total": int((rows["model_id"] == m).sum())}
                              for m, rid in run_ids.items()])

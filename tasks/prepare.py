@@ -142,7 +142,7 @@ def sample_states_task(config: Config, home: str, key: str) -> dict:
 def labels_key(config: Config, wh: Warehouse) -> str:
     sim = config.labels.simulator
     return make_key("labels", _queries_fp(wh, "query_id, benchmark, subset, content_hash"), config.labels.source,
-                    config.section_hash("labels", "models"), file_hash(config.data_path / sim.accuracy_file),
+                    config.section_hash("labels", "models", "benchmarks"), file_hash(config.data_path / sim.accuracy_file),
                     task_code_hash(simulate_labels_task), warehouse_epoch(wh))
 
 
@@ -150,13 +150,16 @@ def labels_key(config: Config, wh: Warehouse) -> str:
 def simulate_labels_task(config: Config, home: str, key: str) -> dict:
     """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under source simulated-irt-v1."""
     from cr2.embed import router_texts
-    from cr2.labels.simulator import load_accuracy_targets, simulate_labels
+    from cr2.labels.simulator import load_accuracy_targets, simulate_labels, with_catalogue_targets
 
     source = SIMULATED_SOURCE
     with Warehouse(home, read_only=True) as wh:
         q = wh.df("SELECT query_id, benchmark, subset, question, choices FROM queries ORDER BY query_id")
     sim = config.labels.simulator
     targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
+    targets = with_catalogue_targets(targets, config.models, {
+        b: spec.definition.simulated.accuracy_pct for b, spec in config.benchmarks.items()
+        if spec.definition.simulated is not None})
     texts = router_texts(list(q["question"]), _choices(q["choices"]))
     labels = simulate_labels(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), texts,
                              config.models, targets, sim)

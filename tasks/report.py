@@ -15,6 +15,7 @@ from cr2.config import Config
 from tasks.common import make_key, task_code_hash
 from warehouse.db import Warehouse
 from warehouse.repository import eval_run, methods_of_run, view_for_run, whole_view
+from warehouse.labels import label_origin
 
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibration_rules": "v_calibration_rules",
          "risk_vs_alpha": "v_risk_vs_alpha", "local_rate": "v_local_rate", "variants": "v_variants",
@@ -43,7 +44,14 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
         complexity = whole_view(wh, "v_router_complexity")
         methods = methods_of_run(wh, run_id)
         run = eval_run(wh, run_id)
-    header = {"labels_simulated": str(run["label_source"]).startswith("simulated"), "label source": run["label_source"],
+        origin = label_origin(wh, str(run["label_source"]))
+    from cr2.labels import is_simulated, label_note
+
+    header = {"labels_simulated": is_simulated(run["label_source"]), "labels": label_note(run["label_source"], origin),
+              **({"label origin": "; ".join(f"{k}: {origin[k]}" for k in ("files", "licence", "extraction_rule",
+                                                                           "chars_per_token") if k in origin)}
+                 if origin.get("extraction_rule") else {}),
+              "label source": run["label_source"],
               "run_id": run_id, "config hash": run["config_hash"], "state distribution": run["dist_id"],
               "threshold table version": int(run["threshold_version"]), "evaluated at (UTC)": str(run["created_at"])[:19],
               "test queries": f"{evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "

@@ -118,7 +118,7 @@ def _bad_target(b):
         (_corrupt, r"bbh\.parquet: not a readable Parquet file"),
         (_duplicate_id, r"duplicated query_id: mmlu/"),
         (_missing_column, r"mbpp\.parquet: missing column target"),
-        (_bad_target, r"(?s)validation of 'queries' failed.*target.*\['E'\]"),
+        (_bad_target, r"(?s)validation of 'queries' failed.*target 'E' not among A–D"),
     ],
     ids=["missing-file", "corrupt-parquet", "duplicate-id", "missing-column", "target-not-a-letter"],
 )

@@ -32,13 +32,11 @@ def _queries(ctx: dict) -> list[tuple[str, dict]]:
         ("ExpectColumnValuesToBeInSet", {"column": "benchmark", "value_set": list(ctx["benchmarks"])}),
         ("ExpectColumnValuesToNotBeNull", {"column": "question"}),
         ("ExpectColumnValuesToBeBetween", {"column": "prompt_tokens", "min_value": 1}),
-        # multiple choice: 4 choices and a target letter A–D (columns derived in the frame below)
-        ("ExpectColumnValuesToBeInSet", {"column": "mc_n_choices", "value_set": [4], "row_condition": 'is_mc == True',
-                                         "condition_parser": "pandas"}),
-        ("ExpectColumnValuesToBeInSet", {"column": "target", "value_set": ["A", "B", "C", "D"],
-                                         "row_condition": 'is_mc == True', "condition_parser": "pandas"}),
-        ("ExpectColumnValuesToBeBetween", {"column": "n_tests", "min_value": 1, "row_condition": 'benchmark == "mbpp"',
-                                           "condition_parser": "pandas"}),
+        # against each query's catalogue entry (configs/benchmarks/): option count, target among the options, tests
+        # (each column is 'ok' or a description of the problem, cr2.benchmarks.answer_checks)
+        ("ExpectColumnValuesToBeInSet", {"column": "choices_ok", "value_set": ["ok"]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "target_ok", "value_set": ["ok"]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "tests_ok", "value_set": ["ok"]}),
     ]
 
 

@@ -64,11 +64,13 @@ def _answer_index(query_id: str, target: str, n_choices: int) -> int:
     return LETTERS.index(letter)
 
 
-def _mc_doc(row: Any, benchmark: str) -> dict[str, Any]:
+def _mc_doc(row: Any, benchmark: str, n_range: tuple[int, int] = (4, 4)) -> dict[str, Any]:
     choices = _as_list(row.choices)
-    if len(choices) != 4:
+    lo, hi = n_range
+    if not lo <= len(choices) <= hi:
+        need = str(lo) if lo == hi else f"{lo}–{hi}"
         raise DataValidationError(
-            f"query {row.query_id}: {benchmark} needs 4 choices, found {len(choices)}; fix the benchmark file"
+            f"query {row.query_id}: {benchmark} needs {need} choices, found {len(choices)}; fix the benchmark file"
         )
     if benchmark == "gpqa":
         choices = [gpqa_preprocess(c) for c in choices]
@@ -76,9 +78,15 @@ def _mc_doc(row: Any, benchmark: str) -> dict[str, Any]:
         "query_id": row.query_id,
         "question": _text(row.question),
         "choices": choices,
-        "answer": _answer_index(row.query_id, _text(row.target), 4),
+        "answer": _answer_index(row.query_id, _text(row.target), len(choices)),
         "subject": _text(row.subset).replace("_", " "),
     }
+
+
+def _generative_doc(row: Any) -> dict[str, Any]:
+    """A catalogue benchmark without a dedicated builder: question, exact target, subject."""
+    return {"query_id": row.query_id, "question": _text(row.question), "target": _text(row.target),
+            "subject": _text(row.subset).replace("_", " ")}
 
 
 def _bbh_doc(row: Any) -> dict[str, Any]:
@@ -123,6 +131,22 @@ _BUILDERS: dict[str, Callable[[Any], dict[str, Any]]] = {
 }
 
 
+def _builder(benchmark: str) -> Callable[[Any], dict[str, Any]]:
+    """The doc builder of a benchmark: a dedicated one, else the generic one its catalogue entry's answer type picks."""
+    if benchmark in _BUILDERS:
+        return _BUILDERS[benchmark]
+    from cr2.catalogue import get_benchmark
+    from cr2.errors import UnknownNameError
+
+    try:
+        definition = get_benchmark(benchmark)
+    except UnknownNameError as exc:
+        raise DataValidationError(f"no lm-eval doc builder: {exc}") from None
+    if definition.multiple_choice:
+        return lambda r: _mc_doc(r, benchmark, definition.choice_range)
+    return _generative_doc
+
+
 def build_docs(
     benchmark: str,
     queries: pd.DataFrame,
@@ -133,13 +157,12 @@ def build_docs(
 
     `descriptions` maps a BBH subtask to lm-eval's description; it is used where the template has none.
     """
-    if benchmark not in _BUILDERS:
-        raise DataValidationError(f"no lm-eval doc builder for benchmark '{benchmark}'; known: {', '.join(_BUILDERS)}")
+    builder = _builder(benchmark)
     rows = queries[queries["benchmark"] == benchmark] if "benchmark" in queries.columns else queries
     if rows["query_id"].duplicated().any():
         dup = rows.loc[rows["query_id"].duplicated(), "query_id"].iloc[0]
         raise DataValidationError(f"query {dup} appears twice in the {benchmark} queries")
-    docs = [_BUILDERS[benchmark](r) for r in rows.itertuples(index=False)]
+    docs = [builder(r) for r in rows.itertuples(index=False)]
     for doc in docs:
         if template.description is not None:
             doc["description"] = render(template.description, doc)

@@ -32,7 +32,7 @@ from cr2.labeling.backends import load_lm, token_counter
 from cr2.labeling.docs import build_docs
 from cr2.labeling.runs import BenchmarkJob, ShardJob, chunks
 from cr2.labeling.samples import sample_records, samples_to_rows
-from cr2.labeling.spec import OUTPUT_TYPES, LabelingSpec
+from cr2.labeling.spec import LabelingSpec, output_type
 from cr2.labeling.taskdefs import label_filter, task_config, task_name
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ class ChunkEvaluator:
             shutil.rmtree(scratch, ignore_errors=True)
         samples = (result or {}).get("samples", {}).get(task_name(benchmark), [])
         filter_name = label_filter(benchmark, template)
-        generative = OUTPUT_TYPES[benchmark] == "generate_until"
+        generative = output_type(benchmark) == "generate_until"
         rows = samples_to_rows(
             samples, metric=template.metric, filter_name=filter_name, generative=generative,
             expected_ids=docs["query_id"].tolist(), count_tokens=self.count_tokens,

@@ -89,9 +89,23 @@ MBPP_TEMPLATE = TemplateSpec(
 DEFAULT_TEMPLATES: dict[str, TemplateSpec] = {
     "mmlu": MMLU_TEMPLATE, "bbh": BBH_TEMPLATE, "gpqa": GPQA_TEMPLATE, "mbpp": MBPP_TEMPLATE,
 }
-OUTPUT_TYPES: dict[str, str] = {
-    "mmlu": "multiple_choice", "gpqa": "multiple_choice", "bbh": "generate_until", "mbpp": "generate_until",
-}
+
+
+def output_type(benchmark: str) -> str:
+    """lm-eval output type of a benchmark (multiple_choice or generate_until), from its catalogue entry."""
+    from cr2.catalogue import get_benchmark
+
+    return get_benchmark(benchmark).output_type
+
+
+def catalogue_template(benchmark: str) -> TemplateSpec | None:
+    """The lm-eval template a catalogue entry declares (configs/benchmarks/<name>.yaml, lm_eval.template), or None."""
+    from cr2.catalogue import get_benchmark
+
+    definition = get_benchmark(benchmark)
+    if definition.lm_eval.template is None:
+        return None
+    return TemplateSpec.model_validate({"metric": definition.lm_eval.metric, **definition.lm_eval.template})
 
 
 # ---------------------------------------------------------------- backends
@@ -198,17 +212,31 @@ class LabelingSpec(_Strict):
     @model_validator(mode="after")
     def _templates_valid(self) -> "LabelingSpec":
         for name in self.templates:
-            if name not in DEFAULT_TEMPLATES:
-                raise InvalidValueError(f"templates: unknown benchmark '{name}'; known: {', '.join(DEFAULT_TEMPLATES)}")
-            self.template(name)  # raises on an unknown field or a bad value
+            try:
+                self.template(name)  # raises on an unknown benchmark or field, or a bad value
+            except ConfigError as exc:
+                raise InvalidValueError(f"templates.{name}: {exc}") from None
         return self
 
     def template(self, benchmark: str) -> TemplateSpec:
-        """The benchmark's template: lm-eval's default with this spec's overrides applied."""
-        if benchmark not in DEFAULT_TEMPLATES:
-            raise ConfigError(f"no lm-eval template for benchmark '{benchmark}'; known: {', '.join(DEFAULT_TEMPLATES)}")
+        """The benchmark's template: cr2's built-in one (mirroring lm-eval) or its catalogue entry's
+        `lm_eval.template`, with this spec's overrides applied."""
+        from cr2.catalogue import available
+        from cr2.errors import UnknownNameError
+
+        base = DEFAULT_TEMPLATES.get(benchmark)
+        if base is None:
+            try:
+                base = catalogue_template(benchmark)
+            except UnknownNameError as exc:
+                raise ConfigError(str(exc)) from None
+        if base is None:
+            raise ConfigError(
+                f"no lm-eval template for benchmark '{benchmark}': add `lm_eval.template` (doc_to_text, and "
+                f"doc_to_choice or doc_to_target/until/max_gen_toks) to its catalogue entry "
+                f"(docs/new_benchmark.md); built in: {', '.join(DEFAULT_TEMPLATES)}; catalogue: {', '.join(available())}")
         override = self.templates.get(benchmark, {})
-        return TemplateSpec.model_validate({**DEFAULT_TEMPLATES[benchmark].model_dump(), **override})
+        return TemplateSpec.model_validate({**base.model_dump(), **override})
 
     def with_overrides(self, **changes: Any) -> "LabelingSpec":
         """A validated copy with top-level fields replaced (None values are ignored)."""

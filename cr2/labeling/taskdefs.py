@@ -17,7 +17,7 @@ from typing import Any
 
 from cr2.errors import ConfigError
 from cr2.labeling.docs import DOCS_VERSION
-from cr2.labeling.spec import OUTPUT_TYPES, SandboxSpec, TemplateSpec
+from cr2.labeling.spec import SandboxSpec, TemplateSpec, output_type as benchmark_output_type
 
 # lm-eval's bbh zeroshot template metric (tasks/bbh/zeroshot/_zeroshot_template_yaml)
 BBH_EXACT_MATCH: dict[str, Any] = {
@@ -43,7 +43,7 @@ def label_filter(benchmark: str, template: TemplateSpec) -> str:
 
 
 def _check_template(benchmark: str, t: TemplateSpec) -> str:
-    output_type = OUTPUT_TYPES[benchmark]
+    output_type = benchmark_output_type(benchmark)
     if output_type == "multiple_choice":
         if not t.doc_to_choice:
             raise ConfigError(f"templates.{benchmark}: a multiple-choice template needs doc_to_choice")
@@ -52,7 +52,9 @@ def _check_template(benchmark: str, t: TemplateSpec) -> str:
     else:
         if t.doc_to_target is None or t.max_gen_toks is None or t.until is None:
             raise ConfigError(f"templates.{benchmark}: a generative template needs doc_to_target, until and max_gen_toks")
-        expected = {"bbh": "exact_match", "mbpp": "pass_at_1"}[benchmark]
+        from cr2.catalogue import get_benchmark
+
+        expected = get_benchmark(benchmark).lm_eval.metric
         if t.metric != expected:
             raise ConfigError(f"templates.{benchmark}.metric must be {expected} (got '{t.metric}')")
     if benchmark != "mbpp" and t.num_fewshot:
@@ -61,6 +63,9 @@ def _check_template(benchmark: str, t: TemplateSpec) -> str:
             f"templates.{benchmark}.num_fewshot: few-shot prompts need a fixed example set, which cr2 has only "
             f"for mbpp (fewshot_task_ids); set num_fewshot: 0 for {benchmark}"
         )
+    if t.metric == "pass_at_1" and benchmark != "mbpp":
+        raise ConfigError(f"templates.{benchmark}.metric: pass_at_1 runs MBPP's sandboxed tests; a catalogue "
+                          "benchmark scores generations with exact_match")
     if benchmark == "mbpp" and t.num_fewshot != len(t.fewshot_task_ids):
         raise ConfigError(
             f"templates.mbpp: num_fewshot ({t.num_fewshot}) must equal the number of fewshot_task_ids ({len(t.fewshot_task_ids)})"
@@ -130,6 +135,8 @@ def task_config(
             if not fewshot or len(fewshot) < template.num_fewshot:
                 raise ConfigError(f"mbpp needs {template.num_fewshot} few-shot examples, got {len(fewshot or [])}")
             cfg["fewshot_config"] = {"sampler": "first_n", "samples": list(fewshot)}
+    else:  # a catalogue benchmark: exact match of the generation against doc_to_target
+        cfg["metric_list"] = [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True}]
     return cfg
 
 
@@ -141,7 +148,7 @@ def task_fingerprint(
 ) -> dict[str, Any]:
     """A JSON-able description of everything in the task that can change a label."""
     fp: dict[str, Any] = {
-        "benchmark": benchmark, "output_type": OUTPUT_TYPES[benchmark], "docs_version": DOCS_VERSION,
+        "benchmark": benchmark, "output_type": benchmark_output_type(benchmark), "docs_version": DOCS_VERSION,
         "template": template.model_dump(mode="json"),
     }
     if benchmark == "bbh":

@@ -11,7 +11,7 @@ from typing import Callable
 from cr2.errors import did_you_mean
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 
-__all__ = ["LABEL_SOURCES", "SIMULATED_SOURCE", "get_label_source"]
+__all__ = ["LABEL_SOURCES", "SIMULATED_SOURCE", "get_label_source", "is_simulated", "label_note"]
 
 
 def _simulator() -> Callable:
@@ -29,3 +29,21 @@ def get_label_source(name: str) -> Callable:
     if name not in LABEL_SOURCES:
         raise did_you_mean("label source", name, list(LABEL_SOURCES))
     return LABEL_SOURCES[name]()
+
+
+def is_simulated(source: str) -> bool:
+    """True for simulated label sources (their names start with 'simulated'; the SQL views use the same rule)."""
+    return str(source).startswith("simulated")
+
+
+def label_note(source: str, origin: dict | None = None) -> str:
+    """One line saying what the labels of `source` are, for every summary and report: SIMULATED (not measured),
+    MEASURED with where from (origin: a measured source's `label_runs.backend_args`), or imported."""
+    if is_simulated(source):
+        return f"SIMULATED labels ({source}), not measured — docs/labels.md"
+    origin = origin or {}
+    where = origin.get("repository") or origin.get("file")
+    if origin.get("extraction_rule") or origin.get("repository"):
+        commit = f" @ {str(origin['commit'])[:12]}" if origin.get("commit") else ""
+        return f"MEASURED labels ({source}) from {where}{commit}"
+    return f"imported labels ({source}){f' from {where}' if where else ''}"

@@ -153,6 +153,26 @@ def load_accuracy_targets(path: str | Path, models: Sequence[ModelSpec] | Sequen
     return out
 
 
+def with_catalogue_targets(targets: Mapping[tuple[str, str], float], models: Sequence[ModelSpec],
+                           accuracy_pct: Mapping[str, Mapping[str, float]]) -> dict[tuple[str, str], float]:
+    """`targets` completed from the benchmarks' catalogue entries ({benchmark: {model name: %}}, the
+    `simulated.accuracy_pct` of configs/benchmarks/<name>.yaml) for pairs the accuracy file lacks; names
+    match a model as in `load_accuracy_targets`."""
+    out = dict(targets)
+    for bench, by_name in accuracy_pct.items():
+        norm = {_norm_name(k): float(v) for k, v in by_name.items()}
+        for m in models:
+            if (m.id, bench) in out:
+                continue
+            pct = next((norm[n] for n in (_norm_name(m.id), _norm_name(m.hf_name)) if n in norm), None)
+            if pct is not None:
+                if not 0.0 <= pct <= 100.0:
+                    raise DataValidationError(f"benchmark '{bench}': simulated.accuracy_pct of {m.id} = {pct} is "
+                                              "outside 0–100 (%)")
+                out[(m.id, bench)] = pct / 100.0
+    return out
+
+
 def length_factors(model_params: Sequence[float]) -> np.ndarray:
     """L_out factor per model: 1 for the device model (index 0); edge models from 0.9 (smallest) to 1.1
     (largest), linear in log parameter count; a lone edge model gets 1.0."""

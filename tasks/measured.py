@@ -1,0 +1,50 @@
+"""Measured labels task: published model outputs (data/measured/) → the configured label source.
+
+Reads the outputs file named by `labels.measured`, maps its question ids onto the ingested queries and its
+model names onto the pool (cr2.measured), and writes the labels through the same validated, all-or-nothing
+path as `cr2 labels import`, with a `label_runs` row per model recording the origin (repository, commit,
+files, extraction rule, characters per token). Cached: same file, pool, mapping and queries → no work.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+from prefect import task
+
+from cr2.config import Config
+from cr2.errors import DataValidationError
+from tasks.common import file_hash, make_key, task_code_hash
+from warehouse.repository import warehouse_epoch
+from tasks.labels_import import import_label_frame
+from warehouse.db import Warehouse
+
+def measured_labels_key(config: Config, wh: Warehouse) -> str:
+    spec = config.labels.measured
+    queries = str(wh.scalar("SELECT coalesce(sum(hash(query_id, content_hash)), 0)::VARCHAR || ':' || "
+                            "count(*)::VARCHAR FROM queries"))
+    return make_key("measured-labels", queries, config.labels.source, config.section_hash("labels", "models"),
+                    file_hash(config.data_path / spec.outputs_file, config.benchmark_file(spec.benchmark)),
+                    task_code_hash(import_measured_labels_task), warehouse_epoch(wh))
+
+
+@task(name="prepare-measured-labels")
+def import_measured_labels_task(config: Config, home: str, key: str) -> dict:
+    """MEASURED y_m(x) and L_out,m(x) of the pool's models under labels.source (replacing that source's rows)."""
+    from cr2.measured import measured_label_frame
+
+    spec = config.labels.measured
+    path = config.data_path / spec.outputs_file
+    if not path.is_file():
+        raise DataValidationError(f"{path}: measured outputs file not found; restore it (data/README.md) or fix "
+                                  "labels.measured.outputs_file")
+    bench = pd.read_parquet(config.benchmark_file(spec.benchmark), columns=["query_id", "mmlu_pro_question_id"])
+    with Warehouse(home, read_only=True) as wh:
+        ingested = set(wh.df("SELECT query_id FROM queries WHERE benchmark = ?", [spec.benchmark])["query_id"])
+    bench = bench[bench["query_id"].isin(ingested)]
+    question_ids = dict(zip(bench["mmlu_pro_question_id"].astype(int), bench["query_id"]))
+    outputs = pd.read_parquet(path, columns=["model", "question_id", "pred", "correct", "generated_chars"])
+    frame = measured_label_frame(outputs, question_ids, spec.models, spec.chars_per_token)
+    origin = {**spec.origin.model_dump(), "file": spec.outputs_file, "chars_per_token": spec.chars_per_token,
+              "model_names": spec.models, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return import_label_frame(home, frame, config.labels.source, origin, origin["sha256"][:12], replace=True)
