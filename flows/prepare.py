@@ -20,7 +20,7 @@ from prefect import flow
 from cr2.config import Config
 from tasks.common import bind
 from tasks.prepare import (
-    SIMULATED_SOURCE,
+    SIMULATED_SOURCES,
     assign_splits_task,
     check_label_source,
     compute_costs_task,
@@ -50,7 +50,7 @@ def prepare(config: Config, home: Path) -> dict:
         "splits": _step(assign_splits_task, splits_key, config, home),
         "states": _step(sample_states_task, states_key, config, home),
     }
-    if config.labels.source == SIMULATED_SOURCE:
+    if config.labels.source in SIMULATED_SOURCES:
         out["labels"] = _step(simulate_labels_task, labels_key, config, home)
     with Warehouse(home, read_only=True) as wh:
         check_label_source(config, wh)
