@@ -337,10 +337,12 @@ class SimcheckSpec(_Strict):
                              "hardware and cost sections define the measured pool and its costs")
     measured_names: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MEASURED_NAMES),
                                            description="pool model id → model name in data/measured/mmlu_pro_outputs")
-    n_questions: int | None = Field(3000, ge=200, description="stable subsample of MMLU-Pro questions for the "
+    n_questions: int | None = Field(2000, ge=200, description="stable subsample of MMLU-Pro questions for the "
                                     "embeddings, ρ and the routing check (None: all 12,032)")
     structure_seeds: int = Field(5, ge=2, description="simulator seeds for the label-structure statistics")
     routing_seeds: int = Field(2, ge=1, description="simulator seeds for the routing outcomes (each refits every router)")
+    refit: bool = Field(True, description="fit the v2 shape afresh on these data and record it (source 'fit') "
+                        "beside the configured shape the check simulates (≈ 1 min)")
     chars_per_token: float = Field(4.0, gt=0, description="measured answer length → L_out, characters per token")
     sources: list[str] = Field(default_factory=lambda: ["simulated-irt-v2", "simulated-irt-v1"],
                                description="simulated label sources compared with the measured labels")

@@ -142,16 +142,19 @@ def simcheck_task(config: Config, home: str, key: str, full: bool = False, routi
 
     # the fresh fit (on every question for r; on the embedded subsample for ρ and w_s), recorded beside the
     # configured shape the simulation uses
-    emb_full = np.zeros((len(pool.question_id), embedding.shape[1]))
-    emb_full[rows_idx] = embedding
-    mask = np.zeros(len(pool.question_id), dtype=bool)
-    mask[rows_idx] = True
-    fit = fit_shape(pool.correct, pool.category, pool.n_choices, emb_full, model_ids, embedded=mask,
-                    seeds=tuple(range(3)))
-    out: list[dict] = [{"source": "fit", "seed": None, "section": "fit", "statistic": k, "model": "", "other": "",
-                        "lam": None, "target": None, "value": float(getattr(fit, k))}
-                       for k in ("latent_correlation", "predictable_share", "subset_share", "measured_r2", "fitted_r2",
-                                 "r2_between")]
+    fit = None
+    out: list[dict] = []
+    if spec.refit:
+        emb_full = np.zeros((len(pool.question_id), embedding.shape[1]))
+        emb_full[rows_idx] = embedding
+        mask = np.zeros(len(pool.question_id), dtype=bool)
+        mask[rows_idx] = True
+        fit = fit_shape(pool.correct, pool.category, pool.n_choices, emb_full, model_ids, embedded=mask,
+                        seeds=tuple(range(3)))
+        out = [{"source": "fit", "seed": None, "section": "fit", "statistic": k, "model": "", "other": "",
+                "lam": None, "target": None, "value": float(getattr(fit, k))}
+               for k in ("latent_correlation", "predictable_share", "subset_share", "measured_r2", "fitted_r2",
+                         "r2_between")]
 
     def add(source: str, seed: int | None, section: str, stats: list[dict]) -> None:
         out.extend({"source": source, "seed": seed, "section": section, **r} for r in stats)
@@ -188,7 +191,8 @@ def simcheck_task(config: Config, home: str, key: str, full: bool = False, routi
     run = pd.DataFrame([{
         "run_id": run_id, "n_questions": int(len(rows_idx)),
         "shape": json.dumps({"simulated": None if shape is None else shape.model_dump(mode="json"),
-                             "fresh_fit": {k: v for k, v in fit.__dict__.items() if k != "path"}}, sort_keys=True),
+                             "fresh_fit": None if fit is None else {k: v for k, v in fit.__dict__.items() if k != "path"}},
+                            sort_keys=True),
         "pool": json.dumps({m: spec.measured_names[m] for m in model_ids}),
         "created_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)}])
     bad = frame["value"].map(lambda v: v is not None and isinstance(v, float) and math.isinf(v)).any()
@@ -200,7 +204,8 @@ def simcheck_task(config: Config, home: str, key: str, full: bool = False, routi
         wh.insert_df("simcheck_runs", run, con)
         wh.insert_df("simcheck", frame, con)
     return {"run_id": run_id, "n_questions": int(len(rows_idx)), "rows": int(len(frame)),
-            "fit": {k: getattr(fit, k) for k in ("latent_correlation", "predictable_share", "subset_share")}}
+            "fit": {} if fit is None else {k: getattr(fit, k) for k in ("latent_correlation", "predictable_share",
+                                                                        "subset_share")}}
 
 
 def build_simcheck_page(home: str, run_id: str) -> str:
