@@ -116,3 +116,14 @@ def test_simcheck_task_routing_on_a_slice(small_check):
     risk = r[(r["statistic"] == "risk")]
     assert len(risk) and risk["value"].between(0, 1).all()
     assert set(r["source"]) == {"measured", "simulated-irt-v2", "simulated-irt-v1"}
+
+
+def test_a_warehouse_from_before_gains_the_simcheck_tables(tmp_path):
+    """Tables added to schema.sql since a warehouse was created appear when it is opened for writing."""
+    from warehouse.db import Warehouse
+
+    with Warehouse(tmp_path) as wh:
+        wh.con.execute("DROP VIEW v_simcheck; DROP TABLE simcheck; DROP TABLE simcheck_runs")
+    with Warehouse(tmp_path) as wh:
+        assert wh.count("simcheck") == 0 and wh.count("simcheck_runs") == 0
+        assert len(wh.df("SELECT * FROM v_simcheck")) == 0
