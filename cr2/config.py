@@ -310,6 +310,21 @@ class OutputTokenDist(_Strict):
     max_tokens: int = Field(ge=1)
 
 
+class SimulatorShape(_Strict):
+    """Structural parameters of simulated-irt-v2, fitted on measured outputs (configs/labels/NAME.yaml)."""
+
+    name: str
+    description: str = ""
+    latent_correlation: float = Field(gt=0, lt=1, description="r: correlation of two models' knowledge latents η")
+    predictable_share: float = Field(ge=0, le=1, description="ρ: share of Var(δ) predictable from the query embedding")
+    subset_share: float = Field(ge=0, le=1, description="w_s: share of the predictable part carried by the subset "
+                                "effect (benchmarks with > 1 subset)")
+    guess_floor: bool = Field(True, description="a multiple-choice item is right with probability 1/n_options "
+                              "when the model does not know it")
+    fitted_on: dict[str, Any] = Field(default_factory=dict, description="provenance of the fit: data, pool, "
+                                      "procedure and the statistics it matched")
+
+
 class SimulatorSpec(_Strict):
     accuracy_file: str = Field(description="per-(model, benchmark) target accuracy, %, relative to data_dir's parent")
     predictable_share: float = Field(ge=0, le=1, description="share of item-difficulty variance predictable from the query")
@@ -317,6 +332,15 @@ class SimulatorSpec(_Strict):
     idiosyncratic_sd: float = Field(ge=0, description="sd of the per-(model, item) deviation, logits")
     output_tokens: dict[str, OutputTokenDist]
     seed: int = 0
+    shape: SimulatorShape | None = Field(None, description="simulated-irt-v2's fitted shape: a name under "
+                                         "configs/labels/ or a path (v1 reads the three fields above instead)")
+
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _load_shape(cls, value: Any) -> Any:
+        if isinstance(value, (str, Path)):
+            return _read_yaml(resolve_named(value, "labels"))
+        return value
 
 
 class MeasuredOrigin(_Strict):
@@ -345,6 +369,32 @@ class LabelSpec(_Strict):
     simulator: SimulatorSpec
     measured: MeasuredLabelsSpec | None = Field(None, description="import labels.source from measured outputs "
                                                 "before training (None: simulated, or labels already in the warehouse)")
+
+
+DEFAULT_MEASURED_NAMES = {
+    "phi-3-mini": "Phi-3-mini-4k-instruct",
+    "llama-3.1-8b-instruct": "Meta-Llama-3_1-8B-Instruct",
+    "mixtral-8x7b-instruct": "Mixtral-8x7B-Instruct-v0.1",
+    "llama-3.1-70b-instruct": "Meta-Llama-3_1-70B-Instruct",
+}
+
+
+class SimcheckSpec(_Strict):
+    """`cr2 simcheck`: measured vs simulated labels on MMLU-Pro (docs/labels.md, "The sim-to-real check")."""
+
+    pool_config: str = Field("mmlu-pro-measured", description="config (name under configs/ or path) whose pool, "
+                             "hardware and cost sections define the measured pool and its costs")
+    measured_names: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MEASURED_NAMES),
+                                           description="pool model id → model name in data/measured/mmlu_pro_outputs")
+    n_questions: int | None = Field(2000, ge=200, description="stable subsample of MMLU-Pro questions for the "
+                                    "embeddings, ρ and the routing check (None: all 12,032)")
+    structure_seeds: int = Field(5, ge=2, description="simulator seeds for the label-structure statistics")
+    routing_seeds: int = Field(2, ge=1, description="simulator seeds for the routing outcomes (each refits every router)")
+    refit: bool = Field(True, description="fit the v2 shape afresh on these data and record it (source 'fit') "
+                        "beside the configured shape the check simulates (≈ 1 min)")
+    chars_per_token: float = Field(4.0, gt=0, description="measured answer length → L_out, characters per token")
+    sources: list[str] = Field(default_factory=lambda: ["simulated-irt-v2", "simulated-irt-v1"],
+                               description="simulated label sources compared with the measured labels")
 
 
 class EmbeddingSpec(_Strict):
@@ -420,6 +470,7 @@ class Config(_Strict):
     baselines: BaselinesSpec = BaselinesSpec()
     evaluation: EvaluationSpec = EvaluationSpec()
     serving: ServingSpec = ServingSpec()
+    simcheck: SimcheckSpec = SimcheckSpec()
     labeling: LabelingSpec | None = Field(None, description="lm-evaluation-harness labeling (docs/labeling.md); "
                                           "None: the defaults of cr2.labeling.spec")
 
@@ -648,3 +699,16 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     for k, v in over.items():
         out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
+
+
+def resolve_config_path(ref: str | Path) -> Path:
+    """A config named by its file name under configs/ ('mmlu-pro-measured') or by a path → the file's path."""
+    p = Path(str(ref))
+    if p.suffix not in (".yaml", ".yml"):
+        p = CONFIG_DIR / f"{ref}.yaml"
+    elif not p.is_absolute() and not p.is_file():
+        p = REPO_ROOT / p
+    if not p.is_file():
+        names = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml"))) or "(none)"
+        raise ConfigError(f"config '{ref}' not found; pass a YAML path or one of: {names}")
+    return p

@@ -305,6 +305,51 @@ def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> N
         console.print(f"report:    {rep['path']}{note}", highlight=False)
 
 
+@app.command()
+@friendly
+def simcheck(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
+             full: bool = typer.Option(False, "--full", help="all 12,032 MMLU-Pro questions instead of the stable "
+                                       "subsample simcheck.n_questions (embedding them all takes long on a CPU)"),
+             structure_only: bool = typer.Option(False, "--structure-only", help="skip the routing part (no router "
+                                                 "is fitted)")) -> None:
+    """Sim-to-real check: measured MMLU-Pro labels vs the simulators on the same questions (docs/labels.md)."""
+    from flows.simcheck import simcheck_flow
+
+    h = _home(home)
+    t0 = time.perf_counter()
+    out = simcheck_flow(config_path=str(config) if config else None, home=str(h), full=full,
+                        routing=not structure_only)
+    print_simcheck(h, out)
+    console.print(f"\ncr2 simcheck finished in {time.perf_counter() - t0:.1f} s"
+                  f" ({'cached' if out.get('cached') else 'computed'}); run {out['run_id']}")
+    console.print(f"warehouse: {h / 'cr2.duckdb'} (view v_simcheck)\nreport:    {out['report']}", highlight=False)
+
+
+def print_simcheck(home: Path, out: dict) -> None:
+    from warehouse.db import Warehouse
+
+    with Warehouse(home, read_only=True) as wh:
+        df = wh.df("""SELECT source, statistic, model, other, measured, mean, q05, q95, tolerance, meets_target
+                      FROM v_simcheck WHERE run_id = ? AND tolerance IS NOT NULL
+                      ORDER BY source DESC, statistic, model, other""", [out["run_id"]])
+        sav = wh.df("""SELECT source, count(*) AS n, sum(meets_target::INT) AS same_sign FROM v_simcheck
+                       WHERE run_id = ? AND statistic = 'saving_vs_knn_pct' GROUP BY source ORDER BY source DESC""",
+                    [out["run_id"]])
+    fit = out.get("fit", {})
+    console.print(f"MMLU-Pro questions: {out['n_questions']:,}; fresh v2 fit: " +
+                  ", ".join(f"{k} = {v}" for k, v in fit.items()), highlight=False)
+    t = Table(title="measured vs simulated labels (mean and 5–95 % over simulator seeds)")
+    for c in ("source", "statistic", "pair", "measured", "simulated", "band", "target", "ok"):
+        t.add_column(c)
+    for r in df.itertuples():
+        t.add_row(r.source, r.statistic, f"{r.model}{' ~ ' + r.other if r.other else ''}", f"{r.measured:.3f}",
+                  f"{r.mean:.3f}", f"[{r.q05:.3f}, {r.q95:.3f}]", f"±{r.tolerance:g}", "yes" if r.meets_target else "NO")
+    console.print(t)
+    for r in sav.itertuples():
+        console.print(f"{r.source}: fixed-accuracy saving vs KNN has the measured sign at {int(r.same_sign or 0)} of "
+                      f"{r.n} (router, target) points both label sets reach", highlight=False)
+
+
 def print_ingest_summary(summary: dict) -> None:
     state = " — cached" if summary.get("cached") else ""
     table = Table(title=f"queries per benchmark (prompt tokens: {summary['tokenizer']}){state}")

@@ -22,7 +22,7 @@ from cr2.config import Config
 from tasks.common import bind
 from tasks.measured import import_measured_labels_task, measured_labels_key
 from tasks.prepare import (
-    SIMULATED_SOURCE,
+    SIMULATED_SOURCES,
     assign_splits_task,
     check_label_source,
     compute_costs_task,
@@ -54,7 +54,7 @@ def prepare(config: Config, home: Path) -> dict:
     }
     if config.labels.measured is not None:
         out["labels"] = _step(import_measured_labels_task, measured_labels_key, config, home)
-    elif config.labels.source == SIMULATED_SOURCE:
+    elif config.labels.source in SIMULATED_SOURCES:
         out["labels"] = _step(simulate_labels_task, labels_key, config, home)
     with Warehouse(home, read_only=True) as wh:
         check_label_source(config, wh)

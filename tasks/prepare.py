@@ -23,6 +23,7 @@ from warehouse.repository import cost_scales_key, warehouse_epoch
 from warehouse.db import Warehouse
 from warehouse.validation import validate_frame
 
+SIMULATED_SOURCES = (SIMULATED_SOURCE, "simulated-irt-v2")  # built-in simulators (docs/labels.md)
 
 
 def _now() -> dt.datetime:
@@ -141,28 +142,32 @@ def sample_states_task(config: Config, home: str, key: str) -> dict:
 
 def labels_key(config: Config, wh: Warehouse) -> str:
     sim = config.labels.simulator
+    # v2 reads the query embeddings (its text-predictable difficulty lives in the encoder space)
+    emb = (wh.table_fingerprint("embeddings", f"WHERE encoder = '{config.embedding.encoder}'")
+           if config.labels.source == "simulated-irt-v2" else "")
     return make_key("labels", _queries_fp(wh, "query_id, benchmark, subset, content_hash"), config.labels.source,
                     config.section_hash("labels", "models", "benchmarks"), file_hash(config.data_path / sim.accuracy_file),
-                    task_code_hash(simulate_labels_task), warehouse_epoch(wh))
+                    emb, task_code_hash(simulate_labels_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-labels")
 def simulate_labels_task(config: Config, home: str, key: str) -> dict:
-    """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under source simulated-irt-v1."""
+    """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under the configured simulator
+    (simulated-irt-v1, or simulated-irt-v2 with its fitted shape)."""
     from cr2.embed import router_texts
     from cr2.labels.simulator import load_accuracy_targets, simulate_labels, with_catalogue_targets
 
-    source = SIMULATED_SOURCE
+    source = config.labels.source
+    if source not in SIMULATED_SOURCES:
+        raise DataValidationError(f"labels.source '{source}' is not a simulator ({', '.join(SIMULATED_SOURCES)})")
     with Warehouse(home, read_only=True) as wh:
         q = wh.df("SELECT query_id, benchmark, subset, question, choices FROM queries ORDER BY query_id")
+        emb = (wh.df("SELECT query_id, vector FROM embeddings WHERE encoder = ? ORDER BY query_id",
+                     [config.embedding.encoder]) if source == "simulated-irt-v2" else None)
     sim = config.labels.simulator
     targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
-    targets = with_catalogue_targets(targets, config.models, {
-        b: spec.definition.simulated.accuracy_pct for b, spec in config.benchmarks.items()
-        if spec.definition.simulated is not None})
-    texts = router_texts(list(q["question"]), _choices(q["choices"]))
-    labels = simulate_labels(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), texts,
-                             config.models, targets, sim)
+                    config.section_hash("labels", "models", "benchmarks"), file_hash(config.data_path / sim.accuracy_file),
+                    emb, task_code_hash(simulate_labels_task), warehouse_epoch(wh))
     model_ids = [m.id for m in config.models]
     run_ids = {m: f"{source}:{m}:{key[-12:]}" for m in model_ids}
     rows = pd.DataFrame({
@@ -176,7 +181,7 @@ def simulate_labels_task(config: Config, home: str, key: str) -> dict:
     validate_frame("labels", rows, models=model_ids)
     now = _now()
     runs = pd.DataFrame([{"run_id": run_ids[m], "source": source, "model_id": m, "revision": None, "backend": "simulator",
-                          "backend_args": json.dumps(sim.model_dump(mode="json"), sort_keys=True), "lm_eval_version": None,
+                          "backend_args": json.dumps(sim.model_dump(mode="json"), sort_keys=True, default=str), "lm_eval_version": None,
                           "task_config_hash": None, "started_at": now, "finished_at": now, "status": "finished",
                           "done": len(q), "total": len(q)} for m in model_ids])
     with Warehouse(home) as wh, wh.transaction() as con:
@@ -201,7 +206,7 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
         raise DataValidationError(
             f"label source '{source}' covers {have:,} of {n_q * n_m:,} (query, model) pairs; sources in the warehouse: "
             f"{listing}. Label the missing pairs (`cr2 label`), import them (`cr2 labels import`), or set labels.source "
-            f"to '{SIMULATED_SOURCE}'")
+            f"to a simulator ({', '.join(SIMULATED_SOURCES)})")
     return source
 
 

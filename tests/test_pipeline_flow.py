@@ -117,7 +117,7 @@ def test_cli_reads_the_warehouse(pipeline):
     res = runner.invoke(app, ["sql", "DELETE FROM queries", "--home", home])
     assert res.exit_code == 2 and "SQL failed" in res.output
     res = runner.invoke(app, ["labels", "list", "--home", home])
-    assert res.exit_code == 0 and "simulated-irt-v1" in res.output
+    assert res.exit_code == 0 and "simulated-irt-v" in res.output
     res = runner.invoke(app, ["route", "Is the sky blue?", "--lam", "2", "--distance-m", "60", "-c", str(pipeline["cfg"]),
                               "--home", home])
     assert res.exit_code == 0, res.output

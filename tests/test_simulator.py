@@ -123,8 +123,8 @@ def test_long_form_frame_and_registry(data):
     assert list(df.columns) == ["query_id", "model_id", "correct", "output_tokens"]
     assert len(df) == len(lab) * 4 and list(df["model_id"][:4]) == MODEL_IDS
     assert get_label_source("simulated-irt-v1") is simulate_labels
-    with pytest.raises(UnknownNameError, match="did you mean 'simulated-irt-v1'"):
-        get_label_source("simulated-irt-v2")
+    with pytest.raises(UnknownNameError, match="did you mean 'simulated-irt-v"):
+        get_label_source("simulated-irt-v3")
 
 
 def test_bad_inputs_fail_clearly():

@@ -83,6 +83,8 @@ class Warehouse:
                     f"folder) and run `cr2 run` to rebuild it."
                 )
             if not self.read_only:
+                with self.transaction():  # tables added since (all CREATE TABLE IF NOT EXISTS): additive, same version
+                    self.con.execute(SCHEMA_FILE.read_text())
                 self._create_views()
             return
         if self.read_only:

@@ -194,3 +194,26 @@ CREATE TABLE IF NOT EXISTS methods (
     sort_order  INTEGER NOT NULL,
     PRIMARY KEY (run_id, method)
 );
+
+-- the sim-to-real check (cr2 simcheck): measured vs simulated labels on MMLU-Pro, tidy, one row per
+-- (run, label source, simulator seed, statistic, model pair, λ, target); source 'measured' has seed NULL
+CREATE TABLE IF NOT EXISTS simcheck (
+    run_id     VARCHAR NOT NULL,
+    source     VARCHAR NOT NULL,         -- measured | simulated-irt-v2 | simulated-irt-v1 | fit
+    seed       INTEGER,                  -- simulator seed (NULL for measured labels)
+    section    VARCHAR NOT NULL,         -- structure | routing | fit
+    statistic  VARCHAR NOT NULL,         -- solvable_share, accuracy, correlation, p_device_given_wrong, saving_vs_knn_pct, risk, ...
+    model      VARCHAR NOT NULL,         -- a model id, a router name, or ''
+    other      VARCHAR NOT NULL,         -- the second model of a pair, or ''
+    lam        DOUBLE,                   -- λ of a routing point
+    target     DOUBLE,                   -- target accuracy of a fixed-accuracy saving
+    value      DOUBLE
+);
+
+CREATE TABLE IF NOT EXISTS simcheck_runs (
+    run_id       VARCHAR PRIMARY KEY,
+    n_questions  INTEGER NOT NULL,       -- questions the check used (a stable subsample unless --full)
+    shape        VARCHAR NOT NULL,       -- JSON: the v2 shape simulated, and the fresh fit beside it
+    pool         VARCHAR NOT NULL,       -- JSON: model ids → measured names
+    created_at   TIMESTAMP NOT NULL
+);

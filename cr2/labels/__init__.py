@@ -11,7 +11,10 @@ from typing import Callable
 from cr2.errors import did_you_mean
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 
-__all__ = ["LABEL_SOURCES", "SIMULATED_SOURCE", "get_label_source", "is_simulated", "label_note"]
+__all__ = ["LABEL_SOURCES", "SIMULATED_SOURCE", "SIMULATED_SOURCE_V2", "get_label_source", "is_simulated", "label_note"]
+
+
+SIMULATED_SOURCE_V2 = "simulated-irt-v2"
 
 
 def _simulator() -> Callable:
@@ -20,8 +23,14 @@ def _simulator() -> Callable:
     return simulate_labels
 
 
+def _simulator_v2() -> Callable:
+    from cr2.labels.simulator_v2 import simulate_labels_v2
+
+    return simulate_labels_v2
+
+
 # name → loader of the generating function (loaders keep `import cr2.labels` light)
-LABEL_SOURCES: dict[str, Callable[[], Callable]] = {SIMULATED_SOURCE: _simulator}
+LABEL_SOURCES: dict[str, Callable[[], Callable]] = {SIMULATED_SOURCE: _simulator, SIMULATED_SOURCE_V2: _simulator_v2}
 
 
 def get_label_source(name: str) -> Callable:

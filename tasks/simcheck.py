@@ -1,0 +1,230 @@
+"""The sim-to-real check as a task: measured MMLU-Pro labels vs simulated ones on the same questions.
+
+Reads data/measured/ (warehouse.measured_files), embeds the questions (cached under <home>/cache/simcheck),
+computes the measured pool's costs (cr2.cost with the pool config), fits the v2 shape afresh (for the
+record), simulates every configured source over several seeds, runs cr2.simcheck, and writes tidy rows
+to the `simcheck` table (view v_simcheck). docs/labels.md describes the check and its results.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import task
+
+from cr2.config import Config, load_config, resolve_config_path
+from cr2.errors import ConfigError
+from tasks.common import cache_dir, code_hash, file_hash, make_key
+from warehouse.db import Warehouse
+
+SIMCHECK_CODE = ("cr2.simcheck", "cr2.labels.simulator", "cr2.labels.simulator_v2", "cr2.labels.fit_shape",
+                 "tasks.simcheck", "warehouse.measured_files")
+SUBSAMPLE_SALT = "cr2-simcheck"
+EMBED_CHUNK = 250  # questions embedded between two writes of the cache (progress survives an interrupt)
+
+
+def simcheck_key(config: Config, full: bool) -> str:
+    from warehouse.measured_files import OUTPUTS_FILE, QUESTIONS_FILE
+
+    pool = load_config(resolve_config_path(config.simcheck.pool_config))
+    return make_key("simcheck", file_hash(config.data_path / QUESTIONS_FILE, config.data_path / OUTPUTS_FILE),
+                    config.section_hash("simcheck", "labels", "splits", "teacher", "gate", "embedding", "seed"),
+                    pool.section_hash("models", "hardware", "communication", "power", "cost", "channel"),
+                    bool(full), code_hash(*SIMCHECK_CODE))
+
+
+def subsample_rows(question_ids: np.ndarray, n: int | None) -> np.ndarray:
+    """[n] sorted row indices of the stable subsample: the n questions with the smallest salted hash."""
+    from cr2.hashing import stable_u64_array
+
+    if n is None or n >= len(question_ids):
+        return np.arange(len(question_ids))
+    order = np.argsort(stable_u64_array([f"{SUBSAMPLE_SALT}\x1f{q}" for q in question_ids]), kind="stable")
+    return np.sort(order[:n])
+
+
+def cached_embeddings(texts: list[str], config: Config, home: Path, progress: bool = True) -> np.ndarray:
+    """e(x) of every text, from the cache where present, embedding (and caching) the rest in chunks."""
+    from warehouse.measured_files import add_to_embedding_cache, embedding_cache_file, read_embedding_cache, text_keys
+
+    emb_spec = config.embedding
+    path = embedding_cache_file(cache_dir(home), emb_spec.encoder, emb_spec.max_seq_length)
+    keys = text_keys(texts)
+    have = read_embedding_cache(path)
+    todo = [i for i, k in enumerate(keys) if k not in have]
+    if todo:
+        from cr2.embed import embed_texts, load_encoder
+
+        encoder = load_encoder(emb_spec.max_seq_length, backend=emb_spec.backend, cache_dir=cache_dir(home) / "encoders")
+        for start in range(0, len(todo), EMBED_CHUNK):
+            idx = todo[start:start + EMBED_CHUNK]
+            vectors = embed_texts([texts[i] for i in idx], batch_size=emb_spec.batch_size,
+                                  max_seq_length=emb_spec.max_seq_length, encoder=encoder, progress=False)
+            add_to_embedding_cache(path, keys[idx], vectors)
+            if progress:
+                print(f"simcheck: embedded {min(start + EMBED_CHUNK, len(todo))}/{len(todo)} questions", flush=True)
+        have = read_embedding_cache(path)
+    return np.stack([have[k] for k in keys]).astype(np.float32)
+
+
+def pool_costs(pool_cfg: Config, question_ids: np.ndarray, texts: list[str], generated_chars: np.ndarray,
+               chars_per_token: float, home: Path) -> np.ndarray:
+    """Normalised costs c_m(x, ξ) [n, M] of the measured pool: Qwen3-BPE prompt tokens, measured answer lengths."""
+    from cr2.channel import rates, sample_channel
+    from cr2.cost import costs_from_config
+    from cr2.tokenizer import qwen_token_counter
+
+    prompt_tokens = np.maximum(qwen_token_counter(cache_dir(home) / "tokenizers").count(texts), 1)
+    # L_out,m(x) from the measured answer length [cr2 decision: chars_per_token, docs/labels.md]
+    output_tokens = np.maximum(np.ceil(generated_chars / chars_per_token), 1.0)
+    states = sample_channel(pool_cfg.channel, [f"mmlu_pro/{q}" for q in question_ids])
+    r_ul, r_dl = rates(states, pool_cfg.communication)
+    return costs_from_config(pool_cfg, prompt_tokens, output_tokens, r_ul, r_dl).cost_norm.astype(np.float32)
+
+
+def simulate_source(source: str, seed: int, config: Config, ids: np.ndarray, groups: np.ndarray, texts: list[str],
+                    embedding: np.ndarray, n_choices: np.ndarray, model_ids: list[str], params: list[float],
+                    targets: dict) -> np.ndarray:
+    """[n, M] simulated correctness of `source` (v1 or v2) at `seed`, matched to `targets` per (model, group)."""
+    sim = config.labels.simulator
+    if source == "simulated-irt-v2":
+        from cr2.labels.simulator_v2 import simulate_labels_v2
+
+        if sim.shape is None:
+            raise ConfigError("labels.simulator.shape is not set; name the fitted shape, e.g. "
+                              "`shape: simulated-irt-v2` (configs/labels/simulated-irt-v2.yaml)")
+        return simulate_labels_v2(ids, groups, groups, embedding, n_choices, model_ids, targets, sim, sim.shape,
+                                  model_params=params, seed=seed, with_output_tokens=False).correct
+    if source == "simulated-irt-v1":
+        from cr2.config import OutputTokenDist
+        from cr2.labels.simulator import simulate_labels
+
+        lengths = {g: OutputTokenDist(median_tokens=1, sigma=0, max_tokens=1) for g in set(groups.tolist())}
+        spec = sim.model_copy(update={"seed": seed, "output_tokens": lengths})
+        return simulate_labels(ids, groups, groups, texts, model_ids, targets, spec, model_params=params).correct
+    from cr2.errors import did_you_mean
+
+    raise did_you_mean("simulated label source", source, ["simulated-irt-v2", "simulated-irt-v1"])
+
+
+@task(name="simcheck")
+def simcheck_task(config: Config, home: str, key: str, full: bool = False, routing: bool = True) -> dict:
+    """Measured vs simulated labels on MMLU-Pro: label structure and routing outcomes, tidy rows → `simcheck`."""
+    from cr2.labels.fit_shape import fit_shape
+    from cr2.simcheck import RoutingCheckSpec, label_structure, routing_outcomes, split_sets
+    from cr2.data import RoutingSet
+    from cr2.splits import assign_splits
+    from warehouse.measured_files import read_measured_pool
+
+    home_p = Path(home)
+    spec = config.simcheck
+    pool_cfg = load_config(resolve_config_path(spec.pool_config))
+    model_ids = [m.id for m in pool_cfg.models]
+    missing = [m for m in model_ids if m not in spec.measured_names]
+    if missing:
+        raise ConfigError(f"simcheck.measured_names has no measured name for pool model(s) {missing} of "
+                          f"'{spec.pool_config}'; add them (names as in data/measured/README.md)")
+    pool = read_measured_pool(config.data_path, {m: spec.measured_names[m] for m in model_ids})
+    rows_idx = subsample_rows(pool.question_id, None if full else spec.n_questions)
+    sub_ids = pool.question_id[rows_idx]
+    texts = [pool.texts[i] for i in rows_idx]
+    groups = pool.category[rows_idx]
+    n_choices = pool.n_choices[rows_idx]
+    y_meas = pool.correct[rows_idx]
+    embedding = cached_embeddings(texts, config, home_p)
+    params = [m.params for m in pool_cfg.models]
+    largest = pool_cfg.ref_model_id
+    targets = {(m, g): float(y_meas[groups == g, j].mean()) for j, m in enumerate(model_ids) for g in np.unique(groups)}
+
+    # the fresh fit (on every question for r; on the embedded subsample for ρ and w_s), recorded beside the
+    # configured shape the simulation uses
+    fit = None
+    out: list[dict] = []
+    if spec.refit:
+        emb_full = np.zeros((len(pool.question_id), embedding.shape[1]))
+        emb_full[rows_idx] = embedding
+        mask = np.zeros(len(pool.question_id), dtype=bool)
+        mask[rows_idx] = True
+        fit = fit_shape(pool.correct, pool.category, pool.n_choices, emb_full, model_ids, embedded=mask,
+                        seeds=tuple(range(3)))
+        out = [{"source": "fit", "seed": None, "section": "fit", "statistic": k, "model": "", "other": "",
+                "lam": None, "target": None, "value": float(getattr(fit, k))}
+               for k in ("latent_correlation", "predictable_share", "subset_share", "measured_r2", "fitted_r2",
+                         "r2_between")]
+
+    def add(source: str, seed: int | None, section: str, stats: list[dict]) -> None:
+        out.extend({"source": source, "seed": seed, "section": section, **r} for r in stats)
+
+    add("measured", None, "structure", label_structure(y_meas, model_ids, largest))
+    labels = {("measured", None): y_meas}
+    for source in spec.sources:
+        for seed in range(spec.structure_seeds):
+            y = simulate_source(source, seed, config, sub_ids, groups, texts, embedding, n_choices, model_ids, params,
+                                targets)
+            add(source, seed, "structure", label_structure(y, model_ids, largest))
+            if seed < spec.routing_seeds:
+                labels[(source, seed)] = y
+
+    if routing:
+        cost = pool_costs(pool_cfg, sub_ids, texts, pool.generated_chars[rows_idx], spec.chars_per_token, home_p)
+        split = assign_splits([f"mmlu_pro/{g}/{q}" for g, q in zip(groups, sub_ids)], np.full(len(sub_ids), "mmlu_pro"),
+                              groups, config.splits)
+        rspec = RoutingCheckSpec(alpha=config.grids.default_alpha, router_params=config.baselines.params,
+                                 exclude_unsolvable=config.evaluation.exclude_unsolvable)
+        for (source, seed), y in labels.items():
+            print(f"simcheck: routing on {source}{'' if seed is None else f' seed {seed}'}", flush=True)
+            data = RoutingSet(query_id=sub_ids.astype(object), benchmark=np.full(len(sub_ids), "mmlu_pro", dtype=object),
+                              embedding=embedding, correct=y, cost=cost, model_ids=tuple(model_ids))
+            add(source, seed, "routing",
+                routing_outcomes(split_sets(data, split.split, split.dev), rspec, config.teacher, config.gate,
+                                 seed=config.seed))
+
+    run_id = f"simcheck-{key[-16:]}"
+    frame = pd.DataFrame(out)
+    frame.insert(0, "run_id", run_id)
+    frame["seed"] = frame["seed"].astype("Int64")
+    shape = config.labels.simulator.shape
+    run = pd.DataFrame([{
+        "run_id": run_id, "n_questions": int(len(rows_idx)),
+        "shape": json.dumps({"simulated": None if shape is None else shape.model_dump(mode="json"),
+                             "fresh_fit": None if fit is None else {k: v for k, v in fit.__dict__.items() if k != "path"}},
+                            sort_keys=True),
+        "pool": json.dumps({m: spec.measured_names[m] for m in model_ids}),
+        "created_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)}])
+    bad = frame["value"].map(lambda v: v is not None and isinstance(v, float) and math.isinf(v)).any()
+    if bad:
+        raise ValueError("simcheck produced an infinite value; this is a bug")
+    with Warehouse(home_p) as wh, wh.transaction() as con:
+        wh.delete_where("simcheck", {"run_id": run_id}, con)
+        wh.delete_where("simcheck_runs", {"run_id": run_id}, con)
+        wh.insert_df("simcheck_runs", run, con)
+        wh.insert_df("simcheck", frame, con)
+    return {"run_id": run_id, "n_questions": int(len(rows_idx)), "rows": int(len(frame)),
+            "fit": {} if fit is None else {k: getattr(fit, k) for k in ("latent_correlation", "predictable_share",
+                                                                        "subset_share")}}
+
+
+def build_simcheck_page(home: str, run_id: str) -> str:
+    """Write <home>/report/simcheck.html for one simcheck run; returns its path."""
+    from cr2.simcheck_report import render_simcheck_html
+    from warehouse.routing_data import named_query
+
+    with Warehouse(home, read_only=True) as wh:
+        frames = {name: wh.con.sql(named_query(f"simcheck_{name}"), params={"run_id": run_id}).df()
+                  for name in ("structure", "savings", "cr2", "points", "fit")}
+        run = wh.df("SELECT * FROM simcheck_runs WHERE run_id = ?", [run_id]).iloc[0]
+    meta = {"run_id": run_id, "questions": f"{int(run['n_questions']):,} MMLU-Pro questions",
+            "pool (model id → measured name)": run["pool"], "shape simulated / fresh fit": run["shape"],
+            "created (UTC)": str(run["created_at"])[:19]}
+    out = Path(home) / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "simcheck.html"
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(render_simcheck_html(meta, frames["structure"], frames["savings"], frames["cr2"], frames["points"],
+                                        frames["fit"]), encoding="utf-8")
+    tmp.replace(path)
+    return str(path)

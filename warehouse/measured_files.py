@@ -1,0 +1,104 @@
+"""Reading the measured MMLU-Pro files (data/measured/) and the sim-to-real embedding cache.
+
+All file I/O of the simulator check lives here; cr2/simcheck.py only sees arrays.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from cr2.errors import DataValidationError
+
+QUESTIONS_FILE = "measured/mmlu_pro_questions.parquet"
+OUTPUTS_FILE = "measured/mmlu_pro_outputs.parquet"
+
+
+@dataclass(frozen=True)
+class MeasuredPool:
+    """Measured correctness of a pool on MMLU-Pro, questions in file order."""
+
+    question_id: np.ndarray  # [n] str
+    category: np.ndarray  # [n] str, one of 14
+    n_choices: np.ndarray  # [n] int, number of options (≤ 10)
+    texts: list[str]  # [n] router text (question + lettered options), what the encoder embeds
+    model_ids: tuple[str, ...]  # pool order (device first)
+    correct: np.ndarray  # [n, M] bool, measured y_m(x) (an unextracted answer counts as wrong)
+    generated_chars: np.ndarray  # [n, M] float, length of the generated answer, characters
+
+
+def read_measured_pool(data_dir: str | Path, measured_names: dict[str, str]) -> MeasuredPool:
+    """The measured labels of `measured_names` ({model_id: name in the outputs file}, pool order)."""
+    from cr2.embed import router_text
+
+    data_dir = Path(data_dir)
+    qpath, opath = data_dir / QUESTIONS_FILE, data_dir / OUTPUTS_FILE
+    for p in (qpath, opath):
+        if not p.is_file():
+            raise DataValidationError(f"{p}: measured MMLU-Pro file not found; copy it from the source set "
+                                      "(data/README.md, 'Measured MMLU-Pro outputs')")
+    q = pd.read_parquet(qpath).sort_values("question_id", kind="stable").reset_index(drop=True)
+    out = pd.read_parquet(opath, columns=["model", "question_id", "correct", "generated_chars"])
+    known = set(out["model"].unique())
+    missing = [name for name in measured_names.values() if name not in known]
+    if missing:
+        raise DataValidationError(f"{opath}: no outputs for model(s) {missing}; the file has {sorted(known)[:8]} …")
+    out = out[out["model"].isin(set(measured_names.values()))]
+    wide = out.pivot(index="question_id", columns="model", values="correct")
+    chars = out.pivot(index="question_id", columns="model", values="generated_chars")
+    names = list(measured_names.values())
+    wide = wide.reindex(index=q["question_id"], columns=names)
+    chars = chars.reindex(index=q["question_id"], columns=names)
+    if wide.isna().any().any():
+        bad = wide.columns[wide.isna().any()].tolist()
+        raise DataValidationError(f"{opath}: model(s) {bad} lack outputs for some of the {len(q)} questions")
+    options = [json.loads(s) for s in q["options_json"]]
+    texts = [router_text(question, opts) for question, opts in zip(q["question"], options)]
+    return MeasuredPool(
+        question_id=q["question_id"].astype(str).to_numpy(),
+        category=q["category"].astype(str).to_numpy(),
+        n_choices=np.array([len(o) for o in options], dtype=np.int64),
+        texts=texts,
+        model_ids=tuple(measured_names),
+        correct=wide.to_numpy(dtype=bool),
+        generated_chars=chars.to_numpy(dtype=np.float64),
+    )
+
+
+def text_keys(texts: Sequence[str]) -> np.ndarray:
+    """[n] str: sha256 (first 32 hex) of each text, the key of its cached embedding."""
+    return np.array([hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts])
+
+
+def embedding_cache_file(cache_dir: str | Path, encoder: str, max_seq_length: int) -> Path:
+    """The embedding cache of one encoder setting: an .npz of text keys and float32 vectors."""
+    tag = hashlib.sha256(f"{encoder}\x1f{max_seq_length}".encode()).hexdigest()[:12]
+    return Path(cache_dir) / "simcheck" / f"embeddings-{tag}.npz"
+
+
+def read_embedding_cache(path: Path) -> dict[str, np.ndarray]:
+    """{text key: vector} of the cache file (empty when absent)."""
+    if not Path(path).is_file():
+        return {}
+    with np.load(path) as z:
+        return dict(zip(z["keys"].tolist(), z["vectors"]))
+
+
+def add_to_embedding_cache(path: Path, keys: Sequence[str], vectors: np.ndarray) -> None:
+    """Merge (keys, vectors) into the cache file, atomically (temporary file, then rename)."""
+    cached = read_embedding_cache(path)
+    cached.update(zip(list(keys), np.asarray(vectors, dtype=np.float32)))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+    with os.fdopen(fd, "wb") as fh:
+        np.savez(fh, keys=np.array(list(cached)), vectors=np.stack(list(cached.values())) if cached
+                 else np.zeros((0, 0), np.float32))
+    os.replace(tmp, path)
