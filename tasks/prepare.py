@@ -166,8 +166,26 @@ def simulate_labels_task(config: Config, home: str, key: str) -> dict:
                      [config.embedding.encoder]) if source == "simulated-irt-v2" else None)
     sim = config.labels.simulator
     targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
-                    config.section_hash("labels", "models", "benchmarks"), file_hash(config.data_path / sim.accuracy_file),
-                    emb, task_code_hash(simulate_labels_task), warehouse_epoch(wh))
+    targets = with_catalogue_targets(targets, config.models, {
+        b: spec.definition.simulated.accuracy_pct for b, spec in config.benchmarks.items()
+        if spec.definition.simulated is not None})
+    choices = _choices(q["choices"])
+    if source == "simulated-irt-v2":
+        from cr2.labels.simulator_v2 import simulate_labels_v2
+
+        if sim.shape is None:
+            raise DataValidationError("labels.source is simulated-irt-v2 but labels.simulator.shape is not set; "
+                                      "set `shape: simulated-irt-v2` (configs/labels/simulated-irt-v2.yaml)")
+        if len(emb) != len(q) or not np.array_equal(emb["query_id"].to_numpy(), q["query_id"].to_numpy()):
+            raise DataValidationError(f"simulated-irt-v2 needs the embedding of every query: {len(emb):,} of {len(q):,} "
+                                      "are embedded; run `cr2 prepare` (embeddings come first)")
+        n_choices = np.array([len(c) if c is not None else 0 for c in choices], dtype=np.int64)
+        labels = simulate_labels_v2(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(),
+                                    np.stack(emb["vector"].to_numpy()), n_choices, config.models, targets, sim, sim.shape)
+    else:
+        texts = router_texts(list(q["question"]), choices)
+        labels = simulate_labels(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), texts,
+                                 config.models, targets, sim)
     model_ids = [m.id for m in config.models]
     run_ids = {m: f"{source}:{m}:{key[-12:]}" for m in model_ids}
     rows = pd.DataFrame({

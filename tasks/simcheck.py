@@ -18,11 +18,9 @@ from prefect import task
 
 from cr2.config import Config, load_config, resolve_config_path
 from cr2.errors import ConfigError
-from tasks.common import cache_dir, code_hash, file_hash, make_key
+from tasks.common import cache_dir, file_hash, make_key, task_code_hash
 from warehouse.db import Warehouse
 
-SIMCHECK_CODE = ("cr2.simcheck", "cr2.labels.simulator", "cr2.labels.simulator_v2", "cr2.labels.fit_shape",
-                 "tasks.simcheck", "warehouse.measured_files")
 SUBSAMPLE_SALT = "cr2-simcheck"
 EMBED_CHUNK = 250  # questions embedded between two writes of the cache (progress survives an interrupt)
 
@@ -34,7 +32,7 @@ def simcheck_key(config: Config, full: bool) -> str:
     return make_key("simcheck", file_hash(config.data_path / QUESTIONS_FILE, config.data_path / OUTPUTS_FILE),
                     config.section_hash("simcheck", "labels", "splits", "teacher", "gate", "embedding", "seed"),
                     pool.section_hash("models", "hardware", "communication", "power", "cost", "channel"),
-                    bool(full), code_hash(*SIMCHECK_CODE))
+                    bool(full), task_code_hash(simcheck_task))
 
 
 def subsample_rows(question_ids: np.ndarray, n: int | None) -> np.ndarray:
