@@ -16,8 +16,8 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
-	$(PIP) -e '.[dev]'
-	$(PY) -c "import pytest, hypothesis"
+	$(PIP) -e '.[dev,dask]'
+	$(PY) -c "import pytest, hypothesis, prefect_dask"
 	touch $@
 
 install: $(VENV)/.installed
