@@ -14,6 +14,7 @@ from rich.table import Table
 
 import cr2  # noqa: F401  (applies the offline / no-telemetry switches first)
 from cr2.errors import Cr2Error
+from cr2_cli.console import cr2_cause, hide_cr2_tracebacks_on_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="CR²: cost-aware, risk-controlled device–edge LLM routing.")
 config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration files.")
@@ -27,12 +28,18 @@ ConfigOpt = typer.Option(None, "--config", "-c", help="config YAML (default: con
 HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)")
 
 
+# commands that run a Prefect flow (the others need not pay for importing prefect)
+FLOW_COMMANDS = frozenset({"ingest", "prepare", "train", "calibrate", "recalibrate", "run", "label_command"})
+
+
 def friendly(fn):
     """Turn cr2's own errors into a short message and a non-zero exit code."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            if fn.__name__ in FLOW_COMMANDS:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
+                hide_cr2_tracebacks_on_console()
             return fn(*args, **kwargs)
         except Cr2Error as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
@@ -47,14 +54,7 @@ def friendly(fn):
     return wrapper
 
 
-def _cr2_cause(exc: BaseException) -> Cr2Error | None:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, Cr2Error):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+_cr2_cause = cr2_cause
 
 
 def _home(home: Optional[Path]) -> Path:
