@@ -146,6 +146,10 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
                                           "or a YAML file"),
                 only_if_drift: bool = typer.Option(False, "--only-if-drift", help="re-calibrate only when the drift "
                                                    "check detects a shift"),
+                bands: bool = typer.Option(False, "--bands", help="also the Monte-Carlo re-split risk bands "
+                                           "(evaluation.n_resplits; slower)"),
+                baselines: bool = typer.Option(False, "--baselines", help="also evaluate the baselines under the new "
+                                               "states"),
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
     from flows.recalibrate import recalibrate_flow
@@ -153,7 +157,7 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
     h = _home(home)
     t0 = time.perf_counter()
     out = recalibrate_flow(states=states, config_path=str(config) if config else None, home=str(h),
-                           only_if_drift=only_if_drift)
+                           only_if_drift=only_if_drift, bands=bands, baselines=baselines)
     for f in out["drift"]:
         console.print(f"drift {f['feature']:<12} KS D = {f['statistic']:.3f}, p_holm = {f['p_adjusted']:.3g}"
                       f"{'  DRIFT' if f['drifted'] else ''}", highlight=False)

@@ -129,6 +129,8 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
         full = full_information_choice(proba, test.cost, lam)
         record("full-info", lam, None, Decisions(chosen=full, accepted_local=full == 0,
                                                  extra={"gate_accept": full == 0}))
+        if config.evaluation.n_resplits == 0:  # bands off (cr2 recalibrate's default: operator speed)
+            continue
         # risk vs α with Monte-Carlo bands: re-split calibration ∪ test at random, calibrate, measure
         pooled_s = np.concatenate([s_val, score])
         pooled_r = np.concatenate([r_val, disagree_label(proba, test.cost, lam)])
