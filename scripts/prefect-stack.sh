@@ -41,8 +41,9 @@ up)
   "$PY" -m prefect work-pool inspect cr2-process >/dev/null 2>&1 || "$PY" -m prefect work-pool create cr2-process --type process
   (cd "$REPO" && "$PY" -m prefect --no-prompt deploy --all >"$STACK/deploy.log" 2>&1) || { cat "$STACK/deploy.log"; exit 1; }
   if ! alive worker; then
-    (cd "$REPO" && setsid "$PY" -m prefect worker start --pool cr2-process --limit 1 >"$STACK/worker.log" 2>&1 < /dev/null &
-     echo $! >"$STACK/worker.pid")
+    cd "$REPO"  # the worker runs flows from this checkout (prefect.yaml's pull step: CR2_REPO)
+    setsid "$PY" -m prefect worker start --pool cr2-process --limit 1 >"$STACK/worker.log" 2>&1 < /dev/null &
+    echo $! >"$STACK/worker.pid"
   fi
   echo "Prefect UI: http://127.0.0.1:$PORT   (logs and pids: $STACK)"
   echo "use it from this shell:  export PREFECT_API_URL=$PREFECT_API_URL"
