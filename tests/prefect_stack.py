@@ -43,6 +43,7 @@ def stack_env(root: Path, port: int) -> dict[str, str]:
         "PREFECT_LOGGING_LEVEL": "INFO",
         "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
         "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5",  # a scheduled run shows up within seconds
+        "PREFECT_SERVER_SERVICES_SCHEDULER_MAX_RUNS": "3",
         "PREFECT_WORKER_QUERY_SECONDS": "2",
         "PREFECT_WORKER_PREFETCH_SECONDS": "5",
         "DO_NOT_TRACK": "1",

@@ -107,11 +107,23 @@ def test_drift_triggered_recalibration_skips_without_drift_and_runs_with_it(stac
     assert len(_versions(stack.home)) == n  # no drift: thresholds kept
     arts = stack.artifacts(rid)
     assert "No drift detected" in arts["cr2-recalibrate-summary"].data and "cr2-recalibration" not in arts
-    rid, _ = _run(stack, "cr2-recalibrate/cr2-recalibrate-on-drift", states="default")
-    assert len(_versions(stack.home)) == n + 1 and _versions(stack.home)[-1][1].startswith("default@")
-    assert "cr2-recalibration" in stack.artifacts(rid)
+    near = stack.root / "near-cell.yaml"  # a distribution never calibrated before: users close to the edge
+    near.write_text("name: near-cell\nversion: 1\ndistance: {kind: uniform, low_m: 5.0, high_m: 40.0}\n"
+                    "fading: {kind: rayleigh}\npath_loss: {k0_db: -43.3, exponent: 4.0, d0_m: 1.0}\n")
+    rid, _ = _run(stack, "cr2-recalibrate/cr2-recalibrate-on-drift", states=str(near))
+    assert len(_versions(stack.home)) == n + 1 and _versions(stack.home)[-1][1].startswith("near-cell@")
+    arts = stack.artifacts(rid)
+    assert "cr2-recalibration" in arts and "No drift detected" not in arts["cr2-recalibrate-summary"].data
 
 
+def _sqlalchemy_2_1() -> bool:
+    import sqlalchemy
+
+    return tuple(int(p) for p in sqlalchemy.__version__.split(".")[:2]) >= (2, 1)
+
+
+@pytest.mark.skipif(_sqlalchemy_2_1(), reason="Prefect 3.8.8's scheduler creates no run under SQLAlchemy 2.1 "
+                    "(\"Can't evaluate bulk DML statement\"); pyproject pins sqlalchemy==2.0.58 — reinstall (make test)")
 def test_a_scheduled_deployment_fires_by_itself(stack):
     """A test-only deployment of the drift check on a 10-s interval: the server's scheduler creates the run,
     the worker picks it up, and it completes — nobody calls the API to start it."""
