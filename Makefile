@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
 PIP    := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: run run-measured test test-fast bench install install-dev clean-warehouse
+.PHONY: run run-measured test test-fast bench install install-dev clean-warehouse prefect-up prefect-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,8 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
-	$(PIP) -e '.[dev]'
-	$(PY) -c "import pytest, hypothesis"
+	$(PIP) -e '.[dev,dask]'
+	$(PY) -c "import pytest, hypothesis, prefect_dask"
 	touch $@
 
 install: $(VENV)/.installed
@@ -38,6 +38,13 @@ test-fast: install-dev
 
 bench: install-dev
 	$(PY) benchmarks/run_all.py
+
+# the local Prefect stack of docs/operations.md: server, work pool, deployments, worker (scripts/prefect-stack.sh)
+prefect-up: install
+	PY=$(abspath $(PY)) scripts/prefect-stack.sh up
+
+prefect-down:
+	PY=$(abspath $(PY)) scripts/prefect-stack.sh down
 
 clean-warehouse:
 	rm -rf var/cr2.duckdb var/prefect-results var/report var/export

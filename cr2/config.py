@@ -430,10 +430,18 @@ class BaselinesSpec(_Strict):
 class EvaluationSpec(_Strict):
     exclude_unsolvable: bool = Field(True, description="drop test queries no model solves from accuracy/cost/local "
                                                        "rate (paper §VII-A); the risk always uses every test query")
-    n_resplits: int = Field(200, ge=10, description="random calibration/test re-splits for the risk-vs-α bands")
+    n_resplits: int = Field(200, ge=0, description="random calibration/test re-splits for the risk-vs-α bands "
+                            "(0: no Monte-Carlo bands, what `cr2 recalibrate` uses unless --bands)")
     fixed_rates: list[float] = Field(default_factory=lambda: [0.10, 0.20],
                                      description="fixed local rates f of the paper's ablation rows (accept the top f of "
                                                  "the calibration scores, no risk control)")
+
+    @field_validator("n_resplits")
+    @classmethod
+    def _zero_or_enough(cls, v: int) -> int:
+        if 0 < v < 10:
+            raise InvalidValueError(f"n_resplits={v}: use 0 (no bands) or at least 10 re-splits for a 5–95 % band")
+        return v
 
 
 class ServingSpec(_Strict):

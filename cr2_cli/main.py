@@ -13,6 +13,7 @@ from rich.table import Table
 
 import cr2  # noqa: F401  (applies the offline / no-telemetry switches first)
 from cr2.errors import Cr2Error, Cr2SqlError
+from cr2_cli.console import cr2_cause, hide_cr2_tracebacks_on_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="CR²: cost-aware, risk-controlled device–edge LLM routing.")
 config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration files.")
@@ -26,12 +27,18 @@ ConfigOpt = typer.Option(None, "--config", "-c", help="config YAML (default: con
 HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)")
 
 
+# commands that run a Prefect flow (the others need not pay for importing prefect)
+FLOW_COMMANDS = frozenset({"ingest", "prepare", "train", "calibrate", "recalibrate", "run", "label_command"})
+
+
 def friendly(fn):
     """Turn cr2's own errors into a short message and a non-zero exit code."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            if fn.__name__ in FLOW_COMMANDS:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
+                hide_cr2_tracebacks_on_console()
             return fn(*args, **kwargs)
         except Cr2Error as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
@@ -46,14 +53,7 @@ def friendly(fn):
     return wrapper
 
 
-def _cr2_cause(exc: BaseException) -> Cr2Error | None:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, Cr2Error):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+_cr2_cause = cr2_cause
 
 
 def _home(home: Optional[Path]) -> Path:
@@ -145,6 +145,10 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
                                           "or a YAML file"),
                 only_if_drift: bool = typer.Option(False, "--only-if-drift", help="re-calibrate only when the drift "
                                                    "check detects a shift"),
+                bands: bool = typer.Option(False, "--bands", help="also the Monte-Carlo re-split risk bands "
+                                           "(evaluation.n_resplits; slower)"),
+                baselines: bool = typer.Option(False, "--baselines", help="also evaluate the baselines under the new "
+                                               "states"),
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
     from flows.recalibrate import recalibrate_flow
@@ -152,7 +156,7 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
     h = _home(home)
     t0 = time.perf_counter()
     out = recalibrate_flow(states=states, config_path=str(config) if config else None, home=str(h),
-                           only_if_drift=only_if_drift)
+                           only_if_drift=only_if_drift, bands=bands, baselines=baselines)
     for f in out["drift"]:
         console.print(f"drift {f['feature']:<12} KS D = {f['statistic']:.3f}, p_holm = {f['p_adjusted']:.3g}"
                       f"{'  DRIFT' if f['drifted'] else ''}", highlight=False)

@@ -42,7 +42,11 @@ def evaluate_flow(config_path: str | None = None, home: str | None = None) -> di
     from flows.train import train
     from warehouse.db import default_home
 
+    from flows.artifacts import publish_evaluation
+
     config = load_config(config_path)
     h = Path(home) if home else default_home()
     trained = train(config, h)
-    return evaluate(config, h, trained, calibrate(config, h, trained), fit_baselines(config, h))
+    out = evaluate(config, h, trained, calibrate(config, h, trained), fit_baselines(config, h))
+    out["artifacts"] = publish_evaluation(config, h, out, flow_name="cr2-evaluate")
+    return out

@@ -10,6 +10,11 @@ deployed artefact to renew is the threshold table (paper §VI-F), not the gate:
 4. the threshold table is re-calibrated on val under the new states → a new `thresholds` version
    (the previous one stays queryable),
 5. test is evaluated twice under the new states: with the old thresholds (before) and the new (after).
+
+At operator speed by default: the before/after evaluation is CR²'s (its variants included) without the
+Monte-Carlo re-split bands (evaluation.n_resplits = 0) and without the baselines; `bands=True` adds the
+bands, `baselines=True` the baselines under the new states. The run publishes Prefect artifacts
+(flows/artifacts.py): a summary, the drift statistics and the before/after table.
 """
 from __future__ import annotations
 
@@ -30,30 +35,45 @@ def with_distribution(config: Config, states: str | Path) -> Config:
     return config.model_copy(update={"channel": config.channel.model_copy(update={"distribution": dist})})
 
 
-def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: bool = False) -> dict:
+def operator_speed(config: Config, bands: bool) -> Config:
+    """The config for the before/after evaluation: Monte-Carlo re-split bands only when asked for."""
+    if bands:
+        return config
+    return config.model_copy(update={"evaluation": config.evaluation.model_copy(update={"n_resplits": 0})})
+
+
+def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: bool = False, bands: bool = False,
+                baselines: bool = False) -> dict:
     from tasks.drift import drift_check
 
-    new = with_distribution(config, states)
+    new = with_distribution(operator_speed(config, bands), states)
     trained = train(config, home)  # frozen: the gate never sees ξ
     drift = drift_check(config, home, states)
     if only_if_drift and not drift.drifted:
         return {"old_dist_id": config.channel.distribution.dist_id, "new_dist_id": new.channel.distribution.dist_id,
                 "drift": drift.to_records(), "drifted": False, "skipped": True}
     old_cal = calibrate(config, home, trained)
-    baselines = fit_baselines(config, home)  # p̂ does not depend on ξ; costs enter at routing time
+    # p̂ of a baseline does not depend on ξ (costs enter at routing time); evaluated only when asked for
+    fitted = fit_baselines(config, home) if baselines else {"routers": {}, "cached": True}
     prepared = prepare(new, home)
     new_cal = calibrate(new, home, trained)
-    before = evaluate(new, home, trained, old_cal, baselines)
-    after = evaluate(new, home, trained, new_cal, baselines)
+    before = evaluate(new, home, trained, old_cal, fitted)
+    after = evaluate(new, home, trained, new_cal, fitted)
     return {"old_dist_id": config.channel.distribution.dist_id, "new_dist_id": new.channel.distribution.dist_id,
             "drift": drift.to_records(), "drifted": drift.drifted, "skipped": False, "prepare": prepared, "old_thresholds": old_cal, "new_thresholds": new_cal, "before": before, "after": after}
 
 
 @flow(name="cr2-recalibrate", log_prints=True)
 def recalibrate_flow(states: str, config_path: str | None = None, home: str | None = None,
-                     only_if_drift: bool = False) -> dict:
+                     only_if_drift: bool = False, bands: bool = False, baselines: bool = False) -> dict:
     """Re-calibrate the threshold table of the frozen gate on a new state distribution (name or YAML file);
     with only_if_drift, only when the drift check finds the new states depart from the calibration states."""
+    from flows.artifacts import publish_recalibration
     from warehouse.db import default_home
 
-    return recalibrate(load_config(config_path), Path(home) if home else default_home(), states, only_if_drift)
+    config, h = load_config(config_path), Path(home) if home else default_home()
+    out = recalibrate(config, h, states, only_if_drift, bands, baselines)
+    out["artifacts"] = publish_recalibration(config, h, out)
+    print(f"recalibrate {out['old_dist_id']} → {out['new_dist_id']}: "
+          + ("no drift, thresholds kept" if out["skipped"] else f"thresholds v{out['new_thresholds']['version']}"))
+    return out

@@ -12,6 +12,7 @@ from prefect import flow
 
 from cr2.config import load_config
 from flows.ingest import ingest
+from flows.artifacts import publish_evaluation
 from flows.calibrate import calibrate
 from flows.evaluate import evaluate, fit_baselines
 from flows.prepare import prepare
@@ -35,4 +36,5 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     counts = {b: row["queries"] for b, row in summary["ingest"]["benchmarks"].items()}
     summary["report"] = report(config, h, summary["evaluate"], summary["train"], summary["baselines"], counts,
                                summary["ablation"])
+    summary["artifacts"] = publish_evaluation(config, h, summary["evaluate"], summary["report"], flow_name="cr2-run")
     return summary

@@ -196,6 +196,53 @@ def test_recalibrate_on_a_new_state_distribution_keeps_the_gate(pipeline):
                      [out["before"]["run_id"], out["after"]["run_id"]]).set_index("run_id")
     assert both.loc[out["before"]["run_id"], "threshold_dist_id"] == out["old_dist_id"]
     assert (both["test_dist_id"] == out["new_dist_id"]).all()
+    # operator speed by default: no Monte-Carlo bands, no baselines in the before/after runs
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        methods = set(wh.df("SELECT DISTINCT method FROM metrics WHERE run_id = ?", [out["after"]["run_id"]])["method"])
+    assert "cr2" in methods and "cr2-resplit" not in methods and "knn" not in methods
+    import json
+
+    assert out["artifacts"] == ["cr2-recalibrate-summary", "cr2-drift", "cr2-recalibration"]
+    arts = _artifacts_of_run_with("cr2-recalibrate-summary", out["new_dist_id"])
+    assert "SIMULATED LABELS" in arts["cr2-recalibrate-summary"].data
+    drift = json.loads(arts["cr2-drift"].data)
+    assert {r["feature"] for r in drift} == {"distance_m", "rate_ul_bps", "rate_dl_bps"}
+    table = json.loads(arts["cr2-recalibration"].data)
+    assert table and {"risk_before", "risk_after", "cost_before", "cost_after"} <= set(table[0])
+
+
+def _artifacts_of_run_with(key: str, text: str) -> dict:
+    """Every artifact of the flow run whose `key` artifact mentions `text`, read back through the Prefect API."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+
+    with get_client(sync_client=True) as c:
+        marked = [a for a in c.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+                  if text in str(a.data)]
+        assert marked, f"no '{key}' artifact mentions {text}"
+        arts = c.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[marked[0].flow_run_id])))
+    return {a.key: a for a in arts}
+
+
+def test_run_publishes_its_results_as_prefect_artifacts(pipeline):
+    import json
+
+    first = pipeline["first"]
+    assert first["artifacts"] == ["cr2-summary", "cr2-operating-points", "cr2-router-comparison", "cr2-report"]
+    arts = _artifacts_of_run_with("cr2-summary", first["evaluate"]["run_id"])
+    assert set(first["artifacts"]) <= set(arts)
+    assert arts["cr2-summary"].type == "markdown" and "SIMULATED LABELS" in arts["cr2-summary"].data
+    ops = json.loads(arts["cr2-operating-points"].data)
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        n = wh.scalar("SELECT count(*) FROM operating_points WHERE run_id = ? AND method = 'cr2' AND benchmark = 'all' "
+                      "AND alpha = 0.01", [first["evaluate"]["run_id"]])
+        risk2 = wh.scalar("SELECT risk FROM operating_points WHERE run_id = ? AND method = 'cr2' AND benchmark = 'all' "
+                          "AND alpha = 0.01 AND lam = 2.0", [first["evaluate"]["run_id"]])
+    assert len(ops) == n and abs(next(r["risk"] for r in ops if r["lam"] == 2.0) - risk2) < 1e-4
+    methods = {r["method"] for r in json.loads(arts["cr2-router-comparison"].data)}
+    assert {"cr2", "knn", "mlp", "always-qwen3-14b"} <= methods
+    assert arts["cr2-report"].type == "markdown" and first["report"]["path"].split("/")[-1] in arts["cr2-report"].data
 
 
 def test_export_gate_for_the_device_and_drift_check(pipeline, tmp_path):

@@ -94,3 +94,26 @@ def cpu_spec(model_dir: Path, **changes) -> LabelingSpec:
 @pytest.fixture()
 def tiny_spec(tiny_model_dir) -> LabelingSpec:
     return cpu_spec(tiny_model_dir)
+
+
+def label_digest(home: Path) -> tuple[str, int]:
+    """sha256 over every label row (source, query_id, model_id, correct, output_tokens), sorted; and the row count."""
+    import hashlib
+
+    with Warehouse(home, read_only=True) as wh:
+        df = wh.df("SELECT source, query_id, model_id, correct, output_tokens FROM labels "
+                   "ORDER BY source, query_id, model_id")
+    return hashlib.sha256(df.to_csv(index=False).encode()).hexdigest(), len(df)
+
+
+def serial_labels(config, home: Path, model_dir: Path, models, benchmarks, limit: int, tmp: Path) -> tuple[str, int]:
+    """The label digest of the serial path (threads runner, one worker, one shard) on a copy of `home`."""
+    from flows.label import run_labeling
+
+    serial_home = tmp / "serial"
+    serial_home.mkdir()
+    shutil.copy(home / DB_NAME, serial_home / DB_NAME)
+    report = run_labeling(config, serial_home, models=models, benchmarks=benchmarks, limit=limit,
+                          spec=cpu_spec(model_dir, shards=1, task_runner={"kind": "threads", "max_workers": 1}))
+    assert report.finished
+    return label_digest(serial_home)

@@ -1,0 +1,128 @@
+"""Prefect artifacts: what a cr2 flow run leaves to look at in the Prefect UI (Artifacts tab of the run).
+
+Every user-facing flow ends by publishing, under stable keys (so the UI shows the latest next to the history):
+
+| key | kind | what |
+| --- | --- | --- |
+| `cr2-summary` / `cr2-recalibrate-summary` | markdown | the run in a few lines, led by the label-source banner |
+| `cr2-operating-points` | table | CR² at the default α over every calibrated λ: risk, local rate, accuracy, cost |
+| `cr2-router-comparison` | table | every evaluated method at λ = 2 (CR² and its variants at the default α) |
+| `cr2-recalibration` | table | before (old thresholds) vs after (re-calibrated), under the new states |
+| `cr2-drift` | table | the drift test: KS statistic and Holm-adjusted p per state feature |
+| `cr2-report` | link | the HTML report of the run (a file:// link on the machine that ran it) |
+
+The numbers come from the warehouse (warehouse/queries/artifact_*.sql), never from memory, so an artifact
+shows what `cr2 sql` would. Simulated labels are flagged in every markdown summary and table description.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from cr2.config import Config
+from warehouse.db import Warehouse
+from warehouse.routing_data import named_query
+
+COMPARE_LAM = 2.0  # the λ of the router-comparison table
+HEADLINE_LAMS = (0.5, 2.0, 8.0)  # the λ the markdown summaries quote (as `cr2 run` prints them)
+
+
+def label_banner(label_source: str) -> str:
+    """The label-source line every summary starts with; simulated labels are flagged loudly."""
+    if label_source.startswith("simulated"):
+        return (f"> **SIMULATED LABELS** (`{label_source}`): every number below is computed on correctness labels "
+                "from the simulator (docs/labels.md), not on measured Qwen3 outputs.")
+    return f"> Labels: measured, source `{label_source}`."
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    """JSON-safe rows for a table artifact (floats rounded to 4 decimals, NaN → None)."""
+    out = []
+    for row in df.to_dict(orient="records"):
+        out.append({k: (None if isinstance(v, float) and v != v else round(v, 4) if isinstance(v, float) else v)
+                    for k, v in row.items()})
+    return out
+
+
+def _md_table(df: pd.DataFrame, columns: dict[str, str]) -> str:
+    lines = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
+    for row in df.itertuples(index=False):
+        cells = []
+        for c in columns:
+            v = getattr(row, c)
+            cells.append(f"{v:.4g}" if isinstance(v, float) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _headline(df: pd.DataFrame) -> pd.DataFrame:
+    return df[[any(abs(v - lam) < 1e-9 for lam in HEADLINE_LAMS) for v in df["lam"]]]
+
+
+def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict | None = None,
+                       flow_name: str = "cr2-evaluate") -> list[str]:
+    """Markdown summary, CR² operating points, router comparison (and the report link); returns the keys."""
+    from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+
+    alpha, run_id, source = config.grids.default_alpha, evaluated["run_id"], evaluated["label_source"]
+    with Warehouse(home, read_only=True) as wh:
+        ops = wh.df(named_query("artifact_operating_points"), {"run_id": run_id, "alpha": alpha})
+        compare = wh.df(named_query("artifact_router_comparison"), {"run_id": run_id, "lam": COMPARE_LAM, "alpha": alpha})
+    sim = " — SIMULATED labels" if source.startswith("simulated") else ""
+    create_table_artifact(_records(ops), key="cr2-operating-points",
+                          description=f"CR² on test at α = {alpha:g}, run {run_id}, labels {source}{sim}")
+    create_table_artifact(_records(compare), key="cr2-router-comparison",
+                          description=f"every method at λ = {COMPARE_LAM:g} (CR² at α = {alpha:g}), run {run_id}, "
+                                      f"labels {source}{sim}")
+    keys = ["cr2-operating-points", "cr2-router-comparison"]
+    md = [f"# {flow_name}: evaluation run `{run_id}`", "", label_banner(source), "",
+          f"- state distribution: `{config.channel.distribution.dist_id}`",
+          f"- test queries: {evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "
+          "(accuracy, cost, local rate)", "",
+          f"## CR² at α = {alpha:g}", "",
+          _md_table(_headline(ops), {"lam": "λ", "risk": "false-accept risk", "local_rate": "local rate",
+                                     "accuracy": "accuracy", "cost": "norm. cost"}), "",
+          "Full tables: artifacts `cr2-operating-points` and `cr2-router-comparison`; in SQL: "
+          f"`cr2 sql \"SELECT * FROM operating_points WHERE run_id = '{run_id}'\"`."]
+    if report and report.get("path"):
+        path = Path(report["path"]).resolve()
+        create_link_artifact(link=path.as_uri(), link_text=f"cr2 report ({path})", key="cr2-report",
+                             description=f"HTML report of run {run_id}{sim}")
+        keys.append("cr2-report")
+        md += ["", f"Report: [{path}]({path.as_uri()})"]
+    create_markdown_artifact("\n".join(md), key="cr2-summary", description=f"{flow_name} summary{sim}")
+    return ["cr2-summary", *keys]
+
+
+def publish_recalibration(config: Config, home: Path, out: dict) -> list[str]:
+    """Markdown summary, drift statistics and (when it ran) the before/after table; returns the keys."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    alpha, source = config.grids.default_alpha, config.labels.source
+    sim = " — SIMULATED labels" if source.startswith("simulated") else ""
+    drift = pd.DataFrame(out["drift"])
+    create_table_artifact(_records(drift), key="cr2-drift",
+                          description=f"KS drift test of {out['new_dist_id']} against the calibration states")
+    keys = ["cr2-drift"]
+    md = [f"# cr2-recalibrate: `{out['old_dist_id']}` → `{out['new_dist_id']}`", "", label_banner(source), "",
+          "## Drift check (two-sample KS, Holm-corrected)", "",
+          _md_table(drift, {"feature": "feature", "statistic": "KS D", "p_adjusted": "p (Holm)", "drifted": "drift"}), ""]
+    if out["skipped"]:
+        md.append("**No drift detected: thresholds kept as they are** (only_if_drift).")
+    else:
+        old, new = out["old_thresholds"], out["new_thresholds"]
+        with Warehouse(home, read_only=True) as wh:
+            both = wh.df(named_query("artifact_recalibration"),
+                         {"before": out["before"]["run_id"], "after": out["after"]["run_id"], "alpha": alpha})
+        create_table_artifact(_records(both), key="cr2-recalibration",
+                              description=f"CR² on test under {out['new_dist_id']} at α = {alpha:g}: thresholds "
+                                          f"v{old['version']} (before) vs v{new['version']} (after){sim}")
+        keys.append("cr2-recalibration")
+        md += [f"Thresholds v{old['version']} → **v{new['version']}** (N_calib = {new['n_calib']:,}; gate "
+               f"`{new['gate_fingerprint']}` unchanged).", "", f"## CR² on test at α = {alpha:g}: before → after", "",
+               _md_table(_headline(both), {"lam": "λ", "risk_before": "risk before", "risk_after": "risk after",
+                                           "local_rate_before": "local before", "local_rate_after": "local after",
+                                           "cost_before": "cost before", "cost_after": "cost after"})]
+    create_markdown_artifact("\n".join(md), key="cr2-recalibrate-summary", description=f"cr2-recalibrate summary{sim}")
+    return ["cr2-recalibrate-summary", *keys]

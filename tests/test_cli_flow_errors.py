@@ -1,0 +1,59 @@
+"""A Cr2Error raised inside a flow: the CLI prints one clear message, exits 2, and no traceback reaches the
+console — while the Prefect flow run still records the failure (state and logged traceback via the API)."""
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+from cr2.errors import ConfigError
+from cr2_cli.console import HideCr2Tracebacks
+
+
+def _record(exc: BaseException) -> logging.LogRecord:
+    try:
+        raise exc
+    except BaseException:
+        return logging.LogRecord("prefect.flow_runs", logging.ERROR, __file__, 1, "Encountered exception", None,
+                                 sys.exc_info())
+
+
+def test_the_console_filter_drops_cr2_errors_only():
+    f = HideCr2Tracebacks()
+    assert not f.filter(_record(ConfigError("bad states file")))
+    try:  # a Cr2Error wrapped by Prefect (raised from) is still cr2's
+        try:
+            raise ConfigError("inner")
+        except ConfigError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as wrapped:
+        assert not f.filter(_record(wrapped))
+    assert f.filter(_record(ValueError("a bug keeps its traceback")))
+    assert f.filter(logging.LogRecord("prefect", logging.WARNING, __file__, 1, "plain", None, None))
+
+
+@pytest.mark.flow
+@pytest.mark.parametrize("case", ["missing", "malformed"])
+def test_cr2_error_inside_a_flow_prints_one_message_and_exits_2(prefect_harness, capfd, tmp_path, case):
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from typer.testing import CliRunner
+
+    from cr2_cli.main import app
+
+    states = tmp_path / f"{case}.yaml"
+    if case == "malformed":
+        states.write_text("name: broken\ndistance_m: [1, 2\n")
+    res = CliRunner().invoke(app, ["recalibrate", "--states", str(states), "--home", str(tmp_path / "home")])
+    out, err = capfd.readouterr()
+    console = res.output + out + err
+    assert res.exit_code == 2, console
+    assert str(states.name) in console and "error:" in console
+    assert "Traceback" not in console, console
+    assert console.count("error:") == 1
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["cr2-recalibrate"])))
+    failed = [r for r in runs if r.state and r.state.is_failed() and states.name in (r.state.message or "")]
+    assert failed, [(r.state.type, r.state.message) for r in runs]
