@@ -247,7 +247,8 @@ def test_table_records_round_trip_and_reject_gaps():
     table = _table()
     records = table.to_records()
     assert len(records) == 28 * 5
-    assert set(records[0]) == {"lam", "alpha", "tau", "n_calib", "gate_fingerprint", "dist_id", "label_source", "rule", "score_dtype"}
+    assert set(records[0]) == {"lam", "alpha", "tau", "n_calib", "gate_fingerprint", "dist_id", "label_source", "rule", "score_dtype",
+                              "delta", "group"}
     back = ThresholdTable.from_records(records[::-1])
     assert back.lams == table.lams and back.alphas == table.alphas
     np.testing.assert_array_equal(back.taus, table.taus)
