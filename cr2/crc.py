@@ -297,8 +297,8 @@ def _grid_text(values: Sequence[float]) -> str:
 
 
 def _optional(value: Any) -> Any:
-    """Return None for a missing value (None, NaN or pandas' NA read back from the warehouse), else the value."""
-    if value is None:
+    """Return None for a missing value (None, '', NaN or pandas' NA read back from the warehouse), else the value."""
+    if value is None or (isinstance(value, str) and value == ""):
         return None
     try:
         if value != value:  # NaN and NA
@@ -597,6 +597,8 @@ class GroupedThresholdTable:
         return tuple(self.tables)
 
     def __getattr__(self, name: str) -> Any:  # the shared grid and metadata (lams, alphas, rule, delta, …)
+        if name == "n_calib":  # calibration queries over all groups
+            return sum(t.n_calib for t in self.tables.values())
         if name in ("lams", "alphas", "gate_fingerprint", "dist_id", "label_source", "rule", "delta", "score_dtype"):
             return getattr(next(iter(self.tables.values())), name)
         raise AttributeError(name)

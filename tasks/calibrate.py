@@ -20,7 +20,7 @@ from tasks.train import routing_args
 from warehouse.db import Warehouse
 from warehouse.routing_data import load_routing_sets, routing_fingerprint
 
-CAL_CODE = ("cr2.crc", "cr2.utility", "cr2.gate", "tasks.calibrate")
+CAL_CODE = ("cr2.crc", "cr2.utility", "cr2.gate", "tasks.calibrate", "tasks.guarantees")
 
 
 def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.ndarray:
@@ -35,6 +35,7 @@ def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.n
 def calibrate_key(config: Config, wh: Warehouse, trained: dict, extra_lams: tuple[float, ...] = ()) -> str:
     return make_key("calibrate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], sorted(extra_lams),
                     routing_fingerprint(wh, **routing_args(config), splits=("val",)), config.section_hash("grids"),
+                    config.section_hash("calibration"),  # issue 21: rule / δ / group select the guarantee
                     code_hash(*CAL_CODE), warehouse_epoch(wh))
 
 
@@ -60,16 +61,35 @@ def calibrate_cr2(config: Config, home: str, key: str, trained: dict, extra_lams
     scores = gate.score(val.embedding, lams)  # [n, n_lam] float32
     # r_i(λ) = 1[m_full*(x_i, ξ_i; λ) ≠ m0] under the frozen teacher (paper §VI-F)
     risks = disagree_label(teacher.predict_proba(val.embedding), val.cost, lams)
-    table = calibrate_table(scores, risks, lams, config.grids.alpha, gate_fingerprint=trained["gate"]["fingerprint"],
-                            dist_id=config.channel.distribution.dist_id, label_source=config.labels.source)
+    # issue 21: the guarantee (rule, δ, Mondrian group) comes from config.calibration — cr2.crc does the work
+    table = calibrate_for_config(config, scores, risks, lams, val, trained["gate"]["fingerprint"], home)
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     with Warehouse(home) as wh, wh.transaction() as con:
         version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM thresholds").fetchall()[0][0])
         rows = pd.DataFrame(table.to_records()).assign(version=version, created_at=now)
+        rows["group"] = rows["group"].fillna("")  # '' = pooled (the column is part of the primary key)
         wh.insert_df("thresholds", rows[["version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau",
-                                         "n_calib", "rule", "score_dtype", "created_at"]], con)
+                                         "n_calib", "rule", "score_dtype", "created_at", "delta", "group"]], con)
     return {"version": version, "n_calib": table.n_calib, "n_lam": len(table.lams), "n_alpha": len(table.alphas),
             "gate_fingerprint": table.gate_fingerprint, "dist_id": table.dist_id, "label_source": table.label_source}
+
+
+def calibrate_for_config(config: Config, scores: np.ndarray, risks: np.ndarray, lams: np.ndarray, val, gate_fingerprint: str,
+                         home: str):
+    """ThresholdTable (pooled) or GroupedThresholdTable (calibration.group set) under config.calibration (issue 21)."""
+    from cr2.crc import calibrate_group_tables, calibrate_table
+
+    cal = config.calibration
+    kw = dict(gate_fingerprint=gate_fingerprint, dist_id=config.channel.distribution.dist_id,
+              label_source=config.labels.source, rule=cal.rule, delta=cal.delta)
+    if cal.group is None:
+        return calibrate_table(scores, risks, lams, config.grids.alpha, **kw)
+    from tasks.guarantees import query_groups
+
+    with Warehouse(home, read_only=True) as wh:
+        groups = query_groups(wh, val.query_id, cal.group)
+    return calibrate_group_tables(scores, risks, groups, lams, config.grids.alpha, group_by=cal.group,
+                                  small_group=cal.small_group, **kw)
 
 
 def load_threshold_table(wh: Warehouse, version: int | None = None) -> ThresholdTable:
@@ -84,4 +104,6 @@ def load_threshold_table(wh: Warehouse, version: int | None = None) -> Threshold
     if df.empty:
         raise UncalibratedOperatingPointError(f"no threshold table version {version}; see `cr2 sql \"SELECT DISTINCT version "
                                               "FROM thresholds\"`")
-    return ThresholdTable.from_records(df.to_dict("records"))
+    from cr2.crc import table_from_records
+
+    return table_from_records(df.to_dict("records"))  # issue 21: a GroupedThresholdTable when the version is Mondrian
