@@ -612,6 +612,10 @@ class GroupedThresholdTable:
             )
         return self.tables[group]
 
+    def check_fingerprint(self, gate_fingerprint: str) -> None:
+        """Raise FingerprintMismatchError unless the tables were calibrated for this gate."""
+        next(iter(self.tables.values())).check_fingerprint(gate_fingerprint)
+
     def tau(self, lam: float, alpha: float, gate_fingerprint: str, group: str) -> float:
         """Return the group's τ*(λ; α) for the gate with this fingerprint (accept iff s ≥ τ*)."""
         return self.table(group).tau(lam, alpha, gate_fingerprint)

@@ -94,11 +94,17 @@ class OnlineRouter:
                 "lams": list(self.table.lams), "alphas": list(self.table.alphas),
                 "models": [m.id for m in self.config.models]}
 
-    def _tau(self, lam: float, alpha: float) -> float:
-        from cr2.crc import calibrate_table
+    def _tau(self, lam: float, alpha: float, benchmark: str | None = None) -> float:
+        from cr2.crc import GroupedThresholdTable, calibrate_table
         from cr2.utility import disagree_label
         from warehouse.routing_data import load_routing_sets
 
+        if isinstance(self.table, GroupedThresholdTable):  # issue 21: Mondrian — the query's own group's threshold
+            if self.table.group_by != "benchmark":
+                raise UncalibratedOperatingPointError(
+                    f"the deployed thresholds are per {self.table.group_by}; routing needs the query's {self.table.group_by}, "
+                    "which `cr2 route` does not take — calibrate per benchmark or pooled (calibration.group)")
+            return self.table.tau(lam, alpha, self.table.gate_fingerprint, benchmark)
         if not self.table.has_lam(lam):
             if not self.config.routing.on_demand_calibration:
                 self.table.lam_index(lam)  # raises, naming the grid
@@ -114,7 +120,7 @@ class OnlineRouter:
         return self.table.tau(lam, alpha, self.table.gate_fingerprint)
 
     def route(self, question: str, choices: list[str] | None, lam: float, alpha: float, distance_m: float | None = None,
-              benchmark: str = "mmlu", seed: int = 0) -> dict:
+              benchmark: str = "mmlu", seed: int = 0, tau: float | None = None) -> dict:
         """The CR² decision for one query: accept/defer, score s, τ*, and every model's utility."""
         from cr2.channel import channel_gain, downlink_rate_bps, sample_states, uplink_rate_bps
         from cr2.cost import compute_costs
@@ -127,7 +133,8 @@ class OnlineRouter:
         if distance_m is not None and not distance_m > 0:
             raise DataValidationError(f"distance_m must be > 0, got {distance_m:g}")
         with self._lock:  # torch modules and the tokenizer are shared across server threads
-            tau = self._tau(float(lam), float(alpha))
+            # issue 21: a target-mode choice brings its own certified τ (calibrated on the threshold half of val)
+            tau = self._tau(float(lam), float(alpha), benchmark) if tau is None else float(tau)
             text = router_text(question, choices)
             emb = embed_texts([text], progress=False, encoder=self.encoder,
                               max_seq_length=self.config.embedding.max_seq_length)

@@ -83,3 +83,34 @@ def test_every_rule_keeps_its_promise_over_500_resplits():
     price = df[(df.check_name == "price") & (df.metric == "local_rate") & (df.lam == 0.5)].set_index("rule")
     assert price.loc["ltt", "value"] < price.loc["crc", "value"]  # the simultaneous bound costs local answers
     assert B == int(df.n_resplits.iloc[0])
+
+
+def test_device_thresholds_carry_delta_groups_and_targets():
+    """thresholds.json (cr2.export) round-trips δ, Mondrian grids and target points into cr2.runtime exactly;
+    a reader that ignores groups sees τ = +inf (defer), never some group's threshold."""
+    import json
+
+    from cr2.crc import calibrate_group_tables, calibrate_table
+    from cr2.errors import UncalibratedOperatingPointError
+    from cr2.export import thresholds_json
+    from cr2.runtime import DeviceThresholds
+
+    pool = make_pool(3000, LAMS, seed=8)
+    kw = dict(gate_fingerprint="fp", dist_id="d", label_source="s")
+    ltt = calibrate_table(pool.score, pool.risk, LAMS, ALPHAS, rule="ltt", delta=0.1, **kw)
+    t = DeviceThresholds.from_json(json.loads(json.dumps(thresholds_json(ltt))))
+    assert t.rule == "ltt" and t.delta == 0.1 and t.group_taus is None
+    np.testing.assert_array_equal(t.taus, ltt.taus)
+    g = calibrate_group_tables(pool.score, pool.risk, pool.benchmark, LAMS, ALPHAS, small_group="defer", **kw)
+    choice = {"mode": "accuracy", "target": 0.7, "delta": 0.1, "lam": 0.5, "alpha": 0.01,
+              "tau": float(np.nextafter(np.float32(0.6), np.float32(1)))}
+    t = DeviceThresholds.from_json(json.loads(json.dumps(thresholds_json(g, [choice]))))
+    assert t.group_by == "benchmark" and set(t.group_taus) == {"bbh", "gpqa", "mbpp", "mmlu"}
+    assert np.isposinf(t.taus).all()  # group-unaware readers defer everything
+    for name in t.group_taus:
+        assert t.tau(2.0, 0.05, name) == g.tau(2.0, 0.05, "fp", name)
+    with pytest.raises(UncalibratedOperatingPointError, match="per benchmark"):
+        t.tau(2.0, 0.05)
+    assert t.target(target_accuracy=0.7)["tau"] == choice["tau"]
+    with pytest.raises(UncalibratedOperatingPointError, match="exported: accuracy 0.7"):
+        t.target(budget=0.3)
