@@ -27,6 +27,7 @@ Only numpy is imported here, so the calibration and evaluation path stays light.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Sequence
 
@@ -116,6 +117,14 @@ def binomial_cdf(k: np.ndarray | int, n: int, p: float) -> np.ndarray:
     k = np.asarray(k, dtype=np.int64)
     if n < 0 or not 0.0 <= p <= 1.0:
         raise DataValidationError(f"binomial_cdf needs n ≥ 0 and p ∈ [0, 1], got n={n}, p={p}")
+    cdf = _binomial_cdf_table(int(n), float(p))
+    out = np.where(k < 0, 0.0, cdf[np.clip(k, 0, n)])
+    return np.where(k >= n, 1.0, out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _binomial_cdf_table(n: int, p: float) -> np.ndarray:
+    """Return P(Bin(n, p) ≤ k) for k = 0 … n (read-only; cached: re-calibrations reuse the same (N, α))."""
     j = np.arange(n + 1)
     if p == 0.0:
         cdf = np.ones(n + 1)
@@ -124,8 +133,8 @@ def binomial_cdf(k: np.ndarray | int, n: int, p: float) -> np.ndarray:
     else:
         log_choose = np.concatenate([[0.0], np.cumsum(np.log((n - j[1:] + 1) / j[1:]))])  # log C(n, j)
         cdf = np.minimum(np.cumsum(np.exp(log_choose + j * np.log(p) + (n - j) * np.log1p(-p))), 1.0)
-    out = np.where(k < 0, 0.0, cdf[np.clip(k, 0, n)])
-    return np.where(k >= n, 1.0, out)
+    cdf.setflags(write=False)
+    return cdf
 
 
 def binomial_tail_pvalue(n_risky: np.ndarray | int, n: int, alpha: float) -> np.ndarray:

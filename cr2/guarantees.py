@@ -58,6 +58,30 @@ def _share_se(hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p, np.sqrt(p * (1 - p) / hits.shape[0])
 
 
+class _SuffixSums:
+    """Σ of per-row weights over the rows with s ≥ τ, per λ, for any τ grid — the exact `accept` comparison.
+
+    Rows are sorted by score once per λ; a sum over {s ≥ τ} is a suffix sum read at searchsorted(τ), so
+    one re-split costs O(n_lam · n_alpha · log n) instead of an [n, n_lam, n_alpha] mask. Test-set sums
+    are pool sums minus calibration-set sums.
+    """
+
+    def __init__(self, score: np.ndarray, weights: np.ndarray) -> None:
+        # score: [n, n_lam]; weights: [n, n_lam, k]
+        n, n_lam = score.shape
+        self.sorted, self.suffix = [], []
+        for i in range(n_lam):
+            order = np.argsort(score[:, i], kind="stable")
+            self.sorted.append(score[order, i].astype(np.float64))
+            w = weights[order, i, :]
+            self.suffix.append(np.concatenate([np.cumsum(w[::-1], axis=0)[::-1], np.zeros((1, w.shape[1]))]))
+
+    def sums(self, taus: np.ndarray) -> np.ndarray:
+        """[n_lam, n_alpha, k] sums over rows with s ≥ τ[i, j] (float64 comparison, as cr2.crc.accept)."""
+        return np.stack([suf[np.searchsorted(srt, taus[i], side="left")]
+                         for i, (srt, suf) in enumerate(zip(self.sorted, self.suffix))])
+
+
 def resplit_validity(
     score: np.ndarray,
     risk: np.ndarray,
@@ -89,8 +113,14 @@ def resplit_validity(
     rows = np.arange(n)
     # the deferred choice depends only on the query and λ, not on the split: once for the pool
     dchoice = np.stack([deferred_choice(proba, cost, float(lam), spec.variant) for lam in lams], axis=1)  # [n, n_lam]
-    def_correct = correct[rows[:, None], dchoice]
+    def_correct = correct[rows[:, None], dchoice].astype(np.float64)
     def_cost = cost[rows[:, None], dchoice]
+    # per-row weights summed over accepted rows: risk r, 1 (local), c0 − c_def, y0 − y_def
+    weights = np.stack([risk.astype(np.float64), np.ones((n, n_lam)), cost[:, :1] - def_cost,
+                        correct[:, :1].astype(np.float64) - def_correct], axis=2)
+    base_cost, base_acc = def_cost.sum(axis=0), def_correct.sum(axis=0)  # [n_lam]: everything deferred
+    pool_sums = _SuffixSums(score, weights)
+    group_pool = [_SuffixSums(score[g_index == gi], weights[g_index == gi]) for gi in range(len(names))]
     price_idx = [int(np.argmin(np.abs(lams - v))) for v in spec.price_lams]
     a_idx = int(np.argmin(np.abs(alphas - spec.price_alpha)))
     B, n_a, n_g = spec.n_resplits, len(alphas), len(names)
@@ -110,56 +140,57 @@ def resplit_validity(
     t_oracle = {m: np.full((B, 3), np.nan) for m, _ in targets}
     kw = dict(gate_fingerprint="-", dist_id="-", label_source="-")
 
-    def outcome(rows_t: np.ndarray, taus: np.ndarray) -> tuple[np.ndarray, ...]:
-        """[n_t, n_lam, n_a] acceptance, risk, cost and correctness of test rows under taus [n_lam, n_a]."""
-        acc = score[rows_t][:, :, None].astype(np.float64) >= taus[None]
-        fa = acc & risk[rows_t][:, :, None]
-        c = np.where(acc, cost[rows_t, 0][:, None, None], def_cost[rows_t][:, :, None])
-        y = np.where(acc, correct[rows_t, 0][:, None, None], def_correct[rows_t][:, :, None])
-        return acc, fa, c, y
-
-    def record_price(rule: str, b: int, acc, c, y) -> None:
-        for k, i in enumerate(price_idx):
-            price[rule][b, k] = (acc[:, i, a_idx].mean(), c[:, i, a_idx].mean(), y[:, i, a_idx].mean())
-
     for b in range(B):
         perm = rng.permutation(n)
-        cal, test = perm[: spec.n_calib], perm[spec.n_calib:]
+        cal, test = np.sort(perm[: spec.n_calib]), perm[spec.n_calib:]
+        n_test = len(test)
+        cal_sums = _SuffixSums(score[cal], weights[cal])
+        cal_base_cost, cal_base_acc = def_cost[cal].sum(axis=0), def_correct[cal].sum(axis=0)
+
+        def test_means(taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """([n_lam, n_a, 4] test means of risk, local, cost, accuracy; [n_lam, n_a] pool risk) under taus."""
+            pool, part = pool_sums.sums(taus), cal_sums.sums(taus)
+            t = (pool - part) / n_test
+            t[..., 2] += ((base_cost - cal_base_cost) / n_test)[:, None]  # cost = Σ c_def + Σ_accepted (c0 − c_def)
+            t[..., 3] += ((base_acc - cal_base_acc) / n_test)[:, None]
+            return t, pool[..., 0] / n
+
         crc = calibrate_table(score[cal], risk[cal], lams, alphas, **kw)
-        acc, fa, c, y = outcome(test, crc.taus)
-        crc_risk[b] = fa.mean(axis=0)
-        crc_viol[b] = (crc_risk[b] > alphas[None, :]).any(axis=0)
-        crc_pool = ((score[:, :, None].astype(np.float64) >= crc.taus[None]) & risk[:, :, None]).mean(axis=0)
-        crc_viol_pool[b] = (crc_pool > alphas[None, :]).any(axis=0)
-        record_price("crc", b, acc, c, y)
+        t_crc, pool_crc = test_means(crc.taus)
+        crc_risk[b] = t_crc[..., 0]
+        crc_viol[b] = (t_crc[..., 0] > alphas[None, :]).any(axis=0)
+        crc_viol_pool[b] = (pool_crc > alphas[None, :]).any(axis=0)
+        price["crc"][b] = t_crc[price_idx, a_idx][:, [1, 2, 3]]
         for mode, t in targets:  # the oracle: the cheapest / most accurate CRC point judged on the test set itself
-            y_m, c_m, l_m = y.mean(axis=0), c.mean(axis=0), acc.mean(axis=0)
+            y_m, c_m, l_m = t_crc[..., 3], t_crc[..., 2], t_crc[..., 1]
             ok = (y_m >= t) if mode == "accuracy" else (c_m <= t)
             if ok.any():
                 key = np.where(ok, c_m, np.inf) if mode == "accuracy" else np.where(ok, -y_m, np.inf)
                 i, j = np.unravel_index(np.argmin(key), key.shape)
                 t_oracle[mode][b] = (l_m[i, j], c_m[i, j], y_m[i, j])
         ltt = calibrate_table(score[cal], risk[cal], lams, alphas, rule="ltt", delta=spec.delta, **kw)
-        acc, fa, c, y = outcome(test, ltt.taus)
-        ltt_viol[b] = (fa.mean(axis=0) > alphas[None, :]).any(axis=0)
-        pool_risk = (score[:, :, None].astype(np.float64) >= ltt.taus[None]) & risk[:, :, None]
-        ltt_viol_pool[b] = (pool_risk.mean(axis=0) > alphas[None, :]).any(axis=0)
-        record_price("ltt", b, acc, c, y)
+        t_ltt, pool_ltt = test_means(ltt.taus)
+        ltt_viol[b] = (t_ltt[..., 0] > alphas[None, :]).any(axis=0)
+        ltt_viol_pool[b] = (pool_ltt > alphas[None, :]).any(axis=0)
+        price["ltt"][b] = t_ltt[price_idx, a_idx][:, [1, 2, 3]]
         mond = calibrate_group_tables(score[cal], risk[cal], groups[cal], lams, alphas, group_by=spec.group_by,
                                       small_group="defer", **kw)
-        g_taus = np.stack([mond.tables[g].taus if g in mond.tables else np.full((n_lam, n_a), np.inf) for g in names])
-        taus_test = g_taus[g_index[test]]  # [n_test, n_lam, n_a]: each test query under its group's τ
-        acc = score[test][:, :, None].astype(np.float64) >= taus_test
-        fa = acc & risk[test][:, :, None]
-        c = np.where(acc, cost[test, 0][:, None, None], def_cost[test][:, :, None])
-        y = np.where(acc, correct[test, 0][:, None, None], def_correct[test][:, :, None])
-        record_price("mondrian", b, acc, c, y)
-        _, fa_crc, _, _ = outcome(test, crc.taus)
+        mond_tot = np.zeros((len(price_idx), 3))
         for gi, g in enumerate(names):
-            in_g = groups[test] == g
-            if in_g.any():
-                mond_risk[b, gi] = fa[in_g].mean(axis=0)
-                crcg_risk[b, gi] = fa_crc[in_g].mean(axis=0)
+            in_cal = g_index[cal] == gi
+            n_test_g = int((g_index == gi).sum() - in_cal.sum())
+            if n_test_g == 0:
+                continue
+            g_taus = mond.tables[g].taus if g in mond.tables else np.full((n_lam, n_a), np.inf)
+            cal_g = _SuffixSums(score[cal][in_cal], weights[cal][in_cal])
+            for taus, arr in ((g_taus, mond_risk), (crc.taus, crcg_risk)):
+                arr[b, gi] = (group_pool[gi].sums(taus)[..., 0] - cal_g.sums(taus)[..., 0]) / n_test_g
+            # price of Mondrian: this group's accepted rows under its own τ, summed over groups
+            acc_sum = group_pool[gi].sums(g_taus) - cal_g.sums(g_taus)  # [n_lam, n_a, 4]
+            mond_tot += acc_sum[price_idx, a_idx][:, [1, 2, 3]]
+        mond_tot[:, 1] += (base_cost - cal_base_cost)[price_idx]
+        mond_tot[:, 2] += (base_acc - cal_base_acc)[price_idx]
+        price["mondrian"][b] = mond_tot / n_test
         for mode, t in targets:
             try:
                 ch = choose_by_target(score[cal], risk[cal], proba[cal], cost[cal], correct[cal], lams, alphas,
@@ -169,15 +200,13 @@ def resplit_validity(
                 t_infeasible[mode][b] = True  # a refusal never misses; it is counted and reported apart
                 continue
             i = int(np.argmin(np.abs(lams - ch.lam)))
-            acc_t = score[test, i].astype(np.float64) >= ch.tau
-            y_t = np.where(acc_t, correct[test, 0], def_correct[test, i]).mean()
-            c_t = np.where(acc_t, cost[test, 0], def_cost[test, i]).mean()
-            t_miss[mode][b] = (y_t < t) if mode == "accuracy" else (c_t > t)
             acc_p = score[:, i].astype(np.float64) >= ch.tau
-            y_p = np.where(acc_p, correct[:, 0], def_correct[:, i]).mean()
-            c_p = np.where(acc_p, cost[:, 0], def_cost[:, i]).mean()
-            t_miss_pool[mode][b] = (y_p < t) if mode == "accuracy" else (c_p > t)
-            t_price[mode][b] = (acc_t.mean(), c_t, y_t)
+            y_all = np.where(acc_p, correct[:, 0], def_correct[:, i])
+            c_all = np.where(acc_p, cost[:, 0], def_cost[:, i])
+            y_t, c_t = y_all[test].mean(), c_all[test].mean()
+            t_miss[mode][b] = (y_t < t) if mode == "accuracy" else (c_t > t)
+            t_miss_pool[mode][b] = (y_all.mean() < t) if mode == "accuracy" else (c_all.mean() > t)
+            t_price[mode][b] = (acc_p[test].mean(), c_t, y_t)
         if progress is not None:
             progress(b + 1)
 

@@ -28,6 +28,19 @@ def report_key(config: Config, evaluated: dict, trained: dict, baselines: dict, 
                     code_hash(*REPORT_CODE))
 
 
+def newest_guarantees(wh: Warehouse):
+    """v_guarantees and v_guarantee_price of the newest validity run (empty frames when there is none)."""
+    import pandas as pd
+
+    if getattr(wh, "schema_version", "2") == "1":  # an old warehouse read as it is has no guarantees table
+        return pd.DataFrame(), pd.DataFrame()
+    run_id = wh.scalar("SELECT run_id FROM guarantees ORDER BY created_at DESC LIMIT 1")
+    if run_id is None:
+        return pd.DataFrame(), pd.DataFrame()
+    return (wh.df("SELECT * FROM v_guarantees WHERE run_id = ?", [run_id]),
+            wh.df("SELECT * FROM v_guarantee_price WHERE run_id = ?", [run_id]))
+
+
 def report_dir(home: str | Path) -> Path:
     return Path(home) / "report"
 
@@ -42,13 +55,15 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
         frames = {k: wh.df(f"SELECT * FROM {v} WHERE run_id = ?", [run_id]) for k, v in VIEWS.items()}
         complexity = wh.df("SELECT * FROM v_router_complexity")
         run = wh.df("SELECT * FROM eval_runs WHERE run_id = ?", [run_id]).iloc[0]
+        guarantees, guarantee_price = newest_guarantees(wh)  # issue 21: shown when `cr2 guarantees` has run
     header = {"labels_simulated": str(run["label_source"]).startswith("simulated"), "label source": run["label_source"],
               "run_id": run_id, "config hash": run["config_hash"], "state distribution": run["dist_id"],
               "threshold table version": int(run["threshold_version"]), "evaluated at (UTC)": str(run["created_at"])[:19],
               "test queries": f"{evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "
                               "(accuracy, cost, local rate)",
               **{f"queries: {b}": f"{n:,}" for b, n in data_counts.items()}}
-    inp = ReportInputs(header=header, complexity=complexity, default_alpha=config.grids.default_alpha, **frames)
+    inp = ReportInputs(header=header, complexity=complexity, default_alpha=config.grids.default_alpha, **frames,
+                       guarantees=guarantees, guarantee_price=guarantee_price)
     figures, tables = build_figures(inp), build_tables(inp)
     out = report_dir(home)
     tmp = out.with_name("report.tmp")

@@ -48,6 +48,15 @@ def test_validity_records_land_in_the_views(home):
     assert ltt_price.crc_local_rate is not None and ltt_price.local_rate <= ltt_price.crc_local_rate + 1e-12
     oracle = price[price.rule == "target-accuracy"].iloc[0]
     assert np.isfinite(oracle.crc_mean_cost)  # joined with the CRC oracle point at the same target
+    # the report's tables (cr2.report) from these views: one row per promise, prices beside CRC
+    from cr2.report import guarantee_price_table, guarantee_validity_table
+
+    vt = guarantee_validity_table(v)
+    assert set(vt["rule"]) >= {"crc", "ltt", "mondrian-crc", "target-accuracy", "target-budget"}
+    assert vt["holds (3 SE)"].isin(["yes", "NO"]).all() and vt["worst over λ ± SE"].str.contains("±").any()
+    pt = guarantee_price_table(price)
+    assert {"ltt", "mondrian", "crc", "target-accuracy"} <= set(pt["rule"])
+    assert pt.loc[pt.rule == "crc", "Δ local vs CRC"].eq("+0.000").all()
 
 
 @pytest.mark.slow
