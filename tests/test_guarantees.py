@@ -123,3 +123,23 @@ def test_device_thresholds_carry_delta_groups_and_targets():
     assert t.target(target_accuracy=0.7)["tau"] == choice["tau"]
     with pytest.raises(UncalibratedOperatingPointError, match="exported: accuracy 0.7"):
         t.target(budget=0.3)
+
+
+def test_calibration_config_and_cli_overrides():
+    """calibration.rule/delta/group are typed config; `--rule ltt` needs δ, `--rule crc` drops a configured δ."""
+    from cr2.config import load_config
+    from cr2.errors import ConfigError
+    from cr2_cli.main import calibration_overrides
+
+    cfg = load_config()
+    assert (cfg.calibration.rule, cfg.calibration.delta, cfg.calibration.group) == ("crc", None, None)
+    ltt = load_config(overrides={"calibration": calibration_overrides("ltt", 0.1, "benchmark", "defer")})
+    assert (ltt.calibration.rule, ltt.calibration.delta, ltt.calibration.group, ltt.calibration.small_group) == (
+        "ltt", 0.1, "benchmark", "defer")
+    with pytest.raises(ConfigError, match="needs calibration.delta"):
+        load_config(overrides={"calibration": calibration_overrides("ltt", None, None, None)})
+    with pytest.raises(ConfigError, match="applies to rule 'ltt' only"):
+        load_config(overrides={"calibration": {"rule": "crc", "delta": 0.1}})
+    assert calibration_overrides("crc", None, "none", None) == {"rule": "crc", "delta": None, "group": None}
+    with pytest.raises(ConfigError, match="group"):
+        load_config(overrides={"calibration": {"group": "question"}})
