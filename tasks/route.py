@@ -115,7 +115,8 @@ class OnlineRouter:
             risks = disagree_label(self.teacher.predict_proba(val.embedding), val.cost, np.array([lam]))
             extra = calibrate_table(self.gate.score(val.embedding, np.array([lam])), risks, [lam], self.table.alphas,
                                     gate_fingerprint=self.table.gate_fingerprint, dist_id=self.table.dist_id,
-                                    label_source=self.table.label_source, rule=self.table.rule)
+                                    label_source=self.table.label_source, rule=self.table.rule,
+                                    delta=self.table.delta)  # ltt: merge() then refuses, naming the fix
             self.table = self.table.merge(extra)
         return self.table.tau(lam, alpha, self.table.gate_fingerprint)
 
