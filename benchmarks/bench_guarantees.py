@@ -10,8 +10,8 @@ with Monte-Carlo standard errors, and each rule's mean local rate, cost and accu
 Pool: with --warehouse HOME, the val + test queries of that warehouse's deployed gate and teacher
 (calibration size = the val size), exactly what `cr2 guarantees` checks; without it, a synthetic pool
 with the default labels' structure and the default val + test sizes (tests/guarantee_synth.py).
-The result is written to results/guarantees.json; with --warehouse it is also stored in `guarantees`
-(views v_guarantees, v_guarantee_price; shown in the report).
+The summary is written to results/guarantees.json; with --warehouse every record (one per check × rule × λ
+× α × group) is also stored in `guarantees` (views v_guarantees, v_guarantee_price; shown in the report).
 """
 from __future__ import annotations
 
@@ -75,7 +75,9 @@ def main() -> None:
         d = df[df.check_name == check]
         z = ((d.value - d.bound) / d.se).where(d.se > 0, np.where(d.value > d.bound, np.inf, -np.inf))
         row = d.loc[z.idxmax()]
-        return float(z.max()), {"lam": row.lam, "alpha": row.alpha, "group": row.group, "mean": row.value, "se": row.se}
+        return float(z.max()), {"lam": float(row.lam), "alpha": float(row.alpha),
+                                "group": row.group if isinstance(row.group, str) else "all",
+                                "mean": round(float(row.value), 6), "se": round(float(row.se), 6)}
 
     figs, tables, notes = [], [], []
     z_crc, at_crc = z_worst("crc_mean_risk")
@@ -102,7 +104,7 @@ def main() -> None:
                           ("crc_any_violation", "share_any_lam_over_alpha_pool")):
         d = df[(df.check_name == check) & (df.metric == metric)]
         for r in d.itertuples():
-            rows.append([r.rule, metric, f"{r.alpha:g}", fmt_se(r.value, r.se), "≤ 0.1" if r.bound else "—"])
+            rows.append([r.rule, metric, f"{r.alpha:g}", fmt_se(r.value, r.se), f"≤ {r.bound:g}" if pd.notna(r.bound) else "—"])
     tables.append({"title": "Simultaneous over λ: share of re-splits where some λ has risk > α (± MC SE)",
                    "columns": ["rule", "measured on", "α", "share", "promise"], "rows": rows})
     crc = df[df.check_name == "crc_mean_risk"]
@@ -148,8 +150,7 @@ def main() -> None:
         out = write_guarantees(args.warehouse, records, uuid.uuid4().hex[:12], source, label_source)
         notes.append(f"stored in {args.warehouse}: guarantees run_id {out['run_id']}")
     write_result("guarantees", {"title": "validity and price of crc / ltt / Mondrian / target mode", "quick": args.quick,
-                                "source": source, "n_resplits": B, "figures": figs, "tables": tables, "notes": notes,
-                                "records": records})
+                                "source": source, "n_resplits": B, "figures": figs, "tables": tables, "notes": notes})
 
 
 if __name__ == "__main__":
