@@ -570,10 +570,25 @@ SMALL_GROUP_POLICIES = ("error", "defer")
 
 
 def min_n_calib(alpha: float, rule: Rule = "crc", delta_per_lam: float | None = None) -> int:
-    """Return the fewest calibration queries with which `rule` can accept anything at α (whatever the data)."""
-    if rule == "ltt":
-        return ltt_min_n_calib(alpha, float(delta_per_lam))  # type: ignore[arg-type]
-    return crc_min_n_calib(alpha) if rule == "crc" else 1
+    """Return the fewest calibration queries with which `rule` can accept anything at α (whatever the data).
+
+    Decided by the same functions that calibrate (k ≥ 0 accepts something), so a group is listed as too
+    small exactly when its thresholds are +inf for lack of data.
+    """
+    if rule == "empirical":
+        return 1
+
+    def certifies(n: int) -> bool:
+        if rule == "ltt":
+            return bool(ltt_max_risky_count(n, np.array([alpha]), float(delta_per_lam))[0] >= 0)  # type: ignore[arg-type]
+        return bool(max_risky_count(n, np.array([alpha]), "crc")[0] >= 0)
+
+    n = ltt_min_n_calib(alpha, float(delta_per_lam)) if rule == "ltt" else crc_min_n_calib(alpha)  # closed form
+    while n > 1 and certifies(n - 1):  # then settle it with the calibrating functions themselves
+        n -= 1
+    while not certifies(n):
+        n += 1
+    return n
 
 
 @dataclass(frozen=True, eq=False)

@@ -434,6 +434,9 @@ def test_mondrian_equals_calibrating_each_group_alone(case, labels):
     groups = np.array(labels[: len(scores)])
     g = calibrate_group_tables(scores[:, None], risks[:, None], groups, [2.0], [max(alpha, 1e-3)], small_group="defer",
                                gate_fingerprint="fp", dist_id="d", label_source="s")
+    small = {c[0] for c in g.too_small}
     for name in set(groups.tolist()):
         rows = groups == name
         assert g.tau(2.0, max(alpha, 1e-3), "fp", name) == calibrate_threshold(scores[rows], risks[rows], max(alpha, 1e-3))
+        # listed as too small exactly when no data could have given it a finite threshold: (0 + 1)/(N_g + 1) > α
+        assert (name in small) == (1 / (rows.sum() + 1) > max(alpha, 1e-3))
