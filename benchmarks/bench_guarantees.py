@@ -130,13 +130,15 @@ def main() -> None:
     tables.append({"title": f"Target mode (δ = {DELTA}): share of re-splits missing / refusing (± MC SE)",
                    "columns": ["mode", "target", "metric", "share"], "rows": rows})
     price = df[df.check_name == "price"]
-    piv = price.pivot_table(index=["rule", "lam", "target"], columns="metric", values="value", dropna=False).reset_index()
-    rows = [[r.rule, "" if pd.isna(r.lam) else f"{r.lam:g}", "" if pd.isna(r.target) else f"{r.target:g}",
-             f"{r.local_rate:.3f}", f"{r.mean_cost:.4f}", f"{r.accuracy:.4f}"]
-            for r in piv.itertuples() if not (pd.isna(r.local_rate))]
+    price = price.assign(lam=price.lam.fillna(-1.0), target=price.target.fillna(-1.0))  # pivot keys must not be NaN
+    piv = price.pivot_table(index=["rule", "lam", "target"], columns="metric", values="value").reset_index()
+    pse = price.pivot_table(index=["rule", "lam", "target"], columns="metric", values="se").reset_index()
+    rows = [[r.rule, "" if r.lam < 0 else f"{r.lam:g}", "" if r.target < 0 else f"{r.target:g}",
+             fmt_se(r.local_rate, e.local_rate), fmt_se(r.mean_cost, e.mean_cost), fmt_se(r.accuracy, e.accuracy)]
+            for r, e in zip(piv.itertuples(), pse.itertuples())]
     tables.append({"title": f"Price: mean test local rate, cost and accuracy at α = {spec.price_alpha:g} (targets: the chosen point; "
                             "*-crc-oracle: the CRC point picked on the test set itself)",
-                   "columns": ["rule", "λ", "target", "local rate", "mean cost", "accuracy"], "rows": rows})
+                   "columns": ["rule", "λ", "target", "local rate ± SE", "mean cost ± SE", "accuracy ± SE"], "rows": rows})
     notes += [f"pool: {source}, {len(pool['groups'])} queries, calibration {spec.n_calib}, {B} re-splits, δ = {DELTA}; "
               f"targets fixed from the pool: accuracy {tgt_acc:g}, budget {budget:g}",
               f"worst crc cell: {at_crc}; worst mondrian cell: {at_m}",
