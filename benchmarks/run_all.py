@@ -24,7 +24,7 @@ from pathlib import Path
 from _common import RESULTS, fmt, machine
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("routing", "scaling", "ingest", "embed", "pipeline")  # cheap to expensive; others follow by name
+ORDER = ("routing", "scaling", "guarantees", "ingest", "embed", "pipeline")  # cheap to expensive; others follow by name
 
 
 def available() -> list[str]:

@@ -414,6 +414,32 @@ class RoutingSpec(_Strict):
                                  "the output length the model has not written yet (a named, non-causal variant)")
 
 
+class CalibrationSpec(_Strict):
+    """Which guarantee the threshold table carries (docs/guarantees.md): crc, ltt over the λ grid, Mondrian groups."""
+
+    rule: Literal["crc", "empirical", "ltt"] = Field("crc", description="crc: E[risk] ≤ α per λ (paper); ltt: with "
+                                                     "probability ≥ 1 − δ every λ at once; empirical: no +1 (ablation)")
+    delta: float | None = Field(None, gt=0, lt=1, description="ltt only: P(some λ's threshold has risk > α) ≤ δ")
+    group: Literal["benchmark", "subset"] | None = Field(None, description="Mondrian: one threshold table per value of "
+                                                         "this query attribute (risk bound within each group); null: pooled")
+    small_group: Literal["error", "defer"] = Field("error", description="a group too small for some α: error, or "
+                                                   "τ = +inf there (the group always defers at that α, listed)")
+    target_delta: float = Field(0.1, gt=0, lt=1, description="target mode: P(the chosen (λ, α) misses the target) ≤ δ")
+    target_select_fraction: float = Field(0.5, gt=0, lt=1, description="target mode: share of val that certifies the "
+                                          "target; the rest calibrates the candidate thresholds")
+    cost_max: float = Field(1.0, gt=0, description="target mode: a bound on every normalised cost c_m (Hoeffding–Bentkus "
+                            "needs bounded costs; c_ref ≡ 1)")
+    n_resplits: int = Field(500, ge=10, description="re-splits of val + test for the guarantee validity check")
+
+    @model_validator(mode="after")
+    def _delta_matches_rule(self) -> "CalibrationSpec":
+        if self.rule == "ltt" and self.delta is None:
+            raise ValueError("calibration.rule 'ltt' needs calibration.delta ∈ (0, 1), e.g. 0.1")
+        if self.rule != "ltt" and self.delta is not None:
+            raise ValueError(f"calibration.delta applies to rule 'ltt' only; rule is '{self.rule}' (remove delta)")
+        return self
+
+
 class BaselinesSpec(_Strict):
     """The paper's comparison routers (§VII-A), fitted on train (tuned on dev) and evaluated on test."""
 
@@ -475,6 +501,7 @@ class Config(_Strict):
     gate: GateSpec = GateSpec()
     labels: LabelSpec
     routing: RoutingSpec = RoutingSpec()
+    calibration: CalibrationSpec = CalibrationSpec()
     baselines: BaselinesSpec = BaselinesSpec()
     evaluation: EvaluationSpec = EvaluationSpec()
     serving: ServingSpec = ServingSpec()

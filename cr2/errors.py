@@ -51,3 +51,11 @@ def did_you_mean(kind: str, name: str, available: list[str]) -> UnknownNameError
     close = difflib.get_close_matches(name, available, n=1)
     hint = f" — did you mean '{close[0]}'?" if close else ""
     return UnknownNameError(f"unknown {kind} '{name}'{hint} available: {', '.join(sorted(available))}")
+
+
+class GroupTooSmallError(Cr2Error):
+    """A Mondrian group has too few calibration queries for the requested α (and δ)."""
+
+
+class TargetInfeasibleError(Cr2Error):
+    """No calibrated operating point can be certified to meet an accuracy target or a cost budget."""

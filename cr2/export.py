@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from cr2.crc import ThresholdTable
+from cr2.crc import GroupedThresholdTable, ThresholdTable
 from cr2.data import EMBED_DIM
 from cr2.embed import ENCODER_NAME
 from cr2.errors import DataValidationError
@@ -183,20 +183,35 @@ def _write_onnx(gate: Any, path: Path, fingerprint: str) -> None:
     onnx.save_model(model, str(path))
 
 
-def thresholds_json(table: ThresholdTable) -> dict[str, Any]:
-    """Return the thresholds.json object of a table (τ* as float.hex strings, exact)."""
-    return {
+def thresholds_json(table: ThresholdTable | GroupedThresholdTable, targets: list[dict] | None = None) -> dict[str, Any]:
+    """Return the thresholds.json object of a table (τ* as float.hex strings, exact).
+
+    Issue 21 adds, all optional (older readers ignore them): "delta" (ltt), "group_by" and "group_taus"
+    (Mondrian: one τ* grid per group; "taus" is then +inf everywhere, so a reader that does not know
+    groups defers every query instead of applying some group's threshold), and "targets" (certified
+    target-mode operating points: mode, target, delta, lam, alpha, tau).
+    """
+    grouped = isinstance(table, GroupedThresholdTable)
+    out = {
         "format": THRESHOLDS_FORMAT,
         "lams": list(table.lams),
         "alphas": list(table.alphas),
-        "taus": [[encode_tau(t) for t in row] for row in table.taus],  # rows λ, columns α
+        "taus": [[encode_tau(t) for t in row] for row in (np.full((len(table.lams), len(table.alphas)), np.inf)
+                                                          if grouped else table.taus)],  # rows λ, columns α
         "n_calib": int(table.n_calib),
         "gate_fingerprint": table.gate_fingerprint,
         "dist_id": table.dist_id,
         "label_source": table.label_source,
         "rule": table.rule,
         "score_dtype": table.score_dtype,
+        "delta": table.delta,
     }
+    if grouped:
+        out["group_by"] = table.group_by
+        out["group_taus"] = {g: [[encode_tau(v) for v in row] for row in t.taus] for g, t in table.tables.items()}
+    if targets:
+        out["targets"] = [{**t, "tau": encode_tau(float(t["tau"]))} for t in targets]
+    return out
 
 
 def read_threshold_table(path: str | Path) -> ThresholdTable:
@@ -209,9 +224,12 @@ def read_threshold_table(path: str | Path) -> ThresholdTable:
     except FileNotFoundError:
         raise DataValidationError(f"{path}: not found; write an export with `cr2 export-gate DIR`") from None
     t = DeviceThresholds.from_json(data, path)
+    if t.group_taus:
+        raise DataValidationError(f"{path}: Mondrian thresholds (per {t.group_by}); read them with "
+                                  "cr2.runtime.DeviceThresholds.from_json")
     return ThresholdTable(lams=t.lams, alphas=t.alphas, taus=np.array(t.taus), n_calib=t.n_calib,
                           gate_fingerprint=t.gate_fingerprint, dist_id=t.dist_id, label_source=t.label_source,
-                          rule=t.rule, score_dtype=t.score_dtype)
+                          rule=t.rule, score_dtype=t.score_dtype, delta=t.delta)
 
 
 def _parity(gate: Any, onnx_path: Path, lams: tuple[float, ...], seed: int = 0) -> dict[str, Any]:
@@ -260,7 +278,8 @@ def _replace_dir(tmp: Path, out_dir: Path) -> None:
         os.replace(tmp, out_dir)
 
 
-def export_gate(gate: Any, table: ThresholdTable, out_dir: str | Path, encoder_name: str = ENCODER_NAME) -> dict[str, Any]:
+def export_gate(gate: Any, table: ThresholdTable | GroupedThresholdTable, out_dir: str | Path,
+                encoder_name: str = ENCODER_NAME, targets: list[dict] | None = None) -> dict[str, Any]:
     """Write gate.onnx, thresholds.json and manifest.json to out_dir atomically; return the manifest.
 
     gate: the frozen cr2.gate.MarginGate; table: its ThresholdTable (FingerprintMismatchError when it was
@@ -293,7 +312,7 @@ def export_gate(gate: Any, table: ThresholdTable, out_dir: str | Path, encoder_n
                 f"the exported gate's scores differ from MarginGate.score by up to {parity['max_abs_score_diff']:.3g} "
                 f"(> {PARITY_ATOL:g}) on {PARITY_PROBES} probe embeddings; nothing was written to {out_dir}"
             )
-        (tmp / THRESHOLDS_FILE).write_text(json.dumps(thresholds_json(table), indent=1) + "\n", encoding="utf-8")
+        (tmp / THRESHOLDS_FILE).write_text(json.dumps(thresholds_json(table, targets), indent=1) + "\n", encoding="utf-8")
         manifest = {
             "format": MANIFEST_FORMAT,
             "cr2_version": getattr(cr2, "__version__", None),
@@ -307,7 +326,8 @@ def export_gate(gate: Any, table: ThresholdTable, out_dir: str | Path, encoder_n
                 "outputs": {OUTPUT_SCORE: {"shape": ["batch"], "dtype": "float32"}},
             },
             "thresholds": {"file": THRESHOLDS_FILE, "dist_id": table.dist_id, "n_lam": len(table.lams),
-                           "n_alpha": len(table.alphas), "n_calib": int(table.n_calib), "rule": table.rule},
+                           "n_alpha": len(table.alphas), "n_calib": int(table.n_calib), "rule": table.rule,
+                           "delta": table.delta, "group_by": getattr(table, "group_by", None)},
             "decision": "accept locally (m0) iff score >= tau*(lam; alpha), compared in float64",
             "parity": parity,
             "files": {name: {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}

@@ -82,6 +82,8 @@ class ReportInputs:
     ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
     methods: pd.DataFrame = field(default_factory=pd.DataFrame)
     extra_tables: list[TableBlock] = field(default_factory=list)
+    guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantees rows of the newest validity run
+    guarantee_price: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantee_price rows of that run
 
 
 def _png(fig) -> bytes:
@@ -262,6 +264,64 @@ def ablation_table(ab: pd.DataFrame, alpha: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _pm(value: float, se: float | None, digits: int = 4) -> str:
+    """value ± Monte-Carlo SE as text."""
+    if se is None or (isinstance(se, float) and np.isnan(se)):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} ± {se:.{digits}f}"
+
+
+def guarantee_validity_table(v: pd.DataFrame) -> pd.DataFrame:
+    """One row per promise (rule, α or target, group): the worst cell over λ against its bound, ± MC SE."""
+    v = v[v["bound"].notna()].copy()
+    if v.empty:
+        return pd.DataFrame()
+    promise = {"crc_mean_risk": "E[risk] ≤ α, each λ", "ltt_any_violation": "P(any λ: risk > α) ≤ δ",
+               "mondrian_mean_risk": "E[risk | group] ≤ α, each λ", "target_miss": "P(miss target) ≤ δ"}
+    v["promise"] = v["check_name"].map(promise).fillna(v["check_name"])
+    v["at"] = [f"α={a:g}" if pd.notna(a) else f"target {t:g}" for a, t in zip(v["alpha"], v["target"])]
+    out = pd.DataFrame({
+        "rule": v["rule"], "promise": v["promise"], "at": v["at"], "group": v["group"].fillna("all"),
+        "worst over λ ± SE": [_pm(a, b) for a, b in zip(v["worst_value"], v["se_at_worst"])],
+        "bound": v["bound"].map(lambda b: f"{b:g}"), "holds (3 SE)": v["holds"].map({True: "yes", False: "NO"}),
+    })
+    return out.sort_values(["rule", "group", "at"]).reset_index(drop=True)
+
+
+def guarantee_price_table(p: pd.DataFrame) -> pd.DataFrame:
+    """Each guarantee's mean test local rate, cost and accuracy beside plain CRC at the same operating point."""
+    if p.empty:
+        return pd.DataFrame()
+    p = p.sort_values(["rule", "lam", "target"], na_position="first")
+    return pd.DataFrame({
+        "rule": p["rule"], "λ": p["lam"].map(lambda x: "" if pd.isna(x) else f"{x:g}"),
+        "α / target": [f"α={a:g}" if pd.notna(a) else f"target {t:g}" for a, t in zip(p["alpha"], p["target"])],
+        "local rate ± SE": [_pm(a, b, 3) for a, b in zip(p["local_rate"], p["local_rate_se"])],
+        "mean cost ± SE": [_pm(a, b, 4) for a, b in zip(p["mean_cost"], p["mean_cost_se"])],
+        "accuracy ± SE": [_pm(a, b, 4) for a, b in zip(p["accuracy"], p["accuracy_se"])],
+        "Δ local vs CRC": p["local_rate_vs_crc"].map(lambda x: "" if pd.isna(x) else f"{x:+.3f}"),
+        "Δ cost vs CRC": p["mean_cost_vs_crc"].map(lambda x: "" if pd.isna(x) else f"{x:+.4f}"),
+    }).reset_index(drop=True)
+
+
+def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
+    """The issue-21 tables (docs/guarantees.md), when a validity run (`cr2 guarantees`) is in the warehouse."""
+    if inp.guarantees.empty:
+        return []
+    head = inp.guarantees.iloc[0]
+    where = f"{head['source']}, {int(head['n_resplits'])} re-splits, N_calib = {int(head['n_calib'])}"
+    out = [TableBlock("guarantees_validity", "Does each guarantee hold? (random calibration/test re-splits)", "v_guarantees",
+                      f"{where}. Worst cell over λ of each promise, with its Monte-Carlo standard error; LTT and target "
+                      "shares are against the pool's exact risk. docs/guarantees.md says what each rule promises.",
+                      guarantee_validity_table(inp.guarantees))]
+    if not inp.guarantee_price.empty:
+        out.append(TableBlock("guarantees_price", "What each guarantee costs beside plain CRC", "v_guarantee_price",
+                              f"{where}. Mean over re-splits of the test local rate, cost and accuracy; target rows compare "
+                              "the certified choice with the CRC point an oracle would pick on the test set itself.",
+                              guarantee_price_table(inp.guarantee_price)))
+    return out
+
+
 def _img(png: bytes) -> str:
     return f'<img alt="" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
@@ -335,6 +395,7 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
         TableBlock("ablation", "Ablation at c̄ = 0.45", "v_ablation",
                    "Each configuration's operating point nearest the cost anchor; local rate = share accepted by the gate.",
                    ablation_table(inp.ablation, inp.default_alpha)),
+        *guarantee_tables(inp),
         *inp.extra_tables,
     ]
 

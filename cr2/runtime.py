@@ -104,8 +104,12 @@ class DeviceThresholds:
     gate_fingerprint: str  # the gate the thresholds were calibrated for
     dist_id: str  # channel-state distribution of the calibration set
     label_source: str  # where the correctness labels came from
-    rule: str  # crc | empirical
+    rule: str  # crc | empirical | ltt
     score_dtype: str  # dtype the scores were calibrated (and must be compared) in
+    delta: float | None = None  # ltt: P(some λ has risk > α) ≤ δ, per α
+    group_by: str | None = None  # Mondrian: the query attribute of group_taus (e.g. "benchmark")
+    group_taus: dict | None = None  # Mondrian: group value → [n_lam, n_alpha] τ* (then `taus` is +inf: defer)
+    targets: tuple = ()  # certified target-mode operating points: dicts with mode, target, delta, lam, alpha, tau
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: Path | str = THRESHOLDS_FILE) -> "DeviceThresholds":
@@ -128,9 +132,26 @@ class DeviceThresholds:
         if np.isnan(taus).any() or list(lams) != sorted(lams) or list(alphas) != sorted(alphas):
             raise DataValidationError(f"{where}: τ* must not be NaN and the λ and α grids must be ascending")
         taus.setflags(write=False)
+        group_taus = None
+        if data.get("group_taus"):  # issue 21: Mondrian thresholds, one grid per group
+            try:
+                group_taus = {str(g): np.array([[decode_tau(t) for t in row] for row in grid], dtype=np.float64)
+                              for g, grid in data["group_taus"].items()}
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise DataValidationError(f"{where}: group_taus must map groups to float.hex grids ({exc})") from None
+            for g, grid in group_taus.items():
+                if grid.shape != taus.shape or np.isnan(grid).any():
+                    raise DataValidationError(f"{where}: group '{g}' thresholds have shape {grid.shape}, expected {taus.shape}")
+                grid.setflags(write=False)
+        try:
+            targets = tuple({**t, "tau": decode_tau(t["tau"])} for t in data.get("targets") or ())
+        except (TypeError, ValueError, KeyError) as exc:
+            raise DataValidationError(f"{where}: targets must be objects with a float.hex tau ({exc})") from None
         return cls(lams=lams, alphas=alphas, taus=taus, n_calib=int(data["n_calib"]),
                    gate_fingerprint=str(data["gate_fingerprint"]), dist_id=str(data["dist_id"]),
-                   label_source=str(data["label_source"]), rule=str(data["rule"]), score_dtype=str(data["score_dtype"]))
+                   label_source=str(data["label_source"]), rule=str(data["rule"]), score_dtype=str(data["score_dtype"]),
+                   delta=None if data.get("delta") is None else float(data["delta"]),
+                   group_by=data.get("group_by"), group_taus=group_taus, targets=targets)
 
     def lam_index(self, lam: float) -> int:
         """Return the grid row of λ; raises UncalibratedOperatingPointError naming the grid when off-grid."""
@@ -152,9 +173,27 @@ class DeviceThresholds:
             )
         return j
 
-    def tau(self, lam: float, alpha: float) -> float:
-        """Return τ*(λ; α) (exact in score_dtype; accept iff s ≥ τ*)."""
-        return float(self.taus[self.lam_index(lam), self.alpha_index(alpha)])
+    def tau(self, lam: float, alpha: float, group: str | None = None) -> float:
+        """Return τ*(λ; α) (exact in score_dtype; accept iff s ≥ τ*); Mondrian thresholds need the query's group."""
+        i, j = self.lam_index(lam), self.alpha_index(alpha)
+        if self.group_taus is None:
+            return float(self.taus[i, j])
+        if group not in self.group_taus:
+            raise UncalibratedOperatingPointError(
+                f"these thresholds are per {self.group_by} (Mondrian); pass the query's {self.group_by}, one of "
+                f"{', '.join(sorted(self.group_taus))} (got {group!r})")
+        return float(self.group_taus[group][i, j])
+
+    def target(self, target_accuracy: float | None = None, budget: float | None = None) -> dict:
+        """Return the exported target-mode operating point (lam, alpha, tau, delta, …) for this target."""
+        mode, value = ("accuracy", target_accuracy) if target_accuracy is not None else ("budget", budget)
+        for t in self.targets:
+            if t["mode"] == mode and abs(float(t["target"]) - float(value)) <= 1e-12:
+                return t
+        have = ", ".join(f"{t['mode']} {t['target']:g}" for t in self.targets) or "none"
+        raise UncalibratedOperatingPointError(
+            f"no exported operating point for {mode} {value}; exported: {have}. Re-export with "
+            f"`cr2 export-gate DIR --target-accuracy X` or `--budget B`")
 
 
 class DeviceGate:
@@ -258,20 +297,29 @@ class DeviceGate:
         (out,) = self._session.run([OUTPUT_SCORE], {INPUT_EMBEDDING: arr, INPUT_LAM: np.ascontiguousarray(lam_arr)})
         return np.asarray(out, dtype=np.float32)
 
-    def tau(self, lam: float, alpha: float) -> float:
+    def tau(self, lam: float, alpha: float, group: str | None = None) -> float:
         """Return τ*(λ; α); raises UncalibratedOperatingPointError naming the grid when (λ, α) is off it."""
-        return self.thresholds.tau(lam, alpha)
+        return self.thresholds.tau(lam, alpha, group)
 
-    def decide(self, embedding: np.ndarray, lam: float, alpha: float) -> DeviceDecision:
+    def decide(self, embedding: np.ndarray, lam: float, alpha: float, group: str | None = None) -> DeviceDecision:
         """Return (accept [n] bool, score [n] float32, τ*): accept locally iff s ≥ τ*(λ; α).
 
-        (λ, α) must be on the calibrated grid (else UncalibratedOperatingPointError naming it).
+        (λ, α) must be on the calibrated grid (else UncalibratedOperatingPointError naming it); Mondrian
+        thresholds need the query's group.
         """
-        tau = self.tau(lam, alpha)  # checked before scoring: an off-grid request fails fast
+        tau = self.tau(lam, alpha, group)  # checked before scoring: an off-grid request fails fast
         score = self.score(embedding, float(lam))
         # eq. (cr2_rule): accept locally (m0) iff s_φ(e(x), λ) ≥ τ*(λ; α), compared exactly (float32 widened)
         accept = score.astype(np.float64) >= tau
         return DeviceDecision(accept=accept, score=score, tau=tau)
+
+    def decide_target(self, embedding: np.ndarray, target_accuracy: float | None = None,
+                      budget: float | None = None) -> DeviceDecision:
+        """Return the decision at the exported operating point certified for this target (issue 21)."""
+        t = self.thresholds.target(target_accuracy, budget)
+        score = self.score(embedding, float(t["lam"]))
+        # eq. (cr2_rule) at the certified (λ, α, τ) of the target
+        return DeviceDecision(accept=score.astype(np.float64) >= t["tau"], score=score, tau=float(t["tau"]))
 
     def __repr__(self) -> str:
         t = self.thresholds

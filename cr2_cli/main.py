@@ -131,12 +131,35 @@ def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) ->
 @app.command()
 @friendly
 def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
-              lam: Optional[list[float]] = typer.Option(None, "--lam", help="extra λ to calibrate exactly (repeatable)")) -> None:
-    """Calibrate the CRC threshold table τ*(λ; α) of the trained gate on the val split (new version)."""
+              lam: Optional[list[float]] = typer.Option(None, "--lam", help="extra λ to calibrate exactly (repeatable)"),
+              rule: Optional[str] = typer.Option(None, "--rule", help="crc | ltt | empirical (default: calibration.rule); "
+                                                 "docs/guarantees.md"),
+              delta: Optional[float] = typer.Option(None, "--delta", help="ltt: P(some λ's threshold has risk > α) ≤ δ"),
+              group: Optional[str] = typer.Option(None, "--group", help="Mondrian: benchmark | subset (none: pooled)"),
+              small_group: Optional[str] = typer.Option(None, "--small-group", help="error | defer")) -> None:
+    """Calibrate the threshold table τ*(λ; α) of the trained gate on the val split (new version)."""
     from flows.calibrate import calibrate_flow
 
     h = _home(home)
-    print_calibrate(calibrate_flow(config_path=str(config) if config else None, home=str(h), extra_lams=list(lam or [])))
+    print_calibrate(calibrate_flow(config_path=str(config) if config else None, home=str(h), extra_lams=list(lam or []),
+                                   calibration=calibration_overrides(rule, delta, group, small_group)))
+
+
+def calibration_overrides(rule: Optional[str], delta: Optional[float], group: Optional[str],
+                          small_group: Optional[str]) -> dict:
+    """config.calibration overrides from CLI flags (issue 21); `--rule crc` drops a configured δ."""
+    out: dict = {}
+    if rule is not None:
+        out["rule"] = rule
+        if rule != "ltt" and delta is None:
+            out["delta"] = None
+    if delta is not None:
+        out["delta"] = delta
+    if group is not None:
+        out["group"] = None if group.lower() in ("none", "null", "") else group
+    if small_group is not None:
+        out["small_group"] = small_group
+    return out
 
 
 @app.command()
@@ -223,6 +246,11 @@ def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on"),
 @friendly
 def export_gate_cmd(out: Path = typer.Argument(..., help="output folder for gate.onnx, thresholds.json, manifest.json"),
                     version: Optional[int] = typer.Option(None, help="threshold table version (default: newest)"),
+                    target_accuracy: Optional[list[float]] = typer.Option(None, "--target-accuracy", help="also ship the "
+                                                                          "operating point certified for this accuracy "
+                                                                          "target (repeatable; newest version only)"),
+                    budget: Optional[list[float]] = typer.Option(None, "--budget", help="also ship the operating point "
+                                                                 "certified for this mean-cost budget (repeatable)"),
                     config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Export the deployed gate (ONNX) and its threshold table for the device runtime (cr2.runtime)."""
     from cr2.config import load_config
@@ -230,7 +258,17 @@ def export_gate_cmd(out: Path = typer.Argument(..., help="output folder for gate
 
     router, _ = load_deployed_router(load_config(config), _home(home), version)
     table = router.threshold_table_
-    m = router.export(out)
+    targets = None
+    if target_accuracy or budget:  # issue 21: certified target-mode points, computed on the host's val split
+        from cr2_cli.online import OnlineRouter
+        from cr2_cli.targets import choose_target
+
+        if version is not None:
+            raise typer.BadParameter("--target-accuracy/--budget use the newest threshold version; drop --version")
+        online = OnlineRouter.load(load_config(config), _home(home))
+        targets = [choose_target(online, t, None) for t in target_accuracy or []]
+        targets += [choose_target(online, None, b) for b in budget or []]
+    m = router.export(out, targets=targets)
     console.print(f"exported gate {table.gate_fingerprint} with thresholds of {table.dist_id} "
                   f"({len(table.lams)} λ × {len(table.alphas)} α) to {m['dir']}; ONNX parity max |Δs| = "
                   f"{m['parity']['max_abs_score_diff']:.2e}", highlight=False)
@@ -259,6 +297,10 @@ def route(question: str = typer.Argument(..., help="the query text"),
           choice: Optional[list[str]] = typer.Option(None, "--choice", help="a multiple-choice option (repeatable, A, B, …)"),
           benchmark: str = typer.Option("mmlu", help="benchmark whose default output length L_out is assumed"),
           seed: int = typer.Option(0, help="seed of the sampled channel state"),
+          target_accuracy: Optional[float] = typer.Option(None, "--target-accuracy", help="instead of λ: the cheapest "
+                                                          "(λ, α) certified to reach this accuracy (docs/guarantees.md)"),
+          budget: Optional[float] = typer.Option(None, "--budget", help="instead of λ: the most accurate (λ, α) certified "
+                                                 "to keep the mean normalised cost ≤ this budget"),
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Route one query with the deployed gate and threshold table: accept locally or defer to the edge."""
     from cr2.config import load_config
@@ -266,7 +308,19 @@ def route(question: str = typer.Argument(..., help="the query text"),
 
     cfg = load_config(config)
     a = cfg.grids.default_alpha if alpha is None else alpha
-    out = route_query(cfg, _home(home), question, list(choice) if choice else None, lam, a, distance_m, benchmark, seed)
+    if target_accuracy is not None or budget is not None:  # issue 21: operate by target
+        from cr2_cli.targets import route_by_target
+
+        out = route_by_target(cfg, _home(home), question, list(choice) if choice else None, target_accuracy, budget,
+                              distance_m, benchmark, seed)
+        c = out["target_choice"]
+        lam, a = out["lam"], out["alpha"]
+        console.print(f"target {c['mode']} {c['target']:g}: chose λ={lam:g}, α={a:g} (τ = {c['tau']:.4f}) — certified "
+                      f"with probability ≥ {1 - c['delta']:g} (LTT over {c['n_certified']} passing points, N = "
+                      f"{c['n_select']} selection queries); on them accuracy {c['accuracy']:.3f}, mean cost {c['cost']:.3f}",
+                      highlight=False)
+    else:
+        out = route_query(cfg, _home(home), question, list(choice) if choice else None, lam, a, distance_m, benchmark, seed)
     verdict = "ACCEPT locally on " + out["models"][0]["model_id"] if out["accept_local"] else f"DEFER to {out['chosen_model']}"
     console.print(f"[bold]{verdict}[/]  (score s = {out['score']:.4f}, τ*(λ={lam:g}; α={a:g}) = {out['tau']:.4f}, "
                   f"d = {out['distance_m']:.1f} m, {out['prompt_tokens']} prompt tokens)", highlight=False)
@@ -277,6 +331,31 @@ def route(question: str = typer.Argument(..., help="the query text"),
         mark = " ◀" if m["model_id"] == out["chosen_model"] else ""
         table.add_row(m["model_id"] + mark, f"{m['p_correct']:.3f}", f"{m['cost_norm']:.3f}", f"{m['latency_s']:.3f}",
                       f"{m['energy_j']:.2f}", f"{m['utility']:+.3f}")
+    console.print(table)
+
+
+@app.command()
+@friendly
+def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="re-splits of val + test "
+                                                      "(default: calibration.n_resplits)"),
+               seed: Optional[int] = typer.Option(None, help="seed of the re-splits (default: config seed)"),
+               config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Check every calibration rule's promise over random re-splits of val + test; store it (view v_guarantees)."""
+    from cr2.config import load_config
+    from tasks.guarantees import check_guarantees
+    from warehouse.db import Warehouse
+
+    h = _home(home)
+    out = check_guarantees.fn(load_config(config), str(h), resplits, seed)
+    with Warehouse(h, read_only=True) as wh:
+        v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ? AND bound IS NOT NULL ORDER BY check_name, alpha", [out["run_id"]])
+    table = Table(title=f"guarantees run {out['run_id']} ({out['source']}): worst cell per check, ± Monte-Carlo SE")
+    for col in ("check", "rule", "α", "group", "worst", "± SE", "bound", "holds"):
+        table.add_column(col, justify="right")
+    for r in v.itertuples():
+        table.add_row(r.check_name, r.rule, "" if r.alpha != r.alpha or r.alpha is None else f"{r.alpha:g}",
+                      r.group or "", f"{r.worst_value:.4f}", "" if r.se_at_worst is None or r.se_at_worst != r.se_at_worst
+                      else f"{r.se_at_worst:.4f}", f"{r.bound:g}", "yes" if r.holds else "NO")
     console.print(table)
 
 

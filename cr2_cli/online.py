@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from cr2.config import Config, StateDistribution
-from cr2.errors import DataValidationError
+from cr2.errors import DataValidationError, UncalibratedOperatingPointError
 from tasks.common import cache_dir
 from warehouse.db import Warehouse
 from warehouse.repository import (cost_scales, deployed_artifacts, load_threshold_table, newest_threshold_version,
@@ -83,10 +83,19 @@ class OnlineRouter:
                 "lams": list(self.router.threshold_table_.lams), "alphas": list(self.router.threshold_table_.alphas),
                 "models": [m.id for m in self.config.models]}
 
-    def _tau(self, lam: float, alpha: float) -> float:
-        """τ*(λ; α) of the deployed table; an off-grid λ is calibrated by the router on the table's own val set
-        when routing.on_demand_calibration is set (else the router's error names the grid)."""
+    def _tau(self, lam: float, alpha: float, benchmark: str | None = None) -> float:
+        """τ*(λ; α) of the deployed table — of the query's own group for a Mondrian table (issue 21); an off-grid λ
+        is calibrated by the router on the table's own val set when routing.on_demand_calibration is set (else the
+        router's error names the grid)."""
+        from cr2.crc import GroupedThresholdTable
+
         table = self.router.threshold_table_
+        if isinstance(table, GroupedThresholdTable):
+            if table.group_by != "benchmark":
+                raise UncalibratedOperatingPointError(
+                    f"the deployed thresholds are per {table.group_by}; routing needs the query's {table.group_by}, "
+                    "which `cr2 route` does not take — calibrate per benchmark or pooled (calibration.group)")
+            return self.router.threshold(lam, alpha, group=benchmark)
         if (not table.has_lam(lam) and self.config.routing.on_demand_calibration
                 and getattr(self.router, "calibration_set_", None) is None):
             from warehouse.routing_data import load_routing_sets
@@ -94,12 +103,13 @@ class OnlineRouter:
             with Warehouse(self.home, read_only=True) as wh:
                 val = load_routing_sets(wh, tuple(m.id for m in self.config.models), dist_id=table.dist_id,
                                         label_source=table.label_source, seed=int(self.config.splits.seed),
-                                        encoder=self.config.embedding.encoder)["val"]
+                                        encoder=self.config.embedding.encoder,
+                                        decision_cost=self.config.routing.decision_cost)["val"]
             self.router.set_threshold_table(table, calibration_set=val)
         return self.router.threshold(lam, alpha)
 
     def route(self, question: str, choices: list[str] | None, lam: float, alpha: float, distance_m: float | None = None,
-              benchmark: str = "mmlu", seed: int = 0) -> dict:
+              benchmark: str = "mmlu", seed: int = 0, tau: float | None = None) -> dict:
         """The CR² decision for one query: accept/defer, score s, τ*, and every model's utility."""
         from cr2.channel import channel_gain, downlink_rate_bps, sample_states, uplink_rate_bps
         from cr2.cost import compute_costs
@@ -111,7 +121,8 @@ class OnlineRouter:
         if distance_m is not None and not distance_m > 0:
             raise DataValidationError(f"distance_m must be > 0, got {distance_m:g}")
         with self._lock:  # torch modules and the tokenizer are shared across server threads
-            tau = self._tau(float(lam), float(alpha))
+            # issue 21: a target-mode choice brings its own certified τ (calibrated on the threshold half of val)
+            tau = self._tau(float(lam), float(alpha), benchmark) if tau is None else float(tau)
             text = router_text(question, choices)
             emb = embed_texts([text], progress=False, encoder=self.encoder,
                               max_seq_length=self.config.embedding.max_seq_length)

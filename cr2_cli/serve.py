@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handlers' (string) annotations here
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from cr2.config import Config
 from cr2.errors import Cr2Error, UncalibratedOperatingPointError
@@ -30,11 +30,22 @@ class RouteRequest(BaseModel):
 
     query: str = Field(min_length=1, description="the query text")
     choices: list[str] | None = Field(None, description="multiple-choice options, in A, B, … order")
-    lam: float = Field(gt=0, description="cost weight λ (on the calibrated grid)")
+    lam: float | None = Field(None, gt=0, description="cost weight λ (on the calibrated grid); or give a target")
+    target_accuracy: float | None = Field(None, gt=0, lt=1, description="instead of λ: the cheapest (λ, α) certified "
+                                          "to reach this accuracy (docs/guarantees.md)")
+    budget: float | None = Field(None, gt=0, description="instead of λ: the most accurate (λ, α) certified to keep the "
+                                 "mean normalised cost ≤ budget")
     alpha: float | None = Field(None, gt=0, lt=1, description="risk level α (default: grids.default_alpha)")
     distance_m: float | None = Field(None, gt=0, description="UE–edge distance, m (mean fading); default: sampled")
     benchmark: str = Field("mmlu", description="benchmark whose default output length is assumed")
     seed: int = Field(0, description="seed of the sampled channel state")
+
+    @model_validator(mode="after")
+    def _one_operating_point(self) -> "RouteRequest":
+        given = [k for k in ("lam", "target_accuracy", "budget") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of lam, target_accuracy, budget (got {', '.join(given) or 'none'})")
+        return self
 
 
 def _jsonable(value: Any) -> Any:
@@ -76,6 +87,11 @@ def create_app(config: Config, home: str) -> Any:
     @app.post("/route")
     def route(req: RouteRequest):
         try:
+            if req.lam is None:  # issue 21: operate by target (certified choice, cached on the router)
+                from cr2_cli.targets import route_by_target
+
+                return _jsonable(route_by_target(config, home, req.query, req.choices, req.target_accuracy, req.budget,
+                                                 req.distance_m, req.benchmark, req.seed, router=router))
             return _decide(req.query, req.choices, req.lam, req.alpha, req.distance_m, req.benchmark, req.seed)
         except Cr2Error as exc:
             return _error(exc)

@@ -24,11 +24,13 @@ def calibrate(config: Config, home: Path, trained: dict, extra_lams: tuple[float
 
 
 @flow(name="cr2-calibrate", log_prints=True)
-def calibrate_flow(config_path: str | None = None, home: str | None = None, extra_lams: list[float] | None = None) -> dict:
+def calibrate_flow(config_path: str | None = None, home: str | None = None, extra_lams: list[float] | None = None,
+                   calibration: dict | None = None) -> dict:
     from cr2.config import load_config
     from flows.train import train
     from warehouse.db import default_home
 
-    config = load_config(config_path)
+    # issue 21: `calibration` overrides config.calibration (rule, delta, group, small_group) from the CLI
+    config = load_config(config_path, overrides={"calibration": calibration} if calibration else None)
     h = Path(home) if home else default_home()
     return calibrate(config, h, train(config, h), tuple(extra_lams or ()))

@@ -1,8 +1,9 @@
 """Calibrate task: the CR² router's threshold table τ*(λ; α) on the val split (cached), as a new version.
 
 The key covers the gate and teacher fingerprints, the val rows (embeddings, labels, costs under the
-calibration state distribution), the λ/α grids and the code the task can run, so re-calibrating on a new
-channel-state distribution needs no retraining. Each new table gets the next `version` in `thresholds`.
+calibration state distribution), the λ/α grids, the guarantee asked for (calibration: rule, δ, Mondrian
+group — docs/guarantees.md) and the code the task can run, so re-calibrating on a new channel-state
+distribution needs no retraining. Each new table gets the next `version` in `thresholds`.
 """
 from __future__ import annotations
 
@@ -29,17 +30,27 @@ def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.n
 
 def calibrate_key(config: Config, wh: Warehouse, trained: dict, extra_lams: tuple[float, ...] = ()) -> str:
     return make_key("calibrate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], sorted(extra_lams),
-                    routing_fingerprint(wh, **routing_args(config), splits=("val",)), config.section_hash("grids", "routing"),
-                    task_code_hash(calibrate_cr2), warehouse_epoch(wh))
+                    routing_fingerprint(wh, **routing_args(config), splits=("val",)),
+                    config.section_hash("grids", "routing", "calibration"), task_code_hash(calibrate_cr2),
+                    warehouse_epoch(wh))
 
 
 @task(name="calibrate-cr2")
 def calibrate_cr2(config: Config, home: str, key: str, trained: dict, extra_lams: tuple[float, ...] = ()) -> dict:
-    """Calibrate τ*(λ; α) on val for every (λ, α) of the grids; write it as a new thresholds version."""
+    """Calibrate τ*(λ; α) on val for every (λ, α) of the grids under config.calibration; write it as a new version."""
     val = load_sets(config, home)["val"]
+    cal = config.calibration
+    groups = None
+    if cal.group is not None:  # Mondrian: the group (query attribute) of every calibration query
+        from tasks.guarantees import query_groups
+
+        with Warehouse(home, read_only=True) as wh:
+            groups = query_groups(wh, val.query_id, cal.group)
     router = cr2_router(config, trained)
     table = router.calibrate(val, calibration_lams(config, tuple(extra_lams)), config.grids.alpha,
-                             dist_id=config.channel.distribution.dist_id, label_source=config.labels.source)
+                             dist_id=config.channel.distribution.dist_id, label_source=config.labels.source,
+                             rule=cal.rule, delta=cal.delta, groups=groups, group_by=cal.group or "benchmark",
+                             small_group=cal.small_group)
     with Warehouse(home) as wh:
         version = write_thresholds(wh, table)
     return {"version": version, "n_calib": table.n_calib, "n_lam": len(table.lams), "n_alpha": len(table.alphas),

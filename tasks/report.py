@@ -14,7 +14,7 @@ from prefect import task
 from cr2.config import Config
 from tasks.common import make_key, task_code_hash
 from warehouse.db import Warehouse
-from warehouse.repository import eval_run, methods_of_run, view_for_run, whole_view
+from warehouse.repository import eval_run, methods_of_run, newest_guarantees, view_for_run, whole_view
 from warehouse.labels import label_origin
 
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibration_rules": "v_calibration_rules",
@@ -45,6 +45,7 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
         methods = methods_of_run(wh, run_id)
         run = eval_run(wh, run_id)
         origin = label_origin(wh, str(run["label_source"]))
+        guarantees, guarantee_price = newest_guarantees(wh)  # issue 21: shown when `cr2 guarantees` has run
     from cr2.labels import is_simulated, label_note
 
     header = {"labels_simulated": is_simulated(run["label_source"]), "labels": label_note(run["label_source"], origin),
@@ -57,7 +58,8 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
               "test queries": f"{evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "
                               "(accuracy, cost, local rate)",
               **{f"queries: {b}": f"{n:,}" for b, n in data_counts.items()}}
-    inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=config.grids.default_alpha, **frames)
+    inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=config.grids.default_alpha,
+                       **frames, guarantees=guarantees, guarantee_price=guarantee_price)
     figures, tables = build_figures(inp), build_tables(inp)
     out = report_dir(home)
     tmp = out.with_name("report.tmp")

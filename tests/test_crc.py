@@ -247,7 +247,8 @@ def test_table_records_round_trip_and_reject_gaps():
     table = _table()
     records = table.to_records()
     assert len(records) == 28 * 5
-    assert set(records[0]) == {"lam", "alpha", "tau", "n_calib", "gate_fingerprint", "dist_id", "label_source", "rule", "score_dtype"}
+    assert set(records[0]) == {"lam", "alpha", "tau", "n_calib", "gate_fingerprint", "dist_id", "label_source", "rule", "score_dtype",
+                              "delta", "group"}
     back = ThresholdTable.from_records(records[::-1])
     assert back.lams == table.lams and back.alphas == table.alphas
     np.testing.assert_array_equal(back.taus, table.taus)
@@ -274,3 +275,168 @@ def test_table_merge_adds_a_lambda_row():
     )
     with pytest.raises(DataValidationError, match="gate_fingerprint"):
         table.merge(other_gate)
+
+
+# ================================================================ Learn-then-Test
+from fractions import Fraction  # noqa: E402
+from math import comb  # noqa: E402
+
+from cr2.crc import (  # noqa: E402
+    GroupedThresholdTable,
+    binomial_cdf,
+    binomial_tail_pvalue,
+    calibrate_group_tables,
+    hoeffding_bentkus_pvalue,
+    ltt_delta_per_lam,
+    ltt_max_risky_count,
+    ltt_min_n_calib,
+    ltt_threshold,
+    table_from_records,
+)
+from cr2.errors import GroupTooSmallError  # noqa: E402
+
+
+def _exact_cdf(k: int, n: int, p: Fraction) -> Fraction:
+    return sum((comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k + 1)), Fraction(0))
+
+
+def test_hand_computed_ltt_thresholds():
+    # N = 10, risky scores 0.8, 0.7, 0.4. p(τ) = P(Bin(10, α) ≤ d_τ).
+    # α = 0.2, δ = 0.1: P(Bin ≤ 0) = 0.8^10 = 0.107 > 0.1 → nothing certified → +inf
+    assert ltt_threshold(HAND_SCORES, HAND_RISKS, 0.2, 0.1) == np.inf
+    # α = 0.2, δ = 0.2: P(≤ 0) = 0.107 ≤ 0.2 < P(≤ 1) = 0.376 → d ≤ 0 → just above the top risky score 0.8
+    assert ltt_threshold(HAND_SCORES, HAND_RISKS, 0.2, 0.2) == float(np.nextafter(F32(0.8), F32(1)))
+    # α = 0.4, δ = 0.1: P(≤ 1) = 0.046 ≤ 0.1 < P(≤ 2) = 0.167 → d ≤ 1 → just above 0.7
+    assert ltt_threshold(HAND_SCORES, HAND_RISKS, 0.4, 0.1) == float(np.nextafter(F32(0.7), F32(1)))
+    # CRC at α = 0.4 accepts everything (d ≤ 3); LTT's high-probability bound is the price
+    assert calibrate_threshold(HAND_SCORES, HAND_RISKS, 0.4) == -np.inf
+    assert binomial_tail_pvalue(1, 10, 0.2) == pytest.approx(0.8**10 + 10 * 0.2 * 0.8**9, rel=1e-12)
+    assert ltt_min_n_calib(0.01, 0.1) == 230  # 0.99^229 = 0.1003 > 0.1 ≥ 0.99^230 = 0.0993
+    assert ltt_delta_per_lam(0.1, 28) == pytest.approx(0.1 / 28)
+
+
+def test_hoeffding_bentkus_p_value_by_hand():
+    # n = 100, mean loss 0.1, α = 0.2: Hoeffding exp(−100·KL(0.1 ‖ 0.2)) = 0.0255; Bentkus e·P(Bin(100, 0.2) ≤ 10)
+    kl = 0.1 * np.log(0.1 / 0.2) + 0.9 * np.log(0.9 / 0.8)
+    bentkus = np.e * float(_exact_cdf(10, 100, Fraction(1, 5)))
+    assert hoeffding_bentkus_pvalue(0.1, 100, 0.2) == pytest.approx(min(np.exp(-100 * kl), bentkus), rel=1e-9)
+    assert bentkus < np.exp(-100 * kl)  # here the Bentkus term decides
+    assert hoeffding_bentkus_pvalue(0.25, 100, 0.2) == 1.0  # a mean above α never rejects
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 60), st.fractions(Fraction(1, 1000), Fraction(999, 1000), max_denominator=1000))
+def test_binomial_cdf_matches_exact_rational_arithmetic(n, p):
+    got = binomial_cdf(np.arange(-1, n + 2), n, float(p))
+    want = [0.0] + [float(_exact_cdf(k, n, p)) for k in range(n + 1)] + [1.0]
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(calibration_sets(), st.sampled_from([0.01, 0.05, 0.1, 0.2, 0.5]))
+def test_ltt_threshold_is_certified_minimal_and_exact(case, delta):
+    scores, risks, alpha = case
+    n = len(scores)
+    alpha = min(max(alpha, 1e-3), 0.999)
+    tau = ltt_threshold(scores, risks, alpha, delta)
+    k = int(ltt_max_risky_count(n, np.array([alpha]), delta)[0])
+    exact = lambda d: _exact_cdf(d, n, Fraction(alpha))  # noqa: E731
+    # k is the last risky count whose exact p-value is ≤ δ (fixed-sequence stops at the next one)
+    assert k == -1 or exact(k) <= Fraction(delta)
+    assert k == n or exact(k + 1) > Fraction(delta)
+    if tau == np.inf:
+        assert k == -1 or _d(scores, risks, np.nextafter(F32(scores.max()), F32(np.inf))) > k
+    else:
+        assert _d(scores, risks, tau) <= k  # every accepted risky count is certified
+        assert F32(tau) == tau or tau == -np.inf
+    if np.isfinite(tau):
+        assert _d(scores, risks, np.nextafter(F32(tau), F32(-np.inf))) > k  # minimal
+    # more δ never makes LTT more conservative
+    assert ltt_threshold(scores, risks, alpha, min(2 * delta, 0.9)) <= tau
+
+
+def test_ltt_table_records_delta_and_refuses_misuse():
+    rng = np.random.default_rng(2)
+    scores = rng.random((800, len(GRID))).astype(F32)
+    risks = rng.random((800, len(GRID))) < 0.3
+    kw = dict(gate_fingerprint="fp", dist_id="d", label_source="s")
+    ltt = calibrate_table(scores, risks, GRID, ALPHA_GRID, rule="ltt", delta=0.1, **kw)
+    assert ltt.rule == "ltt" and ltt.delta == 0.1
+    for j, lam in enumerate(GRID):  # each λ tested at δ / 28 (Bonferroni over the λ grid)
+        np.testing.assert_array_equal(
+            ltt.taus[ltt.lam_index(lam)], calibrate_thresholds(scores[:, j], risks[:, j], ALPHA_GRID, "ltt", 0.1 / 28)
+        )
+    crc = calibrate_table(scores, risks, GRID, ALPHA_GRID, **kw)
+    assert np.all(ltt.taus >= crc.taus)  # here (N = 800, δ/28) LTT is the more conservative rule everywhere
+    back = table_from_records(ltt.to_records())
+    assert isinstance(back, ThresholdTable) and back.delta == 0.1 and back.rule == "ltt"
+    np.testing.assert_array_equal(back.taus, ltt.taus)
+    old = [{k: v for k, v in r.items() if k not in ("delta", "group")} for r in crc.to_records()]  # schema v1 rows
+    assert ThresholdTable.from_records(old).delta is None
+    nan_rows = [{**r, "delta": float("nan"), "group": None} for r in crc.to_records()]  # what DuckDB NULL reads as
+    assert ThresholdTable.from_records(nan_rows).delta is None
+    with pytest.raises(DataValidationError, match="needs δ"):
+        calibrate_table(scores, risks, GRID, ALPHA_GRID, rule="ltt", **kw)
+    with pytest.raises(DataValidationError, match="δ applies to rule 'ltt' only"):
+        calibrate_table(scores, risks, GRID, ALPHA_GRID, delta=0.1, **kw)
+    with pytest.raises(DataValidationError, match="cannot be merged"):
+        ltt.merge(ltt)
+    with pytest.raises(DataValidationError, match="mix delta"):
+        ThresholdTable.from_records(ltt.to_records()[:3] + [{**r, "delta": 0.2} for r in ltt.to_records()[3:]])
+
+
+# ================================================================ Mondrian
+def test_mondrian_thresholds_are_per_group_calibrations():
+    scores = np.concatenate([HAND_SCORES, HAND_SCORES[::-1]])
+    risks = np.concatenate([HAND_RISKS, ~HAND_RISKS[::-1]])
+    groups = np.array(["a"] * 10 + ["b"] * 10)
+    g = calibrate_group_tables(scores[:, None], risks[:, None], groups, [1.0], [0.2, 0.3], gate_fingerprint="fp", dist_id="d",
+                               label_source="s")
+    assert g.groups == ("a", "b") and g.group_by == "benchmark" and g.too_small == ()
+    # group a is the hand set: α = 0.2 → just above 0.7, α = 0.3 → just above 0.4
+    assert g.tau(1.0, 0.2, "fp", "a") == float(np.nextafter(F32(0.7), F32(1)))
+    assert g.tau(1.0, 0.3, "fp", "a") == float(np.nextafter(F32(0.4), F32(1)))
+    # group b: risky are the 7 non-risky of the hand set: 0.9 0.8 0.6 0.5 0.3 0.2 0.1 → α = 0.2, d ≤ 1 → above 0.8
+    assert g.tau(1.0, 0.2, "fp", "b") == float(np.nextafter(F32(0.8), F32(1)))
+    assert g.table("b").group == "benchmark=b"
+    with pytest.raises(UncalibratedOperatingPointError, match="benchmark='gpqa' has no Mondrian thresholds; calibrated groups: a, b"):
+        g.tau(1.0, 0.2, "fp", "gpqa")
+    back = table_from_records(g.to_records())
+    assert isinstance(back, GroupedThresholdTable) and back.groups == ("a", "b")
+    assert back.tau(1.0, 0.2, "fp", "b") == g.tau(1.0, 0.2, "fp", "b")
+    with pytest.raises(DataValidationError, match="table_from_records"):
+        ThresholdTable.from_records(g.to_records())
+
+
+def test_mondrian_small_group_is_an_error_or_an_explicit_deferral():
+    rng = np.random.default_rng(4)
+    scores = rng.random(300).astype(F32)
+    risks = rng.random(300) < 0.3
+    groups = np.array(["mmlu"] * 260 + ["gpqa"] * 40)
+    kw = dict(gate_fingerprint="fp", dist_id="d", label_source="s")
+    # CRC needs N ≥ 1/α − 1: 99 at α = 0.01, 19 at α = 0.05 — gpqa (40) reaches only α = 0.05
+    with pytest.raises(GroupTooSmallError, match=r"benchmark='gpqa' has N=40 < 99 needed at α=0.01.*small_group: defer"):
+        calibrate_group_tables(scores[:, None], risks[:, None], groups, [1.0], [0.01, 0.05], **kw)
+    g = calibrate_group_tables(scores[:, None], risks[:, None], groups, [1.0], [0.01, 0.05], small_group="defer", **kw)
+    assert g.too_small == (("gpqa", 0.01, 40, 99),)
+    assert g.tau(1.0, 0.01, "fp", "gpqa") == np.inf  # always defers at α = 0.01, and says so in too_small
+    assert np.isfinite(g.tau(1.0, 0.05, "fp", "gpqa")) and np.isfinite(g.tau(1.0, 0.01, "fp", "mmlu"))
+    assert table_from_records(g.to_records()).too_small == g.too_small
+    # LTT, δ = 0.1 over 1 λ: (1 − 0.05)^N ≤ 0.1 needs N ≥ 45
+    with pytest.raises(GroupTooSmallError, match="N=40 < 45 needed at α=0.05"):
+        calibrate_group_tables(scores[:, None], risks[:, None], groups, [1.0], [0.05], rule="ltt", delta=0.1, **kw)
+
+
+@settings(max_examples=50, deadline=None)
+@given(calibration_sets(), st.lists(st.sampled_from(["x", "y", "z"]), min_size=40, max_size=40))
+def test_mondrian_equals_calibrating_each_group_alone(case, labels):
+    scores, risks, alpha = case
+    groups = np.array(labels[: len(scores)])
+    g = calibrate_group_tables(scores[:, None], risks[:, None], groups, [2.0], [max(alpha, 1e-3)], small_group="defer",
+                               gate_fingerprint="fp", dist_id="d", label_source="s")
+    small = {c[0] for c in g.too_small}
+    for name in set(groups.tolist()):
+        rows = groups == name
+        assert g.tau(2.0, max(alpha, 1e-3), "fp", name) == calibrate_threshold(scores[rows], risks[rows], max(alpha, 1e-3))
+        # listed as too small exactly when no data could have given it a finite threshold: (0 + 1)/(N_g + 1) > α
+        assert (name in small) == (1 / (rows.sum() + 1) > max(alpha, 1e-3))

@@ -306,3 +306,51 @@ def test_serve_routes_over_http_and_forwards_openai_chat(pipeline):
         assert answer.model == next(m.hf_name for m in cfg.models if m.id == chosen)  # the endpoint's model name
         with pytest.raises(openai.UnprocessableEntityError):
             client.chat.completions.create(model="cr2", messages=[{"role": "system", "content": "no user turn"}])
+
+
+# ---------------------------------------------------------------- issue 21: guarantees users can choose (runs last:
+# it calibrates a new, Mondrian LTT threshold version, which becomes the deployed one)
+def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_path):
+    import json
+
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from cr2.config import load_config
+    from cr2.crc import GroupedThresholdTable
+    from cr2.errors import TargetInfeasibleError
+    from cr2.runtime import DeviceThresholds
+    from cr2_cli.main import app
+    from flows.calibrate import calibrate_flow
+    from tasks.calibrate import load_threshold_table
+    from tasks.guarantees import check_guarantees
+    from cr2_cli.online import OnlineRouter
+    from cr2_cli.targets import route_by_target
+
+    cfg = load_config(pipeline["cfg"])
+    home = str(pipeline["home"])
+    out = calibrate_flow(config_path=str(pipeline["cfg"]), home=home,
+                         calibration={"rule": "ltt", "delta": 0.2, "group": "benchmark", "small_group": "defer"})
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        rows = wh.df("SELECT * FROM thresholds WHERE version = ?", [out["version"]])
+        table = load_threshold_table(wh, out["version"])
+    assert set(rows["rule"]) == {"ltt"} and set(rows["delta"]) == {0.2}
+    assert set(rows["group"]) == {f"benchmark={b}" for b in cfg.benchmarks}
+    assert isinstance(table, GroupedThresholdTable) and table.delta == 0.2
+    router = OnlineRouter.load(cfg, home)
+    r = router.route("What is 2 + 2?", ["3", "4", "5", "6"], 2.0, 0.05, 80.0, benchmark="gpqa")
+    assert r["tau"] == table.tau(2.0, 0.05, table.gate_fingerprint, "gpqa")
+    try:  # a tiny val split: either a certified choice or a clear refusal
+        t = route_by_target(cfg, home, "What is 2 + 2?", None, 0.3, None, 80.0, router=router)
+        c = t["target_choice"]
+        assert c["mode"] == "accuracy" and c["accuracy"] >= 0.3 and t["tau"] == c["tau"] and t["lam"] == c["lam"]
+    except TargetInfeasibleError as exc:
+        assert "Relax the target" in str(exc)
+    res = CliRunner().invoke(app, ["export-gate", str(tmp_path / "dev"), "--home", home])
+    assert res.exit_code == 0, res.output
+    dev = DeviceThresholds.from_json(json.loads((tmp_path / "dev" / "thresholds.json").read_text()))
+    assert dev.group_by == "benchmark" and dev.delta == 0.2 and np.isposinf(dev.taus).all()
+    summary = check_guarantees.fn(cfg, home, n_resplits=10)
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ?", [summary["run_id"]])
+    assert {"crc_mean_risk", "ltt_any_violation", "mondrian_mean_risk", "target_miss"} <= set(v["check_name"])

@@ -51,3 +51,36 @@ def test_export_and_read_only(home, tmp_path):
 def test_read_only_on_missing_warehouse(tmp_path):
     with pytest.raises(WarehouseError, match="no warehouse"):
         Warehouse(tmp_path / "nothing", read_only=True)
+
+
+def test_schema_1_warehouse_is_readable_and_migrates_on_the_first_write(tmp_path):
+    """A version-1 warehouse (thresholds without delta/group) opens read-only as it is and is upgraded in place,
+    in one transaction, by the first writable open; its thresholds load as pooled crc tables."""
+    import duckdb
+
+    from warehouse.db import DB_NAME
+
+    tmp_path.mkdir(exist_ok=True)
+    con = duckdb.connect(str(tmp_path / DB_NAME))
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("""CREATE TABLE thresholds (version INTEGER NOT NULL, dist_id VARCHAR NOT NULL, label_source VARCHAR NOT NULL,
+        gate_fingerprint VARCHAR NOT NULL, lam DOUBLE NOT NULL, alpha DOUBLE NOT NULL, tau DOUBLE NOT NULL,
+        n_calib INTEGER NOT NULL, rule VARCHAR NOT NULL, score_dtype VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (version, lam, alpha))""")
+    con.execute("INSERT INTO thresholds VALUES (1, 'd', 's', 'fp', 1.0, 0.01, 0.5, 100, 'crc', 'float32', now()), "
+                "(1, 'd', 's', 'fp', 1.0, 0.05, 0.25, 100, 'crc', 'float32', now())")
+    con.close()
+    from cr2.crc import ThresholdTable, table_from_records
+
+    with Warehouse(tmp_path, read_only=True) as wh:
+        assert wh.schema_version == "1"
+        table = table_from_records(wh.df("SELECT * FROM thresholds").to_dict("records"))
+        assert isinstance(table, ThresholdTable) and table.delta is None and table.group is None
+    with Warehouse(tmp_path) as wh:
+        assert wh.schema_version == SCHEMA_VERSION == "2"
+        df = wh.df("SELECT * FROM thresholds ORDER BY alpha")
+        assert df["group"].tolist() == ["", ""] and df["delta"].isna().all() and df["tau"].tolist() == [0.5, 0.25]
+        assert wh.count("guarantees") == 0
+        table = table_from_records(df.to_dict("records"))
+        assert table.tau(1.0, 0.05, "fp") == 0.25 and table.group is None

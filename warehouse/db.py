@@ -18,7 +18,10 @@ import pandas as pd
 from cr2.config import REPO_ROOT
 from cr2.errors import WarehouseError
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"  # 2: thresholds.delta and thresholds."group" (LTT, Mondrian), table guarantees;
+# 3: costs.cost_est_norm (pre-execution ĉ), eval_runs.decision_cost, table methods (the router catalogue)
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, applied in one transaction each
+READABLE_OLD_VERSIONS = ("1", "2")  # opened read-only as they are (readers treat missing columns as defaults)
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 VIEWS_DIR = Path(__file__).with_name("views")
 DB_NAME = "cr2.duckdb"
@@ -37,6 +40,14 @@ def table_names() -> list[str]:
 
 def view_names() -> list[str]:
     return sorted(p.stem for p in VIEWS_DIR.glob("*.sql"))
+
+
+def _migration_path(found: str) -> list[Path]:
+    """The migration files from version `found` to SCHEMA_VERSION (<v>_to_<v+1>.sql each), or [] when a step is missing."""
+    if not (found.isdigit() and int(found) < int(SCHEMA_VERSION)):
+        return []
+    steps = [MIGRATIONS_DIR / f"{v}_to_{v + 1}.sql" for v in range(int(found), int(SCHEMA_VERSION))]
+    return steps if all(p.is_file() for p in steps) else []
 
 
 class Warehouse:
@@ -76,6 +87,12 @@ class Warehouse:
             rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
             row = rows[0] if rows else None
             found = row[0] if row else "unknown"
+            self.schema_version = found
+            if found != SCHEMA_VERSION and not self.read_only and _migration_path(found):
+                self._migrate(found)
+                found = SCHEMA_VERSION
+            if found != SCHEMA_VERSION and self.read_only and found in READABLE_OLD_VERSIONS:
+                return  # an older warehouse read as it is; the next write command migrates it
             if found != SCHEMA_VERSION:
                 raise WarehouseError(
                     f"warehouse {self.path} has schema version {found}, this cr2 expects {SCHEMA_VERSION}. "
@@ -92,7 +109,18 @@ class Warehouse:
         with self.transaction():
             self.con.execute(SCHEMA_FILE.read_text())
             self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+        self.schema_version = SCHEMA_VERSION
         self._create_views()
+
+    def _migrate(self, found: str) -> None:
+        """Upgrade the schema in place from version `found`, step by step in one transaction (a failure leaves it
+        as it was)."""
+        with self.transaction():
+            for step in _migration_path(found):
+                self.con.execute(step.read_text())
+            self.con.execute(SCHEMA_FILE.read_text())  # tables new in this version (CREATE … IF NOT EXISTS)
+            self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [SCHEMA_VERSION])
+        self.schema_version = SCHEMA_VERSION
 
     def _create_views(self) -> None:
         with self.transaction():

@@ -15,12 +15,12 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from cr2.crc import ThresholdTable
+from cr2.crc import GroupedThresholdTable, ThresholdTable, table_from_records
 from cr2.errors import DataValidationError, UncalibratedOperatingPointError
 from warehouse.db import Warehouse
 
 THRESHOLD_COLUMNS = ("version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau", "n_calib", "rule",
-                     "score_dtype", "created_at")
+                     "score_dtype", "created_at", "delta", "group")
 METHOD_COLUMNS = ("run_id", "method", "router", "kind", "learned", "display", "colour", "reference", "sort_order")
 
 
@@ -87,11 +87,12 @@ def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
 
 
 # ---------------------------------------------------------------- thresholds
-def write_thresholds(wh: Warehouse, table: ThresholdTable) -> int:
-    """Store `table` as the next version of `thresholds`; return the version."""
+def write_thresholds(wh: Warehouse, table: ThresholdTable | GroupedThresholdTable) -> int:
+    """Store `table` (pooled, or Mondrian: one block per group) as the next version of `thresholds`; return it."""
     with wh.transaction() as con:
         version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM thresholds").fetchall()[0][0])
         rows = pd.DataFrame(table.to_records()).assign(version=version, created_at=utc_now())
+        rows["group"] = rows["group"].fillna("")  # '' = pooled (the column is part of the primary key)
         wh.insert_df("thresholds", rows[list(THRESHOLD_COLUMNS)], con)
     return version
 
@@ -104,15 +105,15 @@ def newest_threshold_version(wh: Warehouse) -> int:
     return int(version)
 
 
-def load_threshold_table(wh: Warehouse, version: int | None = None) -> ThresholdTable:
-    """The threshold table of `version` (default: the newest) from the warehouse."""
+def load_threshold_table(wh: Warehouse, version: int | None = None) -> ThresholdTable | GroupedThresholdTable:
+    """The threshold table of `version` (default: the newest) from the warehouse (Mondrian: a GroupedThresholdTable)."""
     if version is None:
         version = newest_threshold_version(wh)
     df = wh.df("SELECT * FROM thresholds WHERE version = ?", [int(version)])
     if df.empty:
         raise UncalibratedOperatingPointError(f"no threshold table version {version}; see `cr2 sql \"SELECT DISTINCT version "
                                               "FROM thresholds\"`")
-    return ThresholdTable.from_records(df.to_dict("records"))
+    return table_from_records(df.to_dict("records"))
 
 
 # ---------------------------------------------------------------- baselines
@@ -189,6 +190,17 @@ def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
     if view not in view_names():
         raise DataValidationError(f"unknown view '{view}'; views: {', '.join(view_names())}")
     return wh.df(f"SELECT * FROM {view}")  # view name checked against the catalogue
+
+
+def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """v_guarantees and v_guarantee_price of the newest validity run (empty frames when there is none)."""
+    if getattr(wh, "schema_version", "2") == "1":  # an old warehouse read as it is has no guarantees table
+        return pd.DataFrame(), pd.DataFrame()
+    run_id = wh.scalar("SELECT run_id FROM guarantees ORDER BY created_at DESC LIMIT 1")
+    if run_id is None:
+        return pd.DataFrame(), pd.DataFrame()
+    return (wh.df("SELECT * FROM v_guarantees WHERE run_id = ?", [run_id]),
+            wh.df("SELECT * FROM v_guarantee_price WHERE run_id = ?", [run_id]))
 
 
 # ---------------------------------------------------------------- headline results (docs/results.md)

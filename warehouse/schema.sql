@@ -133,10 +133,33 @@ CREATE TABLE IF NOT EXISTS thresholds (
     alpha            DOUBLE NOT NULL,
     tau              DOUBLE NOT NULL,    -- τ*(λ; α); +inf: accept nothing, -inf: accept all
     n_calib          INTEGER NOT NULL,
-    rule             VARCHAR NOT NULL,   -- crc | empirical
+    rule             VARCHAR NOT NULL,   -- crc | empirical | ltt (docs/guarantees.md)
     score_dtype      VARCHAR NOT NULL,   -- dtype the scores were calibrated in (τ* is exact in it)
     created_at       TIMESTAMP NOT NULL,
-    PRIMARY KEY (version, lam, alpha)
+    delta            DOUBLE,             -- ltt: P(some λ of the version has risk > α) ≤ δ, per α; NULL otherwise
+    "group"          VARCHAR NOT NULL DEFAULT '',  -- Mondrian: 'attribute=value' (e.g. 'benchmark=gpqa'); '' pooled
+    PRIMARY KEY (version, lam, alpha, "group")
+);
+
+-- guarantees: does each calibration rule keep its promise, and what does it cost? (cr2 guarantees; view v_guarantees)
+CREATE TABLE IF NOT EXISTS guarantees (
+    run_id       VARCHAR NOT NULL,       -- one validity run (n_resplits random calibration/test re-splits)
+    source       VARCHAR NOT NULL,       -- where the pool came from: 'warehouse val+test' or 'synthetic'
+    label_source VARCHAR NOT NULL,
+    check_name   VARCHAR NOT NULL,       -- crc_mean_risk | ltt_any_violation | mondrian_mean_risk | target_miss | price | …
+    rule         VARCHAR NOT NULL,       -- crc | ltt | mondrian-crc | target-accuracy | target-budget | …-crc-oracle
+    metric       VARCHAR NOT NULL,       -- mean_test_risk | share_any_lam_over_alpha_pool | local_rate | mean_cost | …
+    lam          DOUBLE,
+    alpha        DOUBLE,
+    "group"      VARCHAR,
+    delta        DOUBLE,
+    target       DOUBLE,                 -- accuracy target or cost budget (target mode)
+    value        DOUBLE NOT NULL,
+    se           DOUBLE,                 -- Monte-Carlo standard error over the re-splits
+    bound        DOUBLE,                 -- what the rule promises value ≤ bound (α or δ); NULL for prices
+    n_resplits   INTEGER NOT NULL,
+    n_calib      INTEGER NOT NULL,
+    created_at   TIMESTAMP NOT NULL
 );
 
 -- evaluate: tidy results

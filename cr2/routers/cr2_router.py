@@ -23,15 +23,16 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from cr2.config import GateSpec, TeacherSpec
-from cr2.crc import ThresholdTable, calibrate_table, fixed_threshold, rate_threshold
+from cr2.crc import (GroupedThresholdTable, ThresholdTable, calibrate_group_tables, calibrate_table, fixed_threshold,
+                     rate_threshold)
 from cr2.data import Decisions, RoutingSet
 from cr2.errors import DataValidationError, NotFittedError, UncalibratedOperatingPointError
 from cr2.hashing import content_fingerprint
 from cr2.routing import VARIANTS, route
 from cr2.utility import disagree_label
 
-CalibrationRule = Literal["crc", "empirical", "fixed", "rate"]
-CALIBRATION_RULES: tuple[str, ...] = ("crc", "empirical", "fixed", "rate")
+CalibrationRule = Literal["crc", "empirical", "ltt", "fixed", "rate"]
+CALIBRATION_RULES: tuple[str, ...] = ("crc", "empirical", "ltt", "fixed", "rate")
 BUNDLE_FILES = {"teacher": "teacher.pt", "gate": "gate.pt", "thresholds": "thresholds.json", "manifest": "cr2.json"}
 
 
@@ -175,13 +176,19 @@ class CR2Router:
         dist_id: str,
         label_source: str,
         rule: CalibrationRule = "crc",
-    ) -> ThresholdTable:
-        """Return the ThresholdTable τ*(λ; α) on the calibration set `val`; also sets threshold_table_.
+        delta: float | None = None,
+        groups: np.ndarray | None = None,
+        group_by: str = "benchmark",
+        small_group: str = "error",
+    ) -> ThresholdTable | GroupedThresholdTable:
+        """Return the threshold table τ*(λ; α) on the calibration set `val`; also sets threshold_table_.
 
-        rule: "crc" (conformal risk control, the method), "empirical" (no +1 correction), "fixed"
-        (τ = 0.5 for every cell, uncalibrated) or "rate" (each α read as a fixed local rate f: the
-        smallest τ accepting at most ⌊f·N⌋ of val). `val` must not have been used for fitting
-        (exchangeability); it is kept to calibrate an off-grid λ on demand.
+        rule: "crc" (conformal risk control, the method: E[risk] ≤ α per λ), "ltt" (Learn-then-Test with
+        `delta`: every λ's risk ≤ α at once with probability ≥ 1 − δ), "empirical" (no +1 correction),
+        "fixed" (τ = 0.5 for every cell, uncalibrated) or "rate" (each α read as a fixed local rate f: the
+        smallest τ accepting at most ⌊f·N⌋ of val). `groups` ([n] attribute values of the val rows, e.g. their
+        benchmark) gives Mondrian thresholds, one table per group (cr2.crc.calibrate_group_tables). `val`
+        must not have been used for fitting (exchangeability); it is kept to calibrate an off-grid λ on demand.
         """
         if rule not in CALIBRATION_RULES:
             from cr2.errors import did_you_mean
@@ -190,16 +197,26 @@ class CR2Router:
         if len(val) == 0:
             raise DataValidationError("the calibration set is empty: nothing to calibrate on (check splits.val)")
         scores, risks = self.calibration_inputs(val, lams)
-        table = self._table(scores, risks, lams, alphas, dist_id=dist_id, label_source=label_source, rule=rule)
+        if groups is not None:
+            if rule not in ("crc", "ltt"):
+                raise DataValidationError(f"Mondrian thresholds are calibrated with rule crc or ltt, not '{rule}'")
+            table = calibrate_group_tables(scores, risks, groups, lams, alphas, group_by=group_by,
+                                           gate_fingerprint=self.gate_fingerprint_, dist_id=dist_id,
+                                           label_source=label_source, rule=rule, delta=delta, small_group=small_group)
+            table = GroupedThresholdTable(group_by=table.group_by, too_small=table.too_small,
+                                          tables={g: _defer_at_zero(t) for g, t in table.tables.items()})
+        else:
+            table = self._table(scores, risks, lams, alphas, dist_id=dist_id, label_source=label_source, rule=rule,
+                                delta=delta)
         self.calibration_set_ = val
         self.threshold_table_ = table
         return table
 
     def _table(self, scores: np.ndarray, risks: np.ndarray, lams: Sequence[float], alphas: Sequence[float], *,
-               dist_id: str, label_source: str, rule: str) -> ThresholdTable:
+               dist_id: str, label_source: str, rule: str, delta: float | None = None) -> ThresholdTable:
         common = {"gate_fingerprint": self.gate_fingerprint_, "dist_id": dist_id, "label_source": label_source}
-        if rule in ("crc", "empirical"):
-            table = calibrate_table(scores, risks, lams, alphas, rule=rule, **common)
+        if rule in ("crc", "empirical", "ltt"):
+            table = calibrate_table(scores, risks, lams, alphas, rule=rule, delta=delta, **common)
         else:
             lam_sorted, alpha_sorted = sorted(float(v) for v in lams), sorted(float(v) for v in alphas)
             if rule == "fixed":
@@ -209,13 +226,10 @@ class CR2Router:
                 taus = np.array([[rate_threshold(scores[:, j], f) for f in alpha_sorted] for j in order])
             table = ThresholdTable(lams=tuple(lam_sorted), alphas=tuple(alpha_sorted), taus=taus,
                                    n_calib=int(scores.shape[0]), rule=rule, score_dtype=str(scores.dtype), **common)
-        if 0.0 in table.lams:  # λ = 0: defer everything (τ = +∞), exact, whatever the rule: risk 0 ≤ α
-            taus = table.taus.copy()
-            taus[table.lams.index(0.0)] = np.inf
-            table = dataclasses.replace(table, taus=taus)
-        return table
+        return _defer_at_zero(table)
 
-    def set_threshold_table(self, table: ThresholdTable, calibration_set: RoutingSet | None = None) -> "CR2Router":
+    def set_threshold_table(self, table: ThresholdTable | GroupedThresholdTable,
+                            calibration_set: RoutingSet | None = None) -> "CR2Router":
         """Use a stored threshold table (its gate fingerprint must be this router's); returns self."""
         self._check_fitted()
         table.check_fingerprint(self.gate_fingerprint_)
@@ -224,14 +238,20 @@ class CR2Router:
             self.calibration_set_ = calibration_set
         return self
 
-    def threshold(self, lam: float, alpha: float | None = None) -> float:
-        """Return τ*(λ; α) from the table (α defaults to the router's); an off-grid λ is calibrated exactly
-        on the stored calibration set when on_demand_calibration is set, else it is an error naming the grid."""
-        table: ThresholdTable | None = getattr(self, "threshold_table_", None)
+    def threshold(self, lam: float, alpha: float | None = None, group: str | None = None) -> float:
+        """Return τ*(λ; α) from the table (α defaults to the router's; `group` selects a Mondrian table's group);
+        an off-grid λ is calibrated exactly on the stored calibration set when on_demand_calibration is set,
+        else it is an error naming the grid."""
+        table = getattr(self, "threshold_table_", None)
         if table is None:
             raise UncalibratedOperatingPointError(
                 "CR2Router has no threshold table; call calibrate(val, lams, alphas, ...) or set_threshold_table()"
             )
+        if isinstance(table, GroupedThresholdTable):
+            if group is None:
+                raise UncalibratedOperatingPointError(
+                    f"the threshold table is per {table.group_by} (Mondrian): give the query's {table.group_by}")
+            return table.tau(lam, self.alpha if alpha is None else alpha, self.gate_fingerprint_, group)
         if not table.has_lam(lam) and self.on_demand_calibration:
             val = getattr(self, "calibration_set_", None)
             if val is None:
@@ -239,7 +259,7 @@ class CR2Router:
             # the guarantee is pointwise in λ: calibrate exactly this λ on the stored calibration set
             scores, risks = self.calibration_inputs(val, [lam])
             extra = self._table(scores, risks, [lam], table.alphas, dist_id=table.dist_id,
-                                label_source=table.label_source, rule=table.rule)
+                                label_source=table.label_source, rule=table.rule, delta=table.delta)
             table = table.merge(extra)
             self.threshold_table_ = table
         return table.tau(lam, self.alpha if alpha is None else alpha, self.gate_fingerprint_)
@@ -363,15 +383,16 @@ class CR2Router:
                                       f"{manifest['fingerprint']}; save the router again")
         return router
 
-    def export(self, out_dir: str | Path) -> dict[str, Any]:
-        """Write the device artefacts (gate.onnx + the threshold table + manifest, cr2.export) to `out_dir`."""
+    def export(self, out_dir: str | Path, targets: list[dict] | None = None) -> dict[str, Any]:
+        """Write the device artefacts (gate.onnx + the threshold table + manifest, cr2.export) to `out_dir`;
+        `targets`: certified target-mode operating points shipped beside the table (cr2.targets)."""
         from cr2.export import export_gate
 
         self._check_fitted()
         table = getattr(self, "threshold_table_", None)
         if table is None:
             raise UncalibratedOperatingPointError("export needs a calibrated router; call calibrate() first")
-        return export_gate(self.gate_, table, out_dir)
+        return export_gate(self.gate_, table, out_dir, targets=targets)
 
     # ------------------------------------------------------------ complexity
     def n_params(self) -> int:
@@ -394,3 +415,12 @@ class CR2Router:
             "on_demand_calibration": self.on_demand_calibration,
             "num_threads": self.num_threads,
         }
+
+
+def _defer_at_zero(table: ThresholdTable) -> ThresholdTable:
+    """The table with τ = +∞ at λ = 0: CR² defers everything there, exactly, whatever the rule (risk 0 ≤ α)."""
+    if 0.0 not in table.lams:
+        return table
+    taus = table.taus.copy()
+    taus[table.lams.index(0.0)] = np.inf
+    return dataclasses.replace(table, taus=taus)

@@ -1,0 +1,99 @@
+"""Guarantee validity task (issue 21): re-split val + test of the deployed gate and check every rule's promise.
+
+Loads the deployed gate and teacher (those of the newest threshold table), scores the val and test
+queries at the calibrated λ grid, and runs cr2.guarantees.resplit_validity: CRC mean risk per λ, LTT's
+share of re-splits with any λ over α, Mondrian per-group mean risk, the target mode's miss share, and
+each rule's local rate / cost / accuracy beside plain CRC. One run is one `run_id` in `guarantees`;
+the view v_guarantees and the report read it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import task
+
+from cr2.config import Config
+from cr2.errors import DataValidationError
+from warehouse.db import Warehouse
+from warehouse.routing_data import load_routing_sets, named_query
+
+GUARANTEE_COLUMNS = ["run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
+                     "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at"]
+
+
+def query_groups(wh: Warehouse, query_ids: np.ndarray, attribute: str) -> np.ndarray:
+    """The Mondrian group value (calibration.group: benchmark | subset) of each query id, [n] str."""
+    df = wh.df(named_query("query_groups")).set_index("query_id")
+    if attribute not in df.columns:
+        raise DataValidationError(f"unknown group attribute '{attribute}'; available: {', '.join(df.columns)}")
+    missing = set(np.asarray(query_ids).tolist()) - set(df.index)
+    if missing:
+        raise DataValidationError(f"{len(missing)} calibration queries are not in `queries` (e.g. {sorted(missing)[0]})")
+    return df.loc[np.asarray(query_ids), attribute].to_numpy().astype(str)
+
+
+def validity_pool(config: Config, home: str | Path) -> dict:
+    """The val + test queries of the deployed gate: scores and risks at the calibrated λ grid, teacher p, costs, labels."""
+    from cr2.utility import disagree_label
+    from cr2_cli.online import load_deployed_router
+    from tasks.train import routing_args
+
+    router, _ = load_deployed_router(config, home)
+    table = router.threshold_table_
+    with Warehouse(home, read_only=True) as wh:
+        sets = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config),
+                                 decision_cost=config.routing.decision_cost)
+        pool = [sets["val"], sets["test"]]
+        qid = np.concatenate([s.query_id for s in pool])
+        groups = query_groups(wh, qid, config.calibration.group or "benchmark")
+    emb = np.concatenate([s.embedding for s in pool])
+    cost = np.concatenate([s.decision_cost for s in pool]).astype(np.float64)  # routers decide with ĉ (issue 16)
+    lams = np.asarray(table.lams)
+    proba = router.proba(emb)
+    return {"score": router.scores(emb, lams), "risk": disagree_label(proba, cost, lams), "proba": proba, "cost": cost,
+            "correct": np.concatenate([s.correct for s in pool]), "groups": groups, "lams": lams,
+            "alphas": np.asarray(table.alphas), "n_val": len(pool[0]), "label_source": table.label_source,
+            "group_by": config.calibration.group or "benchmark"}
+
+
+def default_targets(correct: np.ndarray, cost: np.ndarray) -> tuple[float, float]:
+    """An accuracy target and a budget inside the pool's reach, fixed before any re-split.
+
+    Target: halfway between always-m0 and the best single model's accuracy; budget: halfway between
+    always-m0's and the reference model's mean cost. Both are properties of the pool (the 'population'
+    the re-splits sample), not of any calibration set, so they do not bias the check.
+    """
+    acc = correct.mean(axis=0)
+    c = cost.mean(axis=0)
+    return round(float(0.5 * (acc[0] + acc.max())), 3), round(float(0.5 * (c[0] + c.max())), 3)
+
+
+@task(name="check-guarantees")
+def check_guarantees(config: Config, home: str, n_resplits: int | None = None, seed: int | None = None) -> dict:
+    """Run the re-split validity check on the warehouse's val + test and write it to `guarantees`."""
+    from cr2.guarantees import ResplitSpec, resplit_validity
+
+    pool = validity_pool(config, home)
+    target, budget = default_targets(pool["correct"], pool["cost"])
+    spec = ResplitSpec(n_calib=pool["n_val"], n_resplits=int(n_resplits or config.calibration.n_resplits),
+                       delta=config.calibration.delta or config.calibration.target_delta, target_accuracy=target,
+                       budget=budget, price_alpha=config.grids.default_alpha, group_by=pool["group_by"],
+                       variant=config.routing.deferred_variant)
+    rng = np.random.default_rng(config.seed if seed is None else seed)
+    records = resplit_validity(pool["score"], pool["risk"], pool["proba"], pool["cost"], pool["correct"], pool["groups"],
+                               pool["lams"], pool["alphas"], spec, rng)
+    run_id = uuid.uuid4().hex[:12]
+    return write_guarantees(home, records, run_id, "warehouse val+test", pool["label_source"])
+
+
+def write_guarantees(home: str | Path, records: list[dict], run_id: str, source: str, label_source: str) -> dict:
+    """Append one validity run to `guarantees` (one transaction)."""
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    df = pd.DataFrame(records).assign(run_id=run_id, source=source, label_source=label_source, created_at=now)
+    with Warehouse(home) as wh:
+        wh.replace_where("guarantees", df[GUARANTEE_COLUMNS], {"run_id": run_id})
+    return {"run_id": run_id, "rows": len(df), "source": source}

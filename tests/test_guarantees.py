@@ -1,0 +1,145 @@
+"""Guarantee validity (issue 21): each rule's promise over random re-splits, its price, and the warehouse views.
+
+The long test (marked slow) is the MAPIE-style theoretical-validity check of STYLE.md §10: 500 seeded
+re-splits of a synthetic pool with the default labels' structure (tests/guarantee_synth.py). Tolerances
+are one-sided and stated at each assert; with fixed seeds the outcome is deterministic, and the margins
+are chosen so that a correct implementation passes with room (a z of 3.4 is the one-sided 0.05 level
+Bonferroni-corrected over the 140 (λ, α) cells).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cr2.config import LambdaGrid
+from cr2.guarantees import ResplitSpec, resplit_validity
+from tasks.guarantees import default_targets, write_guarantees
+from tests.guarantee_synth import make_pool
+from warehouse.db import Warehouse
+
+LAMS = np.array(LambdaGrid(min=0.1, max=20.0, n_log=24, extra=[0.5, 1.0, 2.0, 8.0]).values())
+ALPHAS = [0.002, 0.005, 0.01, 0.02, 0.05]
+Z_CELLS = 3.4  # one-sided z for 140 cells at family level 0.05 (Bonferroni)
+
+
+def _run(n_pool: int, n_calib: int, n_resplits: int, seed: int) -> pd.DataFrame:
+    pool = make_pool(n_pool, LAMS, seed)
+    target, budget = default_targets(pool.correct, pool.cost)
+    spec = ResplitSpec(n_calib=n_calib, n_resplits=n_resplits, delta=0.1, target_accuracy=target, budget=budget)
+    recs = resplit_validity(pool.score, pool.risk, pool.proba, pool.cost, pool.correct, pool.benchmark, LAMS, ALPHAS,
+                            spec, np.random.default_rng(seed + 1))
+    return pd.DataFrame(recs)
+
+
+def test_validity_records_land_in_the_views(home):
+    df = _run(1200, 600, 12, seed=3)
+    assert set(df["check_name"]) == {"crc_mean_risk", "crc_any_violation", "ltt_any_violation", "mondrian_mean_risk",
+                                     "crc_group_mean_risk", "target_miss", "price"}
+    write_guarantees(home, df.to_dict("records"), "r1", "synthetic", "sim")
+    with Warehouse(home) as wh:
+        v = wh.df("SELECT * FROM v_guarantees WHERE run_id = 'r1'")
+        price = wh.df("SELECT * FROM v_guarantee_price WHERE run_id = 'r1'")
+    crc = v[(v.check_name == "crc_mean_risk")]
+    assert len(crc) == len(ALPHAS) and (crc.n_cells == len(LAMS)).all()
+    ltt = v[(v.check_name == "ltt_any_violation") & v.metric.str.endswith("_pool")]
+    assert (ltt.bound == 0.1).all() and ltt.holds.notna().all()
+    ltt_price = price[(price.rule == "ltt") & (price.lam == 0.5)].iloc[0]
+    assert ltt_price.crc_local_rate is not None and ltt_price.local_rate <= ltt_price.crc_local_rate + 1e-12
+    oracle = price[price.rule == "target-accuracy"].iloc[0]
+    assert np.isfinite(oracle.crc_mean_cost)  # joined with the CRC oracle point at the same target
+    # the report's tables (cr2.report) from these views: one row per promise, prices beside CRC
+    from cr2.report import guarantee_price_table, guarantee_validity_table
+
+    vt = guarantee_validity_table(v)
+    assert set(vt["rule"]) >= {"crc", "ltt", "mondrian-crc", "target-accuracy", "target-budget"}
+    assert vt["holds (3 SE)"].isin(["yes", "NO"]).all() and vt["worst over λ ± SE"].str.contains("±").any()
+    pt = guarantee_price_table(price)
+    assert {"ltt", "mondrian", "crc", "target-accuracy"} <= set(pt["rule"])
+    assert pt.loc[pt.rule == "crc", "Δ local vs CRC"].eq("+0.000").all()
+
+
+@pytest.mark.slow
+def test_every_rule_keeps_its_promise_over_500_resplits():
+    """500 re-splits of a 20,000-query pool into 2,150 calibration queries (the default val size) and the rest.
+
+    crc      mean test risk ≤ α + 3.4 SE in every (λ, α) cell (its promise: E[risk] ≤ α per λ);
+    ltt      share of re-splits with any λ over α (pool risk) ≤ δ + 3 SE (binomial SE at δ = 0.1);
+    mondrian per-group mean test risk ≤ α + 3.4 SE (the per-group SE), for the groups and α big enough;
+    target   share of re-splits whose chosen point misses (pool accuracy / cost) ≤ δ + 3 SE.
+    Plus the contrasts that make the test able to fail: plain CRC violates the simultaneous bound in most
+    re-splits and the per-group bound on gpqa, and LTT costs local rate beside CRC.
+    """
+    df = _run(20_000, 2_150, 500, seed=21)
+    B, se_delta = 500, np.sqrt(0.1 * 0.9 / 500)
+    crc = df[df.check_name == "crc_mean_risk"]
+    assert len(crc) == len(LAMS) * len(ALPHAS)
+    excess = (crc.value - crc.bound) / crc.se.fillna(np.inf)
+    assert (crc.value <= crc.bound + Z_CELLS * crc.se.fillna(0)).all(), crc.assign(z=excess).nlargest(3, "z")
+    assert (crc.value >= crc.bound - 2 / 2151 - Z_CELLS * crc.se.fillna(0))[crc.value > 0].mean() > 0.5  # not vacuous
+    ltt = df[(df.check_name == "ltt_any_violation") & (df.metric == "share_any_lam_over_alpha_pool")]
+    assert (ltt.value <= 0.1 + 3 * se_delta).all(), ltt[["alpha", "value", "se"]]
+    crc_sim = df[(df.check_name == "crc_any_violation") & (df.metric == "share_any_lam_over_alpha_pool")]
+    assert (crc_sim.value > 0.5).all()  # CRC is not simultaneous over λ: LTT's promise is a different one
+    mond = df[df.check_name == "mondrian_mean_risk"]
+    assert (mond.value <= mond.bound + Z_CELLS * mond.se.fillna(0)).all(), mond.nlargest(3, "value")
+    crc_g = df[(df.check_name == "crc_group_mean_risk") & (df.group == "benchmark=gpqa")]
+    assert (crc_g.value > crc_g.bound + 3 * crc_g.se.fillna(0)).any()  # pooled CRC fails the hard group
+    miss = df[(df.check_name == "target_miss") & (df.metric == "share_missing_target_pool")]
+    assert len(miss) == 2 and (miss.value <= 0.1 + 3 * se_delta).all(), miss[["rule", "value", "se"]]
+    refused = df[(df.check_name == "target_miss") & (df.metric == "share_refused")]
+    assert (refused.value < 0.5).all()  # the targets are reachable: the check is not passed by refusing
+    price = df[(df.check_name == "price") & (df.metric == "local_rate") & (df.lam == 0.5)].set_index("rule")
+    assert price.loc["ltt", "value"] < price.loc["crc", "value"]  # the simultaneous bound costs local answers
+    assert B == int(df.n_resplits.iloc[0])
+
+
+def test_device_thresholds_carry_delta_groups_and_targets():
+    """thresholds.json (cr2.export) round-trips δ, Mondrian grids and target points into cr2.runtime exactly;
+    a reader that ignores groups sees τ = +inf (defer), never some group's threshold."""
+    import json
+
+    from cr2.crc import calibrate_group_tables, calibrate_table
+    from cr2.errors import UncalibratedOperatingPointError
+    from cr2.export import thresholds_json
+    from cr2.runtime import DeviceThresholds
+
+    pool = make_pool(3000, LAMS, seed=8)
+    kw = dict(gate_fingerprint="fp", dist_id="d", label_source="s")
+    ltt = calibrate_table(pool.score, pool.risk, LAMS, ALPHAS, rule="ltt", delta=0.1, **kw)
+    t = DeviceThresholds.from_json(json.loads(json.dumps(thresholds_json(ltt))))
+    assert t.rule == "ltt" and t.delta == 0.1 and t.group_taus is None
+    np.testing.assert_array_equal(t.taus, ltt.taus)
+    g = calibrate_group_tables(pool.score, pool.risk, pool.benchmark, LAMS, ALPHAS, small_group="defer", **kw)
+    choice = {"mode": "accuracy", "target": 0.7, "delta": 0.1, "lam": 0.5, "alpha": 0.01,
+              "tau": float(np.nextafter(np.float32(0.6), np.float32(1)))}
+    t = DeviceThresholds.from_json(json.loads(json.dumps(thresholds_json(g, [choice]))))
+    assert t.group_by == "benchmark" and set(t.group_taus) == {"bbh", "gpqa", "mbpp", "mmlu"}
+    assert np.isposinf(t.taus).all()  # group-unaware readers defer everything
+    for name in t.group_taus:
+        assert t.tau(2.0, 0.05, name) == g.tau(2.0, 0.05, "fp", name)
+    with pytest.raises(UncalibratedOperatingPointError, match="per benchmark"):
+        t.tau(2.0, 0.05)
+    assert t.target(target_accuracy=0.7)["tau"] == choice["tau"]
+    with pytest.raises(UncalibratedOperatingPointError, match="exported: accuracy 0.7"):
+        t.target(budget=0.3)
+
+
+def test_calibration_config_and_cli_overrides():
+    """calibration.rule/delta/group are typed config; `--rule ltt` needs δ, `--rule crc` drops a configured δ."""
+    from cr2.config import load_config
+    from cr2.errors import ConfigError
+    from cr2_cli.main import calibration_overrides
+
+    cfg = load_config()
+    assert (cfg.calibration.rule, cfg.calibration.delta, cfg.calibration.group) == ("crc", None, None)
+    ltt = load_config(overrides={"calibration": calibration_overrides("ltt", 0.1, "benchmark", "defer")})
+    assert (ltt.calibration.rule, ltt.calibration.delta, ltt.calibration.group, ltt.calibration.small_group) == (
+        "ltt", 0.1, "benchmark", "defer")
+    with pytest.raises(ConfigError, match="needs calibration.delta"):
+        load_config(overrides={"calibration": calibration_overrides("ltt", None, None, None)})
+    with pytest.raises(ConfigError, match="applies to rule 'ltt' only"):
+        load_config(overrides={"calibration": {"rule": "crc", "delta": 0.1}})
+    assert calibration_overrides("crc", None, "none", None) == {"rule": "crc", "delta": None, "group": None}
+    with pytest.raises(ConfigError, match="group"):
+        load_config(overrides={"calibration": {"group": "question"}})
