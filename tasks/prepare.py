@@ -50,7 +50,7 @@ def embed_queries(config: Config, home: str, key: str) -> dict:
     """e(x) for every query whose text is new or changed since it was last embedded (incremental)."""
     from cr2.embed import embed_texts, load_encoder, router_texts
 
-    enc = config.embedding.encoder
+    enc = config.embedding.store_name
     with Warehouse(home) as wh:
         todo = wh.df(
             """SELECT q.query_id, q.question, q.choices, q.content_hash FROM queries q

@@ -105,7 +105,7 @@ class OnlineRouter:
             with Warehouse(self.home, read_only=True) as wh:  # calibrate exactly λ on the table's own val set
                 val = load_routing_sets(wh, tuple(m.id for m in self.config.models), dist_id=self.table.dist_id,
                                         label_source=self.table.label_source, seed=int(self.config.splits.seed),
-                                        encoder=self.config.embedding.encoder)["val"]
+                                        encoder=self.config.embedding.store_name)["val"]
             risks = disagree_label(self.teacher.predict_proba(val.embedding), val.cost, np.array([lam]))
             extra = calibrate_table(self.gate.score(val.embedding, np.array([lam])), risks, [lam], self.table.alphas,
                                     gate_fingerprint=self.table.gate_fingerprint, dist_id=self.table.dist_id,
