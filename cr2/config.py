@@ -345,6 +345,9 @@ class ServingSpec(_Strict):
     api_key_env: str | None = Field(None, description="environment variable holding the endpoints' API key")
     timeout_s: float = Field(120.0, gt=0, description="upstream request timeout, s")
     default_lam: float = Field(1.0, gt=0, description="λ when a chat request names none")
+    # micro-batching of concurrent /route requests into one encoder call (cr2_cli/serve_batching.py); 1 = off
+    batch_max_size: int = Field(1, ge=1, le=1024, description="most /route requests per encoder call (1: no batching)")
+    batch_max_wait_ms: float = Field(2.0, ge=0, le=1000, description="longest a request waits for companions, ms")
 
 
 class Config(_Strict):

@@ -114,8 +114,11 @@ class OnlineRouter:
         return self.table.tau(lam, alpha, self.table.gate_fingerprint)
 
     def route(self, question: str, choices: list[str] | None, lam: float, alpha: float, distance_m: float | None = None,
-              benchmark: str = "mmlu", seed: int = 0) -> dict:
-        """The CR² decision for one query: accept/defer, score s, τ*, and every model's utility."""
+              benchmark: str = "mmlu", seed: int = 0, embedding: np.ndarray | None = None) -> dict:
+        """The CR² decision for one query: accept/defer, score s, τ*, and every model's utility.
+
+        embedding: e(x) [1, d] when the caller already encoded the text (micro-batching, cr2_cli/serve_batching.py).
+        """
         from cr2.channel import channel_gain, downlink_rate_bps, sample_states, uplink_rate_bps
         from cr2.cost import compute_costs
         from cr2.embed import embed_texts, router_text
@@ -129,8 +132,8 @@ class OnlineRouter:
         with self._lock:  # torch modules and the tokenizer are shared across server threads
             tau = self._tau(float(lam), float(alpha))
             text = router_text(question, choices)
-            emb = embed_texts([text], progress=False, encoder=self.encoder,
-                              max_seq_length=self.config.embedding.max_seq_length)
+            emb = embedding if embedding is not None else embed_texts(
+                [text], progress=False, encoder=self.encoder, max_seq_length=self.config.embedding.max_seq_length)
             prompt_tokens = np.array(self.counter.count([text]), dtype=float)
             if distance_m is None:
                 st = sample_states(self.dist, 1, seed)

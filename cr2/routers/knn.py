@@ -14,7 +14,7 @@ Log-loss is a proper scoring rule, so it rewards calibrated p̂ — what the cos
 index [cr2 decision]: "exact" (default) is the brute-force search above. "hnsw" and "ivf" (opt-in, for
 large train sets) find approximate neighbours with faiss over the same vectors (inner product = cosine on
 unit vectors): an HNSW graph (hnsw_m, hnsw_ef_construction, hnsw_ef_search), or an inverted file of
-nlist = 4·√n k-means lists of which ivf_nprobe are scanned (cheap to build: one k-means and one assignment
+nlist = √n k-means lists of which ivf_nprobe are scanned (cheap to build: one k-means and one assignment
 pass, where HNSW inserts every vector into a graph). Either visits a small share of the vectors per query, so its decisions are close to, not equal to, the exact ones —
 benchmarks/bench_scale.py measures its recall@k against the exact search. The graph is part of the
 router's state (serialised, so a saved router searches exactly the same graph after loading); its
@@ -206,22 +206,24 @@ def _build_hnsw(vectors: np.ndarray, m: int, ef_construction: int) -> Any:
     return index
 
 
-IVF_TRAIN_PER_LIST = 64  # k-means sample: 64 vectors per list (faiss's lower bound is 39)
+IVF_TRAIN_PER_LIST = 40  # k-means sample per list (faiss warns below 39)
+IVF_KMEANS_ITERS = 10
 
 
 def _build_ivf(vectors: np.ndarray) -> Any:
-    """Return a faiss IVF-Flat index (inner product) with nlist = 4·√n lists, k-means on a fixed sample."""
+    """Return a faiss IVF-Flat index (inner product) with nlist = √n lists, k-means on a fixed sample."""
     try:
         import faiss
     except ImportError:
         raise DataValidationError("KNNRouter(index='ivf') needs faiss: pip install faiss-cpu==1.15.1") from None
     n, dim = vectors.shape
-    nlist = max(1, min(int(4 * np.sqrt(n)), n // IVF_TRAIN_PER_LIST or 1))
+    nlist = max(1, min(int(np.sqrt(n)), n // IVF_TRAIN_PER_LIST or 1))
     quantizer = faiss.IndexFlatIP(dim)
     index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     sample = np.random.default_rng(0).choice(n, size=min(n, nlist * IVF_TRAIN_PER_LIST), replace=False)
     index.cp.seed = 0
+    index.cp.niter = IVF_KMEANS_ITERS
     index.train(x[np.sort(sample)])
     index.add(x)
     return index
