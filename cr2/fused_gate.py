@@ -7,8 +7,9 @@ gate folds into one matrix. With LN(e) = (e − μ)/σ ⊙ g + b (σ = √(var +
                              c = γ ⊙ (W1 b + b1) + β
 
 and s = σ(Δ̂/T) with Δ̂ = W2 GELU(h̃) + b2. The 1/√2 of GELU's erf, its ½ and 1/T are folded into A_c, c, W2
-and b2, so a decision is: two reductions (Σe, e·e), one [d] × [d, H] product, erf, one dot product and a
-scalar sigmoid (cr2.gate.MarginGate computes the same function; the folding only reassociates sums).
+and b2, and A gets one extra column 1/d that yields the mean μ, so a decision is: one [d] × [d, H + 1]
+product, one dot product e·e (for σ), a few in-place [H] operations with erf, one dot product and a scalar
+sigmoid (cr2.gate.MarginGate computes the same function; the folding only reassociates sums).
 
 dtype float64 (default) agrees with MarginGate.score to float64 rounding (≈ 1e-15 on the margin; the float32
 score may differ in its last bit when the margin sits on a float32 rounding boundary); float32 halves the
@@ -38,7 +39,7 @@ class FusedGate:
     """s(e) = σ(Δ̂_φ(e, λ)/T) at one fixed λ, as folded NumPy arrays (see the module docstring)."""
 
     lam: float
-    a: np.ndarray  # [d, H] A_c / √2
+    a: np.ndarray  # [d, H + 1] A_c / √2, then a last column of 1/d (so e · a gives μ as its last entry)
     c: np.ndarray  # [H] c / √2
     w2: np.ndarray  # [H] W2 · √2 · ½ / T   (so Δ̂/T = (u + u·erf(u)) · w2 + b2 with u = h̃/√2)
     b2: float  # b2 / T
@@ -48,6 +49,10 @@ class FusedGate:
     @property
     def embed_dim(self) -> int:
         return int(self.a.shape[0])
+
+    @property
+    def hidden(self) -> int:
+        return int(self.a.shape[1] - 1)
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], film_frequencies: np.ndarray, temperature: float, lam: float,
@@ -68,7 +73,8 @@ class FusedGate:
         a_c = a - a.sum(axis=0, keepdims=True) / a.shape[0]
         c = gamma * (f["norm.bias"] @ w1t + f["w1.bias"]) + beta
         t = float(temperature)
-        return cls(lam=lam, a=np.ascontiguousarray(a_c / SQRT2, dtype=dtype), c=np.asarray(c / SQRT2, dtype=dtype),
+        a_aug = np.concatenate([a_c / SQRT2, np.full((a.shape[0], 1), 1.0 / a.shape[0])], axis=1)
+        return cls(lam=lam, a=np.ascontiguousarray(a_aug, dtype=dtype), c=np.asarray(c / SQRT2, dtype=dtype),
                    w2=np.asarray(f["w2.weight"][0] * (SQRT2 * 0.5 / t), dtype=dtype), b2=float(f["w2.bias"][0]) / t,
                    eps=float(eps), dtype=np.dtype(dtype))
 
@@ -93,10 +99,16 @@ class FusedGate:
         No checks and no copies: e must be a 1-D array of self.dtype with embed_dim entries.
         """
         d = self.a.shape[0]
-        mu = e.sum() / d
+        v = e @ self.a  # [e · A_c/√2, μ]: one matrix-vector product
+        mu = float(v[-1])
         inv_sigma = 1.0 / math.sqrt(max(float(e @ e) / d - mu * mu, 0.0) + self.eps)
-        u = (e @ self.a) * inv_sigma + self.c  # h̃ / √2
-        z = float((u + u * _erf(u)) @ self.w2) + self.b2  # Δ̂ / T
+        u = v[:-1]
+        u *= inv_sigma
+        u += self.c  # u = h̃ / √2
+        t = _erf(u)
+        t += 1.0
+        t *= u  # u (1 + erf u) = √2 · GELU(h̃)
+        z = float(t @ self.w2) + self.b2  # Δ̂ / T
         s = 1.0 / (1.0 + math.exp(-z)) if z >= -700.0 else 0.0  # σ(z) in float64
         return float(np.float32(s))  # rounded once to float32, like MarginGate.score
 
@@ -108,10 +120,11 @@ class FusedGate:
         if x.ndim != 2 or x.shape[1] != self.embed_dim:
             raise DataValidationError(f"embedding has shape {x.shape}, expected [n, {self.embed_dim}]")
         d = x.shape[1]
-        mu = x.sum(axis=1, dtype=np.float64) / d
+        v = x @ self.a
+        mu = v[:, -1].astype(np.float64)
         var = np.maximum(np.einsum("ij,ij->i", x, x, dtype=np.float64) / d - mu * mu, 0.0)
         inv_sigma = (1.0 / np.sqrt(var + self.eps)).astype(self.dtype)
-        u = (x @ self.a) * inv_sigma[:, None] + self.c
+        u = v[:, :-1] * inv_sigma[:, None] + self.c
         z = (u + u * _erf(u)) @ self.w2 + self.dtype.type(self.b2)
         with np.errstate(over="ignore"):  # exp(−z) → inf for z ≪ 0 gives σ = 0, as it should
             return (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(np.float32)
