@@ -323,7 +323,8 @@ def main(argv=None) -> None:
                       threads={"type": int, "default": 1, "help": "threads (default 1: a device decides alone)"},
                       **{"n-train": {"type": int, "default": 17_200, "dest": "n_train",
                                      "help": "synthetic KNN train-set size (default 17,200: the default set's train + dev)"},
-                         "warehouse": {"default": None, "help": "a prepared cr2 home: measure the int8 routing effect"},
+                         "warehouse": {"default": None, "help": "a trained, calibrated cr2 home: measure the int8 "
+                                                                "routing effect (part C)"},
                          "parts": {"default": "abc", "help": "which parts to run (default abc)"}})
     limit_threads(args.threads)
     import torch

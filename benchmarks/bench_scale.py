@@ -77,7 +77,7 @@ def generate(n: int, seed: int = 0):
     return query_id, benchmark, subset, emb, correct, prompt_tokens, output_tokens
 
 
-def worker(n: int, epochs: int, indexes: list[str]) -> dict:
+def worker(n: int, epochs: int, indexes: list[str], train_cap: int) -> dict:
     """Run every stage on n synthetic queries; return {stage: {seconds, peak_rss_gb}} and the outcomes."""
     import numpy as np
 
@@ -94,10 +94,11 @@ def worker(n: int, epochs: int, indexes: list[str]) -> dict:
     cfg = load_config()
     stages, out = {}, {"n": n}
 
-    def stage(name, fn):
+    def stage(name, fn, capped=False):
         t0 = time.perf_counter()
         res = fn()
-        stages[name] = {"seconds": time.perf_counter() - t0, "peak_rss_gb": _rss_gb(), "load_avg_1m": os.getloadavg()[0]}
+        stages[name] = {"seconds": time.perf_counter() - t0, "peak_rss_gb": _rss_gb(), "load_avg_1m": os.getloadavg()[0],
+                        "capped": capped}
         print(f"[{n:,}] {name}: {stages[name]['seconds']:.1f} s, peak RSS {stages[name]['peak_rss_gb']:.2f} GB, "
               f"load {stages[name]['load_avg_1m']:.1f}", flush=True)
         return res
@@ -124,7 +125,16 @@ def worker(n: int, epochs: int, indexes: list[str]) -> dict:
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     cr2 = CR2Router(cfg.teacher.model_copy(update={"epochs": epochs}), cfg.gate.model_copy(update={"epochs": epochs}),
                     alpha=cfg.grids.default_alpha, variant=cfg.routing.deferred_variant, num_threads=threads)
-    stage("train", lambda: cr2.fit(train, dev))
+    capped = len(train) > train_cap
+    if capped:  # a time budget, not a limit of cr2: train on a fixed random subset, 1 epoch; say so in the results
+        pick = np.sort(np.random.default_rng(3).choice(len(train), size=train_cap, replace=False))
+        cr2.teacher_spec = cr2.teacher_spec.model_copy(update={"epochs": 1})
+        cr2.gate_spec = cr2.gate_spec.model_copy(update={"epochs": 1})
+        out["train_capped"] = {"rows": train_cap, "epochs": 1}
+        stage("train", lambda: cr2.fit(train.subset(pick), dev.subset(np.arange(min(len(dev), train_cap // 8)))),
+              capped=True)
+    else:
+        stage("train", lambda: cr2.fit(train, dev))
     stage("calibrate", lambda: cr2.calibrate(val, lams=cfg.grids.lam.values(), alphas=cfg.grids.alpha,
                                              dist_id="synthetic", label_source="synthetic"))
     rng = np.random.default_rng(7)
@@ -132,11 +142,14 @@ def worker(n: int, epochs: int, indexes: list[str]) -> dict:
     knn_test = test.subset(knn_rows)
     routers = {}
     variants = [i for i in indexes if i != "exact" or len(train) <= EXACT_KNN_MAX_TRAIN]
+    knn_k = {"k": 100} if capped else {}  # above the cap: k fixed to what dev chose at 10k and 100k (100)
     for index in variants:
         routers[f"knn-{index}"] = stage(f"baselines: knn ({index}) fit",
-                                        lambda index=index: get_router("knn", index=index).fit(train, dev))
-    routers["mlp"] = stage("baselines: mlp fit",
-                           lambda: get_router("mlp", epochs=epochs, num_threads=threads).fit(train, dev))
+                                        lambda index=index: get_router("knn", index=index, **knn_k).fit(train, dev),
+                                        capped=capped)
+    if not capped:
+        routers["mlp"] = stage("baselines: mlp fit",
+                               lambda: get_router("mlp", epochs=epochs, num_threads=threads).fit(train, dev))
 
     def evaluate_cr2():
         res = {}
@@ -203,6 +216,9 @@ def main(argv=None) -> None:
                       epochs={"type": int, "default": 2, "help": "teacher, gate and MLP epochs (default 2)"},
                       indexes={"default": "exact,ivf,hnsw", "help": "KNN indexes (exact only up to 200k train)"},
                       threads={"type": int, "default": 1, "help": "threads per worker (default 1: a shared machine)"},
+                      **{"train-cap": {"type": int, "default": 200_000, "dest": "train_cap",
+                                       "help": "above this many train rows: train 1 epoch on this many, no MLP, "
+                                               "KNN k fixed (a time budget on a shared machine)"}},
                       worker={"type": int, "default": None, "help": argparse_hidden()},
                       out={"default": None, "help": argparse_hidden()})
     if args.worker is not None:
@@ -210,7 +226,7 @@ def main(argv=None) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-        res = worker(args.worker, args.epochs, args.indexes.split(","))
+        res = worker(args.worker, args.epochs, args.indexes.split(","), args.train_cap)
         Path(args.out).write_text(json.dumps(res, indent=1, default=float))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -224,7 +240,7 @@ def main(argv=None) -> None:
         out = HERE / "results" / f".scale_{n}.json"
         indexes = args.indexes if n < 1_000_000 else ",".join(i for i in args.indexes.split(",") if i != "hnsw")
         cmd = [sys.executable, str(Path(__file__)), "--worker", str(n), "--out", str(out), "--epochs", str(args.epochs),
-               "--indexes", indexes, "--threads", str(args.threads)]
+               "--indexes", indexes, "--threads", str(args.threads), "--train-cap", str(args.train_cap)]
         print(f"== {n:,} queries", flush=True)
         t0 = time.perf_counter()
         rc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)}).returncode
@@ -234,6 +250,8 @@ def main(argv=None) -> None:
             continue
         prior[n] = json.loads(out.read_text())
         out.unlink()
+    if prev.is_file():  # another invocation may have added sizes meanwhile: keep them, ours win
+        prior = {**{int(k): v for k, v in json.loads(prev.read_text()).items()}, **{n: prior[n] for n in sizes if n in prior}}
     prev.write_text(json.dumps({str(k): v for k, v in sorted(prior.items())}, indent=1))
     ok = {n: r for n, r in sorted(prior.items()) if "stages" in r}
     ns = list(ok)
@@ -242,12 +260,14 @@ def main(argv=None) -> None:
     for s in stage_names:
         present = [n for n in ns if s in ok[n]["stages"]]
         ts = [ok[n]["stages"][s]["seconds"] for n in present]
-        b = _fit_exponent(present, ts)
+        full = [(n, t) for n, t in zip(present, ts) if not ok[n]["stages"][s].get("capped")]  # same work per row
+        b = _fit_exponent([n for n, _ in full], [t for _, t in full])
         for n, t in zip(present, ts):
             figures.append(figure(f"{s}.{n}.s", f"{s}, {n:,} queries", [t], "s"))
         if b is not None:
             figures.append(figure(f"{s}.exponent", f"{s}: growth exponent b (t ∝ n^b)", [b], ""))
-        rows.append([s] + [fmt(ok[n]["stages"][s]["seconds"]) if s in ok[n]["stages"] else "—" for n in ns]
+        rows.append([s] + [(fmt(ok[n]["stages"][s]["seconds"]) + (" (capped)" if ok[n]["stages"][s].get("capped") else ""))
+                           if s in ok[n]["stages"] else "—" for n in ns]
                     + [f"{b:.2f}" if b is not None else "—"])
     rows.append(["**peak RSS, GB**"] + [f"{ok[n]['peak_rss_gb']:.2f}" for n in ns] + [
         f"{_fit_exponent(ns, [ok[n]['peak_rss_gb'] for n in ns]):.2f}" if len(ns) > 1 else "—"])
@@ -269,7 +289,9 @@ def main(argv=None) -> None:
     failed = {n: r["failed"] for n, r in prior.items() if "failed" in r}
     notes = [f"Each size ran once, in its own process, {args.threads} thread(s); the machine was shared (load average "
              "after each stage is in scale_runs.json) — the exponents, not the absolute times, are the result.",
-             "train is 2 epochs of teacher and gate (the default run uses 20 each): its time is linear in epochs."]
+             "train is 2 epochs of teacher and gate (the default run uses 20 each): its time is linear in epochs.",
+             "(capped): above --train-cap train rows the stage did less work — train: 1 epoch on a fixed subset; "
+             "KNN fit: k fixed instead of chosen on dev — so it is left out of the exponent fit; no MLP there."]
     if failed:
         notes.append("Failed sizes: " + ", ".join(f"{n:,}: {v}" for n, v in failed.items()))
     write_result("scale", {

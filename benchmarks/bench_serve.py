@@ -95,12 +95,15 @@ def _serve(home: str, cfg_path: Path, port: int, log: Path) -> subprocess.Popen:
 
 def main(argv=None) -> None:
     args = parse_args(__doc__, argv,
-                      warehouse={"required": True, "help": "a cr2 home with a deployed router"},
+                      warehouse={"default": os.environ.get("CR2_HOME"),
+                                 "help": "a cr2 home with a deployed router (default: $CR2_HOME)"},
                       config={"default": None, "help": "the config that home was built with (default: default)"},
                       requests={"type": int, "default": 1500, "help": "most requests per setting (default 1500)"},
                       seconds={"type": float, "default": 20.0, "help": "most seconds per setting (default 20)"},
                       batch={"type": int, "default": 32, "help": "serving.batch_max_size when batching (default 32)"},
                       wait_ms={"type": float, "default": 5.0, "help": "serving.batch_max_wait_ms (default 5)"})
+    if not args.warehouse:
+        raise SystemExit("bench_serve needs a cr2 home with a deployed router: --warehouse HOME or $CR2_HOME")
     if args.quick:
         args.requests, args.seconds = 200, 5.0
     texts = _texts(400)

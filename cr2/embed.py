@@ -25,7 +25,7 @@ rounding; tests/test_embed.py checks both against sentence-transformers). benchm
 both (see benchmarks/results/embed.json); the defaults below are the fastest found on a 2-core CPU.
 
 A third backend, "onnx-int8" (opt-in), runs a dynamically int8-quantised copy of that export
-(onnxruntime.quantization.quantize_dynamic: int8 weights, activations quantised per call), cached beside the
+(onnxruntime.quantization.quantize_dynamic: int8 MatMul weights per channel, activations quantised per call), cached beside the
 float32 export and written atomically like it. It is a different function: embeddings move by up to ≈ 1e-2
 per coordinate, so routing changes a little. benchmarks/bench_device.py measures by how much (largest
 embedding deviation, changed decisions on the test split, accuracy/cost/risk deltas); the warehouse keeps
@@ -214,8 +214,10 @@ def export_onnx(model: Any, dest: str | Path) -> Path:
 def quantize_onnx_int8(src: str | Path, dest: str | Path) -> Path:
     """Write a dynamically int8-quantised copy of the ONNX model `src` to `dest`, atomically; return dest.
 
-    onnxruntime.quantization.quantize_dynamic with int8 weights (per-tensor, signed): the MatMul weights
-    are stored as int8, activations are quantised on the fly per call. Deterministic for a given src.
+    onnxruntime.quantization.quantize_dynamic of the MatMul nodes only, int8 weights per output channel;
+    activations are quantised on the fly per call. Measured on 48 real queries (2-core CPU, 1 thread): this
+    recipe keeps the cosine to the fp32 embedding ≥ 0.986 and is ≈ 1.5× faster; the default recipe (every
+    op, per-tensor) falls to 0.89 on some texts. Deterministic for a given src.
     """
     import logging
 
@@ -227,7 +229,8 @@ def quantize_onnx_int8(src: str | Path, dest: str | Path) -> Path:
     level = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # quantize_dynamic logs a pre-processing hint at WARNING
     try:
-        quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8)
+        quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
         os.replace(tmp, dest)  # readers see the old file or the whole new one, never a half-written model
     finally:
         logging.getLogger().setLevel(level)
@@ -245,7 +248,7 @@ def _onnx_session(model: Any, path: Path, cache_dir: Path, num_threads: int, *, 
 
     key = f"{_weights_sha256(path)[:16]}-torch{torch.__version__.split('+')[0]}"
     fp32_path = cache_dir / f"{ENCODER_NAME}-{key}.onnx"
-    int8_path = cache_dir / f"{ENCODER_NAME}-{key}-int8-ort{ort.__version__}.onnx"
+    int8_path = cache_dir / f"{ENCODER_NAME}-{key}-int8-matmul-perchannel-ort{ort.__version__}.onnx"
     onnx_path = int8_path if int8 else fp32_path
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = max(1, int(num_threads))

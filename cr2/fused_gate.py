@@ -55,16 +55,24 @@ class FusedGate:
         return int(self.a.shape[1] - 1)
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], film_frequencies: np.ndarray, temperature: float, lam: float,
-                    eps: float = 1e-5, dtype: Any = np.float64) -> "FusedGate":
-        """Fold a MarginGate's parameters (state_dict names, as numpy arrays) at λ into a FusedGate."""
+    def from_arrays(cls, arrays: dict[str, np.ndarray], film_frequencies: np.ndarray | None, temperature: float,
+                    lam: float, eps: float = 1e-5, dtype: Any = np.float64,
+                    two_pi_frequencies: np.ndarray | None = None) -> "FusedGate":
+        """Fold a MarginGate's parameters (state_dict names, as numpy arrays) at λ into a FusedGate.
+
+        two_pi_frequencies: 2π·f_k as stored in the exported graph (instead of film_frequencies): the angle
+        2π f_k log λ is then the same float64 product the ONNX gate computes.
+        """
         lam = float(lam)
         if not (lam > 0 and math.isfinite(lam)):
             raise DataValidationError(f"λ must be positive and finite, got {lam!r}")
         f = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
         hidden = f["w1.weight"].shape[0]
         log_lam = math.log(lam)
-        angle = 2.0 * math.pi * np.asarray(film_frequencies, dtype=np.float64) * log_lam
+        if two_pi_frequencies is not None:
+            angle = np.asarray(two_pi_frequencies, dtype=np.float64) * log_lam
+        else:
+            angle = 2.0 * math.pi * np.asarray(film_frequencies, dtype=np.float64) * log_lam
         psi = np.concatenate([[log_lam], np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(-1)])
         film = f["film.weight"] @ psi + f["film.bias"]  # (γ, β) = W_film ψ_λ
         gamma, beta = film[:hidden], film[hidden:]

@@ -64,3 +64,24 @@ def test_bad_inputs_are_clear_errors(gate, emb):
         FusedGate.from_gate(gate, 0.0)
     with pytest.raises(DataValidationError, match="expected \\[n, 384\\]"):
         FusedGate.from_gate(gate, 1.0).score(emb[:, :100])
+
+
+def test_device_gate_fused_reads_the_export_and_equals_its_scores(gate, emb, tmp_path):
+    from cr2.checkpoint import fingerprint
+    from cr2.crc import calibrate_table
+    from cr2.export import export_gate
+    from cr2.runtime import DeviceGate
+
+    lams = np.array([0.5, 1.0, 2.0])
+    rng = np.random.default_rng(2)
+    table = calibrate_table(gate.score(emb, lams), rng.random((len(emb), len(lams))) < 0.3, lams, [0.1, 0.2],
+                            gate_fingerprint=fingerprint(gate), dist_id="test", label_source="synthetic")
+    export_gate(gate, table, tmp_path / "export")
+    device = DeviceGate.load(tmp_path / "export")
+    for lam in lams:
+        fused = device.fused(float(lam))
+        np.testing.assert_allclose(fused.score(emb), device.score(emb, float(lam)), rtol=0, atol=1e-6)
+        tau = device.tau(float(lam), 0.1)
+        assert np.array_equal(fused.accept(emb, tau), device.decide(emb, float(lam), 0.1).accept)
+    with pytest.raises(Exception, match="not on the exported gate's calibrated grid"):
+        device.fused(0.37)
