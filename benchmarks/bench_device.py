@@ -159,12 +159,13 @@ def part_a(args, cfg, figures, tables, notes, details):
     rows = []
     for k, (what, flops, _) in paths.items():
         s = samples[k]
-        tgt = target("<=", TARGET_US, f"≤ {TARGET_US:g} µs") if k == "fused float64" else None
+        tgt = target("<=", TARGET_US, f"≤ {TARGET_US:g} µs") if k in ("fused float64", "fused float32") else None
         figures.append(figure(f"a.{k}.p50_us", f"A gate alone: {k}, batch 1, p50", s["median"], "µs", tgt))
         figures.append(figure(f"a.{k}.p99_us", f"A gate alone: {k}, batch 1, p99", s["p99"], "µs"))
         if k != "knn":
             ratio = [a / b for a, b in zip(knn_med, s["median"])]
-            tgt = target(">=", TARGET_RATIO, f"≥ {TARGET_RATIO:g}× (counted FLOPs)") if k in ("fused float64", "onnx runtime") else None
+            tgt = (target(">=", TARGET_RATIO, f"≥ {TARGET_RATIO:g}× (counted FLOPs)")
+                   if k in ("fused float64", "fused float32", "onnx runtime") else None)
             figures.append(figure(f"a.{k}.knn_ratio", f"A gate alone: KNN time ÷ {k} time, batch 1", ratio, "×", tgt))
         med = quantile(s["median"], 0.5)
         rows.append([k, what, fmt(med), fmt(quantile(s["p99"], 0.5)), f"{flops:,}",
@@ -318,6 +319,27 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
                     "embed_seconds": {"onnx": s32, "onnx-int8": s8}}
 
 
+def keep_from_last_run(args, figures, tables, notes) -> None:
+    """Parts not run this time (--parts) keep their figures, tables and notes from results/device.json."""
+    import json
+
+    from _common import RESULTS
+
+    last = RESULTS / "device.json"
+    skipped = [p for p in "bc" if p not in args.parts or (p == "c" and not args.warehouse)]
+    if not skipped or not last.is_file():
+        return
+    old = json.loads(last.read_text())
+    for p in skipped:
+        figures += [f for f in old.get("figures", []) if f["key"].startswith(f"{p}.")
+                    and not any(g["key"] == f["key"] for g in figures)]
+        tables += [t for t in old.get("tables", []) if t["title"].startswith(f"{p.upper()}.")
+                   and not any(u["title"].startswith(f"{p.upper()}.") for u in tables)]
+        kept = [n for n in old.get("notes", []) if n.startswith(f"{p.upper()}:")]
+        notes[:] = [n for n in notes if not n.startswith(f"{p.upper()} (")] + [
+            n + f" (from the run of {old.get('measured_at', '?')})" if not n.endswith(")") else n for n in kept]
+
+
 def main(argv=None) -> None:
     args = parse_args(__doc__, argv,
                       threads={"type": int, "default": 1, "help": "threads (default 1: a device decides alone)"},
@@ -343,6 +365,7 @@ def main(argv=None) -> None:
         part_c(args, cfg, encoders, figures, tables, notes, details)
     elif "c" in args.parts:
         notes.append("C (routing effect of onnx-int8) needs --warehouse HOME; not run.")
+    keep_from_last_run(args, figures, tables, notes)
     write_result("device", {"title": "Device decision latency: gate alone, end to end, int8 encoder",
                             "quick": args.quick, "figures": figures, "tables": tables, "notes": notes,
                             "details": details})
