@@ -24,7 +24,8 @@ from pathlib import Path
 from _common import RESULTS, fmt, machine
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("routing", "scaling", "guarantees", "ingest", "embed", "pipeline")  # cheap to expensive; others follow by name
+# cheap to expensive; others follow by name. device/serve use $CR2_HOME's deployed router where they need one
+ORDER = ("routing", "scaling", "guarantees", "device", "ingest", "embed", "pipeline", "serve", "scale")
 
 
 def available() -> list[str]:

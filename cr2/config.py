@@ -399,10 +399,18 @@ class SimcheckSpec(_Strict):
 
 class EmbeddingSpec(_Strict):
     encoder: str = "all-MiniLM-L6-v2"
-    backend: Literal["onnx", "torch"] = Field("onnx", description="runtime of the same network: onnxruntime over "
-                                              "a cached ONNX export (default, ≈ 1.9× faster on CPU) or torch")
+    backend: Literal["onnx", "torch", "onnx-int8"] = Field(
+        "onnx", description="runtime of the same network: onnxruntime over a cached ONNX export (default, ≈ 1.9× "
+        "faster on CPU) or torch; onnx-int8 (opt-in) runs a dynamically int8-quantised copy, a slightly different "
+        "function (benchmarks/bench_device.py measures its effect on routing)")
     batch_size: int = Field(32, ge=1)
     max_seq_length: int = Field(256, ge=8, le=512)
+
+    @property
+    def store_name(self) -> str:
+        """The encoder name the warehouse keeps embeddings under: onnx and torch compute the same function
+        (≈ 2e-7 apart) and share it; onnx-int8 is a different function and gets its own, so they never mix."""
+        return f"{self.encoder}+int8" if self.backend == "onnx-int8" else self.encoder
 
 
 class RoutingSpec(_Strict):
@@ -480,6 +488,9 @@ class ServingSpec(_Strict):
     api_key_env: str | None = Field(None, description="environment variable holding the endpoints' API key")
     timeout_s: float = Field(120.0, gt=0, description="upstream request timeout, s")
     default_lam: float = Field(1.0, gt=0, description="λ when a chat request names none")
+    # micro-batching of concurrent /route requests into one encoder call (cr2_cli/serve_batching.py); 1 = off
+    batch_max_size: int = Field(1, ge=1, le=1024, description="most /route requests per encoder call (1: no batching)")
+    batch_max_wait_ms: float = Field(2.0, ge=0, le=1000, description="longest a request waits for companions, ms")
 
 
 class Config(_Strict):

@@ -103,14 +103,19 @@ class OnlineRouter:
             with Warehouse(self.home, read_only=True) as wh:
                 val = load_routing_sets(wh, tuple(m.id for m in self.config.models), dist_id=table.dist_id,
                                         label_source=table.label_source, seed=int(self.config.splits.seed),
-                                        encoder=self.config.embedding.encoder,
+                                        encoder=self.config.embedding.store_name,
                                         decision_cost=self.config.routing.decision_cost)["val"]
             self.router.set_threshold_table(table, calibration_set=val)
         return self.router.threshold(lam, alpha)
 
     def route(self, question: str, choices: list[str] | None, lam: float, alpha: float, distance_m: float | None = None,
-              benchmark: str = "mmlu", seed: int = 0, tau: float | None = None) -> dict:
-        """The CR² decision for one query: accept/defer, score s, τ*, and every model's utility."""
+              benchmark: str = "mmlu", seed: int = 0, tau: float | None = None,
+              embedding: np.ndarray | None = None) -> dict:
+        """The CR² decision for one query: accept/defer, score s, τ*, and every model's utility.
+
+        tau: a target-mode choice's own certified τ (issue 21); embedding: e(x) [1, d] when the caller already
+        encoded the text (micro-batching, cr2_cli/serve_batching.py).
+        """
         from cr2.channel import channel_gain, downlink_rate_bps, sample_states, uplink_rate_bps
         from cr2.cost import compute_costs
         from cr2.embed import embed_texts, router_text
@@ -124,8 +129,8 @@ class OnlineRouter:
             # issue 21: a target-mode choice brings its own certified τ (calibrated on the threshold half of val)
             tau = self._tau(float(lam), float(alpha), benchmark) if tau is None else float(tau)
             text = router_text(question, choices)
-            emb = embed_texts([text], progress=False, encoder=self.encoder,
-                              max_seq_length=self.config.embedding.max_seq_length)
+            emb = embedding if embedding is not None else embed_texts(
+                [text], progress=False, encoder=self.encoder, max_seq_length=self.config.embedding.max_seq_length)
             prompt_tokens = np.array(self.counter.count([text]), dtype=float)
             if distance_m is None:
                 st = sample_states(self.dist, 1, seed)

@@ -80,6 +80,18 @@ def create_app(config: Config, home: str) -> Any:
         a = config.grids.default_alpha if alpha is None else alpha
         return _jsonable(router.route(query, choices, lam, a, distance_m, benchmark, seed))
 
+    # ---- opt-in micro-batching of /route (serving.batch_max_size > 1): see cr2_cli/serve_batching.py
+    if serving.batch_max_size > 1:
+        from cr2_cli.serve_batching import RouteCall, make_batcher
+
+        batcher = make_batcher(router, serving.batch_max_size, serving.batch_max_wait_ms)
+        app.router.on_shutdown.append(batcher.close)
+
+        def _decide(query: str, choices, lam: float, alpha: float | None, distance_m=None, benchmark="mmlu", seed=0):
+            a = config.grids.default_alpha if alpha is None else alpha
+            return _jsonable(batcher.submit(RouteCall(query, choices, lam, a, distance_m, benchmark, seed)))
+    # ---- end of micro-batching
+
     @app.get("/health")
     def health() -> dict:
         return {"status": "ok", **router.describe()}

@@ -30,7 +30,7 @@ def choose_target(router, target_accuracy: float | None, budget: float | None) -
     with Warehouse(router.home, read_only=True) as wh:
         val = load_routing_sets(wh, tuple(m.id for m in cfg.models), dist_id=table.dist_id,
                                 label_source=table.label_source, seed=int(cfg.splits.seed),
-                                encoder=cfg.embedding.encoder, decision_cost=cfg.routing.decision_cost)["val"]
+                                encoder=cfg.embedding.store_name, decision_cost=cfg.routing.decision_cost)["val"]
     if len(val) == 0:
         raise DataValidationError("the val split is empty: a target needs calibration queries to certify it")
     lams = np.asarray(table.lams)

@@ -52,7 +52,7 @@ def embed_queries(config: Config, home: str, key: str) -> dict:
     """e(x) for every query whose text is new or changed since it was last embedded (incremental)."""
     from cr2.embed import embed_texts, load_encoder, router_texts
 
-    enc = config.embedding.encoder
+    enc = config.embedding.store_name
     with Warehouse(home) as wh:
         todo = wh.df(
             """SELECT q.query_id, q.question, q.choices, q.content_hash FROM queries q
@@ -143,7 +143,7 @@ def sample_states_task(config: Config, home: str, key: str) -> dict:
 def labels_key(config: Config, wh: Warehouse) -> str:
     sim = config.labels.simulator
     # v2 reads the query embeddings (its text-predictable difficulty lives in the encoder space)
-    emb = (wh.table_fingerprint("embeddings", f"WHERE encoder = '{config.embedding.encoder}'")
+    emb = (wh.table_fingerprint("embeddings", f"WHERE encoder = '{config.embedding.store_name}'")
            if config.labels.source == "simulated-irt-v2" else "")
     return make_key("labels", _queries_fp(wh, "query_id, benchmark, subset, content_hash"), config.labels.source,
                     config.section_hash("labels", "models", "benchmarks"), file_hash(config.data_path / sim.accuracy_file),
@@ -163,7 +163,7 @@ def simulate_labels_task(config: Config, home: str, key: str) -> dict:
     with Warehouse(home, read_only=True) as wh:
         q = wh.df("SELECT query_id, benchmark, subset, question, choices FROM queries ORDER BY query_id")
         emb = (wh.df("SELECT query_id, vector FROM embeddings WHERE encoder = ? ORDER BY query_id",
-                     [config.embedding.encoder]) if source == "simulated-irt-v2" else None)
+                     [config.embedding.store_name]) if source == "simulated-irt-v2" else None)
     sim = config.labels.simulator
     targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
     targets = with_catalogue_targets(targets, config.models, {

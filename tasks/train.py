@@ -28,7 +28,7 @@ def torch_threads() -> int:
 
 def routing_args(config: Config) -> dict:
     return {"dist_id": config.channel.distribution.dist_id, "label_source": config.labels.source,
-            "seed": int(config.splits.seed), "encoder": config.embedding.encoder}
+            "seed": int(config.splits.seed), "encoder": config.embedding.store_name}
 
 
 def load_sets(config: Config, home: str | Path) -> dict:

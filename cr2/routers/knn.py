@@ -10,6 +10,15 @@ k [cr2 decision]: unless given, k is chosen on the dev set from `k_grid` by the 
 (mean binary cross-entropy over all (query, model) pairs, p̂ clipped to [ε, 1 − ε] with ε = 1e-3, so
 that an overconfident 0/1 average of few neighbours is penalised but stays finite); ties → smaller k.
 Log-loss is a proper scoring rule, so it rewards calibrated p̂ — what the cost-weighted argmax needs.
+
+index [cr2 decision]: "exact" (default) is the brute-force search above. "hnsw" and "ivf" (opt-in, for
+large train sets) find approximate neighbours with faiss over the same vectors (inner product = cosine on
+unit vectors): an HNSW graph (hnsw_m, hnsw_ef_construction, hnsw_ef_search), or an inverted file of
+nlist = √n k-means lists of which ivf_nprobe are scanned (cheap to build: one k-means and one assignment
+pass, where HNSW inserts every vector into a graph). Either visits a small share of the vectors per query, so its decisions are close to, not equal to, the exact ones —
+benchmarks/bench_scale.py measures its recall@k against the exact search. The graph is part of the
+router's state (serialised, so a saved router searches exactly the same graph after loading); its
+FLOPs per query are 2·d times the mean number of distance computations measured on the dev set at fit.
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ from cr2.errors import DataValidationError
 from cr2.routers.base import OneShotRouter, l2_normalise
 
 LOGLOSS_EPS = 1e-3
+INDEXES = ("exact", "hnsw", "ivf")
 
 
 class KNNRouter(OneShotRouter):
@@ -35,25 +45,45 @@ class KNNRouter(OneShotRouter):
         k: int | None = None,
         k_grid: Sequence[int] = (5, 10, 20, 50, 100),
         max_chunk_floats: int = 1 << 24,
+        index: str = "exact",
+        hnsw_m: int = 32,
+        hnsw_ef_construction: int = 80,
+        hnsw_ef_search: int = 128,
+        ivf_nprobe: int = 32,
     ) -> None:
         self.k = k
         self.k_grid = k_grid
         self.max_chunk_floats = max_chunk_floats
+        self.index = index
+        self.hnsw_m = hnsw_m
+        self.hnsw_ef_construction = hnsw_ef_construction
+        self.hnsw_ef_search = hnsw_ef_search
+        self.ivf_nprobe = ivf_nprobe
 
     def _fit(self, train: RoutingSet, dev: RoutingSet) -> None:
+        if self.index not in INDEXES:
+            raise DataValidationError(f"KNNRouter.index must be one of {', '.join(INDEXES)}, got {self.index!r}")
         self.train_embedding_ = l2_normalise(train.embedding)
         self.train_correct_ = np.asarray(train.correct, dtype=np.float32)
         n_train = len(train)
+        self.ann_ = None
+        if self.index == "hnsw":
+            self.ann_ = _build_hnsw(self.train_embedding_, self.hnsw_m, self.hnsw_ef_construction)
+        elif self.index == "ivf":
+            self.ann_ = _build_ivf(self.train_embedding_)
+        self.ann_distances_per_query_ = None
         if self.k is not None:
             if int(self.k) < 1:
                 raise DataValidationError(f"KNNRouter.k must be ≥ 1, got {self.k}")
             self.k_ = min(int(self.k), n_train)
             self.dev_log_loss_ = {}
+            if self.ann_ is not None:  # FLOPs per query: measured on (at most 1,000 queries of) the dev search
+                self.ann_neighbours(l2_normalise(dev.embedding[:1000]), self.k_, measure=True)
             return
         grid = sorted({min(int(k), n_train) for k in self.k_grid if int(k) >= 1})
         if not grid:
             raise DataValidationError(f"KNNRouter.k_grid has no k ≥ 1: {list(self.k_grid)}")
-        p_by_k = self._proba_for_ks(l2_normalise(dev.embedding), grid)
+        p_by_k = self._proba_for_ks(l2_normalise(dev.embedding), grid, measure=True)
         y = np.asarray(dev.correct, dtype=np.float64)
         losses = {k: _log_loss(p_by_k[j], y) for j, k in enumerate(grid)}
         self.dev_log_loss_ = losses
@@ -63,11 +93,17 @@ class KNNRouter(OneShotRouter):
     def _chunk_rows(self) -> int:
         return max(1, int(self.max_chunk_floats) // max(len(self.train_embedding_), 1))
 
-    def _proba_for_ks(self, query: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    def _proba_for_ks(self, query: np.ndarray, ks: Sequence[int], measure: bool = False) -> np.ndarray:
         """Return p̂ for each k in `ks` at once, float32 [len(ks), n, M] (one search up to max(ks))."""
         k_max = max(ks)
         n, n_models = len(query), self.train_correct_.shape[1]
         out = np.empty((len(ks), n, n_models), dtype=np.float32)
+        if getattr(self, "ann_", None) is not None:
+            top = self.ann_neighbours(query, k_max, measure=measure)  # [n, k_max], most similar first
+            cum = np.cumsum(self.train_correct_[top], axis=1, dtype=np.float64)
+            for j, k in enumerate(ks):
+                out[j] = cum[:, k - 1, :] / k
+            return out
         step = self._chunk_rows()
         for start in range(0, n, step):
             sims = query[start : start + step] @ self.train_embedding_.T  # [c, n_train]
@@ -82,6 +118,8 @@ class KNNRouter(OneShotRouter):
         self._check_batch(batch)
         query = l2_normalise(batch.embedding)
         k = self.k_
+        if getattr(self, "ann_", None) is not None:
+            return self.train_correct_[self.ann_neighbours(query, k)].mean(axis=1)
         out = np.empty((len(batch), self.train_correct_.shape[1]), dtype=np.float32)
         step = self._chunk_rows()
         for start in range(0, len(query), step):
@@ -93,6 +131,30 @@ class KNNRouter(OneShotRouter):
             out[start : start + len(sims)] = self.train_correct_[top].mean(axis=1)
         return out
 
+    def ann_neighbours(self, query: np.ndarray, k: int, measure: bool = False) -> np.ndarray:
+        """Return the indices of the k approximate nearest train queries (HNSW), most similar first, [n, k].
+
+        measure: record the mean number of distance computations per query (ann_distances_per_query_).
+        """
+        import faiss
+
+        k = min(int(k), len(self.train_embedding_))
+        hnsw = self.index == "hnsw"
+        if hnsw:
+            self.ann_.hnsw.efSearch = max(int(self.hnsw_ef_search), k)  # the graph search keeps ≥ k candidates
+        else:
+            self.ann_.nprobe = min(int(self.ivf_nprobe), self.ann_.nlist)
+        stats = faiss.cvar.hnsw_stats if hnsw else faiss.cvar.indexIVF_stats
+        if measure:
+            stats.reset()
+        _, idx = self.ann_.search(np.ascontiguousarray(query, dtype=np.float32), k)
+        if measure and len(query):  # IVF: the vectors scanned in the probed lists plus the nlist centroids
+            ndis = stats.ndis if hnsw else stats.ndis + self.ann_.nlist * len(query)
+            self.ann_distances_per_query_ = float(ndis) / len(query)
+        if (idx < 0).any():  # fewer than k reachable: cannot happen with efSearch ≥ k on a connected graph
+            raise DataValidationError(f"the HNSW index returned fewer than k={k} neighbours; raise hnsw_ef_search")
+        return idx
+
     # ------------------------------------------------------------ complexity and state
     def n_params(self) -> int:
         """Return 0: KNN is non-parametric (the paper's table prints '—'); its state is the train set."""
@@ -102,19 +164,69 @@ class KNNRouter(OneShotRouter):
         """Return 2·d·n_train: one dot product with every stored training embedding."""
         self._check_fitted()
         n_train, dim = self.train_embedding_.shape
+        if getattr(self, "ann_", None) is not None and self.ann_distances_per_query_ is not None:
+            return int(round(2 * dim * self.ann_distances_per_query_))  # measured on dev at fit
         return knn_flops(dim, n_train)
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
-        return {"train_embedding": self.train_embedding_, "train_correct": self.train_correct_}
+        arrays = {"train_embedding": self.train_embedding_, "train_correct": self.train_correct_}
+        if getattr(self, "ann_", None) is not None:
+            import faiss
+
+            arrays["ann_index"] = faiss.serialize_index(self.ann_)
+        return arrays
 
     def _state_extra(self) -> dict[str, Any]:
-        return {"k": int(self.k_), "dev_log_loss": {str(k): float(v) for k, v in self.dev_log_loss_.items()}}
+        extra = {"k": int(self.k_), "dev_log_loss": {str(k): float(v) for k, v in self.dev_log_loss_.items()}}
+        if getattr(self, "ann_", None) is not None:
+            extra["ann_distances_per_query"] = self.ann_distances_per_query_
+        return extra
 
     def _set_state(self, arrays: dict[str, np.ndarray], extra: dict[str, Any]) -> None:
         self.train_embedding_ = np.asarray(arrays["train_embedding"], dtype=np.float32)
         self.train_correct_ = np.asarray(arrays["train_correct"], dtype=np.float32)
         self.k_ = int(extra["k"])
         self.dev_log_loss_ = {int(k): float(v) for k, v in extra["dev_log_loss"].items()}
+        self.ann_, self.ann_distances_per_query_ = None, extra.get("ann_distances_per_query")
+        if "ann_index" in arrays:
+            import faiss
+
+            self.ann_ = faiss.deserialize_index(np.asarray(arrays["ann_index"], dtype=np.uint8))
+
+
+def _build_hnsw(vectors: np.ndarray, m: int, ef_construction: int) -> Any:
+    """Return a faiss HNSW graph (inner product) over the unit vectors."""
+    try:
+        import faiss
+    except ImportError:
+        raise DataValidationError("KNNRouter(index='hnsw') needs faiss: pip install faiss-cpu==1.15.1") from None
+    index = faiss.IndexHNSWFlat(vectors.shape[1], int(m), faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = int(ef_construction)
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return index
+
+
+IVF_TRAIN_PER_LIST = 40  # k-means sample per list (faiss warns below 39)
+IVF_KMEANS_ITERS = 10
+
+
+def _build_ivf(vectors: np.ndarray) -> Any:
+    """Return a faiss IVF-Flat index (inner product) with nlist = √n lists, k-means on a fixed sample."""
+    try:
+        import faiss
+    except ImportError:
+        raise DataValidationError("KNNRouter(index='ivf') needs faiss: pip install faiss-cpu==1.15.1") from None
+    n, dim = vectors.shape
+    nlist = max(1, min(int(np.sqrt(n)), n // IVF_TRAIN_PER_LIST or 1))
+    quantizer = faiss.IndexFlatIP(dim)
+    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    sample = np.random.default_rng(0).choice(n, size=min(n, nlist * IVF_TRAIN_PER_LIST), replace=False)
+    index.cp.seed = 0
+    index.cp.niter = IVF_KMEANS_ITERS
+    index.train(x[np.sort(sample)])
+    index.add(x)
+    return index
 
 
 def _top_k_sorted(sims: np.ndarray, k: int) -> np.ndarray:
