@@ -2,5 +2,5 @@
 -- until `cr2 prepare` recomputes them — its cache key changed with the code, so the next run does),
 -- evaluation runs record the cost routers decided with (old runs decided with the realised cost), and the
 -- `methods` table (the router catalogue per run) is created by schema.sql right after this file.
-ALTER TABLE costs ADD COLUMN cost_est_norm DOUBLE;
-ALTER TABLE eval_runs ADD COLUMN decision_cost VARCHAR DEFAULT 'realised';
+ALTER TABLE IF EXISTS costs ADD COLUMN IF NOT EXISTS cost_est_norm DOUBLE;
+ALTER TABLE IF EXISTS eval_runs ADD COLUMN IF NOT EXISTS decision_cost VARCHAR DEFAULT 'realised';
