@@ -641,9 +641,23 @@ class GroupedThresholdTable:
         """Raise FingerprintMismatchError unless the tables were calibrated for this gate."""
         next(iter(self.tables.values())).check_fingerprint(gate_fingerprint)
 
-    def tau(self, lam: float, alpha: float, gate_fingerprint: str, group: str) -> float:
+    def tau(self, lam: float, alpha: float, gate_fingerprint: str, group: str | None = None) -> float:
         """Return the group's τ*(λ; α) for the gate with this fingerprint (accept iff s ≥ τ*)."""
+        if group is None:
+            raise UncalibratedOperatingPointError(
+                f"these thresholds are per {self.group_by} (Mondrian); a threshold needs the query's {self.group_by} "
+                f"(one of {', '.join(self.groups)}) — use taus_for(groups, …) for a batch, or calibrate a pooled table "
+                "(calibration.group: null) for code that routes with one τ per (λ, α)"
+            )
         return self.table(group).tau(lam, alpha, gate_fingerprint)
+
+    def taus_for(self, groups: np.ndarray, lam: float, alpha: float, gate_fingerprint: str) -> np.ndarray:
+        """Return each query's own group threshold τ*_g(λ; α), float64 [n] (accept iff s ≥ τ, element-wise)."""
+        groups = np.asarray(groups).astype(str)
+        out = np.empty(len(groups), dtype=np.float64)
+        for g in np.unique(groups):
+            out[groups == g] = self.tau(lam, alpha, gate_fingerprint, str(g))
+        return out
 
     def to_records(self) -> list[dict[str, Any]]:
         """Return the records of every group (column `group` = "attribute=value")."""

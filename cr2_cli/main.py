@@ -347,15 +347,26 @@ def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="
 
     h = _home(home)
     out = check_guarantees.fn(load_config(config), str(h), resplits, seed)
-    with Warehouse(h, read_only=True) as wh:
-        v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ? AND bound IS NOT NULL ORDER BY check_name, alpha", [out["run_id"]])
-    table = Table(title=f"guarantees run {out['run_id']} ({out['source']}): worst cell per check, ± Monte-Carlo SE")
-    for col in ("check", "rule", "α", "group", "worst", "± SE", "bound", "holds"):
+    print_guarantees(h, out["run_id"], out["source"])
+
+
+def print_guarantees(home: Path, run_id: str, source: str) -> None:
+    """The promises of one validity run (v_guarantees): worst cell per check against its bound, ± MC SE."""
+    import pandas as pd
+
+    from warehouse.db import Warehouse
+
+    with Warehouse(home, read_only=True) as wh:
+        v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ? AND bound IS NOT NULL ORDER BY check_name, \"group\", alpha",
+                  [run_id])
+    table = Table(title=f"guarantees run {run_id} ({source}): worst cell per check, ± Monte-Carlo SE")
+    for col in ("check", "rule", "α / target", "group", "worst", "± SE", "bound", "holds"):
         table.add_column(col, justify="right")
     for r in v.itertuples():
-        table.add_row(r.check_name, r.rule, "" if r.alpha != r.alpha or r.alpha is None else f"{r.alpha:g}",
-                      r.group or "", f"{r.worst_value:.4f}", "" if r.se_at_worst is None or r.se_at_worst != r.se_at_worst
-                      else f"{r.se_at_worst:.4f}", f"{r.bound:g}", "yes" if r.holds else "NO")
+        at = f"{r.alpha:g}" if pd.notna(r.alpha) else (f"target {r.target:g}" if pd.notna(r.target) else "")
+        table.add_row(r.check_name, r.rule, at, r.group if isinstance(r.group, str) else "all", f"{r.worst_value:.4f}",
+                      f"{r.se_at_worst:.4f}" if pd.notna(r.se_at_worst) else "", f"{r.bound:g}",
+                      "yes" if r.holds else "NO")
     console.print(table)
 
 

@@ -401,6 +401,10 @@ def test_mondrian_thresholds_are_per_group_calibrations():
     assert g.table("b").group == "benchmark=b"
     with pytest.raises(UncalibratedOperatingPointError, match="benchmark='gpqa' has no Mondrian thresholds; calibrated groups: a, b"):
         g.tau(1.0, 0.2, "fp", "gpqa")
+    np.testing.assert_array_equal(g.taus_for(np.array(["b", "a", "b"]), 1.0, 0.2, "fp"),
+                                  [g.tau(1.0, 0.2, "fp", "b"), g.tau(1.0, 0.2, "fp", "a"), g.tau(1.0, 0.2, "fp", "b")])
+    with pytest.raises(UncalibratedOperatingPointError, match=r"per benchmark \(Mondrian\).*taus_for"):
+        g.tau(1.0, 0.2, "fp")  # code that routes with one τ per (λ, α) gets a clear error, not a wrong threshold
     back = table_from_records(g.to_records())
     assert isinstance(back, GroupedThresholdTable) and back.groups == ("a", "b")
     assert back.tau(1.0, 0.2, "fp", "b") == g.tau(1.0, 0.2, "fp", "b")

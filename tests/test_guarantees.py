@@ -54,6 +54,17 @@ def test_validity_records_land_in_the_views(home):
     vt = guarantee_validity_table(v)
     assert set(vt["rule"]) >= {"crc", "ltt", "mondrian-crc", "target-accuracy", "target-budget"}
     assert vt["holds (3 SE)"].isin(["yes", "NO"]).all() and vt["worst over λ ± SE"].str.contains("±").any()
+    from cr2_cli.main import console, print_guarantees
+
+    width = console.width
+    console.width = 200  # no wrapping of the cells checked below
+    try:
+        with console.capture() as cap:
+            print_guarantees(home, "r1", "synthetic")
+    finally:
+        console.width = width
+    text = cap.get()
+    assert "ltt_any_violation" in text and "benchmark=gpqa" in text and "target 0." in text and "nan" not in text
     pt = guarantee_price_table(price)
     assert {"ltt", "mondrian", "crc", "target-accuracy"} <= set(pt["rule"])
     assert pt.loc[pt.rule == "crc", "Δ local vs CRC"].eq("+0.000").all()
