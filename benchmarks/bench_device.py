@@ -248,16 +248,15 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
     from cr2.embed import embed_texts, router_texts
     from cr2.metrics import accuracy, evaluable_mask, false_acceptance_risk, local_rate, mean_cost
     from cr2.routing import route
-    from tasks.calibrate import load_modules, load_threshold_table
-    from tasks.route import deployed_artifacts
+    from cr2_cli.online import load_deployed_router
     from tasks.train import routing_args
     from warehouse.db import Warehouse
     from warehouse.routing_data import load_routing_sets
 
     home = args.warehouse
+    router, _ = load_deployed_router(cfg, home)
+    table, teacher, gate = router.threshold_table_, router.teacher_, router.gate_
     with Warehouse(home, read_only=True) as wh:
-        table = load_threshold_table(wh, None)
-        teacher, gate = load_modules(deployed_artifacts(wh, table.gate_fingerprint))
         test = load_routing_sets(wh, tuple(m.id for m in cfg.models), **routing_args(cfg))["test"]
         q = wh.df("SELECT query_id, question, choices FROM queries")
     q = q.set_index("query_id").loc[list(test.query_id)]

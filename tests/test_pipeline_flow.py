@@ -322,7 +322,7 @@ def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_
     from cr2.runtime import DeviceThresholds
     from cr2_cli.main import app
     from flows.calibrate import calibrate_flow
-    from tasks.calibrate import load_threshold_table
+    from warehouse.repository import load_threshold_table
     from tasks.guarantees import check_guarantees
     from cr2_cli.online import OnlineRouter
     from cr2_cli.targets import route_by_target
