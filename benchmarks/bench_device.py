@@ -257,7 +257,8 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
     router, _ = load_deployed_router(cfg, home)
     table, teacher, gate = router.threshold_table_, router.teacher_, router.gate_
     with Warehouse(home, read_only=True) as wh:
-        test = load_routing_sets(wh, tuple(m.id for m in cfg.models), **routing_args(cfg))["test"]
+        test = load_routing_sets(wh, tuple(m.id for m in cfg.models), **routing_args(cfg),
+                                 decision_cost=cfg.routing.decision_cost)["test"]
         q = wh.df("SELECT query_id, question, choices FROM queries")
     q = q.set_index("query_id").loc[list(test.query_id)]
     texts = router_texts(list(q["question"]), [None if c is None else list(c) for c in q["choices"]])
@@ -283,8 +284,8 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
         s_ref, s8 = gate.score(e32, lam), gate.score(e8, lam)
         for alpha in table.alphas:
             tau = table.tau(lam, alpha, table.gate_fingerprint)
-            d_ref = route(s_ref, tau, proba_ref, test.cost, lam, cfg.routing.deferred_variant)
-            d8 = route(s8, tau, proba8, test.cost, lam, cfg.routing.deferred_variant)
+            d_ref = route(s_ref, tau, proba_ref, test.decision_cost, lam, cfg.routing.deferred_variant)
+            d8 = route(s8, tau, proba8, test.decision_cost, lam, cfg.routing.deferred_variant)
             flips = int((d_ref.extra["gate_accept"] != d8.extra["gate_accept"]).sum())
             changed = int((d_ref.chosen != d8.chosen).sum())
             changed_all.append(changed / len(test))
