@@ -36,9 +36,15 @@ _FILTER = HideCr2Tracebacks()
 
 
 def hide_cr2_tracebacks_on_console() -> None:
-    """Attach the filter to Prefect's console handlers (configured when prefect is imported); idempotent."""
-    import prefect  # noqa: F401  (sets up Prefect's logging: its console handlers must exist first)
+    """Attach the filter to Prefect's console handlers; idempotent.
+
+    Prefect 3.8 configures logging lazily (at the first flow run), so configure it now — a later
+    setup is incremental and keeps these handlers, and with them the filter.
+    """
+    from prefect.logging.configuration import ensure_logging_setup
     from prefect.logging.handlers import PrefectConsoleHandler
+
+    ensure_logging_setup()
 
     loggers = [logging.getLogger()] + [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)]
     for logger in loggers:

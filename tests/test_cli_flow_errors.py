@@ -35,25 +35,30 @@ def test_the_console_filter_drops_cr2_errors_only():
 
 @pytest.mark.flow
 @pytest.mark.parametrize("case", ["missing", "malformed"])
-def test_cr2_error_inside_a_flow_prints_one_message_and_exits_2(prefect_harness, capfd, tmp_path, case):
+def test_cr2_error_inside_a_flow_prints_one_message_and_exits_2(prefect_harness, tmp_path, case):
+    """The real `cr2` process (Prefect configures its logging lazily there), against the session's test API."""
+    import os
+    import subprocess
+
     from prefect import get_client
     from prefect.client.schemas.filters import FlowFilter, FlowFilterName
-    from typer.testing import CliRunner
+    from prefect.settings import PREFECT_API_URL
 
-    from cr2_cli.main import app
+    from cr2.config import REPO_ROOT
 
     states = tmp_path / f"{case}.yaml"
     if case == "malformed":
         states.write_text("name: broken\ndistance_m: [1, 2\n")
-    res = CliRunner().invoke(app, ["recalibrate", "--states", str(states), "--home", str(tmp_path / "home")])
-    out, err = capfd.readouterr()
-    console = res.output + out + err
-    assert res.exit_code == 2, console
-    assert str(states.name) in console and "error:" in console
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "CR2_HOME": str(tmp_path / "home"),
+           "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-m", "cr2_cli.main", "recalibrate", "--states", str(states)], env=env,
+                         capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    console = res.stdout + res.stderr
+    assert res.returncode == 2, console
+    assert states.name in console and console.count("error:") == 1, console
     assert "Traceback" not in console, console
-    assert console.count("error:") == 1
 
-    with get_client(sync_client=True) as client:
+    with get_client(sync_client=True) as client:  # the flow run still records the failure
         runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["cr2-recalibrate"])))
     failed = [r for r in runs if r.state and r.state.is_failed() and states.name in (r.state.message or "")]
     assert failed, [(r.state.type, r.state.message) for r in runs]
