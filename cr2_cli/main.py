@@ -278,13 +278,16 @@ def export_gate_cmd(out: Path = typer.Argument(..., help="output folder for gate
 @friendly
 def results_cmd(alpha: Optional[float] = typer.Option(None, help="α of the CR² tables (default: grids.default_alpha)"),
                 label_source: Optional[str] = typer.Option(None, help="newest run of this label source (default: newest)"),
+                paper: bool = typer.Option(False, "--paper", help="also the paper's numbers beside ours"),
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
     from cr2.config import load_config
-    from cr2_cli.results import results_markdown
+    from cr2_cli.results import comparison_markdown, results_markdown
 
     a = alpha if alpha is not None else load_config(config).grids.default_alpha
     print(results_markdown(_home(home), a, label_source))
+    if paper:
+        print(comparison_markdown(_home(home), a, label_source))
 
 
 @app.command()

@@ -57,3 +57,77 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         f"**Router complexity (v_router_complexity)**\n\n{_md(f['complexity'][['kind', 'params', 'flops']])}",
     ]
     return "\n".join(parts)
+
+
+# The paper's comparable numbers (../paper/cr2-paper.tex, §VII; line numbers of the .tex in brackets). The
+# paper gives fixed-accuracy savings against KNN only (fig:dumbbell_cost_saving, L998–1002).
+PAPER_SAVING_VS_KNN = {0.79: 4.8, 0.80: 5.6, 0.81: 16.9, 0.82: 16.2}
+PAPER_LOCAL_AT_045 = {0.002: (0.8201, 0.023), 0.010: (0.8197, 0.043), 0.050: (0.8180, 0.094)}  # tab:ablation (acc, local)
+PAPER_FIXED_RATE = {0.10: (0.8167, 0.106), 0.20: (0.7970, 0.219)}  # tab:ablation L1117–1118
+PAPER_GATE_ERRORS = {0.35: (3.56, 4.9), 0.55: (0.78, 1.9)}  # fig:misdefer L1131: false defers %, total gate error %
+PAPER_COMPLEXITY = {"mlp": (235_204, "469.2 k"), "knn": (None, "13.826 M"), "embedllm": (90_714, "717.4 k"),
+                    "llmrank": (608_516, "1.215 M"), "teacher": (398_340, "789.5 k"), "gate": (104_706, "207.1 k")}
+
+
+def comparison_markdown(home: str | Path, alpha: float, label_source: str | None = None) -> str:
+    """Paper beside ours for every comparable number, from the newest evaluation run in `home`."""
+    from warehouse.db import Warehouse
+    from warehouse.repository import headline_results, newest_eval_run, view_for_run
+
+    with Warehouse(home, read_only=True) as wh:
+        run_id = newest_eval_run(wh, label_source)
+        f = headline_results(wh, run_id, targets=TARGETS, cost_anchor=COST_ANCHOR, alpha=alpha, lams=LAMS)
+        errors = view_for_run(wh, "v_gate_errors", run_id)
+        ops = view_for_run(wh, "v_pareto", run_id)
+    fa = f["fixed_accuracy"]
+    rows = []
+    for t in TARGETS:
+        d = fa[(fa["target"].round(2) == t)].set_index("method")
+        cell = lambda m, col: "–" if m not in d.index else f"{d.loc[m, col]:+.1f}"  # noqa: E731
+        rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
+                     "ours CR² vs KNN % (interp.)": cell("cr2", "saving_vs_knn_pct"),
+                     "ours CR² vs KNN % (grid)": cell("cr2", "saving_vs_knn_grid_pct"),
+                     **{f"ours {m} vs KNN % (interp.)": cell(m, "saving_vs_knn_pct")
+                        for m in sorted(set(fa["method"]) - {"cr2", "knn"})}})
+    local = f["local_at_cost"].set_index("alpha")
+    lrows = [{"α": f"{a:g}", "paper accuracy": f"{acc:.4f}", "paper local rate": f"{100 * lr:.1f} %",
+              "ours accuracy": f"{local.loc[a, 'accuracy']:.4f}" if a in local.index else "–",
+              "ours local rate": f"{100 * local.loc[a, 'local_rate']:.1f} %" if a in local.index else "–",
+              "ours cost (nearest 0.45)": f"{local.loc[a, 'cost']:.3f}" if a in local.index else "–"}
+             for a, (acc, lr) in PAPER_LOCAL_AT_045.items()]
+    ab = f["ablation"].set_index("method")
+    for rate, (acc, lr) in PAPER_FIXED_RATE.items():
+        m = f"cr2-rate-{rate:g}"
+        lrows.append({"α": f"fixed local rate f = {rate:.2f}", "paper accuracy": f"{acc:.4f}",
+                      "paper local rate": f"{100 * lr:.1f} %",
+                      "ours accuracy": f"{ab.loc[m, 'accuracy']:.4f}" if m in ab.index else "–",
+                      "ours local rate": f"{100 * ab.loc[m, 'local_rate']:.1f} %" if m in ab.index else "–",
+                      "ours cost (nearest 0.45)": f"{ab.loc[m, 'cost']:.3f}" if m in ab.index else "–"})
+    cr2_pts = ops[(ops["method"] == "cr2") & ops["alpha"].round(6).eq(round(alpha, 6))]
+    erows = []
+    for c, (fd, tot) in PAPER_GATE_ERRORS.items():
+        near = cr2_pts.iloc[(cr2_pts["cost"] - c).abs().argsort()[:1]] if len(cr2_pts) else cr2_pts
+        e = errors[(errors["alpha"].round(6) == round(alpha, 6))]
+        if len(near):
+            lam = float(near["lam"].iloc[0])
+            e = e[e["lam"] == lam]
+        ours_fd = f"{100 * e['false_defer'].iloc[0]:.2f} %" if len(e) else "–"
+        ours_fa = f"{100 * e['false_accept'].iloc[0]:.2f} %" if len(e) else "–"
+        ours_tot = f"{100 * (e['false_defer'].iloc[0] + e['false_accept'].iloc[0]):.2f} %" if len(e) else "–"
+        erows.append({"c̄": f"{c:.2f}", "paper false defers": f"{fd:.2f} %", "paper total gate error": f"≈ {tot:.1f} %",
+                      "ours λ (nearest c̄)": f"{lam:g}" if len(near) else "–", "ours false accepts": ours_fa,
+                      "ours false defers": ours_fd, "ours total": ours_tot})
+    cx = f["complexity"].set_index("kind")
+    crows = []
+    for key, (params, flops) in PAPER_COMPLEXITY.items():
+        kind = key if key in ("teacher", "gate") else f"router:{key}"
+        crows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
+                      "ours params": f"{int(cx.loc[kind, 'params']):,}" if kind in cx.index else "–",
+                      "ours FLOPs": f"{int(cx.loc[kind, 'flops']):,}" if kind in cx.index else "–"})
+    return "\n".join([
+        f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{_md(pd.DataFrame(rows))}",
+        f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{_md(pd.DataFrame(lrows))}",
+        f"**Gate-error decomposition at α = {alpha:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
+        f"cost is nearest c̄)**\n\n{_md(pd.DataFrame(erows))}",
+        f"**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**\n\n{_md(pd.DataFrame(crows))}",
+    ])
