@@ -23,7 +23,7 @@ SMALL = """extends: default
 data_dir: {data}
 teacher: {{epochs: 3}}
 gate: {{epochs: 3}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0, 8.0]}}, eval_lam: {{min: 0.1, max: 20.0, n_log: 5}}}}
+grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0, 8.0]}}}}
 evaluation: {{n_resplits: 20}}
 baselines: {{params: {{mlp: {{epochs: 3}}, embedllm: {{epochs: 3}}, llmrank: {{epochs: 3}}, knn: {{k_grid: [3]}}}}}}
 """
