@@ -45,6 +45,9 @@ FIXED_THRESHOLD = 0.5  # the uncalibrated baseline rule: accept iff s ≥ 0.5
 LAM_RTOL = 1e-9  # relative tolerance when matching a requested λ (or α) to the calibrated grid
 Rule = Literal["crc", "empirical", "ltt"]
 RULES = ("crc", "empirical", "ltt")
+# a ThresholdTable may also hold the uncalibrated comparison rules of the ablation (no guarantee):
+# "fixed" (τ = 0.5) and "rate" (α read as a fixed local rate f) — built by cr2.routers.cr2_router
+TABLE_RULES = (*RULES, "fixed", "rate")
 
 
 # ---------------------------------------------------------------- inputs
@@ -349,14 +352,14 @@ class ThresholdTable:
     gate_fingerprint: str  # cr2.checkpoint.fingerprint of the gate whose scores were calibrated
     dist_id: str  # the channel-state distribution of the calibration set
     label_source: str  # where the correctness labels came from
-    rule: str = "crc"  # crc | empirical | ltt
+    rule: str = "crc"  # crc | empirical | ltt (| fixed | rate: the ablation's uncalibrated rules)
     score_dtype: str = "float32"  # dtype the scores were calibrated in (compare in it)
     delta: float | None = None  # ltt: P(some λ of the grid has risk > α) ≤ δ, per α; None for the other rules
     group: str | None = None  # Mondrian: "attribute=value" of the calibration group (e.g. "benchmark=gpqa"); None: pooled
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise DataValidationError(f"unknown calibration rule '{self.rule}'; available: {', '.join(RULES)}")
+        if self.rule not in TABLE_RULES:
+            raise DataValidationError(f"unknown calibration rule '{self.rule}'; available: {', '.join(TABLE_RULES)}")
         delta = _optional(self.delta)
         if self.rule == "ltt" and (delta is None or not 0.0 < float(delta) < 1.0):
             raise DataValidationError(f"an 'ltt' threshold table needs δ ∈ (0, 1), got {self.delta!r}")

@@ -87,3 +87,25 @@ def test_a_table_from_another_gate_is_refused(router, sets):
     other.threshold_table_ = router.threshold_table_
     with pytest.raises(FingerprintMismatchError):
         other.route(sets["test"], 1.0)
+
+
+def test_lambda_zero_defers_everything_whatever_the_rule(router, sets):
+    # the accuracy-only end of the one λ sweep: the gate (FiLM on log λ) is never scored there
+    val, test = sets["val"], sets["test"]
+    for rule in ("crc", "empirical", "rate"):
+        table = router.calibrate(val, [0.0, 1.0], [0.05, 0.1], dist_id="d", label_source="s", rule=rule)
+        assert table.lams == (0.0, 1.0) and np.isinf(table.taus[0]).all() and np.isfinite(table.taus[1]).all()
+    router.calibrate(val, [0.0, 1.0], [0.05, 0.1], dist_id="d", label_source="s")
+    dec = router.route(test, 0.0, 0.1)
+    assert not dec.accepted_local.any() and not dec.extra["gate_accept"].any()
+    assert router.threshold(0.0, 0.05) == float("inf")
+
+
+def test_save_load_round_trip_keeps_every_decision(router, sets, tmp_path):
+    val, test = sets["val"], sets["test"]
+    router.calibrate(val, [0.5, 2.0], [0.05, 0.1], dist_id="d", label_source="s")
+    fp = router.save(tmp_path / "cr2")
+    loaded = CR2Router.load(tmp_path / "cr2")
+    assert loaded.fingerprint() == fp == router.fingerprint()
+    for lam in (0.5, 2.0):
+        assert np.array_equal(loaded.route(test, lam, 0.1).chosen, router.route(test, lam, 0.1).chosen)

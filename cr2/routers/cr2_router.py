@@ -196,18 +196,25 @@ class CR2Router:
             raise did_you_mean("calibration rule", rule, list(CALIBRATION_RULES))
         if len(val) == 0:
             raise DataValidationError("the calibration set is empty: nothing to calibrate on (check splits.val)")
-        scores, risks = self.calibration_inputs(val, lams)
+        lam_arr = np.asarray(lams, dtype=np.float64)
+        positive = lam_arr[lam_arr != 0]  # λ = 0 is not scored: CR² defers everything there (_with_zero)
+        if len(positive) == 0:
+            raise DataValidationError("calibrate needs at least one λ > 0 (at λ = 0 CR² defers everything)")
+        scores, risks = self.calibration_inputs(val, positive)
         if groups is not None:
             if rule not in ("crc", "ltt"):
                 raise DataValidationError(f"Mondrian thresholds are calibrated with rule crc or ltt, not '{rule}'")
-            table = calibrate_group_tables(scores, risks, groups, lams, alphas, group_by=group_by,
+            table = calibrate_group_tables(scores, risks, groups, positive, alphas, group_by=group_by,
                                            gate_fingerprint=self.gate_fingerprint_, dist_id=dist_id,
                                            label_source=label_source, rule=rule, delta=delta, small_group=small_group)
-            table = GroupedThresholdTable(group_by=table.group_by, too_small=table.too_small,
-                                          tables={g: _defer_at_zero(t) for g, t in table.tables.items()})
+            if len(positive) < len(lam_arr):
+                table = GroupedThresholdTable(group_by=table.group_by, too_small=table.too_small,
+                                              tables={g: _with_zero(t) for g, t in table.tables.items()})
         else:
-            table = self._table(scores, risks, lams, alphas, dist_id=dist_id, label_source=label_source, rule=rule,
+            table = self._table(scores, risks, positive, alphas, dist_id=dist_id, label_source=label_source, rule=rule,
                                 delta=delta)
+            if len(positive) < len(lam_arr):
+                table = _with_zero(table)
         self.calibration_set_ = val
         self.threshold_table_ = table
         return table
@@ -226,7 +233,7 @@ class CR2Router:
                 taus = np.array([[rate_threshold(scores[:, j], f) for f in alpha_sorted] for j in order])
             table = ThresholdTable(lams=tuple(lam_sorted), alphas=tuple(alpha_sorted), taus=taus,
                                    n_calib=int(scores.shape[0]), rule=rule, score_dtype=str(scores.dtype), **common)
-        return _defer_at_zero(table)
+        return table
 
     def set_threshold_table(self, table: ThresholdTable | GroupedThresholdTable,
                             calibration_set: RoutingSet | None = None) -> "CR2Router":
@@ -247,6 +254,8 @@ class CR2Router:
             raise UncalibratedOperatingPointError(
                 "CR2Router has no threshold table; call calibrate(val, lams, alphas, ...) or set_threshold_table()"
             )
+        if lam == 0:  # the accuracy-only end: CR² defers everything (τ = +∞), whatever the table
+            return float("inf")
         if isinstance(table, GroupedThresholdTable):
             if group is None:
                 raise UncalibratedOperatingPointError(
@@ -417,10 +426,12 @@ class CR2Router:
         }
 
 
-def _defer_at_zero(table: ThresholdTable) -> ThresholdTable:
-    """The table with τ = +∞ at λ = 0: CR² defers everything there, exactly, whatever the rule (risk 0 ≤ α)."""
-    if 0.0 not in table.lams:
+def _with_zero(table: ThresholdTable) -> ThresholdTable:
+    """The table with a λ = 0 row of τ = +∞ added: CR² defers everything there, exactly, whatever the rule (risk 0 ≤ α).
+
+    λ = 0 is the smallest λ, so the row goes first; the gate is never scored there (it is defined for λ > 0).
+    """
+    if 0.0 in table.lams:
         return table
-    taus = table.taus.copy()
-    taus[table.lams.index(0.0)] = np.inf
-    return dataclasses.replace(table, taus=taus)
+    taus = np.vstack([np.full((1, len(table.alphas)), np.inf), table.taus])
+    return dataclasses.replace(table, lams=(0.0, *table.lams), taus=taus)
