@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from cr2.errors import Cr2Error
+from cr2.errors import Cr2Error, InvalidValueError
 
 Req = TypeVar("Req")
 Res = TypeVar("Res")
@@ -52,9 +52,9 @@ class MicroBatcher(Generic[Req, Res]):
     def __init__(self, route_batch: Callable[[list[Req]], Sequence[Res | BaseException]], max_batch_size: int = 32,
                  max_wait_s: float = 0.002, name: str = "cr2-microbatcher") -> None:
         if int(max_batch_size) < 1:
-            raise ValueError(f"max_batch_size must be ≥ 1, got {max_batch_size}")
+            raise InvalidValueError(f"max_batch_size must be ≥ 1, got {max_batch_size}")
         if not max_wait_s >= 0:
-            raise ValueError(f"max_wait_s must be ≥ 0, got {max_wait_s}")
+            raise InvalidValueError(f"max_wait_s must be ≥ 0, got {max_wait_s}")
         self._route_batch = route_batch
         self.max_batch_size = int(max_batch_size)
         self.max_wait_s = float(max_wait_s)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cr2.errors import ConfigError, did_you_mean
+from cr2.errors import ConfigError, InvalidValueError, did_you_mean
 
 CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "configs" / "benchmarks"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -78,16 +78,16 @@ class BenchmarkDef(_Strict):
     def _consistent(self) -> "BenchmarkDef":
         if self.answer == "multiple-choice":
             if self.choices is None:
-                raise ValueError("a multiple-choice benchmark needs `choices` (the number of options)")
+                raise InvalidValueError("a multiple-choice benchmark needs `choices` (the number of options)")
             if self.min_choices is not None and self.min_choices > self.choices:
-                raise ValueError(f"min_choices ({self.min_choices}) exceeds choices ({self.choices})")
+                raise InvalidValueError(f"min_choices ({self.min_choices}) exceeds choices ({self.choices})")
             if self.lm_eval.metric not in ("acc", "acc_norm"):
-                raise ValueError(f"lm_eval.metric of a multiple-choice benchmark is acc or acc_norm, not {self.lm_eval.metric}")
+                raise InvalidValueError(f"lm_eval.metric of a multiple-choice benchmark is acc or acc_norm, not {self.lm_eval.metric}")
         else:
             if self.choices is not None or self.min_choices is not None:
-                raise ValueError("a generative benchmark has no `choices`")
+                raise InvalidValueError("a generative benchmark has no `choices`")
             if self.lm_eval.metric not in ("exact_match", "pass_at_1"):
-                raise ValueError(f"lm_eval.metric of a generative benchmark is exact_match or pass_at_1, "
+                raise InvalidValueError(f"lm_eval.metric of a generative benchmark is exact_match or pass_at_1, "
                                  f"not {self.lm_eval.metric}")
         return self
 

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from cr2 import catalogue
-from cr2.catalogue import BenchmarkDef
+from cr2.catalogue import BenchmarkDef, OutputLengthDist
 from cr2.errors import ConfigError, Cr2Error, InvalidValueError
 from cr2.labeling.spec import LabelingSpec
 
@@ -302,12 +302,7 @@ class GateSpec(_Strict):
     seed: int = 0
 
 
-class OutputTokenDist(_Strict):
-    """Log-normal output length per benchmark, scaled per model (simulator)."""
-
-    median_tokens: float = Field(gt=0)
-    sigma: float = Field(ge=0)
-    max_tokens: int = Field(ge=1)
+OutputTokenDist = OutputLengthDist  # the simulator's log-normal output length: one model, in cr2/catalogue.py
 
 
 class SimulatorShape(_Strict):
@@ -442,9 +437,9 @@ class CalibrationSpec(_Strict):
     @model_validator(mode="after")
     def _delta_matches_rule(self) -> "CalibrationSpec":
         if self.rule == "ltt" and self.delta is None:
-            raise ValueError("calibration.rule 'ltt' needs calibration.delta ∈ (0, 1), e.g. 0.1")
+            raise InvalidValueError("calibration.rule 'ltt' needs calibration.delta ∈ (0, 1), e.g. 0.1")
         if self.rule != "ltt" and self.delta is not None:
-            raise ValueError(f"calibration.delta applies to rule 'ltt' only; rule is '{self.rule}' (remove delta)")
+            raise InvalidValueError(f"calibration.delta applies to rule 'ltt' only; rule is '{self.rule}' (remove delta)")
         return self
 
 

@@ -21,7 +21,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.errors import DataValidationError, InvalidValueError
 
 BENCHMARK = "mmlu_pro"
 QUESTION_COLUMNS = ("question_id", "question", "options_json", "answer", "answer_index", "category", "src")
@@ -81,7 +81,7 @@ def measured_label_frame(outputs: pd.DataFrame, question_ids: Mapping[int, str],
     """
     _require(outputs, OUTPUT_COLUMNS, "the MMLU-Pro outputs file")
     if not chars_per_token > 0:
-        raise ValueError(f"chars_per_token must be > 0, got {chars_per_token}")
+        raise InvalidValueError(f"chars_per_token must be > 0, got {chars_per_token}")
     known = set(outputs["model"].unique())
     unknown = {m: n for m, n in model_names.items() if n not in known}
     if unknown:

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cr2.data import RoutingSet
+from cr2.errors import InvalidValueError
 
 LEARNED = ("knn", "mlp", "embedllm", "llmrank")
 ACCURACY_TARGETS = tuple(np.round(np.arange(0.50, 1.00, 0.01), 2))
@@ -40,7 +41,7 @@ def label_structure(correct: np.ndarray, model_ids: Sequence[str], largest: str 
     y = np.asarray(correct, dtype=bool)
     n, m = y.shape
     if m != len(model_ids):
-        raise ValueError(f"correct has {m} columns, model_ids {len(model_ids)}")
+        raise InvalidValueError(f"correct has {m} columns, model_ids {len(model_ids)}")
     solvable = y.any(axis=1)
     rows = [_row("solvable_share", solvable.mean())]
     for j, mid in enumerate(model_ids):

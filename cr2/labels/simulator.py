@@ -188,6 +188,40 @@ def length_factors(model_params: Sequence[float]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- the simulator
+def check_simulator_inputs(ids: np.ndarray, bench: np.ndarray, models: Sequence[ModelSpec] | Sequence[str],
+                           targets: Mapping[tuple[str, str], float], spec: SimulatorSpec,
+                           model_params: Sequence[float] | None, with_output_tokens: bool = True,
+                           ) -> tuple[list[str], list[float], list[str]]:
+    """Validate what every simulator version needs; return (model ids, model params, benchmarks present).
+
+    Query ids unique; models unique with their parameter counts; a target accuracy in [0, 1] for every
+    (model, benchmark) present; an output-length distribution for every benchmark (when lengths are drawn).
+    """
+    n = len(ids)
+    if n and len(np.unique(ids)) != n:
+        uniq, counts = np.unique(ids, return_counts=True)
+        raise InvalidValueError(f"query_ids must be unique; repeated: {uniq[counts > 1][:3].tolist()}")
+    model_ids = [m.id if isinstance(m, ModelSpec) else str(m) for m in models]
+    if model_params is None:
+        if not all(isinstance(m, ModelSpec) for m in models):
+            raise InvalidValueError("pass ModelSpecs, or model ids together with model_params")
+        model_params = [m.params for m in models]
+    if len(model_params) != len(model_ids) or len(set(model_ids)) != len(model_ids) or not model_ids:
+        raise InvalidValueError(f"models {model_ids} must be unique and match model_params ({len(model_params)})")
+    present = sorted(set(bench.tolist()))
+    missing = [(m, b) for m in model_ids for b in present if (m, b) not in targets]
+    if missing:
+        raise InvalidValueError(f"no target accuracy for {missing[:4]}{' …' if len(missing) > 4 else ''}; "
+                                "add them to the accuracy file or drop the benchmark")
+    for key in [(m, b) for m in model_ids for b in present]:
+        if not 0.0 <= float(targets[key]) <= 1.0 or not math.isfinite(float(targets[key])):
+            raise InvalidValueError(f"target accuracy {key} = {targets[key]} must be a fraction in [0, 1] (not %)")
+    no_len = [b for b in present if b not in spec.output_tokens] if with_output_tokens else []
+    if no_len:
+        raise InvalidValueError(f"labels.simulator.output_tokens has no entry for benchmark(s) {no_len}")
+    return model_ids, list(model_params), present
+
+
 def simulate_labels(
     query_ids: Sequence[str] | np.ndarray,
     benchmarks: Sequence[str] | np.ndarray,
@@ -212,27 +246,7 @@ def simulate_labels(
     if ids.ndim != 1 or bench.shape != (n,) or subs.shape != (n,) or len(texts) != n:
         raise InvalidValueError(f"query_ids ({n}), benchmarks {bench.shape}, subsets {subs.shape} and texts ({len(texts)}) "
                          "must all have one entry per query")
-    if n and len(np.unique(ids)) != n:
-        uniq, counts = np.unique(ids, return_counts=True)
-        raise InvalidValueError(f"query_ids must be unique; repeated: {uniq[counts > 1][:3].tolist()}")
-    model_ids = [m.id if isinstance(m, ModelSpec) else str(m) for m in models]
-    if model_params is None:
-        if not all(isinstance(m, ModelSpec) for m in models):
-            raise InvalidValueError("pass ModelSpecs, or model ids together with model_params")
-        model_params = [m.params for m in models]
-    if len(model_params) != len(model_ids) or len(set(model_ids)) != len(model_ids) or not model_ids:
-        raise InvalidValueError(f"models {model_ids} must be unique and match model_params ({len(model_params)})")
-    present = sorted(set(bench.tolist()))
-    missing = [(m, b) for m in model_ids for b in present if (m, b) not in targets]
-    if missing:
-        raise InvalidValueError(f"no target accuracy for {missing[:4]}{' …' if len(missing) > 4 else ''}; "
-                         "add them to the accuracy file or drop the benchmark")
-    for key in [(m, b) for m in model_ids for b in present]:
-        if not 0.0 <= float(targets[key]) <= 1.0 or not math.isfinite(float(targets[key])):
-            raise InvalidValueError(f"target accuracy {key} = {targets[key]} must be a fraction in [0, 1] (not %)")
-    no_len = [b for b in present if b not in spec.output_tokens]
-    if no_len:
-        raise InvalidValueError(f"labels.simulator.output_tokens has no entry for benchmark(s) {no_len}")
+    model_ids, model_params, present = check_simulator_inputs(ids, bench, models, targets, spec, model_params)
 
     seed = spec.seed
     rho = spec.predictable_share

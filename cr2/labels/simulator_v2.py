@@ -29,7 +29,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from cr2.config import ModelSpec, SimulatorShape, SimulatorSpec
-from cr2.labels.simulator import SimulatedLabels, _output_tokens, _standardise, hash_normal
+from cr2.errors import InvalidValueError
+from cr2.labels.simulator import SimulatedLabels, _output_tokens, _standardise, check_simulator_inputs, hash_normal
 
 SOURCE = "simulated-irt-v2"
 
@@ -146,29 +147,10 @@ def simulate_labels_v2(
     n = len(ids)
     if ids.ndim != 1 or bench.shape != (n,) or subs.shape != (n,) or k_opt.shape != (n,) or emb.ndim != 2 \
             or emb.shape[0] != n:
-        raise ValueError(f"query_ids ({n}), benchmarks {bench.shape}, subsets {subs.shape}, n_choices {k_opt.shape} "
+        raise InvalidValueError(f"query_ids ({n}), benchmarks {bench.shape}, subsets {subs.shape}, n_choices {k_opt.shape} "
                          f"and embeddings {emb.shape} must all have one entry (row) per query")
-    if n and len(np.unique(ids)) != n:
-        uniq, counts = np.unique(ids, return_counts=True)
-        raise ValueError(f"query_ids must be unique; repeated: {uniq[counts > 1][:3].tolist()}")
-    model_ids = [m.id if isinstance(m, ModelSpec) else str(m) for m in models]
-    if model_params is None:
-        if not all(isinstance(m, ModelSpec) for m in models):
-            raise ValueError("pass ModelSpecs, or model ids together with model_params")
-        model_params = [m.params for m in models]
-    if len(model_params) != len(model_ids) or len(set(model_ids)) != len(model_ids) or not model_ids:
-        raise ValueError(f"models {model_ids} must be unique and match model_params ({len(model_params)})")
-    present = sorted(set(bench.tolist()))
-    missing = [(m, b) for m in model_ids for b in present if (m, b) not in targets]
-    no_len = [b for b in present if b not in spec.output_tokens] if with_output_tokens else []
-    if no_len:
-        raise ValueError(f"labels.simulator.output_tokens has no entry for benchmark(s) {no_len}")
-    if missing:
-        raise ValueError(f"no target accuracy for {missing[:4]}{' …' if len(missing) > 4 else ''}; "
-                         "add them to the accuracy file or drop the benchmark")
-    for key in [(m, b) for m in model_ids for b in present]:
-        if not 0.0 <= float(targets[key]) <= 1.0 or not math.isfinite(float(targets[key])):
-            raise ValueError(f"target accuracy {key} = {targets[key]} must be a fraction in [0, 1] (not %)")
+    model_ids, model_params, present = check_simulator_inputs(ids, bench, models, targets, spec, model_params,
+                                                              with_output_tokens)
 
     seed = spec.seed if seed is None else int(seed)
     draws = draw_latents(ids, bench, subs, emb, model_ids, seed)
