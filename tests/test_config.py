@@ -146,3 +146,11 @@ def test_extends_errors_name_the_file(tmp_path):
     g.write_text("extends: loop.yaml\n")
     with pytest.raises(ConfigError, match="cycle"):
         load_config(g)
+
+
+def test_n_resplits_is_zero_for_no_bands_or_at_least_ten():
+    from cr2.errors import ConfigError
+
+    assert load_config(overrides={"evaluation": {"n_resplits": 0}}).evaluation.n_resplits == 0
+    with pytest.raises(ConfigError, match="n_resplits=3: use 0"):
+        load_config(overrides={"evaluation": {"n_resplits": 3}})
