@@ -159,7 +159,7 @@ def _derived(method: str) -> tuple[str, str, str] | None:
     if method in DERIVED_METHODS:
         return DERIVED_METHODS[method]
     if method.startswith("cr2-rate-"):
-        return ("cr2-rule", f"fixed local rate f = {method[9:]}", "#a569bd")
+        return ("cr2-rate", f"fixed local rate f = {method[9:]}", "#a569bd")
     return None
 
 

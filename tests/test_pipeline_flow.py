@@ -156,6 +156,9 @@ def test_views_agree_with_the_metrics(pipeline):
     assert {"ablation:sign-only", "ablation:sign+margin", "ablation:w_mono=0.5", "ablation:w_mono=2"} <= ablated
     assert variants == {"cr2", "cr2-inclusive", "cr2-fallback", "full-info"}
     assert rules == {"cr2", "cr2-empirical", "cr2-fixed-0.5"}
+    assert {"cr2-rate-0.1", "cr2-rate-0.2"} <= ablated  # the paper's fixed-local-rate rows
+    assert (bands.loc[bands["lam"] == 0, "risk"] == 0).all()  # λ = 0: CR² defers everything, no bands there
+    bands = bands[bands["lam"] > 0]
     assert (bands["risk_q05"] <= bands["risk_mean"] + 1e-12).all() and (bands["risk_mean"] <= bands["risk_q95"] + 1e-12).all()
 
 

@@ -1,11 +1,12 @@
 -- Paper Table ablation: every CR² configuration at the operating point whose pooled normalised cost is
 -- nearest the anchor c̄ = 0.45 — loss composition (ablation:sign-only, ablation:sign+margin, cr2 at the
 -- default α), the w_mono sweep (ablation:w_mono=…), the CRC level α (cr2 at each α), the calibration rule
--- (cr2-empirical) and the deferred path (cr2-inclusive, cr2-fallback) — with accuracy and local rate.
+-- (cr2-empirical), the fixed local rates f (cr2-rate-f, no risk control) and the deferred path (cr2-inclusive,
+-- cr2-fallback) — with accuracy and local rate.
 WITH pts AS (
     SELECT run_id, method, alpha, lam, accuracy, cost, local_rate FROM operating_points
     JOIN methods m USING (run_id, method)
-    WHERE benchmark = 'all' AND m.kind IN ('ablation', 'cr2', 'cr2-rule', 'cr2-variant')
+    WHERE benchmark = 'all' AND m.kind IN ('ablation', 'cr2', 'cr2-rule', 'cr2-rate', 'cr2-variant')
 )
 SELECT run_id, method, alpha,
        arg_min(lam, abs(cost - 0.45))        AS lam,
