@@ -48,6 +48,13 @@ def _timed(fn, idx) -> list[float]:
     return out
 
 
+def _choice_lists(column) -> list:
+    """Choice lists as Python lists; None where a query has none (None, NA or NaN from pandas)."""
+    import numpy as np
+
+    return [list(c) if isinstance(c, (list, tuple, np.ndarray)) else None for c in column]
+
+
 def _sample_texts(cfg, n: int, seed: int = 0) -> list[str]:
     """n router texts drawn evenly from the configured benchmarks (fixed seed)."""
     import numpy as np
@@ -65,7 +72,7 @@ def _sample_texts(cfg, n: int, seed: int = 0) -> list[str]:
             df = df[df["subset"].isin(spec.subsets)]
         take = df.iloc[np.sort(rng.choice(len(df), size=min(per, len(df)), replace=False))]
         choices = take["choices"] if "choices" in take else [None] * len(take)
-        texts += router_texts(list(take["question"]), [None if c is None else list(c) for c in choices])
+        texts += router_texts(list(take["question"]), _choice_lists(choices))
     return texts[:n]
 
 
@@ -137,7 +144,7 @@ def part_a(args, cfg, figures, tables, notes, details):
                           lambda i: fused32.score_one(v32[i]) >= tau),
     }
     repeats = args.repeats or (3 if args.quick else 7)
-    calls = 200 if args.quick else 1000
+    calls = 200 if args.quick else args.calls
     samples = {k: {"median": [], "p99": [], "all": []} for k in paths}
     loads = []
     for _, _, fn in paths.values():  # warm-up
@@ -187,7 +194,7 @@ def part_b(args, cfg, fused, tau, figures, tables, notes, details, cache):
 
     from cr2.embed import embed_texts, load_encoder
 
-    texts = _sample_texts(cfg, 60 if args.quick else 240)
+    texts = _sample_texts(cfg, 60 if args.quick else args.texts)
     encoders = {b: load_encoder(cfg.embedding.max_seq_length, num_threads=args.threads, backend=b, cache_dir=cache)
                 for b in BACKENDS}
     tok = encoders["onnx"].tokenizer
@@ -261,7 +268,7 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
         test = load_routing_sets(wh, tuple(m.id for m in cfg.models), **routing_args(cfg))["test"]
         q = wh.df("SELECT query_id, question, choices FROM queries")
     q = q.set_index("query_id").loc[list(test.query_id)]
-    texts = router_texts(list(q["question"]), [None if c is None else list(c) for c in q["choices"]])
+    texts = router_texts(list(q["question"]), _choice_lists(q["choices"]))
     if cfg.evaluation.exclude_unsolvable:
         keep = evaluable_mask(test)
         test = test.subset(np.flatnonzero(keep))
@@ -347,7 +354,9 @@ def main(argv=None) -> None:
                                      "help": "synthetic KNN train-set size (default 17,200: the default set's train + dev)"},
                          "warehouse": {"default": None, "help": "a trained, calibrated cr2 home: measure the int8 "
                                                                 "routing effect (part C)"},
-                         "parts": {"default": "abc", "help": "which parts to run (default abc)"}})
+                         "parts": {"default": "abc", "help": "which parts to run (default abc)"},
+                         "texts": {"type": int, "default": 240, "help": "query texts in part B (default 240)"},
+                         "calls": {"type": int, "default": 1000, "help": "batch-1 calls per repeat in part A"}})
     limit_threads(args.threads)
     import torch
 
@@ -362,7 +371,13 @@ def main(argv=None) -> None:
     if "b" in args.parts or "c" in args.parts:
         encoders = part_b(args, cfg, fused, tau, figures, tables, notes, details, cache)
     if "c" in args.parts and args.warehouse:
-        part_c(args, cfg, encoders, figures, tables, notes, details)
+        try:
+            part_c(args, cfg, encoders, figures, tables, notes, details)
+        except Exception as exc:  # parts A and B are still written
+            import traceback
+
+            traceback.print_exc()
+            notes.append(f"C failed: {type(exc).__name__}: {exc}")
     elif "c" in args.parts:
         notes.append("C (routing effect of onnx-int8) needs --warehouse HOME; not run.")
     keep_from_last_run(args, figures, tables, notes)
