@@ -220,6 +220,8 @@ def main(argv=None) -> None:
                                        "help": "above this many train rows: train 1 epoch on this many, no MLP, "
                                                "KNN k fixed (a time budget on a shared machine)"}},
                       worker={"type": int, "default": None, "help": argparse_hidden()},
+                      **{"partial-log": {"default": None, "dest": "partial_log",
+                                         "help": "N=LOG: record the stages a stopped size-N worker logged, then render"}},
                       out={"default": None, "help": argparse_hidden()})
     if args.worker is not None:
         limit_threads(args.threads)
@@ -229,7 +231,27 @@ def main(argv=None) -> None:
         res = worker(args.worker, args.epochs, args.indexes.split(","), args.train_cap)
         Path(args.out).write_text(json.dumps(res, indent=1, default=float))
         return
-    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.partial_log:  # a size whose worker was stopped: keep the stages its log reports, marked partial
+        import re
+
+        n_txt, path = args.partial_log.split("=", 1)
+        n = int(n_txt)
+        pat = re.compile(r"^\[([\d,]+)\] (.+): ([\d.]+) s, peak RSS ([\d.]+) GB, load ([\d.]+)$")
+        stages = {}
+        for line in Path(path).read_text().splitlines():
+            m = pat.match(line.strip())
+            if m and int(m.group(1).replace(",", "")) == n:
+                stages[m.group(2)] = {"seconds": float(m.group(3)), "peak_rss_gb": float(m.group(4)),
+                                      "load_avg_1m": float(m.group(5)), "capped": "train" in m.group(2) or
+                                      "knn" in m.group(2)}
+        prev = HERE / "results" / "scale_runs.json"
+        runs = json.loads(prev.read_text()) if prev.is_file() else {}
+        runs[str(n)] = {"n": n, "partial": f"worker stopped after '{list(stages)[-1]}' (session deadline); stages "
+                        f"from its log {path}", "stages": stages,
+                        "peak_rss_gb": max(v["peak_rss_gb"] for v in stages.values()), "sizes": {}}
+        prev.write_text(json.dumps(runs, indent=1))
+        args.sizes = ""
+    sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.quick:
         sizes = [s for s in (2_000, 10_000)]
     results, prior = [], {}
@@ -294,6 +316,9 @@ def main(argv=None) -> None:
              "KNN fit: k fixed instead of chosen on dev — so it is left out of the exponent fit; no MLP there."]
     if failed:
         notes.append("Failed sizes: " + ", ".join(f"{n:,}: {v}" for n, v in failed.items()))
+    for n, r in ok.items():
+        if r.get("partial"):
+            notes.append(f"{n:,} queries: PARTIAL — {r['partial']}.")
     write_result("scale", {
         "title": "Synthetic 10k / 100k / 1M queries through the pure library",
         "quick": args.quick, "figures": figures,
