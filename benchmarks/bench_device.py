@@ -288,11 +288,11 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
     rows, changed_all = [], []
     lams = [lam for lam in (0.5, 1.0, 2.0, 8.0) if table.has_lam(lam)]
     for lam in lams:
-        s_ref, s8 = gate.score(e32, lam), gate.score(e8, lam)
+        score_ref, score8 = gate.score(e32, lam), gate.score(e8, lam)
         for alpha in table.alphas:
             tau = table.tau(lam, alpha, table.gate_fingerprint)
-            d_ref = route(s_ref, tau, proba_ref, test.cost, lam, cfg.routing.deferred_variant)
-            d8 = route(s8, tau, proba8, test.cost, lam, cfg.routing.deferred_variant)
+            d_ref = route(score_ref, tau, proba_ref, test.cost, lam, cfg.routing.deferred_variant)
+            d8 = route(score8, tau, proba8, test.cost, lam, cfg.routing.deferred_variant)
             flips = int((d_ref.extra["gate_accept"] != d8.extra["gate_accept"]).sum())
             changed = int((d_ref.chosen != d8.chosen).sum())
             changed_all.append(changed / len(test))
@@ -333,7 +333,8 @@ def keep_from_last_run(args, figures, tables, notes) -> None:
     from _common import RESULTS
 
     last = RESULTS / "device.json"
-    skipped = [p for p in "bc" if p not in args.parts or (p == "c" and not args.warehouse)]
+    ran_a = "a" in args.parts or "b" in args.parts
+    skipped = [p for p in "abc" if (p not in args.parts and not (p == "a" and ran_a)) or (p == "c" and not args.warehouse)]
     if not skipped or not last.is_file():
         return
     old = json.loads(last.read_text())
@@ -366,10 +367,16 @@ def main(argv=None) -> None:
     cfg = load_config()
     figures, tables, notes, details = [], [], [], {"threads": args.threads}
     cache = Path(os.environ.get("CR2_CACHE") or Path.home() / ".cache" / "cr2") / "encoders"
-    fused, tau = part_a(args, cfg, figures, tables, notes, details)
     encoders = None
-    if "b" in args.parts or "c" in args.parts:
+    if "a" in args.parts or "b" in args.parts:
+        fused, tau = part_a(args, cfg, figures, tables, notes, details)
+    if "b" in args.parts:
         encoders = part_b(args, cfg, fused, tau, figures, tables, notes, details, cache)
+    elif "c" in args.parts:
+        from cr2.embed import load_encoder
+
+        encoders = {b: load_encoder(cfg.embedding.max_seq_length, num_threads=args.threads, backend=b, cache_dir=cache)
+                    for b in ("onnx", "onnx-int8")}
     if "c" in args.parts and args.warehouse:
         try:
             part_c(args, cfg, encoders, figures, tables, notes, details)
