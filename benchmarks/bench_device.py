@@ -48,6 +48,13 @@ def _timed(fn, idx) -> list[float]:
     return out
 
 
+def _choice_lists(column) -> list:
+    """Choice lists as Python lists; None where a query has none (None, NA or NaN from pandas)."""
+    import numpy as np
+
+    return [list(c) if isinstance(c, (list, tuple, np.ndarray)) else None for c in column]
+
+
 def _sample_texts(cfg, n: int, seed: int = 0) -> list[str]:
     """n router texts drawn evenly from the configured benchmarks (fixed seed)."""
     import numpy as np
@@ -65,7 +72,7 @@ def _sample_texts(cfg, n: int, seed: int = 0) -> list[str]:
             df = df[df["subset"].isin(spec.subsets)]
         take = df.iloc[np.sort(rng.choice(len(df), size=min(per, len(df)), replace=False))]
         choices = take["choices"] if "choices" in take else [None] * len(take)
-        texts += router_texts(list(take["question"]), [None if c is None else list(c) for c in choices])
+        texts += router_texts(list(take["question"]), _choice_lists(choices))
     return texts[:n]
 
 
@@ -137,7 +144,7 @@ def part_a(args, cfg, figures, tables, notes, details):
                           lambda i: fused32.score_one(v32[i]) >= tau),
     }
     repeats = args.repeats or (3 if args.quick else 7)
-    calls = 200 if args.quick else 1000
+    calls = 200 if args.quick else args.calls
     samples = {k: {"median": [], "p99": [], "all": []} for k in paths}
     loads = []
     for _, _, fn in paths.values():  # warm-up
@@ -187,7 +194,7 @@ def part_b(args, cfg, fused, tau, figures, tables, notes, details, cache):
 
     from cr2.embed import embed_texts, load_encoder
 
-    texts = _sample_texts(cfg, 60 if args.quick else 240)
+    texts = _sample_texts(cfg, 60 if args.quick else args.texts)
     encoders = {b: load_encoder(cfg.embedding.max_seq_length, num_threads=args.threads, backend=b, cache_dir=cache)
                 for b in BACKENDS}
     tok = encoders["onnx"].tokenizer
@@ -261,7 +268,7 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
                                  decision_cost=cfg.routing.decision_cost)["test"]
         q = wh.df("SELECT query_id, question, choices FROM queries")
     q = q.set_index("query_id").loc[list(test.query_id)]
-    texts = router_texts(list(q["question"]), [None if c is None else list(c) for c in q["choices"]])
+    texts = router_texts(list(q["question"]), _choice_lists(q["choices"]))
     if cfg.evaluation.exclude_unsolvable:
         keep = evaluable_mask(test)
         test = test.subset(np.flatnonzero(keep))
@@ -281,11 +288,11 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
     rows, changed_all = [], []
     lams = [lam for lam in (0.5, 1.0, 2.0, 8.0) if table.has_lam(lam)]
     for lam in lams:
-        s_ref, s8 = gate.score(e32, lam), gate.score(e8, lam)
+        score_ref, score8 = gate.score(e32, lam), gate.score(e8, lam)
         for alpha in table.alphas:
             tau = table.tau(lam, alpha, table.gate_fingerprint)
-            d_ref = route(s_ref, tau, proba_ref, test.decision_cost, lam, cfg.routing.deferred_variant)
-            d8 = route(s8, tau, proba8, test.decision_cost, lam, cfg.routing.deferred_variant)
+            d_ref = route(score_ref, tau, proba_ref, test.decision_cost, lam, cfg.routing.deferred_variant)
+            d8 = route(score8, tau, proba8, test.decision_cost, lam, cfg.routing.deferred_variant)
             flips = int((d_ref.extra["gate_accept"] != d8.extra["gate_accept"]).sum())
             changed = int((d_ref.chosen != d8.chosen).sum())
             changed_all.append(changed / len(test))
@@ -326,7 +333,8 @@ def keep_from_last_run(args, figures, tables, notes) -> None:
     from _common import RESULTS
 
     last = RESULTS / "device.json"
-    skipped = [p for p in "bc" if p not in args.parts or (p == "c" and not args.warehouse)]
+    ran_a = "a" in args.parts or "b" in args.parts
+    skipped = [p for p in "abc" if (p not in args.parts and not (p == "a" and ran_a)) or (p == "c" and not args.warehouse)]
     if not skipped or not last.is_file():
         return
     old = json.loads(last.read_text())
@@ -347,7 +355,9 @@ def main(argv=None) -> None:
                                      "help": "synthetic KNN train-set size (default 17,200: the default set's train + dev)"},
                          "warehouse": {"default": None, "help": "a trained, calibrated cr2 home: measure the int8 "
                                                                 "routing effect (part C)"},
-                         "parts": {"default": "abc", "help": "which parts to run (default abc)"}})
+                         "parts": {"default": "abc", "help": "which parts to run (default abc)"},
+                         "texts": {"type": int, "default": 240, "help": "query texts in part B (default 240)"},
+                         "calls": {"type": int, "default": 1000, "help": "batch-1 calls per repeat in part A"}})
     limit_threads(args.threads)
     import torch
 
@@ -357,12 +367,24 @@ def main(argv=None) -> None:
     cfg = load_config()
     figures, tables, notes, details = [], [], [], {"threads": args.threads}
     cache = Path(os.environ.get("CR2_CACHE") or Path.home() / ".cache" / "cr2") / "encoders"
-    fused, tau = part_a(args, cfg, figures, tables, notes, details)
     encoders = None
-    if "b" in args.parts or "c" in args.parts:
+    if "a" in args.parts or "b" in args.parts:
+        fused, tau = part_a(args, cfg, figures, tables, notes, details)
+    if "b" in args.parts:
         encoders = part_b(args, cfg, fused, tau, figures, tables, notes, details, cache)
+    elif "c" in args.parts:
+        from cr2.embed import load_encoder
+
+        encoders = {b: load_encoder(cfg.embedding.max_seq_length, num_threads=args.threads, backend=b, cache_dir=cache)
+                    for b in ("onnx", "onnx-int8")}
     if "c" in args.parts and args.warehouse:
-        part_c(args, cfg, encoders, figures, tables, notes, details)
+        try:
+            part_c(args, cfg, encoders, figures, tables, notes, details)
+        except Exception as exc:  # parts A and B are still written
+            import traceback
+
+            traceback.print_exc()
+            notes.append(f"C failed: {type(exc).__name__}: {exc}")
     elif "c" in args.parts:
         notes.append("C (routing effect of onnx-int8) needs --warehouse HOME; not run.")
     keep_from_last_run(args, figures, tables, notes)

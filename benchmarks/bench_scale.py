@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import fmt, figure, limit_threads, parse_args, write_result
+from _common import fmt, figure, limit_threads, parse_args, target, write_result
 
 HERE = Path(__file__).resolve().parent
 LAMS_EVAL = (0.5, 1.0, 2.0, 8.0)
@@ -75,6 +75,57 @@ def generate(n: int, seed: int = 0):
     out_med = np.array([12, 40, 20, 110])[b_idx]
     output_tokens = np.maximum(1, rng.lognormal(np.log(out_med)[:, None] * np.ones((1, 4)), 0.5)).round()
     return query_id, benchmark, subset, emb, correct, prompt_tokens, output_tokens
+
+
+def knn_only_worker(n: int, index: str) -> dict:
+    """KNN at scale alone: generate, split, fit the approximate index (k = 100), recall vs exact, batch-1 time."""
+    import numpy as np
+
+    from cr2.config import load_config
+    from cr2.data import RoutingSet
+    from cr2.routers import get_router
+    from cr2.routers.base import l2_normalise
+    from cr2.splits import assign_splits
+
+    cfg = load_config()
+    stages, out = {}, {"n": n, "knn_only": True}
+
+    def stage(name, fn):
+        t0 = time.perf_counter()
+        res = fn()
+        stages[name] = {"seconds": time.perf_counter() - t0, "peak_rss_gb": _rss_gb(), "load_avg_1m": os.getloadavg()[0],
+                        "capped": True}
+        print(f"[{n:,}] {name}: {stages[name]['seconds']:.1f} s, peak RSS {stages[name]['peak_rss_gb']:.2f} GB, "
+              f"load {stages[name]['load_avg_1m']:.1f}", flush=True)
+        return res
+
+    qid, bench, subset, emb, correct, _, _ = stage("generate", lambda: generate(n))
+    split = stage("splits", lambda: assign_splits(qid, bench, subset, cfg.splits))
+    model_ids = tuple(m.id for m in cfg.models)
+
+    def part(name):
+        idx = np.flatnonzero(split.mask(name))
+        return RoutingSet(query_id=qid[idx], benchmark=bench[idx], embedding=emb[idx], correct=correct[idx],
+                          cost=np.ones((len(idx), len(model_ids)), np.float32), model_ids=model_ids)
+
+    train, dev, test = part("train"), part("dev"), part("test")
+    del emb
+    out["sizes"] = {"train": len(train), "dev": len(dev), "test": len(test)}
+    r = stage(f"baselines: knn ({index}) fit", lambda: get_router("knn", index=index, k=100).fit(train, dev))
+    q = l2_normalise(test.embedding[:RECALL_QUERIES])
+    truth = stage(f"recall: exact top-100 of {len(q):,} queries",
+                  lambda: np.argpartition(-(q @ r.train_embedding_.T), 99, axis=1)[:, :100])
+    approx = r.ann_neighbours(q, 100)
+    out["recall"] = {f"knn-{index}": {"k": 100, "recall": float(np.mean([len(set(a) & set(b)) / 100
+                                                                           for a, b in zip(truth, approx)]))}}
+    singles = [test.subset(np.array([i])) for i in range(200)]
+    t0 = time.perf_counter()
+    for one in singles:
+        r.route(one, 1.0)
+    out[f"knn-{index}"] = {"batch1_us": (time.perf_counter() - t0) / 200 * 1e6, "flops_per_query": r.flops_per_query(),
+                           "k": 100}
+    out["stages"], out["peak_rss_gb"] = stages, _rss_gb()
+    return out
 
 
 def worker(n: int, epochs: int, indexes: list[str], train_cap: int) -> dict:
@@ -220,16 +271,40 @@ def main(argv=None) -> None:
                                        "help": "above this many train rows: train 1 epoch on this many, no MLP, "
                                                "KNN k fixed (a time budget on a shared machine)"}},
                       worker={"type": int, "default": None, "help": argparse_hidden()},
+                      **{"knn-only": {"action": "store_true", "dest": "knn_only", "help": argparse_hidden()},
+                         "partial-log": {"default": None, "dest": "partial_log",
+                                         "help": "N=LOG: record the stages a stopped size-N worker logged, then render"}},
                       out={"default": None, "help": argparse_hidden()})
     if args.worker is not None:
         limit_threads(args.threads)
         import torch
 
         torch.set_num_threads(args.threads)
-        res = worker(args.worker, args.epochs, args.indexes.split(","), args.train_cap)
+        res = (knn_only_worker(args.worker, args.indexes.split(",")[0]) if args.knn_only
+               else worker(args.worker, args.epochs, args.indexes.split(","), args.train_cap))
         Path(args.out).write_text(json.dumps(res, indent=1, default=float))
         return
-    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.partial_log:  # a size whose worker was stopped: keep the stages its log reports, marked partial
+        import re
+
+        n_txt, path = args.partial_log.split("=", 1)
+        n = int(n_txt)
+        pat = re.compile(r"^\[([\d,]+)\] (.+): ([\d.]+) s, peak RSS ([\d.]+) GB, load ([\d.]+)$")
+        stages = {}
+        for line in Path(path).read_text().splitlines():
+            m = pat.match(line.strip())
+            if m and int(m.group(1).replace(",", "")) == n:
+                stages[m.group(2)] = {"seconds": float(m.group(3)), "peak_rss_gb": float(m.group(4)),
+                                      "load_avg_1m": float(m.group(5)), "capped": "train" in m.group(2) or
+                                      "knn" in m.group(2)}
+        prev = HERE / "results" / "scale_runs.json"
+        runs = json.loads(prev.read_text()) if prev.is_file() else {}
+        runs[str(n)] = {"n": n, "partial": f"worker stopped after '{list(stages)[-1]}' (session deadline); stages "
+                        f"from its log {path}", "stages": stages,
+                        "peak_rss_gb": max(v["peak_rss_gb"] for v in stages.values()), "sizes": {}}
+        prev.write_text(json.dumps(runs, indent=1))
+        args.sizes = ""
+    sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.quick:
         sizes = [s for s in (2_000, 10_000)]
     results, prior = [], {}
@@ -272,7 +347,8 @@ def main(argv=None) -> None:
     rows.append(["**peak RSS, GB**"] + [f"{ok[n]['peak_rss_gb']:.2f}" for n in ns] + [
         f"{_fit_exponent(ns, [ok[n]['peak_rss_gb'] for n in ns]):.2f}" if len(ns) > 1 else "—"])
     for n in ns:
-        figures.append(figure(f"rss.{n}", f"peak RSS, {n:,} queries", [ok[n]["peak_rss_gb"]], "GB"))
+        figures.append(figure(f"rss.{n}", f"peak RSS, {n:,} queries", [ok[n]["peak_rss_gb"]], "GB",
+                              target("<=", 24.0, "≤ 24 GB (the machine)") if n >= 1_000_000 else None))
     knn_rows = []
     for n in ns:
         r = ok[n]
@@ -284,7 +360,7 @@ def main(argv=None) -> None:
                              f"{100 * acc1:.2f}" if acc1 is not None else "—"])
             if rec:
                 figures.append(figure(f"recall.{name}.{n}", f"{name} recall@{rec['k']} vs exact, {n:,} queries",
-                                      [rec["recall"]], ""))
+                                      [rec["recall"]], "", target(">=", 0.95, "≥ 0.95 [cr2 decision]")))
             figures.append(figure(f"b1.{name}.{n}", f"{name} batch-1 route, {n:,} queries", [r[name]["batch1_us"]], "µs"))
     failed = {n: r["failed"] for n, r in prior.items() if "failed" in r}
     notes = [f"Each size ran once, in its own process, {args.threads} thread(s); the machine was shared (load average "
@@ -294,6 +370,9 @@ def main(argv=None) -> None:
              "KNN fit: k fixed instead of chosen on dev — so it is left out of the exponent fit; no MLP there."]
     if failed:
         notes.append("Failed sizes: " + ", ".join(f"{n:,}: {v}" for n, v in failed.items()))
+    for n, r in ok.items():
+        if r.get("partial"):
+            notes.append(f"{n:,} queries: PARTIAL — {r['partial']}.")
     write_result("scale", {
         "title": "Synthetic 10k / 100k / 1M queries through the pure library",
         "quick": args.quick, "figures": figures,

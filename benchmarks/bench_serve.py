@@ -80,7 +80,7 @@ def _serve(home: str, cfg_path: Path, port: int, log: Path) -> subprocess.Popen:
     proc = subprocess.Popen([CR2, "serve", "--port", str(port), "--config", str(cfg_path)], env=env, cwd=REPO,
                             stdout=open(log, "w"), stderr=subprocess.STDOUT)
     t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 180:
+    while time.perf_counter() - t0 < 600:
         if proc.poll() is not None:
             raise SystemExit(f"cr2 serve exited ({proc.returncode}): {log.read_text()[-2000:]}")
         try:
@@ -90,7 +90,7 @@ def _serve(home: str, cfg_path: Path, port: int, log: Path) -> subprocess.Popen:
             pass
         time.sleep(0.5)
     proc.terminate()
-    raise SystemExit(f"cr2 serve did not answer /health within 180 s: {log.read_text()[-2000:]}")
+    raise SystemExit(f"cr2 serve did not answer /health within 600 s: {log.read_text()[-2000:]}")
 
 
 def main(argv=None) -> None:

@@ -26,8 +26,11 @@ both (see benchmarks/results/embed.json); the defaults below are the fastest fou
 
 A third backend, "onnx-int8" (opt-in), runs a dynamically int8-quantised copy of that export
 (onnxruntime.quantization.quantize_dynamic: int8 MatMul weights per channel, activations quantised per call), cached beside the
-float32 export and written atomically like it. It is a different function: embeddings move by up to ≈ 1e-2
-per coordinate, so routing changes a little. benchmarks/bench_device.py measures by how much (largest
+float32 export and written atomically like it. It is a different function: embeddings move by up to a few 1e-2
+per coordinate, so routing changes a little — and, because activations are quantised per call over the whole
+padded batch, a text's int8 embedding also depends on the texts batched with it (measured in
+tests/test_embed.py): scores calibrated on batch-embedded val queries and a device embedding one query at a
+time see slightly different vectors. Use it only where that is acceptable. benchmarks/bench_device.py measures by how much (largest
 embedding deviation, changed decisions on the test split, accuracy/cost/risk deltas); the warehouse keeps
 its embeddings under a separate encoder name (`EmbeddingSpec.store_name`), so fp32 and int8 never mix.
 """

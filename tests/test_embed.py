@@ -88,7 +88,8 @@ def test_int8_backend_loads_from_a_cached_atomic_quantised_export_and_stays_clos
     enc = load_encoder(backend="onnx-int8", cache_dir=tmp_path)
     (quant,) = list(tmp_path.glob("*-int8-*.onnx"))
     assert not list(tmp_path.glob(".*tmp")), "no temporary file is left behind"
-    assert quant.stat().st_size < 0.5 * next(p for p in tmp_path.glob("*.onnx") if p != quant).stat().st_size
+    fp32_size = next(p for p in tmp_path.glob("*.onnx") if p != quant).stat().st_size
+    assert quant.stat().st_size < 0.75 * fp32_size  # int8 MatMul weights; the embedding tables stay float32
     got = embed_texts(TEXTS, progress=False, encoder=enc)
     assert got.shape == fp32.shape and got.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
@@ -98,8 +99,12 @@ def test_int8_backend_loads_from_a_cached_atomic_quantised_export_and_stays_clos
     load_encoder(backend="onnx-int8", cache_dir=tmp_path)
     assert quant.stat().st_mtime_ns == stamp, "a second load reuses the quantised export"
     quant.write_bytes(b"truncated")
-    again = embed_texts(TEXTS[:2], progress=False, encoder=load_encoder(backend="onnx-int8", cache_dir=tmp_path))
-    np.testing.assert_allclose(again, got[:2], atol=1e-6)  # rebuilt: deterministic quantisation
+    again = embed_texts(TEXTS, progress=False, encoder=load_encoder(backend="onnx-int8", cache_dir=tmp_path))
+    np.testing.assert_allclose(again, got, atol=1e-6)  # rebuilt: deterministic quantisation
+    # activations are quantised per call over the whole padded batch: a text's int8 embedding depends on its
+    # batch companions (unlike fp32, where they only move float32 rounding) — documented in cr2/embed.py
+    alone = embed_texts(TEXTS[:1], progress=False, encoder=enc)
+    assert float((alone[0] * got[0]).sum()) > 0.95
 
 
 def test_int8_backend_keeps_its_embeddings_apart_in_the_warehouse():
