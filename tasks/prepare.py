@@ -33,8 +33,8 @@ def _choices(column: pd.Series) -> list[list[str] | None]:
     return [list(c) if isinstance(c, (list, tuple, np.ndarray)) else None for c in column]
 
 
-def _queries_fp(wh: Warehouse, cols: str = "query_id, content_hash") -> str:
-    return str(wh.scalar(f"SELECT coalesce(sum(hash({cols})), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM queries"))
+def _queries_fp(wh: Warehouse, cols: tuple[str, ...] = ("query_id", "content_hash")) -> str:
+    return wh.table_fingerprint("queries", columns=cols)
 
 
 # ------------------------------------------------------------------ embeddings
@@ -82,7 +82,7 @@ SPLIT_CODE = ("cr2.splits", "tasks.prepare")
 
 
 def splits_key(config: Config, wh: Warehouse) -> str:
-    return make_key("splits", _queries_fp(wh, "query_id, benchmark, subset"), config.section_hash("splits"),
+    return make_key("splits", _queries_fp(wh, ("query_id", "benchmark", "subset")), config.section_hash("splits"),
                     code_hash(*SPLIT_CODE), warehouse_epoch(wh))
 
 
@@ -107,7 +107,7 @@ STATE_CODE = ("cr2.channel", "tasks.prepare")
 
 
 def states_key(config: Config, wh: Warehouse) -> str:
-    return make_key("states", _queries_fp(wh, "query_id"), config.channel.distribution.dist_id,
+    return make_key("states", _queries_fp(wh, ("query_id",)), config.channel.distribution.dist_id,
                     config.section_hash("channel", "communication"), code_hash(*STATE_CODE), warehouse_epoch(wh))
 
 
@@ -143,7 +143,7 @@ LABEL_CODE = ("cr2.labels.simulator", "tasks.prepare")
 
 def labels_key(config: Config, wh: Warehouse) -> str:
     sim = config.labels.simulator
-    return make_key("labels", _queries_fp(wh, "query_id, benchmark, subset, content_hash"), config.labels.source,
+    return make_key("labels", _queries_fp(wh, ("query_id", "benchmark", "subset", "content_hash")), config.labels.source,
                     config.section_hash("labels", "models"), file_hash(config.data_path / sim.accuracy_file),
                     code_hash(*LABEL_CODE), warehouse_epoch(wh))
 
@@ -211,13 +211,13 @@ COST_CODE = ("cr2.cost", "tasks.prepare")
 def costs_key(config: Config, wh: Warehouse) -> str:
     dist_id = config.channel.distribution.dist_id
     parts = [
-        wh.table_fingerprint("states", f"WHERE dist_id = '{dist_id}'"),
-        wh.table_fingerprint("labels", f"WHERE source = '{config.labels.source}'"),
-        _queries_fp(wh, "query_id, benchmark, prompt_tokens"),
+        wh.table_fingerprint("states", {"dist_id": dist_id}),
+        wh.table_fingerprint("labels", {"source": config.labels.source}),
+        _queries_fp(wh, ("query_id", "benchmark", "prompt_tokens")),
         config.section_hash("models", "reference_model", "communication", "power", "cost", "hardware"),
     ]
     if config.cost.normalisation == "reference":
-        parts.append(wh.table_fingerprint("splits", f"WHERE seed = {int(config.splits.seed)}"))
+        parts.append(wh.table_fingerprint("splits", {"seed": int(config.splits.seed)}))
     return make_key("costs", dist_id, config.labels.source, *parts, code_hash(*COST_CODE), warehouse_epoch(wh))
 
 

@@ -13,7 +13,7 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import code_hash, make_key
-from warehouse.db import Warehouse
+from warehouse.db import Warehouse, relation
 
 REPORT_CODE = ("cr2.report", "tasks.report")
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibration_rules": "v_calibration_rules",
@@ -39,7 +39,7 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
 
     run_id = evaluated["run_id"]
     with Warehouse(home, read_only=True) as wh:
-        frames = {k: wh.df(f"SELECT * FROM {v} WHERE run_id = ?", [run_id]) for k, v in VIEWS.items()}
+        frames = {k: wh.df(f"SELECT * FROM {relation(v)} WHERE run_id = ?", [run_id]) for k, v in VIEWS.items()}
         complexity = wh.df("SELECT * FROM v_router_complexity")
         run = wh.df("SELECT * FROM eval_runs WHERE run_id = ?", [run_id]).iloc[0]
     header = {"labels_simulated": str(run["label_source"]).startswith("simulated"), "label source": run["label_source"],
