@@ -44,7 +44,7 @@ def run_ablation(config: Config, home: str, key: str, trained: dict, evaluated: 
     from tasks.calibrate import load_modules
     from tasks.evaluate import _metric_rows
 
-    teacher, _ = load_modules(trained)
+    teacher, _ = load_modules(trained, home)
     with Warehouse(home, read_only=True) as wh:
         sets = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))
     train, dev, val, test = sets["train"], sets["dev"], sets["val"], sets["test"]

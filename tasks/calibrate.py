@@ -7,6 +7,7 @@ distribution needs no retraining. Each new table gets the next `version` in `thr
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,11 +39,13 @@ def calibrate_key(config: Config, wh: Warehouse, trained: dict, extra_lams: tupl
                     code_hash(*CAL_CODE), warehouse_epoch(wh))
 
 
-def load_modules(trained: dict):
+def load_modules(trained: dict, home: str | Path):
+    """The teacher and gate of `trained` (recorded paths are relative to the home)."""
     from cr2.gate import load_gate
     from cr2.teacher import load_teacher
+    from tasks.common import in_home
 
-    return load_teacher(trained["teacher"]["path"]), load_gate(trained["gate"]["path"])
+    return load_teacher(in_home(home, trained["teacher"]["path"])), load_gate(in_home(home, trained["gate"]["path"]))
 
 
 @task(name="calibrate-cr2")
@@ -51,7 +54,7 @@ def calibrate_cr2(config: Config, home: str, key: str, trained: dict, extra_lams
     from cr2.crc import calibrate_table
     from cr2.utility import disagree_label
 
-    teacher, gate = load_modules(trained)
+    teacher, gate = load_modules(trained, home)
     with Warehouse(home, read_only=True) as wh:
         val = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))["val"]
     if len(val) == 0:
@@ -82,6 +85,6 @@ def load_threshold_table(wh: Warehouse, version: int | None = None) -> Threshold
             raise UncalibratedOperatingPointError("no threshold table in the warehouse; run `cr2 calibrate` (or `cr2 run`)")
     df = wh.df("SELECT * FROM thresholds WHERE version = ?", [int(version)])
     if df.empty:
-        raise UncalibratedOperatingPointError(f"no threshold table version {version}; see `cr2 sql \"SELECT DISTINCT version "
-                                              "FROM thresholds\"`")
+        raise UncalibratedOperatingPointError(  # sql-text: shown to the user, never run
+            f"no threshold table version {version}; see `cr2 sql \"SELECT DISTINCT version FROM thresholds\"`")
     return ThresholdTable.from_records(df.to_dict("records"))

@@ -75,6 +75,22 @@ def cache_dir(home: Path) -> Path:
     return d
 
 
+def home_relative(home: str | Path, path: str | Path) -> str:
+    """How the warehouse records a file: relative to the home when it lies inside it (so a copied or moved home
+    works on its own), absolute otherwise (e.g. under $CR2_CACHE)."""
+    p, h = Path(path).resolve(), Path(home).resolve()
+    try:
+        return p.relative_to(h).as_posix()
+    except ValueError:
+        return str(p)
+
+
+def in_home(home: str | Path, stored: str | Path) -> Path:
+    """The file a recorded path names: relative paths are relative to the home."""
+    p = Path(stored)
+    return p if p.is_absolute() else Path(home) / p
+
+
 def results_dir(home: Path) -> Path:
     d = Path(home) / "prefect-results"
     d.mkdir(parents=True, exist_ok=True)

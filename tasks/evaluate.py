@@ -13,7 +13,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import code_hash, make_key, warehouse_epoch
+from tasks.common import code_hash, in_home, make_key, warehouse_epoch
 from tasks.train import routing_args
 from warehouse.db import Warehouse
 from warehouse.routing_data import load_routing_sets, routing_fingerprint
@@ -85,7 +85,7 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
     from cr2.routing import route
     from tasks.calibrate import load_modules, load_threshold_table
 
-    teacher, gate = load_modules(trained)
+    teacher, gate = load_modules(trained, home)
     with Warehouse(home, read_only=True) as wh:
         sets = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config))
         test, val = sets["test"], sets["val"]
@@ -144,7 +144,7 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
     from cr2.routers.base import OneShotRouter
 
     for name, b in baselines.items():
-        router = load_router(b["path"])
+        router = load_router(in_home(home, b["path"]))
         uses_p_hat = type(router).route is OneShotRouter.route  # argmax p̂ − λc: reuse the recorded p̂ for every λ
         for lam in config.grids.eval_lam.values():
             if uses_p_hat:

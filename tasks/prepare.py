@@ -192,8 +192,8 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
     n_q = wh.count("queries")
     n_m = len(config.models)
     have = int(wh.scalar(
-        "SELECT count(*) FROM labels l JOIN queries q USING (query_id) WHERE l.source = ? AND l.model_id IN "
-        f"({', '.join('?' * n_m)})", [source, *[m.id for m in config.models]]))
+        "SELECT count(*) FROM labels l JOIN queries q USING (query_id) WHERE l.source = ? AND list_contains(?, l.model_id)",
+        [source, [m.id for m in config.models]]))
     if have != n_q * n_m:
         known = wh.df("SELECT source, count(*) AS n FROM labels GROUP BY source ORDER BY source")
         listing = ", ".join(f"{s} ({n:,} rows)" for s, n in zip(known["source"], known["n"])) or "none"

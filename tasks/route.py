@@ -12,6 +12,7 @@ request).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,13 @@ from cr2.config import Config, StateDistribution
 from cr2.crc import ThresholdTable
 from cr2.errors import DataValidationError, UncalibratedOperatingPointError
 from tasks.calibrate import load_threshold_table
-from tasks.common import cache_dir
+from tasks.common import cache_dir, in_home
 from tasks.prepare import cost_scales_key
 from warehouse.db import Warehouse
 
 
 def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
-    """Paths of the gate with this fingerprint and of the teacher trained with it."""
+    """Paths of the gate with this fingerprint and of the teacher trained with it (resolved against the home)."""
     arts = wh.df("SELECT kind, fingerprint, path, meta FROM artifacts")
     gate = arts[(arts["kind"] == "gate") & (arts["fingerprint"] == gate_fingerprint)]
     if gate.empty:
@@ -38,8 +39,8 @@ def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
     teacher = arts[(arts["kind"] == "teacher") & arts["meta"].map(lambda m: json.loads(m)["key"] == key)]
     if teacher.empty:
         raise UncalibratedOperatingPointError(f"no teacher trained with gate {gate_fingerprint}; run `cr2 train`")
-    out = {"teacher": {"path": teacher["path"].iloc[0], "fingerprint": teacher["fingerprint"].iloc[0]},
-           "gate": {"path": gate["path"].iloc[0], "fingerprint": gate_fingerprint}}
+    out = {"teacher": {"path": str(in_home(wh.home, teacher["path"].iloc[0])), "fingerprint": teacher["fingerprint"].iloc[0]},
+           "gate": {"path": str(in_home(wh.home, gate["path"].iloc[0])), "fingerprint": gate_fingerprint}}
     for k in ("teacher", "gate"):
         if not Path(out[k]["path"]).is_file():
             raise UncalibratedOperatingPointError(f"{k} checkpoint {out[k]['path']} is missing; run `cr2 train` again")
@@ -73,7 +74,7 @@ class OnlineRouter:
         with Warehouse(home, read_only=True) as wh:
             version = wh.scalar("SELECT max(version) FROM thresholds")
             table = load_threshold_table(wh, version)
-            teacher, gate = load_modules(deployed_artifacts(wh, table.gate_fingerprint))
+            teacher, gate = load_modules(deployed_artifacts(wh, table.gate_fingerprint), home)
             scales = wh.scalar("SELECT value FROM meta WHERE key = ?", [cost_scales_key(table.dist_id, table.label_source)])
             spec = wh.scalar("SELECT spec FROM state_distributions WHERE dist_id = ?", [table.dist_id])
         if scales is None or spec is None:
@@ -122,10 +123,7 @@ class OnlineRouter:
         from cr2.routing import route
         from cr2.utility import teacher_utility
 
-        if not lam > 0:
-            raise DataValidationError(f"λ must be > 0, got {lam:g}")
-        if distance_m is not None and not distance_m > 0:
-            raise DataValidationError(f"distance_m must be > 0, got {distance_m:g}")
+        check_route_inputs(question, choices, lam, alpha, distance_m)
         with self._lock:  # torch modules and the tokenizer are shared across server threads
             tau = self._tau(float(lam), float(alpha))
             text = router_text(question, choices)
@@ -161,9 +159,30 @@ class OnlineRouter:
         }
 
 
+def check_route_inputs(question: str, choices: list[str] | None, lam: float, alpha: float,
+                       distance_m: float | None = None) -> None:
+    """A DataValidationError naming the first bad input of one routing request (NaN and ±inf included)."""
+    if not isinstance(question, str) or not question.strip():
+        raise DataValidationError("the query text is empty; give the question to route, e.g. "
+                                  "`cr2 route \"What is the capital of France?\" --lam 1`")
+    if choices is not None:
+        from cr2.embed import CHOICE_LETTERS
+
+        if not all(isinstance(c, str) and c.strip() for c in choices):
+            raise DataValidationError("every choice must be non-empty text")
+        if len(choices) > len(CHOICE_LETTERS):
+            raise DataValidationError(f"at most {len(CHOICE_LETTERS)} choices (A–Z), got {len(choices)}")
+    if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam > 0):
+        raise DataValidationError(f"λ must be a finite number > 0, got {lam}")
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0 < alpha < 1):
+        raise DataValidationError(f"α must be a number in (0, 1), got {alpha}")
+    if distance_m is not None and not (isinstance(distance_m, (int, float)) and math.isfinite(distance_m)
+                                       and distance_m > 0):
+        raise DataValidationError(f"distance_m must be a finite number of metres > 0, got {distance_m}")
+
+
 def route_query(config: Config, home: str | Path, question: str, choices: list[str] | None, lam: float, alpha: float,
                 distance_m: float | None = None, benchmark: str = "mmlu", seed: int = 0) -> dict:
     """The CR² decision for one query (loads the deployed artefacts for this one call)."""
-    if not lam > 0:
-        raise DataValidationError(f"λ must be > 0, got {lam:g}")
+    check_route_inputs(question, choices, lam, alpha, distance_m)
     return OnlineRouter.load(config, home).route(question, choices, lam, alpha, distance_m, benchmark, seed)

@@ -16,7 +16,7 @@ from pathlib import Path
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import cache_dir, code_hash, make_key, warehouse_epoch
+from tasks.common import cache_dir, code_hash, home_relative, make_key, warehouse_epoch
 from warehouse.db import Warehouse
 from warehouse.routing_data import load_routing_sets, routing_fingerprint
 
@@ -70,10 +70,10 @@ def train_cr2(config: Config, home: str, key: str) -> dict:
         fp = save(module, tmp)
         path = out_dir / f"{kind}-{fp}.pt"
         tmp.replace(path)  # atomic: a killed run never leaves a half-written checkpoint under its final name
-        result[kind] = {"fingerprint": fp, "path": str(path), "params": count_parameters(module),
+        result[kind] = {"fingerprint": fp, "path": home_relative(home, path), "params": count_parameters(module),
                         "flops": int(module.flops_per_query()), "fit_seconds": round(fit_s, 2),
                         "best_epoch": int(module.best_epoch_), "history": module.history_}
-        rows.append({"kind": kind, "fingerprint": fp, "path": str(path), "label_source": config.labels.source,
+        rows.append({"kind": kind, "fingerprint": fp, "path": home_relative(home, path), "label_source": config.labels.source,
                      "params": count_parameters(module), "flops": int(module.flops_per_query()), "fit_seconds": fit_s,
                      "meta": json.dumps({"best_epoch": module.best_epoch_, "n_train": len(train), "n_dev": len(dev),
                                          "dist_id": config.channel.distribution.dist_id, "key": key}),

@@ -344,7 +344,8 @@ class Warehouse:
         except duckdb.Error as exc:
             raise UserQueryError(f"SQL failed: {str(exc).splitlines()[0]}") from None
         if len(statements) != 1:
-            raise UserQueryError(f"{len(statements)} statements given; cr2 sql runs {allowed}")
+            given = f"{len(statements)} statements given" if statements else "no SQL statement given"
+            raise UserQueryError(f"{given}; cr2 sql runs {allowed}")
         kind = statements[0].type.name
         if kind not in USER_QUERY_TYPES:
             hint = " (to write a table to a file use `cr2 export TABLE --out DIR`)" if kind in ("COPY", "EXPORT") else ""
