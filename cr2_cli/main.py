@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -43,7 +44,7 @@ def friendly(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
+        except (typer.Exit, typer.Abort, click.ClickException):  # click's own exits and usage errors
             raise
         except Cr2Error as exc:
             _print_error(str(exc))

@@ -310,11 +310,7 @@ class Warehouse:
 
     def export(self, table: str, out_dir: str | Path | None = None) -> Path:
         """Write `table` (or a view) to out_dir/TABLE.parquet (zstd); returns the path."""
-        known = set(table_names()) | set(view_names())
-        if table not in known:
-            from cr2.errors import did_you_mean
-
-            raise did_you_mean("table", table, sorted(known))
+        relation(table)  # an unknown name fails here ("did you mean …"), before any folder is made
         out = Path(out_dir) if out_dir is not None else self.home / "export"
         try:
             out.mkdir(parents=True, exist_ok=True)
