@@ -46,7 +46,6 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
-_MIN_PATH = "/usr/local/bin:/usr/bin:/bin"
 _TAIL_BYTES = 4096
 
 

@@ -63,7 +63,8 @@ _MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec
 # The worker: runs the program and answers exec/eval requests with plain data. It is untrusted once the
 # program ran (the program may replace any of it); the judge trusts nothing it sends but decoded data.
 WORKER = r'''
-import json, socket, struct
+import json, socket, struct, sys
+sys.set_int_max_str_digits(100_000)  # as the judge: big answers (factorials) cross, absurd ones do not
 _sock = socket.socket(fileno=3)
 
 def _recvall(n):
@@ -458,6 +459,7 @@ def judge(chan: Channel, program: str, tests: str) -> tuple[bool, str]:
 
 
 def main() -> None:
+    sys.set_int_max_str_digits(100_000)  # 4,300 by default; beyond 100k digits decoding costs too much time
     job = json.loads(sys.stdin.read())
     started = time.monotonic()
     deadline = started + job["timeout_s"]

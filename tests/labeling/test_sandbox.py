@@ -100,6 +100,21 @@ def test_plain_data_of_stdlib_value_types_compares_as_python_does():
     assert res.passed, res.detail
 
 
+def test_big_integers_cross_as_in_python():
+    import math
+    import sys
+
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        expected = str(math.factorial(2000))  # 5,736 digits: over Python's default conversion limit of 4,300
+    finally:
+        sys.set_int_max_str_digits(old)
+    completion = "import math\ndef f(n):\n    return math.factorial(n)\n"
+    res = run_tests(completion, f"assert f(2000) == {expected}\n", FAST)
+    assert res.passed, res.detail
+
+
 def test_mbpp_setup_code_and_non_literal_expected_values_run_like_the_plain_program():
     completion = "import sys\nclass Node:\n    def __init__(self, v):\n        self.v, self.left = v, None\n" \
                  "def depth(n):\n    return 0 if n is None else 1 + depth(n.left)\n"
