@@ -481,8 +481,21 @@ class ServingSpec(_Strict):
     served_names: dict[str, str] = Field(default_factory=dict, description="model id → model name the endpoint "
                                          "expects (default: the model's hf_name)")
     api_key_env: str | None = Field(None, description="environment variable holding the endpoints' API key")
-    timeout_s: float = Field(120.0, gt=0, description="upstream request timeout, s")
-    default_lam: float = Field(1.0, gt=0, description="λ when a chat request names none")
+    timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False, description="upstream request timeout (read, write, "
+                             "pool), s")
+    connect_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="upstream connect timeout, s")
+    default_lam: float = Field(1.0, gt=0, allow_inf_nan=False, description="λ when a chat request names none")
+    token_env: str = Field("CR2_SERVE_TOKEN", description="environment variable holding the bearer token clients "
+                           "must send (Authorization: Bearer …); required when bound beyond loopback")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Host names accepted besides the loopback names "
+                                     "and the bound address ('*': any; DNS-rebinding guard)")
+    allowed_origins: list[str] = Field(default_factory=list, description="browser origins (scheme://host[:port]) "
+                                       "allowed to call the API besides the server's own")
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body, bytes (larger: 413)")
+    max_prompt_chars: int = Field(32_768, ge=1, description="longest routed query text, characters (longer: 413)")
+    max_concurrency: int = Field(8, ge=1, description="requests decided or forwarded at once; more wait")
+    queue_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="how long a request waits for a "
+                                   "free slot before 503 Retry-After")
     # micro-batching of concurrent /route requests into one encoder call (cr2_cli/serve_batching.py); 1 = off
     batch_max_size: int = Field(1, ge=1, le=1024, description="most /route requests per encoder call (1: no batching)")
     batch_max_wait_ms: float = Field(2.0, ge=0, le=1000, description="longest a request waits for companions, ms")

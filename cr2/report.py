@@ -415,6 +415,7 @@ def render_html(inp: ReportInputs, figures: list[Figure], tables: list[TableBloc
                   f"correctness measured from real model outputs: {esc(str(h['labels']))}"
                   + (f" ({esc(str(h['label origin']))})" if h.get("label origin") else "") + ".</div>")
     facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in h.items() if k != "labels_simulated")
+    # sql-text: shown to the user, never run (the page tells readers which `cr2 sql` reproduces a table)
     parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>cr2 report</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}}
 .sim{{background:#fdecea;border:2px solid #c0392b;padding:.8em 1em;margin:1em 0;font-size:1.05em}}

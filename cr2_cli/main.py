@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -30,9 +31,17 @@ HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOM
 # commands that run a Prefect flow (the others need not pay for importing prefect)
 FLOW_COMMANDS = frozenset({"ingest", "prepare", "train", "calibrate", "recalibrate", "run", "label_command"})
 
+TRACEBACK_ENV = "CR2_TRACEBACK"
+
+
+def _print_error(message: str) -> None:
+    err_console.print("[bold red]error:[/] ", end="", highlight=False)
+    err_console.print(message, highlight=False, markup=False, soft_wrap=True)
+
 
 def friendly(fn):
-    """Turn cr2's own errors into a short message and a non-zero exit code."""
+    """Turn every error into a short message and a non-zero exit code, never a traceback: cr2's own errors
+    exit with their code (2), anything else with 1 and a line saying how to see the traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -40,15 +49,25 @@ def friendly(fn):
             if fn.__name__ in FLOW_COMMANDS:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
                 hide_cr2_tracebacks_on_console()
             return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, click.ClickException):  # click's own exits and usage errors
+            raise
         except Cr2Error as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            _print_error(str(exc))
             raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            _print_error("interrupted; the warehouse keeps only completed writes (each write is one transaction)")
+            raise typer.Exit(130) from None
         except Exception as exc:  # errors raised inside Prefect tasks arrive wrapped or re-raised as-is
             cause = _cr2_cause(exc)
-            if cause is None:
+            if cause is not None:
+                _print_error(str(cause))
+                raise typer.Exit(cause.exit_code) from None
+            if os.environ.get(TRACEBACK_ENV):
                 raise
-            err_console.print(f"[bold red]error:[/] {cause}", highlight=False, soft_wrap=True)
-            raise typer.Exit(cause.exit_code) from None
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            _print_error(f"unexpected {type(exc).__name__}: {first} — this is a bug in cr2 (the warehouse keeps only "
+                         f"completed writes); run again with {TRACEBACK_ENV}=1 to see the traceback, and report it")
+            raise typer.Exit(1) from None
 
     return wrapper
 
@@ -228,8 +247,9 @@ def drift(states: str = typer.Option(..., "--states", help="candidate state dist
 
 @app.command()
 @friendly
-def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on"),
-          port: int = typer.Option(8080, help="TCP port"),
+def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on (beyond loopback only with a bearer "
+                                   "token in $CR2_SERVE_TOKEN)"),
+          port: int = typer.Option(8080, min=1, max=65535, help="TCP port"),
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Serve the deployed router over HTTP: /health, /route and OpenAI-compatible /v1/chat/completions."""
     import uvicorn
@@ -237,8 +257,11 @@ def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on"),
     from cr2.config import load_config
     from cr2_cli.serve import create_app
 
-    app_ = create_app(load_config(config), str(_home(home)))
-    console.print(f"cr2 serving on http://{host}:{port} (docs at /docs)", highlight=False)
+    cfg = load_config(config)
+    token = os.environ.get(cfg.serving.token_env) or None
+    app_ = create_app(cfg, str(_home(home)), token=token, bind_host=host)
+    auth = f"bearer token from ${cfg.serving.token_env}" if token else "no token (loopback only)"
+    console.print(f"cr2 serving on http://{host}:{port} (docs at /docs; {auth})", highlight=False)
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
@@ -602,18 +625,19 @@ def labels_list(home: Optional[Path] = HomeOpt) -> None:
 # ------------------------------------------------------------------ warehouse access
 @app.command()
 @friendly
-def sql(query: str = typer.Argument(..., help="a read-only SQL query"), home: Optional[Path] = HomeOpt,
-        limit: int = typer.Option(50, help="rows to print")) -> None:
-    """Run a read-only SQL query on the warehouse and print the result as a table."""
-    import duckdb
+def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WITH / FROM / DESCRIBE / SHOW / SUMMARIZE / "
+                                             "EXPLAIN"), home: Optional[Path] = HomeOpt,
+        limit: int = typer.Option(50, min=0, help="rows to print"),
+        timeout: float = typer.Option(60.0, "--timeout", help="stop the query after this many seconds "
+                                      "(writers waiting for the warehouse wait longer: $CR2_LOCK_WAIT_S, 300 s)")) -> None:
+    """Run one read-only SQL query on the warehouse and print the result as a table.
 
-    from warehouse.db import Warehouse
+    The connection cannot touch files, the network or extensions (it can read the warehouse, nothing else),
+    runs one statement, and is stopped after --timeout seconds."""
+    from warehouse.db import open_user_query
 
-    with Warehouse(_home(home), read_only=True) as wh:
-        try:
-            df = wh.df(query)
-        except duckdb.Error as exc:
-            raise Cr2SqlError(f"SQL failed: {str(exc).splitlines()[0]}") from None
+    with open_user_query(_home(home)) as wh:
+        df = wh.user_query(query, timeout_s=timeout)
     table = Table(show_lines=False)
     for col in df.columns:
         table.add_column(str(col))

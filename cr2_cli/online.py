@@ -11,6 +11,7 @@ request).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,7 @@ class OnlineRouter:
         from cr2.embed import embed_texts, router_text
         from cr2.utility import teacher_utility
 
-        if not lam > 0:
-            raise DataValidationError(f"λ must be > 0, got {lam:g}")
-        if distance_m is not None and not distance_m > 0:
-            raise DataValidationError(f"distance_m must be > 0, got {distance_m:g}")
+        check_route_inputs(question, choices, lam, alpha, distance_m)
         with self._lock:  # torch modules and the tokenizer are shared across server threads
             # issue 21: a target-mode choice brings its own certified τ (calibrated on the threshold half of val)
             tau = self._tau(float(lam), float(alpha), benchmark) if tau is None else float(tau)
@@ -161,9 +159,30 @@ class OnlineRouter:
         }
 
 
+def check_route_inputs(question: str, choices: list[str] | None, lam: float, alpha: float,
+                       distance_m: float | None = None) -> None:
+    """A DataValidationError naming the first bad input of one routing request (NaN and ±inf included)."""
+    if not isinstance(question, str) or not question.strip():
+        raise DataValidationError("the query text is empty; give the question to route, e.g. "
+                                  "`cr2 route \"What is the capital of France?\" --lam 1`")
+    if choices is not None:
+        from cr2.embed import CHOICE_LETTERS
+
+        if not all(isinstance(c, str) and c.strip() for c in choices):
+            raise DataValidationError("every choice must be non-empty text")
+        if len(choices) > len(CHOICE_LETTERS):
+            raise DataValidationError(f"at most {len(CHOICE_LETTERS)} choices (A–Z), got {len(choices)}")
+    if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam > 0):
+        raise DataValidationError(f"λ must be a finite number > 0, got {lam}")
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0 < alpha < 1):
+        raise DataValidationError(f"α must be a number in (0, 1), got {alpha}")
+    if distance_m is not None and not (isinstance(distance_m, (int, float)) and math.isfinite(distance_m)
+                                       and distance_m > 0):
+        raise DataValidationError(f"distance_m must be a finite number of metres > 0, got {distance_m}")
+
+
 def route_query(config: Config, home: str | Path, question: str, choices: list[str] | None, lam: float, alpha: float,
                 distance_m: float | None = None, benchmark: str = "mmlu", seed: int = 0) -> dict:
     """The CR² decision for one query (loads the deployed artefacts for this one call)."""
-    if not lam > 0:
-        raise DataValidationError(f"λ must be > 0, got {lam:g}")
+    check_route_inputs(question, choices, lam, alpha, distance_m)
     return OnlineRouter.load(config, home).route(question, choices, lam, alpha, distance_m, benchmark, seed)

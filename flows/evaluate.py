@@ -6,7 +6,7 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import bind
+from tasks.common import bind, in_home
 from tasks.evaluate import evaluate as evaluate_task
 from tasks.evaluate import evaluate_key
 from warehouse.db import Warehouse
@@ -21,7 +21,7 @@ def fit_baselines(config: Config, home: Path) -> dict:
         key = baselines_key(config, wh)
     state = bind(fit_task, home)(config, str(home), key, return_state=True)
     result = state.result()
-    if not all(Path(b["path"]).is_file() for b in result.values()):
+    if not all(in_home(home, b["path"]).is_file() for b in result.values()):
         state = bind(fit_task, home).with_options(refresh_cache=True)(config, str(home), key, return_state=True)
         result = state.result()
     return {"routers": result, "cached": state.name == "Cached"}

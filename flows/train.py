@@ -10,7 +10,7 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import bind
+from tasks.common import bind, in_home
 from tasks.train import train_cr2, train_key
 from warehouse.db import Warehouse
 
@@ -20,7 +20,7 @@ def train(config: Config, home: Path) -> dict:
         key = train_key(config, wh)
     state = bind(train_cr2, home)(config, str(home), key, return_state=True)
     result = state.result()
-    if not all(Path(result[k]["path"]).is_file() for k in ("teacher", "gate")):  # checkpoints removed since
+    if not all(in_home(home, result[k]["path"]).is_file() for k in ("teacher", "gate")):  # checkpoints removed since
         state = bind(train_cr2, home).with_options(refresh_cache=True)(config, str(home), key, return_state=True)
         result = state.result()
     return {**result, "cached": state.name == "Cached"}

@@ -44,7 +44,7 @@ def run_ablation(config: Config, home: str, key: str, trained: dict, evaluated: 
 
     sets = load_sets(config, home)
     train, dev, val, test = sets["train"], sets["dev"], sets["val"], sets["test"]
-    full = cr2_router(config, trained)
+    full = cr2_router(config, trained, home)
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=evaluated["run_id"], test=test, proba=full.proba(test.embedding), keep=keep,
                     record_decisions=False)

@@ -16,7 +16,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import catalogue_hash, make_key, task_code_hash
+from tasks.common import catalogue_hash, home_relative, make_key, task_code_hash
 from tasks.train import artifacts_dir, load_sets, routing_args, torch_threads
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, warehouse_epoch, write_baselines
@@ -65,9 +65,10 @@ def fit_baselines(config: Config, home: str, key: str) -> dict:
         path = out_dir / f"router-{name}-{fp}.npz"
         router.save(path)
         p_hat = np.asarray(router.predict_proba(test), dtype=np.float64)
-        summary[name] = {"fingerprint": fp, "path": str(path), "params": int(router.n_params()),
+        summary[name] = {"fingerprint": fp, "path": home_relative(home, path), "params": int(router.n_params()),
                          "flops": int(router.flops_per_query()), "fit_seconds": round(fit_s, 2)}
-        arts.append({"kind": f"router:{name}", "fingerprint": fp, "path": str(path), "label_source": config.labels.source,
+        arts.append({"kind": f"router:{name}", "fingerprint": fp, "path": home_relative(home, path),
+                     "label_source": config.labels.source,
                      "params": int(router.n_params()), "flops": int(router.flops_per_query()), "fit_seconds": fit_s,
                      "meta": json.dumps({"hyperparameters": {k: repr(v) for k, v in router.get_params().items()},
                                          "n_train": len(train), "n_dev": len(dev), "key": key}), "created_at": now})

@@ -46,7 +46,7 @@ def calibrate_cr2(config: Config, home: str, key: str, trained: dict, extra_lams
 
         with Warehouse(home, read_only=True) as wh:
             groups = query_groups(wh, val.query_id, cal.group)
-    router = cr2_router(config, trained)
+    router = cr2_router(config, trained, home)
     table = router.calibrate(val, calibration_lams(config, tuple(extra_lams)), config.grids.alpha,
                              dist_id=config.channel.distribution.dist_id, label_source=config.labels.source,
                              rule=cal.rule, delta=cal.delta, groups=groups, group_by=cal.group or "benchmark",

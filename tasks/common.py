@@ -21,6 +21,8 @@ from typing import Any
 
 from prefect import Task
 
+from warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
+
 
 
 def key_from_parameters(context: Any, parameters: dict[str, Any]) -> str:

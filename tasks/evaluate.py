@@ -14,7 +14,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import catalogue_hash, make_key, task_code_hash
+from tasks.common import catalogue_hash, in_home, make_key, task_code_hash
 from tasks.train import cr2_router, load_sets, routing_args
 from warehouse.db import Warehouse
 from warehouse.repository import (baseline_proba, load_threshold_table, utc_now, warehouse_epoch,
@@ -49,7 +49,7 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
     use_catalogues(config.baselines.catalogues)
     sets = load_sets(config, home)
     test, val = sets["test"], sets["val"]
-    router = cr2_router(config, trained)
+    router = cr2_router(config, trained, home)
     with Warehouse(home, read_only=True) as wh:
         router.set_threshold_table(load_threshold_table(wh, calibrated["version"]))
         p_hat = {name: baseline_proba(wh, name, b["fingerprint"], test.query_id, test.model_ids)
@@ -60,7 +60,7 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
                  rng=np.random.default_rng(config.seed), fixed_rates=config.evaluation.fixed_rates)
     for name, b in baselines.items():  # a router that predicts p̂ is routed from its recorded p̂ at every λ
         evaluate_baseline(ev, name, config.grids.lam.values(), p_hat=p_hat.get(name),
-                          router=None if name in p_hat else load_router(b["path"]))
+                          router=None if name in p_hat else load_router(in_home(home, b["path"])))
     run = {"run_id": ev.run_id, "config_hash": config.section_hash(), "label_source": config.labels.source,
            "decision_cost": config.routing.decision_cost,
            "dist_id": config.channel.distribution.dist_id, "threshold_version": calibrated["version"],

@@ -35,8 +35,8 @@ def _choices(column: pd.Series) -> list[list[str] | None]:
     return [list(c) if isinstance(c, (list, tuple, np.ndarray)) else None for c in column]
 
 
-def _queries_fp(wh: Warehouse, cols: str = "query_id, content_hash") -> str:
-    return str(wh.scalar(f"SELECT coalesce(sum(hash({cols})), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM queries"))
+def _queries_fp(wh: Warehouse, cols: tuple[str, ...] = ("query_id", "content_hash")) -> str:
+    return wh.table_fingerprint("queries", columns=cols)
 
 
 # ------------------------------------------------------------------ embeddings
@@ -83,7 +83,7 @@ def embed_queries(config: Config, home: str, key: str) -> dict:
 
 
 def splits_key(config: Config, wh: Warehouse) -> str:
-    return make_key("splits", _queries_fp(wh, "query_id, benchmark, subset"), config.section_hash("splits"),
+    return make_key("splits", _queries_fp(wh, ("query_id", "benchmark", "subset")), config.section_hash("splits"),
                     task_code_hash(assign_splits_task), warehouse_epoch(wh))
 
 
@@ -107,7 +107,7 @@ def assign_splits_task(config: Config, home: str, key: str) -> dict:
 
 
 def states_key(config: Config, wh: Warehouse) -> str:
-    return make_key("states", _queries_fp(wh, "query_id"), config.channel.distribution.dist_id,
+    return make_key("states", _queries_fp(wh, ("query_id",)), config.channel.distribution.dist_id,
                     config.section_hash("channel", "communication"), task_code_hash(sample_states_task), warehouse_epoch(wh))
 
 
@@ -143,9 +143,9 @@ def sample_states_task(config: Config, home: str, key: str) -> dict:
 def labels_key(config: Config, wh: Warehouse) -> str:
     sim = config.labels.simulator
     # v2 reads the query embeddings (its text-predictable difficulty lives in the encoder space)
-    emb = (wh.table_fingerprint("embeddings", f"WHERE encoder = '{config.embedding.store_name}'")
+    emb = (wh.table_fingerprint("embeddings", {"encoder": config.embedding.store_name})
            if config.labels.source == "simulated-irt-v2" else "")
-    return make_key("labels", _queries_fp(wh, "query_id, benchmark, subset, content_hash"), config.labels.source,
+    return make_key("labels", _queries_fp(wh, ("query_id", "benchmark", "subset", "content_hash")), config.labels.source,
                     config.section_hash("labels", "models", "benchmarks"), file_hash(config.data_path / sim.accuracy_file),
                     emb, task_code_hash(simulate_labels_task), warehouse_epoch(wh))
 
@@ -216,8 +216,8 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
     n_q = wh.count("queries")
     n_m = len(config.models)
     have = int(wh.scalar(
-        "SELECT count(*) FROM labels l JOIN queries q USING (query_id) WHERE l.source = ? AND l.model_id IN "
-        f"({', '.join('?' * n_m)})", [source, *[m.id for m in config.models]]))
+        "SELECT count(*) FROM labels l JOIN queries q USING (query_id) WHERE l.source = ? AND list_contains(?, l.model_id)",
+        [source, [m.id for m in config.models]]))
     if have != n_q * n_m:
         known = wh.df("SELECT source, count(*) AS n FROM labels GROUP BY source ORDER BY source")
         listing = ", ".join(f"{s} ({n:,} rows)" for s, n in zip(known["source"], known["n"])) or "none"
@@ -234,13 +234,13 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
 def costs_key(config: Config, wh: Warehouse) -> str:
     dist_id = config.channel.distribution.dist_id
     parts = [
-        wh.table_fingerprint("states", f"WHERE dist_id = '{dist_id}'"),
-        wh.table_fingerprint("labels", f"WHERE source = '{config.labels.source}'"),
-        _queries_fp(wh, "query_id, benchmark, prompt_tokens"),
+        wh.table_fingerprint("states", {"dist_id": dist_id}),
+        wh.table_fingerprint("labels", {"source": config.labels.source}),
+        _queries_fp(wh, ("query_id", "benchmark", "prompt_tokens")),
         config.section_hash("models", "reference_model", "communication", "power", "cost", "hardware"),
     ]
     if config.cost.normalisation == "reference":
-        parts.append(wh.table_fingerprint("splits", f"WHERE seed = {int(config.splits.seed)}"))
+        parts.append(wh.table_fingerprint("splits", {"seed": int(config.splits.seed)}))
     return make_key("costs", dist_id, config.labels.source, *parts, task_code_hash(compute_costs_task), warehouse_epoch(wh))
 
 

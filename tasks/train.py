@@ -15,7 +15,7 @@ from pathlib import Path
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import cache_dir, make_key, task_code_hash
+from tasks.common import cache_dir, home_relative, in_home, make_key, task_code_hash
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now, warehouse_epoch
 from warehouse.routing_data import load_routing_sets, routing_fingerprint
@@ -38,10 +38,13 @@ def load_sets(config: Config, home: str | Path) -> dict:
                                  decision_cost=config.routing.decision_cost)
 
 
-def cr2_router(config: Config, trained: dict | None = None):
-    """The configured CR² router (training threads from the environment): unfitted, or around `trained`."""
+def cr2_router(config: Config, trained: dict | None = None, home: str | Path | None = None):
+    """The configured CR² router (training threads from the environment): unfitted, or around the checkpoints of
+    `trained` (recorded relative to `home`)."""
     from cr2.routers.cr2_router import CR2Router
 
+    if trained is not None:
+        trained = {k: {**trained[k], "path": str(in_home(home, trained[k]["path"]))} for k in ("teacher", "gate")}
     return CR2Router.from_config(config, trained, num_threads=torch_threads())
 
 
@@ -66,7 +69,8 @@ def train_cr2(config: Config, home: str, key: str) -> dict:
     t0 = time.perf_counter()
     router.fit(train, dev)
     fit_s = time.perf_counter() - t0
-    saved = router.save_modules(artifacts_dir(home))
+    saved = {k: {**v, "path": home_relative(home, v["path"])}  # a copied or moved home works on its own
+             for k, v in router.save_modules(artifacts_dir(home)).items()}
     result, rows = {"n_train": len(train), "n_dev": len(dev), "torch_threads": router.num_threads}, []
     for kind, module in (("teacher", router.teacher_), ("gate", router.gate_)):
         summary = {**saved[kind], "params": int(module.n_params()), "flops": int(module.flops_per_query()),

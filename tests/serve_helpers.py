@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -36,13 +37,31 @@ def running(app, port: int | None = None):
         thread.join(timeout=10)
 
 
-def fake_model_endpoint(model_name: str):
-    """A tiny OpenAI-compatible chat endpoint that answers 'answer from <model_name>' and echoes the model field."""
+def fake_model_endpoint(model_name: str, seen: list | None = None, fail: bool = False):
+    """A tiny OpenAI-compatible chat endpoint that answers 'answer from <model_name>' and echoes the model field.
+
+    `seen` collects (headers, body, client port) of every request; `stream: true` answers as server-sent events
+    (three chunks and [DONE]); `fail` answers 500."""
+    from fastapi.responses import JSONResponse, StreamingResponse
+
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         body = await request.json()
+        if seen is not None:
+            seen.append({"headers": dict(request.headers), "body": body, "port": request.client.port})
+        if fail:
+            return JSONResponse(status_code=500, content={"error": "upstream broke"})
+        if body.get("stream"):
+            async def events():
+                for word in ("answer", "from", model_name):
+                    chunk = {"object": "chat.completion.chunk", "model": body.get("model"),
+                             "choices": [{"index": 0, "delta": {"content": word + " "}}]}
+                    yield f"data: {json.dumps(chunk)}\n\n".encode()
+                yield b"data: [DONE]\n\n"
+
+            return StreamingResponse(events(), media_type="text/event-stream")
         return {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body.get("model"),
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": f"answer from {model_name}"}}],

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import write_small_benchmarks
-from warehouse.db import Warehouse
+from warehouse.db import Warehouse, relation
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
@@ -142,7 +142,7 @@ VIEW_COLUMNS = {
 @pytest.mark.parametrize("view", sorted(VIEW_COLUMNS))
 def test_each_view_returns_its_declared_columns_with_rows(pipeline, view):
     with Warehouse(pipeline["home"], read_only=True) as wh:
-        df = wh.df(f"SELECT * FROM {view}")
+        df = wh.df(f"SELECT * FROM {relation(view)}")
     assert VIEW_COLUMNS[view] <= set(df.columns)
     assert len(df) > 0, f"{view} is empty after a full run"
 

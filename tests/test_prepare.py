@@ -26,8 +26,8 @@ def _prepare(config, home):
 
 def _fingerprints(home):
     with Warehouse(home, read_only=True) as wh:
-        return {t: wh.table_fingerprint(t, "WHERE true") if t != "labels" else
-                wh.table_fingerprint("(SELECT source, query_id, model_id, correct, output_tokens FROM labels)")
+        return {t: wh.table_fingerprint(t) if t != "labels" else
+                wh.table_fingerprint("labels", columns=("source", "query_id", "model_id", "correct", "output_tokens"))
                 for t in TABLES}
 
 

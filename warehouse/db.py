@@ -2,12 +2,26 @@
 
 All database I/O of cr2 goes through this module. Every write is one transaction: a failure leaves the
 warehouse exactly as it was.
+
+No SQL is built from values: values travel as parameters (`?`), and the only names spliced into SQL
+text are identifiers that `ident` / `relation` validated (a schema table or view, a plain column name).
+tests/test_sql_safety.py scans the code for f-string / format / concatenated SQL.
+
+Concurrency: DuckDB lets one process write or several read a file. Opening waits while another cr2
+process holds a conflicting lock (up to $CR2_LOCK_WAIT_S, default 300 s), so a `cr2 sql` during a
+stage never makes the stage lose its work, and a read during a write waits for it. `cr2 sql` itself
+runs on a locked-down connection (`open_user_query`): no file or network access, no extensions, a
+locked configuration, one read statement, and a time limit well below the writers' wait.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
 import re
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +30,9 @@ import duckdb
 import pandas as pd
 
 from cr2.config import REPO_ROOT
-from cr2.errors import WarehouseError
+from cr2.errors import Cr2SqlError, WarehouseError
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "3"  # 2: thresholds.delta and thresholds."group" (LTT, Mondrian), table guarantees;
 # 3: costs.cost_est_norm (pre-execution ĉ), eval_runs.decision_cost, table methods (the router catalogue)
@@ -25,6 +41,64 @@ READABLE_OLD_VERSIONS = ("1", "2")  # opened read-only as they are (readers trea
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 VIEWS_DIR = Path(__file__).with_name("views")
 DB_NAME = "cr2.duckdb"
+LOCK_WAIT_ENV = "CR2_LOCK_WAIT_S"
+DEFAULT_LOCK_WAIT_S = 300.0
+USER_QUERY_TIMEOUT_S = 60.0  # `cr2 sql` default: well below DEFAULT_LOCK_WAIT_S, so a writer outwaits any read
+# what `cr2 sql` may run: one read statement (SELECT, WITH, FROM …, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN of one)
+USER_QUERY_TYPES = ("SELECT", "EXPLAIN")
+# the locked-down configuration of a user-query connection (set at connect, before any user SQL runs)
+USER_QUERY_CONFIG = {
+    "enable_external_access": False,  # no file, URL or database access beyond the warehouse itself
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+    "lock_configuration": True,  # and no SET can undo any of it
+}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UMASK_LOCK = threading.Lock()
+
+
+def ident(name: str) -> str:
+    """`name` as a double-quoted SQL identifier, if it is a plain name (letters, digits, _); else an error."""
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
+        raise WarehouseError(f"{name!r} is not a valid SQL identifier (letters, digits and _ only, not starting "
+                             "with a digit)")
+    return f'"{name}"'
+
+
+def idents(names) -> str:
+    """Comma-separated quoted identifiers (each validated by `ident`)."""
+    return ", ".join(ident(n) for n in names)
+
+
+def relation(name: str) -> str:
+    """A schema table or view (schema.sql, views/*.sql) as a quoted identifier; any other name is an error."""
+    known = set(table_names()) | set(view_names())
+    if name not in known:
+        from cr2.errors import did_you_mean
+
+        raise did_you_mean("table", str(name), sorted(known))
+    return ident(name)
+
+
+def lock_wait_s() -> float:
+    """How long opening the warehouse waits for another process's lock: $CR2_LOCK_WAIT_S or 300 s."""
+    raw = os.environ.get(LOCK_WAIT_ENV)
+    if raw is None:
+        return DEFAULT_LOCK_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise WarehouseError(f"{LOCK_WAIT_ENV}={raw!r} must be a finite number of seconds >= 0")
+    return value
+
+
+def _is_lock_conflict(exc: duckdb.Error) -> bool:
+    msg = str(exc)
+    return "Could not set lock" in msg or "Conflicting lock" in msg
 
 
 def default_home() -> Path:
@@ -33,13 +107,30 @@ def default_home() -> Path:
     return Path(env).expanduser().resolve() if env else REPO_ROOT / "var"
 
 
+@functools.lru_cache(maxsize=1)
+def _table_names() -> tuple[str, ...]:
+    return tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA_FILE.read_text()))
+
+
 def table_names() -> list[str]:
     """Names of the tables schema.sql creates, in file order."""
-    return re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA_FILE.read_text())
+    return list(_table_names())
+
+
+@functools.lru_cache(maxsize=1)
+def _view_names() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in VIEWS_DIR.glob("*.sql")))
 
 
 def view_names() -> list[str]:
-    return sorted(p.stem for p in VIEWS_DIR.glob("*.sql"))
+    return list(_view_names())
+
+
+def view_sql(name: str) -> str:
+    """The SELECT of warehouse/views/<name>.sql (a file of this repository, never user input)."""
+    if name not in _view_names():
+        raise WarehouseError(f"unknown view {name!r}")
+    return (VIEWS_DIR / f"{name}.sql").read_text()
 
 
 def _migration_path(found: str) -> list[Path]:
@@ -53,25 +144,69 @@ def _migration_path(found: str) -> list[Path]:
 class Warehouse:
     """One DuckDB file under `home` (default var/), with schema version checking."""
 
-    def __init__(self, home: str | Path | None = None, read_only: bool = False):
+    def __init__(self, home: str | Path | None = None, read_only: bool = False, *, _config: dict | None = None):
         self.home = Path(home).expanduser().resolve() if home is not None else default_home()
         self.path = self.home / DB_NAME
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise WarehouseError(f"no warehouse at {self.path}; run `cr2 run` (or `cr2 ingest`) first")
         self.home.mkdir(parents=True, exist_ok=True)
+        self.con = self._connect(_config or {})
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.IOException as exc:
-            raise WarehouseError(
-                f"cannot open the warehouse {self.path}: {exc}. Is another cr2 process writing to it? "
-                "Wait for it to finish, or point CR2_HOME/--home elsewhere."
-            ) from None
-        self._check_or_create_schema()
+            self._check_or_create_schema()
+        except BaseException:
+            self.con.close()
+            raise
+
+    def _connect(self, config: dict) -> duckdb.DuckDBPyConnection:
+        """Open the file, waiting while another process holds a conflicting lock; a new file is owner-only."""
+        wait_s = lock_wait_s()
+        deadline = time.monotonic() + wait_s
+        delay, told = 0.05, False
+        while True:
+            try:
+                if self.path.exists() or self.read_only:
+                    return duckdb.connect(str(self.path), read_only=self.read_only, config=config)
+                with _UMASK_LOCK:  # the file is created under umask 077: rw for its owner only
+                    old = os.umask(0o077)
+                    try:
+                        con = duckdb.connect(str(self.path), read_only=False, config=config)
+                    finally:
+                        os.umask(old)
+                os.chmod(self.path, 0o600)
+                return con
+            except duckdb.IOException as exc:
+                if not _is_lock_conflict(exc):
+                    raise WarehouseError(
+                        f"{self.path} is not a valid warehouse file (damaged, truncated or not a DuckDB database): "
+                        f"{str(exc).splitlines()[0]}. Restore it from a backup or an export, or move it away (or point "
+                        "--home/CR2_HOME at another folder) and run `cr2 run` to build a new one."
+                    ) from None
+                holder = re.search(r"\(PID (\d+)\)", str(exc))
+                who = f"process {holder.group(1)}" if holder else "another process"
+                if time.monotonic() >= deadline:
+                    raise WarehouseError(
+                        f"the warehouse {self.path} is locked by {who}, which is "
+                        f"{'using' if self.read_only else 'reading or writing'} it, and stayed locked for {wait_s:g} s "
+                        f"(one process writes at a time; readers wait for it). Let that cr2 command finish and run this "
+                        f"again, raise {LOCK_WAIT_ENV}, or point --home/CR2_HOME at another folder."
+                    ) from None
+                if not told and delay >= 0.4:
+                    log.warning("the warehouse %s is locked by %s; waiting up to %g s", self.path, who, wait_s)
+                    told = True
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                delay = min(delay * 2, 1.0)
 
     # ---------------------------------------------------------- lifecycle
     def close(self) -> None:
         self.con.close()
+        self._owner_only_wal()
+
+    def _owner_only_wal(self) -> None:
+        """DuckDB creates the write-ahead log under the process umask; keep it as private as the file."""
+        if not self.read_only:
+            with contextlib.suppress(OSError):
+                os.chmod(self.path.with_name(DB_NAME + ".wal"), 0o600)
 
     def __enter__(self) -> "Warehouse":
         return self
@@ -124,8 +259,8 @@ class Warehouse:
 
     def _create_views(self) -> None:
         with self.transaction():
-            for name in view_names():
-                self.con.execute(f"CREATE OR REPLACE VIEW {name} AS\n{(VIEWS_DIR / f'{name}.sql').read_text()}")
+            for name in view_names():  # a view's SQL is the file's own text; its name a validated identifier
+                self.con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS\n{view_sql(name)}")
 
     # ---------------------------------------------------------- transactions and writes
     @contextlib.contextmanager
@@ -139,16 +274,16 @@ class Warehouse:
             raise
         else:
             self.con.execute("COMMIT")
+            self._owner_only_wal()
 
     def insert_df(self, table: str, df: pd.DataFrame, con: duckdb.DuckDBPyConnection | None = None) -> int:
         """Append the rows of df (columns named as in the table) to `table`; returns the row count."""
         c = con or self.con
         if len(df) == 0:
             return 0
-        cols = ", ".join(f'"{col}"' for col in df.columns)
         c.register("_cr2_frame", df)
         try:
-            c.execute(f'INSERT INTO {table} ({cols}) SELECT {cols} FROM _cr2_frame')
+            c.execute(f"INSERT INTO {relation(table)} ({idents(df.columns)}) SELECT {idents(df.columns)} FROM _cr2_frame")
         finally:
             with contextlib.suppress(duckdb.Error):  # inside an aborted transaction; the rollback cleans up
                 c.unregister("_cr2_frame")
@@ -165,11 +300,7 @@ class Warehouse:
 
     @staticmethod
     def _delete(con: duckdb.DuckDBPyConnection, table: str, where: dict[str, Any] | None) -> None:
-        if not where:
-            con.execute(f"DELETE FROM {table}")
-            return
-        clause = " AND ".join(f'"{k}" = ?' for k in where)
-        con.execute(f"DELETE FROM {table} WHERE {clause}", list(where.values()))
+        con.execute(f"DELETE FROM {relation(table)}{where_clause(where)}", list((where or {}).values()))
 
     # ---------------------------------------------------------- reads
     def df(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
@@ -182,25 +313,91 @@ class Warehouse:
         return None if row is None else row[0]
 
     def count(self, table: str) -> int:
-        return int(self.scalar(f"SELECT count(*) FROM {table}"))
+        return int(self.scalar(f"SELECT count(*) FROM {relation(table)}"))
 
-    def table_fingerprint(self, table: str, where: str = "") -> str:
-        """Content hash of a table (order-independent), for cache keys."""
-        value = self.scalar(f"SELECT coalesce(sum(hash(t)), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM {table} t {where}")
-        return str(value)
+    def table_fingerprint(self, table: str, where: dict[str, Any] | None = None,
+                          columns: tuple[str, ...] | None = None) -> str:
+        """Content hash of a table (order-independent) over `columns` (all when None) of the rows whose
+        columns equal `where`'s values, for cache keys."""
+        params = list((where or {}).values())
+        if columns is None:
+            sql = (f"SELECT coalesce(sum(hash(t)), 0)::VARCHAR || ':' || count(*)::VARCHAR "
+                   f"FROM {relation(table)} t{where_clause(where)}")
+        else:
+            sql = (f"SELECT coalesce(sum(hash(t)), 0)::VARCHAR || ':' || count(*)::VARCHAR "
+                   f"FROM (SELECT {idents(columns)} FROM {relation(table)}{where_clause(where)}) t")
+        return str(self.scalar(sql, params))
 
     def export(self, table: str, out_dir: str | Path | None = None) -> Path:
         """Write `table` (or a view) to out_dir/TABLE.parquet (zstd); returns the path."""
-        known = set(table_names()) | set(view_names())
-        if table not in known:
-            from cr2.errors import did_you_mean
-
-            raise did_you_mean("table", table, sorted(known))
+        relation(table)  # an unknown name fails here ("did you mean …"), before any folder is made
         out = Path(out_dir) if out_dir is not None else self.home / "export"
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WarehouseError(f"cannot create the export folder {out}: {exc.strerror}; pass another --out") from None
         path = out / f"{table}.parquet"
         tmp = path.with_suffix(".parquet.tmp")
-        self.con.execute(f"COPY (SELECT * FROM {table}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
+        try:  # the path travels as an argument of the relational API, never inside SQL text
+            self.con.sql(f"SELECT * FROM {relation(table)}").write_parquet(str(tmp), compression="zstd")
+        except duckdb.IOException as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise WarehouseError(f"cannot write {path}: {str(exc).splitlines()[0]}; pass another --out") from None
         tmp.replace(path)  # atomic: a failed export never leaves a half-written file
         return path
 
+    # ---------------------------------------------------------- user queries (`cr2 sql`)
+    def user_query(self, sql: str, timeout_s: float = USER_QUERY_TIMEOUT_S) -> pd.DataFrame:
+        """Run one read statement a user typed (`cr2 sql`), stopped after `timeout_s`; a clear error otherwise.
+
+        Only on a warehouse opened with `open_user_query` (external access off, configuration locked)."""
+        if not self.read_only or self.scalar("SELECT current_setting('enable_external_access')"):
+            raise WarehouseError("user SQL runs only on a connection from open_user_query (read-only, locked down)")
+        allowed = "one read query: SELECT …, WITH … SELECT …, FROM …, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN of one"
+        try:
+            statements = self.con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise UserQueryError(f"SQL failed: {str(exc).splitlines()[0]}") from None
+        if len(statements) != 1:
+            given = f"{len(statements)} statements given" if statements else "no SQL statement given"
+            raise UserQueryError(f"{given}; cr2 sql runs {allowed}")
+        kind = statements[0].type.name
+        if kind not in USER_QUERY_TYPES:
+            hint = " (to write a table to a file use `cr2 export TABLE --out DIR`)" if kind in ("COPY", "EXPORT") else ""
+            raise UserQueryError(f"{kind} statements are not allowed: the warehouse is read-only here and cr2 sql runs "
+                                 f"{allowed}{hint}")
+        if not 0 < timeout_s < float("inf"):
+            raise UserQueryError(f"the time limit must be a positive number of seconds, got {timeout_s}")
+        timer = threading.Timer(timeout_s, self.con.interrupt)
+        timer.start()
+        try:
+            return self.con.execute(sql).df()
+        except duckdb.InterruptException:
+            raise UserQueryError(f"the query ran longer than {timeout_s:g} s and was stopped; narrow it or pass "
+                                 "a longer --timeout") from None
+        except duckdb.Error as exc:
+            raise UserQueryError(f"SQL failed: {str(exc).splitlines()[0]}") from None
+        finally:
+            timer.cancel()
+
+
+class UserQueryError(Cr2SqlError, WarehouseError):
+    """A user's SQL query (`cr2 sql`) was refused or failed."""
+
+
+def where_clause(where: dict[str, Any] | None) -> str:
+    """' WHERE "c1" = ? AND …' over validated column names (the values go as parameters, in order); '' for None."""
+    if not where:
+        return ""
+    return " WHERE " + " AND ".join(f"{ident(k)} = ?" for k in where)
+
+
+def open_warehouse(home: str | Path | None = None, read_only: bool = False) -> Warehouse:
+    return Warehouse(home, read_only=read_only)
+
+
+def open_user_query(home: str | Path | None = None) -> Warehouse:
+    """The warehouse read-only with external access and extension loading off and the configuration locked,
+    all set at connect, before any user SQL runs (`Warehouse.user_query`)."""
+    return Warehouse(home, read_only=True, _config=USER_QUERY_CONFIG)

@@ -18,6 +18,7 @@ import pandas as pd
 from cr2.crc import GroupedThresholdTable, ThresholdTable, table_from_records
 from cr2.errors import DataValidationError, UncalibratedOperatingPointError
 from warehouse.db import Warehouse
+from warehouse.files import in_home
 
 THRESHOLD_COLUMNS = ("version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau", "n_calib", "rule",
                      "score_dtype", "created_at", "delta", "group")
@@ -78,8 +79,8 @@ def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
     teacher = arts[(arts["kind"] == "teacher") & arts["meta"].map(lambda m: json.loads(m)["key"] == key)]
     if teacher.empty:
         raise UncalibratedOperatingPointError(f"no teacher trained with gate {gate_fingerprint}; run `cr2 train`")
-    out = {"teacher": {"path": teacher["path"].iloc[0], "fingerprint": teacher["fingerprint"].iloc[0]},
-           "gate": {"path": gate["path"].iloc[0], "fingerprint": gate_fingerprint}}
+    out = {"teacher": {"path": str(in_home(wh.home, teacher["path"].iloc[0])), "fingerprint": teacher["fingerprint"].iloc[0]},
+           "gate": {"path": str(in_home(wh.home, gate["path"].iloc[0])), "fingerprint": gate_fingerprint}}
     for k in ("teacher", "gate"):
         if not Path(out[k]["path"]).is_file():
             raise UncalibratedOperatingPointError(f"{k} checkpoint {out[k]['path']} is missing; run `cr2 train` again")
@@ -176,20 +177,16 @@ def methods_of_run(wh: Warehouse, run_id: str) -> pd.DataFrame:
 
 def view_for_run(wh: Warehouse, view: str, run_id: str) -> pd.DataFrame:
     """The rows of view `view` (a name from warehouse/views/) for one evaluation run."""
-    from warehouse.db import view_names
+    from warehouse.db import relation
 
-    if view not in view_names():
-        raise DataValidationError(f"unknown view '{view}'; views: {', '.join(view_names())}")
-    return wh.df(f"SELECT * FROM {view} WHERE run_id = ?", [run_id])  # view name checked against the catalogue
+    return wh.df(f"SELECT * FROM {relation(view)} WHERE run_id = ?", [run_id])
 
 
 def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
     """All rows of view `view`."""
-    from warehouse.db import view_names
+    from warehouse.db import relation
 
-    if view not in view_names():
-        raise DataValidationError(f"unknown view '{view}'; views: {', '.join(view_names())}")
-    return wh.df(f"SELECT * FROM {view}")  # view name checked against the catalogue
+    return wh.df(f"SELECT * FROM {relation(view)}")
 
 
 def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -206,9 +203,11 @@ def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
 # ---------------------------------------------------------------- headline results (docs/results.md)
 def newest_eval_run(wh: Warehouse, label_source: str | None = None) -> str:
     """The run_id of the newest evaluation run (of `label_source` when given)."""
-    sql = "SELECT run_id FROM eval_runs" + (" WHERE label_source = ?" if label_source else "") + \
-          " ORDER BY created_at DESC LIMIT 1"
-    run_id = wh.scalar(sql, [label_source] if label_source else None)
+    if label_source:
+        run_id = wh.scalar("SELECT run_id FROM eval_runs WHERE label_source = ? ORDER BY created_at DESC LIMIT 1",
+                           [label_source])
+    else:
+        run_id = wh.scalar("SELECT run_id FROM eval_runs ORDER BY created_at DESC LIMIT 1")
     if run_id is None:
         raise DataValidationError("no evaluation run in the warehouse; run `cr2 run` first")
     return str(run_id)

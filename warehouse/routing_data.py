@@ -24,11 +24,11 @@ def routing_fingerprint(wh: Warehouse, dist_id: str, label_source: str, seed: in
     bad = set(splits) - set(SPLITS)
     if bad:
         raise ValueError(f"unknown splits {sorted(bad)}; known: {SPLITS}")
-    in_list = ", ".join(f"'{s}'" for s in splits)
     sql = (f"SELECT coalesce(sum(hash(t)), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM ({named_query('routing_rows')}) t "
-           f"WHERE t.split IN ({in_list})")
-    return str(wh.con.sql(sql, params={"dist_id": dist_id, "label_source": label_source, "seed": seed,
-                                       "encoder": encoder}).fetchall()[0][0])
+           "WHERE list_contains($splits, t.split)")
+    return str(wh.con.sql(sql, params={
+        "dist_id": dist_id, "label_source": label_source, "seed": seed, "encoder": encoder,
+        "splits": list(splits)}).fetchall()[0][0])
 
 
 def load_routing_sets(wh: Warehouse, model_ids: tuple[str, ...], dist_id: str, label_source: str, seed: int,

@@ -1,11 +1,12 @@
-"""cr2's MBPP metric: pass@1 of a greedy completion, executed in cr2's sandbox.
+"""cr2's MBPP metric: pass@1 of a greedy completion, judged in cr2's sandbox.
 
 lm-eval's stock `mbpp` metric calls `evaluate.load("code_eval")` at import, which fetches a script from
 the Hugging Face hub and cannot run offline; it also runs the code in a thread-pool subprocess with only
-a timeout. This function has the same call shape (lm-eval calls it once per sample with
-`references=[target], predictions=[filtered response]`) and runs `completion + "\\n" + tests` through
-`cr2.labeling.sandbox.run_program`. The target is the doc's `reference`: MBPP's test_setup_code (which
-lm-eval's stock task drops; two MBPP items need it) followed by the three asserts.
+a timeout, and takes "exit status 0" as a pass, which a completion can fake. This function has the same
+call shape (lm-eval calls it once per sample with `references=[target], predictions=[filtered response]`)
+and asks `cr2.labeling.sandbox.check_completion`: the completion runs in an isolated worker and a
+separate judge process evaluates the asserts on plain data. The target is the doc's `reference`: MBPP's
+test_setup_code (which lm-eval's stock task drops; two MBPP items need it) followed by the three asserts.
 """
 from __future__ import annotations
 

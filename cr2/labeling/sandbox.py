@@ -1,39 +1,38 @@
-"""Run an untrusted Python program (a model's MBPP completion plus its tests) in a resource-limited subprocess.
+"""Check an untrusted Python program (a model's MBPP completion) against its tests, in a sandbox it cannot talk its
+way out of.
 
-One subprocess per program, never in-process:
-- a fresh temporary directory as its cwd (removed afterwards) and a minimal environment built from
-  scratch (PATH, LANG, HOME=TMPDIR=cwd) — nothing of `os.environ`, so no tokens or keys leak in;
-- `python -I -S` (isolated: no PYTHON* variables, no user or site packages), stdin from /dev/null,
-  stdout/stderr to files in its cwd (a program that prints forever hits RLIMIT_FSIZE, not our memory);
-- limits set with `resource.setrlimit` in the child before the program runs: RLIMIT_AS (memory),
-  RLIMIT_NPROC (processes), RLIMIT_FSIZE (file size), RLIMIT_NOFILE, RLIMIT_CPU (a CPU-time backstop)
-  and RLIMIT_CORE = 0;
-- a wall-clock timeout (default 10 s); the program runs in its own session/process group, and that whole
-  group is SIGKILLed afterwards (`os.killpg`) — also when the program exited normally, so forked children
-  never outlive it. The group leader is reaped only after the kill, so its group id cannot be reused
-  in between;
-- when cr2 runs as root, the program runs as an unprivileged user (default `nobody`): the kernel does
-  not enforce RLIMIT_NPROC for root, and an unprivileged program cannot touch the repository.
+The verdict comes from a channel the program cannot reach. `run_tests` starts a judge process
+(cr2/labeling/sandbox_supervisor.py, standard library only, `python -I -S`) with the job on its stdin; the
+judge forks a worker that runs the program, and asks it, over a socket, for the values the tests need
+(`remove_Occ("hello", "l")`), which come back as plain data only (exact builtin value types). The judge
+evaluates the expected values itself and compares; its verdict travels on its own stdout pipe, which
+the worker never holds. So a completion that prints a pass marker, calls `os._exit(0)` before the
+asserts, or returns an object whose `__eq__` always says True does not pass.
 
-The limits are applied by a few lines of launcher code run with `python -c` inside the child, not by a
-`preexec_fn`: Python documents `preexec_fn` as unsafe when the parent has threads, and the labeling
-process always has them (torch, tokenizers, Prefect's thread pool). The uid/gid switch and `setsid`
-happen in `subprocess`'s C code (`user=`, `group=`, `start_new_session=`), which is thread-safe.
-
-This is resource containment, not a security boundary against a determined attacker (no namespaces or
-seccomp; a program that calls `setsid()` itself leaves the process group): label on a machine or
-container you are willing to let generated code run on.
-
-A program passes only if it exits with status 0 *and* reaches its last line, which prints a random
-nonce appended after the tests: a completion that calls `exit(0)` before the asserts does not pass.
+Containment of the worker (what held is reported in `SandboxResult.isolation`; details in the
+supervisor's docstring and docs/labeling.md §5):
+- a private temporary directory as cwd, HOME and TMPDIR; an environment with nothing else (but
+  LC_CTYPE=C.UTF-8, which Python would add itself); no inherited
+  descriptor but its socket; stdin /dev/null; stdout/stderr to files (tails kept for diagnostics);
+- rlimits (RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CPU, RLIMIT_CORE = 0), no_new_privs,
+  a wall-clock timeout (default 10 s);
+- as root: an unprivileged user (default `nobody`) — RLIMIT_NPROC is not enforced for root;
+- where the platform allows (root, or unprivileged user namespaces): PID, network, mount, IPC and UTS
+  namespaces — every descendant dies with the worker (setsid ones included), no network (not even
+  127.0.0.1), a /proc of its own (no /proc/<ppid>/environ), every filesystem read-only but its folder;
+- always: the judge is a child subreaper (orphaned descendants are killed at the end even without a PID
+  namespace) and non-dumpable (a same-user program cannot trace it or read its descriptors).
+No `preexec_fn` (unsafe in the threaded labeling process): all set-up happens in the judge, a fresh
+single-threaded process.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import math
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import stat
@@ -41,25 +40,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cr2.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
-_LAUNCHER = """\
-import resource, sys
-for name, value in {limits!r}:
-    resource.setrlimit(getattr(resource, name), (value, value))
-sys.argv = ["program.py"]
-with open("program.py", encoding="utf-8") as fh:  # relative: the parent folders may be closed to this user
-    code = compile(fh.read(), "program.py", "exec")
-del fh, name, value, resource
-exec(code, {{"__name__": "__main__", "__builtins__": __builtins__}})
-"""
 _SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
-_MIN_PATH = "/usr/local/bin:/usr/bin:/bin"
 _TAIL_BYTES = 4096
 
 
@@ -75,6 +63,7 @@ class SandboxLimits:
     user: str | None = "nobody"  # run as this user when cr2 runs as root; None: never switch
     python: str | None = None  # interpreter; None: this one, or a system python3 the user can run
     tmp_root: str | None = None  # parent folder of the per-run temporary directories; None: the system's
+    namespaces: bool = True  # use Linux namespaces where the platform allows (False: only for tests of the fallback)
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
@@ -88,13 +77,15 @@ class SandboxLimits:
 class SandboxResult:
     """What happened to one sandboxed program."""
 
-    passed: bool  # exit status 0 and the final nonce line printed
-    returncode: int | None  # negative: killed by that signal; None: killed at the timeout
+    passed: bool  # the judge's verdict: the program ran and every assert held on plain data
+    returncode: int | None  # the worker's exit status (negative: a signal); None: still running when ended
     timed_out: bool
     duration_s: float  # wall clock, s
     stdout_tail: str  # last 4 KB
     stderr_tail: str  # last 4 KB
     user: str  # the user the program ran as
+    detail: str = ""  # why it passed or failed (the failing assert and both values, the exception, …)
+    isolation: dict = field(default_factory=dict)  # the containment that held (see the supervisor's docstring)
 
 
 def _world_usable(path: Path) -> bool:
@@ -152,74 +143,72 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def _wait_unreaped(pid: int, deadline: float) -> bool:
-    """Wait until `pid` exits without reaping it (WNOWAIT); False if the deadline passed first."""
-    delay = 0.001
-    while True:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        if info is not None:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
+SUPERVISOR = Path(__file__).with_name("sandbox_supervisor.py")
+JUDGE_VERSION = "2-judge-process"  # 1: exit 0 + a printed nonce; 2: the judge compares plain data (part of run ids)
+_JUDGE_MEMORY_BYTES = 2 << 30  # the judge decodes at most 16 MiB per value
 
 
-def run_program(source: str, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
-    """Run `source` as a Python program under `limits`; returns how it ended (never raises for its failures)."""
+def run_tests(program: str, tests: str, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
+    """Run `program` in the sandbox, then `tests` (setup statements and asserts) against it; the verdict is the
+    judge's (cr2/labeling/sandbox_supervisor.py), never the program's. Never raises for the program's failures."""
     account, python = _resolve_identity(limits)
-    nonce = secrets.token_hex(16)
-    # <base>/cwd is the program's (and its user's) folder; stdout/stderr live beside it in <base>, which
-    # stays root-owned, so a program that empties its cwd cannot take its own output away
+    # <base> stays cr2's (0711: others may pass through to cwd, not list it); it holds the worker's stdout/stderr
+    # (0600); <base>/cwd is the program's folder (cwd, HOME, TMPDIR)
     base = Path(tempfile.mkdtemp(prefix="cr2-sandbox-", dir=limits.tmp_root))
     try:
+        base.chmod(0o711)
         workdir = base / "cwd"
-        workdir.mkdir()
-        program = workdir / "program.py"
-        program.write_text(f"{source}\n\nprint({nonce!r}, flush=True)\n", encoding="utf-8")
+        workdir.mkdir(mode=0o700)
         if account is not None:
-            for p in (workdir, program):
-                os.chown(p, account.pw_uid, account.pw_gid)
-        env = {"PATH": _MIN_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(workdir),
-               "TMPDIR": str(workdir), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-        cmd = [python, "-I", "-S", "-c", _LAUNCHER.format(limits=_rlimits(limits))]
-        extra: dict = {}
-        if account is not None:
-            extra = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
-        out_path, err_path = base / "stdout", base / "stderr"
+            os.chown(workdir, account.pw_uid, account.pw_gid)
+        job = {
+            "program": program, "tests": tests, "timeout_s": float(limits.timeout_s), "workdir": str(workdir),
+            "stdout": str(base / "stdout"), "stderr": str(base / "stderr"), "python": python,
+            "rlimits": _rlimits(limits), "namespaces": limits.namespaces,
+            "judge_rlimits": [("RLIMIT_AS", max(_JUDGE_MEMORY_BYTES, int(limits.memory_bytes))),
+                              ("RLIMIT_CPU", int(math.ceil(limits.timeout_s)) + 10), ("RLIMIT_CORE", 0)],
+            "uid": account.pw_uid if account else None, "gid": account.pw_gid if account else None,
+            "user_name": account.pw_name if account else pwd.getpwuid(os.geteuid()).pw_name,
+        }
         start = time.monotonic()
-        with out_path.open("wb") as out, err_path.open("wb") as err:
-            proc = subprocess.Popen(
-                cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, close_fds=True, **extra,
-            )
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-X", "utf8", str(SUPERVISOR)], cwd=base, env={},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            close_fds=True,
+        )
         try:
-            exited = _wait_unreaped(proc.pid, start + limits.timeout_s)
-        finally:
-            # the leader is still unreaped here, so its process group id cannot have been reused
-            try:
+            out, err = proc.communicate(json.dumps(job).encode(), timeout=limits.timeout_s + 15)
+        except subprocess.TimeoutExpired:  # the judge itself hung: end it (and, with it, its worker)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
+            out, err = proc.communicate()
         duration = time.monotonic() - start
-        stdout = _tail(out_path)
-        returncode = proc.returncode if exited else None
-        passed = exited and returncode == 0 and stdout.rstrip().endswith(nonce)
+        try:
+            verdict = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            verdict = {"passed": False, "timed_out": duration >= limits.timeout_s, "returncode": None, "isolation": {},
+                       "detail": "the judge gave no verdict: " + err.decode("utf-8", "replace")[-_TAIL_BYTES:]}
         return SandboxResult(
-            passed=bool(passed), returncode=returncode, timed_out=not exited, duration_s=duration,
-            stdout_tail=stdout.replace(nonce, "<end>"), stderr_tail=_tail(err_path),
-            user=account.pw_name if account is not None else pwd.getpwuid(os.geteuid()).pw_name,
+            passed=verdict["passed"] is True, returncode=verdict.get("returncode"),
+            timed_out=bool(verdict.get("timed_out")), duration_s=duration, stdout_tail=_tail(base / "stdout"),
+            stderr_tail=_tail(base / "stderr"), user=job["user_name"], detail=str(verdict.get("detail", "")),
+            isolation=verdict.get("isolation", {}),
         )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def mbpp_program(completion: str, tests: str) -> str:
-    """The program that checks one MBPP completion: the completion, then the test code (setup + asserts)."""
-    return f"{completion}\n\n{tests}\n"
+def run_program(source: str, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
+    """Run `source` alone (no tests): `passed` means it ran to its end without raising. For resource limits
+    and containment; a verdict on a completion comes from run_tests / check_completion."""
+    return run_tests(source, "", limits)
 
 
 def check_completion(completion: str, tests: str, limits: SandboxLimits = SandboxLimits()) -> bool:
-    """True iff the completion passes its tests in the sandbox (pass@1 of one greedy sample)."""
-    return run_program(mbpp_program(completion, tests), limits).passed
+    """True iff the completion passes its tests (MBPP setup code + asserts) in the sandbox (pass@1 of one sample)."""
+    return run_tests(completion, tests, limits).passed
+
+
+def isolation_report(limits: SandboxLimits = SandboxLimits(timeout_s=5.0)) -> dict:
+    """What the sandbox contains on this machine (namespaces, network, /proc, read-only filesystem, user)."""
+    return run_program("pass", limits).isolation

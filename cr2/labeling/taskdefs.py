@@ -159,7 +159,10 @@ def task_fingerprint(
         if template.description is None:
             fp["descriptions"] = bbh.descriptions()
     if benchmark == "mbpp":
+        from cr2.labeling.sandbox import JUDGE_VERSION
+
         fp["sandbox"] = _sandbox_kwargs(sandbox or SandboxSpec())
+        fp["judge"] = JUDGE_VERSION  # how a verdict is reached (a new judge labels again)
         fp["fewshot"] = fewshot or []
     return fp
 

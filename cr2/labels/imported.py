@@ -101,6 +101,9 @@ def validate_imported_labels(
             f"the label table lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; it needs "
             f"query_id, model, correct [, output_tokens] (has: {', '.join(map(str, df.columns)) or 'no columns'})"
         )
+    if len(df) == 0:
+        raise DataValidationError("the label table has no rows; an import needs at least one (query_id, model, correct) "
+                                  "row (is this the right file?)")
     df = df.reset_index(drop=True)
     for c in ("query_id", model_col):
         if df[c].isna().any():

@@ -1,0 +1,55 @@
+"""A copied or moved home works on its own: the warehouse records its checkpoints relative to the home."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from tasks.common import home_relative, in_home
+from warehouse.db import Warehouse
+
+
+def test_paths_inside_the_home_are_recorded_relative_and_others_absolute(tmp_path):
+    home = tmp_path / "home"
+    assert home_relative(home, home / "cache" / "artifacts" / "gate-1.pt") == "cache/artifacts/gate-1.pt"
+    assert in_home(home, "cache/artifacts/gate-1.pt") == home / "cache" / "artifacts" / "gate-1.pt"
+    outside = tmp_path / "elsewhere" / "gate-1.pt"
+    assert home_relative(home, outside) == str(outside.resolve())
+    assert in_home(home, str(outside)) == outside
+
+
+@pytest.mark.slow
+def test_a_moved_home_routes_with_its_own_checkpoints(small_config, home, tmp_path, monkeypatch):
+    from tasks.calibrate import calibrate_cr2
+    from tasks.ingest import ingest_key, ingest_queries
+    from tasks.prepare import (assign_splits_task, compute_costs_task, embed_queries, sample_states_task,
+                               simulate_labels_task)
+    from tasks.route import OnlineRouter
+    from tasks.train import train_cr2
+
+    cfg = small_config.model_copy(update={"teacher": small_config.teacher.model_copy(update={"epochs": 1}),
+                                          "gate": small_config.gate.model_copy(update={"epochs": 1})})
+    with Warehouse(home) as wh:
+        key = ingest_key(cfg, wh)
+    ingest_queries.fn(cfg, str(home), key)
+    for i, step in enumerate((embed_queries, assign_splits_task, sample_states_task, simulate_labels_task,
+                              compute_costs_task)):
+        step.fn(cfg, str(home), f"k-{i}")
+    session_cache = os.environ.get("CR2_CACHE")  # the session's encoder cache, kept for routing below
+    monkeypatch.delenv("CR2_CACHE", raising=False)  # checkpoints go to <home>/cache, as by default
+    trained = train_cr2.fn(cfg, str(home), "k-train")
+    calibrate_cr2.fn(cfg, str(home), "k-cal", trained)
+    with Warehouse(home, read_only=True) as wh:
+        paths = wh.df("SELECT kind, path FROM artifacts ORDER BY kind")
+    assert paths["path"].str.startswith("cache/artifacts/").all(), paths
+    assert trained["gate"]["path"].startswith("cache/artifacts/")
+
+    moved = tmp_path / "moved-home"
+    shutil.copytree(home, moved)
+    shutil.rmtree(home)
+    monkeypatch.setenv("CR2_CACHE", session_cache or str(tmp_path / "encoder-cache"))
+    router = OnlineRouter.load(cfg, moved)
+    out = router.route("What is the capital of France?", None, float(router.table.lams[0]),
+                       float(router.table.alphas[0]))
+    assert out["chosen_model"] in cfg.model_ids
