@@ -308,6 +308,9 @@ class DeviceGate:
         thresholds need the query's group.
         """
         tau = self.tau(lam, alpha, group)  # checked before scoring: an off-grid request fails fast
+        if lam == 0:  # the accuracy-only end of the sweep: CR² defers everything (τ = +∞); the gate is not scored
+            n = len(self._embedding(embedding))
+            return DeviceDecision(accept=np.zeros(n, dtype=bool), score=np.full(n, -np.inf, dtype=np.float32), tau=tau)
         score = self.score(embedding, float(lam))
         # eq. (cr2_rule): accept locally (m0) iff s_φ(e(x), λ) ≥ τ*(λ; α), compared exactly (float32 widened)
         accept = score.astype(np.float64) >= tau
