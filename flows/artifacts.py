@@ -83,7 +83,7 @@ def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict
           f"## CR² at α = {alpha:g}", "",
           _md_table(_headline(ops), {"lam": "λ", "risk": "false-accept risk", "local_rate": "local rate",
                                      "accuracy": "accuracy", "cost": "norm. cost"}), "",
-          "Full tables: artifacts `cr2-operating-points` and `cr2-router-comparison`; in SQL: "
+          "Full tables: artifacts `cr2-operating-points` and `cr2-router-comparison`; in SQL: "  # sql-text: shown to the user, never run
           f"`cr2 sql \"SELECT * FROM operating_points WHERE run_id = '{run_id}'\"`."]
     if report and report.get("path"):
         path = Path(report["path"]).resolve()

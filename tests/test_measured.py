@@ -99,8 +99,8 @@ def _slice(root, per_category: int):
 
 def _labels_state(home):
     with Warehouse(home, read_only=True) as wh:
-        return (wh.table_fingerprint("(SELECT source, query_id, model_id, correct, output_tokens FROM labels)"),
-                wh.table_fingerprint("(SELECT run_id, source, model_id, backend_args FROM label_runs)"))
+        return (wh.table_fingerprint("labels", columns=("source", "query_id", "model_id", "correct", "output_tokens")),
+                wh.table_fingerprint("label_runs", columns=("run_id", "source", "model_id", "backend_args")))
 
 
 def test_import_rejects_unmatched_models_or_questions_and_changes_nothing(tmp_path, outputs):

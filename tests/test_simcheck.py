@@ -89,9 +89,9 @@ def test_simcheck_task_structure_on_a_slice(small_check):
     out = simcheck_task.fn(cfg, str(home), "simcheck-test-structure", False, False)
     assert out["n_questions"] == 240
     with Warehouse(home, read_only=True) as wh:
-        v = wh.df(f"SELECT * FROM v_simcheck WHERE run_id = '{out['run_id']}'")
-        measured_acc = wh.df(f"SELECT model, value FROM simcheck WHERE run_id = '{out['run_id']}' AND source = 'measured'"
-                             " AND statistic = 'accuracy'")
+        v = wh.df("SELECT * FROM v_simcheck WHERE run_id = ?", [out["run_id"]])
+        measured_acc = wh.df("SELECT model, value FROM simcheck WHERE run_id = ? AND source = 'measured'"
+                             " AND statistic = 'accuracy'", [out["run_id"]])
     assert set(v["source"]) == {"simulated-irt-v2", "simulated-irt-v1"}
     acc = v[v["statistic"] == "accuracy"]
     # the simulators match the measured accuracy of every (model, category), hence of every model, on the slice
@@ -111,7 +111,7 @@ def test_simcheck_task_routing_on_a_slice(small_check):
     cfg, home = small_check
     out = simcheck_task.fn(cfg, str(home), "simcheck-test-routing", False, True)
     with Warehouse(home, read_only=True) as wh:
-        r = wh.df(f"SELECT * FROM simcheck WHERE run_id = '{out['run_id']}' AND section = 'routing'")
+        r = wh.df("SELECT * FROM simcheck WHERE run_id = ? AND section = 'routing'", [out["run_id"]])
     assert {"knn", "mlp", "embedllm", "llmrank", "cr2"} <= set(r["model"])
     risk = r[(r["statistic"] == "risk")]
     assert len(risk) and risk["value"].between(0, 1).all()

@@ -139,7 +139,7 @@ def test_the_copy_probe_leaves_the_warehouse_intact(home):
     with Warehouse(home) as wh:
         wh.replace_where("models", pd.DataFrame([ROW]))
     before = (home / DB_NAME).read_bytes()
-    proc = _cr2("sql", f"COPY (SELECT 'x') TO '{home / DB_NAME}'", "--home", str(home))
+    proc = _cr2("sql", f"COPY (SELECT 'x') TO '{home / DB_NAME}'", "--home", str(home))  # sql-text: shown to the user, never run
     text = proc.communicate(timeout=120)[0]
     assert proc.returncode == 2 and "COPY statements are not allowed" in text and "Traceback" not in text
     assert (home / DB_NAME).read_bytes() == before

@@ -112,7 +112,7 @@ def load_threshold_table(wh: Warehouse, version: int | None = None) -> Threshold
         version = newest_threshold_version(wh)
     df = wh.df("SELECT * FROM thresholds WHERE version = ?", [int(version)])
     if df.empty:
-        raise UncalibratedOperatingPointError(f"no threshold table version {version}; see `cr2 sql \"SELECT DISTINCT version "
+        raise UncalibratedOperatingPointError(f"no threshold table version {version}; see `cr2 sql \"SELECT DISTINCT version "  # sql-text: shown to the user, never run
                                               "FROM thresholds\"`")
     return table_from_records(df.to_dict("records"))
 
