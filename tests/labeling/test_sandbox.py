@@ -316,7 +316,8 @@ def test_writes_outside_the_private_folder_fail(isolation, tmp_path):
 @pytest.mark.slow
 def test_every_mbpp_reference_solution_gets_the_plain_programs_verdict():
     """The judge changes no honest verdict: MBPP's own solutions pass exactly when `solution + tests` runs clean
-    (973 of 974; task 123 exceeds the time limit either way)."""
+    (973 of 974 always; task 123 runs close to the 10 s limit, so whether it times out depends on the machine's
+    speed and load — it may pass or time out, nothing else may fail)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import pandas as pd
@@ -330,4 +331,4 @@ def test_every_mbpp_reference_solution_gets_the_plain_programs_verdict():
         verdicts = list(ex.map(lambda r: run_tests(r.target, mbpp_reference(list(r.tests), r.test_setup), limits),
                                df.itertuples()))
     failed = [(q, v.detail) for q, v in zip(df["query_id"], verdicts) if not v.passed]
-    assert [q for q, _ in failed] == ["mbpp/123"], failed
+    assert {q for q, _ in failed} <= {"mbpp/123"}, failed
