@@ -69,6 +69,7 @@ def test_second_run_does_no_work(default_run):
 
     home, first = default_run
     again = run_flow(home=str(home))
-    stages = {k: v for k, v in again.items() if k != "prepare"}
+    # every cached stage; the Prefect artifacts (a list of keys) are published again by each run, by design
+    stages = {k: v for k, v in again.items() if k not in ("prepare", "artifacts")}
     assert all(v["cached"] for v in stages.values()), {k: v["cached"] for k, v in stages.items()}
     assert all(v["cached"] for v in again["prepare"].values())
