@@ -35,7 +35,8 @@ def render_simcheck_html(meta: dict, structure: pd.DataFrame, savings: pd.DataFr
     def table(frame: pd.DataFrame) -> str:
         return frame.to_html(index=False, border=0, na_rep="–", float_format=lambda v: f"{v:.4g}", escape=True)
 
-    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>cr2 sim-to-real check</title>  # sql-text: shown to the user, never run
+    # sql-text: shown to the user, never run
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>cr2 sim-to-real check</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}
 .sim{{background:#fdecea;border:2px solid #c0392b;padding:.8em 1em;margin:1em 0}}
 table{{border-collapse:collapse;margin:.5em 0 1.5em}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
