@@ -386,7 +386,7 @@ def print_guarantees(home: Path, run_id: str, source: str) -> None:
         v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ? AND bound IS NOT NULL ORDER BY check_name, \"group\", alpha",
                   [run_id])
     table = Table(title=f"guarantees run {run_id} ({source}): worst cell per check, ± Monte-Carlo SE")
-    for col in ("check", "rule", "α / target", "group", "worst", "± SE", "bound", "holds"):
+    for col in ("check", "rule", "α / target", "group", "worst", "± SE", "bound", "holds (3 SE)"):
         table.add_column(col, justify="right")
     for r in v.itertuples():
         at = f"{r.alpha:g}" if pd.notna(r.alpha) else (f"target {r.target:g}" if pd.notna(r.target) else "")
