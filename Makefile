@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
 PIP    := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: run run-measured test test-fast bench install install-dev clean-warehouse prefect-up prefect-down
+.PHONY: run run-measured test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +30,16 @@ run: install
 run-measured: install
 	$(VENV)/bin/cr2 run -c configs/mmlu-pro-measured.yaml --home var/mmlu-pro
 
+# every test but the full-size runs (slices of every scenario, the slow end-to-end ones included); what CI runs
 test: install-dev
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not fullsize"
 
 test-fast: install-dev
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not fullsize"
+
+# the full-size runs: `cr2 run` on the whole default set and the whole measured scenario, checked (≈ 25 min)
+test-full: install-dev
+	$(PY) -m pytest -q -m fullsize
 
 bench: install-dev
 	$(PY) benchmarks/run_all.py

@@ -14,7 +14,7 @@ from cr2.config import load_config
 from cr2.metrics import risk_tolerance
 from warehouse.db import Warehouse
 
-pytestmark = [pytest.mark.slow, pytest.mark.flow]
+pytestmark = [pytest.mark.slow, pytest.mark.flow, pytest.mark.fullsize]  # `make test-full`
 
 
 @pytest.fixture(scope="module")

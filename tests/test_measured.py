@@ -178,6 +178,7 @@ def test_measured_scenario_end_to_end_on_a_slice(prefect_harness, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.flow
+@pytest.mark.fullsize  # `make test-full`; the slice above runs in `make test`
 def test_full_measured_scenario(prefect_harness, tmp_path):
     """The whole 12,032-question scenario as `make run-measured` runs it (≈ an hour on a busy 2-core machine)."""
     from flows.run import run_flow
