@@ -67,9 +67,9 @@ def _sample_texts(cfg, n: int, seed: int = 0) -> list[str]:
     texts = []
     for name in cfg.enabled_benchmarks:
         spec = cfg.benchmarks[name]
-        df = pq.read_table(cfg.data_path / spec.file).to_pandas()
-        if spec.subsets is not None:
-            df = df[df["subset"].isin(spec.subsets)]
+        df = pq.read_table(cfg.data_path / spec.data_file).to_pandas()  # the catalogue's file unless overridden
+        if spec.selected_subsets is not None:
+            df = df[df["subset"].isin(spec.selected_subsets)]
         take = df.iloc[np.sort(rng.choice(len(df), size=min(per, len(df)), replace=False))]
         choices = take["choices"] if "choices" in take else [None] * len(take)
         texts += router_texts(list(take["question"]), _choice_lists(choices))
