@@ -381,6 +381,11 @@ class ThresholdTable:
         object.__setattr__(self, "alphas", tuple(float(v) for v in self.alphas))
         object.__setattr__(self, "taus", taus)
 
+    @property
+    def scored_lams(self) -> tuple[float, ...]:
+        """The λ of the grid where the gate is scored: every λ > 0 (λ = 0 is CR²'s defer-everything row, τ = +∞)."""
+        return tuple(v for v in self.lams if v > 0)
+
     # ------------------------------------------------------------ lookup
     def has_lam(self, lam: float) -> bool:
         """Return whether λ is on the calibrated grid (relative tolerance 1e-9)."""
@@ -627,7 +632,8 @@ class GroupedThresholdTable:
     def __getattr__(self, name: str) -> Any:  # the shared grid and metadata (lams, alphas, rule, delta, …)
         if name == "n_calib":  # calibration queries over all groups
             return sum(t.n_calib for t in self.tables.values())
-        if name in ("lams", "alphas", "gate_fingerprint", "dist_id", "label_source", "rule", "delta", "score_dtype"):
+        if name in ("lams", "scored_lams", "alphas", "gate_fingerprint", "dist_id", "label_source", "rule", "delta",
+                    "score_dtype"):
             return getattr(next(iter(self.tables.values())), name)
         raise AttributeError(name)
 

@@ -306,7 +306,7 @@ def export_gate(gate: Any, table: ThresholdTable | GroupedThresholdTable, out_di
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         _write_onnx(gate, tmp / GATE_FILE, gate_fp)
-        parity = _parity(gate, tmp / GATE_FILE, tuple(v for v in table.lams if v > 0))  # λ = 0 is never scored
+        parity = _parity(gate, tmp / GATE_FILE, table.scored_lams)
         if not parity["max_abs_score_diff"] <= PARITY_ATOL:
             raise DataValidationError(
                 f"the exported gate's scores differ from MarginGate.score by up to {parity['max_abs_score_diff']:.3g} "

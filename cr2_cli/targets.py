@@ -33,7 +33,7 @@ def choose_target(router, target_accuracy: float | None, budget: float | None) -
                                 encoder=cfg.embedding.store_name, decision_cost=cfg.routing.decision_cost)["val"]
     if len(val) == 0:
         raise DataValidationError("the val split is empty: a target needs calibration queries to certify it")
-    lams = np.asarray([v for v in table.lams if v > 0])  # λ = 0 is never scored (CR² defers everything there)
+    lams = np.asarray(table.scored_lams)
     proba = router.router.proba(val.embedding)
     # [cr2 decision] the certified choice decides and accounts with the pre-execution cost ĉ: the only cost
     # known for a query before it runs (issue 16); a budget is therefore a bound on the mean estimated cost

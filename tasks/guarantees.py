@@ -52,7 +52,7 @@ def validity_pool(config: Config, home: str | Path) -> dict:
         groups = query_groups(wh, qid, config.calibration.group or "benchmark")
     emb = np.concatenate([s.embedding for s in pool])
     cost = np.concatenate([s.decision_cost for s in pool]).astype(np.float64)  # routers decide with ĉ (issue 16)
-    lams = np.asarray([v for v in table.lams if v > 0])  # λ = 0 is never scored (CR² defers everything there)
+    lams = np.asarray(table.scored_lams)
     proba = router.proba(emb)
     return {"score": router.scores(emb, lams), "risk": disagree_label(proba, cost, lams), "proba": proba, "cost": cost,
             "correct": np.concatenate([s.correct for s in pool]), "groups": groups, "lams": lams,
