@@ -1,0 +1,109 @@
+"""Cost at a fixed accuracy on a method's monotone frontier, and its paired bootstrap (paper Fig. dumbbell_cost_saving).
+
+The same rule as warehouse/views/v_fixed_accuracy.sql, in arrays, so that it can be recomputed on every
+bootstrap resample: the frontier is the operating points no cheaper-or-equal point matches in accuracy;
+the cost at target a* is linear between the two frontier points that bracket a* (the cheapest point if it
+already reaches a*); a target above the method's best accuracy is NaN (not reached). `grid_cost_at` is
+the no-interpolation variant (cheapest point with accuracy ≥ a*).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cr2.bootstrap import Interval, percentile_interval, resampled_means
+from cr2.errors import InvalidValueError
+
+_EPS = 1e-12  # the view's tolerance on "accuracy ≥ target"
+
+
+def _points(accuracy: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(accuracy, dtype=np.float64).ravel()
+    c = np.asarray(cost, dtype=np.float64).ravel()
+    if a.shape != c.shape:
+        raise InvalidValueError(f"accuracy {a.shape} and cost {c.shape} must have one value per operating point")
+    keep = np.isfinite(a) & np.isfinite(c)
+    return a[keep], c[keep]
+
+
+def frontier(accuracy: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(accuracy, cost) of the monotone frontier, ascending cost: strictly increasing accuracy along it."""
+    a, c = _points(accuracy, cost)
+    order = np.lexsort((-a, c))  # ascending cost, then best accuracy first among equal costs
+    a, c = a[order], c[order]
+    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], a[:-1]]))
+    on = a > best_before  # beats every cheaper-or-equal point (ties in both collapse to one)
+    return a[on], c[on]
+
+
+def frontier_cost_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """[t] cost on the interpolated monotone frontier at each target accuracy; NaN where not reached."""
+    fa, fc = frontier(accuracy, cost)
+    t = np.asarray(targets, dtype=np.float64)
+    out = np.full(t.shape, np.nan)
+    if fa.size == 0:
+        return out
+    j = np.searchsorted(fa, t - _EPS, side="left")  # first frontier point with accuracy ≥ target
+    ok = j < fa.size
+    jj = np.minimum(j, fa.size - 1)
+    first = ok & (jj == 0)
+    out[first] = fc[0]
+    mid = ok & (jj > 0)
+    a1, a2, c1, c2 = fa[jj[mid] - 1], fa[jj[mid]], fc[jj[mid] - 1], fc[jj[mid]]
+    out[mid] = c1 + (t[mid] - a1) * (c2 - c1) / (a2 - a1)
+    return out
+
+
+def grid_cost_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """[t] cheapest operating point's cost with accuracy ≥ target (no interpolation); NaN where not reached."""
+    a, c = _points(accuracy, cost)
+    t = np.asarray(targets, dtype=np.float64)
+    if a.size == 0:
+        return np.full(t.shape, np.nan)
+    reach = a[None, :] >= t[:, None] - _EPS
+    return np.where(reach.any(axis=1), np.where(reach, c[None, :], np.inf).min(axis=1), np.nan)
+
+
+def saving_pct(cost: np.ndarray, reference_cost: np.ndarray) -> np.ndarray:
+    """Saving of a method against the reference at the same target, in % (positive: the method is cheaper)."""
+    return 100.0 * (1.0 - np.asarray(cost, dtype=np.float64) / np.asarray(reference_cost, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class MethodOutcomes:
+    """Per-query outcomes of one method over its λ sweep on the evaluated test rows (the same rows for every method)."""
+
+    correct: np.ndarray  # [n, k] bool, y of the chosen model at each of the k operating points
+    cost: np.ndarray  # [n, k] float, realised normalised cost c of the chosen model
+
+    def __post_init__(self) -> None:
+        if np.shape(self.correct) != np.shape(self.cost) or np.ndim(self.correct) != 2:
+            raise InvalidValueError(f"correct {np.shape(self.correct)} and cost {np.shape(self.cost)} must both be [n, k]")
+
+    def points(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(accuracy, cost) of each operating point on all rows ([k]) or on each resample ([B, k])."""
+        if idx is None:
+            return self.correct.mean(axis=0), self.cost.mean(axis=0)
+        return resampled_means(self.correct, idx), resampled_means(self.cost, idx)
+
+
+def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, idx: np.ndarray,
+                     level: float = 0.95) -> tuple[list[Interval], Interval]:
+    """Paired-bootstrap intervals of the saving vs the reference at each target and of its mean over targets.
+
+    Each resample recomputes both methods' frontiers on the same rows (idx [B, n], shared by every method).
+    The mean is over the targets both reach on the full test set; a resample where one of them is not reached
+    drops out of that target's interval and of the mean's.
+    """
+    t = np.asarray(targets, dtype=np.float64)
+    est = saving_pct(frontier_cost_at(*method.points(), t), frontier_cost_at(*reference.points(), t))
+    ma, mc = method.points(idx)
+    ra, rc = reference.points(idx)
+    samples = np.stack([saving_pct(frontier_cost_at(ma[b], mc[b], t), frontier_cost_at(ra[b], rc[b], t))
+                        for b in range(idx.shape[0])])  # [B, t]
+    per_target = [percentile_interval(samples[:, i], float(est[i]), level) for i in range(t.size)]
+    both = np.isfinite(est)
+    mean_est = float(est[both].mean()) if both.any() else float("nan")
+    mean_samples = samples[:, both].mean(axis=1) if both.any() else np.full(idx.shape[0], np.nan)
+    return per_target, percentile_interval(mean_samples, mean_est, level)
