@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(PIP) -e '.[dev,dask]'
-	$(PY) -c "import pytest, hypothesis, prefect_dask"
+	$(PY) -c "import pytest, hypothesis, prefect_dask, schemathesis"
 	touch $@
 
 install: $(VENV)/.installed

@@ -90,6 +90,11 @@ def fading_power(u_magnitude: np.ndarray, u_phase: np.ndarray, k_factor: float |
     return re * re + im * im
 
 
+# the longest UE–edge distance a routing request may name (100 km, far beyond any cell): the rates and costs stay
+# finite and warning-free below it, while d = 1e308 m would make them 0 and ∞ (issue 28)
+MAX_DISTANCE_M = 1e5
+
+
 def channel_gain(distance_m: np.ndarray, fading: np.ndarray, path_loss: PathLossSpec) -> np.ndarray:
     """Linear channel gain g for distances d and fading powers |z|²."""
     distance_m = np.asarray(distance_m, dtype=np.float64)

@@ -20,6 +20,7 @@ from cr2 import catalogue
 from cr2.catalogue import BenchmarkDef, OutputLengthDist
 from cr2.errors import ConfigError, Cr2Error, InvalidValueError
 from cr2.labeling.spec import LabelingSpec
+from cr2.names import ModelId, SourceName, StateName
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
@@ -91,7 +92,7 @@ class PathLossSpec(_Strict):
 class StateDistribution(_Strict):
     """A named, versioned distribution of the channel state ξ (paper §IV-B)."""
 
-    name: str
+    name: StateName
     version: int = Field(ge=1)
     description: str = ""
     distance: DistanceSpec
@@ -120,7 +121,7 @@ class HardwareProfile(_Strict):
 
 # ---------------------------------------------------------------- main config sections
 class ModelSpec(_Strict):
-    id: str
+    id: ModelId
     hf_name: str
     params: float = Field(gt=0, description="parameter count N_m")
     active_params: float | None = Field(None, gt=0, description="parameters active per token (mixture of experts): "
@@ -360,7 +361,7 @@ class MeasuredLabelsSpec(_Strict):
 
 
 class LabelSpec(_Strict):
-    source: str = Field(description="label source the pipeline trains and evaluates on")
+    source: SourceName = Field(description="label source the pipeline trains and evaluates on")
     simulator: SimulatorSpec
     measured: MeasuredLabelsSpec | None = Field(None, description="import labels.source from measured outputs "
                                                 "before training (None: simulated, or labels already in the warehouse)")
@@ -496,6 +497,10 @@ class ServingSpec(_Strict):
     max_concurrency: int = Field(8, ge=1, description="requests decided or forwarded at once; more wait")
     queue_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="how long a request waits for a "
                                    "free slot before 503 Retry-After")
+    header_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="how long a client may take to send "
+                                    "a request's headers before the connection is closed (slow-header clients)")
+    max_response_bytes: int = Field(64 << 20, ge=1024, description="largest upstream answer passed on, bytes (after "
+                                    "decompression; larger: 502)")
     # micro-batching of concurrent /route requests into one encoder call (cr2_cli/serve_batching.py); 1 = off
     batch_max_size: int = Field(1, ge=1, le=1024, description="most /route requests per encoder call (1: no batching)")
     batch_max_wait_ms: float = Field(2.0, ge=0, le=1000, description="longest a request waits for companions, ms")

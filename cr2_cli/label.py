@@ -13,10 +13,11 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from cr2.errors import ConfigError
 
-console = Console()
+console = Console(markup=False)  # names and ids are printed as they are, never parsed as Rich markup
 
 
 def _split(values: Optional[list[str]]) -> list[str] | None:
@@ -102,7 +103,7 @@ def print_label_summary(runs, wall_s: float) -> None:
         table.add_column(col, justify=just)
     table.add_column("run", no_wrap=True, min_width=18)
     for r in runs.itertuples():
-        status = r.status if r.status == "finished" else f"[bold red]{r.status}[/]"
+        status = r.status if r.status == "finished" else Text(r.status, style="bold red")
         # run ids are <source>:<model>:<benchmark>:<key>:<shard>; the table shows key:shard, the list below all of it
         table.add_row(r.model_id, r.benchmark, f"{int(r.written):,}", f"{int(r.done):,}/{int(r.total):,}", status,
                       ":".join(r.run_id.split(":")[-2:]))
@@ -148,7 +149,7 @@ def label_command(
                   f"'{backend or spec.backend}'" + (f", first {limit} queries per benchmark" if limit else "")
                   + f"; warehouse {h / 'cr2.duckdb'}", highlight=False)
     t0 = time.perf_counter()
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console)
     with progress:
         report = run_labeling(cfg, h, models=model_ids, benchmarks=bench, backend=backend, limit=limit, spec=spec,

@@ -11,6 +11,7 @@ import click
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import cr2  # noqa: F401  (applies the offline / no-telemetry switches first)
 from cr2.errors import Cr2Error, Cr2SqlError
@@ -21,8 +22,10 @@ config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration
 app.add_typer(config_app, name="config")
 labels_app = typer.Typer(no_args_is_help=True, help="Correctness label sources: list, import.")
 app.add_typer(labels_app, name="labels")
-console = Console()
-err_console = Console(stderr=True)
+# markup=False: nothing printed is parsed as Rich markup — names, SQL results and questions may hold "[x]" or
+# "[/x]" (issue 28, F9); styles are given as Text / style= where wanted
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)")
 HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)")
@@ -35,7 +38,7 @@ TRACEBACK_ENV = "CR2_TRACEBACK"
 
 
 def _print_error(message: str) -> None:
-    err_console.print("[bold red]error:[/] ", end="", highlight=False)
+    err_console.print("error: ", style="bold red", end="", highlight=False)
     err_console.print(message, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -75,11 +78,17 @@ def friendly(fn):
 _cr2_cause = cr2_cause
 
 
-def _home(home: Optional[Path]) -> Path:
-    """The warehouse folder; Prefect's own state (run history DB) goes to <home>/prefect unless PREFECT_HOME is set."""
-    from warehouse.db import default_home
+def _home(home: Optional[Path], create: bool = True) -> Path:
+    """The warehouse folder; Prefect's own state (run history DB) goes to <home>/prefect unless PREFECT_HOME is set.
+
+    create=False (commands that only read a warehouse): a folder without a warehouse is an error and nothing is
+    created on disk."""
+    from warehouse.db import DB_NAME, WarehouseError, default_home
 
     h = home.expanduser().resolve() if home else default_home()
+    if not create and not (h / DB_NAME).is_file():
+        raise WarehouseError(f"no warehouse at {h / DB_NAME}; run `cr2 run` (or `cr2 ingest`) first, or pass the "
+                             "--home that holds it")
     if "PREFECT_HOME" not in os.environ:
         (h / "prefect").mkdir(parents=True, exist_ok=True)
         os.environ["PREFECT_HOME"] = str(h / "prefect")
@@ -240,7 +249,7 @@ def drift(states: str = typer.Option(..., "--states", help="candidate state dist
     from cr2.config import load_config
     from tasks.drift import drift_check
 
-    report = drift_check(load_config(config), _home(home), states, n, alpha)
+    report = drift_check(load_config(config), _home(home, create=False), states, n, alpha)
     for line in report.lines():
         console.print(line, highlight=False, markup=False)
 
@@ -255,14 +264,15 @@ def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on (be
     import uvicorn
 
     from cr2.config import load_config
-    from cr2_cli.serve import create_app
+    from cr2_cli.serve import bind_socket, create_app, server_config
 
     cfg = load_config(config)
     token = os.environ.get(cfg.serving.token_env) or None
-    app_ = create_app(cfg, str(_home(home)), token=token, bind_host=host)
+    app_ = create_app(cfg, str(_home(home, create=False)), token=token, bind_host=host)
+    sock = bind_socket(host, port)  # a port in use fails here, before 'serving' is printed
     auth = f"bearer token from ${cfg.serving.token_env}" if token else "no token (loopback only)"
     console.print(f"cr2 serving on http://{host}:{port} (docs at /docs; {auth})", highlight=False)
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+    uvicorn.Server(server_config(app_, cfg.serving, host=host, port=port)).run(sockets=[sock])
 
 
 @app.command("export-gate")
@@ -279,7 +289,7 @@ def export_gate_cmd(out: Path = typer.Argument(..., help="output folder for gate
     from cr2.config import load_config
     from cr2_cli.online import load_deployed_router
 
-    router, _ = load_deployed_router(load_config(config), _home(home), version)
+    router, _ = load_deployed_router(load_config(config), _home(home, create=False), version)
     table = router.threshold_table_
     targets = None
     if target_accuracy or budget:  # issue 21: certified target-mode points, computed on the host's val split
@@ -337,7 +347,7 @@ def route(question: str = typer.Argument(..., help="the query text"),
     if target_accuracy is not None or budget is not None:  # issue 21: operate by target
         from cr2_cli.targets import route_by_target
 
-        out = route_by_target(cfg, _home(home), question, list(choice) if choice else None, target_accuracy, budget,
+        out = route_by_target(cfg, _home(home, create=False), question, list(choice) if choice else None, target_accuracy, budget,
                               distance_m, benchmark, seed)
         c = out["target_choice"]
         lam, a = out["lam"], out["alpha"]
@@ -346,9 +356,9 @@ def route(question: str = typer.Argument(..., help="the query text"),
                       f"{c['n_select']} selection queries); on them accuracy {c['accuracy']:.3f}, mean cost {c['cost']:.3f}",
                       highlight=False)
     else:
-        out = route_query(cfg, _home(home), question, list(choice) if choice else None, lam, a, distance_m, benchmark, seed)
+        out = route_query(cfg, _home(home, create=False), question, list(choice) if choice else None, lam, a, distance_m, benchmark, seed)
     verdict = "ACCEPT locally on " + out["models"][0]["model_id"] if out["accept_local"] else f"DEFER to {out['chosen_model']}"
-    console.print(f"[bold]{verdict}[/]  (score s = {out['score']:.4f}, τ*(λ={lam:g}; α={a:g}) = {out['tau']:.4f}, "
+    console.print(Text(verdict, style="bold"), f" (score s = {out['score']:.4f}, τ*(λ={lam:g}; α={a:g}) = {out['tau']:.4f}, "
                   f"d = {out['distance_m']:.1f} m, {out['prompt_tokens']} prompt tokens)", highlight=False)
     table = Table(title=f"teacher utilities û = p − λ·c (labels {out['label_source']}, states {out['threshold_dist_id']})")
     for col in ("model", "p(correct)", "norm. cost", "latency s", "energy J", "utility"):
@@ -613,7 +623,7 @@ def labels_list(home: Optional[Path] = HomeOpt) -> None:
     """Label sources in the warehouse, with rows, models and how they were produced."""
     from warehouse.db import Warehouse
 
-    with Warehouse(_home(home), read_only=True) as wh:
+    with Warehouse(_home(home, create=False), read_only=True) as wh:
         df = wh.df("""SELECT l.source, count(*) AS rows, count(DISTINCT l.model_id) AS models,
                              count(DISTINCT l.query_id) AS queries, avg(l.correct::INT) AS accuracy,
                              string_agg(DISTINCT r.backend, ',') AS backend
@@ -640,7 +650,7 @@ def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WIT
     runs one statement, and is stopped after --timeout seconds."""
     from warehouse.db import open_user_query
 
-    with open_user_query(_home(home)) as wh:
+    with open_user_query(_home(home, create=False)) as wh:
         df = wh.user_query(query, timeout_s=timeout)
     table = Table(show_lines=False)
     for col in df.columns:
@@ -666,7 +676,7 @@ def export(table: str = typer.Argument(..., help="table or view name"), home: Op
     """Write a table or view to <home>/export/TABLE.parquet."""
     from warehouse.db import Warehouse
 
-    with Warehouse(_home(home), read_only=True) as wh:
+    with Warehouse(_home(home, create=False), read_only=True) as wh:
         path = wh.export(table, out)
     console.print(f"wrote {path}")
 

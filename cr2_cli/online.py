@@ -176,9 +176,11 @@ def check_route_inputs(question: str, choices: list[str] | None, lam: float, alp
         raise DataValidationError(f"λ must be a finite number > 0, got {lam}")
     if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0 < alpha < 1):
         raise DataValidationError(f"α must be a number in (0, 1), got {alpha}")
+    from cr2.channel import MAX_DISTANCE_M
+
     if distance_m is not None and not (isinstance(distance_m, (int, float)) and math.isfinite(distance_m)
-                                       and distance_m > 0):
-        raise DataValidationError(f"distance_m must be a finite number of metres > 0, got {distance_m}")
+                                       and 0 < distance_m <= MAX_DISTANCE_M):
+        raise DataValidationError(f"distance_m must be a number of metres in (0, {MAX_DISTANCE_M:g}], got {distance_m}")
 
 
 def route_query(config: Config, home: str | Path, question: str, choices: list[str] | None, lam: float, alpha: float,

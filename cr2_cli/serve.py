@@ -23,10 +23,19 @@ Safe by default (docs/operations.md, "Exposing cr2 serve"):
   `serving.queue_timeout_s` and then get 503 with Retry-After; decisions run in worker threads, so
   /health answers while a decision runs; one upstream HTTP client with timeouts is shared by all requests.
 
-Every bad value is a 4xx naming the field and the problem: malformed JSON, NaN / Infinity / 1e400, a
-blank query, a wrong type → 422; an off-grid λ → 400 naming the calibrated grid; an unconfigured
-endpoint → 503 naming the config key; an upstream failure → 502. Client credentials are never forwarded;
-the upstream key comes from `serving.api_key_env` only.
+Every bad value is a 4xx naming the field and the problem: malformed JSON, JSON nested deeper than
+MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; an off-grid λ → 400 naming the
+calibrated grid; an unconfigured endpoint → 503 naming the config key. Client credentials are never
+forwarded; the upstream key comes from `serving.api_key_env` only.
+
+Bad upstreams (issue 28): an unreachable endpoint, an error status, a 200 that is not a JSON chat completion
+(malformed, HTML, nested too deep) or an answer over `serving.max_response_bytes` → 502; an endpoint that
+does not answer within `serving.timeout_s` → 504; 429 → 503 with Retry-After. The message names the model
+and its config key, never the endpoint URL (it may hold credentials) nor the upstream's body (it may reflect
+request headers, the upstream key included). Answers are decompressed before they are passed on. A stream
+that breaks after its headers were sent ends with an SSE `error` event. Every request's slot is released on
+every path (error, timeout, client disconnect). A client that has not sent its request headers within
+`serving.header_timeout_s` is disconnected (HeaderTimeoutH11Protocol).
 """
 from __future__ import annotations
 
@@ -42,14 +51,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handlers' (string) annotations here
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, field_validator, model_validator
 
+from cr2.channel import MAX_DISTANCE_M
 from cr2.config import Config
 from cr2.errors import ConfigError, Cr2Error, DataValidationError, UncalibratedOperatingPointError
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+MAX_JSON_DEPTH = 64  # nesting of objects / arrays accepted in any JSON the server reads (requests, upstream answers)
 
 
 class RouteRequest(BaseModel):
@@ -65,7 +77,8 @@ class RouteRequest(BaseModel):
     budget: FiniteFloat | None = Field(None, gt=0, description="instead of λ: the most accurate (λ, α) certified to "
                                        "keep the mean normalised cost ≤ budget")
     alpha: FiniteFloat | None = Field(None, gt=0, lt=1, description="risk level α (default: grids.default_alpha)")
-    distance_m: FiniteFloat | None = Field(None, gt=0, description="UE–edge distance, m (mean fading); default: sampled")
+    distance_m: FiniteFloat | None = Field(None, gt=0, le=MAX_DISTANCE_M, description="UE–edge distance, m (mean "
+                                           "fading); default: sampled")
     benchmark: str = Field("mmlu", description="benchmark whose default output length is assumed")
     seed: int = Field(0, ge=0, lt=2 ** 63, description="seed of the sampled channel state")
 
@@ -125,11 +138,40 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number; send a finite number")
 
 
-def _parse_json(raw: bytes) -> Any:
-    """Strict JSON: NaN / Infinity literals are errors (Python's json would accept them)."""
+def _json_depth_exceeds(value: Any, limit: int) -> bool:
+    """True when `value` nests objects / arrays deeper than `limit` (iterative: no recursion on hostile input)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return False
+
+
+def parse_bounded_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Strict, bounded JSON: NaN / Infinity literals and nesting deeper than `max_depth` are ValueErrors.
+
+    The size is bounded by the caller (it reads at most max_body_bytes / max_response_bytes); Python's json
+    raises RecursionError for very deep input, turned into the same ValueError here."""
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except ValueError as exc:  # JSONDecodeError is a ValueError; so is the NaN/Infinity refusal
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {max_depth} levels") from None
+    if _json_depth_exceeds(value, max_depth):
+        raise ValueError(f"nested deeper than {max_depth} levels")
+    return value
+
+
+def _parse_json(raw: bytes) -> Any:
+    """The request body as strict, bounded JSON, or a 422 (NaN / Infinity literals, nesting > MAX_JSON_DEPTH)."""
+    try:
+        return parse_bounded_json(raw)
+    except ValueError as exc:  # JSONDecodeError is a ValueError; so are the NaN/Infinity and depth refusals
         raise HttpError(422, f"the request body is not valid JSON: {exc}") from None
 
 
@@ -239,8 +281,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     `router`: an object with route(...) and describe() (default: the deployed OnlineRouter of `home`);
     `token`: the bearer token every request must carry (None: none, allowed only on loopback)."""
     import httpx
-    from fastapi.responses import JSONResponse, Response, StreamingResponse
-    from starlette.background import BackgroundTask
+    from fastapi.responses import JSONResponse, Response
     from starlette.concurrency import run_in_threadpool
 
     from cr2_cli.online import check_route_inputs
@@ -298,7 +339,8 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
     async def acquire() -> None:
         try:
-            await asyncio.wait_for(slots.acquire(), serving.queue_timeout_s)
+            async with asyncio.timeout(serving.queue_timeout_s):  # a cancelled wait never keeps a slot
+                await slots.acquire()
         except (asyncio.TimeoutError, TimeoutError):
             raise HttpError(503, f"busy: {serving.max_concurrency} requests in progress (serving.max_concurrency); "
                                  "retry shortly", {"retry-after": "1"}) from None
@@ -366,7 +408,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
         if not isinstance(stream, bool):
             raise HttpError(422, f"stream must be true or false, got {stream!r}")
         await acquire()
-        release = True
+        free = _SlotRelease(slots)
         try:
             decision = await decide(query, None, lam, alpha)
             model_id = decision["chosen_model"]
@@ -382,37 +424,58 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
                 headers["authorization"] = f"Bearer {os.environ[serving.api_key_env]}"
             summary = (f"{'accept' if decision['accept_local'] else 'defer'}; model={model_id}; "
                        f"score={decision['score']:.6f}; tau={decision['tau']}; lam={lam:g}; alpha={decision['alpha']:g}")
+            out_headers = {"x-cr2-decision": summary}
+
+            def failed(status: int, what: str, retry_after: bool = False) -> Any:
+                # names the model and its config key only: the URL may hold credentials, the upstream's body
+                # may reflect our request headers (the upstream key); details stay in this server's log
+                log.warning("upstream of model '%s' %s", model_id, what)
+                extra = {"retry-after": "1"} if retry_after else {}
+                return JSONResponse(status_code=status, headers={**out_headers, **extra}, content={
+                    "detail": f"the endpoint of '{model_id}' (serving.endpoints.{model_id}) {what}",
+                    "decision": decision})
+
             client = upstream_client()
             url = base.rstrip("/") + "/chat/completions"
+            resp = None
             try:
                 resp = await client.send(client.build_request("POST", url, json=upstream, headers=headers),
                                          stream=True)
+                if resp.status_code == 429:
+                    return failed(503, "is rate-limited (HTTP 429); retry shortly", retry_after=True)
+                if not 200 <= resp.status_code < 300:
+                    return failed(502, f"answered {resp.status_code}; its body is not passed on")
+                media = resp.headers.get("content-type", "application/json")
+                if stream and media.split(";", 1)[0].strip().lower() == "text/event-stream":
+                    free.handed_over = True  # the relay releases the slot when the stream ends, however it ends
+                    return _RelayResponse(_relay(resp, free, serving.max_response_bytes, model_id),
+                                          on_close=lambda: _close(resp, free), status_code=resp.status_code,
+                                          media_type="text/event-stream", headers=out_headers)
+                content = await _read_bounded(resp, serving.max_response_bytes)
+            except _TooLarge:
+                return failed(502, f"answered more than {serving.max_response_bytes:,} bytes "
+                                   "(serving.max_response_bytes)")
+            except httpx.TimeoutException as exc:
+                return failed(504, f"did not answer within serving.timeout_s = {serving.timeout_s:g} s "
+                                   f"({type(exc).__name__})")
             except httpx.HTTPError as exc:
-                return JSONResponse(status_code=502, content={
-                    "detail": f"endpoint of '{model_id}' ({base}) failed: {type(exc).__name__}: {exc}",
-                    "decision": decision})
-            out_headers = {"x-cr2-decision": summary}
-            media = resp.headers.get("content-type", "application/json")
-            if resp.status_code >= 500:
-                text = (await resp.aread())[:500].decode("utf-8", "replace")
-                await resp.aclose()
-                return JSONResponse(status_code=502, headers=out_headers, content={
-                    "detail": f"endpoint of '{model_id}' ({base}) answered {resp.status_code}: {text}",
-                    "decision": decision})
-            if stream:
-                async def close() -> None:
+                return failed(502, f"failed ({type(exc).__name__})")
+            finally:
+                if resp is not None and not free.handed_over:
                     await resp.aclose()
-                    slots.release()
-
-                release = False  # the slot is held until the stream ends
-                return StreamingResponse(resp.aiter_raw(), status_code=resp.status_code, media_type=media,
-                                         headers=out_headers, background=BackgroundTask(close))
-            content = await resp.aread()
-            await resp.aclose()
-            return Response(content=content, status_code=resp.status_code, media_type=media, headers=out_headers)
+            try:
+                answer = parse_bounded_json(content)
+            except ValueError as exc:
+                return failed(502, f"answered {resp.status_code} with a body that is not JSON "
+                                   f"({'nested too deep' if 'nested' in str(exc) else 'malformed, or HTML'})")
+            if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list):
+                return failed(502, f"answered {resp.status_code} with JSON that is not a chat completion "
+                                   "(no 'choices' list)")
+            return Response(content=content, status_code=resp.status_code, media_type="application/json",
+                            headers=out_headers)
         finally:
-            if release:
-                slots.release()
+            if not free.handed_over:
+                free()
 
     return app
 
@@ -429,3 +492,150 @@ def _last_user_text(messages: Any) -> str:
     if not isinstance(content, str) or not content.strip():
         raise HttpError(422, "messages must contain a user message with text content (the query that is routed)")
     return content
+
+
+class _TooLarge(Exception):
+    """An upstream answer over serving.max_response_bytes."""
+
+
+class _SlotRelease:
+    """Releases one concurrency slot exactly once, from whichever cleanup path runs first."""
+
+    def __init__(self, slots: asyncio.Semaphore):
+        self.slots, self.done, self.handed_over = slots, False, False
+
+    def __call__(self) -> None:
+        if not self.done:
+            self.done = True
+            self.slots.release()
+
+
+async def _read_bounded(resp: Any, limit: int) -> bytes:
+    """The (decompressed) body of an upstream answer, or _TooLarge past `limit` bytes."""
+    chunks, size = [], 0
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _close(resp: Any, free: _SlotRelease) -> None:
+    """Release the slot first (never lost to a cancellation), then close the upstream answer, shielded."""
+    import anyio
+
+    free()
+    with anyio.CancelScope(shield=True):
+        with contextlib.suppress(Exception):
+            await resp.aclose()
+
+
+async def _relay(resp: Any, free: _SlotRelease, limit: int, model_id: str):
+    """The upstream's server-sent events, decompressed (issue 28, F5); a stall, a broken connection or an answer
+    over `limit` bytes ends the stream with an SSE error event instead of an exception (F1)."""
+    import httpx
+
+    size = 0
+    try:
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise _TooLarge()
+            yield chunk
+    except (httpx.HTTPError, _TooLarge) as exc:
+        what = (f"answered more than {limit:,} bytes (serving.max_response_bytes)" if isinstance(exc, _TooLarge)
+                else f"broke off the stream ({type(exc).__name__})")
+        log.warning("upstream of model '%s' %s", model_id, what)
+        error = {"error": {"message": f"the endpoint of '{model_id}' (serving.endpoints.{model_id}) {what}",
+                           "type": "upstream_error", "code": 502}}
+        yield b"\n\ndata: " + json.dumps(error).encode() + b"\n\n"
+    finally:
+        await _close(resp, free)
+
+
+class _RelayResponse(StreamingResponse):
+    """A StreamingResponse that runs `on_close` however the response ends (done, error, client gone)."""
+
+    def __init__(self, content, *, on_close, **kwargs):
+        super().__init__(content, **kwargs)
+        self.on_close = on_close
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.on_close()
+
+
+def bind_socket(host: str, port: int):
+    """A listening-ready socket bound to (host, port), or a ConfigError naming the port (in use, not permitted)
+    before anything says the server is serving."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does; a listening port still refuses
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; another process may use the port "
+                          "(pick another with --port) or the address is not this machine's") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def header_timeout_protocol(header_timeout_s: float):
+    """uvicorn's h11 protocol with a header-read timeout: a connection that has not delivered a request's
+    headers within `header_timeout_s` of opening (or of the previous response) is closed (slow-header clients
+    cannot hold connections open)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutH11Protocol(H11Protocol):
+        _header_timer = None
+
+        def _arm_header_timer(self) -> None:
+            self._cancel_header_timer()
+            self._header_timer = self.loop.call_later(header_timeout_s, self._header_timeout)
+
+        def _cancel_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _header_timeout(self) -> None:
+            self._header_timer = None
+            waiting = self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete)
+            if waiting and not self.transport.is_closing():
+                log.info("closed a connection that sent no complete request headers within %g s", header_timeout_s)
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm_header_timer()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:  # the request's headers are in
+                self._cancel_header_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:  # the next request's headers
+                self._arm_header_timer()
+
+        def connection_lost(self, exc) -> None:
+            self._cancel_header_timer()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutH11Protocol
+
+
+def server_config(app: Any, serving: Any, host: str = "127.0.0.1", port: int = 8080, **kwargs: Any):
+    """The uvicorn configuration `cr2 serve` runs with (h11 with the header-read timeout)."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, http=header_timeout_protocol(serving.header_timeout_s),
+                          log_level=kwargs.pop("log_level", "warning"), **kwargs)

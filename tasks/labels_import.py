@@ -16,6 +16,7 @@ from prefect import task
 from cr2.errors import DataValidationError
 from cr2.labels import LABEL_SOURCES
 from cr2.labels.imported import validate_imported_labels
+from cr2.names import check_name
 from warehouse.db import Warehouse
 from warehouse.files import read_table_file
 
@@ -31,7 +32,8 @@ def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin:
                        replace: bool = False) -> dict:
     """Validate the label table `raw` and write it under `source` in one transaction, with one `label_runs`
     row per model whose backend_args record `origin` (file, repository, commit, extraction rule, …)."""
-    if not source or source in LABEL_SOURCES:
+    check_name(source, "label source")  # before anything is read or written (issue 28, F9)
+    if source in LABEL_SOURCES:
         raise DataValidationError(f"'{source}' names a built-in label source; pick another name for imported labels")
     with Warehouse(home) as wh:
         known_q = wh.df("SELECT query_id FROM queries")["query_id"]
@@ -51,7 +53,7 @@ def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin:
                               "done": int((rows["model_id"] == m).sum()), "total": int((rows["model_id"] == m).sum())}
                              for m, rid in run_ids.items()])
         out = rows.assign(source=source, run_id=rows["model_id"].map(run_ids))
-        out["output_tokens"] = out["output_tokens"].astype("Int32")
+        # Int64 as validated (0 … MAX_OUTPUT_TOKENS): no narrowing cast here, which wrapped 2^31 + 5 (issue 28, F7)
         with wh.transaction() as con:
             wh.delete_where("labels", {"source": source}, con)
             con.execute("DELETE FROM label_runs WHERE source = ?", [source])

@@ -17,12 +17,20 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(app, port: int | None = None):
-    """Serve `app` with uvicorn on 127.0.0.1 until the block ends; yields its base URL."""
+def running(app, port: int | None = None, serving=None):
+    """Serve `app` with uvicorn on 127.0.0.1 until the block ends; yields its base URL.
+
+    `serving`: a config's serving section — run with `cr2 serve`'s own uvicorn configuration (header-read timeout)."""
     import uvicorn
 
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    if serving is not None:
+        from cr2_cli.serve import server_config
+
+        config = server_config(app, serving, port=port, timeout_graceful_shutdown=2)
+    else:
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 30

@@ -344,6 +344,7 @@ class Warehouse:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise WarehouseError(f"cannot write {path}: {str(exc).splitlines()[0]}; pass another --out") from None
+        os.chmod(tmp, 0o600)  # as private as the warehouse it comes from
         tmp.replace(path)  # atomic: a failed export never leaves a half-written file
         return path
 

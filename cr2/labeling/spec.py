@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cr2.errors import ConfigError, InvalidValueError
+from cr2.names import SourceName
 
 BACKENDS = ("hf", "vllm", "api")
 
@@ -184,7 +185,7 @@ class TaskRunnerSpec(_Strict):
 class LabelingSpec(_Strict):
     """Settings of `cr2 label` (proposed config section `labeling:`)."""
 
-    source: str = Field("lm-eval", description="labels.source value these labels are written under")
+    source: SourceName = Field("lm-eval", description="labels.source value these labels are written under")
     backend: Literal["hf", "vllm", "api"] = "hf"
     hf: HFBackendSpec = HFBackendSpec()
     vllm: VLLMBackendSpec = VLLMBackendSpec()
