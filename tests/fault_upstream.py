@@ -13,7 +13,7 @@ can each pick their own fault. Modes:
 | reflect | 400 whose body reflects every request header (the upstream key included) |
 | malformed | 200 application/json that is not JSON |
 | html | 200 text/html (a proxy's error page) |
-| deep | 200 JSON whose `choices` nest 100,000 levels |
+| deep | 200 JSON whose `choices` nest 50,000 levels |
 | gzip_sse | SSE compressed with Content-Encoding: gzip (what cr2 asked for with Accept-Encoding) |
 | huge | 200 answer (JSON, or SSE when streaming) of HUGE_BYTES |
 
@@ -133,7 +133,7 @@ class FaultUpstream:
             await body_(data)
             return
         if mode == "deep":
-            depth = 100_000
+            depth = 50_000  # far beyond the recursion limit, within the tests' max_response_bytes
             data = b'{"choices": ' + b"[" * depth + b"]" * depth + b"}"
             await start(200, "application/json", length=len(data))
             await body_(data)
