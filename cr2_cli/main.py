@@ -202,8 +202,10 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
                                                "states"),
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
+    from cr2.config import load_state_distribution
     from flows.recalibrate import recalibrate_flow
 
+    load_state_distribution(states)  # a bad file or name fails here, before any flow runs or anything is written
     h = _home(home)
     t0 = time.perf_counter()
     out = recalibrate_flow(states=states, config_path=str(config) if config else None, home=str(h),
@@ -246,9 +248,10 @@ def drift(states: str = typer.Option(..., "--states", help="candidate state dist
           alpha: float = typer.Option(0.05, "--alpha", help="family-wise significance level (Holm)"),
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Test whether a state distribution departs from the deployed calibration states (KS per feature)."""
-    from cr2.config import load_config
+    from cr2.config import load_config, load_state_distribution
     from tasks.drift import drift_check
 
+    load_state_distribution(states)  # a bad file or name fails here, before the warehouse is opened
     report = drift_check(load_config(config), _home(home, create=False), states, n, alpha)
     for line in report.lines():
         console.print(line, highlight=False, markup=False)
