@@ -78,3 +78,37 @@ def test_existing_source_needs_replace_and_builtin_names_are_refused(ingested, t
 def _write(path, df):
     df.to_parquet(path, index=False)
     return path
+
+
+@pytest.mark.parametrize("tokens", [2147483653, 3_000_000_000, 2 ** 40, 1e300])
+def test_f7_out_of_range_token_counts_write_nothing(ingested, tmp_path, tokens):
+    """Issue 28: these were stored as negative numbers or 0 with exit 0 (an Int32 cast)."""
+    home, ids = ingested
+    df = _labels(ids)
+    df["output_tokens"] = df["output_tokens"].astype(object)
+    df.loc[3, "output_tokens"] = tokens
+    with pytest.raises(DataValidationError, match=r"row 4, column 'output_tokens'"):
+        import_labels(home, _write(tmp_path / "big.parquet", df.astype({"output_tokens": type(tokens)})), "big")
+    with Warehouse(home, read_only=True) as wh:
+        assert wh.scalar("SELECT count(*) FROM labels WHERE source = 'big'") == 0
+
+
+def test_f8_a_parquet_of_lists_is_refused_with_nothing_written(ingested, tmp_path):
+    home, ids = ingested
+    df = _labels(ids).assign(correct=lambda d: [[bool(v)] for v in d["correct"]])
+    before = _snapshot(home)
+    with pytest.raises(DataValidationError, match=r"row 1, column 'correct', value \[False\]"):
+        import_labels(home, _write(tmp_path / "lists.parquet", df), "lists")
+    assert _snapshot(home) == before
+
+
+def test_the_largest_allowed_token_count_is_stored_exactly(ingested, tmp_path):
+    from cr2.labels.imported import MAX_OUTPUT_TOKENS
+
+    home, ids = ingested
+    df = _labels(ids)
+    df.loc[0, "output_tokens"] = MAX_OUTPUT_TOKENS
+    import_labels(home, _write(tmp_path / "max.parquet", df), "max")
+    with Warehouse(home, read_only=True) as wh:
+        assert wh.scalar("SELECT max(output_tokens) FROM labels WHERE source = 'max'") == MAX_OUTPUT_TOKENS
+        assert wh.scalar("SELECT min(output_tokens) FROM labels WHERE source = 'max'") >= 0

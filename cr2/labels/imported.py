@@ -36,6 +36,7 @@ def _cell(col: pd.Series, mask: pd.Series | np.ndarray) -> str:
     """'row R, column 'C', value V' of the first row where `mask` holds (rows count from 1)."""
     i = int(np.flatnonzero(np.asarray(mask, dtype=bool))[0])
     value = col.iloc[i]
+    value = value.item() if isinstance(value, np.generic) else value
     shown = "null" if _is_null(value) else repr(value.tolist() if isinstance(value, np.ndarray) else value)
     return f"row {i + 1}, column '{col.name}', value {shown[:80]}"
 
@@ -189,9 +190,8 @@ def validate_imported_labels(
     unknown_m = ~mid.isin(set(known_m))
     if unknown_m.any():
         raise DataValidationError(
-            f"{int(unknown_m.sum())} rows name models outside the pool, e.g. {_examples(mid[unknown_m])} "
-            f"(first: {_cell(df[model_col], unknown_m)}); "
-            f"known models: {', '.join(known_m)}"
+            f"{int(unknown_m.sum())} rows name models outside the pool, e.g. {_examples(mid[unknown_m])}; "
+            f"known models: {', '.join(known_m)} (first: {_cell(df[model_col], unknown_m)})"
         )
     correct = _as_bool(df["correct"])
     tokens = _as_tokens(df["output_tokens"]) if "output_tokens" in cols else pd.Series(pd.NA, index=df.index, dtype="Int64")
