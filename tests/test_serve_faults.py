@@ -249,3 +249,55 @@ def test_any_sequence_of_faults_and_disconnects_answers_cleanly_and_frees_every_
         if not disconnect:
             assert_clean(status, headers, raw, stream)
     probe_capacity(base)
+
+
+# ------------------------------------------------------------------ minor points of issue 28
+def test_slow_header_connections_are_closed_after_the_header_timeout():
+    import socket
+
+    cfg = load_config()
+    serving = cfg.serving.model_copy(update={"header_timeout_s": 0.5})
+    app = create_app(cfg.model_copy(update={"serving": serving}), "unused", router=FaultRouter([m.id for m in cfg.models]))
+    with running(app, serving=serving) as base:
+        port = int(base.rsplit(":", 1)[1])
+        assert httpx.get(base + "/health").status_code == 200  # complete requests are served as before
+        for partial in (b"", b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"):  # nothing, or headers never finished
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(partial)
+                t0 = time.monotonic()
+                try:
+                    closed = s.recv(1024) == b""
+                except (ConnectionResetError, TimeoutError, socket.timeout):
+                    closed = False
+                waited = time.monotonic() - t0
+            assert closed and waited < 3, f"a slow-header connection stayed open ({waited:.1f} s, partial={partial!r})"
+        with httpx.Client(base_url=base) as client:  # keep-alive: the next request on the connection still works
+            assert client.get("/health").status_code == 200
+            time.sleep(0.2)
+            assert client.get("/health").status_code == 200
+
+
+def test_serve_on_a_port_in_use_fails_before_saying_it_serves(tmp_path, monkeypatch):
+    import socket
+
+    from typer.testing import CliRunner
+
+    import cr2_cli.serve
+    from cr2_cli.main import app
+
+    monkeypatch.setattr(cr2_cli.serve, "create_app", lambda *a, **k: FaultUpstream())  # no warehouse needed
+    (tmp_path / "cr2.duckdb").write_bytes(b"")  # `cr2 serve` reads an existing warehouse only
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", "--port", str(port), "--home", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "serving" not in result.output and f"cannot listen on 127.0.0.1:{port}" in result.output
+    assert "--port" in result.output
+
+
+def test_an_absurd_distance_is_a_422(stack):
+    base, _ = stack
+    r = httpx.post(base + "/route", json={"query": "q", "lam": 1.0, "distance_m": 1e308})
+    assert r.status_code == 422 and "distance_m" in r.json()["detail"]
