@@ -97,6 +97,26 @@ class RouteRequest(BaseModel):
         return self
 
 
+# POST /v1/chat/completions body as /openapi.json documents it (any other OpenAI field is passed on upstream)
+CHAT_SCHEMA = {
+    "type": "object", "required": ["messages"], "additionalProperties": True,
+    "properties": {
+        "model": {"type": "string", "description": "ignored: cr2 picks the model"},
+        "messages": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["role", "content"], "additionalProperties": True,
+            "properties": {"role": {"type": "string", "enum": ["system", "user", "assistant"]},
+                           "content": {"type": "string"}}}},
+        "stream": {"type": "boolean"},
+        "cr2_lam": {"type": "number", "exclusiveMinimum": 0, "description": "cost weight λ (on the calibrated grid)"},
+        "cr2_alpha": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "description": "risk level α"},
+    },
+}
+
+
+def _json_body(schema: dict) -> dict:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
 class HttpError(Exception):
     """A request problem answered with `status` and a JSON {"detail": …}."""
 
@@ -376,7 +396,9 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     def health() -> dict:
         return {"status": "ok", **router.describe()}
 
-    @app.post("/route")
+    # the handlers read their bodies themselves (bounded, strict); the schemas below document them in /docs and
+    # /openapi.json, which the HTTP fuzz (tests/test_serve_fuzz.py) generates requests from
+    @app.post("/route", openapi_extra=_json_body(RouteRequest.model_json_schema()))
     async def route(request: Request):
         raw = await _read_body(request, serving.max_body_bytes)
         try:
@@ -391,7 +413,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
         finally:
             slots.release()
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra=_json_body(CHAT_SCHEMA))
     async def chat(request: Request):
         body = _parse_json(await _read_body(request, serving.max_body_bytes))
         if not isinstance(body, dict):
