@@ -202,10 +202,8 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
                                                "states"),
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
-    from cr2.config import load_state_distribution
     from flows.recalibrate import recalibrate_flow
 
-    load_state_distribution(states)  # a bad file or name fails here, before any flow runs or anything is written
     h = _home(home)
     t0 = time.perf_counter()
     out = recalibrate_flow(states=states, config_path=str(config) if config else None, home=str(h),

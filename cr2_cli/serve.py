@@ -480,7 +480,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
             except httpx.TimeoutException as exc:
                 return failed(504, f"did not answer within serving.timeout_s = {serving.timeout_s:g} s "
                                    f"({type(exc).__name__})")
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 return failed(502, f"failed ({type(exc).__name__})")
             finally:
                 if resp is not None and not free.handed_over:

@@ -152,3 +152,20 @@ def test_an_absurd_distance_is_refused_without_a_numpy_warning(ingested):
         gain = channel_gain(np.array([MAX_DISTANCE_M]), np.ones(1), cfg.channel.distribution.path_loss)
         rate = uplink_rate_bps(gain, cfg.communication)
     assert np.isfinite(rate).all() and (rate > 0).all()
+
+
+@pytest.mark.flow
+def test_f9_recalibrate_refuses_a_markup_state_name_before_writing(prefect_harness, ingested, tmp_path):
+    """The probe: a distribution named '[/x]cell' was written as thresholds v3, then the command exited 1."""
+    import yaml
+
+    from cr2.config import load_state_distribution
+    from cr2.names import NAME_PATTERN
+
+    bad = tmp_path / "cell.yaml"
+    bad.write_text(yaml.safe_dump({**load_state_distribution("default").model_dump(mode="json"), "name": "[/x]cell"}))
+    before = _fingerprints(ingested["home"])
+    result = _invoke(["recalibrate", "--states", str(bad), "--home", str(ingested["home"])])
+    assert result.exit_code == 2 and NAME_PATTERN in " ".join(result.output.split()), result.output
+    assert "unexpected" not in result.output
+    assert _fingerprints(ingested["home"]) == before

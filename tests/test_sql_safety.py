@@ -174,16 +174,16 @@ def test_hostile_label_source_and_model_id_in_an_import(small_config, home, tmp_
         qids = wh.df("SELECT query_id FROM queries ORDER BY query_id LIMIT 3")["query_id"].tolist()
     f = tmp_path / "labels.csv"
     pd.DataFrame({"query_id": qids, "model": small_config.models[0].id, "correct": [1, 0, 1]}).to_csv(f, index=False)
-    out = import_labels(home, f, HOSTILE)
-    assert out["rows"] == 3
+    with pytest.raises(Cr2Error, match="label source .* is not a valid name"):  # issue 28: one name pattern
+        import_labels(home, f, HOSTILE)
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"query_id": qids[:1], "model": [HOSTILE], "correct": [1]}).to_csv(bad, index=False)
     with pytest.raises(Cr2Error, match="outside the pool"):
         import_labels(home, bad, "other")
     with Warehouse(home, read_only=True) as wh:
         assert wh.count("thresholds") == n
-        assert wh.scalar("SELECT count(*) FROM labels WHERE source = ?", [HOSTILE]) == 3
-        wh.table_fingerprint("labels", {"source": HOSTILE, "model_id": HOSTILE})
+        assert wh.scalar("SELECT count(*) FROM labels WHERE source = ?", [HOSTILE]) == 0
+        wh.table_fingerprint("labels", {"source": HOSTILE, "model_id": HOSTILE})  # hostile values bind as values
 
 
 def test_export_path_with_quotes_and_sql_is_only_a_path(home, tmp_path):
