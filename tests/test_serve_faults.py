@@ -224,7 +224,7 @@ def test_upstream_down_is_502_and_ok_modes_pass_through(stack):
 ACTIONS = st.tuples(st.sampled_from(MODES + ("down",)), st.booleans(), st.booleans())
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=20, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(ACTIONS, min_size=1, max_size=5))
 def test_any_sequence_of_faults_and_disconnects_answers_cleanly_and_frees_every_slot(stack, actions):
