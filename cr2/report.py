@@ -276,9 +276,16 @@ def guarantee_validity_table(v: pd.DataFrame) -> pd.DataFrame:
     v = v[v["bound"].notna()].copy()
     if v.empty:
         return pd.DataFrame()
-    promise = {"crc_mean_risk": "E[risk] ≤ α, each λ", "ltt_any_violation": "P(any λ: risk > α) ≤ δ",
-               "mondrian_mean_risk": "E[risk | group] ≤ α, each λ", "target_miss": "P(miss target) ≤ δ"}
-    v["promise"] = v["check_name"].map(promise).fillna(v["check_name"])
+    from cr2.crc import RULE_CATALOGUE, rule_risk
+
+    promise = {"crc_mean_risk": "E[{r}] ≤ α, each λ", "ltt_any_violation": "P(any λ: {r} > α) ≤ δ",
+               "mondrian_mean_risk": "E[{r} | group] ≤ α, each λ", "target_miss": "P(miss target) ≤ δ"}
+
+    def risk_words(rule: str) -> str:  # issue 26: name the risk each rule controls
+        base = rule.removeprefix("mondrian-")
+        return rule_risk(base).display if base in RULE_CATALOGUE and rule_risk(base) else "risk"
+
+    v["promise"] = [promise.get(c, c).format(r=risk_words(r)) for c, r in zip(v["check_name"], v["rule"])]
     v["at"] = [f"α={a:g}" if pd.notna(a) else f"target {t:g}" for a, t in zip(v["alpha"], v["target"])]
     out = pd.DataFrame({
         "rule": v["rule"], "promise": v["promise"], "at": v["at"], "group": v["group"].fillna("all"),
