@@ -381,7 +381,8 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
             if serving.api_key_env and os.environ.get(serving.api_key_env):
                 headers["authorization"] = f"Bearer {os.environ[serving.api_key_env]}"
             summary = (f"{'accept' if decision['accept_local'] else 'defer'}; model={model_id}; "
-                       f"score={decision['score']:.6f}; tau={decision['tau']}; lam={lam:g}; alpha={decision['alpha']:g}")
+                       f"score={decision['score']:.6f}; tau={decision['tau']}; lam={lam:g}; alpha={decision['alpha']:g}; "
+                       f"risk={decision.get('risk')}")
             client = upstream_client()
             url = base.rstrip("/") + "/chat/completions"
             try:
