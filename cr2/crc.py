@@ -61,8 +61,8 @@ RISKS: dict[str, RiskSpec] = {r.name: r for r in (
              "the frozen teacher's full-information choice m_full* = argmax_m p_m − λ·ĉ_m is an edge model "
              "(paper eq. disagree_label); a promise about agreement with a learned selector, not about answers", False),
     RiskSpec("oracle-disagreement", "oracle disagreement on real labels",
-             "the realised-utility choice argmax_m y_m − λ·c_m (real correctness, realised cost; ties → cheaper, "
-             "then device first) is an edge model", True),
+             "the real-label choice argmax_m y_m − λ·ĉ_m (real correctness, the same decision cost as the teacher's "
+             "reference; ties → cheaper, then the device) is an edge model", True),
     RiskSpec("avoidable-error", "avoidable error",
              "the device model answers wrongly while some edge model answers correctly (independent of λ)", True),
 )}

@@ -7,8 +7,9 @@ Risks (issue 26). "Accepted locally" is the gate's own acceptance 1[s ≥ τ] wh
 (Decisions.extra["gate_accept"], the event every CR² guarantee is about), else the choice of m0. Three risks:
 - teacher disagreement (`risk`, the paper's eq. disagree_label): accepted while the teacher's m_full* is an
   edge model — agreement with a learned selector, not a statement about answers;
-- oracle disagreement on real labels: accepted while argmax_m y_m − λ·c_m over the real correctness and the
-  realised cost is an edge model (ties → cheaper model, then the device: cr2.utility.oracle_choice);
+- oracle disagreement on real labels: accepted while argmax_m y_m − λ·ĉ_m over the real correctness is an edge
+  model — eq. disagree_label with y in place of the teacher's p, the same decision cost ĉ (ties → cheaper
+  model, then the device: cr2.utility.oracle_choice);
 - avoidable error: accepted, the device model wrong and some edge model right.
 Each has a per-query function returning a [n] bool array (its mean is the metric), so a paired bootstrap
 (cr2.bootstrap.resampled_means) can put an interval on it; `local_accuracy` is a ratio, with per-query
@@ -65,9 +66,9 @@ def false_acceptance_risk(proba: np.ndarray, data: RoutingSet, decisions: Decisi
 
 
 def oracle_disagreement_per_query(data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
-    """[n] bool: accepted locally while argmax_m y_m − λ·c_m (real labels, realised cost) is an edge model."""
+    """[n] bool: accepted locally while argmax_m y_m − λ·ĉ_m (real labels, decision cost) is an edge model."""
     # eq. (disagree_label) over the real labels: r = 1[m_oracle* ≠ m0]
-    return accepted_locally(decisions) & oracle_disagree_label(data.correct, data.cost, lam)
+    return accepted_locally(decisions) & oracle_disagree_label(data.correct, data.decision_cost, lam)
 
 
 def oracle_disagreement_risk(data: RoutingSet, decisions: Decisions, lam: float) -> float:

@@ -136,7 +136,9 @@ def risk_label(risk: str, lam: float | np.ndarray, *, proba: np.ndarray | None =
     """Return the 0/1 risk label r_i(λ) a calibration rule controls (cr2.crc.RISKS), bool [n] or [n, n_lam].
 
     teacher-disagreement needs the teacher's proba and the decision cost ĉ; oracle-disagreement the real
-    correctness and the realised cost c; avoidable-error the real correctness only (broadcast over λ).
+    correctness and the same decision cost ĉ (the paper's c_m(x, ξ), built from the pre-execution output-length
+    estimate: the oracle differs from the teacher's reference only in its labels); avoidable-error the real
+    correctness only (broadcast over λ). `cost` (the realised c) is accepted for symmetry and not used.
     """
     lam_vec, scalar = _as_lam(lam)
     if risk == "teacher-disagreement":
@@ -146,9 +148,9 @@ def risk_label(risk: str, lam: float | np.ndarray, *, proba: np.ndarray | None =
     if correct is None:
         raise InvalidValueError(f"the {risk} label needs the real correctness y_m of every query")
     if risk == "oracle-disagreement":
-        if cost is None:
-            raise InvalidValueError("the oracle-disagreement label needs the realised cost c_m of every query")
-        return oracle_disagree_label(correct, cost, lam)
+        if decision_cost is None:
+            raise InvalidValueError("the oracle-disagreement label needs the decision cost ĉ_m of every query")
+        return oracle_disagree_label(correct, decision_cost, lam)
     if risk == "avoidable-error":
         e = avoidable_error_label(correct)
         return e if scalar else np.repeat(e[:, None], len(lam_vec), axis=1)

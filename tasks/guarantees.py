@@ -56,8 +56,7 @@ def validity_pool(config: Config, home: str | Path) -> dict:
     lams = np.asarray(table.scored_lams)
     proba = router.proba(emb)
     correct = np.concatenate([s.correct for s in pool])
-    realised_cost = np.concatenate([s.cost for s in pool]).astype(np.float64)  # the oracle's realised utility y − λ·c
-    realised = {k: risk_label(k, lams, correct=correct, cost=realised_cost)
+    realised = {k: risk_label(k, lams, correct=correct, decision_cost=cost)
                 for k in ("oracle-disagreement", "avoidable-error")}  # issue 26: the risks on the real labels
     return {"score": router.scores(emb, lams), "risk": disagree_label(proba, cost, lams), "proba": proba, "cost": cost,
             "correct": correct, "groups": groups, "lams": lams, "realised": realised,

@@ -166,8 +166,9 @@ def test_report_is_self_contained_and_has_every_figure(pipeline):
     rep = pipeline["first"]["report"]
     page = open(rep["path"], encoding="utf-8").read()
     assert set(rep["figures"]) == {"pareto_full", "pareto_zoom", "fixed_accuracy", "calibration_rules", "risk_control",
-                                   "local_selection", "variants", "gate_errors"}
+                                   "local_selection", "variants", "gate_errors", "realised_risk"}
     assert "ablation" in rep["tables"] and "per_benchmark_by_cost" in rep["tables"]
+    assert "realised_risk" in rep["tables"]  # issue 26: teacher-referenced vs realised risks, per rule
     for key in rep["figures"] + rep["tables"]:
         assert f'id="{key}"' in page
     assert page.count("data:image/png;base64,") == len(rep["figures"])

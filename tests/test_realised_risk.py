@@ -17,7 +17,8 @@ from cr2.metrics import (avoidable_error_per_query, avoidable_error_risk, local_
 from cr2.utility import avoidable_error_label, oracle_choice, oracle_disagree_label, risk_label
 
 # ---------------------------------------------------------------- the hand-computed example
-# three models: device m0, edge m1, edge m2. Realised utilities u = y − λ·c at λ = 1 in the comments.
+# three models: device m0, edge m1, edge m2; COST is the decision cost ĉ (what the teacher's reference uses too).
+# Real-label utilities u = y − λ·ĉ at λ = 1 in the comments.
 CORRECT = np.array([
     [1, 1, 1],  # q0: u = (0.8, 0.5, 0.0)   → m0            ; device right
     [0, 1, 0],  # q1: u = (−0.2, 0.5, −1.0) → m1            ; avoidable
@@ -34,8 +35,8 @@ ACCEPTED = np.array([True, True, True, True, False, True])  # the gate's own acc
 def _example() -> tuple[RoutingSet, Decisions]:
     n = len(CORRECT)
     data = RoutingSet(query_id=np.array([f"q{i}" for i in range(n)]), benchmark=np.array(["b"] * n),
-                      embedding=np.zeros((n, 4), dtype=np.float32), correct=CORRECT, cost=COST.astype(np.float32),
-                      model_ids=("m0", "m1", "m2"), cost_est=np.full((n, 3), 0.3, dtype=np.float32))
+                      embedding=np.zeros((n, 4), dtype=np.float32), correct=CORRECT, cost=np.full((n, 3), 0.3, np.float32),
+                      model_ids=("m0", "m1", "m2"), cost_est=COST.astype(np.float32))
     chosen = np.where(ACCEPTED, 0, 1)
     dec = Decisions(chosen=chosen, accepted_local=chosen == 0, extra={"gate_accept": ACCEPTED})
     return data, dec
@@ -49,8 +50,13 @@ def test_labels_on_the_hand_computed_example():
     # λ = 0 (accuracy only): every correct model ties at 1 → the cheapest; q3's m1 is cheaper than the device
     np.testing.assert_array_equal(oracle_disagree_label(CORRECT, COST, 0.0), [0, 1, 0, 1, 1, 0])
     np.testing.assert_array_equal(avoidable_error_label(CORRECT), [0, 1, 0, 0, 1, 0])
+    # the oracle is the paper's reference with the teacher replaced by the real labels: same costs, same ties
+    from cr2.utility import disagree_label
+
+    for lam in (0.0, 1.0, 4.0):
+        np.testing.assert_array_equal(disagree_label(CORRECT.astype(float), COST, lam), oracle_disagree_label(CORRECT, COST, lam))
     # a λ vector adds the λ axis after the query axis; avoidable errors do not move with λ
-    both = risk_label("oracle-disagreement", [1.0, 4.0], correct=CORRECT, cost=COST)
+    both = risk_label("oracle-disagreement", [1.0, 4.0], correct=CORRECT, decision_cost=COST)
     assert both.shape == (6, 2) and both[:, 1].tolist() == [False, False, False, True, False, False]
     av = risk_label("avoidable-error", [1.0, 4.0], correct=CORRECT)
     assert av.shape == (6, 2) and (av[:, 0] == av[:, 1]).all()
@@ -70,7 +76,7 @@ def test_per_query_risks_and_their_means_on_the_hand_computed_example():
     # local accuracy: accepted q0, q1, q2, q3, q5; the device is right on q0, q3, q5
     assert local_accuracy(data, dec) == pytest.approx(3 / 5)
     np.testing.assert_array_equal(local_accuracy_terms(data, dec).sum(axis=0), [3, 5])
-    # the oracle uses the realised cost, not the decision cost ĉ (0.3 everywhere here would give other labels)
+    # the oracle uses the decision cost ĉ (cost_est), not the realised cost (0.3 everywhere would give other labels)
     per = risk_per_query(data, dec, 1.0, proba=np.full((6, 3), 0.5))
     assert set(per) == {"risk", "oracle_risk", "avoidable_risk"} and all(v.shape == (6,) for v in per.values())
     np.testing.assert_array_equal(per["oracle_risk"], oracle_disagreement_per_query(data, dec, 1.0))
@@ -162,7 +168,7 @@ def _realised_run(n_pool: int, n_calib: int, n_resplits: int, seed: int, lams=LA
     from tests.guarantee_synth import make_pool
 
     pool = make_pool(n_pool, lams, seed)
-    realised = {k: risk_label(k, lams, correct=pool.correct, cost=pool.cost)
+    realised = {k: risk_label(k, lams, correct=pool.correct, decision_cost=pool.cost)
                 for k in ("oracle-disagreement", "avoidable-error")}
     spec = ResplitSpec(n_calib=n_calib, n_resplits=n_resplits, delta=0.1, price_lams=(0.5, 2.0, 8.0))
     return pd.DataFrame(resplit_validity(pool.score, pool.risk, pool.proba, pool.cost, pool.correct, pool.benchmark,
