@@ -11,7 +11,10 @@ rate and cost minus crc's.
 
 This is cr2.evaluation.evaluate_cr2, the code `cr2 run` evaluates with, run in memory on the stored
 artefacts, so the table is what the next `cr2 run` writes to operating_points / v_realised_risk.
-Writes results/realised_risk_<label source>.json and prints a markdown table.
+Writes results/realised_risk_<label source>.json and prints a markdown table. With --store it also runs the
+evaluate and report tasks of `cr2 run` on the stored gate, teacher, thresholds and baselines (no retraining:
+a code change otherwise invalidates the training cache) and writes the evaluation run and the report into the
+warehouse, so `cr2 results --home HOME` and HOME/report show the new rows.
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ def main() -> None:
                       alpha={"type": float, "default": 0.01, "help": "α of the table"},
                       lams={"type": float, "nargs": "+", "default": [0.5, 2.0, 8.0], "help": "λ values of the table"},
                       bootstrap={"type": int, "default": 1000, "help": "bootstrap resamples of the test queries"},
-                      seed={"type": int, "default": 0, "help": "seed of the bootstrap resamples"})
+                      seed={"type": int, "default": 0, "help": "seed of the bootstrap resamples"},
+                      store={"action": "store_true", "help": "also write a full evaluation run + report to the warehouse"})
     limit_threads(1)
     import numpy as np
 
@@ -113,12 +117,44 @@ def main() -> None:
         print(f"| {c['lam']:g} | {c['rule']} | {ci(c['risk'])} | {ci(c['oracle_risk'])} | {ci(c['avoidable_risk'])} | "
               f"{c['local_accuracy'] if c['local_accuracy'] is not None else '–'} | {c['local_rate']:.4f} | {dl} | "
               f"{c['cost']:.4f} | {dc} | {c['accuracy']:.4f} |")
-    write_result(f"realised_risk_{label}", {"warehouse": str(args.warehouse), "label_source": label,
+    stored = _store(cfg, args.warehouse, table, int(version)) if args.store else None
+    write_result(f"realised_risk_{label}", {"stored_eval_run": stored,"warehouse": str(args.warehouse), "label_source": label,
                                             "labels_simulated": simulated, "thresholds_version": int(version),
                                             "deployed_rule": table.rule, "alpha": args.alpha, "n_val": len(val),
                                             "n_test": len(test), "n_solvable": int(keep.sum()),
                                             "bootstrap": args.bootstrap, "seconds_evaluate": round(secs_eval, 1),
                                             "seconds_total": round(secs, 1), "rows": out_rows})
+
+
+def _store(cfg, home: str, table, version: int) -> dict:
+    """Run the evaluate and report tasks on the warehouse's stored artefacts; return the evaluation summary."""
+    import time
+
+    import pandas as pd
+
+    from tasks.baselines import baseline_names
+    from tasks.evaluate import evaluate, evaluate_key
+    from tasks.report import build_report
+    from warehouse.db import Warehouse
+    from warehouse.repository import deployed_artifacts
+
+    t0 = time.perf_counter()
+    with Warehouse(home, read_only=True) as wh:
+        trained = deployed_artifacts(wh, table.gate_fingerprint)
+        arts = wh.df("SELECT kind, fingerprint, path, created_at FROM artifacts WHERE kind LIKE 'router:%' "
+                     "AND label_source = ?", [table.label_source])
+        counts = wh.df("SELECT benchmark, count(*) AS n FROM queries GROUP BY benchmark")
+    arts = arts.sort_values("created_at").drop_duplicates("kind", keep="last")
+    baselines = {k[7:]: {"fingerprint": f, "path": p} for k, f, p in zip(arts["kind"], arts["fingerprint"], arts["path"])
+                 if k[7:] in baseline_names(cfg)}
+    calibrated = {"version": version}
+    with Warehouse(home) as wh:
+        key = evaluate_key(cfg, wh, trained, calibrated, baselines)
+    evaluated = evaluate.fn(cfg, home, key, trained, calibrated, baselines)
+    rep = build_report.fn(cfg, home, "bench", evaluated, {b: int(n) for b, n in zip(counts["benchmark"], counts["n"])})
+    print(f"stored evaluation run {evaluated['run_id']} and the report {rep['path']} "
+          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    return {**evaluated, "report": rep["path"], "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def _sub(dec, idx):

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import uuid
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
