@@ -91,11 +91,11 @@ def main() -> None:
             cell["local_rate"] = round(float(local.sum() / n_keep), 4)
             cell["cost"] = round(float(cost.sum() / n_keep), 4)
             cell["accuracy"] = round(float(np.asarray(test.correct)[rows, dec.chosen][keep].mean()), 4)
-            if method != "cr2":  # paired difference vs the deployed rule, solvable rows (means scaled by n/n_keep)
-                scale = len(test) / n_keep
+            if method != "cr2":  # paired difference vs the deployed rule over the solvable rows of each resample
                 for name, mine, theirs in (("local_rate", local, b_local), ("cost", cost, b_cost)):
-                    d = (mine - theirs) * scale
-                    iv = percentile_interval(resampled_means(d, idx), float(d.mean()))
+                    d = mine - theirs  # 0 on unsolvable rows
+                    m = resampled_means(np.stack([d, keep.astype(np.float64)], axis=1), idx)  # [B, 2]
+                    iv = percentile_interval(m[:, 0] / m[:, 1], float(d.sum() / n_keep))
                     cell[f"{name}_vs_deployed"] = [round(iv.estimate, 4), round(iv.lower, 4), round(iv.upper, 4)]
             out_rows.append(cell)
     secs = time.perf_counter() - t0

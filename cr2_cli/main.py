@@ -402,12 +402,19 @@ def print_guarantees(home: Path, run_id: str, source: str) -> None:
     with Warehouse(home, read_only=True) as wh:
         v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ? AND bound IS NOT NULL ORDER BY check_name, \"group\", alpha",
                   [run_id])
+    from cr2.crc import RULE_CATALOGUE, rule_risk
+
+    def risk_of(rule: str) -> str:  # issue 26: the risk each rule's α bounds
+        base = rule.removeprefix("mondrian-")
+        r = rule_risk(base) if base in RULE_CATALOGUE else None
+        return r.display if r is not None else ("accuracy / cost target" if rule.startswith("target") else "")
+
     table = Table(title=f"guarantees run {run_id} ({source}): worst cell per check, ± Monte-Carlo SE")
-    for col in ("check", "rule", "α / target", "group", "worst", "± SE", "bound", "holds (3 SE)"):
+    for col in ("check", "rule", "risk bounded", "α / target", "group", "worst", "± SE", "bound", "holds (3 SE)"):
         table.add_column(col, justify="right")
     for r in v.itertuples():
         at = f"{r.alpha:g}" if pd.notna(r.alpha) else (f"target {r.target:g}" if pd.notna(r.target) else "")
-        table.add_row(r.check_name, r.rule, at, r.group if isinstance(r.group, str) else "all", f"{r.worst_value:.4f}",
+        table.add_row(r.check_name, r.rule, risk_of(r.rule), at, r.group if isinstance(r.group, str) else "all", f"{r.worst_value:.4f}",
                       f"{r.se_at_worst:.4f}" if pd.notna(r.se_at_worst) else "", f"{r.bound:g}",
                       "yes" if r.holds else "NO")
     console.print(table)
@@ -580,17 +587,17 @@ def print_operating_points(home: Path, config_path: Optional[Path], evaluated: d
                         f"{evaluated['n_evaluable']:,} test queries some model solves; risk also over all "
                         f"{evaluated['n_test']:,}); {note}")
     # issue 26: the risk α bounds (teacher disagreement for the paper's rule) beside the realised risks on real labels
-    for col in ("λ", "teacher disagr.", "…all rows", "oracle disagr. (real labels)", "avoidable error", "local acc.",
-                "local rate", "accuracy", "norm. cost"):
+    for col in ("λ", "teacher risk", "…all rows", "oracle", "avoidable", "local acc.", "local", "accuracy", "cost"):
         table.add_column(col, justify="right")
     for r in df.itertuples():
         table.add_row(f"{r.lam:g}", f"{r.risk:.4f}", f"{r.risk_all:.4f}", f"{r.oracle_risk_all:.4f}",
                       f"{r.avoidable_risk_all:.4f}", "–" if r.local_accuracy != r.local_accuracy else f"{100 * r.local_accuracy:.1f}%",
                       f"{100 * r.local_rate:.1f}%", f"{100 * r.accuracy:.1f}%", f"{r.cost:.3f}")
     console.print(table)
-    console.print("α bounds the risk of the calibration rule (calibration.rule; `crc`: teacher disagreement, the "
-                  "paper's); the oracle-disagreement and avoidable-error columns are realised on the test labels "
-                  "(docs/guarantees.md)", highlight=False)
+    console.print("α bounds the risk of the calibration rule (calibration.rule; `crc`: teacher risk = teacher "
+                  "disagreement, the paper's); oracle = oracle disagreement on the real test labels, avoidable = "
+                  "answered wrongly on the device where an edge model was right, both over all test rows; local acc. "
+                  "= the device's accuracy on what it accepted (docs/guarantees.md)", highlight=False)
 
 
 def print_baselines(home: Path, baselines: dict, evaluated: dict) -> None:
