@@ -421,8 +421,10 @@ class RoutingSpec(_Strict):
 class CalibrationSpec(_Strict):
     """Which guarantee the threshold table carries (docs/guarantees.md): crc, ltt over the λ grid, Mondrian groups."""
 
-    rule: Literal["crc", "empirical", "ltt"] = Field("crc", description="crc: E[risk] ≤ α per λ (paper); ltt: with "
-                                                     "probability ≥ 1 − δ every λ at once; empirical: no +1 (ablation)")
+    rule: str = Field("crc", description="a catalogued rule (cr2.crc.RULE_CATALOGUE): crc: E[teacher disagreement] ≤ α "
+                      "per λ (paper); ltt: with probability ≥ 1 − δ every λ at once; empirical: no +1 (ablation); "
+                      "crc-oracle / ltt-oracle: the same on oracle disagreement with the real labels; crc-avoidable / "
+                      "ltt-avoidable: on avoidable errors (device wrong, an edge model right)")
     delta: float | None = Field(None, gt=0, lt=1, description="ltt only: P(some λ's threshold has risk > α) ≤ δ")
     group: Literal["benchmark", "subset"] | None = Field(None, description="Mondrian: one threshold table per value of "
                                                          "this query attribute (risk bound within each group); null: pooled")
@@ -437,10 +439,17 @@ class CalibrationSpec(_Strict):
 
     @model_validator(mode="after")
     def _delta_matches_rule(self) -> "CalibrationSpec":
-        if self.rule == "ltt" and self.delta is None:
-            raise InvalidValueError("calibration.rule 'ltt' needs calibration.delta ∈ (0, 1), e.g. 0.1")
-        if self.rule != "ltt" and self.delta is not None:
-            raise InvalidValueError(f"calibration.delta applies to rule 'ltt' only; rule is '{self.rule}' (remove delta)")
+        from cr2.crc import RULES, rule_spec
+
+        if self.rule not in RULES:
+            from cr2.errors import did_you_mean
+
+            raise InvalidValueError(str(did_you_mean("calibration.rule", self.rule, list(RULES))))
+        needs_delta = rule_spec(self.rule).needs_delta
+        if needs_delta and self.delta is None:
+            raise InvalidValueError(f"calibration.rule '{self.rule}' needs calibration.delta ∈ (0, 1), e.g. 0.1")
+        if not needs_delta and self.delta is not None:
+            raise InvalidValueError(f"calibration.delta applies to the ltt rules only (ltt, ltt-oracle, ltt-avoidable); rule is '{self.rule}' (remove delta)")
         return self
 
 

@@ -43,11 +43,87 @@ from cr2.errors import (
 
 FIXED_THRESHOLD = 0.5  # the uncalibrated baseline rule: accept iff s ≥ 0.5
 LAM_RTOL = 1e-9  # relative tolerance when matching a requested λ (or α) to the calibrated grid
-Rule = Literal["crc", "empirical", "ltt"]
-RULES = ("crc", "empirical", "ltt")
-# a ThresholdTable may also hold the uncalibrated comparison rules of the ablation (no guarantee):
-# "fixed" (τ = 0.5) and "rate" (α read as a fixed local rate f) — built by cr2.routers.cr2_router
-TABLE_RULES = (*RULES, "fixed", "rate")
+
+
+# ---------------------------------------------------------------- the catalogue: rules and the risk each controls
+@dataclass(frozen=True)
+class RiskSpec:
+    """A 0/1 risk label r_i(λ) a calibration rule can control: R(τ) = E[r · 1[s ≥ τ]] (issue 26)."""
+
+    name: str  # the stored / exported name, e.g. "oracle-disagreement"
+    display: str  # the words every output uses, e.g. "oracle disagreement on real labels"
+    definition: str  # what r_i = 1 means, one sentence
+    needs_labels: bool  # computed from the calibration queries' real correctness y_m (not from the teacher)
+
+
+RISKS: dict[str, RiskSpec] = {r.name: r for r in (
+    RiskSpec("teacher-disagreement", "teacher disagreement",
+             "the frozen teacher's full-information choice m_full* = argmax_m p_m − λ·ĉ_m is an edge model "
+             "(paper eq. disagree_label); a promise about agreement with a learned selector, not about answers", False),
+    RiskSpec("oracle-disagreement", "oracle disagreement on real labels",
+             "the real-label choice argmax_m y_m − λ·ĉ_m (real correctness, the same decision cost as the teacher's "
+             "reference; ties → cheaper, then the device) is an edge model", True),
+    RiskSpec("avoidable-error", "avoidable error",
+             "the device model answers wrongly while some edge model answers correctly (independent of λ)", True),
+)}
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A catalogued threshold rule: how many risky calibration points it may accept (procedure) and which risk."""
+
+    name: str  # what config `calibration.rule`, `cr2 calibrate --rule` and the `thresholds` table say
+    procedure: str  # crc | empirical | ltt (the count k of accepted risky points) | fixed | rate (uncalibrated)
+    risk: str | None  # a RISKS key: the risk label the rule is calibrated on; None: no risk is controlled
+    promise: str  # one line for tables and help text
+
+    @property
+    def needs_delta(self) -> bool:
+        return self.procedure == "ltt"
+
+    @property
+    def calibrated(self) -> bool:
+        return self.procedure in ("crc", "empirical", "ltt")
+
+
+RULE_CATALOGUE: dict[str, RuleSpec] = {r.name: r for r in (
+    RuleSpec("crc", "crc", "teacher-disagreement", "E[teacher disagreement] ≤ α per λ (paper)"),
+    RuleSpec("empirical", "empirical", "teacher-disagreement", "teacher disagreement d/N ≤ α on val (ablation; no guarantee)"),
+    RuleSpec("ltt", "ltt", "teacher-disagreement", "P(every λ has teacher disagreement ≤ α) ≥ 1 − δ"),
+    RuleSpec("crc-oracle", "crc", "oracle-disagreement", "E[oracle disagreement on real labels] ≤ α per λ"),
+    RuleSpec("crc-avoidable", "crc", "avoidable-error", "E[avoidable error] ≤ α per λ"),
+    RuleSpec("ltt-oracle", "ltt", "oracle-disagreement", "P(every λ has oracle disagreement on real labels ≤ α) ≥ 1 − δ"),
+    RuleSpec("ltt-avoidable", "ltt", "avoidable-error", "P(every λ has avoidable error ≤ α) ≥ 1 − δ"),
+    # the uncalibrated comparison rules of the ablation (built by cr2.routers.cr2_router): τ = 0.5, α read as a rate f
+    RuleSpec("fixed", "fixed", None, "τ = 0.5 (uncalibrated; no guarantee)"),
+    RuleSpec("rate", "rate", None, "a fixed local rate f on val (uncalibrated; no guarantee)"),
+)}
+Rule = str  # a RULE_CATALOGUE key
+RULES = tuple(name for name, r in RULE_CATALOGUE.items() if r.calibrated)  # what calibrate_table computes
+TABLE_RULES = tuple(RULE_CATALOGUE)  # what a ThresholdTable may hold
+
+
+def rule_spec(rule: str) -> RuleSpec:
+    """Return the catalogued rule; an unknown name is an error with a did-you-mean and the list."""
+    if rule not in RULE_CATALOGUE:
+        from cr2.errors import did_you_mean
+
+        raise did_you_mean("calibration rule", rule, list(RULE_CATALOGUE))
+    return RULE_CATALOGUE[rule]
+
+
+def rule_risk(rule: str) -> RiskSpec | None:
+    """Return the risk a rule controls (None for the uncalibrated rules)."""
+    spec = rule_spec(rule)
+    return None if spec.risk is None else RISKS[spec.risk]
+
+
+def rule_for(procedure: str, risk: str) -> str:
+    """Return the catalogued rule with this procedure (crc | empirical | ltt) and risk, e.g. ("crc", "avoidable-error")."""
+    for r in RULE_CATALOGUE.values():
+        if r.procedure == procedure and r.risk == risk:
+            return r.name
+    raise InvalidValueError(f"no catalogued rule controls '{risk}' with procedure '{procedure}'")
 
 
 # ---------------------------------------------------------------- inputs
@@ -89,6 +165,7 @@ def max_risky_count(n_calib: int, alpha: np.ndarray, rule: Rule = "crc") -> np.n
     k always satisfies it and k + 1 never does.
     """
     alpha = np.asarray(alpha, dtype=np.float64)
+    rule = rule_spec(rule).procedure  # crc-oracle / crc-avoidable count like crc: only the risk label differs
     if rule == "crc":
         # eq. (crc_tau): CRC(τ) = (d_τ + 1)/(N + 1)
         def ok(k: np.ndarray) -> np.ndarray:
@@ -235,14 +312,17 @@ def calibrate_thresholds(
     scores, risks = _check_pair(scores, risks)
     alpha = _alphas(alphas)
     risky_desc = np.sort(scores[risks])[::-1]
-    if rule == "ltt":
+    procedure = rule_spec(rule).procedure
+    if procedure not in ("crc", "empirical", "ltt"):
+        raise DataValidationError(f"rule '{rule}' is not calibrated from risks; calibrated rules: {', '.join(RULES)}")
+    if procedure == "ltt":
         if delta is None:
             raise DataValidationError("rule 'ltt' needs δ (the probability that some threshold misses α), e.g. delta=0.1")
         k = ltt_max_risky_count(len(scores), alpha, float(delta))
     else:
         if delta is not None:
-            raise DataValidationError(f"δ applies to rule 'ltt' only; rule '{rule}' takes no δ")
-        k = max_risky_count(len(scores), alpha, rule)
+            raise DataValidationError(f"δ applies to the ltt rules only; rule '{rule}' takes no δ")
+        k = max_risky_count(len(scores), alpha, procedure)
     # eq. (tau_star): τ* = inf{τ : (d_τ + 1)/(N + 1) ≤ α} = next score above v_{k+1}
     return _threshold_from_risky(risky_desc, k, scores.dtype)
 
@@ -361,10 +441,11 @@ class ThresholdTable:
         if self.rule not in TABLE_RULES:
             raise DataValidationError(f"unknown calibration rule '{self.rule}'; available: {', '.join(TABLE_RULES)}")
         delta = _optional(self.delta)
-        if self.rule == "ltt" and (delta is None or not 0.0 < float(delta) < 1.0):
-            raise DataValidationError(f"an 'ltt' threshold table needs δ ∈ (0, 1), got {self.delta!r}")
-        if self.rule != "ltt" and delta is not None:
-            raise DataValidationError(f"δ applies to rule 'ltt' only; this table's rule is '{self.rule}'")
+        needs_delta = RULE_CATALOGUE[self.rule].needs_delta
+        if needs_delta and (delta is None or not 0.0 < float(delta) < 1.0):
+            raise DataValidationError(f"an '{self.rule}' threshold table needs δ ∈ (0, 1), got {self.delta!r}")
+        if not needs_delta and delta is not None:
+            raise DataValidationError(f"δ applies to the ltt rules only; this table's rule is '{self.rule}'")
         object.__setattr__(self, "delta", None if delta is None else float(delta))
         object.__setattr__(self, "group", _optional(self.group))
         taus = np.array(self.taus, dtype=np.float64)
@@ -427,7 +508,7 @@ class ThresholdTable:
     # ------------------------------------------------------------ composition and persistence
     def merge(self, other: "ThresholdTable") -> "ThresholdTable":
         """Return a table with the λ rows of both (same α grid, gate, calibration set); `other` wins on shared λ."""
-        if self.rule == "ltt" or other.rule == "ltt":
+        if RULE_CATALOGUE[self.rule].needs_delta or RULE_CATALOGUE[other.rule].needs_delta:
             raise DataValidationError(
                 "LTT threshold tables cannot be merged: the family-wise correction (δ over the λ grid) covers only "
                 "the λ they were calibrated with; recalibrate with every λ at once (`cr2 calibrate --rule ltt --lam …`)"
@@ -548,15 +629,16 @@ def calibrate_table(
         raise DataValidationError(
             f"scores {score_mat.shape} and risks {risk_mat.shape} must both be [n_calib, n_lam] = [n, {len(lam_arr)}]"
         )
-    if rule == "ltt":
+    ltt = rule_spec(rule).needs_delta
+    if ltt:
         if delta is None or not 0.0 < float(delta) < 1.0:
-            raise DataValidationError(f"rule 'ltt' needs δ ∈ (0, 1), got {delta!r}; e.g. `--delta 0.1`")
+            raise DataValidationError(f"rule '{rule}' needs δ ∈ (0, 1), got {delta!r}; e.g. `--delta 0.1`")
         per_lam = ltt_delta_per_lam(float(delta), len(lam_arr))
     elif delta is not None:
-        raise DataValidationError(f"δ applies to rule 'ltt' only; rule '{rule}' takes no δ")
+        raise DataValidationError(f"δ applies to the ltt rules only; rule '{rule}' takes no δ")
     alpha_vals = np.asarray(alpha_sorted)
     taus = np.stack([
-        calibrate_thresholds(score_mat[:, j], risk_mat[:, j], alpha_vals, rule, per_lam if rule == "ltt" else None)
+        calibrate_thresholds(score_mat[:, j], risk_mat[:, j], alpha_vals, rule, per_lam if ltt else None)
         for j in lam_order
     ])
     return ThresholdTable(
@@ -584,6 +666,7 @@ def min_n_calib(alpha: float, rule: Rule = "crc", delta_per_lam: float | None = 
     Decided by the same functions that calibrate (k ≥ 0 accepts something), so a group is listed as too
     small exactly when its thresholds are +inf for lack of data.
     """
+    rule = rule_spec(rule).procedure
     if rule == "empirical":
         return 1
 
@@ -732,7 +815,7 @@ def calibrate_group_tables(
         raise DataValidationError(f"groups {groups.shape} must be one value per calibration query: [{scores.shape[0]}]")
     _, alpha_sorted = _sorted_unique("α", alphas)
     n_lam = len(np.atleast_1d(np.asarray(lams)))
-    per_lam = ltt_delta_per_lam(float(delta), n_lam) if rule == "ltt" and delta is not None else None
+    per_lam = ltt_delta_per_lam(float(delta), n_lam) if rule_spec(rule).needs_delta and delta is not None else None
     tables, too_small = {}, []
     for value in sorted(set(groups.tolist())):
         rows = groups == value

@@ -14,11 +14,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cr2.crc import empirical_threshold, fixed_threshold, rate_threshold
+from cr2.crc import (RULE_CATALOGUE, calibrate_thresholds, empirical_threshold, fixed_threshold, ltt_delta_per_lam,
+                     rate_threshold, rule_spec)
 from cr2.data import Decisions, RoutingSet
-from cr2.metrics import (accuracy, false_acceptance_risk, false_defer_rate, local_rate, mean_cost, resplit_risk)
+from cr2.metrics import (accuracy, avoidable_error_risk, false_acceptance_risk, false_defer_rate, local_accuracy,
+                         local_rate, mean_cost, oracle_disagreement_risk, resplit_risk)
 from cr2.routing import VARIANTS
-from cr2.utility import disagree_label, full_information_choice
+from cr2.utility import disagree_label, full_information_choice, risk_label
 
 
 def subset_decisions(decisions: Decisions, idx: np.ndarray) -> Decisions:
@@ -43,6 +45,12 @@ def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data:
         values = {"accuracy": accuracy(sub, dec), "cost": mean_cost(sub, dec), "local_rate": local_rate(dec),
                   "risk": false_acceptance_risk(proba[idx], sub, dec, lam),
                   "risk_all": false_acceptance_risk(proba[idx_all], sub_all, dec_all, lam),
+                  # issue 26: the realised risks on the real labels, on the same two row sets, and local accuracy
+                  "oracle_risk": oracle_disagreement_risk(sub, dec, lam),
+                  "oracle_risk_all": oracle_disagreement_risk(sub_all, dec_all, lam),
+                  "avoidable_risk": avoidable_error_risk(sub, dec),
+                  "avoidable_risk_all": avoidable_error_risk(sub_all, dec_all),
+                  "local_accuracy": local_accuracy(sub, dec),
                   "n": float(len(idx)), "n_risk": float(len(idx_all))}
         if "gate_accept" in decisions.extra:  # gate-error decomposition (CR² and its variants)
             values["false_defer"] = false_defer_rate(proba[idx], sub, dec, lam)  # the same rows as `risk`
@@ -70,18 +78,37 @@ class Evaluation:
             self.decisions.append((method, lam, alpha, dec))
 
 
+# issue 26: the rules evaluated beside the deployed one at every (λ, α), as methods "cr2-<rule>": LTT on the paper's
+# risk and the rules that control the realised risks on the calibration split's real labels
+COMPARED_RULES = ("ltt", "crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable")
+
+
+def rule_thresholds(rule: str, s_val: np.ndarray, val: RoutingSet, val_proba: np.ndarray, lam: float,
+                    alphas: Sequence[float], *, delta: float | None, n_lam: int) -> np.ndarray:
+    """τ(λ; α) of a catalogued rule on the calibration split at one λ > 0, [n_alpha] (LTT at δ / n_lam per λ)."""
+    spec = rule_spec(rule)
+    r_val = risk_label(spec.risk, lam, proba=val_proba, decision_cost=val.decision_cost, correct=val.correct,
+                       cost=val.cost)
+    per_lam = ltt_delta_per_lam(float(delta), n_lam) if spec.needs_delta else None
+    return calibrate_thresholds(s_val, r_val, alphas, rule, per_lam)
+
+
 def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha: float, n_resplits: int,
-                 rng: np.random.Generator, fixed_rates: Sequence[float] = ()) -> None:
+                 rng: np.random.Generator, fixed_rates: Sequence[float] = (), ltt_delta: float = 0.1,
+                 compared_rules: Sequence[str] = COMPARED_RULES) -> None:
     """CR² at every calibrated (λ, α) of the router's threshold table, with its comparison rows.
 
-    Per λ: CR² (CRC) and the empirical rule at every α, the other deferred-branch variants at the default α,
-    the uncalibrated τ = 0.5 rule, the fixed-local-rate rules (accept the top f of val, the paper's ablation
-    rows), the full-information reference, and the risk-vs-α Monte-Carlo bands over random calibration/test
-    re-splits (n_resplits of them). At λ = 0 every rule defers everything (the gate is defined for λ > 0).
+    Per λ: CR² (the deployed table) and the empirical rule at every α, each rule of `compared_rules` at every α
+    (method "cr2-<rule>", calibrated on val; the ltt rules at δ = ltt_delta over the table's λ grid), the other
+    deferred-branch variants at the default α, the uncalibrated τ = 0.5 rule, the fixed-local-rate rules (accept
+    the top f of val, the paper's ablation rows), the full-information reference, and the risk-vs-α Monte-Carlo
+    bands over random calibration/test re-splits (n_resplits of them). At λ = 0 every rule defers everything
+    (the gate is defined for λ > 0).
     """
     test, proba = ev.test, ev.proba
     table = router.threshold_table_
     val_proba = router.proba(val.embedding)
+    n_scored = len(table.scored_lams)
     for lam in table.lams:
         score = router.scores(test.embedding, lam)
         s_val, r_val = router.scores(val.embedding, lam), disagree_label(val_proba, val.decision_cost, lam)
@@ -89,11 +116,15 @@ def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha:
         def decide(tau: float, variant: str | None = None) -> Decisions:
             return router.decide(test.embedding, test.decision_cost, lam, tau=tau, variant=variant, score=score, proba=proba)
 
-        for alpha in table.alphas:
+        compared = {rule: (rule_thresholds(rule, s_val, val, val_proba, lam, table.alphas, delta=ltt_delta, n_lam=n_scored)
+                           if lam else np.full(len(table.alphas), np.inf)) for rule in compared_rules}
+        for j, alpha in enumerate(table.alphas):
             tau = router.threshold(lam, alpha)
             ev.record("cr2", lam, alpha, decide(tau))
             # the calibration-rule comparison: the same gate and α without the +1 correction
             ev.record("cr2-empirical", lam, alpha, decide(empirical_threshold(s_val, r_val, alpha) if lam else np.inf))
+            for rule, taus in compared.items():
+                ev.record(f"cr2-{rule}", lam, alpha, decide(float(taus[j])))
             for variant in VARIANTS:  # deferred-branch variants (paper Fig. ours_comparison)
                 if variant != router.variant and abs(alpha - default_alpha) < 1e-12:
                     ev.record(f"cr2-{variant}", lam, alpha, decide(tau, variant))
@@ -155,9 +186,18 @@ DERIVED_METHODS: dict[str, tuple[str, str, str]] = {
 }
 
 
+RISK_RULE_COLOURS = {"ltt": "#16a085", "crc-oracle": "#d35400", "crc-avoidable": "#8e44ad", "ltt-oracle": "#e67e22",
+                     "ltt-avoidable": "#a569bd"}
+
+
 def _derived(method: str) -> tuple[str, str, str] | None:
     if method in DERIVED_METHODS:
         return DERIVED_METHODS[method]
+    if method.startswith("cr2-") and method[4:] in RULE_CATALOGUE and RULE_CATALOGUE[method[4:]].calibrated:
+        rule = RULE_CATALOGUE[method[4:]]
+        from cr2.crc import RISKS
+
+        return ("cr2-risk-rule", f"CR² {rule.name} ({RISKS[rule.risk].display})", RISK_RULE_COLOURS.get(rule.name, "#c0392b"))
     if method.startswith("cr2-rate-"):
         return ("cr2-rate", f"fixed local rate f = {method[9:]}", "#a569bd")
     return None

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from cr2.crc import GroupedThresholdTable, ThresholdTable
+from cr2.crc import GroupedThresholdTable, ThresholdTable, rule_risk
 from cr2.data import EMBED_DIM
 from cr2.embed import ENCODER_NAME
 from cr2.errors import DataValidationError
@@ -189,9 +189,11 @@ def thresholds_json(table: ThresholdTable | GroupedThresholdTable, targets: list
     Issue 21 adds, all optional (older readers ignore them): "delta" (ltt), "group_by" and "group_taus"
     (Mondrian: one τ* grid per group; "taus" is then +inf everywhere, so a reader that does not know
     groups defers every query instead of applying some group's threshold), and "targets" (certified
-    target-mode operating points: mode, target, delta, lam, alpha, tau).
+    target-mode operating points: mode, target, delta, lam, alpha, tau). Issue 26 adds "risk", "risk_display" and
+    "risk_definition": the risk the rule controls (cr2.crc.RISKS), so the device says what its α bounds.
     """
     grouped = isinstance(table, GroupedThresholdTable)
+    risk = rule_risk(table.rule)
     out = {
         "format": THRESHOLDS_FORMAT,
         "lams": list(table.lams),
@@ -203,6 +205,9 @@ def thresholds_json(table: ThresholdTable | GroupedThresholdTable, targets: list
         "dist_id": table.dist_id,
         "label_source": table.label_source,
         "rule": table.rule,
+        "risk": None if risk is None else risk.name,
+        "risk_display": None if risk is None else risk.display,
+        "risk_definition": None if risk is None else risk.definition,
         "score_dtype": table.score_dtype,
         "delta": table.delta,
     }
@@ -327,6 +332,7 @@ def export_gate(gate: Any, table: ThresholdTable | GroupedThresholdTable, out_di
             },
             "thresholds": {"file": THRESHOLDS_FILE, "dist_id": table.dist_id, "n_lam": len(table.lams),
                            "n_alpha": len(table.alphas), "n_calib": int(table.n_calib), "rule": table.rule,
+                           "risk": None if rule_risk(table.rule) is None else rule_risk(table.rule).name,
                            "delta": table.delta, "group_by": getattr(table, "group_by", None)},
             "decision": "accept locally (m0) iff score >= tau*(lam; alpha), compared in float64",
             "parity": parity,

@@ -8,6 +8,13 @@ calibrates every rule on the calibration set and measures on the test set:
 - ltt       share of re-splits where ANY λ has test risk > α ≤ δ              (with prob. ≥ 1 − δ, all λ at once)
 - mondrian  per group, mean test risk per (λ, α) ≤ α                        (in expectation, within each group)
 - target    share of re-splits where the chosen point misses the target ≤ δ (with prob. ≥ 1 − δ)
+- crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable (issue 26, when `realised` risk labels are given): the
+  crc / ltt promises above for the realised risks on the real labels — each calibrated on its own label and
+  checked against the test mean (crc) or the pool's exact risk (ltt) of that same label
+
+Beside each rule's price (local rate, cost, accuracy at the same (λ, α) as plain CRC), the price rows carry the
+mean test value of every risk under that rule (metrics teacher_risk, oracle_risk, avoidable_risk), so the
+realised risks of the paper's rule are reported beside those of the rules that control them.
 
 with Monte-Carlo standard errors (sd/√B for means, √(p(1 − p)/B) for shares). The high-probability
 promises (ltt, target) are about the risk of the distribution the calibration set was drawn from; in a
@@ -24,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from cr2.crc import calibrate_group_tables, calibrate_table
+from cr2.crc import calibrate_group_tables, calibrate_table, rule_for
 from cr2.errors import DataValidationError, TargetInfeasibleError
 from cr2.routing import deferred_choice
 from cr2.targets import choose_by_target
@@ -47,6 +54,11 @@ class ResplitSpec:
     price_lams: tuple[float, ...] = PRICE_LAMS
     group_by: str = "benchmark"
     variant: str = "edge-only"
+
+
+def _metric(risk: str) -> str:
+    """The price metric name of a realised risk: oracle-disagreement → oracle_risk, avoidable-error → avoidable_risk."""
+    return {"oracle-disagreement": "oracle_risk", "avoidable-error": "avoidable_risk"}.get(risk, risk.replace("-", "_"))
 
 
 def _mean_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,10 +106,13 @@ def resplit_validity(
     spec: ResplitSpec,
     rng: np.random.Generator,
     progress: Callable[[int], None] | None = None,
+    realised: dict[str, np.ndarray] | None = None,
 ) -> list[dict]:
     """Return tidy validity and price records of crc, ltt, Mondrian crc and the target mode over re-splits.
 
-    score, risk: [n, n_lam] (λ ascending); proba, cost, correct: [n, M]; groups: [n] str.
+    score, risk: [n, n_lam] (λ ascending); proba, cost, correct: [n, M]; groups: [n] str. realised: risk name
+    (cr2.crc.RISKS, e.g. "oracle-disagreement") → its [n, n_lam] bool label on the pool; each adds the rules
+    crc-<…> and ltt-<…> calibrated on it (issue 26).
     """
     lams = np.asarray(lams, dtype=np.float64)
     alphas = np.asarray(sorted(alphas), dtype=np.float64)
@@ -116,8 +131,14 @@ def resplit_validity(
     def_correct = correct[rows[:, None], dchoice].astype(np.float64)
     def_cost = cost[rows[:, None], dchoice]
     # per-row weights summed over accepted rows: risk r, 1 (local), c0 − c_def, y0 − y_def
+    realised = {k: np.asarray(v, dtype=bool) for k, v in (realised or {}).items()}
+    for k, v in realised.items():
+        if v.shape != (n, n_lam):
+            raise DataValidationError(f"realised risk '{k}' has shape {v.shape}, expected [n, n_lam] = {(n, n_lam)}")
+    risk_cols = {"teacher_risk": 0, **{_metric(k): 4 + q for q, k in enumerate(realised)}}  # weight column per risk
     weights = np.stack([risk.astype(np.float64), np.ones((n, n_lam)), cost[:, :1] - def_cost,
-                        correct[:, :1].astype(np.float64) - def_correct], axis=2)
+                        correct[:, :1].astype(np.float64) - def_correct,
+                        *[v.astype(np.float64) for v in realised.values()]], axis=2)
     base_cost, base_acc = def_cost.sum(axis=0), def_correct.sum(axis=0)  # [n_lam]: everything deferred
     pool_sums = _SuffixSums(score, weights)
     group_pool = [_SuffixSums(score[g_index == gi], weights[g_index == gi]) for gi in range(len(names))]
@@ -131,7 +152,13 @@ def resplit_validity(
     crc_viol_pool = np.empty((B, n_a), dtype=bool)
     mond_risk = np.full((B, n_g, n_lam, n_a), np.nan)
     crcg_risk = np.full((B, n_g, n_lam, n_a), np.nan)
-    price = {r: np.empty((B, len(price_idx), 3)) for r in ("crc", "ltt", "mondrian")}  # local, cost, accuracy
+    new_rules = {rule_for(proc, k): (k, proc) for k in realised for proc in ("crc", "ltt")}
+    n_q = 3 + len(risk_cols)  # local, cost, accuracy, then each risk's test mean
+    price = {r: np.empty((B, len(price_idx), n_q)) for r in ("crc", "ltt", "mondrian", *new_rules)}
+    price_cols = [1, 2, 3, *risk_cols.values()]
+    new_mean = {r: np.empty((B, n_lam, n_a)) for r, (_, proc) in new_rules.items() if proc == "crc"}
+    new_viol_pool = {r: np.empty((B, n_a), dtype=bool) for r, (_, proc) in new_rules.items() if proc == "ltt"}
+    new_viol = {r: np.empty((B, n_a), dtype=bool) for r, (_, proc) in new_rules.items() if proc == "ltt"}
     targets = [(m, t) for m, t in (("accuracy", spec.target_accuracy), ("budget", spec.budget)) if t is not None]
     t_miss = {m: np.zeros(B, dtype=bool) for m, _ in targets}
     t_miss_pool = {m: np.zeros(B, dtype=bool) for m, _ in targets}
@@ -147,20 +174,21 @@ def resplit_validity(
         cal_sums = _SuffixSums(score[cal], weights[cal])
         cal_base_cost, cal_base_acc = def_cost[cal].sum(axis=0), def_correct[cal].sum(axis=0)
 
-        def test_means(taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            """([n_lam, n_a, 4] test means of risk, local, cost, accuracy; [n_lam, n_a] pool risk) under taus."""
+        def test_means(taus: np.ndarray, col: int = 0) -> tuple[np.ndarray, np.ndarray]:
+            """([n_lam, n_a, k] test means of risk, local, cost, accuracy, realised risks…; [n_lam, n_a] pool mean
+            of weight column `col`, the risk a rule controls) under taus."""
             pool, part = pool_sums.sums(taus), cal_sums.sums(taus)
             t = (pool - part) / n_test
             t[..., 2] += ((base_cost - cal_base_cost) / n_test)[:, None]  # cost = Σ c_def + Σ_accepted (c0 − c_def)
             t[..., 3] += ((base_acc - cal_base_acc) / n_test)[:, None]
-            return t, pool[..., 0] / n
+            return t, pool[..., col] / n
 
         crc = calibrate_table(score[cal], risk[cal], lams, alphas, **kw)
         t_crc, pool_crc = test_means(crc.taus)
         crc_risk[b] = t_crc[..., 0]
         crc_viol[b] = (t_crc[..., 0] > alphas[None, :]).any(axis=0)
         crc_viol_pool[b] = (pool_crc > alphas[None, :]).any(axis=0)
-        price["crc"][b] = t_crc[price_idx, a_idx][:, [1, 2, 3]]
+        price["crc"][b] = t_crc[price_idx, a_idx][:, price_cols]
         for mode, t in targets:  # the oracle: the cheapest / most accurate CRC point judged on the test set itself
             y_m, c_m, l_m = t_crc[..., 3], t_crc[..., 2], t_crc[..., 1]
             ok = (y_m >= t) if mode == "accuracy" else (c_m <= t)
@@ -172,10 +200,21 @@ def resplit_validity(
         t_ltt, pool_ltt = test_means(ltt.taus)
         ltt_viol[b] = (t_ltt[..., 0] > alphas[None, :]).any(axis=0)
         ltt_viol_pool[b] = (pool_ltt > alphas[None, :]).any(axis=0)
-        price["ltt"][b] = t_ltt[price_idx, a_idx][:, [1, 2, 3]]
+        price["ltt"][b] = t_ltt[price_idx, a_idx][:, price_cols]
+        for rule, (k, proc) in new_rules.items():  # issue 26: the rules on the realised risks' own labels
+            col = risk_cols[_metric(k)]
+            tab = calibrate_table(score[cal], realised[k][cal], lams, alphas, rule=rule,
+                                  delta=spec.delta if proc == "ltt" else None, **kw)
+            t_new, pool_new = test_means(tab.taus, col)
+            if proc == "crc":
+                new_mean[rule][b] = t_new[..., col]
+            else:
+                new_viol[rule][b] = (t_new[..., col] > alphas[None, :]).any(axis=0)
+                new_viol_pool[rule][b] = (pool_new > alphas[None, :]).any(axis=0)
+            price[rule][b] = t_new[price_idx, a_idx][:, price_cols]
         mond = calibrate_group_tables(score[cal], risk[cal], groups[cal], lams, alphas, group_by=spec.group_by,
                                       small_group="defer", **kw)
-        mond_tot = np.zeros((len(price_idx), 3))
+        mond_tot = np.zeros((len(price_idx), n_q))
         for gi, g in enumerate(names):
             in_cal = g_index[cal] == gi
             n_test_g = int((g_index == gi).sum() - in_cal.sum())
@@ -187,7 +226,7 @@ def resplit_validity(
                 arr[b, gi] = (group_pool[gi].sums(taus)[..., 0] - cal_g.sums(taus)[..., 0]) / n_test_g
             # price of Mondrian: this group's accepted rows under its own τ, summed over groups
             acc_sum = group_pool[gi].sums(g_taus) - cal_g.sums(g_taus)  # [n_lam, n_a, 4]
-            mond_tot += acc_sum[price_idx, a_idx][:, [1, 2, 3]]
+            mond_tot += acc_sum[price_idx, a_idx][:, price_cols]
         mond_tot[:, 1] += (base_cost - cal_base_cost)[price_idx]
         mond_tot[:, 2] += (base_acc - cal_base_acc)[price_idx]
         price["mondrian"][b] = mond_tot / n_test
@@ -218,19 +257,23 @@ def resplit_validity(
                     "se": None if se is None or not np.isfinite(se) else float(se),
                     "bound": None if bound is None else float(bound), **extra})
 
-    m, s = _mean_se(crc_risk)
-    for i, lam in enumerate(lams):
-        for j, a in enumerate(alphas):
-            add("crc_mean_risk", "crc", "mean_test_risk", m[i, j], s[i, j], a, lam=float(lam), alpha=float(a))
+    for rule, arr in (("crc", crc_risk), *new_mean.items()):
+        m, s = _mean_se(arr)
+        for i, lam in enumerate(lams):
+            for j, a in enumerate(alphas):
+                add("crc_mean_risk", rule, "mean_test_risk", m[i, j], s[i, j], a, lam=float(lam), alpha=float(a))
     for name, hits, rule, metric, bound in (
         ("ltt_any_violation", ltt_viol_pool, "ltt", "share_any_lam_over_alpha_pool", spec.delta),
         ("ltt_any_violation", ltt_viol, "ltt", "share_any_lam_over_alpha_test", None),
         ("crc_any_violation", crc_viol_pool, "crc", "share_any_lam_over_alpha_pool", None),
         ("crc_any_violation", crc_viol, "crc", "share_any_lam_over_alpha_test", None),
+        *[("ltt_any_violation", new_viol_pool[r], r, "share_any_lam_over_alpha_pool", spec.delta) for r in new_viol_pool],
+        *[("ltt_any_violation", new_viol[r], r, "share_any_lam_over_alpha_test", None) for r in new_viol],
     ):
         p, s = _share_se(hits)
         for j, a in enumerate(alphas):
-            add(name, rule, metric, p[j], s[j], bound, alpha=float(a), delta=spec.delta if rule == "ltt" else None)
+            add(name, rule, metric, p[j], s[j], bound, alpha=float(a),
+                delta=spec.delta if rule.startswith("ltt") else None)
     for name, arr, rule in (("mondrian_mean_risk", mond_risk, "mondrian-crc"), ("crc_group_mean_risk", crcg_risk, "crc")):
         for gi, g in enumerate(names):
             vals = arr[:, gi]
@@ -261,9 +304,9 @@ def resplit_validity(
     for rule, arr in price.items():
         m, s = _mean_se(arr)
         for k, i in enumerate(price_idx):
-            for q, metric in enumerate(("local_rate", "mean_cost", "accuracy")):
+            for q, metric in enumerate(("local_rate", "mean_cost", "accuracy", *risk_cols)):
                 add("price", rule, metric, m[k, q], s[k, q], None, lam=float(lams[i]), alpha=float(alphas[a_idx]),
-                    delta=spec.delta if rule == "ltt" else None)
+                    delta=spec.delta if rule.startswith("ltt") else None)
     for r in out:
         r.setdefault("alpha", None)
     return out

@@ -2,13 +2,25 @@
 
 Test queries that no model answers correctly are excluded from test metrics (paper §VII-A):
 `evaluable_mask` gives the rows to keep.
+
+Risks (issue 26). "Accepted locally" is the gate's own acceptance 1[s ≥ τ] where the router has a gate
+(Decisions.extra["gate_accept"], the event every CR² guarantee is about), else the choice of m0. Three risks:
+- teacher disagreement (`risk`, the paper's eq. disagree_label): accepted while the teacher's m_full* is an
+  edge model — agreement with a learned selector, not a statement about answers;
+- oracle disagreement on real labels: accepted while argmax_m y_m − λ·ĉ_m over the real correctness is an edge
+  model — eq. disagree_label with y in place of the teacher's p, the same decision cost ĉ (ties → cheaper
+  model, then the device: cr2.utility.oracle_choice);
+- avoidable error: accepted, the device model wrong and some edge model right.
+Each has a per-query function returning a [n] bool array (its mean is the metric), so a paired bootstrap
+(cr2.bootstrap.resampled_means) can put an interval on it; `local_accuracy` is a ratio, with per-query
+numerator and denominator in `local_accuracy_terms`.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from cr2.data import Decisions, RoutingSet
-from cr2.utility import DEVICE_INDEX, disagree_label
+from cr2.utility import DEVICE_INDEX, avoidable_error_label, disagree_label, oracle_disagree_label
 
 
 def evaluable_mask(data: RoutingSet) -> np.ndarray:
@@ -33,11 +45,66 @@ def local_rate(decisions: Decisions) -> float:
     return float(np.mean(decisions.chosen == DEVICE_INDEX)) if len(decisions.chosen) else float("nan")
 
 
+def accepted_locally(decisions: Decisions) -> np.ndarray:
+    """[n] bool: the gate's acceptance 1[s ≥ τ] when the router has a gate, else the choice of the device model m0."""
+    return np.asarray(decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX), dtype=bool)
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def false_acceptance_per_query(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
+    """[n] bool: accepted locally while the teacher's m_full* is an edge model (teacher disagreement, §VI-F)."""
+    # eq. (disagree_label): r = 1[m_full* ≠ m0]; the loss of a query is r · 1[s ≥ τ]
+    return accepted_locally(decisions) & np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool)
+
+
 def false_acceptance_risk(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
     """Marginal false-acceptance risk: mean of 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (§VI-F)."""
-    accepted = decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX)
-    risk = disagree_label(proba, data.decision_cost, lam)
-    return float(np.mean(np.asarray(accepted, dtype=bool) & np.asarray(risk, dtype=bool))) if len(data) else float("nan")
+    return _mean(false_acceptance_per_query(proba, data, decisions, lam))
+
+
+def oracle_disagreement_per_query(data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
+    """[n] bool: accepted locally while argmax_m y_m − λ·ĉ_m (real labels, decision cost) is an edge model."""
+    # eq. (disagree_label) over the real labels: r = 1[m_oracle* ≠ m0]
+    return accepted_locally(decisions) & oracle_disagree_label(data.correct, data.decision_cost, lam)
+
+
+def oracle_disagreement_risk(data: RoutingSet, decisions: Decisions, lam: float) -> float:
+    """Realised risk (a): the share of queries accepted locally although the real-label oracle prefers an edge model."""
+    return _mean(oracle_disagreement_per_query(data, decisions, lam))
+
+
+def avoidable_error_per_query(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n] bool: accepted locally, the device model wrong and some edge model right."""
+    return accepted_locally(decisions) & avoidable_error_label(data.correct)
+
+
+def avoidable_error_risk(data: RoutingSet, decisions: Decisions) -> float:
+    """Realised risk (b): the share of queries answered wrongly on the device where an edge model would have been right."""
+    return _mean(avoidable_error_per_query(data, decisions))
+
+
+def local_accuracy_terms(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n, 2] float: (accepted locally and the device right, accepted locally) per query; local accuracy = Σ col 0 / Σ col 1."""
+    acc = accepted_locally(decisions)
+    right = acc & np.asarray(data.correct, dtype=bool)[:, DEVICE_INDEX]
+    return np.stack([right, acc], axis=1).astype(np.float64)
+
+
+def local_accuracy(data: RoutingSet, decisions: Decisions) -> float:
+    """The device model's accuracy on the queries accepted locally (NaN when none is accepted)."""
+    t = local_accuracy_terms(data, decisions).sum(axis=0)
+    return float(t[0] / t[1]) if t[1] > 0 else float("nan")
+
+
+def risk_per_query(data: RoutingSet, decisions: Decisions, lam: float, proba: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-query loss of every risk metric, metric name → [n] bool (the metric is its mean): what a paired
+    bootstrap over test queries resamples. Names are those of the `metrics` rows (cr2.evaluation.metric_rows)."""
+    return {"risk": false_acceptance_per_query(proba, data, decisions, lam),
+            "oracle_risk": oracle_disagreement_per_query(data, decisions, lam),
+            "avoidable_risk": avoidable_error_per_query(data, decisions)}
 
 
 def oracle_accuracy(data: RoutingSet) -> float:

@@ -84,6 +84,7 @@ class ReportInputs:
     extra_tables: list[TableBlock] = field(default_factory=list)
     guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantees rows of the newest validity run
     guarantee_price: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantee_price rows of that run
+    realised_risk: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_realised_risk rows of the run (issue 26)
 
 
 def _png(fig) -> bytes:
@@ -182,7 +183,8 @@ def risk_figure(risk: pd.DataFrame) -> bytes:
     """CR² test false-acceptance risk vs λ for each α, with the Monte-Carlo 5–95 % band and the y = α lines."""
     import matplotlib.pyplot as plt
 
-    fig, ax = _axes("Marginal false-acceptance risk under CRC", "cost weight λ", "false-acceptance risk")
+    fig, ax = _axes("Teacher-disagreement risk under CRC (the paper's risk)", "cost weight λ",
+                    "false-acceptance risk (teacher disagreement)")
     risk = risk[risk["lam"] > 0]  # log axis; at λ = 0 CR² defers everything (risk 0)
     colors = plt.cm.viridis(np.linspace(0, 0.9, risk["alpha"].nunique()))
     for c, (alpha, d) in zip(colors, risk.sort_values("lam").groupby("alpha")):
@@ -194,6 +196,45 @@ def risk_figure(risk: pd.DataFrame) -> bytes:
     ax.set_xscale("log")
     ax.legend(fontsize=7, title="dashed: y = α; band: 5–95 % over re-splits", title_fontsize=7)
     return _png(fig)
+
+
+REALISED = (("teacher_risk", "teacher disagreement (what crc's α bounds)", "-"),
+            ("oracle_risk", "oracle disagreement on real labels", "--"),
+            ("avoidable_risk", "avoidable error (device wrong, an edge right)", ":"))
+
+
+def realised_risk_figure(rr: pd.DataFrame, alpha: float, st: "MethodStyles") -> bytes:
+    """Issue 26: at α, each risk vs λ under the paper's rule (cr2) and under the rules that control the realised
+    risks (crc-oracle: its oracle disagreement; crc-avoidable: its avoidable error), with the y = α line."""
+    fig, ax = _axes(f"What α = {alpha:g} bounds, and the risks users feel", "cost weight λ", "risk (all test rows)")
+    rr = rr[(rr["lam"] > 0) & np.isclose(rr["alpha"].fillna(-1), alpha)].sort_values("lam")
+    base = rr[rr["method"] == "cr2"]
+    for col, label, ls in REALISED:
+        if len(base) and base[col].notna().any():
+            ax.plot(base["lam"], base[col], ls=ls, marker="o", ms=3, color=st.color("cr2"), label=f"CR² ({base['rule'].iloc[0]}): {label}")
+    for method, col in (("cr2-crc-oracle", "oracle_risk"), ("cr2-crc-avoidable", "avoidable_risk")):
+        d = rr[rr["method"] == method]
+        if len(d):
+            ls = dict((c, s) for c, _, s in REALISED)[col]
+            ax.plot(d["lam"], d[col], ls=ls, marker="s", ms=3, color=st.color(method), label=f"{st.label(method)}: its own risk")
+    ax.axhline(alpha, color="k", ls="--", lw=0.8, label="y = α")
+    ax.set_xscale("log")
+    ax.legend(fontsize=6)
+    return _png(fig)
+
+
+def realised_risk_table(rr: pd.DataFrame, alpha: float, lams=(0.5, 2.0, 8.0)) -> pd.DataFrame:
+    """Issue 26: per rule and λ at α, the teacher-referenced and realised risks, local accuracy, local rate and cost."""
+    if rr.empty:
+        return pd.DataFrame()
+    d = rr[np.isclose(rr["alpha"].fillna(-1), alpha) & rr["lam"].apply(lambda v: any(abs(v - x) < 1e-9 for x in lams))]
+    d = d.sort_values(["lam", "rule"])
+    f = lambda v, k=4: "–" if pd.isna(v) else f"{v:.{k}f}"  # noqa: E731
+    return pd.DataFrame({"rule": d["rule"], "λ": d["lam"].map(lambda v: f"{v:g}"), "teacher disagreement": d["teacher_risk"].map(f),
+                         "oracle disagreement (real labels)": d["oracle_risk"].map(f),
+                         "avoidable error": d["avoidable_risk"].map(f), "local accuracy": d["local_accuracy"].map(f),
+                         "local rate": d["local_rate"].map(f), "cost": d["cost"].map(f),
+                         "accuracy": d["accuracy"].map(f)}).reset_index(drop=True)
 
 
 def gate_error_figure(errors: pd.DataFrame, alpha: float) -> bytes:
@@ -276,9 +317,16 @@ def guarantee_validity_table(v: pd.DataFrame) -> pd.DataFrame:
     v = v[v["bound"].notna()].copy()
     if v.empty:
         return pd.DataFrame()
-    promise = {"crc_mean_risk": "E[risk] ≤ α, each λ", "ltt_any_violation": "P(any λ: risk > α) ≤ δ",
-               "mondrian_mean_risk": "E[risk | group] ≤ α, each λ", "target_miss": "P(miss target) ≤ δ"}
-    v["promise"] = v["check_name"].map(promise).fillna(v["check_name"])
+    from cr2.crc import RULE_CATALOGUE, rule_risk
+
+    promise = {"crc_mean_risk": "E[{r}] ≤ α, each λ", "ltt_any_violation": "P(any λ: {r} > α) ≤ δ",
+               "mondrian_mean_risk": "E[{r} | group] ≤ α, each λ", "target_miss": "P(miss target) ≤ δ"}
+
+    def risk_words(rule: str) -> str:  # issue 26: name the risk each rule controls
+        base = rule.removeprefix("mondrian-")
+        return rule_risk(base).display if base in RULE_CATALOGUE and rule_risk(base) else "risk"
+
+    v["promise"] = [promise.get(c, c).format(r=risk_words(r)) for c, r in zip(v["check_name"], v["rule"])]
     v["at"] = [f"α={a:g}" if pd.notna(a) else f"target {t:g}" for a, t in zip(v["alpha"], v["target"])]
     out = pd.DataFrame({
         "rule": v["rule"], "promise": v["promise"], "at": v["at"], "group": v["group"].fillna("all"),
@@ -349,10 +397,19 @@ def build_figures(inp: ReportInputs) -> list[Figure]:
                f"The same gate with CRC (α = {a:g}), the empirical rule without the +1 correction (α = {a:g}) and a "
                "fixed threshold 0.5.", curves_figure(at_alpha(inp.calibration_rules.rename(columns={"rule": "method"})),
                                                     ["cr2", "cr2-empirical", "cr2-fixed-0.5"], "Threshold-selection rules", st)),
-        Figure("risk_control", "Marginal false-acceptance risk under CRC-calibrated thresholds", "v_risk_vs_alpha",
+        Figure("risk_control", "Marginal false-acceptance risk (teacher disagreement) under CRC-calibrated thresholds",
+               "v_risk_vs_alpha",
                "Test risk on the fixed split per α; band and dotted line: 5–95 % and mean over random "
-               "calibration/test re-splits; dashed: y = α. The guarantee is pointwise in λ, not simultaneous.",
+               "calibration/test re-splits; dashed: y = α. The guarantee is pointwise in λ, not simultaneous. This "
+               "risk is agreement with the teacher (a learned selector), not the error rate of local answers: see "
+               "the next figure.",
                risk_figure(inp.risk_vs_alpha)),
+        *([Figure("realised_risk", "Teacher-referenced vs realised risks", "v_realised_risk",
+                  f"At α = {a:g}: CR²'s three risks on the test split — teacher disagreement (what the paper's rule "
+                  "bounds), oracle disagreement on the real labels and avoidable errors — and the rules crc-oracle / "
+                  "crc-avoidable that bound the latter two on the calibration split's real labels (docs/guarantees.md)."
+                  + (" The labels are SIMULATED." if sim else ""),
+                  realised_risk_figure(inp.realised_risk, a, st))] if not inp.realised_risk.empty else []),
         Figure("local_selection", "Local-model selection rate", "v_local_rate",
                f"Fraction of test queries answered on the device (CR² at α = {a:g}).",
                curves_figure(at_alpha(inp.local_rate), ["cr2", "full-info", *st.learned], "Local selection rate vs λ", st,
@@ -395,6 +452,11 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
         TableBlock("ablation", "Ablation at c̄ = 0.45", "v_ablation",
                    "Each configuration's operating point nearest the cost anchor; local rate = share accepted by the gate.",
                    ablation_table(inp.ablation, inp.default_alpha)),
+        *([TableBlock("realised_risk", "What α bounds and what users feel", "v_realised_risk",
+                      f"CR² at α = {inp.default_alpha:g} under each rule: teacher disagreement (the paper's risk), oracle "
+                      "disagreement on the real labels and avoidable error, over all test rows; local accuracy, local "
+                      "rate, cost and accuracy over the solvable rows.",
+                      realised_risk_table(inp.realised_risk, inp.default_alpha))] if not inp.realised_risk.empty else []),
         *guarantee_tables(inp),
         *inp.extra_tables,
     ]

@@ -104,12 +104,14 @@ class DeviceThresholds:
     gate_fingerprint: str  # the gate the thresholds were calibrated for
     dist_id: str  # channel-state distribution of the calibration set
     label_source: str  # where the correctness labels came from
-    rule: str  # crc | empirical | ltt
+    rule: str  # a cr2.crc.RULE_CATALOGUE name: crc | ltt | crc-oracle | …
     score_dtype: str  # dtype the scores were calibrated (and must be compared) in
     delta: float | None = None  # ltt: P(some λ has risk > α) ≤ δ, per α
     group_by: str | None = None  # Mondrian: the query attribute of group_taus (e.g. "benchmark")
     group_taus: dict | None = None  # Mondrian: group value → [n_lam, n_alpha] τ* (then `taus` is +inf: defer)
     targets: tuple = ()  # certified target-mode operating points: dicts with mode, target, delta, lam, alpha, tau
+    # issue 26: the risk α bounds (cr2.crc.RISKS): teacher-disagreement | oracle-disagreement | avoidable-error
+    risk: str | None = "teacher-disagreement"
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: Path | str = THRESHOLDS_FILE) -> "DeviceThresholds":
@@ -151,7 +153,9 @@ class DeviceThresholds:
                    gate_fingerprint=str(data["gate_fingerprint"]), dist_id=str(data["dist_id"]),
                    label_source=str(data["label_source"]), rule=str(data["rule"]), score_dtype=str(data["score_dtype"]),
                    delta=None if data.get("delta") is None else float(data["delta"]),
-                   group_by=data.get("group_by"), group_taus=group_taus, targets=targets)
+                   group_by=data.get("group_by"), group_taus=group_taus, targets=targets,
+                   # an export without "risk" predates issue 26, when every rule controlled teacher disagreement
+                   risk=data["risk"] if "risk" in data else "teacher-disagreement")
 
     def lam_index(self, lam: float) -> int:
         """Return the grid row of λ; raises UncalibratedOperatingPointError naming the grid when off-grid."""

@@ -23,6 +23,7 @@ reaches. numpy only; the estimator that owns the gate and the teacher feeds its 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,6 +34,7 @@ from cr2.crc import (
     calibrate_table,
     hoeffding_bentkus_pvalue,
     ltt_delta_per_lam,
+    rule_risk,
 )
 from cr2.errors import DataValidationError, TargetInfeasibleError
 from cr2.routing import deferred_choice
@@ -113,10 +115,17 @@ class TargetChoice:
     n_certified: int  # how many (λ, α) passed
     certified: np.ndarray = field(repr=False)  # [n_lam, n_alpha] bool
     p_values: np.ndarray = field(repr=False)  # [n_lam, n_alpha] float64
+    rule: str = "crc"  # the rule that calibrated the candidate thresholds τ(λ; α) (cr2.crc.RULE_CATALOGUE)
+
+    @property
+    def risk(self) -> str | None:
+        """The risk the candidates' α bounds (issue 26): teacher-disagreement, oracle-disagreement or avoidable-error."""
+        r = rule_risk(self.rule)
+        return None if r is None else r.name
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("mode", "target", "delta", "lam", "alpha", "tau", "accuracy", "cost",
-                                               "local_rate", "n_select", "n_certified")}
+                                               "local_rate", "n_select", "n_certified", "rule", "risk")}
 
 
 def _fixed_sequence(p: np.ndarray, level: float, order: np.ndarray) -> np.ndarray:
@@ -240,9 +249,10 @@ def choose_by_target(
 ) -> TargetChoice:
     """Return the certified operating point for a target from one calibration set (the whole recipe).
 
-    score: [n, n_lam] gate scores; risk: [n, n_lam] bool r(λ); proba, cost, correct: [n, M]. The
-    thresholds come from calibrate_table(rule, rule_delta) on the threshold rows, the certificate from
-    select_by_target on the selection rows (split by `rng`).
+    score: [n, n_lam] gate scores; risk: [n, n_lam] bool r(λ) — the label `rule` controls (teacher disagreement
+    for crc, the real-label risks for crc-oracle / crc-avoidable); proba, cost, correct: [n, M]. The thresholds
+    come from calibrate_table(rule, rule_delta) on the threshold rows, the certificate from select_by_target on
+    the selection rows (split by `rng`); the choice records `rule` and so the risk its α bounds.
     """
     score = np.asarray(score)
     thr, sel = split_for_target(score.shape[0], rng, select_fraction)
@@ -251,5 +261,6 @@ def choose_by_target(
     order = np.argsort(np.asarray(lams, dtype=np.float64))
     out = operating_outcomes(score[sel][:, order], table.taus, np.asarray(table.lams), np.asarray(proba)[sel],
                              np.asarray(cost)[sel], np.asarray(correct)[sel], variant)
-    return select_by_target(out, np.asarray(table.lams), np.asarray(table.alphas), table.taus,
-                            target_accuracy=target_accuracy, budget=budget, delta=delta, cost_max=cost_max)
+    choice = select_by_target(out, np.asarray(table.lams), np.asarray(table.alphas), table.taus,
+                              target_accuracy=target_accuracy, budget=budget, delta=delta, cost_max=cost_max)
+    return dataclasses.replace(choice, rule=rule)

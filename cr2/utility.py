@@ -101,3 +101,60 @@ def disagree_label(proba: np.ndarray, cost: np.ndarray, lam: float | np.ndarray)
     """
     # eq. (disagree_label): r = 1[m_full*(x, ξ; λ) ≠ m0]
     return full_information_choice(proba, cost, lam) != DEVICE_INDEX
+
+
+# ---------------------------------------------------------------- realised risks on real labels (issue 26)
+def oracle_choice(correct: np.ndarray, cost: np.ndarray, lam: float | np.ndarray) -> np.ndarray:
+    """Return m_oracle* = argmax_{m ∈ M} u_m = y_m − λ·c_m over the real correctness, [n] or [n, n_lam] int64.
+
+    Tie rule (the same as m_full*'s): among equal realised utilities the cheaper model wins, then the lower
+    pool index, i.e. the device model among equally cheap ones. With 0/1 labels ties are common — at λ = 0
+    every correct model ties — so the rule matters: a query the device answers correctly is never an oracle
+    disagreement at λ = 0 unless an edge model that is also correct is strictly cheaper.
+    """
+    # eq. (utility) over the real labels: m_oracle*(x, ξ; λ) = argmax_m y_m(x) − λ c_m(x, ξ), ties → cheaper model
+    return argmax_cheapest(utility(correct, cost, lam), cost)
+
+
+def oracle_disagree_label(correct: np.ndarray, cost: np.ndarray, lam: float | np.ndarray) -> np.ndarray:
+    """Return r^oracle = 1[m_oracle* ≠ m0] (bool), [n] or [n, n_lam]: eq. (disagree_label) with real labels for p."""
+    # eq. (disagree_label) with y_m in place of the teacher's p_m: r = 1[argmax_m (y_m − λ c_m) ≠ m0]
+    return oracle_choice(correct, cost, lam) != DEVICE_INDEX
+
+
+def avoidable_error_label(correct: np.ndarray) -> np.ndarray:
+    """Return e = 1[y_0 = 0 and max_{edge} y_m = 1] (bool [n]): the device is wrong where some edge model is right."""
+    correct = np.asarray(correct, dtype=bool)
+    if correct.ndim != 2 or correct.shape[1] < 2:
+        raise InvalidValueError(f"correct has shape {correct.shape}; it must be [n, n_models ≥ 2]")
+    return ~correct[:, DEVICE_INDEX] & correct[:, DEVICE_INDEX + 1:].any(axis=1)
+
+
+def risk_label(risk: str, lam: float | np.ndarray, *, proba: np.ndarray | None = None,
+               decision_cost: np.ndarray | None = None, correct: np.ndarray | None = None,
+               cost: np.ndarray | None = None) -> np.ndarray:
+    """Return the 0/1 risk label r_i(λ) a calibration rule controls (cr2.crc.RISKS), bool [n] or [n, n_lam].
+
+    teacher-disagreement needs the teacher's proba and the decision cost ĉ; oracle-disagreement the real
+    correctness and the same decision cost ĉ (the paper's c_m(x, ξ), built from the pre-execution output-length
+    estimate: the oracle differs from the teacher's reference only in its labels); avoidable-error the real
+    correctness only (broadcast over λ). `cost` (the realised c) is accepted for symmetry and not used.
+    """
+    lam_vec, scalar = _as_lam(lam)
+    if risk == "teacher-disagreement":
+        if proba is None or decision_cost is None:
+            raise InvalidValueError("the teacher-disagreement label needs the teacher's proba and the decision cost")
+        return disagree_label(proba, decision_cost, lam)
+    if correct is None:
+        raise InvalidValueError(f"the {risk} label needs the real correctness y_m of every query")
+    if risk == "oracle-disagreement":
+        if decision_cost is None:
+            raise InvalidValueError("the oracle-disagreement label needs the decision cost ĉ_m of every query")
+        return oracle_disagree_label(correct, decision_cost, lam)
+    if risk == "avoidable-error":
+        e = avoidable_error_label(correct)
+        return e if scalar else np.repeat(e[:, None], len(lam_vec), axis=1)
+    from cr2.crc import RISKS
+    from cr2.errors import did_you_mean
+
+    raise did_you_mean("risk", risk, list(RISKS))

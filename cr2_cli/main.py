@@ -160,8 +160,9 @@ def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) ->
 @friendly
 def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
               lam: Optional[list[float]] = typer.Option(None, "--lam", help="extra λ to calibrate exactly (repeatable)"),
-              rule: Optional[str] = typer.Option(None, "--rule", help="crc | ltt | empirical (default: calibration.rule); "
-                                                 "docs/guarantees.md"),
+              rule: Optional[str] = typer.Option(None, "--rule", help="crc | ltt | crc-oracle | crc-avoidable | ltt-oracle | "
+                                                 "ltt-avoidable | empirical (default: calibration.rule); the risk each "
+                                                 "controls: docs/guarantees.md"),
               delta: Optional[float] = typer.Option(None, "--delta", help="ltt: P(some λ's threshold has risk > α) ≤ δ"),
               group: Optional[str] = typer.Option(None, "--group", help="Mondrian: benchmark | subset (none: pooled)"),
               small_group: Optional[str] = typer.Option(None, "--small-group", help="error | defer")) -> None:
@@ -179,7 +180,9 @@ def calibration_overrides(rule: Optional[str], delta: Optional[float], group: Op
     out: dict = {}
     if rule is not None:
         out["rule"] = rule
-        if rule != "ltt" and delta is None:
+        from cr2.crc import RULE_CATALOGUE
+
+        if delta is None and not (rule in RULE_CATALOGUE and RULE_CATALOGUE[rule].needs_delta):
             out["delta"] = None
     if delta is not None:
         out["delta"] = delta
@@ -361,6 +364,7 @@ def route(question: str = typer.Argument(..., help="the query text"),
     verdict = "ACCEPT locally on " + out["models"][0]["model_id"] if out["accept_local"] else f"DEFER to {out['chosen_model']}"
     console.print(Text(verdict, style="bold"), f" (score s = {out['score']:.4f}, τ*(λ={lam:g}; α={a:g}) = {out['tau']:.4f}, "
                   f"d = {out['distance_m']:.1f} m, {out['prompt_tokens']} prompt tokens)", highlight=False)
+    console.print(risk_line(out, a), highlight=False, markup=False)
     table = Table(title=f"teacher utilities û = p − λ·c (labels {out['label_source']}, states {out['threshold_dist_id']})")
     for col in ("model", "p(correct)", "norm. cost", "latency s", "energy J", "utility"):
         table.add_column(col, justify="right")
@@ -369,6 +373,19 @@ def route(question: str = typer.Argument(..., help="the query text"),
         table.add_row(m["model_id"] + mark, f"{m['p_correct']:.3f}", f"{m['cost_norm']:.3f}", f"{m['latency_s']:.3f}",
                       f"{m['energy_j']:.2f}", f"{m['utility']:+.3f}")
     console.print(table)
+
+
+def risk_line(out: dict, alpha: float) -> str:
+    """What the threshold's α bounds, in words (issue 26): the rule and the risk it controls."""
+    from cr2.crc import RULE_CATALOGUE
+
+    rule = out.get("rule", "crc")
+    if not out.get("risk"):
+        return f"rule {rule}: uncalibrated, no risk is bounded"
+    promise = RULE_CATALOGUE[rule].promise if rule in RULE_CATALOGUE else ""
+    return (f"rule {rule}: α = {alpha:g} bounds the {out['risk_display']} risk ({out['risk']}) — {promise}"
+            + ("; this is agreement with the teacher, not the error rate of local answers"
+               if out["risk"] == "teacher-disagreement" else ""))
 
 
 @app.command()
@@ -396,12 +413,19 @@ def print_guarantees(home: Path, run_id: str, source: str) -> None:
     with Warehouse(home, read_only=True) as wh:
         v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ? AND bound IS NOT NULL ORDER BY check_name, \"group\", alpha",
                   [run_id])
+    from cr2.crc import RULE_CATALOGUE, rule_risk
+
+    def risk_of(rule: str) -> str:  # issue 26: the risk each rule's α bounds
+        base = rule.removeprefix("mondrian-")
+        r = rule_risk(base) if base in RULE_CATALOGUE else None
+        return r.display if r is not None else ("accuracy / cost target" if rule.startswith("target") else "")
+
     table = Table(title=f"guarantees run {run_id} ({source}): worst cell per check, ± Monte-Carlo SE")
-    for col in ("check", "rule", "α / target", "group", "worst", "± SE", "bound", "holds (3 SE)"):
+    for col in ("check", "rule", "risk bounded", "α / target", "group", "worst", "± SE", "bound", "holds (3 SE)"):
         table.add_column(col, justify="right")
     for r in v.itertuples():
         at = f"{r.alpha:g}" if pd.notna(r.alpha) else (f"target {r.target:g}" if pd.notna(r.target) else "")
-        table.add_row(r.check_name, r.rule, at, r.group if isinstance(r.group, str) else "all", f"{r.worst_value:.4f}",
+        table.add_row(r.check_name, r.rule, risk_of(r.rule), at, r.group if isinstance(r.group, str) else "all", f"{r.worst_value:.4f}",
                       f"{r.se_at_worst:.4f}" if pd.notna(r.se_at_worst) else "", f"{r.bound:g}",
                       "yes" if r.holds else "NO")
     console.print(table)
@@ -573,12 +597,18 @@ def print_operating_points(home: Path, config_path: Optional[Path], evaluated: d
     table = Table(title=f"CR² on test, α = {alpha:g} (risk, local rate, accuracy, cost over the "
                         f"{evaluated['n_evaluable']:,} test queries some model solves; risk also over all "
                         f"{evaluated['n_test']:,}); {note}")
-    for col in ("λ", "false-accept risk", "risk, all rows", "local rate", "accuracy", "norm. cost"):
+    # issue 26: the risk α bounds (teacher disagreement for the paper's rule) beside the realised risks on real labels
+    for col in ("λ", "teacher risk", "…all rows", "oracle", "avoidable", "local acc.", "local", "accuracy", "cost"):
         table.add_column(col, justify="right")
     for r in df.itertuples():
-        table.add_row(f"{r.lam:g}", f"{r.risk:.4f}", f"{r.risk_all:.4f}", f"{100 * r.local_rate:.1f}%",
-                      f"{100 * r.accuracy:.1f}%", f"{r.cost:.3f}")
+        table.add_row(f"{r.lam:g}", f"{r.risk:.4f}", f"{r.risk_all:.4f}", f"{r.oracle_risk_all:.4f}",
+                      f"{r.avoidable_risk_all:.4f}", "–" if r.local_accuracy != r.local_accuracy else f"{100 * r.local_accuracy:.1f}%",
+                      f"{100 * r.local_rate:.1f}%", f"{100 * r.accuracy:.1f}%", f"{r.cost:.3f}")
     console.print(table)
+    console.print("α bounds the risk of the calibration rule (calibration.rule; `crc`: teacher risk = teacher "
+                  "disagreement, the paper's); oracle = oracle disagreement on the real test labels, avoidable = "
+                  "answered wrongly on the device where an edge model was right, both over all test rows; local acc. "
+                  "= the device's accuracy on what it accepted (docs/guarantees.md)", highlight=False)
 
 
 def print_baselines(home: Path, baselines: dict, evaluated: dict) -> None:

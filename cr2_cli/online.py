@@ -78,8 +78,17 @@ class OnlineRouter:
                        b: [float(v)] * len(config.models) for b, v in config.cost.default_output_tokens.items()},
                    counter=counter, _lock=threading.Lock())
 
+    def risk(self) -> dict:
+        """The calibration rule of the deployed table and the risk its α bounds (issue 26; cr2.crc.RISKS)."""
+        from cr2.crc import rule_risk
+
+        rule = self.router.threshold_table_.rule
+        r = rule_risk(rule)
+        return {"rule": rule, "risk": None if r is None else r.name, "risk_display": None if r is None else r.display}
+
     def describe(self) -> dict:
-        return {"gate_fingerprint": self.router.threshold_table_.gate_fingerprint, "thresholds_version": self.version,
+        return {**self.risk(), "gate_fingerprint": self.router.threshold_table_.gate_fingerprint,
+                "thresholds_version": self.version,
                 "dist_id": self.router.threshold_table_.dist_id, "label_source": self.router.threshold_table_.label_source,
                 "lams": list(self.router.threshold_table_.lams), "alphas": list(self.router.threshold_table_.alphas),
                 "models": [m.id for m in self.config.models]}
@@ -153,6 +162,7 @@ class OnlineRouter:
             "score": float(score[0]), "tau": float(tau), "lam": float(lam), "alpha": float(alpha),
             "distance_m": float(d[0]), "prompt_tokens": int(prompt_tokens[0]), "threshold_dist_id": self.router.threshold_table_.dist_id,
             "thresholds_version": self.version, "label_source": self.router.threshold_table_.label_source,
+            **self.risk(),  # issue 26: what α bounds at this τ
             "models": [{"model_id": m, "p_correct": float(proba[0, i]), "cost_norm": float(costs.cost_norm[0, i]),
                         "latency_s": float(costs.latency_s[0, i]), "energy_j": float(costs.energy_j[0, i]),
                         "utility": float(util[i])} for i, m in enumerate(model_ids)],

@@ -51,6 +51,10 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)**\n\n{_md(grid, 3)}",
         f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{_md(f['local_at_cost'])}",
         f"**CR² at α = {alpha:g} (operating_points, v_gate_errors)**\n\n{_md(f['operating_points'])}",
+        f"**What α bounds and what users feel: CR² at α = {alpha:g} under each rule (v_realised_risk)** — "
+        f"teacher_risk is teacher disagreement (the paper's risk); oracle_risk (oracle disagreement on real labels) and "
+        f"avoidable_risk (device wrong, an edge model right) are on the {'SIMULATED' if simulated else 'measured'} test "
+        f"labels; risks over all test rows\n\n{_md(f['realised_risk'])}",
         f"**Largest local rate and smallest cost over the λ sweep, α = {alpha:g} (operating_points)**\n\n{_md(f['sweep'])}",
         f"**Ablation at c̄ ≈ 0.45 (v_ablation)**\n\n"
         f"{_md(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",

@@ -445,7 +445,8 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
             if serving.api_key_env and os.environ.get(serving.api_key_env):
                 headers["authorization"] = f"Bearer {os.environ[serving.api_key_env]}"
             summary = (f"{'accept' if decision['accept_local'] else 'defer'}; model={model_id}; "
-                       f"score={decision['score']:.6f}; tau={decision['tau']}; lam={lam:g}; alpha={decision['alpha']:g}")
+                       f"score={decision['score']:.6f}; tau={decision['tau']}; lam={lam:g}; alpha={decision['alpha']:g}; "
+                       f"risk={decision.get('risk')}")
             out_headers = {"x-cr2-decision": summary}
 
             def failed(status: int, what: str, retry_after: bool = False) -> Any:

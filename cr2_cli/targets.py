@@ -18,8 +18,9 @@ from warehouse.db import Warehouse
 
 def choose_target(router, target_accuracy: float | None, budget: float | None) -> dict:
     """The certified operating point for one target on the router's own val split (cached on the router)."""
+    from cr2.crc import rule_for, rule_risk
     from cr2.targets import choose_by_target
-    from cr2.utility import disagree_label
+    from cr2.utility import risk_label
     from warehouse.routing_data import load_routing_sets
 
     key = (router.version, target_accuracy, budget)
@@ -39,8 +40,12 @@ def choose_target(router, target_accuracy: float | None, budget: float | None) -
     # known for a query before it runs (issue 16); a budget is therefore a bound on the mean estimated cost
     cost = np.asarray(val.decision_cost, dtype=np.float64)
     cal = cfg.calibration
-    choice = choose_by_target(router.router.scores(val.embedding, lams), disagree_label(proba, cost, lams), proba, cost,
+    # issue 26: the candidates control the same risk as the deployed table (CRC on its label), and say so
+    risk = (rule_risk(table.rule).name if rule_risk(table.rule) else "teacher-disagreement")
+    labels = risk_label(risk, lams, proba=proba, decision_cost=cost, correct=val.correct, cost=val.cost)
+    choice = choose_by_target(router.router.scores(val.embedding, lams), labels, proba, cost,
                               val.correct, lams, np.asarray(table.alphas), rng=np.random.default_rng(cfg.seed),
+                              rule=rule_for("crc", risk),
                               target_accuracy=target_accuracy, budget=budget, delta=cal.target_delta,
                               variant=cfg.routing.deferred_variant, cost_max=cal.cost_max,
                               select_fraction=cal.target_select_fraction)
@@ -57,4 +62,4 @@ def route_by_target(config: Config, home: str | Path, question: str, choices: li
     router = router or OnlineRouter.load(config, home)
     c = choose_target(router, target_accuracy, budget)
     out = router.route(question, choices, c["lam"], c["alpha"], distance_m, benchmark, seed, tau=c["tau"])
-    return {**out, "target_choice": c}
+    return {**out, "rule": c["rule"], "target_choice": c}  # the target's τ comes from c["rule"] (same risk)

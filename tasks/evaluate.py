@@ -26,7 +26,7 @@ def evaluate_key(config: Config, wh: Warehouse, trained: dict, calibrated: dict,
     return make_key("evaluate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], calibrated["version"],
                     sorted((k, v["fingerprint"]) for k, v in baselines.items()),
                     routing_fingerprint(wh, **routing_args(config), splits=("val", "test")),
-                    config.section_hash("grids", "routing", "evaluation"), task_code_hash(evaluate), catalogue_hash(config),
+                    config.section_hash("grids", "routing", "evaluation", "calibration"), task_code_hash(evaluate), catalogue_hash(config),
                     warehouse_epoch(wh))
 
 
@@ -57,7 +57,8 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=f"eval-{key[-16:]}", test=test, proba=router.proba(test.embedding), keep=keep)
     evaluate_cr2(ev, router, val, default_alpha=config.grids.default_alpha, n_resplits=config.evaluation.n_resplits,
-                 rng=np.random.default_rng(config.seed), fixed_rates=config.evaluation.fixed_rates)
+                 rng=np.random.default_rng(config.seed), fixed_rates=config.evaluation.fixed_rates,
+                 ltt_delta=config.calibration.delta or config.calibration.target_delta)
     for name, b in baselines.items():  # a router that predicts p̂ is routed from its recorded p̂ at every λ
         evaluate_baseline(ev, name, config.grids.lam.values(), p_hat=p_hat.get(name),
                           router=None if name in p_hat else load_router(in_home(home, b["path"])))

@@ -2,8 +2,9 @@
 
 Loads the deployed gate and teacher (those of the newest threshold table), scores the val and test
 queries at the calibrated λ grid, and runs cr2.guarantees.resplit_validity: CRC mean risk per λ, LTT's
-share of re-splits with any λ over α, Mondrian per-group mean risk, the target mode's miss share, and
-each rule's local rate / cost / accuracy beside plain CRC. One run is one `run_id` in `guarantees`;
+share of re-splits with any λ over α, Mondrian per-group mean risk, the target mode's miss share, the same
+crc / ltt checks for the rules on the real labels (crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable;
+issue 26), and each rule's local rate / cost / accuracy and realised risks beside plain CRC. One run is one `run_id` in `guarantees`;
 the view v_guarantees and the report read it.
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ def query_groups(wh: Warehouse, query_ids: np.ndarray, attribute: str) -> np.nda
 
 def validity_pool(config: Config, home: str | Path) -> dict:
     """The val + test queries of the deployed gate: scores and risks at the calibrated λ grid, teacher p, costs, labels."""
-    from cr2.utility import disagree_label
+    from cr2.utility import disagree_label, risk_label
     from cr2_cli.online import load_deployed_router
     from tasks.train import routing_args
 
@@ -54,8 +55,11 @@ def validity_pool(config: Config, home: str | Path) -> dict:
     cost = np.concatenate([s.decision_cost for s in pool]).astype(np.float64)  # routers decide with ĉ (issue 16)
     lams = np.asarray(table.scored_lams)
     proba = router.proba(emb)
+    correct = np.concatenate([s.correct for s in pool])
+    realised = {k: risk_label(k, lams, correct=correct, decision_cost=cost)
+                for k in ("oracle-disagreement", "avoidable-error")}  # issue 26: the risks on the real labels
     return {"score": router.scores(emb, lams), "risk": disagree_label(proba, cost, lams), "proba": proba, "cost": cost,
-            "correct": np.concatenate([s.correct for s in pool]), "groups": groups, "lams": lams,
+            "correct": correct, "groups": groups, "lams": lams, "realised": realised,
             "alphas": np.asarray(table.alphas), "n_val": len(pool[0]), "label_source": table.label_source,
             "group_by": config.calibration.group or "benchmark"}
 
@@ -85,7 +89,7 @@ def check_guarantees(config: Config, home: str, n_resplits: int | None = None, s
                        variant=config.routing.deferred_variant)
     rng = np.random.default_rng(config.seed if seed is None else seed)
     records = resplit_validity(pool["score"], pool["risk"], pool["proba"], pool["cost"], pool["correct"], pool["groups"],
-                               pool["lams"], pool["alphas"], spec, rng)
+                               pool["lams"], pool["alphas"], spec, rng, realised=pool["realised"])
     run_id = uuid.uuid4().hex[:12]
     return write_guarantees(home, records, run_id, "warehouse val+test", pool["label_source"])
 

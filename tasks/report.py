@@ -19,7 +19,8 @@ from warehouse.labels import label_origin
 
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibration_rules": "v_calibration_rules",
          "risk_vs_alpha": "v_risk_vs_alpha", "local_rate": "v_local_rate", "variants": "v_variants",
-         "gate_errors": "v_gate_errors", "benchmark_at_cost": "v_benchmark_at_cost", "ablation": "v_ablation"}
+         "gate_errors": "v_gate_errors", "benchmark_at_cost": "v_benchmark_at_cost", "ablation": "v_ablation",
+         "realised_risk": "v_realised_risk"}
 
 
 def report_key(config: Config, evaluated: dict, trained: dict, baselines: dict, ablated: dict | None = None) -> str:

@@ -377,7 +377,7 @@ def test_ltt_table_records_delta_and_refuses_misuse():
     assert ThresholdTable.from_records(nan_rows).delta is None
     with pytest.raises(DataValidationError, match="needs δ"):
         calibrate_table(scores, risks, GRID, ALPHA_GRID, rule="ltt", **kw)
-    with pytest.raises(DataValidationError, match="δ applies to rule 'ltt' only"):
+    with pytest.raises(DataValidationError, match="δ applies to the ltt rules only"):
         calibrate_table(scores, risks, GRID, ALPHA_GRID, delta=0.1, **kw)
     with pytest.raises(DataValidationError, match="cannot be merged"):
         ltt.merge(ltt)

@@ -149,7 +149,7 @@ def test_calibration_config_and_cli_overrides():
         "ltt", 0.1, "benchmark", "defer")
     with pytest.raises(ConfigError, match="needs calibration.delta"):
         load_config(overrides={"calibration": calibration_overrides("ltt", None, None, None)})
-    with pytest.raises(ConfigError, match="applies to rule 'ltt' only"):
+    with pytest.raises(ConfigError, match="applies to the ltt rules only"):
         load_config(overrides={"calibration": {"rule": "crc", "delta": 0.1}})
     assert calibration_overrides("crc", None, "none", None) == {"rule": "crc", "delta": None, "group": None}
     with pytest.raises(ConfigError, match="group"):

@@ -166,8 +166,9 @@ def test_report_is_self_contained_and_has_every_figure(pipeline):
     rep = pipeline["first"]["report"]
     page = open(rep["path"], encoding="utf-8").read()
     assert set(rep["figures"]) == {"pareto_full", "pareto_zoom", "fixed_accuracy", "calibration_rules", "risk_control",
-                                   "local_selection", "variants", "gate_errors"}
+                                   "local_selection", "variants", "gate_errors", "realised_risk"}
     assert "ablation" in rep["tables"] and "per_benchmark_by_cost" in rep["tables"]
+    assert "realised_risk" in rep["tables"]  # issue 26: teacher-referenced vs realised risks, per rule
     for key in rep["figures"] + rep["tables"]:
         assert f'id="{key}"' in page
     assert page.count("data:image/png;base64,") == len(rep["figures"])
@@ -357,3 +358,54 @@ def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_
     with Warehouse(pipeline["home"], read_only=True) as wh:
         v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ?", [summary["run_id"]])
     assert {"crc_mean_risk", "ltt_any_violation", "mondrian_mean_risk", "target_miss"} <= set(v["check_name"])
+
+
+# ---------------------------------------------------------------- issue 26: realised risks and the rules on real labels
+def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeline, tmp_path):
+    """Every method's operating points carry oracle disagreement / avoidable error / local accuracy; the new rules
+    are evaluated (v_realised_risk), calibrate a deployable table, and route / serve / export / `cr2 results` /
+    the report name the risk they control; the validity run checks them."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from cr2.config import load_config
+    from cr2_cli.main import app, risk_line
+    from cr2_cli.online import OnlineRouter
+    from cr2_cli.results import results_markdown
+    from flows.calibrate import calibrate_flow
+    from tasks.guarantees import check_guarantees
+
+    cfg = load_config(pipeline["cfg"])
+    home = str(pipeline["home"])
+    run_id = pipeline["first"]["evaluate"]["run_id"]
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        ops = wh.df("SELECT * FROM operating_points WHERE run_id = ? AND benchmark = 'all'", [run_id])
+        rr = wh.df("SELECT * FROM v_realised_risk WHERE run_id = ?", [run_id])
+    for col in ("oracle_risk", "oracle_risk_all", "avoidable_risk", "avoidable_risk_all", "local_accuracy"):
+        assert ops[col].notna().any(), col
+    knn = ops[ops.method == "knn"]
+    assert knn["oracle_risk_all"].notna().all() and (knn["avoidable_risk_all"] <= knn["local_rate"] + 1e-12).all()
+    assert {"crc", "ltt", "crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable"} <= set(rr["rule"])
+    assert (rr[rr.lam == 0.0][["teacher_risk", "oracle_risk", "avoidable_risk"]] == 0).all().all()  # λ = 0 defers
+    md = results_markdown(home, cfg.grids.default_alpha)
+    assert "v_realised_risk" in md and "crc-avoidable" in md and "SIMULATED" in md
+
+    out = calibrate_flow(config_path=str(pipeline["cfg"]), home=home, calibration={"rule": "crc-avoidable", "delta": None,
+                                                                                   "group": None})
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        assert set(wh.df("SELECT rule FROM thresholds WHERE version = ?", [out["version"]])["rule"]) == {"crc-avoidable"}
+    router = OnlineRouter.load(cfg, home)
+    r = router.route("What is 2 + 2?", ["3", "4", "5", "6"], 2.0, 0.05, 80.0)
+    assert (r["rule"], r["risk"], r["risk_display"]) == ("crc-avoidable", "avoidable-error", "avoidable error")
+    assert router.describe()["risk"] == "avoidable-error"
+    assert "avoidable error" in risk_line(r, 0.05)
+    res = CliRunner().invoke(app, ["export-gate", str(tmp_path / "dev"), "--home", home])
+    assert res.exit_code == 0, res.output
+    exported = json.loads((tmp_path / "dev" / "thresholds.json").read_text())
+    assert exported["rule"] == "crc-avoidable" and exported["risk"] == "avoidable-error"
+    assert json.loads((tmp_path / "dev" / "manifest.json").read_text())["thresholds"]["risk"] == "avoidable-error"
+    summary = check_guarantees.fn(cfg, home, n_resplits=10)
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ?", [summary["run_id"]])
+    assert {"crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable"} <= set(v["rule"])

@@ -227,6 +227,8 @@ def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], co
         "sweep": wh.df(named_query("results_sweep_extremes"), {**params, "alpha": float(alpha)}),
         "operating_points": wh.df(named_query("results_operating_points"),
                                   {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
+        "realised_risk": wh.df(named_query("results_realised_risk"),
+                               {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
         "ablation": view_for_run(wh, "v_ablation", run_id),
         "complexity": whole_view(wh, "v_router_complexity").drop_duplicates("kind"),
         "cost_assumptions": wh.df("SELECT * FROM v_cost_assumptions WHERE dist_id = ? AND label_source = ?",

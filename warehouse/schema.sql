@@ -209,7 +209,7 @@ CREATE TABLE IF NOT EXISTS methods (
     run_id      VARCHAR NOT NULL,
     method      VARCHAR NOT NULL,        -- as in metrics.method
     router      VARCHAR NOT NULL,        -- the catalogue entry it comes from
-    kind        VARCHAR NOT NULL,        -- cr2 | cr2-rule | cr2-rate | uncalibrated | cr2-variant | cr2-resplit | ablation | reference | baseline | baseline-variant
+    kind        VARCHAR NOT NULL,        -- cr2 | cr2-rule | cr2-risk-rule | cr2-rate | uncalibrated | cr2-variant | cr2-resplit | ablation | reference | baseline | baseline-variant
     learned     BOOLEAN NOT NULL,        -- fitted on train (compared at fixed accuracy)
     display     VARCHAR NOT NULL,        -- name in figures and tables
     colour      VARCHAR NOT NULL,        -- colour in figures

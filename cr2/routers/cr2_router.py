@@ -18,21 +18,21 @@ import dataclasses
 import json
 import uuid
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from cr2.config import GateSpec, TeacherSpec
-from cr2.crc import (GroupedThresholdTable, ThresholdTable, calibrate_group_tables, calibrate_table, fixed_threshold,
-                     rate_threshold)
+from cr2.crc import (TABLE_RULES, GroupedThresholdTable, ThresholdTable, calibrate_group_tables, calibrate_table,
+                     fixed_threshold, rate_threshold, rule_spec)
 from cr2.data import Decisions, RoutingSet
 from cr2.errors import DataValidationError, NotFittedError, UncalibratedOperatingPointError
 from cr2.hashing import content_fingerprint
 from cr2.routing import VARIANTS, route
-from cr2.utility import disagree_label
+from cr2.utility import risk_label
 
-CalibrationRule = Literal["crc", "empirical", "ltt", "fixed", "rate"]
-CALIBRATION_RULES: tuple[str, ...] = ("crc", "empirical", "ltt", "fixed", "rate")
+CalibrationRule = str  # a cr2.crc.RULE_CATALOGUE key
+CALIBRATION_RULES: tuple[str, ...] = TABLE_RULES  # the one rule list, owned by cr2.crc
 BUNDLE_FILES = {"teacher": "teacher.pt", "gate": "gate.pt", "thresholds": "thresholds.json", "manifest": "cr2.json"}
 
 
@@ -157,14 +157,21 @@ class CR2Router:
             out[:, positive] = self.gate_.score(embedding, lam_arr[positive])
         return out
 
-    def calibration_inputs(self, val: RoutingSet, lams: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-        """Return (scores, risks) on a calibration set: float32 s_i(λ_j) and bool r_i(λ_j), both [n, n_lam]."""
+    def calibration_inputs(self, val: RoutingSet, lams: Sequence[float],
+                           risk: str = "teacher-disagreement") -> tuple[np.ndarray, np.ndarray]:
+        """Return (scores, risks) on a calibration set: float32 s_i(λ_j) and bool r_i(λ_j), both [n, n_lam].
+
+        risk (cr2.crc.RISKS): "teacher-disagreement" — r = 1[m_full* ≠ m0] under the frozen teacher (paper §VI-F);
+        "oracle-disagreement" — the same with the val queries' real labels and realised costs; "avoidable-error"
+        — the device wrong and some edge model right.
+        """
         self._check_fitted()
         self._check_pool(val)
         lam_arr = np.asarray(lams, dtype=np.float64)
         scores = self.scores(val.embedding, lam_arr)
-        # r_i(λ) = 1[m_full*(x_i, ξ_i; λ) ≠ m0] under the frozen teacher (paper §VI-F)
-        risks = disagree_label(self.proba(val.embedding), val.decision_cost, lam_arr)
+        proba = self.proba(val.embedding) if risk == "teacher-disagreement" else None
+        risks = risk_label(risk, lam_arr, proba=proba, decision_cost=val.decision_cost, correct=val.correct,
+                           cost=val.cost)
         return scores, risks
 
     # ------------------------------------------------------------ calibration
@@ -183,27 +190,25 @@ class CR2Router:
     ) -> ThresholdTable | GroupedThresholdTable:
         """Return the threshold table τ*(λ; α) on the calibration set `val`; also sets threshold_table_.
 
-        rule: "crc" (conformal risk control, the method: E[risk] ≤ α per λ), "ltt" (Learn-then-Test with
-        `delta`: every λ's risk ≤ α at once with probability ≥ 1 − δ), "empirical" (no +1 correction),
-        "fixed" (τ = 0.5 for every cell, uncalibrated) or "rate" (each α read as a fixed local rate f: the
-        smallest τ accepting at most ⌊f·N⌋ of val). `groups` ([n] attribute values of the val rows, e.g. their
+        rule (cr2.crc.RULE_CATALOGUE): "crc" (conformal risk control, the method: E[teacher disagreement] ≤ α
+        per λ), "ltt" (Learn-then-Test with `delta`: every λ's risk ≤ α at once with probability ≥ 1 − δ),
+        "crc-oracle" / "ltt-oracle" and "crc-avoidable" / "ltt-avoidable" (the same on val's real labels: oracle
+        disagreement, avoidable error), "empirical" (no +1 correction), "fixed" (τ = 0.5 for every cell,
+        uncalibrated) or "rate" (each α read as a fixed local rate f: the smallest τ accepting at most ⌊f·N⌋ of val). `groups` ([n] attribute values of the val rows, e.g. their
         benchmark) gives Mondrian thresholds, one table per group (cr2.crc.calibrate_group_tables). `val`
         must not have been used for fitting (exchangeability); it is kept to calibrate an off-grid λ on demand.
         """
-        if rule not in CALIBRATION_RULES:
-            from cr2.errors import did_you_mean
-
-            raise did_you_mean("calibration rule", rule, list(CALIBRATION_RULES))
+        spec = rule_spec(rule)  # did-you-mean on an unknown name
         if len(val) == 0:
             raise DataValidationError("the calibration set is empty: nothing to calibrate on (check splits.val)")
         lam_arr = np.asarray(lams, dtype=np.float64)
         positive = lam_arr[lam_arr != 0]  # λ = 0 is not scored: CR² defers everything there (_with_zero)
         if len(positive) == 0:
             raise DataValidationError("calibrate needs at least one λ > 0 (at λ = 0 CR² defers everything)")
-        scores, risks = self.calibration_inputs(val, positive)
+        scores, risks = self.calibration_inputs(val, positive, spec.risk or "teacher-disagreement")
         if groups is not None:
-            if rule not in ("crc", "ltt"):
-                raise DataValidationError(f"Mondrian thresholds are calibrated with rule crc or ltt, not '{rule}'")
+            if spec.procedure not in ("crc", "ltt"):
+                raise DataValidationError(f"Mondrian thresholds are calibrated with a crc or ltt rule, not '{rule}'")
             table = calibrate_group_tables(scores, risks, groups, positive, alphas, group_by=group_by,
                                            gate_fingerprint=self.gate_fingerprint_, dist_id=dist_id,
                                            label_source=label_source, rule=rule, delta=delta, small_group=small_group)
@@ -222,7 +227,7 @@ class CR2Router:
     def _table(self, scores: np.ndarray, risks: np.ndarray, lams: Sequence[float], alphas: Sequence[float], *,
                dist_id: str, label_source: str, rule: str, delta: float | None = None) -> ThresholdTable:
         common = {"gate_fingerprint": self.gate_fingerprint_, "dist_id": dist_id, "label_source": label_source}
-        if rule in ("crc", "empirical", "ltt"):
+        if rule_spec(rule).calibrated:
             table = calibrate_table(scores, risks, lams, alphas, rule=rule, delta=delta, **common)
         else:
             lam_sorted, alpha_sorted = sorted(float(v) for v in lams), sorted(float(v) for v in alphas)
@@ -266,7 +271,8 @@ class CR2Router:
             if val is None:
                 table.lam_index(lam)  # raises, naming the grid: nothing to calibrate on
             # the guarantee is pointwise in λ: calibrate exactly this λ on the stored calibration set
-            scores, risks = self.calibration_inputs(val, [lam])
+            risk = rule_spec(table.rule).risk or "teacher-disagreement"
+            scores, risks = self.calibration_inputs(val, [lam], risk)
             extra = self._table(scores, risks, [lam], table.alphas, dist_id=table.dist_id,
                                 label_source=table.label_source, rule=table.rule, delta=table.delta)
             table = table.merge(extra)
