@@ -16,7 +16,7 @@ import numpy as np
 
 from cr2.crc import empirical_threshold, fixed_threshold, rate_threshold
 from cr2.data import Decisions, RoutingSet
-from cr2.metrics import (accuracy, false_acceptance_risk, false_defer_rate, local_rate, mean_cost, resplit_risk)
+from cr2.metrics import PER_QUERY_METRICS, false_defer_rate, resplit_risk
 from cr2.routing import VARIANTS
 from cr2.utility import disagree_label, full_information_choice
 
@@ -40,10 +40,13 @@ def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data:
         sub_all, dec_all = data.subset(idx_all), subset_decisions(decisions, idx_all)
         # the paper's test set excludes queries no model solves: every metric, risk included, on the same rows;
         # risk_all keeps the risk over every test row (the population the CRC guarantee is stated for)
-        values = {"accuracy": accuracy(sub, dec), "cost": mean_cost(sub, dec), "local_rate": local_rate(dec),
-                  "risk": false_acceptance_risk(proba[idx], sub, dec, lam),
-                  "risk_all": false_acceptance_risk(proba[idx_all], sub_all, dec_all, lam),
-                  "n": float(len(idx)), "n_risk": float(len(idx_all))}
+        scope = {"solvable": (idx, sub, dec), "all": (idx_all, sub_all, dec_all)}
+        values = {}
+        for m in PER_QUERY_METRICS.values():  # each the mean of its per-query values (what the bootstrap resamples)
+            rows_m, sub_m, dec_m = scope[m.rows]
+            v = m.values(proba[rows_m], sub_m, dec_m, lam)
+            values[m.name] = float(np.mean(v)) if len(v) else float("nan")
+        values.update({"n": float(len(idx)), "n_risk": float(len(idx_all))})
         if "gate_accept" in decisions.extra:  # gate-error decomposition (CR² and its variants)
             values["false_defer"] = false_defer_rate(proba[idx], sub, dec, lam)  # the same rows as `risk`
         rows += [{"run_id": run_id, "method": method, "lam": lam, "alpha": alpha, "benchmark": bench, "metric": k,

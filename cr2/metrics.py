@@ -5,6 +5,9 @@ Test queries that no model answers correctly are excluded from test metrics (pap
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 from cr2.data import Decisions, RoutingSet
@@ -16,28 +19,72 @@ def evaluable_mask(data: RoutingSet) -> np.ndarray:
     return np.asarray(data.correct, dtype=bool).any(axis=1)
 
 
+def _mean(values: np.ndarray) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+# ---- per-query values: every test metric is the mean of one of these over its rows, so the paired bootstrap
+# (cr2.intervals) resamples exactly what the metrics table reports
+def correct_of_choice(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n] float: y_m̂(x), the chosen model's correctness."""
+    return np.asarray(data.correct, dtype=bool)[np.arange(len(data)), decisions.chosen].astype(np.float64)
+
+
+def cost_of_choice(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n] float: c_m̂(x, ξ), the realised normalised cost of the chosen model."""
+    return np.asarray(data.cost, dtype=np.float64)[np.arange(len(data)), decisions.chosen]
+
+
+def local_of_choice(decisions: Decisions) -> np.ndarray:
+    """[n] float: 1[m̂ = m0], answered on the device."""
+    return (np.asarray(decisions.chosen) == DEVICE_INDEX).astype(np.float64)
+
+
+def false_acceptance(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
+    """[n] float: 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (§VI-F)."""
+    accepted = decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX)
+    risk = disagree_label(proba, data.decision_cost, lam)
+    return (np.asarray(accepted, dtype=bool) & np.asarray(risk, dtype=bool)).astype(np.float64)
+
+
 def accuracy(data: RoutingSet, decisions: Decisions) -> float:
     """Mean y_m̂(x) over queries: the chosen model's correctness."""
-    rows = np.arange(len(data))
-    return float(np.asarray(data.correct, dtype=bool)[rows, decisions.chosen].mean()) if len(data) else float("nan")
+    return _mean(correct_of_choice(data, decisions))
 
 
 def mean_cost(data: RoutingSet, decisions: Decisions) -> float:
     """Normalised deployment cost of the policy: mean c_m̂(x, ξ) over its choices (cr2.md §3)."""
-    rows = np.arange(len(data))
-    return float(np.asarray(data.cost, dtype=np.float64)[rows, decisions.chosen].mean()) if len(data) else float("nan")
+    return _mean(cost_of_choice(data, decisions))
 
 
 def local_rate(decisions: Decisions) -> float:
     """Fraction of queries answered by the device model m0."""
-    return float(np.mean(decisions.chosen == DEVICE_INDEX)) if len(decisions.chosen) else float("nan")
+    return _mean(local_of_choice(decisions))
 
 
 def false_acceptance_risk(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
     """Marginal false-acceptance risk: mean of 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (§VI-F)."""
-    accepted = decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX)
-    risk = disagree_label(proba, data.decision_cost, lam)
-    return float(np.mean(np.asarray(accepted, dtype=bool) & np.asarray(risk, dtype=bool))) if len(data) else float("nan")
+    return _mean(false_acceptance(proba, data, decisions, lam))
+
+
+@dataclass(frozen=True)
+class PerQueryMetric:
+    """A test metric that is the mean of a per-query value: what the bootstrap resamples (cr2.intervals)."""
+
+    name: str  # as in the metrics table
+    values: Callable[[np.ndarray, RoutingSet, Decisions, float], np.ndarray]  # (proba, data, decisions, λ) → [n]
+    rows: str  # 'solvable': the rows accuracy/cost/local rate use (queries some model solves); 'all': every test row
+
+
+#: the per-query metrics the paired bootstrap gives an interval for, by name. A new per-query metric (e.g. a
+#: realised risk) is one entry here: `metric_rows` records its mean and the intervals task resamples it.
+PER_QUERY_METRICS: dict[str, PerQueryMetric] = {m.name: m for m in (
+    PerQueryMetric("accuracy", lambda p, d, dec, lam: correct_of_choice(d, dec), "solvable"),
+    PerQueryMetric("cost", lambda p, d, dec, lam: cost_of_choice(d, dec), "solvable"),
+    PerQueryMetric("local_rate", lambda p, d, dec, lam: local_of_choice(dec), "solvable"),
+    PerQueryMetric("risk", false_acceptance, "solvable"),
+    PerQueryMetric("risk_all", false_acceptance, "all"),
+)}
 
 
 def oracle_accuracy(data: RoutingSet) -> float:
