@@ -180,7 +180,8 @@ def saving_interval_figure(fixed: pd.DataFrame, st: MethodStyles) -> bytes:
         ax.errorbar(x, r["saving_vs_knn_pct"], yerr=[lo, hi], fmt="o", ms=3, lw=0.8, capsize=1.5, color=st.color(m),
                     label=st.label(m))
     ax.axhline(0.0, color="#555555", lw=0.8, ls="--")
-    ax.legend(fontsize=7)
+    if methods:
+        ax.legend(fontsize=7)
     return _png(fig)
 
 
