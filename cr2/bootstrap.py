@@ -47,17 +47,38 @@ def resample_indices(n: int, n_resamples: int, rng: np.random.Generator) -> np.n
     return rng.integers(0, int(n), size=(int(n_resamples), int(n)), dtype=np.int32)
 
 
-def resampled_means(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def resample_counts(idx: np.ndarray, n: int) -> np.ndarray:
+    """[B, n] float64: how often each of the n rows is drawn in each resample (resample b is row b of idx).
+
+    Every resampled mean is a matrix product with these counts; compute them once per evaluation and pass
+    them to every method (`counts=`) so the paired statistics share one pass over the index.
+    """
+    if idx.ndim != 2 or (idx.size and int(idx.max()) >= n):
+        raise InvalidValueError(f"resample indices of shape {idx.shape} do not index {n} rows")
+    return np.stack([np.bincount(row, minlength=n) for row in idx]).astype(np.float64)
+
+
+def resampled_means(values: np.ndarray, idx: np.ndarray | None, rows: np.ndarray | None = None, *,
+                    counts: np.ndarray | None = None) -> np.ndarray:
     """Mean of per-query values on every resample: values [n] or [n, k] → [B] or [B, k] float64.
 
-    Computed from counts (bincount per resample row), so memory stays O(B·n) for the index only.
+    rows ([n] bool, optional): the mean is over these rows only — on a resample, the drawn rows among them
+    (a ratio of resampled sums; NaN on a resample that draws none). The resample itself always indexes all n
+    rows, so statistics over different row sets (solvable queries, one benchmark) stay paired. Computed from
+    counts (`resample_counts`; pass them in to reuse), so memory stays O(B·n).
     """
     v = np.asarray(values, dtype=np.float64)
     n = v.shape[0]
-    if idx.ndim != 2 or (idx.size and int(idx.max()) >= n):
-        raise InvalidValueError(f"resample indices of shape {idx.shape} do not index {n} rows")
-    counts = np.stack([np.bincount(row, minlength=n) for row in idx]).astype(np.float64)  # [B, n]
-    return counts @ v / idx.shape[1]
+    c = resample_counts(idx, n) if counts is None else counts
+    if c.shape[1] != n:
+        raise InvalidValueError(f"resample counts of shape {c.shape} do not count {n} rows")
+    if rows is None:
+        return c @ v / c[0].sum()
+    mask = np.asarray(rows, dtype=bool)
+    denom = c @ mask.astype(np.float64)  # [B] drawn rows of the scope
+    num = c[:, mask] @ v[mask]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / (denom if v.ndim == 1 else denom[:, None])
 
 
 def percentile_interval(samples: np.ndarray, estimate: float, level: float = 0.95) -> Interval:
@@ -70,6 +91,25 @@ def percentile_interval(samples: np.ndarray, estimate: float, level: float = 0.9
         return Interval(float(estimate), float("nan"), float("nan"), level, 0)
     lo, hi = np.quantile(s, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
     return Interval(float(estimate), float(lo), float(hi), level, int(s.size))
+
+
+def percentile_intervals(samples: np.ndarray, estimates: np.ndarray, level: float = 0.95
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column-wise `percentile_interval` of samples [B, k]: (lower [k], upper [k], finite resamples [k])."""
+    if not 0.0 < level < 1.0:
+        raise InvalidValueError(f"level must be in (0, 1), got {level}")
+    s = np.asarray(samples, dtype=np.float64)
+    q = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    finite = np.isfinite(s)
+    n_ok = finite.sum(axis=0)
+    lower, upper = np.full(s.shape[1], np.nan), np.full(s.shape[1], np.nan)
+    full = n_ok == s.shape[0]
+    if full.any():
+        lower[full], upper[full] = np.quantile(s[:, full], q, axis=0)
+    for j in np.flatnonzero(~full & (n_ok > 0)):  # columns with dropped resamples: one at a time
+        iv = percentile_interval(s[:, j], float(estimates[j]), level)
+        lower[j], upper[j] = iv.lower, iv.upper
+    return lower, upper, n_ok
 
 
 def bootstrap(statistic: Callable[[np.ndarray], float], idx: np.ndarray, level: float = 0.95) -> Interval:

@@ -466,6 +466,15 @@ class BaselinesSpec(_Strict):
                                                "cr2/routers/catalogue.yaml")
 
 
+class BootstrapSpec(_Strict):
+    """Paired bootstrap over the test queries (issue 25): one index array shared by every method."""
+
+    n_resamples: int = Field(1000, ge=100, description="resamples of the test queries (≥ 1,000 for published intervals)")
+    level: float = Field(0.95, gt=0, lt=1, description="nominal coverage of the percentile intervals")
+    seed: int = Field(0, description="seed of the shared resample index")
+    per_benchmark: bool = Field(True, description="intervals per benchmark too (besides 'all')")
+
+
 class EvaluationSpec(_Strict):
     exclude_unsolvable: bool = Field(True, description="drop test queries no model solves from accuracy/cost/local "
                                                        "rate (paper §VII-A); the risk always uses every test query")
@@ -474,6 +483,8 @@ class EvaluationSpec(_Strict):
     fixed_rates: list[float] = Field(default_factory=lambda: [0.10, 0.20],
                                      description="fixed local rates f of the paper's ablation rows (accept the top f of "
                                                  "the calibration scores, no risk control)")
+    bootstrap: BootstrapSpec = Field(default_factory=BootstrapSpec,
+                                     description="paired bootstrap intervals of every operating point and saving")
 
     @field_validator("n_resplits")
     @classmethod

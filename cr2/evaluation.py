@@ -17,8 +17,7 @@ import numpy as np
 from cr2.crc import (RULE_CATALOGUE, calibrate_thresholds, empirical_threshold, fixed_threshold, ltt_delta_per_lam,
                      rate_threshold, rule_spec)
 from cr2.data import Decisions, RoutingSet
-from cr2.metrics import (accuracy, avoidable_error_risk, false_acceptance_risk, false_defer_rate, local_accuracy,
-                         local_rate, mean_cost, oracle_disagreement_risk, resplit_risk)
+from cr2.metrics import PER_QUERY_METRICS, false_defer_rate, local_accuracy, resplit_risk
 from cr2.routing import VARIANTS
 from cr2.utility import disagree_label, full_information_choice, risk_label
 
@@ -42,16 +41,14 @@ def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data:
         sub_all, dec_all = data.subset(idx_all), subset_decisions(decisions, idx_all)
         # the paper's test set excludes queries no model solves: every metric, risk included, on the same rows;
         # risk_all keeps the risk over every test row (the population the CRC guarantee is stated for)
-        values = {"accuracy": accuracy(sub, dec), "cost": mean_cost(sub, dec), "local_rate": local_rate(dec),
-                  "risk": false_acceptance_risk(proba[idx], sub, dec, lam),
-                  "risk_all": false_acceptance_risk(proba[idx_all], sub_all, dec_all, lam),
-                  # issue 26: the realised risks on the real labels, on the same two row sets, and local accuracy
-                  "oracle_risk": oracle_disagreement_risk(sub, dec, lam),
-                  "oracle_risk_all": oracle_disagreement_risk(sub_all, dec_all, lam),
-                  "avoidable_risk": avoidable_error_risk(sub, dec),
-                  "avoidable_risk_all": avoidable_error_risk(sub_all, dec_all),
-                  "local_accuracy": local_accuracy(sub, dec),
-                  "n": float(len(idx)), "n_risk": float(len(idx_all))}
+        scope = {"solvable": (idx, sub, dec), "all": (idx_all, sub_all, dec_all)}
+        values = {}
+        for m in PER_QUERY_METRICS.values():  # each the mean of its per-query values (what the bootstrap resamples)
+            rows_m, sub_m, dec_m = scope[m.rows]
+            v = m.values(proba[rows_m], sub_m, dec_m, lam)
+            values[m.name] = float(np.mean(v)) if len(v) else float("nan")
+        values["local_accuracy"] = local_accuracy(sub, dec)  # a ratio (correct among accepted), not a per-query mean
+        values.update({"n": float(len(idx)), "n_risk": float(len(idx_all))})
         if "gate_accept" in decisions.extra:  # gate-error decomposition (CR² and its variants)
             values["false_defer"] = false_defer_rate(proba[idx], sub, dec, lam)  # the same rows as `risk`
         rows += [{"run_id": run_id, "method": method, "lam": lam, "alpha": alpha, "benchmark": bench, "metric": k,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cr2.bootstrap import Interval, percentile_interval, resampled_means
+from cr2.bootstrap import Interval, percentile_interval, resample_counts, resampled_means
 from cr2.errors import InvalidValueError
 
 _EPS = 1e-12  # the view's tolerance on "accuracy ≥ target"
@@ -70,40 +70,56 @@ def saving_pct(cost: np.ndarray, reference_cost: np.ndarray) -> np.ndarray:
     return 100.0 * (1.0 - np.asarray(cost, dtype=np.float64) / np.asarray(reference_cost, dtype=np.float64))
 
 
+#: the target accuracies of warehouse/views/v_fixed_accuracy.sql (range(50, 100) / 100)
+VIEW_TARGETS = np.arange(50, 100) / 100.0
+
+
 @dataclass(frozen=True)
 class MethodOutcomes:
     """Per-query outcomes of one method over its λ sweep on the evaluated test rows (the same rows for every method)."""
 
     correct: np.ndarray  # [n, k] bool, y of the chosen model at each of the k operating points
     cost: np.ndarray  # [n, k] float, realised normalised cost c of the chosen model
+    rows: np.ndarray | None = None  # [n] bool, rows accuracy and cost are means over (solvable queries); None: all
 
     def __post_init__(self) -> None:
         if np.shape(self.correct) != np.shape(self.cost) or np.ndim(self.correct) != 2:
             raise InvalidValueError(f"correct {np.shape(self.correct)} and cost {np.shape(self.cost)} must both be [n, k]")
+        if self.rows is not None and np.shape(self.rows) != (np.shape(self.correct)[0],):
+            raise InvalidValueError(f"rows {np.shape(self.rows)} must be [n] with n = {np.shape(self.correct)[0]}")
 
-    def points(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(accuracy, cost) of each operating point on all rows ([k]) or on each resample ([B, k])."""
-        if idx is None:
-            return self.correct.mean(axis=0), self.cost.mean(axis=0)
-        return resampled_means(self.correct, idx), resampled_means(self.cost, idx)
+    def points(self, idx: np.ndarray | None = None, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(accuracy, cost) of each operating point on all rows ([k]) or on each resample ([B, k]).
+
+        A resample indexes all n rows; with `rows`, the means are over the drawn rows among them."""
+        if idx is None and counts is None:
+            r = slice(None) if self.rows is None else np.asarray(self.rows, dtype=bool)
+            return (np.asarray(self.correct, dtype=np.float64)[r].mean(axis=0),
+                    np.asarray(self.cost, dtype=np.float64)[r].mean(axis=0))
+        if counts is None:
+            counts = resample_counts(idx, np.shape(self.correct)[0])
+        return (resampled_means(self.correct, None, self.rows, counts=counts),
+                resampled_means(self.cost, None, self.rows, counts=counts))
 
 
-def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, idx: np.ndarray,
-                     level: float = 0.95) -> tuple[list[Interval], Interval]:
+def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, idx: np.ndarray | None,
+                     level: float = 0.95, *, counts: np.ndarray | None = None) -> tuple[list[Interval], Interval]:
     """Paired-bootstrap intervals of the saving vs the reference at each target and of its mean over targets.
 
-    Each resample recomputes both methods' frontiers on the same rows (idx [B, n], shared by every method).
-    The mean is over the targets both reach on the full test set; a resample where one of them is not reached
-    drops out of that target's interval and of the mean's.
+    Each resample recomputes both methods' frontiers on the same rows (idx [B, n], shared by every method;
+    or their `resample_counts`, computed once). The mean is over the targets both reach on the full test set;
+    a resample where one of them is not reached drops out of that target's interval and of the mean's.
     """
     t = np.asarray(targets, dtype=np.float64)
+    if counts is None:
+        counts = resample_counts(idx, np.shape(method.correct)[0])
     est = saving_pct(frontier_cost_at(*method.points(), t), frontier_cost_at(*reference.points(), t))
-    ma, mc = method.points(idx)
-    ra, rc = reference.points(idx)
+    ma, mc = method.points(counts=counts)
+    ra, rc = reference.points(counts=counts)
     samples = np.stack([saving_pct(frontier_cost_at(ma[b], mc[b], t), frontier_cost_at(ra[b], rc[b], t))
-                        for b in range(idx.shape[0])])  # [B, t]
+                        for b in range(counts.shape[0])])  # [B, t]
     per_target = [percentile_interval(samples[:, i], float(est[i]), level) for i in range(t.size)]
     both = np.isfinite(est)
     mean_est = float(est[both].mean()) if both.any() else float("nan")
-    mean_samples = samples[:, both].mean(axis=1) if both.any() else np.full(idx.shape[0], np.nan)
+    mean_samples = samples[:, both].mean(axis=1) if both.any() else np.full(counts.shape[0], np.nan)
     return per_target, percentile_interval(mean_samples, mean_est, level)

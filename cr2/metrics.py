@@ -17,6 +17,9 @@ numerator and denominator in `local_accuracy_terms`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 from cr2.data import Decisions, RoutingSet
@@ -28,21 +31,25 @@ def evaluable_mask(data: RoutingSet) -> np.ndarray:
     return np.asarray(data.correct, dtype=bool).any(axis=1)
 
 
-def accuracy(data: RoutingSet, decisions: Decisions) -> float:
-    """Mean y_m̂(x) over queries: the chosen model's correctness."""
-    rows = np.arange(len(data))
-    return float(np.asarray(data.correct, dtype=bool)[rows, decisions.chosen].mean()) if len(data) else float("nan")
+def _mean(values: np.ndarray) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
 
 
-def mean_cost(data: RoutingSet, decisions: Decisions) -> float:
-    """Normalised deployment cost of the policy: mean c_m̂(x, ξ) over its choices (cr2.md §3)."""
-    rows = np.arange(len(data))
-    return float(np.asarray(data.cost, dtype=np.float64)[rows, decisions.chosen].mean()) if len(data) else float("nan")
+# ---- per-query values: every test metric is the mean of one of these over its rows, so the paired bootstrap
+# (cr2.intervals) resamples exactly what the metrics table reports
+def correct_of_choice(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n] float: y_m̂(x), the chosen model's correctness."""
+    return np.asarray(data.correct, dtype=bool)[np.arange(len(data)), decisions.chosen].astype(np.float64)
 
 
-def local_rate(decisions: Decisions) -> float:
-    """Fraction of queries answered by the device model m0."""
-    return float(np.mean(decisions.chosen == DEVICE_INDEX)) if len(decisions.chosen) else float("nan")
+def cost_of_choice(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n] float: c_m̂(x, ξ), the realised normalised cost of the chosen model."""
+    return np.asarray(data.cost, dtype=np.float64)[np.arange(len(data)), decisions.chosen]
+
+
+def local_of_choice(decisions: Decisions) -> np.ndarray:
+    """[n] float: 1[m̂ = m0], answered on the device."""
+    return (np.asarray(decisions.chosen) == DEVICE_INDEX).astype(np.float64)
 
 
 def accepted_locally(decisions: Decisions) -> np.ndarray:
@@ -50,19 +57,11 @@ def accepted_locally(decisions: Decisions) -> np.ndarray:
     return np.asarray(decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX), dtype=bool)
 
 
-def _mean(values: np.ndarray) -> float:
-    return float(np.mean(values)) if len(values) else float("nan")
-
-
-def false_acceptance_per_query(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
-    """[n] bool: accepted locally while the teacher's m_full* is an edge model (teacher disagreement, §VI-F)."""
+def false_acceptance(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
+    """[n] float: 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (teacher disagreement, §VI-F)."""
     # eq. (disagree_label): r = 1[m_full* ≠ m0]; the loss of a query is r · 1[s ≥ τ]
-    return accepted_locally(decisions) & np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool)
-
-
-def false_acceptance_risk(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
-    """Marginal false-acceptance risk: mean of 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (§VI-F)."""
-    return _mean(false_acceptance_per_query(proba, data, decisions, lam))
+    return (accepted_locally(decisions) & np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool)
+            ).astype(np.float64)
 
 
 def oracle_disagreement_per_query(data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
@@ -71,19 +70,9 @@ def oracle_disagreement_per_query(data: RoutingSet, decisions: Decisions, lam: f
     return accepted_locally(decisions) & oracle_disagree_label(data.correct, data.decision_cost, lam)
 
 
-def oracle_disagreement_risk(data: RoutingSet, decisions: Decisions, lam: float) -> float:
-    """Realised risk (a): the share of queries accepted locally although the real-label oracle prefers an edge model."""
-    return _mean(oracle_disagreement_per_query(data, decisions, lam))
-
-
 def avoidable_error_per_query(data: RoutingSet, decisions: Decisions) -> np.ndarray:
     """[n] bool: accepted locally, the device model wrong and some edge model right."""
     return accepted_locally(decisions) & avoidable_error_label(data.correct)
-
-
-def avoidable_error_risk(data: RoutingSet, decisions: Decisions) -> float:
-    """Realised risk (b): the share of queries answered wrongly on the device where an edge model would have been right."""
-    return _mean(avoidable_error_per_query(data, decisions))
 
 
 def local_accuracy_terms(data: RoutingSet, decisions: Decisions) -> np.ndarray:
@@ -91,6 +80,36 @@ def local_accuracy_terms(data: RoutingSet, decisions: Decisions) -> np.ndarray:
     acc = accepted_locally(decisions)
     right = acc & np.asarray(data.correct, dtype=bool)[:, DEVICE_INDEX]
     return np.stack([right, acc], axis=1).astype(np.float64)
+
+
+def accuracy(data: RoutingSet, decisions: Decisions) -> float:
+    """Mean y_m̂(x) over queries: the chosen model's correctness."""
+    return _mean(correct_of_choice(data, decisions))
+
+
+def mean_cost(data: RoutingSet, decisions: Decisions) -> float:
+    """Normalised deployment cost of the policy: mean c_m̂(x, ξ) over its choices (cr2.md §3)."""
+    return _mean(cost_of_choice(data, decisions))
+
+
+def local_rate(decisions: Decisions) -> float:
+    """Fraction of queries answered by the device model m0."""
+    return _mean(local_of_choice(decisions))
+
+
+def false_acceptance_risk(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
+    """Marginal false-acceptance risk: mean of 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (§VI-F)."""
+    return _mean(false_acceptance(proba, data, decisions, lam))
+
+
+def oracle_disagreement_risk(data: RoutingSet, decisions: Decisions, lam: float) -> float:
+    """Realised risk (a): the share of queries accepted locally although the real-label oracle prefers an edge model."""
+    return _mean(oracle_disagreement_per_query(data, decisions, lam))
+
+
+def avoidable_error_risk(data: RoutingSet, decisions: Decisions) -> float:
+    """Realised risk (b): the share of queries answered wrongly on the device where an edge model would have been right."""
+    return _mean(avoidable_error_per_query(data, decisions))
 
 
 def local_accuracy(data: RoutingSet, decisions: Decisions) -> float:
@@ -102,9 +121,33 @@ def local_accuracy(data: RoutingSet, decisions: Decisions) -> float:
 def risk_per_query(data: RoutingSet, decisions: Decisions, lam: float, proba: np.ndarray) -> dict[str, np.ndarray]:
     """The per-query loss of every risk metric, metric name → [n] bool (the metric is its mean): what a paired
     bootstrap over test queries resamples. Names are those of the `metrics` rows (cr2.evaluation.metric_rows)."""
-    return {"risk": false_acceptance_per_query(proba, data, decisions, lam),
-            "oracle_risk": oracle_disagreement_per_query(data, decisions, lam),
-            "avoidable_risk": avoidable_error_per_query(data, decisions)}
+    return {name: PER_QUERY_METRICS[name].values(proba, data, decisions, lam).astype(bool)
+            for name in ("risk", "oracle_risk", "avoidable_risk")}
+
+
+@dataclass(frozen=True)
+class PerQueryMetric:
+    """A test metric that is the mean of a per-query value: what the bootstrap resamples (cr2.intervals)."""
+
+    name: str  # as in the metrics table
+    values: Callable[[np.ndarray, RoutingSet, Decisions, float], np.ndarray]  # (proba, data, decisions, λ) → [n]
+    rows: str  # 'solvable': the rows accuracy/cost/local rate use (queries some model solves); 'all': every test row
+
+
+#: the per-query metrics the paired bootstrap gives an interval for, by name. A new per-query metric (e.g. a
+#: realised risk) is one entry here: `metric_rows` records its mean and the intervals task resamples it.
+PER_QUERY_METRICS: dict[str, PerQueryMetric] = {m.name: m for m in (
+    PerQueryMetric("accuracy", lambda p, d, dec, lam: correct_of_choice(d, dec), "solvable"),
+    PerQueryMetric("cost", lambda p, d, dec, lam: cost_of_choice(d, dec), "solvable"),
+    PerQueryMetric("local_rate", lambda p, d, dec, lam: local_of_choice(dec), "solvable"),
+    PerQueryMetric("risk", false_acceptance, "solvable"),
+    PerQueryMetric("risk_all", false_acceptance, "all"),
+    # issue 26: the realised risks on the real labels, on the same two row sets
+    PerQueryMetric("oracle_risk", lambda p, d, dec, lam: oracle_disagreement_per_query(d, dec, lam), "solvable"),
+    PerQueryMetric("oracle_risk_all", lambda p, d, dec, lam: oracle_disagreement_per_query(d, dec, lam), "all"),
+    PerQueryMetric("avoidable_risk", lambda p, d, dec, lam: avoidable_error_per_query(d, dec), "solvable"),
+    PerQueryMetric("avoidable_risk_all", lambda p, d, dec, lam: avoidable_error_per_query(d, dec), "all"),
+)}
 
 
 def oracle_accuracy(data: RoutingSet) -> float:

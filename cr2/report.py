@@ -85,6 +85,8 @@ class ReportInputs:
     guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantees rows of the newest validity run
     guarantee_price: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantee_price rows of that run
     realised_risk: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_realised_risk rows of the run (issue 26)
+    mean_saving: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_mean_saving_ci rows of the run (issue 25)
+    operating_points_ci: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_operating_points_ci, 'all', the run
 
 
 def _png(fig) -> bytes:
@@ -161,6 +163,59 @@ def fixed_accuracy_figure(fixed: pd.DataFrame, st: MethodStyles) -> bytes:
     ax.scatter(d["knn_cost"], d["target"], color=st.color(st.reference), label=ref, zorder=2, s=18)
     ax.legend(fontsize=8)
     return _png(fig)
+
+
+def saving_interval_figure(fixed: pd.DataFrame, st: MethodStyles) -> bytes:
+    """Each learned router's saving vs the reference at every target, with its 95 % paired bootstrap interval."""
+    ref = st.label(st.reference)
+    fig, ax = _axes(f"Saving vs {ref} at fixed accuracy, 95 % bootstrap intervals", "target accuracy",
+                    f"cost saving vs {ref}, %")
+    d = fixed[fixed["method"] != st.reference]
+    methods = [m for m in dict.fromkeys(d["method"]) if m in set(d["method"])]
+    width = 0.008 / max(len(methods), 1)
+    for i, m in enumerate(methods):
+        r = d[d["method"] == m].sort_values("target")
+        x = r["target"].to_numpy() + (i - (len(methods) - 1) / 2) * width
+        lo = (r["saving_vs_knn_pct"] - r["saving_lower"]).clip(lower=0).fillna(0).to_numpy()
+        hi = (r["saving_upper"] - r["saving_vs_knn_pct"]).clip(lower=0).fillna(0).to_numpy()
+        ax.errorbar(x, r["saving_vs_knn_pct"], yerr=[lo, hi], fmt="o", ms=3, lw=0.8, capsize=1.5, color=st.color(m),
+                    label=st.label(m))
+    ax.axhline(0.0, color="#555555", lw=0.8, ls="--")
+    if methods:
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def ci_text(estimate: float, lower: float, upper: float, fmt: str = "+.1f") -> str:
+    """'estimate [lower, upper]' for a table cell ('–' without an estimate, the estimate alone without bounds)."""
+    if estimate is None or pd.isna(estimate):
+        return "–"
+    if lower is None or upper is None or pd.isna(lower) or pd.isna(upper):
+        return format(float(estimate), fmt)
+    return f"{format(float(estimate), fmt)} [{format(float(lower), fmt)}, {format(float(upper), fmt)}]"
+
+
+def mean_saving_table(ms: pd.DataFrame, st: MethodStyles) -> pd.DataFrame:
+    """Mean saving vs the reference over the targets both reach, its interval and the verdict, per learned router."""
+    if ms.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({"router": [st.label(m) for m in ms["method"]], "targets both reach": ms["n_targets"],
+                         "mean saving % [95 % CI]": [ci_text(r.mean_saving_vs_knn_pct, r.saving_lower, r.saving_upper)
+                                                     for r in ms.itertuples()],
+                         "verdict": ms["verdict"].fillna("–")}).reset_index(drop=True)
+
+
+def operating_point_ci_table(ops: pd.DataFrame, alpha: float, lams: tuple[float, ...], st: MethodStyles) -> pd.DataFrame:
+    """CR² (at α) and every learned baseline at a few λ: accuracy, cost, local rate, risk with their intervals."""
+    if ops.empty or "accuracy_lower" not in ops.columns:
+        return pd.DataFrame()
+    keep = ops["lam"].isin(lams) & (((ops["method"] == "cr2") & np.isclose(ops["alpha"].fillna(-1), alpha))
+                                    | ops["method"].isin([st.reference, *[m for m in st.learned if m != "cr2"]]))
+    d = ops[keep].sort_values(["lam", "method"])
+    out = pd.DataFrame({"λ": d["lam"].map(lambda v: f"{v:g}"), "router": [st.label(m) for m in d["method"]]})
+    for m in ("accuracy", "cost", "local_rate", "risk"):
+        out[f"{m} [95 % CI]"] = [ci_text(e, lo, hi, ".3f") for e, lo, hi in zip(d[m], d[f"{m}_lower"], d[f"{m}_upper"])]
+    return out.reset_index(drop=True)
 
 
 def curves_figure(df: pd.DataFrame, methods: list[str], title: str, st: MethodStyles, x: str = "cost", y: str = "accuracy",
@@ -393,6 +448,12 @@ def build_figures(inp: ReportInputs) -> list[Figure]:
                "accuracy ≥ target, no interpolation) and CR²'s saving versus KNN, for targets every method must work "
                "for (at or above each one's accuracy at its cheapest point).",
                fixed_accuracy_figure(informative_targets(inp.fixed_accuracy, inp.pareto), st)),
+        *([Figure("saving_intervals", "Saving versus KNN with 95 % intervals", "v_fixed_accuracy_ci",
+                  "Each learned router's fixed-accuracy saving versus KNN (interpolated frontier) at the informative "
+                  "targets, with its 95 % paired bootstrap interval over the test queries (training, calibration and "
+                  "split held fixed). An interval that crosses the dashed line is 'no difference detected'.",
+                  saving_interval_figure(informative_targets(inp.fixed_accuracy, inp.pareto), st))]
+          if "saving_lower" in inp.fixed_accuracy.columns and inp.fixed_accuracy["saving_lower"].notna().any() else []),
         Figure("calibration_rules", "Accuracy–cost curves for threshold-selection rules", "v_calibration_rules",
                f"The same gate with CRC (α = {a:g}), the empirical rule without the +1 correction (α = {a:g}) and a "
                "fixed threshold 0.5.", curves_figure(at_alpha(inp.calibration_rules.rename(columns={"rule": "method"})),
@@ -429,8 +490,11 @@ def build_figures(inp: ReportInputs) -> list[Figure]:
 def build_tables(inp: ReportInputs) -> list[TableBlock]:
     st = MethodStyles.from_frame(inp.methods)
     fa = informative_targets(inp.fixed_accuracy, inp.pareto)
-    fixed = fa[fa["method"] != st.reference].pivot_table(index="target", columns="method", values="saving_vs_knn_pct")
-    fixed = fixed.rename(columns=st.label).round(1)
+    fa = fa.assign(cell=[ci_text(r.saving_vs_knn_pct, getattr(r, "saving_lower", None), getattr(r, "saving_upper", None))
+                         for r in fa.itertuples()])
+    fixed = fa[fa["method"] != st.reference].pivot_table(index="target", columns="method", values="cell",
+                                                         aggfunc="first")
+    fixed = fixed.rename(columns=st.label)
     fixed.insert(0, f"{st.label(st.reference)} cost", fa[fa["method"] == st.reference].set_index("target")["cost"].round(3))
     fixed = fixed.reset_index().rename(columns={"target": "target accuracy"})
     fixed.columns.name = None
@@ -440,9 +504,20 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
         TableBlock("per_benchmark_by_cost", "Per-benchmark accuracy at representative cost targets", "v_benchmark_at_cost",
                    "Nearest reachable operating point to each pooled cost target; '–': unreachable. Avg is pooled.",
                    benchmark_table(inp.benchmark_at_cost, st)),
-        TableBlock("fixed_accuracy_savings", "Cost saving versus KNN at matched accuracy (%)", "v_fixed_accuracy",
-                   "Positive: cheaper than KNN at the same target accuracy (minimum cost over each method's operating "
-                   "points with accuracy ≥ target; no interpolation).", fixed),
+        TableBlock("fixed_accuracy_savings", "Cost saving versus KNN at matched accuracy (%) [95 % CI]",
+                   "v_fixed_accuracy_ci",
+                   "Positive: cheaper than KNN at the same target accuracy (each method's interpolated monotone "
+                   "frontier). Brackets: 95 % paired bootstrap interval over the test queries; a saving is a win "
+                   "only where the interval excludes 0.", fixed),
+        *([TableBlock("mean_saving", "Mean saving versus KNN over the targets both reach (%)", "v_mean_saving_ci",
+                      "Mean of the per-target savings over every target the router and KNN reach; 95 % paired "
+                      "bootstrap interval; 'cheaper'/'dearer' only where it excludes 0, else 'no difference detected'.",
+                      mean_saving_table(inp.mean_saving, st))] if len(inp.mean_saving) else []),
+        *([TableBlock("operating_points_ci", "Operating points with 95 % intervals", "v_operating_points_ci",
+                      f"CR² at α = {inp.default_alpha:g} and the learned baselines at λ ∈ {{0.5, 2, 8}}, all test "
+                      "benchmarks; 95 % paired bootstrap intervals over the test queries.",
+                      operating_point_ci_table(inp.operating_points_ci, inp.default_alpha, (0.5, 2.0, 8.0), st))]
+          if len(inp.operating_points_ci) else []),
         TableBlock("router_complexity", "Router-head parameters and FLOPs (encoder excluded)", "v_router_complexity",
                    "CR² runs the gate on the device (and the teacher's heads only for deferred queries).",
                    cx.reset_index(drop=True)),

@@ -22,6 +22,9 @@ config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration
 app.add_typer(config_app, name="config")
 labels_app = typer.Typer(no_args_is_help=True, help="Correctness label sources: list, import.")
 app.add_typer(labels_app, name="labels")
+from cr2_cli.study import study_app  # noqa: E402  (the `cr2 study …` group; its commands are registered below)
+
+app.add_typer(study_app, name="study")
 # markup=False: nothing printed is parsed as Rich markup — names, SQL results and questions may hold "[x]" or
 # "[/x]" (issue 28, F9); styles are given as Text / style= where wanted
 console = Console(markup=False)
@@ -32,7 +35,8 @@ HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOM
 
 
 # commands that run a Prefect flow (the others need not pay for importing prefect)
-FLOW_COMMANDS = frozenset({"ingest", "prepare", "train", "calibrate", "recalibrate", "run", "label_command"})
+FLOW_COMMANDS = frozenset({"ingest", "prepare", "train", "calibrate", "recalibrate", "run", "label_command",
+                           "seeds_command"})
 
 TRACEBACK_ENV = "CR2_TRACEBACK"
 
@@ -715,6 +719,10 @@ def export(table: str = typer.Argument(..., help="table or view name"), home: Op
 from cr2_cli.label import label_command  # noqa: E402  (imports cr2_cli.main lazily: no cycle)
 
 app.command("label")(friendly(label_command))
+
+from cr2_cli.study_seeds import seeds_command  # noqa: E402
+
+study_app.command("seeds")(friendly(seeds_command))
 
 
 def main() -> None:

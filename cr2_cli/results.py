@@ -27,6 +27,101 @@ def _md(df: pd.DataFrame, digits: int = 4) -> str:
     return "\n".join([head, sep, *rows]) + "\n"
 
 
+def _num(v, fmt: str) -> str:
+    return "–" if v is None or pd.isna(v) else format(float(v), fmt)
+
+
+def ci_cell(estimate, lower, upper, fmt: str = "+.1f") -> str:
+    """'estimate [lower, upper]' (the 95 % paired bootstrap interval), '–' where there is no estimate."""
+    if estimate is None or pd.isna(estimate):
+        return "–"
+    if lower is None or upper is None or pd.isna(lower) or pd.isna(upper):
+        return _num(estimate, fmt)
+    return f"{_num(estimate, fmt)} [{_num(lower, fmt)}, {_num(upper, fmt)}]"
+
+
+def saving_table(fa: pd.DataFrame) -> pd.DataFrame:
+    """Targets × methods: the saving vs KNN with its 95 % interval in every cell (v_fixed_accuracy_ci)."""
+    if fa.empty:
+        return fa
+    cells = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper) for r in fa.itertuples()])
+    return cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first").reset_index()
+
+
+def verdict_table(fa: pd.DataFrame, method: str = "cr2") -> pd.DataFrame:
+    """One method's saving vs KNN per target with the words its 95 % interval allows (v_fixed_accuracy_ci)."""
+    d = fa[fa["method"] == method]
+    return pd.DataFrame({"target": d["target"].round(2),
+                         f"{method} saving vs KNN % [95 % CI]": [ci_cell(r.saving_vs_knn_pct, r.saving_lower,
+                                                                         r.saving_upper) for r in d.itertuples()],
+                         "verdict": d["verdict"].fillna("–")})
+
+
+def mean_saving_table(ms: pd.DataFrame) -> pd.DataFrame:
+    """Every learned method's mean saving vs KNN over the targets both reach, with interval and verdict."""
+    return pd.DataFrame({"method": ms["method"], "targets both reach": ms["n_targets"],
+                         "mean saving vs KNN % [95 % CI]": [ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower,
+                                                                    r.saving_upper) for r in ms.itertuples()],
+                         "verdict": ms["verdict"].fillna("–")})
+
+
+def points_table(df: pd.DataFrame, first: tuple[str, ...]) -> pd.DataFrame:
+    """Operating points with each metric as 'estimate [lower, upper]' (v_operating_points_ci)."""
+    out = df[list(first)].copy()
+    for m, fmt in (("accuracy", ".4f"), ("cost", ".4f"), ("local_rate", ".4f"), ("risk", ".4f"),
+                   ("oracle_risk_all", ".4f"), ("avoidable_risk_all", ".4f")):
+        if m in df.columns:
+            out[m + " [95 % CI]"] = [ci_cell(e, lo, hi, fmt) for e, lo, hi in
+                                     zip(df[m], df.get(m + "_lower", pd.Series([None] * len(df))),
+                                         df.get(m + "_upper", pd.Series([None] * len(df))))]
+    for extra in ("risk_all", "local_accuracy", "false_defer"):
+        if extra in df.columns:
+            out[extra] = df[extra]
+    return out
+
+
+def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: float | None = None,
+                         lams: tuple[float, ...] = LAMS, targets: tuple[float, ...] = TARGETS) -> str:
+    """The spread across seeds (v_seed_spread) of the headline numbers, beside the base seed's bootstrap interval."""
+    from warehouse.db import Warehouse
+    from warehouse.repository import seed_spread
+
+    with Warehouse(home, read_only=True) as wh:
+        if not _has_table(wh, "seed_runs"):
+            return "_(no seed study in this warehouse: `cr2 study seeds --n 5`)_\n"
+        sp = seed_spread(wh, study_id)
+    if sp.empty:
+        return "_(no seed study in this warehouse: `cr2 study seeds --n 5`)_\n"
+
+    def spread_rows(d: pd.DataFrame, label, fmt: str = "+.1f") -> list[dict]:
+        return [{**label(r), "seeds": int(r.n_seeds),
+                 "mean ± sd": f"{_num(r.seed_mean, fmt)} ± {_num(r.seed_sd, fmt.lstrip('+'))}",
+                 "min – max": f"{_num(r.seed_min, fmt)} – {_num(r.seed_max, fmt)}",
+                 "base seed [95 % bootstrap CI]": ci_cell(r.base_value, r.base_lower, r.base_upper, fmt)}
+                for r in d.itertuples()]
+
+    ms = sp[sp["metric"] == "mean_saving_vs_knn_pct"].sort_values("method")
+    tg = sp[(sp["metric"] == "saving_vs_knn_pct") & (sp["method"] == "cr2") & sp["target"].round(2).isin(targets)]
+    a = alpha if alpha is not None else sp.loc[sp["method"] == "cr2", "alpha"].dropna().min()
+    op = sp[(sp["method"] == "cr2") & sp["alpha"].round(6).eq(round(float(a), 6)) & sp["lam"].isin(lams)
+            & sp["metric"].isin(["accuracy", "cost", "local_rate", "risk"])].sort_values(["lam", "metric"])
+    parts = [
+        f"Study `{sp['study_id'].iloc[0]}`: each seed re-ran split, teacher, gate, learned baselines, calibration and "
+        "evaluation; the base seed's interval resamples the test queries only.\n",
+        f"**Mean saving vs KNN over the targets both reach, %: spread across seeds (v_seed_spread)**\n\n"
+        f"{_md(pd.DataFrame(spread_rows(ms, lambda r: {'method': r.method})))}",
+        f"**CR² saving vs KNN at the paper's targets, %: spread across seeds**\n\n"
+        f"{_md(pd.DataFrame(spread_rows(tg.sort_values('target'), lambda r: {'target': f'{r.target:.2f}'})))}",
+        f"**CR² at α = {float(a):g}: spread across seeds**\n\n"
+        f"{_md(pd.DataFrame(spread_rows(op, lambda r: {'λ': f'{r.lam:g}', 'metric': r.metric}, '.4f')))}",
+    ]
+    return "\n".join(parts)
+
+
+def _has_table(wh, name: str) -> bool:
+    return bool(wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]))
+
+
 def results_markdown(home: str | Path, alpha: float, label_source: str | None = None) -> str:
     """The headline tables of the newest evaluation run in `home` as markdown."""
     from warehouse.db import Warehouse
@@ -39,7 +134,7 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
     simulated = str(run["label_source"]).startswith("simulated")
     banner = ("SIMULATED labels — not measured" if simulated else "MEASURED labels") + f" (label source `{run['label_source']}`)"
     fa = f["fixed_accuracy"]
-    fixed = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_pct").round(1).reset_index()
+    fixed = saving_table(fa)
     grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1).reset_index()
     ca = f["cost_assumptions"]
     dearer = (f"{100 * ca['device_dearer_share_estimated'].iloc[0]:.1f} % under ĉ (routing), "
@@ -47,10 +142,20 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
     parts = [
         f"_{banner}; run `{run_id}`, states `{run['dist_id']}`, decision cost `{run.get('decision_cost', 'realised')}`._\n",
         f"Device model dearer than the cheapest edge model (v_cost_assumptions): {dearer}.\n",
-        f"**Fixed-accuracy cost saving vs KNN, % (v_fixed_accuracy, interpolated monotone frontier)**\n\n{_md(fixed, 3)}",
+        f"Intervals: 95 % paired bootstrap over the test queries ({_resamples(f)} resamples, one index for every "
+        "method; training, calibration and the split held fixed). \"cheaper\" / \"dearer\" only where the "
+        "interval excludes 0, otherwise \"no difference detected\".\n",
+        f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
+        f"\n\n{_md(fixed, 3)}",
+        f"**CR² vs KNN at the paper's targets (v_fixed_accuracy_ci)**\n\n{_md(verdict_table(fa))}",
+        f"**Mean saving vs KNN over the targets both reach, % [95 % CI] (v_mean_saving_ci)**\n\n"
+        f"{_md(mean_saving_table(f['mean_saving']))}",
         f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)**\n\n{_md(grid, 3)}",
         f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{_md(f['local_at_cost'])}",
-        f"**CR² at α = {alpha:g} (operating_points, v_gate_errors)**\n\n{_md(f['operating_points'])}",
+        f"**CR² at α = {alpha:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**\n\n"
+        f"{_md(points_table(f['operating_points'], ('lam', 'alpha')))}",
+        f"**Every router at λ ∈ {{{', '.join(f'{v:g}' for v in LAMS)}}} [95 % CI] (v_operating_points_ci; CR² at α = "
+        f"{alpha:g})**\n\n{_md(points_table(f['at_lams'], ('method', 'lam')))}",
         f"**What α bounds and what users feel: CR² at α = {alpha:g} under each rule (v_realised_risk)** — "
         f"teacher_risk is teacher disagreement (the paper's risk); oracle_risk (oracle disagreement on real labels) and "
         f"avoidable_risk (device wrong, an edge model right) are on the {'SIMULATED' if simulated else 'measured'} test "
@@ -60,7 +165,19 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         f"{_md(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",
         f"**Router complexity (v_router_complexity)**\n\n{_md(f['complexity'][['kind', 'params', 'flops']])}",
     ]
+    with Warehouse(home, read_only=True) as wh:
+        has_study = _has_table(wh, "seed_runs") and wh.scalar("SELECT count(*) FROM seed_runs") > 0
+    if has_study:
+        parts.append(f"**Seed variability**\n\n{seed_spread_markdown(home, alpha=alpha)}")
     return "\n".join(parts)
+
+
+def _resamples(f: dict) -> str:
+    ms = f.get("mean_saving", pd.DataFrame())
+    ops = f.get("operating_points", pd.DataFrame())
+    if "n_resamples" in ops.columns and ops["n_resamples"].notna().any():
+        return f"{int(ops['n_resamples'].max()):,}"
+    return f"{int(ms['n_resamples'].max()):,}" if len(ms) and ms["n_resamples"].notna().any() else "–"
 
 
 # The paper's comparable numbers (../paper/cr2-paper.tex, §VII; line numbers of the .tex in brackets). The
@@ -88,10 +205,13 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
     for t in TARGETS:
         d = fa[(fa["target"].round(2) == t)].set_index("method")
         cell = lambda m, col: "–" if m not in d.index else f"{d.loc[m, col]:+.1f}"  # noqa: E731
+        ci = lambda m: "–" if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
+                                                            d.loc[m].get("saving_lower"), d.loc[m].get("saving_upper"))
         rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
-                     "ours CR² vs KNN % (interp.)": cell("cr2", "saving_vs_knn_pct"),
+                     "ours CR² vs KNN % (interp.) [95 % CI]": ci("cr2"),
+                     "verdict": "–" if "cr2" not in d.index or pd.isna(d.loc["cr2"].get("verdict")) else d.loc["cr2", "verdict"],
                      "ours CR² vs KNN % (grid)": cell("cr2", "saving_vs_knn_grid_pct"),
-                     **{f"ours {m} vs KNN % (interp.)": cell(m, "saving_vs_knn_pct")
+                     **{f"ours {m} vs KNN % (interp.) [95 % CI]": ci(m)
                         for m in sorted(set(fa["method"]) - {"cr2", "knn"})}})
     local = f["local_at_cost"].set_index("alpha")
     lrows = [{"α": f"{a:g}", "paper accuracy": f"{acc:.4f}", "paper local rate": f"{100 * lr:.1f} %",

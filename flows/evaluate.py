@@ -35,6 +35,16 @@ def evaluate(config: Config, home: Path, trained: dict, calibrated: dict, baseli
     return {**state.result(), "cached": state.name == "Cached"}
 
 
+def intervals(config: Config, home: Path, trained: dict, evaluated: dict) -> dict:
+    """Paired bootstrap intervals of the evaluation run (cached like every stage; table `intervals`)."""
+    from tasks.intervals import compute_intervals, intervals_key
+
+    with Warehouse(home) as wh:
+        key = intervals_key(config, wh, evaluated, trained)
+    state = bind(compute_intervals, home)(config, str(home), key, trained, evaluated, return_state=True)
+    return {**state.result(), "cached": state.name == "Cached"}
+
+
 @flow(name="cr2-evaluate", log_prints=True)
 def evaluate_flow(config_path: str | None = None, home: str | None = None) -> dict:
     from cr2.config import load_config
@@ -48,5 +58,6 @@ def evaluate_flow(config_path: str | None = None, home: str | None = None) -> di
     h = Path(home) if home else default_home()
     trained = train(config, h)
     out = evaluate(config, h, trained, calibrate(config, h, trained), fit_baselines(config, h))
+    out["intervals"] = intervals(config, h, trained, out)
     out["artifacts"] = publish_evaluation(config, h, out, flow_name="cr2-evaluate")
     return out

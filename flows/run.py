@@ -1,6 +1,6 @@
 """cr2 run: the whole pipeline as one flow in one process.
 
-ingest → prepare → train → calibrate → baselines → evaluate → ablation → report. Each stage is a cached, validated Prefect
+ingest → prepare → train → calibrate → baselines → evaluate → intervals → ablation → report. Each stage is a cached, validated Prefect
 task, so a warm re-run with nothing changed does almost nothing. One process means the ephemeral
 Prefect server (13–26 s to start) is paid once.
 """
@@ -14,7 +14,7 @@ from cr2.config import load_config
 from flows.ingest import ingest
 from flows.artifacts import publish_evaluation
 from flows.calibrate import calibrate
-from flows.evaluate import evaluate, fit_baselines
+from flows.evaluate import evaluate, fit_baselines, intervals
 from flows.prepare import prepare
 from flows.report import ablation, report
 from flows.train import train
@@ -32,6 +32,7 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     summary["calibrate"] = calibrate(config, h, summary["train"])
     summary["baselines"] = fit_baselines(config, h)
     summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])
+    summary["intervals"] = intervals(config, h, summary["train"], summary["evaluate"])
     summary["ablation"] = ablation(config, h, summary["train"], summary["evaluate"])
     counts = {b: row["queries"] for b, row in summary["ingest"]["benchmarks"].items()}
     summary["report"] = report(config, h, summary["evaluate"], summary["train"], summary["baselines"], counts,

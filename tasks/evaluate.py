@@ -33,9 +33,13 @@ def evaluate_key(config: Config, wh: Warehouse, trained: dict, calibrated: dict,
 def decision_frame(ev) -> pd.DataFrame:
     """The per-query decisions of an Evaluation as rows of the `decisions` table."""
     model_ids = np.asarray(ev.test.model_ids)
+    def gate(dec) -> pd.Series:
+        g = dec.extra.get("gate_accept")
+        return pd.Series(pd.NA if g is None else np.asarray(g, dtype=bool), index=range(len(dec.chosen)), dtype="boolean")
+
     return pd.concat([pd.DataFrame({"run_id": ev.run_id, "method": method, "lam": lam, "alpha": alpha,
                                     "query_id": ev.test.query_id, "chosen_model": model_ids[dec.chosen],
-                                    "accepted_local": dec.accepted_local})
+                                    "accepted_local": dec.accepted_local, "gate_accept": gate(dec)})
                       for method, lam, alpha, dec in ev.decisions], ignore_index=True)
 
 

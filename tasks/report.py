@@ -17,7 +17,7 @@ from warehouse.db import Warehouse
 from warehouse.repository import eval_run, methods_of_run, newest_guarantees, view_for_run, whole_view
 from warehouse.labels import label_origin
 
-VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibration_rules": "v_calibration_rules",
+VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy_ci", "calibration_rules": "v_calibration_rules",
          "risk_vs_alpha": "v_risk_vs_alpha", "local_rate": "v_local_rate", "variants": "v_variants",
          "gate_errors": "v_gate_errors", "benchmark_at_cost": "v_benchmark_at_cost", "ablation": "v_ablation",
          "realised_risk": "v_realised_risk"}
@@ -26,7 +26,7 @@ VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy", "calibratio
 def report_key(config: Config, evaluated: dict, trained: dict, baselines: dict, ablated: dict | None = None) -> str:
     return make_key("report", evaluated["run_id"], trained["gate"]["fingerprint"],
                     sorted((ablated or {}).get("ablations", [])),
-                    sorted(v["fingerprint"] for v in baselines.values()), config.section_hash("grids"),
+                    sorted(v["fingerprint"] for v in baselines.values()), config.section_hash("grids", "evaluation"),
                     task_code_hash(build_report))
 
 
@@ -47,6 +47,9 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
         run = eval_run(wh, run_id)
         origin = label_origin(wh, str(run["label_source"]))
         guarantees, guarantee_price = newest_guarantees(wh)  # issue 21: shown when `cr2 guarantees` has run
+        mean_saving = view_for_run(wh, "v_mean_saving_ci", run_id)  # issue 25: the intervals of the run
+        ops_ci = view_for_run(wh, "v_operating_points_ci", run_id)
+        ops_ci = ops_ci[ops_ci["benchmark"] == "all"]
     from cr2.labels import is_simulated, label_note
 
     header = {"labels_simulated": is_simulated(run["label_source"]), "labels": label_note(run["label_source"], origin),
@@ -60,7 +63,8 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
                               "(accuracy, cost, local rate)",
               **{f"queries: {b}": f"{n:,}" for b, n in data_counts.items()}}
     inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=config.grids.default_alpha,
-                       **frames, guarantees=guarantees, guarantee_price=guarantee_price)
+                       **frames, guarantees=guarantees, guarantee_price=guarantee_price, mean_saving=mean_saving,
+                       operating_points_ci=ops_ci)
     figures, tables = build_figures(inp), build_tables(inp)
     out = report_dir(home)
     tmp = out.with_name("report.tmp")

@@ -14,7 +14,7 @@ DEPLOYMENTS = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployme
 
 def test_the_expected_deployments_exist():
     assert {d["name"] for d in DEPLOYMENTS} == {"cr2-run", "cr2-evaluate", "cr2-recalibrate", "cr2-recalibrate-on-drift",
-                                                "cr2-relabel"}
+                                                "cr2-relabel", "cr2-study-seeds"}
     relabel = next(d for d in DEPLOYMENTS if d["name"] == "cr2-relabel")
     assert relabel["schedules"][0]["cron"] == "0 3 * * 1"
     on_drift = next(d for d in DEPLOYMENTS if d["name"] == "cr2-recalibrate-on-drift")

@@ -229,9 +229,64 @@ def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], co
                                   {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
         "realised_risk": wh.df(named_query("results_realised_risk"),
                                {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
+        "mean_saving": wh.df(named_query("results_mean_saving"), params),
+        "at_lams": wh.df(named_query("results_baselines_at_lams"),
+                         {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
         "ablation": view_for_run(wh, "v_ablation", run_id),
         "complexity": whole_view(wh, "v_router_complexity").drop_duplicates("kind"),
         "cost_assumptions": wh.df("SELECT * FROM v_cost_assumptions WHERE dist_id = ? AND label_source = ?",
                                   [run["dist_id"], run["label_source"]]),
         "run": pd.DataFrame([run]),
     }
+
+
+# ---------------------------------------------------------------- intervals and the seed study (issue 25)
+INTERVAL_COLUMNS = ("run_id", "method", "lam", "alpha", "benchmark", "metric", "target", "estimate", "lower", "upper",
+                    "level", "n_resamples", "n_targets", "seed")
+
+
+def run_decisions(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """The per-query decisions of evaluation run `run_id` (method, λ, α, query, chosen model, gate acceptance)."""
+    return wh.df("SELECT method, lam, alpha, query_id, chosen_model, accepted_local, gate_accept FROM decisions "
+                 "WHERE run_id = ?", [run_id])
+
+
+def _nan_to_null(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    df = df.copy()
+    for c in columns:  # DuckDB orders NaN above every number: an undefined bound is NULL, never NaN
+        df[c] = df[c].astype("float64").where(np.isfinite(df[c].astype("float64")), None)
+    return df
+
+
+def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
+    """Replace the bootstrap intervals of evaluation run `run_id`."""
+    rows = _nan_to_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper"))
+    with wh.transaction() as con:
+        wh.delete_where("intervals", {"run_id": run_id}, con)
+        wh.insert_df("intervals", rows[list(INTERVAL_COLUMNS)], con)
+
+
+def run_intervals(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """The `intervals` rows of evaluation run `run_id`."""
+    return wh.df("SELECT * FROM intervals WHERE run_id = ?", [run_id])
+
+
+def write_seed_result(wh: Warehouse, run: dict[str, Any], results: pd.DataFrame) -> None:
+    """Replace one seed's row of `seed_runs` and its headline statistics in `seed_results`."""
+    key = {"study_id": run["study_id"], "seed": int(run["seed"])}
+    results = _nan_to_null(results.assign(**key), ("value", "lower", "upper"))
+    with wh.transaction() as con:
+        wh.delete_where("seed_results", key, con)
+        wh.delete_where("seed_runs", key, con)
+        wh.insert_df("seed_runs", pd.DataFrame([run]), con)
+        wh.insert_df("seed_results", results[["study_id", "seed", "method", "lam", "alpha", "benchmark", "metric",
+                                              "target", "value", "lower", "upper"]], con)
+
+
+def seed_spread(wh: Warehouse, study_id: str | None = None) -> pd.DataFrame:
+    """v_seed_spread of `study_id` (default: the newest seed study); empty when there is none."""
+    if study_id is None:
+        study_id = wh.scalar("SELECT study_id FROM seed_runs ORDER BY created_at DESC LIMIT 1")
+        if study_id is None:
+            return pd.DataFrame()
+    return wh.df("SELECT * FROM v_seed_spread WHERE study_id = ?", [study_id])

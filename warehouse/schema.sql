@@ -190,8 +190,12 @@ CREATE TABLE IF NOT EXISTS decisions (
     alpha          DOUBLE,               -- NULL for methods without calibration
     query_id       VARCHAR NOT NULL,
     chosen_model   VARCHAR NOT NULL,
-    accepted_local BOOLEAN NOT NULL
+    accepted_local BOOLEAN NOT NULL,
+    gate_accept    BOOLEAN               -- the gate's own acceptance 1[s ≥ τ*] (CR² and its variants; NULL otherwise):
+                                         -- the event the false-acceptance risk counts
 );
+-- added after schema version 3 (additive: older warehouses gain the column, NULL for their runs)
+ALTER TABLE decisions ADD COLUMN IF NOT EXISTS gate_accept BOOLEAN;
 
 CREATE TABLE IF NOT EXISTS metrics (
     run_id     VARCHAR NOT NULL,
@@ -239,4 +243,51 @@ CREATE TABLE IF NOT EXISTS simcheck_runs (
     shape        VARCHAR NOT NULL,       -- JSON: the v2 shape simulated, and the fresh fit beside it
     pool         VARCHAR NOT NULL,       -- JSON: model ids → measured names
     created_at   TIMESTAMP NOT NULL
+);
+
+-- evaluate (issue 25): paired bootstrap intervals over the test queries of one evaluation run, tidy. One
+-- resample index (seed, n_resamples) shared by every method. metric: a per-query metric of the metrics table
+-- (accuracy | cost | local_rate | risk | risk_all | …) at (method, λ, α, benchmark), or a learned method's
+-- saving_vs_knn_pct at `target` / mean_saving_vs_knn_pct over the n_targets targets it and KNN reach
+CREATE TABLE IF NOT EXISTS intervals (
+    run_id      VARCHAR NOT NULL,
+    method      VARCHAR NOT NULL,
+    lam         DOUBLE,                  -- NULL for savings (over the whole λ sweep)
+    alpha       DOUBLE,
+    benchmark   VARCHAR NOT NULL,        -- a benchmark name or 'all'
+    metric      VARCHAR NOT NULL,
+    target      DOUBLE,                  -- target accuracy of a saving row, NULL otherwise
+    estimate    DOUBLE,                  -- the statistic on the full test set (= the metrics table / v_fixed_accuracy)
+    lower       DOUBLE,                  -- percentile interval at `level` over the finite resamples
+    upper       DOUBLE,
+    level       DOUBLE NOT NULL,
+    n_resamples INTEGER NOT NULL,        -- resamples the interval rests on (a target a resample misses drops out)
+    n_targets   INTEGER,                 -- mean saving: how many targets both reach
+    seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
+);
+
+-- cr2 study seeds (issue 25): one row per (study, seed) — which evaluation run the seed produced, and where
+CREATE TABLE IF NOT EXISTS seed_runs (
+    study_id    VARCHAR NOT NULL,
+    seed        INTEGER NOT NULL,        -- split, teacher, gate and learned-baseline seed of this re-run
+    run_id      VARCHAR NOT NULL,        -- its evaluation run (in `home`)
+    home        VARCHAR NOT NULL,        -- the warehouse it ran in, relative to this one's home ('.' = this one)
+    n_test      INTEGER NOT NULL,
+    created_at  TIMESTAMP NOT NULL,
+    PRIMARY KEY (study_id, seed)
+);
+
+-- cr2 study seeds: the headline statistics of each seed's run, tidy (same metric names as `intervals`)
+CREATE TABLE IF NOT EXISTS seed_results (
+    study_id    VARCHAR NOT NULL,
+    seed        INTEGER NOT NULL,
+    method      VARCHAR NOT NULL,
+    lam         DOUBLE,
+    alpha       DOUBLE,
+    benchmark   VARCHAR NOT NULL,
+    metric      VARCHAR NOT NULL,
+    target      DOUBLE,
+    value       DOUBLE,
+    lower       DOUBLE,                  -- that seed's own bootstrap interval
+    upper       DOUBLE
 );

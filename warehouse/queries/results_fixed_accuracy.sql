@@ -1,6 +1,8 @@
 -- Fixed-accuracy cost of every compared method at the given targets, on its interpolated monotone frontier
--- and at its best grid point, with the saving versus the reference router (v_fixed_accuracy).
-SELECT method, kind, target, cost, cost_grid, saving_vs_knn_pct, saving_vs_knn_grid_pct
-FROM v_fixed_accuracy
+-- and at its best grid point, with the saving versus the reference router, its paired bootstrap interval and
+-- the verdict (v_fixed_accuracy_ci).
+SELECT method, kind, target, cost, cost_grid, saving_vs_knn_pct, saving_vs_knn_grid_pct, saving_lower, saving_upper,
+       verdict
+FROM v_fixed_accuracy_ci
 WHERE run_id = $run_id AND list_contains($targets, round(target, 2))
 ORDER BY target, method

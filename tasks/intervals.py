@@ -1,0 +1,94 @@
+"""Intervals task (issue 25): paired bootstrap intervals of an evaluation run, stored tidy in `intervals`.
+
+Reads the run's per-query decisions, the test routing set and the frozen teacher's p_m(x) (the risk is defined
+under it); draws ONE resample index over the test queries (evaluation.bootstrap: n_resamples, seed) and hands it
+to every method; writes the interval of every per-query metric at every operating point (cr2.metrics
+.PER_QUERY_METRICS) and of every learned method's fixed-accuracy saving vs KNN (cr2.intervals). The key covers
+the run's decisions, the test rows, the evaluation config section and the code the task can run.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+from prefect import task
+
+from cr2.config import Config
+from tasks.common import make_key, task_code_hash
+from tasks.train import routing_args
+from warehouse.db import Warehouse
+from warehouse.repository import warehouse_epoch
+from warehouse.routing_data import routing_fingerprint
+
+
+def intervals_key(config: Config, wh: Warehouse, evaluated: dict, trained: dict) -> str:
+    run_id = evaluated["run_id"]
+    return make_key("intervals", run_id, wh.table_fingerprint("decisions", {"run_id": run_id}),
+                    wh.table_fingerprint("methods", {"run_id": run_id}), trained["teacher"]["fingerprint"],
+                    routing_fingerprint(wh, **routing_args(config), splits=("test",)),
+                    config.section_hash("evaluation", "models"), task_code_hash(compute_intervals), warehouse_epoch(wh))
+
+
+def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: tuple[str, ...]) -> list:
+    """The run's decisions as one OperatingPoint per (method, λ, α), rows in test order."""
+    from cr2.errors import DataValidationError
+    from cr2.intervals import OperatingPoint
+
+    row = pd.Index(query_id).get_indexer(decisions["query_id"])
+    model = pd.Index(model_ids).get_indexer(decisions["chosen_model"])
+    if (row < 0).any() or (model < 0).any():
+        raise DataValidationError("the run's decisions name queries or models outside its test split; re-run `cr2 run`")
+    alpha = decisions["alpha"].astype("float64")
+    group = pd.MultiIndex.from_arrays([decisions["method"], decisions["lam"].astype("float64"), alpha.fillna(-1.0)])
+    codes, keys = pd.factorize(group)
+    chosen = np.full((len(keys), len(query_id)), -1, dtype=np.int64)
+    chosen[codes, row] = model
+    gate = decisions["gate_accept"].astype("boolean").fillna(decisions["chosen_model"] == model_ids[0]).to_numpy(bool)
+    accept = np.zeros(chosen.shape, dtype=bool)
+    accept[codes, row] = gate
+    if (chosen < 0).any():
+        raise DataValidationError("some operating point of the run lacks decisions for part of the test split; "
+                                  "re-run `cr2 run`")
+    return [OperatingPoint(method=m, lam=float(lam), alpha=None if a < 0 else float(a), chosen=chosen[g],
+                           gate_accept=accept[g]) for g, (m, lam, a) in enumerate(keys)]
+
+
+@task(name="intervals")
+def compute_intervals(config: Config, home: str, key: str, trained: dict, evaluated: dict) -> dict:
+    """Paired bootstrap intervals of every operating point and every learned method's saving vs KNN."""
+    from cr2.bootstrap import resample_counts, resample_indices
+    from cr2.fixed_accuracy import VIEW_TARGETS
+    from cr2.intervals import method_outcomes, metric_intervals, saving_interval_rows
+    from cr2.metrics import evaluable_mask
+    from tasks.train import cr2_router, load_sets
+    from warehouse.repository import methods_of_run, run_decisions, write_intervals
+
+    t0 = time.perf_counter()
+    spec = config.evaluation.bootstrap
+    run_id = evaluated["run_id"]
+    test = load_sets(config, home)["test"]
+    with Warehouse(home, read_only=True) as wh:
+        decisions = run_decisions(wh, run_id)
+        methods = methods_of_run(wh, run_id)
+    proba = cr2_router(config, trained, home).proba(test.embedding)
+    keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
+    points = operating_points(decisions, test.query_id, test.model_ids)
+    idx = resample_indices(len(test), spec.n_resamples, np.random.default_rng(spec.seed))  # ONE index, every method
+    counts = resample_counts(idx, len(test))
+    rows = metric_intervals(points, test, proba, keep, counts, spec.level, per_benchmark=spec.per_benchmark)
+    # the learned methods v_fixed_accuracy compares (kind cr2, or a learned baseline / baseline variant)
+    learned = methods[(methods["kind"] == "cr2") | (methods["kind"].isin(["baseline", "baseline-variant"])
+                                                    & methods["learned"].astype(bool))]
+    reference = methods.loc[methods["reference"].astype(bool), "method"]
+    if len(reference) and len(learned):
+        by_method: dict[str, list] = {}
+        for p in points:
+            by_method.setdefault(p.method, []).append(p)
+        outcomes = {m: method_outcomes(by_method[m], test, keep) for m in learned["method"] if m in by_method}
+        rows += saving_interval_rows(outcomes, str(reference.iloc[0]), VIEW_TARGETS, counts, spec.level)
+    frame = pd.DataFrame(rows).assign(level=spec.level, seed=spec.seed)
+    with Warehouse(home) as wh:
+        write_intervals(wh, run_id, frame)
+    return {"run_id": run_id, "rows": len(frame), "n_resamples": spec.n_resamples, "n_test": len(test),
+            "seconds": round(time.perf_counter() - t0, 2)}

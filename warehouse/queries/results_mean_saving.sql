@@ -1,0 +1,6 @@
+-- Every learned method's mean fixed-accuracy saving vs KNN over the targets both reach, with its paired
+-- bootstrap interval and verdict (v_mean_saving_ci).
+SELECT method, display, n_targets, mean_saving_vs_knn_pct, saving_lower, saving_upper, n_resamples, verdict
+FROM v_mean_saving_ci
+WHERE run_id = $run_id
+ORDER BY method
