@@ -21,6 +21,8 @@ config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration
 app.add_typer(config_app, name="config")
 labels_app = typer.Typer(no_args_is_help=True, help="Correctness label sources: list, import.")
 app.add_typer(labels_app, name="labels")
+study_app = typer.Typer(no_args_is_help=True, help="Studies over the warehouse: grids of cells, each a cached task.")
+app.add_typer(study_app, name="study")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -29,7 +31,8 @@ HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOM
 
 
 # commands that run a Prefect flow (the others need not pay for importing prefect)
-FLOW_COMMANDS = frozenset({"ingest", "prepare", "train", "calibrate", "recalibrate", "run", "label_command"})
+FLOW_COMMANDS = frozenset({"ingest", "prepare", "train", "calibrate", "recalibrate", "run", "label_command",
+                           "premise_command"})
 
 TRACEBACK_ENV = "CR2_TRACEBACK"
 
@@ -674,6 +677,10 @@ def export(table: str = typer.Argument(..., help="table or view name"), home: Op
 from cr2_cli.label import label_command  # noqa: E402  (imports cr2_cli.main lazily: no cycle)
 
 app.command("label")(friendly(label_command))
+
+from cr2_cli.study_premise import premise_command  # noqa: E402
+
+study_app.command("premise")(friendly(premise_command))
 
 
 def main() -> None:
