@@ -13,10 +13,12 @@ as `cr2 prepare` does, and evaluates on the test split, over the config's λ gri
 
 - CR² re-calibrated only: the base gate and teacher frozen, thresholds τ*(λ; α) from CRC on the cell's val;
 - CR² retrained: the gate re-distilled on the cell's train costs from the same frozen teacher (the teacher
-  predicts p_m(x) and never sees a cost), then calibrated the same way;
+  predicts p_m(x) and never sees a cost), then calibrated the same way. [cr2 decision, CPU budget] the
+  re-distillation starts from the base gate and runs `retrain_epochs` epochs (checkpoint of lowest dev loss,
+  the base gate's own schedule otherwise): a cell costs seconds to a minute, not a full training;
 - every baseline: one-shot argmax p̂ − λ ĉ on the cell's ĉ. Routers whose p̂ does not depend on costs (KNN,
-  EmbedLLM, LLMRank) keep the base fit; routers that take costs as inputs (MLP) are refitted on the cell;
-  Always-m for every model of the pool.
+  EmbedLLM, LLMRank) keep the base fit; routers that take costs as inputs (MLP) are re-trained on the cell's
+  costs the same way (fine-tuned from their base fit for `retrain_epochs` epochs); Always-m for every model.
 
 Outcomes are compared at fixed accuracy with paired-bootstrap intervals (cr2.fixed_accuracy.saving_intervals,
 the same resample indices for every method): test-query noise only; training and calibration held fixed.
@@ -244,12 +246,13 @@ def local_rate_at_targets(out: MethodOutcomes, chosen: np.ndarray, targets: Sequ
 
 
 def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, base_gate: Any,
-             cost_aware: dict[str, Callable[[], Any]], *, n_resamples: int, seed: int, num_threads: int = 1,
-             retrained_gate: Any = None) -> CellResult:
+             cost_aware: dict[str, Callable[[RoutingSet, RoutingSet], Any]], *, n_resamples: int, seed: int,
+             retrain_epochs: int, num_threads: int = 1, retrained_gate: Any = None) -> CellResult:
     """Evaluate every method in one cell (see the module docstring); returns its summary and tidy interval rows.
 
-    cost_aware: router name → factory of an unfitted router whose inputs include costs (refitted on the cell).
-    retrained_gate: a gate already distilled on this cell's costs (the base cell's own gate); None: distil one.
+    cost_aware: router name → fit(train, dev) returning that router re-trained on the cell's costs.
+    retrained_gate: a gate already distilled on this cell's costs (the base cell's own gate); None: re-distil the
+    base gate on the cell for `retrain_epochs` epochs.
     """
     from cr2.gate import fit_gate
     from cr2.metrics import evaluable_mask
@@ -276,16 +279,17 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
     t_gate = time.perf_counter()
     gate = retrained_gate
     if gate is None:
-        gate = fit_gate(train, dev, proba["train"], proba["dev"], config.gate, num_threads=num_threads)
+        spec = config.gate.model_copy(update={"epochs": int(retrain_epochs)})
+        gate = fit_gate(train, dev, proba["train"], proba["dev"], spec, num_threads=num_threads, init=base_gate)
     gate_s = time.perf_counter() - t_gate
     sweeps[CR2_RETRAIN] = cr2_sweep(CR2Router.from_fitted(teacher, gate, inputs.model_ids, **params), val, test,
                                     proba["test"], lams, alpha, keep, **common)
     for name, p_hat in inputs.p_hat_test.items():
         sweeps[name] = one_shot_sweep(p_hat, test.decision_cost, lams)
     refit_s = {}
-    for name, factory in cost_aware.items():
+    for name, refit in cost_aware.items():
         t1 = time.perf_counter()
-        router = factory().fit(train, dev)
+        router = refit(train, dev)
         refit_s[name] = time.perf_counter() - t1
         sweeps[name] = one_shot_sweep(np.asarray(router.predict_proba(test), dtype=np.float64), test.decision_cost, lams)
     outcomes = {k: s.outcomes(test, keep) for k, s in sweeps.items()}
@@ -323,20 +327,6 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
                "device_dearer_share_est": float(np.mean(cost_est[:, 0] > cost_est[:, 1:].min(axis=1))),
                "n_test": int(len(test)), "n_evaluable": int(keep.sum()), "n_resamples": int(n_resamples),
                "alpha": alpha, "gate_retrained": retrained_gate is None, "gate_fit_s": round(gate_s, 2),
+               "retrain_epochs": int(retrain_epochs),
                "refit_s": {k: round(v, 2) for k, v in refit_s.items()}, "cell_s": round(time.perf_counter() - t0, 2)}
     return CellResult(summary=summary, rows=rows)
-
-
-def verdict_words(lower: float | None, upper: float | None, better: str = "cheaper", worse: str = "dearer") -> str:
-    """'cheaper' / 'dearer' where the 95 % interval of a saving excludes 0, else 'no difference detected'."""
-    from cr2.bootstrap import NO_DIFFERENCE
-
-    if lower is None or upper is None or not (np.isfinite(lower) and np.isfinite(upper)):
-        return "not reached"
-    if lower > 0:
-        return better
-    if upper < 0:
-        return worse
-    return NO_DIFFERENCE
-
-

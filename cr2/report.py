@@ -476,7 +476,10 @@ def premise_heatmap(df: pd.DataFrame, method: str, reference: str, title: str, s
 
     est, lo, hi, ratio = premise_grid(df, method, reference, sign)
     fig, ax = plt.subplots(figsize=(1.9 * max(3, est.shape[1]) + 1.5, 0.85 * max(3, est.shape[0]) + 1.5))
-    vmax = float(np.nanmax(np.abs(est.to_numpy()))) if est.size and np.isfinite(est.to_numpy()).any() else 1.0
+    vals = est.to_numpy(dtype=float)
+    # colours saturate at ±50 % so that one extreme cell does not wash out the rest (the numbers are exact)
+    vmax = min(50.0, float(np.nanmax(np.abs(vals)))) if vals.size and np.isfinite(vals).any() else 1.0
+    vmax = max(vmax, 1.0)
     im = ax.imshow(est.to_numpy(dtype=float), cmap="RdBu", vmin=-vmax, vmax=vmax, aspect="auto", origin="lower")
     for i in range(est.shape[0]):
         for j in range(est.shape[1]):
@@ -485,8 +488,8 @@ def premise_heatmap(df: pd.DataFrame, method: str, reference: str, title: str, s
                 ax.text(j, i, "n/a", ha="center", va="center", fontsize=7)
                 continue
             star = "*" if np.isfinite(a) and np.isfinite(b) and (a > 0 or b < 0) else ""
-            ax.text(j, i, f"{e:+.1f}{star}\n[{a:+.1f}, {b:+.1f}]\nr={ratio.iat[i, j]:.2f}", ha="center", va="center",
-                    fontsize=7)
+            ax.text(j, i, f"{e + 0.0:+.1f}{star}\n[{a + 0.0:+.1f}, {b + 0.0:+.1f}]\nr={ratio.iat[i, j]:.2f}", ha="center",
+                    va="center", fontsize=7, color="white" if abs(e) > 0.6 * vmax else "black")
     ax.set_xticks(range(est.shape[1]), [str(c) for c in est.columns], rotation=20, fontsize=8)
     ax.set_yticks(range(est.shape[0]), [f"×{v:g}" for v in est.index], fontsize=8)
     ax.set_xlabel("channel (near → far)")

@@ -27,11 +27,13 @@ def _floats(text: str) -> list[float]:
 def premise_command(
     speeds: str = typer.Option("0.25,0.5,1,2,4,8", "--speeds", help="device speed factors (× the device platform's "
                                "prefill throughput and memory bandwidth), comma-separated"),
-    channels: str = typer.Option("premise-near,default,premise-far,premise-cell-edge,premise-beyond-edge",
+    channels: str = typer.Option("default,premise-far,premise-cell-edge,premise-beyond-edge",
                                  "--channels", help="state distributions near → far (names under configs/states or "
                                  "YAML files), comma-separated"),
     resamples: int = typer.Option(1000, "--resamples", min=1, help="paired-bootstrap resamples of the test queries"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap resamples"),
+    retrain_epochs: int = typer.Option(4, "--retrain-epochs", min=1, help="epochs of the retrained variant: the gate "
+                                       "(and baselines that read costs) fine-tuned from the base fit on each cell"),
     task_runner: str = typer.Option("threads", "--task-runner", help="where cells run: threads | dask"),
     workers: int = typer.Option(1, "--workers", min=1, help="cells at once (threads) or Dask workers"),
     dask_address: Optional[str] = typer.Option(None, "--dask-address", help="an existing Dask scheduler"),
@@ -51,7 +53,7 @@ def premise_command(
     h = _home(home)
     t0 = time.perf_counter()
     out = run_premise(str(config) if config else None, h, _floats(speeds), names, resamples, seed, task_runner, workers,
-                      dask_address)
+                      dask_address, retrain_epochs)
     table = Table(title=f"premise map {out['study_id']}: CR² (retrained) mean saving vs KNN over targets, % [95 % CI]")
     for col in ("speed", "channel", "ĉ ratio", "CR² vs KNN", "recal − retrain", "cached"):
         table.add_column(col, justify="right")
@@ -69,7 +71,7 @@ def premise_command(
                 return "–"
             r = r.iloc[0]
             lo, hi = sorted((sign * r.saving_lower_pct, sign * r.saving_upper_pct))
-            return f"{sign * r.saving_pct:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+            return f"{sign * r.saving_pct + 0.0:+.1f} [{lo + 0.0:+.1f}, {hi + 0.0:+.1f}]"
         table.add_row(f"×{f:g}", ch, f"{g['cost_ratio_est'].iloc[0]:.3f}", cell("cr2-retrain", "knn"),
                       cell("cr2-recal", "cr2-retrain", -1.0), "yes" if cached.get((f, ch)) else "no")
     console.print(table)

@@ -40,10 +40,11 @@ def inputs_key(config: Config, wh: Warehouse, base: dict, baselines: dict) -> st
                     task_code_hash(premise_inputs_task), warehouse_epoch(wh))
 
 
-def cell_key(config: Config, inputs: dict, speed_factor: float, dist_id: str, n_resamples: int, seed: int) -> str:
+def cell_key(config: Config, inputs: dict, speed_factor: float, dist_id: str, n_resamples: int, seed: int,
+             retrain_epochs: int) -> str:
     return make_key("premise-cell", inputs["key"], f"{float(speed_factor):.6g}", dist_id,
-                    config.section_hash(*CELL_SECTIONS), int(n_resamples), int(seed), task_code_hash(premise_cell_task),
-                    torch_threads())
+                    config.section_hash(*CELL_SECTIONS), int(n_resamples), int(seed), int(retrain_epochs),
+                    task_code_hash(premise_cell_task), torch_threads())
 
 
 def study_id(config: Config, base: dict, baselines: dict) -> str:
@@ -106,10 +107,11 @@ def premise_inputs_task(config: Config, home: str, key: str, base: dict, baselin
 
 
 @task(name="premise-cell")
-def premise_cell_task(config: Config, home: str, key: str, inputs: dict, base: dict, speed_factor: float,
-                      channel: str, n_resamples: int, seed: int) -> dict:
+def premise_cell_task(config: Config, home: str, key: str, inputs: dict, base: dict, baselines: dict,
+                      speed_factor: float, channel: str, n_resamples: int, seed: int, retrain_epochs: int) -> dict:
     """One cell of the premise map: costs re-priced, CR² re-calibrated and retrained, baselines routed, bootstrapped."""
     from cr2.premise import Cell, PremiseInputs, run_cell
+    from cr2.routers import load_router
     from tasks.baselines import _build
 
     with np.load(inputs["path"], allow_pickle=False) as data:
@@ -119,9 +121,19 @@ def premise_cell_task(config: Config, home: str, key: str, inputs: dict, base: d
     dist = load_state_distribution(channel)
     cell = Cell(speed_factor=float(speed_factor), channel=dist)
     is_base = abs(float(speed_factor) - 1.0) < 1e-12 and dist.dist_id == config.channel.distribution.dist_id
-    factories = {name: (lambda n=name: _build(n, config)) for name in inputs["cost_aware"]}
-    result = run_cell(premise_inputs, cell, config, router.teacher_, router.gate_, factories, n_resamples=n_resamples,
-                      seed=seed, num_threads=torch_threads(),
+
+    def refit(name: str):
+        def fit(train, dev):
+            fitted = load_router(baselines[name]["path"])
+            if hasattr(fitted, "fine_tune"):  # re-trained from its base fit, as the gate is
+                fitted.num_threads = torch_threads()
+                return fitted.fine_tune(train, dev, retrain_epochs)
+            return _build(name, config).fit(train, dev)
+        return fit
+
+    result = run_cell(premise_inputs, cell, config, router.teacher_, router.gate_,
+                      {name: refit(name) for name in inputs["cost_aware"]}, n_resamples=n_resamples, seed=seed,
+                      retrain_epochs=retrain_epochs, num_threads=torch_threads(),
                       # the base gate was distilled on exactly the base cell's costs: it is that cell's retrained gate
                       retrained_gate=router.gate_ if is_base else None)
     return {"key": key, "summary": result.summary, "rows": result.rows}

@@ -10,7 +10,8 @@ WITH r AS (
 ),
 pick AS (
     SELECT study_id, speed_factor, channel, method, reference, metric, target, estimate, lower, upper,
-           CASE WHEN lower IS NULL OR upper IS NULL OR isnan(lower) OR isnan(upper) THEN 'not reached'
+           CASE WHEN estimate IS NULL OR isnan(estimate) OR lower IS NULL OR upper IS NULL OR isnan(lower)
+                     OR isnan(upper) THEN 'not reached'
                 WHEN lower > 0 THEN 'cheaper' WHEN upper < 0 THEN 'dearer'
                 ELSE 'no difference detected' END AS verdict
     FROM r
