@@ -13,12 +13,12 @@ as `cr2 prepare` does, and evaluates on the test split, over the config's λ gri
 
 - CR² re-calibrated only: the base gate and teacher frozen, thresholds τ*(λ; α) from CRC on the cell's val;
 - CR² retrained: the gate re-distilled on the cell's train costs from the same frozen teacher (the teacher
-  predicts p_m(x) and never sees a cost), then calibrated the same way. [cr2 decision, CPU budget] the
-  re-distillation starts from the base gate and runs `retrain_epochs` epochs (checkpoint of lowest dev loss,
-  the base gate's own schedule otherwise): a cell costs seconds to a minute, not a full training;
+  predicts p_m(x) and never sees a cost), then calibrated the same way. `retrain_from` "scratch" (default):
+  a fresh gate with the config's own schedule, what `cr2 train` would fit on that cell; "base": the base gate
+  fine-tuned for `retrain_epochs` epochs (cheaper; checkpoint of lowest dev loss either way);
 - every baseline: one-shot argmax p̂ − λ ĉ on the cell's ĉ. Routers whose p̂ does not depend on costs (KNN,
   EmbedLLM, LLMRank) keep the base fit; routers that take costs as inputs (MLP) are re-trained on the cell's
-  costs the same way (fine-tuned from their base fit for `retrain_epochs` epochs); Always-m for every model.
+  costs the same way (refitted, or fine-tuned from their base fit); Always-m for every model.
 
 Outcomes are compared at fixed accuracy with paired-bootstrap intervals (cr2.fixed_accuracy.saving_intervals,
 the same resample indices for every method): test-query noise only; training and calibration held fixed.
@@ -247,13 +247,16 @@ def local_rate_at_targets(out: MethodOutcomes, chosen: np.ndarray, targets: Sequ
 
 def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, base_gate: Any,
              cost_aware: dict[str, Callable[[RoutingSet, RoutingSet], Any]], *, n_resamples: int, seed: int,
-             retrain_epochs: int, num_threads: int = 1, retrained_gate: Any = None) -> CellResult:
+             retrain_epochs: int, retrain_from: str = "scratch", num_threads: int = 1,
+             retrained_gate: Any = None) -> CellResult:
     """Evaluate every method in one cell (see the module docstring); returns its summary and tidy interval rows.
 
     cost_aware: router name → fit(train, dev) returning that router re-trained on the cell's costs.
-    retrained_gate: a gate already distilled on this cell's costs (the base cell's own gate); None: re-distil the
-    base gate on the cell for `retrain_epochs` epochs.
+    retrained_gate: a gate already distilled on this cell's costs (the base cell's own gate); None: re-distil one
+    (retrain_from "scratch": a fresh gate, the config's schedule; "base": the base gate, `retrain_epochs` epochs).
     """
+    if retrain_from not in ("scratch", "base"):
+        raise ConfigError(f"retrain_from must be 'scratch' or 'base', got {retrain_from!r}")
     from cr2.gate import fit_gate
     from cr2.metrics import evaluable_mask
     from cr2.routers.cr2_router import CR2Router
@@ -279,8 +282,11 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
     t_gate = time.perf_counter()
     gate = retrained_gate
     if gate is None:
-        spec = config.gate.model_copy(update={"epochs": int(retrain_epochs)})
-        gate = fit_gate(train, dev, proba["train"], proba["dev"], spec, num_threads=num_threads, init=base_gate)
+        if retrain_from == "scratch":
+            gate = fit_gate(train, dev, proba["train"], proba["dev"], config.gate, num_threads=num_threads)
+        else:
+            spec = config.gate.model_copy(update={"epochs": int(retrain_epochs)})
+            gate = fit_gate(train, dev, proba["train"], proba["dev"], spec, num_threads=num_threads, init=base_gate)
     gate_s = time.perf_counter() - t_gate
     sweeps[CR2_RETRAIN] = cr2_sweep(CR2Router.from_fitted(teacher, gate, inputs.model_ids, **params), val, test,
                                     proba["test"], lams, alpha, keep, **common)
@@ -327,6 +333,6 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
                "device_dearer_share_est": float(np.mean(cost_est[:, 0] > cost_est[:, 1:].min(axis=1))),
                "n_test": int(len(test)), "n_evaluable": int(keep.sum()), "n_resamples": int(n_resamples),
                "alpha": alpha, "gate_retrained": retrained_gate is None, "gate_fit_s": round(gate_s, 2),
-               "retrain_epochs": int(retrain_epochs),
+               "retrain_from": retrain_from, "retrain_epochs": int(retrain_epochs),
                "refit_s": {k: round(v, 2) for k, v in refit_s.items()}, "cell_s": round(time.perf_counter() - t0, 2)}
     return CellResult(summary=summary, rows=rows)

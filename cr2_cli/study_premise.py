@@ -32,8 +32,10 @@ def premise_command(
                                  "YAML files), comma-separated"),
     resamples: int = typer.Option(1000, "--resamples", min=1, help="paired-bootstrap resamples of the test queries"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap resamples"),
-    retrain_epochs: int = typer.Option(4, "--retrain-epochs", min=1, help="epochs of the retrained variant: the gate "
-                                       "(and baselines that read costs) fine-tuned from the base fit on each cell"),
+    retrain_from: str = typer.Option("scratch", "--retrain-from", help="the retrained variant: scratch (a fresh gate and "
+                                     "refitted cost-reading baselines, the config's schedule) | base (fine-tuned from "
+                                     "the base fits for --retrain-epochs epochs; cheaper)"),
+    retrain_epochs: int = typer.Option(4, "--retrain-epochs", min=1, help="epochs of fine-tuning (--retrain-from base)"),
     task_runner: str = typer.Option("threads", "--task-runner", help="where cells run: threads | dask"),
     workers: int = typer.Option(1, "--workers", min=1, help="cells at once (threads) or Dask workers"),
     dask_address: Optional[str] = typer.Option(None, "--dask-address", help="an existing Dask scheduler"),
@@ -45,6 +47,8 @@ def premise_command(
     from cr2_cli.main import _home
     from flows.premise import run_premise
 
+    if retrain_from not in ("scratch", "base"):
+        raise did_you_mean("--retrain-from", retrain_from, ["scratch", "base"])
     if task_runner not in ("threads", "dask"):
         raise did_you_mean("task runner", task_runner, ["threads", "dask"])
     names = [c.strip() for c in channels.split(",") if c.strip()]
@@ -53,7 +57,7 @@ def premise_command(
     h = _home(home)
     t0 = time.perf_counter()
     out = run_premise(str(config) if config else None, h, _floats(speeds), names, resamples, seed, task_runner, workers,
-                      dask_address, retrain_epochs)
+                      dask_address, retrain_epochs, retrain_from)
     table = Table(title=f"premise map {out['study_id']}: CR² (retrained) mean saving vs KNN over targets, % [95 % CI]")
     for col in ("speed", "channel", "ĉ ratio", "CR² vs KNN", "recal − retrain", "cached"):
         table.add_column(col, justify="right")

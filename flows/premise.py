@@ -33,7 +33,8 @@ from warehouse.db import Warehouse
 DEFAULT_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_CHANNELS = ("default", "premise-far", "premise-cell-edge", "premise-beyond-edge")
 DEFAULT_RESAMPLES = 1000
-DEFAULT_RETRAIN_EPOCHS = 4
+DEFAULT_RETRAIN_EPOCHS = 4  # retrain_from 'base' only
+DEFAULT_RETRAIN_FROM = "scratch"
 
 
 def _base(config: Config, home: Path) -> tuple[dict, dict]:
@@ -60,7 +61,7 @@ def inputs(config: Config, home: Path, base: dict, baselines: dict) -> dict:
 
 def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS,
             channels: Sequence[str] = DEFAULT_CHANNELS, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-            retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS) -> dict:
+            retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM) -> dict:
     """Run (or resume) the premise map inside the current flow; returns the study id and each cell's summary."""
     from warehouse.premise import write_premise_cell
 
@@ -74,9 +75,10 @@ def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS
     futures = {}
     for f in speeds:
         for ch in channels:
-            key = cell_key(config, shared, f, dists[ch].dist_id, n_resamples, seed, retrain_epochs)
+            key = cell_key(config, shared, f, dists[ch].dist_id, n_resamples, seed, retrain_epochs, retrain_from)
             futures[(float(f), ch)] = bind(premise_cell_task, home).submit(
-                config, str(home), key, shared, base, baselines, float(f), ch, n_resamples, seed, retrain_epochs)
+                config, str(home), key, shared, base, baselines, float(f), ch, n_resamples, seed, retrain_epochs,
+                retrain_from)
     cells, cached = [], 0
     for (f, ch), fut in futures.items():
         out = fut.result()
@@ -123,19 +125,20 @@ def task_runner(kind: str = "threads", workers: int = 1, dask_address: str | Non
 @flow(name="cr2-study-premise", log_prints=True, validate_parameters=False)
 def premise_flow(config_path: str | None = None, home: str | None = None, speeds: list[float] | None = None,
                  channels: list[str] | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                 retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS) -> dict:
+                 retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM) -> dict:
     """The premise map of the warehouse at `home` under the config (a study over device speed × channel)."""
     from cr2.config import load_config
     from warehouse.db import default_home
 
     return premise(load_config(config_path), Path(home) if home else default_home(),
-                   tuple(speeds or DEFAULT_SPEEDS), tuple(channels or DEFAULT_CHANNELS), n_resamples, seed, retrain_epochs)
+                   tuple(speeds or DEFAULT_SPEEDS), tuple(channels or DEFAULT_CHANNELS), n_resamples, seed, retrain_epochs,
+                   retrain_from)
 
 
 def run_premise(config_path: str | None, home: Path, speeds: Sequence[float], channels: Sequence[str], n_resamples: int,
                 seed: int, runner: str = "threads", workers: int = 1, dask_address: str | None = None,
-                retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS) -> dict:
+                retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM) -> dict:
     """The plain-Python entry the CLI calls: the flow on the chosen task runner."""
     fn = premise_flow.with_options(task_runner=task_runner(runner, workers, dask_address))
     return fn(config_path=config_path, home=str(home), speeds=list(speeds), channels=list(channels),
-              n_resamples=n_resamples, seed=seed, retrain_epochs=retrain_epochs)
+              n_resamples=n_resamples, seed=seed, retrain_epochs=retrain_epochs, retrain_from=retrain_from)

@@ -41,9 +41,9 @@ def inputs_key(config: Config, wh: Warehouse, base: dict, baselines: dict) -> st
 
 
 def cell_key(config: Config, inputs: dict, speed_factor: float, dist_id: str, n_resamples: int, seed: int,
-             retrain_epochs: int) -> str:
+             retrain_epochs: int, retrain_from: str) -> str:
     return make_key("premise-cell", inputs["key"], f"{float(speed_factor):.6g}", dist_id,
-                    config.section_hash(*CELL_SECTIONS), int(n_resamples), int(seed), int(retrain_epochs),
+                    config.section_hash(*CELL_SECTIONS), int(n_resamples), int(seed), int(retrain_epochs), retrain_from,
                     task_code_hash(premise_cell_task), torch_threads())
 
 
@@ -108,7 +108,8 @@ def premise_inputs_task(config: Config, home: str, key: str, base: dict, baselin
 
 @task(name="premise-cell")
 def premise_cell_task(config: Config, home: str, key: str, inputs: dict, base: dict, baselines: dict,
-                      speed_factor: float, channel: str, n_resamples: int, seed: int, retrain_epochs: int) -> dict:
+                      speed_factor: float, channel: str, n_resamples: int, seed: int, retrain_epochs: int,
+                      retrain_from: str = "scratch") -> dict:
     """One cell of the premise map: costs re-priced, CR² re-calibrated and retrained, baselines routed, bootstrapped."""
     from cr2.premise import Cell, PremiseInputs, run_cell
     from cr2.routers import load_router
@@ -124,16 +125,17 @@ def premise_cell_task(config: Config, home: str, key: str, inputs: dict, base: d
 
     def refit(name: str):
         def fit(train, dev):
-            fitted = load_router(baselines[name]["path"])
-            if hasattr(fitted, "fine_tune"):  # re-trained from its base fit, as the gate is
-                fitted.num_threads = torch_threads()
-                return fitted.fine_tune(train, dev, retrain_epochs)
-            return _build(name, config).fit(train, dev)
+            if retrain_from == "base":
+                fitted = load_router(baselines[name]["path"])
+                if hasattr(fitted, "fine_tune"):  # re-trained from its base fit, as the gate is
+                    fitted.num_threads = torch_threads()
+                    return fitted.fine_tune(train, dev, retrain_epochs)
+            return _build(name, config).fit(train, dev)  # refitted as `cr2 run` fits it
         return fit
 
     result = run_cell(premise_inputs, cell, config, router.teacher_, router.gate_,
                       {name: refit(name) for name in inputs["cost_aware"]}, n_resamples=n_resamples, seed=seed,
-                      retrain_epochs=retrain_epochs, num_threads=torch_threads(),
+                      retrain_epochs=retrain_epochs, retrain_from=retrain_from, num_threads=torch_threads(),
                       # the base gate was distilled on exactly the base cell's costs: it is that cell's retrained gate
                       retrained_gate=router.gate_ if is_base else None)
     return {"key": key, "summary": result.summary, "rows": result.rows}
