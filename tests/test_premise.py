@@ -184,3 +184,43 @@ def test_the_base_cell_prices_exactly_as_prepare_did(study):
     for col, mine in (("cost_norm", c), ("cost_est_norm", c_est)):
         wide = stored.pivot(index="query_id", columns="model_id", values=col).reindex(columns=ids)
         np.testing.assert_allclose(mine, wide.reindex(inputs.query_id).to_numpy(), rtol=1e-9)
+
+
+def test_the_cheaper_retrain_fine_tunes_from_the_base_fits():
+    """retrain_from 'base': the gate starts from the base gate (same shape required), MLP continues its fit."""
+    from cr2.errors import ConfigError
+    from cr2.gate import fit_gate
+    from cr2.routers import get_router
+
+    cfg = load_config(None)
+    tr, dv = make_routing_set(300, 1), make_routing_set(80, 2)
+    p_tr, p_dv = np.clip(tr.correct * 0.8 + 0.1, 0, 1), np.clip(dv.correct * 0.8 + 0.1, 0, 1)
+    spec = cfg.gate.model_copy(update={"epochs": 1, "hidden": 32})
+    base = fit_gate(tr, dv, p_tr, p_dv, spec)
+    tuned = fit_gate(tr, dv, p_tr, p_dv, spec, init=base)
+    fresh = fit_gate(tr, dv, p_tr, p_dv, spec)
+    # one epoch from the base gate is not one epoch from a fresh initialisation
+    assert any(not np.array_equal(a.detach().numpy(), b.detach().numpy())
+               for a, b in zip(tuned.state_dict().values(), fresh.state_dict().values()))
+    with pytest.raises(ConfigError, match="other hyperparameters"):
+        fit_gate(tr, dv, p_tr, p_dv, spec.model_copy(update={"hidden": 16}), init=base)
+    mlp = get_router("mlp", epochs=1).fit(tr, dv)
+    before = mlp.predict_proba(dv).copy()
+    assert mlp.fine_tune(tr, dv, 2) is mlp and len(mlp.history_) <= 2
+    assert not np.array_equal(before, mlp.predict_proba(dv))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--speeds", "0,1"], "each > 0"),
+    (["--speeds", "fast"], "comma-separated numbers"),
+    (["--retrain-from", "scratc"], "did you mean 'scratch'"),
+    (["--task-runner", "daks"], "did you mean 'dask'"),
+])
+def test_study_premise_rejects_bad_options_with_one_clear_error(args, message, tmp_path):
+    from typer.testing import CliRunner
+
+    from cr2_cli.main import app
+
+    res = CliRunner().invoke(app, ["study", "premise", "--home", str(tmp_path), *args])
+    assert res.exit_code == 2
+    assert message in res.output and "Traceback" not in res.output
