@@ -240,8 +240,12 @@ def fit_gate(
     spec: GateSpec,
     *,
     num_threads: int = 1,
+    init: MarginGate | None = None,
 ) -> MarginGate:
     """Return the margin gate fitted by margin distillation, at the epoch of lowest dev loss, frozen in eval mode.
+
+    init: a fitted gate of the same shape to start from (re-distillation on new costs, e.g. the premise map's
+    retrained cells); None: a fresh gate initialised from spec.seed.
 
     teacher_proba_*: the frozen teacher's p_m(x) on train/dev, [n, n_models]. Each mini-batch draws
     J = spec.lambdas_per_batch λ log-uniformly in [lam_min, lam_max]; the dev loss is measured on a fixed
@@ -264,6 +268,10 @@ def fit_gate(
 
     with seeded_torch(spec.seed, num_threads) as gen:
         gate = MarginGate(embed_dim, spec.hidden, spec.film_frequencies, spec.dropout, spec.temperature_init)
+        if init is not None:
+            if init.hparams != gate.hparams:
+                raise ConfigError(f"cannot start the gate from one with other hyperparameters: {init.hparams} vs {gate.hparams}")
+            gate.load_state_dict(init.state_dict())
         opt = torch.optim.AdamW(gate.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
 
         def batches():

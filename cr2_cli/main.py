@@ -36,7 +36,7 @@ HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOM
 
 # commands that run a Prefect flow (the others need not pay for importing prefect)
 FLOW_COMMANDS = frozenset({"ingest", "prepare", "train", "calibrate", "recalibrate", "run", "label_command",
-                           "seeds_command"})
+                           "seeds_command", "premise_command"})
 
 TRACEBACK_ENV = "CR2_TRACEBACK"
 
@@ -723,6 +723,10 @@ app.command("label")(friendly(label_command))
 from cr2_cli.study_seeds import seeds_command  # noqa: E402
 
 study_app.command("seeds")(friendly(seeds_command))
+
+from cr2_cli.study_premise import premise_command  # noqa: E402
+
+study_app.command("premise")(friendly(premise_command))
 
 
 def main() -> None:

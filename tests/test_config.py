@@ -99,7 +99,7 @@ def test_weights_must_sum_to_one(tmp_path):
 def test_unknown_state_distribution_lists_available(tmp_path):
     data = _default()
     data["channel"]["distribution"] = "nowhere"
-    with pytest.raises(ConfigError, match=r"unknown states 'nowhere'; available: default, far-rician"):
+    with pytest.raises(ConfigError, match=r"unknown states 'nowhere'; available: default, far-rician, premise-beyond-edge"):
         load_config(_write(tmp_path, data))
 
 

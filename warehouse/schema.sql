@@ -290,4 +290,40 @@ CREATE TABLE IF NOT EXISTS seed_results (
     value       DOUBLE,
     lower       DOUBLE,                  -- that seed's own bootstrap interval
     upper       DOUBLE
+
+-- study premise (issue 25): the premise map, one row per cell of a device-speed × channel grid
+CREATE TABLE IF NOT EXISTS premise_cells (
+    study_id        VARCHAR NOT NULL,    -- the base it varies: label source, gate/teacher, baselines, config
+    speed_factor    DOUBLE NOT NULL,     -- × the device platform's prefill throughput and memory bandwidth
+    channel         VARCHAR NOT NULL,    -- state distribution name (configs/states/)
+    dist_id         VARCHAR NOT NULL,
+    label_source    VARCHAR NOT NULL,
+    mean_distance_m DOUBLE NOT NULL,
+    cost_ratio_est  DOUBLE NOT NULL,     -- E[ĉ_0] / E[min edge ĉ_m] over every (query, state): < 1 device cheap
+    cost_ratio_realised DOUBLE NOT NULL, -- the same under the realised c
+    device_dearer_share_est DOUBLE NOT NULL,  -- share of rows with ĉ_0 > min edge ĉ_m
+    n_test          INTEGER NOT NULL,
+    n_evaluable     INTEGER NOT NULL,    -- test queries some model solves (accuracy, cost, local rate)
+    n_resamples     INTEGER NOT NULL,    -- paired-bootstrap resamples of the test queries
+    alpha           DOUBLE NOT NULL,     -- CR²'s α in this study
+    cell_key        VARCHAR NOT NULL,    -- the cell task's cache key
+    cell_seconds    DOUBLE NOT NULL,
+    meta            VARCHAR,             -- JSON: fit times, whether the gate was re-distilled
+    created_at      TIMESTAMP NOT NULL,
+    PRIMARY KEY (study_id, speed_factor, channel)
+);
+
+-- tidy: per cell, method and comparison, a statistic with its 95 % paired-bootstrap interval
+CREATE TABLE IF NOT EXISTS premise_results (
+    study_id     VARCHAR NOT NULL,
+    speed_factor DOUBLE NOT NULL,
+    channel      VARCHAR NOT NULL,
+    method       VARCHAR NOT NULL,       -- cr2-recal | cr2-retrain | a baseline | best-single
+    reference    VARCHAR,                -- knn | best-single | cr2-retrain; NULL for a method's own metric
+    metric       VARCHAR NOT NULL,       -- saving_pct | mean_saving_pct | risk_max | risk_mean | local_rate | …
+    target       DOUBLE,                 -- accuracy target; NULL for a statistic over targets or λ
+    estimate     DOUBLE,
+    lower        DOUBLE,                 -- 95 % percentile interval (NULL: no interval computed)
+    upper        DOUBLE,
+    n_resamples  INTEGER NOT NULL
 );

@@ -325,19 +325,48 @@ class TorchOneShotRouter(OneShotRouter):
             embed_dim = int(train.embedding.shape[1])
             net = build_module(lambda: self._build_net(train.n_models, embed_dim))
             init_parameters_(net, gen)
-            net.dropout_generator = gen
-            opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-            n = len(y_train)
+            self._train_net(net, x_train, y_train, x_dev, y_dev, int(self.epochs), gen)
+        self._set_net(net)
 
-            def batches() -> Iterator[Any]:
-                perm = torch.randperm(n, generator=gen)
-                for start in range(0, n, int(self.batch_size)):
-                    idx = perm[start : start + int(self.batch_size)]
-                    yield self._batch_loss(net(*self._augment(tuple(x[idx] for x in x_train), gen)), y_train[idx])
+    def _train_net(self, net: Any, x_train: tuple[Any, ...], y_train: Any, x_dev: tuple[Any, ...], y_dev: Any,
+                   epochs: int, gen: Any) -> None:
+        """The training loop of every torch baseline: AdamW on `_batch_loss`, the checkpoint of lowest dev BCE."""
+        import torch
 
-            fit_epochs(net, opt, int(self.epochs), batches, lambda: _mean_bce(net, x_dev, y_dev), self.grad_clip,
-                       patience=int(self.patience), dev_name="dev_bce")
+        net.dropout_generator = gen
+        opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        n = len(y_train)
+
+        def batches() -> Iterator[Any]:
+            perm = torch.randperm(n, generator=gen)
+            for start in range(0, n, int(self.batch_size)):
+                idx = perm[start : start + int(self.batch_size)]
+                yield self._batch_loss(net(*self._augment(tuple(x[idx] for x in x_train), gen)), y_train[idx])
+
+        fit_epochs(net, opt, epochs, batches, lambda: _mean_bce(net, x_dev, y_dev), self.grad_clip,
+                   patience=int(self.patience), dev_name="dev_bce")
         net.dropout_generator = None
+
+    def fine_tune(self, train: RoutingSet, dev: RoutingSet, epochs: int) -> "TorchOneShotRouter":
+        """Return self after `epochs` more epochs on (train, dev) from its fitted network (e.g. on new costs).
+
+        The non-network state (MLP's cost columns, LLMRank's features) stays as fitted; the checkpoint of lowest
+        dev BCE over these epochs is kept, as in fit.
+        """
+        import torch
+
+        self._check_fitted()
+        _check_fit_inputs(type(self).__name__, train, dev)
+        with torch_threads(self.num_threads):
+            gen = torch.Generator().manual_seed(int(self.seed) + 1)
+            y_train = torch.from_numpy(np.asarray(train.correct, dtype=np.float32))
+            y_dev = torch.from_numpy(np.asarray(dev.correct, dtype=np.float32))
+            self.net_.requires_grad_(True)  # a fitted (or loaded) network is frozen
+            self._train_net(self.net_, self._train_inputs(train), y_train, self._inputs(dev), y_dev, int(epochs), gen)
+        self._set_net(self.net_)
+        return self
+
+    def _set_net(self, net: Any) -> None:
         self.net_ = net
         self.history_ = net.history_
         self.best_epoch_ = net.best_epoch_

@@ -1,0 +1,83 @@
+"""`cr2 study premise`: the premise map — when does CR² pay, over device speed × channel (issue 25)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def _floats(text: str) -> list[float]:
+    from cr2.errors import ConfigError
+
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--speeds takes comma-separated numbers, e.g. 0.25,0.5,1,2,4,8 (got {text!r})") from None
+    if not values or any(not v > 0 for v in values):
+        raise ConfigError(f"--speeds needs at least one factor, each > 0 (got {text!r})")
+    return values
+
+
+def premise_command(
+    speeds: str = typer.Option("0.25,0.5,1,2,4,8", "--speeds", help="device speed factors (× the device platform's "
+                               "prefill throughput and memory bandwidth), comma-separated"),
+    channels: str = typer.Option("default,premise-far,premise-cell-edge,premise-beyond-edge",
+                                 "--channels", help="state distributions near → far (names under configs/states or "
+                                 "YAML files), comma-separated"),
+    resamples: int = typer.Option(1000, "--resamples", min=1, help="paired-bootstrap resamples of the test queries"),
+    seed: int = typer.Option(0, "--seed", help="seed of the bootstrap resamples"),
+    retrain_from: str = typer.Option("scratch", "--retrain-from", help="the retrained variant: scratch (a fresh gate and "
+                                     "refitted cost-reading baselines, the config's schedule) | base (fine-tuned from "
+                                     "the base fits for --retrain-epochs epochs; cheaper)"),
+    retrain_epochs: int = typer.Option(4, "--retrain-epochs", min=1, help="epochs of fine-tuning (--retrain-from base)"),
+    task_runner: str = typer.Option("threads", "--task-runner", help="where cells run: threads | dask"),
+    workers: int = typer.Option(1, "--workers", min=1, help="cells at once (threads) or Dask workers"),
+    dask_address: Optional[str] = typer.Option(None, "--dask-address", help="an existing Dask scheduler"),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)"),
+    home: Optional[Path] = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)"),
+) -> None:
+    """The premise map: CR² vs the baselines over a grid of device speed × channel, with bootstrap intervals."""
+    from cr2.errors import ConfigError, did_you_mean
+    from cr2_cli.main import _home
+    from flows.premise import run_premise
+
+    if retrain_from not in ("scratch", "base"):
+        raise did_you_mean("--retrain-from", retrain_from, ["scratch", "base"])
+    if task_runner not in ("threads", "dask"):
+        raise did_you_mean("task runner", task_runner, ["threads", "dask"])
+    names = [c.strip() for c in channels.split(",") if c.strip()]
+    if not names:
+        raise ConfigError("--channels needs at least one state distribution")
+    h = _home(home)
+    t0 = time.perf_counter()
+    out = run_premise(str(config) if config else None, h, _floats(speeds), names, resamples, seed, task_runner, workers,
+                      dask_address, retrain_epochs, retrain_from)
+    table = Table(title=f"premise map {out['study_id']}: CR² (retrained) mean saving vs KNN over targets, % [95 % CI]")
+    for col in ("speed", "channel", "ĉ ratio", "CR² vs KNN", "recal − retrain", "cached"):
+        table.add_column(col, justify="right")
+    from warehouse.db import Warehouse
+    from warehouse.premise import premise_view
+
+    with Warehouse(h, read_only=True) as wh:
+        v = premise_view(wh, out["study_id"])
+    mean = v[v["mean_over_targets"]]
+    cached = {(c["speed_factor"], c["channel"]): c["cached"] for c in out["cells"]}
+    for (f, ch), g in mean.groupby(["speed_factor", "channel"], sort=False):
+        def cell(method, ref, sign=1.0):
+            r = g[(g["method"] == method) & (g["reference"] == ref)]
+            if r.empty:
+                return "–"
+            r = r.iloc[0]
+            lo, hi = sorted((sign * r.saving_lower_pct, sign * r.saving_upper_pct))
+            return f"{sign * r.saving_pct + 0.0:+.1f} [{lo + 0.0:+.1f}, {hi + 0.0:+.1f}]"
+        table.add_row(f"×{f:g}", ch, f"{g['cost_ratio_est'].iloc[0]:.3f}", cell("cr2-retrain", "knn"),
+                      cell("cr2-recal", "cr2-retrain", -1.0), "yes" if cached.get((f, ch)) else "no")
+    console.print(table)
+    console.print(f"{out['n_cells']} cells ({out['n_cached']} cached) in {time.perf_counter() - t0:.1f} s; "
+                  f"view v_premise (study_id = '{out['study_id']}'); report: {out['report']}", highlight=False)

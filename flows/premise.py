@@ -1,0 +1,144 @@
+"""Study premise: when does CR² pay? A grid of device speed × channel over any warehouse (issue 25).
+
+CR²'s two-stage rule assumes answering on the device is the cheap option. The premise map varies what decides
+that — how fast the device is (its platform's prefill throughput and memory bandwidth × f) and how far the
+user is from the access point (a named state distribution) — and in every cell compares CR² with the
+baselines at fixed accuracy, with paired-bootstrap intervals:
+
+1. base      — the newest evaluation run of the config's labels and states: its gate, teacher and baselines,
+2. inputs    — the cost-independent arrays every cell shares (embeddings, labels, splits, tokens, teacher p_m(x),
+               the test p̂ of baselines that do not read costs), one cached task, one .npz,
+3. cells     — one cached task per (speed factor, channel): ĉ and c re-priced; CR² re-calibrated only and
+               retrained; every baseline routed on the cell's ĉ (the ones that read costs refitted); the
+               savings vs KNN and vs the best single model, the loss of re-calibration vs retraining, the risk
+               at α; fanned out on the task runner (threads, or Dask when asked for, as labeling does),
+4. write     — each finished cell's rows into premise_cells / premise_results (the view v_premise),
+5. report    — <home>/premise-report/index.html: the view's table and two heatmaps.
+
+A killed study resumes: finished cells are cached (persisted results) and are only re-written.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from prefect import flow
+
+from cr2.config import Config, load_state_distribution
+from tasks.common import bind
+from tasks.premise import cell_key, inputs_key, premise_cell_task, premise_inputs_task, study_id
+from warehouse.db import Warehouse
+
+DEFAULT_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+DEFAULT_CHANNELS = ("default", "premise-far", "premise-cell-edge", "premise-beyond-edge")
+DEFAULT_RESAMPLES = 1000
+DEFAULT_RETRAIN_EPOCHS = 4  # retrain_from 'base' only
+DEFAULT_RETRAIN_FROM = "scratch"
+
+
+def _base(config: Config, home: Path) -> tuple[dict, dict]:
+    from tasks.baselines import baseline_names
+    from warehouse.premise import base_artifacts, baseline_artifacts
+
+    names = [n for n in baseline_names(config) if not n.startswith("always-")]
+    with Warehouse(home, read_only=True) as wh:
+        base = base_artifacts(wh, config.labels.source, config.channel.distribution.dist_id)
+        return base, baseline_artifacts(wh, config.labels.source, names)
+
+
+def inputs(config: Config, home: Path, base: dict, baselines: dict) -> dict:
+    with Warehouse(home, read_only=True) as wh:
+        key = inputs_key(config, wh, base, baselines)
+    state = bind(premise_inputs_task, home)(config, str(home), key, base, baselines, return_state=True)
+    result = state.result()
+    if not Path(result["path"]).is_file():  # the .npz was deleted since: build it again
+        state = bind(premise_inputs_task, home).with_options(refresh_cache=True)(config, str(home), key, base, baselines,
+                                                                                  return_state=True)
+        result = state.result()
+    return {**result, "cached": state.name == "Cached"}
+
+
+def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS,
+            channels: Sequence[str] = DEFAULT_CHANNELS, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+            retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM) -> dict:
+    """Run (or resume) the premise map inside the current flow; returns the study id and each cell's summary."""
+    from warehouse.premise import write_premise_cell
+
+    t0 = time.perf_counter()
+    dists = {ch: load_state_distribution(ch) for ch in channels}  # a misspelt channel fails before any work
+    base, baselines = _base(config, home)
+    sid = study_id(config, base, baselines)
+    shared = inputs(config, home, base, baselines)
+    print(f"premise study {sid}: {len(speeds)} speeds × {len(channels)} channels = {len(speeds) * len(channels)} cells; "
+          f"base run {base['run_id']}; refitted per cell: {shared['cost_aware'] or 'none'}")
+    futures = {}
+    for f in speeds:
+        for ch in channels:
+            key = cell_key(config, shared, f, dists[ch].dist_id, n_resamples, seed, retrain_epochs, retrain_from)
+            futures[(float(f), ch)] = bind(premise_cell_task, home).submit(
+                config, str(home), key, shared, base, baselines, float(f), ch, n_resamples, seed, retrain_epochs,
+                retrain_from)
+    cells, cached = [], 0
+    for (f, ch), fut in futures.items():
+        out = fut.result()
+        hit = fut.state.name == "Cached"
+        cached += hit
+        with Warehouse(home) as wh:
+            write_premise_cell(wh, sid, config.labels.source, out["key"], out["summary"], out["rows"])
+        s = out["summary"]
+        cells.append({**s, "cached": hit})
+        print(f"cell speed×{f:g} / {ch}: ĉ ratio {s['cost_ratio_est']:.3f}, {s['cell_s']:.1f} s"
+              f"{' (cached)' if hit else ''}")
+    report = premise_report(config, home, sid)
+    return {"study_id": sid, "base_run": base["run_id"], "cells": cells, "n_cells": len(cells), "n_cached": cached,
+            "inputs": shared, "report": report, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def premise_report(config: Config, home: Path, sid: str) -> str:
+    """Write <home>/premise-report/index.html (v_premise as a table, the two heatmaps); returns its path."""
+    from cr2.report import premise_page
+    from warehouse.premise import premise_view
+
+    with Warehouse(home, read_only=True) as wh:
+        df = premise_view(wh, sid)
+    out = Path(home) / "premise-report"
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "index.html.tmp"
+    tmp.write_text(premise_page(df, sid), encoding="utf-8")
+    tmp.replace(out / "index.html")
+    return str(out / "index.html")
+
+
+def task_runner(kind: str = "threads", workers: int = 1, dask_address: str | None = None) -> Any:
+    """The Prefect task runner the cells fan out on: threads (default, `workers` at once) or a Dask cluster."""
+    from cr2.labeling.spec import TaskRunnerSpec
+    from flows.label import build_task_runner
+
+    if kind == "threads":
+        spec = TaskRunnerSpec(kind="threads", max_workers=workers)
+    else:
+        spec = TaskRunnerSpec(kind=kind, dask_n_workers=workers, dask_address=dask_address)
+    return build_task_runner(spec)
+
+
+@flow(name="cr2-study-premise", log_prints=True, validate_parameters=False)
+def premise_flow(config_path: str | None = None, home: str | None = None, speeds: list[float] | None = None,
+                 channels: list[str] | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                 retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM) -> dict:
+    """The premise map of the warehouse at `home` under the config (a study over device speed × channel)."""
+    from cr2.config import load_config
+    from warehouse.db import default_home
+
+    return premise(load_config(config_path), Path(home) if home else default_home(),
+                   tuple(speeds or DEFAULT_SPEEDS), tuple(channels or DEFAULT_CHANNELS), n_resamples, seed, retrain_epochs,
+                   retrain_from)
+
+
+def run_premise(config_path: str | None, home: Path, speeds: Sequence[float], channels: Sequence[str], n_resamples: int,
+                seed: int, runner: str = "threads", workers: int = 1, dask_address: str | None = None,
+                retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM) -> dict:
+    """The plain-Python entry the CLI calls: the flow on the chosen task runner."""
+    fn = premise_flow.with_options(task_runner=task_runner(runner, workers, dask_address))
+    return fn(config_path=config_path, home=str(home), speeds=list(speeds), channels=list(channels),
+              n_resamples=n_resamples, seed=seed, retrain_epochs=retrain_epochs, retrain_from=retrain_from)

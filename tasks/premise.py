@@ -1,0 +1,141 @@
+"""Premise-map tasks (issue 25): the cost-independent inputs once, then one cached task per grid cell.
+
+`premise_inputs_task` gathers what no cell changes — embeddings, labels, splits, token counts, the frozen
+teacher's p_m(x) and the test p̂ of every baseline whose predictions do not read costs — into one .npz under
+<cache>/premise/, so a cell never re-embeds or re-reads the warehouse. `premise_cell_task` prices, routes and
+bootstraps one (device speed, channel) cell (cr2.premise.run_cell) and returns its rows; the flow writes them
+(DuckDB admits one writing process, so Dask workers only compute, as labeling's do).
+
+A baseline "takes costs as inputs" when its p̂ on test changes with the costs it is given (MLP with its
+cost inputs): such a router is refitted on every cell; every other keeps its base fit.
+
+Keys: the inputs key covers the routing rows of every split, the token counts, the base gate/teacher and
+baseline fingerprints, the config sections read and the code; a cell's key adds its coordinates, the config
+sections that price and evaluate it, the bootstrap settings and the cell code.
+"""
+from __future__ import annotations
+
+import numpy as np
+from prefect import task
+
+from cr2.config import Config, load_state_distribution
+from tasks.common import cache_dir, make_key, task_code_hash
+from tasks.train import cr2_router, load_sets, routing_args, torch_threads
+from warehouse.db import Warehouse
+from warehouse.repository import warehouse_epoch
+from warehouse.routing_data import routing_fingerprint
+
+CELL_SECTIONS = ("models", "reference_model", "communication", "power", "cost", "hardware", "channel", "grids",
+                 "routing", "evaluation", "gate", "teacher", "baselines", "labels", "splits")
+COST_PROBE = 0.5  # costs × this factor: a router whose p̂ moves reads costs
+
+
+def inputs_key(config: Config, wh: Warehouse, base: dict, baselines: dict) -> str:
+    return make_key("premise-inputs", routing_fingerprint(wh, **routing_args(config)),
+                    wh.table_fingerprint("labels", {"source": config.labels.source}),
+                    wh.table_fingerprint("queries", columns=("query_id", "benchmark", "prompt_tokens")),
+                    base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
+                    sorted((k, v["fingerprint"]) for k, v in baselines.items()),
+                    config.section_hash("models", "cost", "routing", "labels", "channel"),
+                    task_code_hash(premise_inputs_task), warehouse_epoch(wh))
+
+
+def cell_key(config: Config, inputs: dict, speed_factor: float, dist_id: str, n_resamples: int, seed: int,
+             retrain_epochs: int, retrain_from: str) -> str:
+    return make_key("premise-cell", inputs["key"], f"{float(speed_factor):.6g}", dist_id,
+                    config.section_hash(*CELL_SECTIONS), int(n_resamples), int(seed), int(retrain_epochs), retrain_from,
+                    task_code_hash(premise_cell_task), torch_threads())
+
+
+def study_id(config: Config, base: dict, baselines: dict) -> str:
+    """The study a cell belongs to: what it varies (labels, gate, teacher, baselines, config), not the code."""
+    return make_key("premise", config.labels.source, base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
+                    sorted((k, v["fingerprint"]) for k, v in baselines.items()), config.section_hash())
+
+
+def inputs_path(home: str, key: str):
+    d = cache_dir(home) / "premise"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"inputs-{key[-24:]}.npz"
+
+
+def reads_costs(router, test) -> bool:
+    """True when the fitted router's p̂ on `test` changes when the costs it sees change (its inputs include costs)."""
+    from dataclasses import replace
+
+    probe = replace(test, cost=test.cost * COST_PROBE,
+                    cost_est=None if test.cost_est is None else test.cost_est * COST_PROBE)
+    return not np.array_equal(np.asarray(router.predict_proba(test)), np.asarray(router.predict_proba(probe)))
+
+
+@task(name="premise-inputs")
+def premise_inputs_task(config: Config, home: str, key: str, base: dict, baselines: dict) -> dict:
+    """The cost-independent inputs of every cell as one .npz; which baselines read costs (refitted per cell)."""
+    from cr2.premise import SPLITS, PremiseInputs
+    from cr2.routers import load_router
+    from warehouse.premise import query_tokens
+
+    sets = load_sets(config, home)
+    parts = [sets[s] for s in SPLITS]
+    query_id = np.concatenate([p.query_id for p in parts]).astype(str)
+    model_ids = tuple(m.id for m in config.models)
+    with Warehouse(home, read_only=True) as wh:
+        prompt, out_tok = query_tokens(wh, config.labels.source, query_id, model_ids,
+                                       dict(config.cost.default_output_tokens))
+    embedding = np.concatenate([p.embedding for p in parts])
+    teacher = cr2_router(config, base, home)
+    p_hat, cost_aware = {}, []
+    for name, art in baselines.items():
+        router = load_router(art["path"])
+        if reads_costs(router, sets["test"]):
+            cost_aware.append(name)
+        else:
+            p_hat[name] = np.asarray(router.predict_proba(sets["test"]), dtype=np.float64)
+    inputs = PremiseInputs(query_id=query_id, benchmark=np.concatenate([p.benchmark for p in parts]).astype(str),
+                           split=np.concatenate([np.full(len(p), s) for s, p in zip(SPLITS, parts)]),
+                           embedding=embedding, correct=np.concatenate([p.correct for p in parts]),
+                           prompt_tokens=prompt, output_tokens=out_tok,
+                           teacher_proba=np.asarray(teacher.proba(embedding), dtype=np.float64),
+                           model_ids=model_ids, p_hat_test=p_hat)
+    path = inputs_path(home, key)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **inputs.arrays())
+    tmp.replace(path)
+    return {"key": key, "path": str(path), "n": len(inputs), "cost_aware": sorted(cost_aware),
+            "cost_independent": sorted(p_hat)}
+
+
+@task(name="premise-cell")
+def premise_cell_task(config: Config, home: str, key: str, inputs: dict, base: dict, baselines: dict,
+                      speed_factor: float, channel: str, n_resamples: int, seed: int, retrain_epochs: int,
+                      retrain_from: str = "scratch") -> dict:
+    """One cell of the premise map: costs re-priced, CR² re-calibrated and retrained, baselines routed, bootstrapped."""
+    from cr2.premise import Cell, PremiseInputs, run_cell
+    from cr2.routers import load_router
+    from tasks.baselines import _build
+
+    with np.load(inputs["path"], allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    premise_inputs = PremiseInputs.from_arrays(arrays)
+    router = cr2_router(config, base, home)
+    dist = load_state_distribution(channel)
+    cell = Cell(speed_factor=float(speed_factor), channel=dist)
+    is_base = abs(float(speed_factor) - 1.0) < 1e-12 and dist.dist_id == config.channel.distribution.dist_id
+
+    def refit(name: str):
+        def fit(train, dev):
+            if retrain_from == "base":
+                fitted = load_router(baselines[name]["path"])
+                if hasattr(fitted, "fine_tune"):  # re-trained from its base fit, as the gate is
+                    fitted.num_threads = torch_threads()
+                    return fitted.fine_tune(train, dev, retrain_epochs)
+            return _build(name, config).fit(train, dev)  # refitted as `cr2 run` fits it
+        return fit
+
+    result = run_cell(premise_inputs, cell, config, router.teacher_, router.gate_,
+                      {name: refit(name) for name in inputs["cost_aware"]}, n_resamples=n_resamples, seed=seed,
+                      retrain_epochs=retrain_epochs, retrain_from=retrain_from, num_threads=torch_threads(),
+                      # the base gate was distilled on exactly the base cell's costs: it is that cell's retrained gate
+                      retrained_gate=router.gate_ if is_base else None)
+    return {"key": key, "summary": result.summary, "rows": result.rows}

@@ -1,0 +1,92 @@
+"""Warehouse I/O of the premise map (issue 25): the base cell's inputs and artefacts, and the per-cell results."""
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cr2.errors import DataValidationError
+from warehouse.db import Warehouse
+from warehouse.files import in_home
+from warehouse.repository import deployed_artifacts, utc_now
+from warehouse.routing_data import named_query
+
+CELL_COLUMNS = ("speed_factor", "channel", "dist_id", "mean_distance_m", "cost_ratio_est", "cost_ratio_realised",
+                "device_dearer_share_est", "n_test", "n_evaluable", "n_resamples", "alpha")
+RESULT_COLUMNS = ("method", "reference", "metric", "target", "estimate", "lower", "upper", "n_resamples")
+
+
+def query_tokens(wh: Warehouse, label_source: str, query_id: np.ndarray, model_ids: Sequence[str],
+                 default_output_tokens: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt_tokens [n], output_tokens [n, M]) of the rows `query_id`: recorded L_out, else the benchmark default."""
+    df = wh.con.sql(named_query("premise_query_tokens"), params={"label_source": label_source}).df()
+    per_query = df.drop_duplicates("query_id").set_index("query_id")
+    missing = set(map(str, query_id)) - set(per_query.index)
+    if missing:
+        raise DataValidationError(f"{len(missing)} routing queries have no labels under '{label_source}'; run `cr2 prepare`")
+    prompt = per_query["prompt_tokens"].reindex(query_id).to_numpy(dtype=np.float64)
+    out = df.pivot(index="query_id", columns="model_id", values="output_tokens").reindex(columns=list(model_ids))
+    out = out.reindex(query_id).to_numpy(dtype=np.float64)
+    bench = per_query["benchmark"].reindex(query_id).to_numpy()
+    defaults = np.array([default_output_tokens.get(b, np.nan) for b in bench], dtype=np.float64)
+    out = np.where(np.isnan(out), defaults[:, None], out)
+    if np.isnan(out).any():
+        raise DataValidationError("no output length for some queries: add cost.default_output_tokens for their benchmark")
+    return prompt, out
+
+
+def base_artifacts(wh: Warehouse, label_source: str, dist_id: str) -> dict[str, Any]:
+    """The base cell: the newest evaluation run under (label source, states), its gate and the teacher trained with it."""
+    rows = wh.con.sql(named_query("premise_base_run"), params={"label_source": label_source, "dist_id": dist_id}).fetchall()
+    if not rows:
+        raise DataValidationError(f"no evaluation run under labels '{label_source}' and states '{dist_id}' in "
+                                  f"{wh.path}; run `cr2 run` with this config first (the premise map varies its result)")
+    run_id, version, gate_fp = rows[0]
+    arts = deployed_artifacts(wh, str(gate_fp))
+    return {"run_id": str(run_id), "threshold_version": int(version), **arts}
+
+
+def baseline_artifacts(wh: Warehouse, label_source: str, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    """name → {fingerprint, path} of the newest fitted baseline of each name (error when one is missing)."""
+    df = wh.con.sql(named_query("premise_router_artifacts"), params={"label_source": label_source}).df()
+    found = {k.split(":", 1)[1]: (fp, p) for k, fp, p in df[["kind", "fingerprint", "path"]].itertuples(index=False)}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise DataValidationError(f"no fitted baseline {missing} under labels '{label_source}'; run `cr2 run` first")
+    out = {}
+    for n in names:
+        fp, path = found[n]
+        full = in_home(wh.home, path)
+        if not full.is_file():
+            raise DataValidationError(f"baseline '{n}' checkpoint {full} is missing; run `cr2 run` again")
+        out[n] = {"fingerprint": str(fp), "path": str(full)}
+    return out
+
+
+def write_premise_cell(wh: Warehouse, study_id: str, label_source: str, key: str, summary: dict[str, Any],
+                       rows: Sequence[dict[str, Any]]) -> None:
+    """Replace one cell of a study: its premise_cells row and its premise_results rows (one transaction)."""
+    cell = {"study_id": study_id, **{k: summary[k] for k in CELL_COLUMNS}, "label_source": label_source,
+            "cell_key": key, "cell_seconds": float(summary["cell_s"]),
+            "meta": json.dumps({k: summary[k] for k in ("gate_retrained", "gate_fit_s", "refit_s")}),
+            "created_at": utc_now()}
+    res = pd.DataFrame([{c: r.get(c) for c in RESULT_COLUMNS} for r in rows])
+    for c in ("target", "estimate", "lower", "upper"):
+        res[c] = pd.to_numeric(res[c], errors="coerce").astype("float64")
+    res.insert(0, "channel", summary["channel"])
+    res.insert(0, "speed_factor", float(summary["speed_factor"]))
+    res.insert(0, "study_id", study_id)
+    where = {"study_id": study_id, "speed_factor": float(summary["speed_factor"]), "channel": summary["channel"]}
+    with wh.transaction() as con:
+        wh.delete_where("premise_cells", where, con)
+        wh.delete_where("premise_results", where, con)
+        wh.insert_df("premise_cells", pd.DataFrame([cell]), con)
+        wh.insert_df("premise_results", res, con)
+
+
+def premise_view(wh: Warehouse, study_id: str) -> pd.DataFrame:
+    """The rows of v_premise for one study."""
+    return wh.df("SELECT * FROM v_premise WHERE study_id = ? ORDER BY speed_factor, channel, method, reference, target",
+                 [study_id])
