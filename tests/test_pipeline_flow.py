@@ -165,9 +165,9 @@ def test_views_agree_with_the_metrics(pipeline):
 def test_report_is_self_contained_and_has_every_figure(pipeline):
     rep = pipeline["first"]["report"]
     page = open(rep["path"], encoding="utf-8").read()
-    assert set(rep["figures"]) == {"pareto_full", "pareto_zoom", "fixed_accuracy", "calibration_rules", "risk_control",
-                                   "local_selection", "variants", "gate_errors"}
-    assert "ablation" in rep["tables"] and "per_benchmark_by_cost" in rep["tables"]
+    assert set(rep["figures"]) == {"pareto_full", "pareto_zoom", "fixed_accuracy", "saving_intervals", "calibration_rules",
+                                   "risk_control", "local_selection", "variants", "gate_errors"}
+    assert {"ablation", "per_benchmark_by_cost", "mean_saving", "operating_points_ci"} <= set(rep["tables"])
     for key in rep["figures"] + rep["tables"]:
         assert f'id="{key}"' in page
     assert page.count("data:image/png;base64,") == len(rep["figures"])
