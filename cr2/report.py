@@ -494,7 +494,7 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
                          for r in fa.itertuples()])
     fixed = fa[fa["method"] != st.reference].pivot_table(index="target", columns="method", values="cell",
                                                          aggfunc="first")
-    fixed = fixed.rename(columns=st.label)
+    fixed = fixed.fillna("–").rename(columns=st.label)
     fixed.insert(0, f"{st.label(st.reference)} cost", fa[fa["method"] == st.reference].set_index("target")["cost"].round(3))
     fixed = fixed.reset_index().rename(columns={"target": "target accuracy"})
     fixed.columns.name = None

@@ -45,7 +45,7 @@ def saving_table(fa: pd.DataFrame) -> pd.DataFrame:
     if fa.empty:
         return fa
     cells = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper) for r in fa.itertuples()])
-    return cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first").reset_index()
+    return cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first").fillna("–").reset_index()
 
 
 def verdict_table(fa: pd.DataFrame, method: str = "cr2") -> pd.DataFrame:

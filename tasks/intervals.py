@@ -24,8 +24,10 @@ from warehouse.routing_data import routing_fingerprint
 
 def intervals_key(config: Config, wh: Warehouse, evaluated: dict, trained: dict) -> str:
     run_id = evaluated["run_id"]
+    # the run's methods come from its decisions and the catalogue (in the code hash); the ablation task adds
+    # methods rows later, so they are not part of the key (a second run would never be cached)
     return make_key("intervals", run_id, wh.table_fingerprint("decisions", {"run_id": run_id}),
-                    wh.table_fingerprint("methods", {"run_id": run_id}), trained["teacher"]["fingerprint"],
+                    trained["teacher"]["fingerprint"],
                     routing_fingerprint(wh, **routing_args(config), splits=("test",)),
                     config.section_hash("evaluation", "models"), task_code_hash(compute_intervals), warehouse_epoch(wh))
 

@@ -69,7 +69,7 @@ def test_second_run_with_nothing_changed_does_no_work(pipeline):
     assert again["ingest"]["cached"]
     assert all(step["cached"] for step in again["prepare"].values())
     assert again["train"]["cached"] and again["calibrate"]["cached"] and again["evaluate"]["cached"]
-    assert again["baselines"]["cached"]
+    assert again["baselines"]["cached"] and again["intervals"]["cached"]
     assert again["calibrate"]["version"] == pipeline["first"]["calibrate"]["version"]
 
 
@@ -165,9 +165,9 @@ def test_views_agree_with_the_metrics(pipeline):
 def test_report_is_self_contained_and_has_every_figure(pipeline):
     rep = pipeline["first"]["report"]
     page = open(rep["path"], encoding="utf-8").read()
-    assert set(rep["figures"]) == {"pareto_full", "pareto_zoom", "fixed_accuracy", "calibration_rules", "risk_control",
-                                   "local_selection", "variants", "gate_errors", "realised_risk"}
-    assert "ablation" in rep["tables"] and "per_benchmark_by_cost" in rep["tables"]
+    assert set(rep["figures"]) == {"pareto_full", "pareto_zoom", "fixed_accuracy", "saving_intervals", "calibration_rules",
+                                   "risk_control", "local_selection", "variants", "gate_errors", "realised_risk"}
+    assert {"ablation", "per_benchmark_by_cost", "mean_saving", "operating_points_ci"} <= set(rep["tables"])
     assert "realised_risk" in rep["tables"]  # issue 26: teacher-referenced vs realised risks, per rule
     for key in rep["figures"] + rep["tables"]:
         assert f'id="{key}"' in page

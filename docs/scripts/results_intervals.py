@@ -21,6 +21,8 @@ NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llm
 
 
 def _spread(sp: pd.DataFrame, fmt: str, **where) -> tuple[str, str]:
+    if sp.empty:
+        return "–", "–"
     d = sp
     for k, v in where.items():
         d = d[d[k].isna()] if v is None else d[(d[k] - v).abs() < 1e-9] if isinstance(v, float) else d[d[k] == v]
