@@ -290,6 +290,7 @@ CREATE TABLE IF NOT EXISTS seed_results (
     value       DOUBLE,
     lower       DOUBLE,                  -- that seed's own bootstrap interval
     upper       DOUBLE
+);
 
 -- study premise (issue 25): the premise map, one row per cell of a device-speed × channel grid
 CREATE TABLE IF NOT EXISTS premise_cells (
