@@ -51,8 +51,7 @@ def test_the_run_fills_the_intervals_table_for_every_point_and_learned_method(sl
 def test_estimates_equal_the_point_values_of_the_views(slice_run):
     run_id = slice_run["out"]["evaluate"]["run_id"]
     with Warehouse(slice_run["home"], read_only=True) as wh:
-        ops = wh.df("SELECT o.method, o.lam, o.alpha, o.benchmark, o.accuracy, o.cost, o.local_rate, o.risk, o.risk_all, "
-                    "i.metric, i.estimate FROM operating_points o JOIN intervals i ON i.run_id = o.run_id "
+        ops = wh.df("SELECT o.*, i.metric, i.estimate FROM operating_points o JOIN intervals i ON i.run_id = o.run_id "
                     "AND i.method = o.method AND i.lam = o.lam AND i.alpha IS NOT DISTINCT FROM o.alpha "
                     "AND i.benchmark = o.benchmark WHERE o.run_id = ?", [run_id])
         fa = wh.df("SELECT f.method, f.target, f.saving_vs_knn_pct, i.estimate FROM v_fixed_accuracy f "
