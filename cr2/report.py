@@ -617,7 +617,9 @@ def premise_heatmap(df: pd.DataFrame, method: str, reference: str, title: str, s
     # colours saturate at ±50 % so that one extreme cell does not wash out the rest (the numbers are exact)
     vmax = min(50.0, float(np.nanmax(np.abs(vals)))) if vals.size and np.isfinite(vals).any() else 1.0
     vmax = max(vmax, 1.0)
-    im = ax.imshow(est.to_numpy(dtype=float), cmap="RdBu", vmin=-vmax, vmax=vmax, aspect="auto", origin="lower")
+    # blue = good for CR² (a saving; for a loss, sign < 0, a negative loss), red = bad
+    im = ax.imshow(est.to_numpy(dtype=float), cmap="RdBu" if sign > 0 else "RdBu_r", vmin=-vmax, vmax=vmax,
+                   aspect="auto", origin="lower")
     for i in range(est.shape[0]):
         for j in range(est.shape[1]):
             e, a, b = est.iat[i, j], lo.iat[i, j], hi.iat[i, j]

@@ -68,6 +68,19 @@ def tables(v: pd.DataFrame) -> str:
         row["CR² local rate @ 0.80"] = "–" if lr is None or not np.isfinite(lr.local_rate) else f"{100 * lr.local_rate:.1f} %"
         rows.append(row)
     out.append(_md(pd.DataFrame(rows)))
+    rows = []  # the answer's view: cells in order of the device / edge cost ratio
+    for (f, ch), g in v.groupby(["speed_factor", "channel"]):
+        r = g.iloc[0]
+        row = {"ĉ ratio": round(float(r.cost_ratio_est), 3), "cell": f"×{f:g} / {ch}"}
+        for ref, name in (("knn", "KNN"), ("best-single", "best single")):
+            m = _pick(g, "cr2-retrain", ref, None)
+            row[f"CR² vs {name}, mean"] = _ci(m)
+            verdicts = [_pick(g, "cr2-retrain", ref, t) for t in (0.79, 0.80, 0.81, 0.82)]
+            row[f"paper targets cheaper / dearer / n.d. / not reached vs {name}"] = " / ".join(
+                str(sum(1 for x in verdicts if x is not None and x.verdict == w))
+                for w in ("cheaper", "dearer", "no difference detected", "not reached"))
+        rows.append(row)
+    out.append(_md(pd.DataFrame(rows).sort_values("ĉ ratio")))
     return "\n\n".join(out)
 
 
