@@ -120,3 +120,15 @@ def test_operating_point_intervals_shrink_as_the_test_set_grows():
         widths.append(np.mean([r["upper"] - r["lower"] for r in rows]))
     assert widths[0] > widths[1] > widths[2]
     assert widths[1] / widths[0] == pytest.approx(0.5, rel=0.35)  # ∝ 1/√n, within 35 %
+
+
+def test_seed_overrides_reseed_the_split_the_training_and_every_seeded_baseline():
+    from cr2.config import load_config
+    from flows.study_seeds import seed_overrides
+
+    base = load_config()
+    cfg = load_config(overrides=seed_overrides(base, 3))
+    assert (cfg.seed, cfg.splits.seed, cfg.teacher.seed, cfg.gate.seed) == (3, 3, 3, 3)
+    assert {"mlp", "embedllm", "llmrank"} <= set(cfg.baselines.params)
+    assert all(p["seed"] == 3 for p in cfg.baselines.params.values())
+    assert cfg.labels.simulator.seed == base.labels.simulator.seed and cfg.channel.seed == base.channel.seed  # data stays
