@@ -157,9 +157,8 @@ def oracle_accuracy(data: RoutingSet) -> float:
 
 def false_defer_rate(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
     """Gate false defers: mean of 1[deferred by the gate] · (1 − r(λ)), i.e. deferred although m0 is teacher-optimal."""
-    accepted = decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX)
-    risk = disagree_label(proba, data.decision_cost, lam)
-    return float(np.mean(~np.asarray(accepted, dtype=bool) & ~np.asarray(risk, dtype=bool))) if len(data) else float("nan")
+    risk = np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool)
+    return _mean(~accepted_locally(decisions) & ~risk)
 
 
 def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np.ndarray, n_resplits: int,
