@@ -18,7 +18,7 @@ from cr2.crc import (
     fixed_threshold,
     rate_threshold,
 )
-from cr2.errors import DataValidationError, FingerprintMismatchError, UncalibratedOperatingPointError
+from cr2.errors import DataValidationError, FingerprintMismatchError, InvalidValueError, UncalibratedOperatingPointError
 
 F32 = np.float32
 HAND_SCORES = np.array([0.9, 0.8, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1], dtype=F32)
@@ -273,7 +273,7 @@ def test_table_merge_adds_a_lambda_row():
         rng.random((300, 1)).astype(F32), rng.random((300, 1)) < 0.3, [0.37], ALPHA_GRID,
         gate_fingerprint="other", dist_id=table.dist_id, label_source=table.label_source,
     )
-    with pytest.raises(DataValidationError, match="gate_fingerprint"):
+    with pytest.raises(InvalidValueError, match="gate_fingerprint"):  # an argument mistake, not bad data
         table.merge(other_gate)
 
 
@@ -377,11 +377,11 @@ def test_ltt_table_records_delta_and_refuses_misuse():
     assert ThresholdTable.from_records(old).delta is None
     nan_rows = [{**r, "delta": float("nan"), "group": None} for r in crc.to_records()]  # what DuckDB NULL reads as
     assert ThresholdTable.from_records(nan_rows).delta is None
-    with pytest.raises(DataValidationError, match="needs δ"):
+    with pytest.raises(InvalidValueError, match="needs δ"):
         calibrate_table(scores, risks, GRID, ALPHA_GRID, rule="ltt", **kw)
-    with pytest.raises(DataValidationError, match="δ applies to the ltt rules only"):
+    with pytest.raises(InvalidValueError, match="δ applies to the ltt rules only"):
         calibrate_table(scores, risks, GRID, ALPHA_GRID, delta=0.1, **kw)
-    with pytest.raises(DataValidationError, match="cannot be merged"):
+    with pytest.raises(InvalidValueError, match="cannot be merged"):
         ltt.merge(ltt)
     with pytest.raises(DataValidationError, match="mix delta"):
         ThresholdTable.from_records(ltt.to_records()[:3] + [{**r, "delta": 0.2} for r in ltt.to_records()[3:]])

@@ -23,16 +23,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from cr2.config import GateSpec, TeacherSpec
-from cr2.crc import (TABLE_RULES, GroupedThresholdTable, ThresholdTable, calibrate_group_tables, calibrate_table,
-                     fixed_threshold, rate_threshold, rule_spec)
+from cr2.crc import (GroupedThresholdTable, ThresholdTable, calibrate_group_tables, calibrate_table, rule_spec,
+                     table_from_records)
 from cr2.data import Decisions, RoutingSet
 from cr2.errors import DataValidationError, NotFittedError, UncalibratedOperatingPointError
 from cr2.hashing import content_fingerprint
 from cr2.routing import VARIANTS, route
 from cr2.utility import risk_label
 
-CalibrationRule = str  # a cr2.crc.RULE_CATALOGUE key
-CALIBRATION_RULES: tuple[str, ...] = TABLE_RULES  # the one rule list, owned by cr2.crc
 BUNDLE_FILES = {"teacher": "teacher.pt", "gate": "gate.pt", "thresholds": "thresholds.json", "manifest": "cr2.json"}
 
 
@@ -182,7 +180,7 @@ class CR2Router:
         alphas: Sequence[float],
         dist_id: str,
         label_source: str,
-        rule: CalibrationRule = "crc",
+        rule: str = "crc",
         delta: float | None = None,
         groups: np.ndarray | None = None,
         group_by: str = "benchmark",
@@ -190,7 +188,7 @@ class CR2Router:
     ) -> ThresholdTable | GroupedThresholdTable:
         """Return the threshold table τ*(λ; α) on the calibration set `val`; also sets threshold_table_.
 
-        rule (cr2.crc.RULE_CATALOGUE): "crc" (conformal risk control, the method: E[teacher disagreement] ≤ α
+        rule (a cr2.crc.RULE_CATALOGUE key, calibrated by cr2.crc.calibrate_table): "crc" (conformal risk control, the method: E[teacher disagreement] ≤ α
         per λ), "ltt" (Learn-then-Test with `delta`: every λ's risk ≤ α at once with probability ≥ 1 − δ),
         "crc-oracle" / "ltt-oracle" and "crc-avoidable" / "ltt-avoidable" (the same on val's real labels: oracle
         disagreement, avoidable error), "empirical" (no +1 correction), "fixed" (τ = 0.5 for every cell,
@@ -206,9 +204,7 @@ class CR2Router:
         if len(positive) == 0:
             raise DataValidationError("calibrate needs at least one λ > 0 (at λ = 0 CR² defers everything)")
         scores, risks = self.calibration_inputs(val, positive, spec.risk or "teacher-disagreement")
-        if groups is not None:
-            if spec.procedure not in ("crc", "ltt"):
-                raise DataValidationError(f"Mondrian thresholds are calibrated with a crc or ltt rule, not '{rule}'")
+        if groups is not None:  # Mondrian: crc or ltt per group (calibrate_group_tables says so otherwise)
             table = calibrate_group_tables(scores, risks, groups, positive, alphas, group_by=group_by,
                                            gate_fingerprint=self.gate_fingerprint_, dist_id=dist_id,
                                            label_source=label_source, rule=rule, delta=delta, small_group=small_group)
@@ -216,28 +212,12 @@ class CR2Router:
                 table = GroupedThresholdTable(group_by=table.group_by, too_small=table.too_small,
                                               tables={g: _with_zero(t) for g, t in table.tables.items()})
         else:
-            table = self._table(scores, risks, positive, alphas, dist_id=dist_id, label_source=label_source, rule=rule,
-                                delta=delta)
+            table = calibrate_table(scores, risks, positive, alphas, gate_fingerprint=self.gate_fingerprint_,
+                                    dist_id=dist_id, label_source=label_source, rule=rule, delta=delta)
             if len(positive) < len(lam_arr):
                 table = _with_zero(table)
         self.calibration_set_ = val
         self.threshold_table_ = table
-        return table
-
-    def _table(self, scores: np.ndarray, risks: np.ndarray, lams: Sequence[float], alphas: Sequence[float], *,
-               dist_id: str, label_source: str, rule: str, delta: float | None = None) -> ThresholdTable:
-        common = {"gate_fingerprint": self.gate_fingerprint_, "dist_id": dist_id, "label_source": label_source}
-        if rule_spec(rule).calibrated:
-            table = calibrate_table(scores, risks, lams, alphas, rule=rule, delta=delta, **common)
-        else:
-            lam_sorted, alpha_sorted = sorted(float(v) for v in lams), sorted(float(v) for v in alphas)
-            if rule == "fixed":
-                taus = np.full((len(lam_sorted), len(alpha_sorted)), fixed_threshold())
-            else:
-                order = np.argsort(np.asarray(lams, dtype=np.float64), kind="stable")
-                taus = np.array([[rate_threshold(scores[:, j], f) for f in alpha_sorted] for j in order])
-            table = ThresholdTable(lams=tuple(lam_sorted), alphas=tuple(alpha_sorted), taus=taus,
-                                   n_calib=int(scores.shape[0]), rule=rule, score_dtype=str(scores.dtype), **common)
         return table
 
     def set_threshold_table(self, table: ThresholdTable | GroupedThresholdTable,
@@ -273,8 +253,9 @@ class CR2Router:
             # the guarantee is pointwise in λ: calibrate exactly this λ on the stored calibration set
             risk = rule_spec(table.rule).risk or "teacher-disagreement"
             scores, risks = self.calibration_inputs(val, [lam], risk)
-            extra = self._table(scores, risks, [lam], table.alphas, dist_id=table.dist_id,
-                                label_source=table.label_source, rule=table.rule, delta=table.delta)
+            extra = calibrate_table(scores, risks, [lam], table.alphas, gate_fingerprint=self.gate_fingerprint_,
+                                    dist_id=table.dist_id, label_source=table.label_source, rule=table.rule,
+                                    delta=table.delta)
             table = table.merge(extra)
             self.threshold_table_ = table
         return table.tau(lam, self.alpha if alpha is None else alpha, self.gate_fingerprint_)
@@ -392,7 +373,7 @@ class CR2Router:
                                       on_demand_calibration=manifest["on_demand_calibration"])
         table_path = directory / BUNDLE_FILES["thresholds"]
         if table_path.is_file():
-            router.set_threshold_table(ThresholdTable.from_records(json.loads(table_path.read_text())))
+            router.set_threshold_table(table_from_records(json.loads(table_path.read_text())))  # pooled or Mondrian
         if router.fingerprint() != manifest["fingerprint"]:
             raise DataValidationError(f"{directory}: contents do not match the manifest's fingerprint "
                                       f"{manifest['fingerprint']}; save the router again")
