@@ -68,7 +68,7 @@ def serve_child(port: int, max_concurrency: int) -> None:
     cr2.calibrate(make_routing_set(1000, seed=3), lams=cfg.grids.lam.values(), alphas=cfg.grids.alpha,
                           dist_id=cfg.channel.distribution.dist_id, label_source="synthetic")
     home = Path(os.environ.get("CR2_HOME", REPO / "var"))
-    router = OnlineRouter(config=cfg, home=home, router=cr2, version=1, dist=cfg.channel.distribution, cost_config=cfg,
+    router = OnlineRouter(config=cfg, router=cr2, version=1, dist=cfg.channel.distribution, cost_config=cfg,
                           encoder=load_encoder(cfg.embedding.max_seq_length, backend=cfg.embedding.backend,
                                                cache_dir=cache_dir(home) / "encoders"),
                           counter=qwen_token_counter(cache_dir(home) / "tokenizers"), _lock=threading.Lock())

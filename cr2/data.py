@@ -79,7 +79,7 @@ class Decisions:
     chosen: np.ndarray  # [n] int, index into the pool
     accepted_local: np.ndarray  # [n] bool, True iff the device model m0 answers
     score: np.ndarray | None = None  # [n] float, gate score s (CR² only)
-    tau: float | None = None  # τ*(λ; α) used (CR² only)
+    tau: float | np.ndarray | None = None  # τ*(λ; α) used (CR² only); [n] per query under Mondrian thresholds
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

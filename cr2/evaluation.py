@@ -27,7 +27,8 @@ def subset_decisions(decisions: Decisions, idx: np.ndarray) -> Decisions:
     extra = {k: (v[idx] if isinstance(v, np.ndarray) and v.shape[:1] == decisions.chosen.shape else v)
              for k, v in decisions.extra.items()}
     return Decisions(chosen=decisions.chosen[idx], accepted_local=decisions.accepted_local[idx],
-                     score=None if decisions.score is None else decisions.score[idx], tau=decisions.tau, extra=extra)
+                     score=None if decisions.score is None else decisions.score[idx],
+                     tau=decisions.tau[idx] if np.ndim(decisions.tau) == 1 else decisions.tau, extra=extra)
 
 
 def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data: RoutingSet, decisions: Decisions,
@@ -92,7 +93,7 @@ def rule_thresholds(rule: str, s_val: np.ndarray, val: RoutingSet, val_proba: np
 
 def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha: float, n_resplits: int,
                  rng: np.random.Generator, fixed_rates: Sequence[float] = (), ltt_delta: float = 0.1,
-                 compared_rules: Sequence[str] = COMPARED_RULES) -> None:
+                 compared_rules: Sequence[str] = COMPARED_RULES, groups: np.ndarray | None = None) -> None:
     """CR² at every calibrated (λ, α) of the router's threshold table, with its comparison rows.
 
     Per λ: CR² (the deployed table) and the empirical rule at every α, each rule of `compared_rules` at every α
@@ -101,9 +102,14 @@ def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha:
     the top f of val, the paper's ablation rows), the full-information reference, and the risk-vs-α Monte-Carlo
     bands over random calibration/test re-splits (n_resplits of them). At λ = 0 every rule defers everything
     (the gate is defined for λ > 0).
+
+    A Mondrian table (calibration.group) routes "cr2" and its variants with each test query's own group
+    threshold (`groups` [n], default the test benchmarks for a per-benchmark table); metric_rows then gives the
+    pooled ("all") and the per-benchmark — per-group — metrics. The comparison rules stay pooled, calibrated on val.
     """
     test, proba = ev.test, ev.proba
     table = router.threshold_table_
+    groups = router.batch_groups(test) if groups is None else np.asarray(groups)
     val_proba = router.proba(val.embedding)
     n_scored = len(table.scored_lams)
     for lam in table.lams:
@@ -116,7 +122,7 @@ def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha:
         compared = {rule: (rule_thresholds(rule, s_val, val, val_proba, lam, table.alphas, delta=ltt_delta, n_lam=n_scored)
                            if lam else np.full(len(table.alphas), np.inf)) for rule in compared_rules}
         for j, alpha in enumerate(table.alphas):
-            tau = router.threshold(lam, alpha)
+            tau = router.query_thresholds(lam, alpha, groups)  # one τ, or each query's group τ (Mondrian)
             ev.record("cr2", lam, alpha, decide(tau))
             # the calibration-rule comparison: the same gate and α without the +1 correction
             ev.record("cr2-empirical", lam, alpha, decide(empirical_threshold(s_val, r_val, alpha) if lam else np.inf))

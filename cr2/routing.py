@@ -40,7 +40,7 @@ def deferred_choice(proba: np.ndarray, cost: np.ndarray, lam: float, variant: st
 
 def route(
     score: np.ndarray,
-    tau: float,
+    tau: float | np.ndarray,
     proba: np.ndarray,
     cost: np.ndarray,
     lam: float,
@@ -48,7 +48,8 @@ def route(
 ) -> Decisions:
     """Return the CR² decisions for a batch at one operating point (λ, τ*(λ; α)).
 
-    score: [n] gate scores s_φ(e(x), λ) in the dtype they were calibrated in; tau: τ*(λ; α);
+    score: [n] gate scores s_φ(e(x), λ) in the dtype they were calibrated in; tau: τ*(λ; α), or [n] float64 one per
+    query (a Mondrian table: each query's group threshold);
     proba: [n, M] teacher p_m(x); cost: [n, M] c_m(x, ξ). Decisions.accepted_local is True iff m0 runs
     (for `inclusive` that includes deferred queries mapped back to m0); extra["gate_accept"] is the gate's
     own acceptance 1[s ≥ τ*], the event the CRC guarantee is about.
@@ -60,6 +61,8 @@ def route(
         raise InvalidValueError(f"score {score.shape}, proba {proba.shape} and cost {cost.shape} must be [n], [n, M], [n, M]")
     if np.ndim(lam) != 0:
         raise InvalidValueError(f"route takes one λ at a time, got {lam!r}")
+    if np.ndim(tau) != 0 and np.shape(tau) != score.shape:
+        raise InvalidValueError(f"tau {np.shape(tau)} must be one threshold or one per query, like score {score.shape}")
     # eq. (cr2_rule): m̂ = m0 if s ≥ τ*(λ; α), else m_def*(x, ξ; λ)
     gate_accept = accept(score, tau)
     chosen = np.where(gate_accept, DEVICE_INDEX, deferred_choice(proba, cost, lam, variant)).astype(np.int64)
@@ -67,6 +70,6 @@ def route(
         chosen=chosen,
         accepted_local=chosen == DEVICE_INDEX,
         score=score,
-        tau=float(tau),
+        tau=float(tau) if np.ndim(tau) == 0 else np.asarray(tau, dtype=np.float64),
         extra={"gate_accept": gate_accept, "variant": variant, "lam": float(lam)},
     )

@@ -301,14 +301,13 @@ def export_gate_cmd(out: Path = typer.Argument(..., help="output folder for gate
     table = router.threshold_table_
     targets = None
     if target_accuracy or budget:  # issue 21: certified target-mode points, computed on the host's val split
-        from cr2_cli.online import OnlineRouter
-        from cr2_cli.targets import choose_target
+        from cr2_cli.online import load_online_router
 
         if version is not None:
             raise typer.BadParameter("--target-accuracy/--budget use the newest threshold version; drop --version")
-        online = OnlineRouter.load(load_config(config), _home(home))
-        targets = [choose_target(online, t, None) for t in target_accuracy or []]
-        targets += [choose_target(online, None, b) for b in budget or []]
+        online = load_online_router(load_config(config), _home(home))
+        targets = [online.choose_target(t, None) for t in target_accuracy or []]
+        targets += [online.choose_target(None, b) for b in budget or []]
     m = router.export(out, targets=targets)
     console.print(f"exported gate {table.gate_fingerprint} with thresholds of {table.dist_id} "
                   f"({len(table.lams)} λ × {len(table.alphas)} α) to {m['dir']}; ONNX parity max |Δs| = "

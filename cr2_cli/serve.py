@@ -304,7 +304,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     from fastapi.responses import JSONResponse, Response
     from starlette.concurrency import run_in_threadpool
 
-    from cr2_cli.online import check_route_inputs
+    from cr2.deployment import check_route_inputs
 
     serving = config.serving
     if token is not None and not token.strip():
@@ -314,9 +314,9 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
                           f"set a bearer token in ${serving.token_env} first (e.g. `export {serving.token_env}=$(openssl "
                           "rand -hex 32)`), or bind to 127.0.0.1")
     if router is None:
-        from cr2_cli.online import OnlineRouter
+        from cr2_cli.online import load_online_router
 
-        router = OnlineRouter.load(config, home)
+        router = load_online_router(config, home)
     batcher = None
     if serving.batch_max_size > 1:  # opt-in micro-batching of /route (cr2_cli/serve_batching.py)
         from cr2_cli.serve_batching import make_batcher

@@ -1,7 +1,8 @@
 """Guarantee validity task (issue 21): re-split val + test of the deployed gate and check every rule's promise.
 
 Loads the deployed gate and teacher (those of the newest threshold table), scores the val and test
-queries at the calibrated λ grid, and runs cr2.guarantees.resplit_validity: CRC mean risk per λ, LTT's
+queries of the deployment's calibration split (cr2.deployment.calibration_split: the table's own states and
+labels) at the calibrated λ grid, and runs cr2.guarantees.resplit_validity: CRC mean risk per λ, LTT's
 share of re-splits with any λ over α, Mondrian per-group mean risk, the target mode's miss share, the same
 crc / ltt checks for the rules on the real labels (crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable;
 issue 26), and each rule's local rate / cost / accuracy and realised risks beside plain CRC. One run is one `run_id` in `guarantees`;
@@ -20,7 +21,7 @@ from prefect import task
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from warehouse.db import Warehouse
-from warehouse.routing_data import load_routing_sets, named_query
+from warehouse.routing_data import named_query
 
 GUARANTEE_COLUMNS = ["run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
                      "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at"]
@@ -39,17 +40,16 @@ def query_groups(wh: Warehouse, query_ids: np.ndarray, attribute: str) -> np.nda
 
 def validity_pool(config: Config, home: str | Path) -> dict:
     """The val + test queries of the deployed gate: scores and risks at the calibrated λ grid, teacher p, costs, labels."""
+    from cr2.deployment import deployed_router
     from cr2.utility import disagree_label, risk_label
-    from cr2_cli.online import load_deployed_router
-    from tasks.train import routing_args
+    from warehouse.deployment import read_deployment
 
-    router, _ = load_deployed_router(config, home)
-    table = router.threshold_table_
+    deployment = read_deployment(home, config)
+    router, table = deployed_router(config, deployment), deployment.table
+    sets = deployment.load_sets(("val", "test"))  # the rows the deployed table calibrates on (one definition)
+    pool = [sets["val"], sets["test"]]
+    qid = np.concatenate([s.query_id for s in pool])
     with Warehouse(home, read_only=True) as wh:
-        sets = load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config),
-                                 decision_cost=config.routing.decision_cost)
-        pool = [sets["val"], sets["test"]]
-        qid = np.concatenate([s.query_id for s in pool])
         groups = query_groups(wh, qid, config.calibration.group or "benchmark")
     emb = np.concatenate([s.embedding for s in pool])
     cost = np.concatenate([s.decision_cost for s in pool]).astype(np.float64)  # routers decide with ĉ (issue 16)

@@ -25,7 +25,7 @@ def test_a_moved_home_routes_with_its_own_checkpoints(small_config, home, tmp_pa
     from tasks.ingest import ingest_key, ingest_queries
     from tasks.prepare import (assign_splits_task, compute_costs_task, embed_queries, sample_states_task,
                                simulate_labels_task)
-    from cr2_cli.online import OnlineRouter
+    from cr2_cli.online import load_online_router
     from tasks.train import train_cr2
 
     cfg = small_config.model_copy(update={"teacher": small_config.teacher.model_copy(update={"epochs": 1}),
@@ -49,7 +49,7 @@ def test_a_moved_home_routes_with_its_own_checkpoints(small_config, home, tmp_pa
     shutil.copytree(home, moved)
     shutil.rmtree(home)
     monkeypatch.setenv("CR2_CACHE", session_cache or str(tmp_path / "encoder-cache"))
-    router = OnlineRouter.load(cfg, moved)
+    router = load_online_router(cfg, moved)
     table = router.router.threshold_table_
     out = router.route("What is the capital of France?", None, float(next(v for v in table.lams if v > 0)),
                        float(table.alphas[0]))

@@ -328,7 +328,7 @@ def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_
     from flows.calibrate import calibrate_flow
     from warehouse.repository import load_threshold_table
     from tasks.guarantees import check_guarantees
-    from cr2_cli.online import OnlineRouter
+    from cr2_cli.online import load_online_router
     from cr2_cli.targets import route_by_target
 
     cfg = load_config(pipeline["cfg"])
@@ -341,7 +341,7 @@ def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_
     assert set(rows["rule"]) == {"ltt"} and set(rows["delta"]) == {0.2}
     assert set(rows["group"]) == {f"benchmark={b}" for b in cfg.benchmarks}
     assert isinstance(table, GroupedThresholdTable) and table.delta == 0.2
-    router = OnlineRouter.load(cfg, home)
+    router = load_online_router(cfg, home)
     r = router.route("What is 2 + 2?", ["3", "4", "5", "6"], 2.0, 0.05, 80.0, benchmark="gpqa")
     assert r["tau"] == table.tau(2.0, 0.05, table.gate_fingerprint, "gpqa")
     try:  # a tiny val split: either a certified choice or a clear refusal
@@ -371,7 +371,7 @@ def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeli
 
     from cr2.config import load_config
     from cr2_cli.main import app, risk_line
-    from cr2_cli.online import OnlineRouter
+    from cr2_cli.online import load_online_router
     from cr2_cli.results import results_markdown
     from flows.calibrate import calibrate_flow
     from tasks.guarantees import check_guarantees
@@ -395,7 +395,7 @@ def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeli
                                                                                    "group": None})
     with Warehouse(pipeline["home"], read_only=True) as wh:
         assert set(wh.df("SELECT rule FROM thresholds WHERE version = ?", [out["version"]])["rule"]) == {"crc-avoidable"}
-    router = OnlineRouter.load(cfg, home)
+    router = load_online_router(cfg, home)
     r = router.route("What is 2 + 2?", ["3", "4", "5", "6"], 2.0, 0.05, 80.0)
     assert (r["rule"], r["risk"], r["risk_display"]) == ("crc-avoidable", "avoidable-error", "avoidable error")
     assert router.describe()["risk"] == "avoidable-error"

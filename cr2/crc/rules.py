@@ -253,14 +253,16 @@ def rate_threshold(scores: np.ndarray, rate: float) -> float:
     return float(calibrate_thresholds(scores, np.ones(len(scores), dtype=bool), [rate], rule="empirical")[0])
 
 
-def accept(scores: np.ndarray, tau: float) -> np.ndarray:
+def accept(scores: np.ndarray, tau: float | np.ndarray) -> np.ndarray:
     """Return the local-acceptance mask 1[s ≥ τ] decided in exact arithmetic (bool [n]).
 
     Scores are widened to float64 (exact for float16/32) before the comparison, so the answer does not
     depend on how τ is typed; for a τ returned by this module it equals `scores >= tau` in the scores' dtype.
+    τ is one threshold, or one per query ([n]: each query's Mondrian group threshold, GroupedThresholdTable.taus_for).
     """
+    tau = float(tau) if np.ndim(tau) == 0 else np.asarray(tau, dtype=np.float64)
     # eq. (cr2_rule): accept locally (m0) iff s_φ(e(x), λ) ≥ τ*(λ; α)
-    return np.asarray(scores).astype(np.float64, copy=False) >= float(tau)
+    return np.asarray(scores).astype(np.float64, copy=False) >= tau
 
 
 def false_acceptance_risk(scores: np.ndarray, risks: np.ndarray, tau: float) -> float:

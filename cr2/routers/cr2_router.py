@@ -260,6 +260,32 @@ class CR2Router:
             self.threshold_table_ = table
         return table.tau(lam, self.alpha if alpha is None else alpha, self.gate_fingerprint_)
 
+    def query_thresholds(self, lam: float, alpha: float | None = None,
+                         groups: np.ndarray | None = None) -> float | np.ndarray:
+        """Return τ*(λ; α) for a batch: one float for a pooled table; for a Mondrian table, each query's own group
+        threshold τ*_g(λ; α), float64 [n] (`groups`: the queries' values of the table's group attribute)."""
+        table = getattr(self, "threshold_table_", None)
+        if not isinstance(table, GroupedThresholdTable):
+            return self.threshold(lam, alpha)
+        if groups is None:
+            raise UncalibratedOperatingPointError(
+                f"the threshold table is per {table.group_by} (Mondrian): give each query's {table.group_by} (groups=…)")
+        groups = np.asarray(groups).astype(str)
+        if lam == 0:  # the accuracy-only end: CR² defers everything (τ = +∞) in every group
+            return np.full(len(groups), np.inf)
+        return table.taus_for(groups, lam, self.alpha if alpha is None else alpha, self.gate_fingerprint_)
+
+    def batch_groups(self, batch: RoutingSet) -> np.ndarray | None:
+        """Return the Mondrian group of each query of `batch` when the table is per benchmark (None when pooled)."""
+        table = getattr(self, "threshold_table_", None)
+        if not isinstance(table, GroupedThresholdTable):
+            return None
+        if table.group_by != "benchmark":
+            raise UncalibratedOperatingPointError(
+                f"the threshold table is per {table.group_by} (Mondrian), which a RoutingSet does not carry; pass "
+                f"groups=<each query's {table.group_by}> (warehouse query_groups)")
+        return np.asarray(batch.benchmark)
+
     # ------------------------------------------------------------ routing
     def decide(
         self,
@@ -272,28 +298,33 @@ class CR2Router:
         variant: str | None = None,
         score: np.ndarray | None = None,
         proba: np.ndarray | None = None,
+        groups: np.ndarray | None = None,
     ) -> Decisions:
         """Return the CR² decisions (Algorithm 1) for embeddings e(x) [n, d] and costs c_m(x, ξ) [n, M] at λ.
 
-        τ defaults to τ*(λ; α) of the table; `score`/`proba` may be passed when already computed for
-        these rows (evaluation scores each λ once and routes it at every α).
+        τ defaults to τ*(λ; α) of the table (a Mondrian table: each query's group threshold, `groups` [n]);
+        `score`/`proba` may be passed when already computed for these rows (evaluation scores each λ once and
+        routes it at every α).
         """
         self._check_fitted()
         variant = self.variant if variant is None else variant
         self._check_variant(variant)
         if tau is None:
-            tau = self.threshold(lam, alpha)
+            tau = self.query_thresholds(lam, alpha, groups)
         score = self.scores(embedding, lam) if score is None else score
         proba = self.proba(embedding) if proba is None else proba
         decisions = route(score, tau, proba, cost, lam, variant)
         decisions.extra["alpha"] = self.alpha if alpha is None else alpha
         return decisions
 
-    def route(self, batch: RoutingSet, lam: float, alpha: float | None = None) -> Decisions:
-        """Return the CR² decisions for `batch` at cost weight λ and α (default: the router's α)."""
+    def route(self, batch: RoutingSet, lam: float, alpha: float | None = None,
+              groups: np.ndarray | None = None) -> Decisions:
+        """Return the CR² decisions for `batch` at cost weight λ and α (default: the router's α); a Mondrian table
+        applies each query's group threshold (groups: default the batch's benchmarks for a per-benchmark table)."""
         self._check_fitted()
         self._check_pool(batch)
-        return self.decide(batch.embedding, batch.decision_cost, lam, alpha)
+        groups = self.batch_groups(batch) if groups is None else groups
+        return self.decide(batch.embedding, batch.decision_cost, lam, alpha, groups=groups)
 
     # ------------------------------------------------------------ persistence
     def fingerprint(self) -> str:
