@@ -22,12 +22,15 @@ import time
 
 from _common import limit_threads, parse_args, write_result
 
+from cr2.config import HEADLINE_LAMS
+from cr2.labels import is_simulated
+
 
 def main() -> None:
     args = parse_args(__doc__, warehouse={"required": True, "help": "HOME of a warehouse with a deployed gate"},
                       config={"default": None, "help": "config file of that warehouse"},
                       alpha={"type": float, "default": 0.01, "help": "α of the table"},
-                      lams={"type": float, "nargs": "+", "default": [0.5, 2.0, 8.0], "help": "λ values of the table"},
+                      lams={"type": float, "nargs": "+", "default": list(HEADLINE_LAMS), "help": "λ values of the table"},
                       bootstrap={"type": int, "default": 1000, "help": "bootstrap resamples of the test queries"},
                       seed={"type": int, "default": 0, "help": "seed of the bootstrap resamples"},
                       store={"action": "store_true", "help": "also write a full evaluation run + report to the warehouse"})
@@ -104,7 +107,7 @@ def main() -> None:
         return f"{v[0]:.4f} [{v[1]:.4f}, {v[2]:.4f}]"
 
     label = table.label_source
-    simulated = str(label).startswith("simulated")
+    simulated = is_simulated(label)
     print(f"\n{'SIMULATED' if simulated else 'MEASURED'} labels ({label}); thresholds v{version} (rule {table.rule}), "
           f"N_val = {len(val):,}, N_test = {len(test):,} ({int(keep.sum()):,} solvable), α = {args.alpha:g}; "
           f"risks over all test queries with 95 % paired-bootstrap intervals ({args.bootstrap} resamples)\n")

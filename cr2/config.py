@@ -25,6 +25,8 @@ from cr2.names import ModelId, SourceName, StateName
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
+# the λ every summary quotes (`cr2 run`'s table, `cr2 results`, the report, the Prefect artefacts); on the default grid
+HEADLINE_LAMS: tuple[float, ...] = (0.5, 2.0, 8.0)
 
 
 def db_to_linear(value_db: float) -> float:
@@ -616,7 +618,9 @@ class Config(_Strict):
             if self.enabled_benchmarks != [measured.benchmark]:
                 raise InvalidValueError(f"measured labels cover benchmark '{measured.benchmark}' only; enable just that "
                                  f"one (enabled: {self.enabled_benchmarks})")
-            if self.labels.source.startswith("simulated"):
+            from cr2.labels import is_simulated
+
+            if is_simulated(self.labels.source):
                 raise InvalidValueError(f"labels.source '{self.labels.source}' names simulated labels; measured labels need "
                                  "their own source name (e.g. measured-mmlu-pro-v1)")
         if self.reference_model is not None and self.reference_model not in ids:

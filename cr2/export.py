@@ -50,9 +50,7 @@ from cr2.runtime import (
     MANIFEST_FORMAT,
     OUTPUT_SCORE,
     THRESHOLDS_FILE,
-    THRESHOLDS_FORMAT,
     DeviceThresholds,
-    encode_tau,
     sha256_file,
 )
 
@@ -184,39 +182,8 @@ def _write_onnx(gate: Any, path: Path, fingerprint: str) -> None:
 
 
 def thresholds_json(table: ThresholdTable | GroupedThresholdTable, targets: list[dict] | None = None) -> dict[str, Any]:
-    """Return the thresholds.json object of a table (τ* as float.hex strings, exact).
-
-    Issue 21 adds, all optional (older readers ignore them): "delta" (ltt), "group_by" and "group_taus"
-    (Mondrian: one τ* grid per group; "taus" is then +inf everywhere, so a reader that does not know
-    groups defers every query instead of applying some group's threshold), and "targets" (certified
-    target-mode operating points: mode, target, delta, lam, alpha, tau). Issue 26 adds "risk", "risk_display" and
-    "risk_definition": the risk the rule controls (cr2.crc.RISKS), so the device says what its α bounds.
-    """
-    grouped = isinstance(table, GroupedThresholdTable)
-    risk = rule_risk(table.rule)
-    out = {
-        "format": THRESHOLDS_FORMAT,
-        "lams": list(table.lams),
-        "alphas": list(table.alphas),
-        "taus": [[encode_tau(t) for t in row] for row in (np.full((len(table.lams), len(table.alphas)), np.inf)
-                                                          if grouped else table.taus)],  # rows λ, columns α
-        "n_calib": int(table.n_calib),
-        "gate_fingerprint": table.gate_fingerprint,
-        "dist_id": table.dist_id,
-        "label_source": table.label_source,
-        "rule": table.rule,
-        "risk": None if risk is None else risk.name,
-        "risk_display": None if risk is None else risk.display,
-        "risk_definition": None if risk is None else risk.definition,
-        "score_dtype": table.score_dtype,
-        "delta": table.delta,
-    }
-    if grouped:
-        out["group_by"] = table.group_by
-        out["group_taus"] = {g: [[encode_tau(v) for v in row] for row in t.taus] for g, t in table.tables.items()}
-    if targets:
-        out["targets"] = [{**t, "tau": encode_tau(float(t["tau"]))} for t in targets]
-    return out
+    """Return the thresholds.json object of a table (the format is cr2.runtime's: DeviceThresholds.to_json)."""
+    return DeviceThresholds.to_json(table, targets)
 
 
 def read_threshold_table(path: str | Path) -> ThresholdTable:
@@ -231,10 +198,8 @@ def read_threshold_table(path: str | Path) -> ThresholdTable:
     t = DeviceThresholds.from_json(data, path)
     if t.group_taus:
         raise DataValidationError(f"{path}: Mondrian thresholds (per {t.group_by}); read them with "
-                                  "cr2.runtime.DeviceThresholds.from_json")
-    return ThresholdTable(lams=t.lams, alphas=t.alphas, taus=np.array(t.taus), n_calib=t.n_calib,
-                          gate_fingerprint=t.gate_fingerprint, dist_id=t.dist_id, label_source=t.label_source,
-                          rule=t.rule, score_dtype=t.score_dtype, delta=t.delta)
+                                  "cr2.runtime.DeviceThresholds.from_json (its .table is the GroupedThresholdTable)")
+    return t.table
 
 
 def _parity(gate: Any, onnx_path: Path, lams: tuple[float, ...], seed: int = 0) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from cr2.config import HEADLINE_LAMS
+
 @dataclass(frozen=True)
 class MethodStyles:
     """What the report needs to know of each evaluated method, from the run's `methods` rows (the router
@@ -278,7 +280,7 @@ def realised_risk_figure(rr: pd.DataFrame, alpha: float, st: "MethodStyles") -> 
     return _png(fig)
 
 
-def realised_risk_table(rr: pd.DataFrame, alpha: float, lams=(0.5, 2.0, 8.0)) -> pd.DataFrame:
+def realised_risk_table(rr: pd.DataFrame, alpha: float, lams=HEADLINE_LAMS) -> pd.DataFrame:
     """Issue 26: per rule and λ at α, the teacher-referenced and realised risks, local accuracy, local rate and cost."""
     if rr.empty:
         return pd.DataFrame()
@@ -514,9 +516,9 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
                       "bootstrap interval; 'cheaper'/'dearer' only where it excludes 0, else 'no difference detected'.",
                       mean_saving_table(inp.mean_saving, st))] if len(inp.mean_saving) else []),
         *([TableBlock("operating_points_ci", "Operating points with 95 % intervals", "v_operating_points_ci",
-                      f"CR² at α = {inp.default_alpha:g} and the learned baselines at λ ∈ {{0.5, 2, 8}}, all test "
+                      f"CR² at α = {inp.default_alpha:g} and the learned baselines at λ ∈ {{{', '.join(f'{v:g}' for v in HEADLINE_LAMS)}}}, all test "
                       "benchmarks; 95 % paired bootstrap intervals over the test queries.",
-                      operating_point_ci_table(inp.operating_points_ci, inp.default_alpha, (0.5, 2.0, 8.0), st))]
+                      operating_point_ci_table(inp.operating_points_ci, inp.default_alpha, HEADLINE_LAMS, st))]
           if len(inp.operating_points_ci) else []),
         TableBlock("router_complexity", "Router-head parameters and FLOPs (encoder excluded)", "v_router_complexity",
                    "CR² runs the gate on the device (and the teacher's heads only for deferred queries).",

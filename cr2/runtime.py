@@ -9,9 +9,10 @@ A device needs three files written by `cr2.export.export_gate` (or `cr2 export-g
 
 and accepts a query locally (m0) iff s ≥ τ*(λ; α) (eq. cr2_rule), the comparison cr2.crc.accept makes.
 
-This module imports only numpy, json, hashlib, pathlib and onnxruntime (plus cr2.errors, which is plain
-Python): no torch, no training or calibration code, so it runs where only onnxruntime is installed.
-The file formats are defined here; cr2.export writes them.
+This module imports only numpy, json, hashlib, pathlib and onnxruntime (plus cr2.errors and cr2.crc, which
+import only numpy): no torch and no training code, so it runs where only onnxruntime is installed. The
+file formats are defined here (DeviceThresholds.to_json / from_json); cr2.export writes them. The thresholds
+themselves are cr2.crc's ThresholdTable / GroupedThresholdTable — one lookup and validation for host and device.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from cr2.errors import DataValidationError, UncalibratedOperatingPointError
+from cr2.crc import GroupedThresholdTable, ThresholdTable, grid_text, group_key, rule_risk
+from cr2.errors import DataValidationError, InvalidValueError, UncalibratedOperatingPointError, UnknownNameError
 
 MANIFEST_FORMAT = "cr2-device-export/1"
 THRESHOLDS_FORMAT = "cr2-thresholds/1"
@@ -32,7 +34,6 @@ GATE_FILE = "gate.onnx"
 THRESHOLDS_FILE = "thresholds.json"
 EXPORT_FILES = (GATE_FILE, THRESHOLDS_FILE)  # the files the manifest hashes
 INPUT_EMBEDDING, INPUT_LAM, OUTPUT_SCORE = "embedding", "lam", "score"
-GRID_RTOL = 1e-9  # relative tolerance when matching a requested λ or α to the grid (= cr2.crc.LAM_RTOL)
 
 
 class DeviceDecision(NamedTuple):
@@ -62,19 +63,6 @@ def decode_tau(text: str) -> float:
     return float.fromhex(text)
 
 
-def _grid_text(values: tuple[float, ...]) -> str:
-    if len(values) <= 6:
-        return "[" + ", ".join(f"{v:g}" for v in values) + "]"
-    return f"[{values[0]:g} … {values[-1]:g}, {len(values)} points]"
-
-
-def _grid_index(values: tuple[float, ...], x: float) -> int | None:
-    for i, v in enumerate(values):
-        if abs(v - x) <= GRID_RTOL * max(abs(v), abs(x)):
-            return i
-    return None
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -95,23 +83,81 @@ def _require(data: dict[str, Any], keys: tuple[str, ...], where: Path) -> None:
 
 @dataclass(frozen=True)
 class DeviceThresholds:
-    """τ*(λ; α) as shipped in thresholds.json (the device's copy of a cr2.crc.ThresholdTable)."""
+    """thresholds.json as read on a device: a cr2.crc threshold table (pooled or Mondrian) plus what the export adds.
 
-    lams: tuple[float, ...]  # [n_lam] ascending cost weights λ
-    alphas: tuple[float, ...]  # [n_alpha] ascending risk levels α
-    taus: np.ndarray  # [n_lam, n_alpha] float64 τ*, each exact in score_dtype; ±inf allowed
-    n_calib: int  # N, calibration queries per λ
-    gate_fingerprint: str  # the gate the thresholds were calibrated for
-    dist_id: str  # channel-state distribution of the calibration set
-    label_source: str  # where the correctness labels came from
-    rule: str  # a cr2.crc.RULE_CATALOGUE name: crc | ltt | crc-oracle | …
-    score_dtype: str  # dtype the scores were calibrated (and must be compared) in
-    delta: float | None = None  # ltt: P(some λ has risk > α) ≤ δ, per α
-    group_by: str | None = None  # Mondrian: the query attribute of group_taus (e.g. "benchmark")
-    group_taus: dict | None = None  # Mondrian: group value → [n_lam, n_alpha] τ* (then `taus` is +inf: defer)
+    A thin codec: the lookup, the grid matching and the validation are the table's own (cr2.crc.ThresholdTable /
+    GroupedThresholdTable); this class only reads and writes the file format (τ* as float.hex strings) and keeps
+    the export's certified target-mode operating points and the name of the risk α bounds.
+    """
+
+    table: ThresholdTable | GroupedThresholdTable
+    n_calib: int  # N as shipped: calibration queries per λ (Mondrian: over all groups)
     targets: tuple = ()  # certified target-mode operating points: dicts with mode, target, delta, lam, alpha, tau
     # issue 26: the risk α bounds (cr2.crc.RISKS): teacher-disagreement | oracle-disagreement | avoidable-error
     risk: str | None = "teacher-disagreement"
+
+    # ------------------------------------------------------------ the table's fields, read through
+    def __getattr__(self, name: str) -> Any:
+        if name in ("lams", "alphas", "gate_fingerprint", "dist_id", "label_source", "rule", "score_dtype", "delta"):
+            return getattr(self.table, name)
+        raise AttributeError(name)
+
+    @property
+    def group_by(self) -> str | None:
+        """Mondrian: the query attribute of the groups (e.g. "benchmark"); None for a pooled table."""
+        return self.table.group_by if isinstance(self.table, GroupedThresholdTable) else None
+
+    @property
+    def group_taus(self) -> dict | None:
+        """Mondrian: group value → [n_lam, n_alpha] τ*; None for a pooled table."""
+        if not isinstance(self.table, GroupedThresholdTable):
+            return None
+        return {g: t.taus for g, t in self.table.tables.items()}
+
+    @property
+    def taus(self) -> np.ndarray:
+        """[n_lam, n_alpha] τ* of a pooled table; +inf (defer) for a Mondrian one, as the file ships it."""
+        if isinstance(self.table, GroupedThresholdTable):
+            return np.full((len(self.table.lams), len(self.table.alphas)), np.inf)
+        return self.table.taus
+
+    # ------------------------------------------------------------ the file format
+    @staticmethod
+    def to_json(table: ThresholdTable | GroupedThresholdTable, targets: list[dict] | None = None) -> dict[str, Any]:
+        """Return the thresholds.json object of a table (τ* as float.hex strings, exact).
+
+        Issue 21 adds, all optional (older readers ignore them): "delta" (ltt), "group_by", "group_taus" and
+        "group_n_calib" (Mondrian: one τ* grid and N per group; "taus" is then +inf everywhere, so a reader that
+        does not know groups defers every query instead of applying some group's threshold), and "targets"
+        (certified target-mode operating points: mode, target, delta, lam, alpha, tau). Issue 26 adds "risk",
+        "risk_display" and "risk_definition": the risk the rule controls, so the device says what its α bounds.
+        """
+        grouped = isinstance(table, GroupedThresholdTable)
+        risk = rule_risk(table.rule)
+        pooled_taus = np.full((len(table.lams), len(table.alphas)), np.inf) if grouped else table.taus
+        out: dict[str, Any] = {
+            "format": THRESHOLDS_FORMAT,
+            "lams": list(table.lams),
+            "alphas": list(table.alphas),
+            "taus": [[encode_tau(t) for t in row] for row in pooled_taus],  # rows λ, columns α
+            "n_calib": int(table.n_calib),
+            "gate_fingerprint": table.gate_fingerprint,
+            "dist_id": table.dist_id,
+            "label_source": table.label_source,
+            "rule": table.rule,
+            "risk": None if risk is None else risk.name,
+            "risk_display": None if risk is None else risk.display,
+            "risk_definition": None if risk is None else risk.definition,
+            "score_dtype": table.score_dtype,
+            "delta": table.delta,
+        }
+        if grouped:
+            out["group_by"] = table.group_by
+            out["group_taus"] = {g: [[encode_tau(v) for v in row] for row in t.taus] for g, t in table.tables.items()}
+            out["group_n_calib"] = {g: int(t.n_calib) for g, t in table.tables.items()}
+        if targets:
+            out["targets"] = [{**t, "tau": encode_tau(float(t["tau"]))} for t in targets]
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: Path | str = THRESHOLDS_FILE) -> "DeviceThresholds":
@@ -122,71 +168,59 @@ class DeviceThresholds:
         if data["format"] != THRESHOLDS_FORMAT:
             raise DataValidationError(f"{where}: format {data['format']!r}, expected {THRESHOLDS_FORMAT!r}; "
                                       "re-export with this version of cr2 (`cr2 export-gate`)")
+
+        def grid(rows: Any, what: str) -> np.ndarray:
+            try:
+                return np.array([[decode_tau(t) for t in row] for row in rows], dtype=np.float64)
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise DataValidationError(f"{where}: {what} must be float.hex strings ({exc})") from None
+
+        n_calib = int(data["n_calib"])
+        meta = {"gate_fingerprint": str(data["gate_fingerprint"]), "dist_id": str(data["dist_id"]),
+                "label_source": str(data["label_source"]), "rule": str(data["rule"]),
+                "score_dtype": str(data["score_dtype"]), "delta": data.get("delta")}
         lams = tuple(float(v) for v in data["lams"])
         alphas = tuple(float(v) for v in data["alphas"])
         try:
-            taus = np.array([[decode_tau(t) for t in row] for row in data["taus"]], dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise DataValidationError(f"{where}: taus must be float.hex strings ({exc})") from None
-        if taus.shape != (len(lams), len(alphas)) or not lams or not alphas:
+            taus = grid(data["taus"], "taus")
+            if data.get("group_taus"):  # issue 21: Mondrian thresholds, one grid per group
+                if not isinstance(data["group_taus"], dict):
+                    raise DataValidationError(f"{where}: group_taus must map groups to float.hex grids")
+                group_by = str(data.get("group_by") or "benchmark")
+                n_g = data.get("group_n_calib") or {}  # absent in exports before issue 29: N over all groups
+                table: ThresholdTable | GroupedThresholdTable = GroupedThresholdTable(group_by=group_by, tables={
+                    str(g): ThresholdTable(lams=lams, alphas=alphas, taus=grid(rows, f"group '{g}' thresholds"),
+                                           n_calib=int(n_g.get(g, n_calib)), group=group_key(group_by, str(g)), **meta)
+                    for g, rows in data["group_taus"].items()})
+            else:
+                table = ThresholdTable(lams=lams, alphas=alphas, taus=taus, n_calib=n_calib, **meta)
+        except (InvalidValueError, UnknownNameError) as exc:  # the table's own validation, reported against the file
+            raise DataValidationError(f"{where}: {exc}; re-export with `cr2 export-gate`") from None
+        if taus.shape != (len(lams), len(alphas)):
             raise DataValidationError(f"{where}: taus has shape {taus.shape}, expected (n_lam, n_alpha) = "
-                                      f"({len(lams)}, {len(alphas)}) with both grids non-empty")
-        if np.isnan(taus).any() or list(lams) != sorted(lams) or list(alphas) != sorted(alphas):
-            raise DataValidationError(f"{where}: τ* must not be NaN and the λ and α grids must be ascending")
-        taus.setflags(write=False)
-        group_taus = None
-        if data.get("group_taus"):  # issue 21: Mondrian thresholds, one grid per group
-            try:
-                group_taus = {str(g): np.array([[decode_tau(t) for t in row] for row in grid], dtype=np.float64)
-                              for g, grid in data["group_taus"].items()}
-            except (TypeError, ValueError, AttributeError) as exc:
-                raise DataValidationError(f"{where}: group_taus must map groups to float.hex grids ({exc})") from None
-            for g, grid in group_taus.items():
-                if grid.shape != taus.shape or np.isnan(grid).any():
-                    raise DataValidationError(f"{where}: group '{g}' thresholds have shape {grid.shape}, expected {taus.shape}")
-                grid.setflags(write=False)
+                                      f"({len(lams)}, {len(alphas)})")
         try:
             targets = tuple({**t, "tau": decode_tau(t["tau"])} for t in data.get("targets") or ())
         except (TypeError, ValueError, KeyError) as exc:
             raise DataValidationError(f"{where}: targets must be objects with a float.hex tau ({exc})") from None
-        return cls(lams=lams, alphas=alphas, taus=taus, n_calib=int(data["n_calib"]),
-                   gate_fingerprint=str(data["gate_fingerprint"]), dist_id=str(data["dist_id"]),
-                   label_source=str(data["label_source"]), rule=str(data["rule"]), score_dtype=str(data["score_dtype"]),
-                   delta=None if data.get("delta") is None else float(data["delta"]),
-                   group_by=data.get("group_by"), group_taus=group_taus, targets=targets,
-                   # an export without "risk" predates issue 26, when every rule controlled teacher disagreement
+        # an export without "risk" predates issue 26, when every rule controlled teacher disagreement
+        return cls(table=table, n_calib=n_calib, targets=targets,
                    risk=data["risk"] if "risk" in data else "teacher-disagreement")
 
+    # ------------------------------------------------------------ lookup (the table's)
     def lam_index(self, lam: float) -> int:
         """Return the grid row of λ; raises UncalibratedOperatingPointError naming the grid when off-grid."""
-        i = _grid_index(self.lams, float(lam))
-        if i is None:
-            raise UncalibratedOperatingPointError(
-                f"λ={float(lam):g} is not on the exported gate's calibrated grid {_grid_text(self.lams)}; pick a grid "
-                f"value, or calibrate it on the host (`cr2 calibrate --lam {float(lam):g}`) and re-export (`cr2 export-gate`)"
-            )
-        return i
+        return _on_device(lambda: _any_table(self.table).lam_index(lam))
 
     def alpha_index(self, alpha: float) -> int:
         """Return the grid column of α; raises UncalibratedOperatingPointError naming the grid when off-grid."""
-        j = _grid_index(self.alphas, float(alpha))
-        if j is None:
-            raise UncalibratedOperatingPointError(
-                f"α={float(alpha):g} is not on the exported gate's calibrated grid {_grid_text(self.alphas)}; pick a "
-                "grid value, or add it to grids.alpha on the host, re-calibrate and re-export (`cr2 export-gate`)"
-            )
-        return j
+        return _on_device(lambda: _any_table(self.table).alpha_index(alpha))
 
     def tau(self, lam: float, alpha: float, group: str | None = None) -> float:
         """Return τ*(λ; α) (exact in score_dtype; accept iff s ≥ τ*); Mondrian thresholds need the query's group."""
-        i, j = self.lam_index(lam), self.alpha_index(alpha)
-        if self.group_taus is None:
-            return float(self.taus[i, j])
-        if group not in self.group_taus:
-            raise UncalibratedOperatingPointError(
-                f"these thresholds are per {self.group_by} (Mondrian); pass the query's {self.group_by}, one of "
-                f"{', '.join(sorted(self.group_taus))} (got {group!r})")
-        return float(self.group_taus[group][i, j])
+        if isinstance(self.table, GroupedThresholdTable):
+            return _on_device(lambda: self.table.tau(lam, alpha, self.table.gate_fingerprint, group))
+        return _on_device(lambda: self.table.tau(lam, alpha, self.table.gate_fingerprint))
 
     def target(self, target_accuracy: float | None = None, budget: float | None = None) -> dict:
         """Return the exported target-mode operating point (lam, alpha, tau, delta, …) for this target."""
@@ -198,6 +232,20 @@ class DeviceThresholds:
         raise UncalibratedOperatingPointError(
             f"no exported operating point for {mode} {value}; exported: {have}. Re-export with "
             f"`cr2 export-gate DIR --target-accuracy X` or `--budget B`")
+
+
+def _any_table(table: ThresholdTable | GroupedThresholdTable) -> ThresholdTable:
+    """The table whose λ/α grid is the shipped one (a Mondrian table's groups share it)."""
+    return next(iter(table.tables.values())) if isinstance(table, GroupedThresholdTable) else table
+
+
+def _on_device(lookup: Any) -> Any:
+    """Run a table lookup; an off-grid (λ, α) error also says how to fix it on a device (re-export)."""
+    try:
+        return lookup()
+    except UncalibratedOperatingPointError as exc:
+        raise UncalibratedOperatingPointError(
+            f"{exc} (on a device: calibrate it on the host and re-export with `cr2 export-gate`)") from None
 
 
 class DeviceGate:
@@ -358,7 +406,7 @@ class DeviceGate:
     def __repr__(self) -> str:
         t = self.thresholds
         return (f"DeviceGate({str(self.directory)!r}, gate={self.gate_fingerprint}, encoder={self.encoder_name}, "
-                f"λ grid {_grid_text(t.lams)}, α grid {_grid_text(t.alphas)}, dist={t.dist_id})")
+                f"λ grid {grid_text(t.lams)}, α grid {grid_text(t.alphas)}, dist={t.dist_id})")
 
 
 __all__ = ["DeviceDecision", "DeviceGate", "DeviceThresholds", "decode_tau", "encode_tau", "sha256_file"]

@@ -224,14 +224,14 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
     old, new = out["old_thresholds"], out["new_thresholds"]
     console.print(f"states {out['old_dist_id']} → {out['new_dist_id']}: thresholds v{old['version']} → v{new['version']} "
                   f"(N_calib = {new['n_calib']:,}; gate {new['gate_fingerprint']} unchanged)", highlight=False)
-    from cr2.config import load_config
+    from cr2.config import HEADLINE_LAMS, load_config
     from warehouse.db import Warehouse
 
     alpha = load_config(config).grids.default_alpha
     with Warehouse(h, read_only=True) as wh:
         df = wh.df("SELECT run_id, lam, alpha, risk, local_rate, accuracy, cost FROM operating_points WHERE method = 'cr2' "
-                   "AND benchmark = 'all' AND run_id IN (?, ?) AND abs(alpha - ?) < 1e-12 AND lam IN (0.5, 2.0, 8.0)",
-                   [out["before"]["run_id"], out["after"]["run_id"], alpha])
+                   "AND benchmark = 'all' AND run_id IN (?, ?) AND abs(alpha - ?) < 1e-12 AND lam IN (?, ?, ?)",
+                   [out["before"]["run_id"], out["after"]["run_id"], alpha, *HEADLINE_LAMS])
     table = Table(title=f"CR² on test under {out['new_dist_id']}, α = {alpha:g}: old thresholds (before) vs re-calibrated")
     for col in ("λ", "risk before", "risk after", "local before", "local after", "acc before", "acc after",
                 "cost before", "cost after"):
@@ -583,9 +583,11 @@ def print_calibrate(summary: dict) -> None:
                   f"({state})", highlight=False)
 
 
-def print_operating_points(home: Path, config_path: Optional[Path], evaluated: dict, lams=(0.5, 2.0, 8.0)) -> None:
-    """CR² on the test split at the default α for a few λ: risk, local rate, accuracy, cost."""
-    from cr2.config import load_config
+def print_operating_points(home: Path, config_path: Optional[Path], evaluated: dict, lams=None) -> None:
+    """CR² on the test split at the default α for a few λ (default: the headline λ): risk, local rate, accuracy, cost."""
+    from cr2.config import HEADLINE_LAMS, load_config
+
+    lams = HEADLINE_LAMS if lams is None else lams
     from warehouse.db import Warehouse
 
     cfg = load_config(config_path)

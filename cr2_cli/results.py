@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from cr2.config import HEADLINE_LAMS
+from cr2.labels import is_simulated
+
 TARGETS = (0.79, 0.80, 0.81, 0.82)  # the paper's fixed-accuracy comparison range
 COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45
-LAMS = (0.5, 2.0, 8.0)
+LAMS = HEADLINE_LAMS  # the λ the summary quotes (cr2.config)
 
 
 def _md(df: pd.DataFrame, digits: int = 4) -> str:
@@ -131,7 +134,7 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         run_id = newest_eval_run(wh, label_source)
         f = headline_results(wh, run_id, targets=TARGETS, cost_anchor=COST_ANCHOR, alpha=alpha, lams=LAMS)
     run = f["run"].iloc[0]
-    simulated = str(run["label_source"]).startswith("simulated")
+    simulated = is_simulated(run["label_source"])
     banner = ("SIMULATED labels — not measured" if simulated else "MEASURED labels") + f" (label source `{run['label_source']}`)"
     fa = f["fixed_accuracy"]
     fixed = saving_table(fa)

@@ -20,17 +20,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from cr2.config import Config
+from cr2.config import HEADLINE_LAMS, Config
+from cr2.labels import is_simulated
 from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
 
 COMPARE_LAM = 2.0  # the λ of the router-comparison table
-HEADLINE_LAMS = (0.5, 2.0, 8.0)  # the λ the markdown summaries quote (as `cr2 run` prints them)
 
 
 def label_banner(label_source: str) -> str:
     """The label-source line every summary starts with; simulated labels are flagged loudly."""
-    if label_source.startswith("simulated"):
+    if is_simulated(label_source):
         return (f"> **SIMULATED LABELS** (`{label_source}`): every number below is computed on correctness labels "
                 "from the simulator (docs/labels.md), not on measured Qwen3 outputs.")
     return f"> Labels: measured, source `{label_source}`."
@@ -69,7 +69,7 @@ def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict
     with Warehouse(home, read_only=True) as wh:
         ops = wh.df(named_query("artifact_operating_points"), {"run_id": run_id, "alpha": alpha})
         compare = wh.df(named_query("artifact_router_comparison"), {"run_id": run_id, "lam": COMPARE_LAM, "alpha": alpha})
-    sim = " — SIMULATED labels" if source.startswith("simulated") else ""
+    sim = " — SIMULATED labels" if is_simulated(source) else ""
     create_table_artifact(_records(ops), key="cr2-operating-points",
                           description=f"CR² on test at α = {alpha:g}, run {run_id}, labels {source}{sim}")
     create_table_artifact(_records(compare), key="cr2-router-comparison",
@@ -100,7 +100,7 @@ def publish_recalibration(config: Config, home: Path, out: dict) -> list[str]:
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     alpha, source = config.grids.default_alpha, config.labels.source
-    sim = " — SIMULATED labels" if source.startswith("simulated") else ""
+    sim = " — SIMULATED labels" if is_simulated(source) else ""
     drift = pd.DataFrame(out["drift"])
     create_table_artifact(_records(drift), key="cr2-drift",
                           description=f"KS drift test of {out['new_dist_id']} against the calibration states")

@@ -72,6 +72,7 @@ from cr2.crc.rules import (  # noqa: F401
 from cr2.crc.table import (  # noqa: F401
     ThresholdTable,
     calibrate_table,
+    grid_text,
 )
 from cr2.crc.mondrian import (  # noqa: F401
     SMALL_GROUP_POLICIES,
@@ -113,6 +114,7 @@ __all__ = [
     "rate_threshold",
     "ThresholdTable",
     "calibrate_table",
+    "grid_text",
     "SMALL_GROUP_POLICIES",
     "GroupedThresholdTable",
     "calibrate_group_tables",

@@ -17,7 +17,8 @@ from cr2.errors import (DataValidationError, FingerprintMismatchError, InvalidVa
                         UncalibratedOperatingPointError)
 
 # ---------------------------------------------------------------- the shipped artifact
-def _grid_text(values: Sequence[float]) -> str:
+def grid_text(values: Sequence[float]) -> str:
+    """Return a grid as text: every value when short, else "[first … last, n points]" (for error messages)."""
     if len(values) <= 6:
         return "[" + ", ".join(f"{v:g}" for v in values) + "]"
     return f"[{values[0]:g} … {values[-1]:g}, {len(values)} points]"
@@ -111,7 +112,7 @@ class ThresholdTable:
         i = _find(self.lams, float(lam))
         if i is None:
             raise UncalibratedOperatingPointError(
-                f"λ={lam:g} is not on the calibrated grid {_grid_text(self.lams)}; "
+                f"λ={lam:g} is not on the calibrated grid {grid_text(self.lams)}; "
                 f"run `cr2 calibrate --lam {lam:g}` or pick a grid value"
             )
         return i
@@ -121,7 +122,7 @@ class ThresholdTable:
         j = _find(self.alphas, float(alpha))
         if j is None:
             raise UncalibratedOperatingPointError(
-                f"α={alpha:g} is not on the calibrated grid {_grid_text(self.alphas)}; "
+                f"α={alpha:g} is not on the calibrated grid {grid_text(self.alphas)}; "
                 f"run `cr2 calibrate --alpha {alpha:g}` or pick a grid value"
             )
         return j

@@ -11,6 +11,7 @@ import argparse
 
 import pandas as pd
 
+from cr2.config import HEADLINE_LAMS
 from cr2_cli.results import _md, ci_cell
 from warehouse.db import Warehouse
 from warehouse.repository import newest_eval_run, seed_spread, view_for_run
@@ -39,7 +40,7 @@ def main() -> None:
     ap.add_argument("--home", required=True)
     ap.add_argument("--targets", type=float, nargs="*", default=[0.79, 0.80, 0.81, 0.82])
     ap.add_argument("--alpha", type=float, default=0.01)
-    ap.add_argument("--lams", type=float, nargs="*", default=[0.5, 2.0, 8.0])
+    ap.add_argument("--lams", type=float, nargs="*", default=list(HEADLINE_LAMS))
     a = ap.parse_args()
     with Warehouse(a.home, read_only=True) as wh:
         run_id = newest_eval_run(wh)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cr2.config import HEADLINE_LAMS
 from warehouse.db import Warehouse
 
 TITLE = "## Measured scenario (MMLU-Pro)"
@@ -78,7 +79,7 @@ def section(home: Path, note: str = "") -> str:
                               "mean norm. cost": models["mean_cost_norm"].map("{:.3f}".format),
                               "latency s": models["mean_latency_s"].map("{:.2f}".format),
                               "energy J": models["mean_energy_j"].map("{:.1f}".format)})), ""]
-    rows = cr2[cr2["lam"].isin([0.5, 2.0, 8.0])].sort_values("lam")
+    rows = cr2[cr2["lam"].isin(HEADLINE_LAMS)].sort_values("lam")
     out += [f"**CR² on test at α = {alpha}** (operating_points; risk, local rate, accuracy and cost over the test "
             "queries some model solves, the paper's test set; risk also over all test rows):", "",
             _md(pd.DataFrame({"λ": rows["lam"].map("{:g}".format), "false-accept risk": rows["risk"].map("{:.4f}".format),
@@ -118,7 +119,7 @@ def section(home: Path, note: str = "") -> str:
             _md(pd.DataFrame([{"router": NAMES[m], "cost from": f"{a:.3f}", "cost to": f"{b:.3f}"} for m, a, b in segs])),
             ""]
     # risk vs alpha
-    r = risk[risk["lam"].isin([0.5, 2.0, 8.0])].sort_values(["lam", "alpha"])
+    r = risk[risk["lam"].isin(HEADLINE_LAMS)].sort_values(["lam", "alpha"])
     out += ["**CR² risk vs α** (v_risk_vs_alpha: test false-acceptance risk, and the mean and 5–95 % band over random "
             "calibration/test re-splits):", "",
             _md(pd.DataFrame({"λ": r["lam"].map("{:g}".format), "α": r["alpha"].map("{:g}".format),

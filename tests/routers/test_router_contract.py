@@ -128,3 +128,27 @@ def test_other_pool_is_refused(fitted):
     )
     with pytest.raises(DataValidationError, match="fitted on pool"):
         router.route(other, 1.0)
+
+
+def test_cr2_mondrian_table_survives_save_load(tiny_splits, tmp_path):
+    """Issue 29: a Mondrian (per-benchmark) threshold table round-trips through CR2Router.save / load, and the loaded
+    router routes each query with its own group's threshold."""
+    from cr2.crc import GroupedThresholdTable
+
+    train, dev, test = tiny_splits
+    router = _make("cr2").fit(train, dev)
+    table = router.calibrate(dev, CR2_LAMS, [0.05, 0.1, 0.3], dist_id="test", label_source="test", groups=dev.benchmark,
+                             small_group="defer")
+    assert isinstance(table, GroupedThresholdTable) and len(table.groups) > 1
+    fp = router.save(tmp_path / "cr2-mondrian")
+    loaded = type(router).load(tmp_path / "cr2-mondrian")
+    back = loaded.threshold_table_
+    assert isinstance(back, GroupedThresholdTable) and back.group_by == "benchmark" and back.groups == table.groups
+    assert back.to_records() == table.to_records() and back.too_small == table.too_small
+    assert fp == loaded.fingerprint() == router.fingerprint()
+    lam, alpha = 0.7, 0.3
+    dec = loaded.route(test, lam, alpha)  # a per-benchmark table takes the groups from the batch
+    expected = loaded.scores(test.embedding, lam).astype(np.float64) >= table.taus_for(test.benchmark, lam, alpha,
+                                                                                       router.gate_fingerprint_)
+    assert np.array_equal(dec.extra["gate_accept"], expected)
+    assert np.array_equal(dec.chosen, router.route(test, lam, alpha).chosen)
