@@ -109,3 +109,36 @@ def test_save_load_round_trip_keeps_every_decision(router, sets, tmp_path):
     assert loaded.fingerprint() == fp == router.fingerprint()
     for lam in (0.5, 2.0):
         assert np.array_equal(loaded.route(test, lam, 0.1).chosen, router.route(test, lam, 0.1).chosen)
+
+
+def test_evaluation_routes_a_mondrian_table_per_group_and_reports_pooled_and_group_metrics(router, sets):
+    """Issue 29: cr2.evaluation.evaluate_cr2 evaluates a Mondrian (per-benchmark) table — each test query at its own
+    group's τ — instead of refusing it; the metric rows are pooled ('all') and per benchmark (= per group)."""
+    from cr2.crc import GroupedThresholdTable
+    from cr2.evaluation import Evaluation, evaluate_cr2
+
+    import dataclasses
+
+    def two_benchmarks(data):  # the synthetic sets are all one benchmark: split them into two
+        return dataclasses.replace(data, benchmark=np.array(["bbh", "gpqa"])[np.arange(len(data)) % 2])
+
+    val, test = two_benchmarks(sets["val"]), two_benchmarks(sets["test"])
+    table = router.calibrate(val, [0.0, 0.5, 2.0], [0.1, 0.3], dist_id="d", label_source="s", groups=val.benchmark,
+                             small_group="defer")
+    assert isinstance(table, GroupedThresholdTable) and len(table.groups) > 1
+    ev = Evaluation(run_id="r", test=test, proba=router.proba(test.embedding), keep=np.ones(len(test), dtype=bool))
+    evaluate_cr2(ev, router, val, default_alpha=0.1, n_resplits=0, rng=np.random.default_rng(0), compared_rules=())
+    decisions = {(m, lam, a): d for m, lam, a, d in ev.decisions}
+    for lam in (0.5, 2.0):
+        for alpha in (0.1, 0.3):
+            taus = table.taus_for(test.benchmark, lam, alpha, router.gate_fingerprint_)
+            expected = router.scores(test.embedding, lam).astype(np.float64) >= taus
+            assert np.array_equal(decisions[("cr2", lam, alpha)].extra["gate_accept"], expected)
+    assert not decisions[("cr2", 0.0, 0.1)].extra["gate_accept"].any()  # λ = 0 defers in every group
+    rows = [r for r in ev.metrics if r["method"] == "cr2" and r["lam"] == 2.0 and r["alpha"] == 0.3
+            and r["metric"] == "local_rate"]
+    by = {r["benchmark"]: r["value"] for r in rows}
+    assert set(by) == {"all", *table.groups}
+    sizes = {g: int((test.benchmark == g).sum()) for g in table.groups}
+    pooled = sum(by[g] * n for g, n in sizes.items()) / sum(sizes.values())
+    assert by["all"] == pytest.approx(pooled)  # the pooled rate is the group rates weighted by group size

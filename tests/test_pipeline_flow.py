@@ -409,3 +409,44 @@ def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeli
     with Warehouse(pipeline["home"], read_only=True) as wh:
         v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ?", [summary["run_id"]])
     assert {"crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable"} <= set(v["rule"])
+
+
+# ---------------------------------------------------------------- issue 29: a Mondrian `cr2 run`
+def test_mondrian_cr2_run_evaluates_each_group_with_its_own_thresholds(pipeline):
+    """`cr2 run` with calibration.group evaluates the Mondrian table instead of refusing it: CR² routes each test query
+    with its own group's τ*(λ; α), and its metrics come pooled ('all') and per group (here: per benchmark)."""
+    import numpy as np
+
+    from cr2.config import load_config
+    from cr2.crc import GroupedThresholdTable
+    from cr2.deployment import deployed_router
+    from flows.run import run_flow
+    from warehouse.deployment import read_deployment
+
+    path = pipeline["root"] / "mondrian.yaml"
+    text = pipeline["cfg"].read_text().replace("grids: {lam: {", "grids: {alpha: [0.05, 0.2, 0.3], default_alpha: 0.2, lam: {")
+    path.write_text(text + "calibration: {group: benchmark, small_group: defer}\n")
+    out = run_flow(config_path=str(path), home=str(pipeline["home"]))
+    assert out["train"]["cached"] and not out["calibrate"]["cached"] and not out["evaluate"]["cached"]
+    cfg = load_config(path)
+    deployment = read_deployment(pipeline["home"], cfg, out["calibrate"]["version"])
+    table = deployment.table
+    assert isinstance(table, GroupedThresholdTable) and table.group_by == "benchmark" and len(table.groups) == 4
+    run_id, lam, alpha = out["evaluate"]["run_id"], 2.0, 0.3
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        dec = wh.df("SELECT query_id, gate_accept FROM decisions WHERE run_id = ? AND method = 'cr2' AND lam = ? "
+                    "AND abs(alpha - ?) < 1e-12", [run_id, lam, alpha])
+        ops = wh.df("SELECT benchmark, local_rate FROM operating_points WHERE run_id = ? AND method = 'cr2' AND lam = ? "
+                    "AND abs(alpha - ?) < 1e-12", [run_id, lam, alpha])
+    test = deployment.load_sets(("test",))["test"]
+    router = deployed_router(cfg, deployment)
+    taus = table.taus_for(test.benchmark, lam, alpha, table.gate_fingerprint)
+    assert len(set(taus.tolist())) > 1  # the groups' thresholds differ: a pooled τ could not give these decisions
+    expected = router.scores(test.embedding, lam).astype(np.float64) >= taus
+    assert dec["query_id"].is_unique and len(dec) == len(test)
+    got = dec.set_index("query_id").loc[test.query_id, "gate_accept"].to_numpy(dtype=bool)
+    np.testing.assert_array_equal(got, expected)
+    assert set(ops["benchmark"]) == {"all", *table.groups}  # pooled and per-group metrics
+    from pathlib import Path
+
+    assert Path(out["report"]["path"]).is_file() and "risk_control" in out["report"]["figures"]
