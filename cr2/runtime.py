@@ -244,8 +244,9 @@ def _on_device(lookup: Any) -> Any:
     try:
         return lookup()
     except UncalibratedOperatingPointError as exc:
+        text = str(exc).replace("the calibrated grid", "the exported gate's calibrated grid")
         raise UncalibratedOperatingPointError(
-            f"{exc} (on a device: calibrate it on the host and re-export with `cr2 export-gate`)") from None
+            f"{text} (on a device: calibrate it on the host and re-export with `cr2 export-gate`)") from None
 
 
 class DeviceGate:
