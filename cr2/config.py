@@ -528,6 +528,9 @@ class ServingSpec(_Strict):
                                               "cost in padded tokens: a batch is split into length buckets where "
                                               "another call costs less than the padding it saves")
     embedding_cache_size: int = Field(4096, ge=0, description="query embeddings kept in the LRU cache (0: no cache)")
+    torch_threads: int = Field(1, ge=1, le=256, description="torch intra-op threads of the serving process (the "
+                               "per-request teacher and gate see one row: more threads only spin; the ONNX encoder "
+                               "keeps the threads it was loaded with)")
 
 
 class Config(_Strict):

@@ -107,10 +107,17 @@ def _cr2_status(exc: Cr2Error) -> int:
 
 
 def load_router(config: Config, home: str) -> Any:
-    """The deployed router of `home` that `cr2 serve` decides with (the one place serve loads it)."""
+    """The deployed router of `home` that `cr2 serve` decides with (the one place serve loads it).
+
+    After the encoder is loaded, torch runs on `serving.torch_threads` threads: a decision's teacher and gate see
+    one row, and on a busy machine two spinning threads made them ≈ 25× slower than one (benchmarks/bench_serve.py)."""
+    import torch
+
     from cr2_cli.online import OnlineRouter
 
-    return OnlineRouter.load(config, home)
+    router = OnlineRouter.load(config, home)
+    torch.set_num_threads(config.serving.torch_threads)
+    return router
 
 
 def create_app(config: Config, home: str, *, router: Any = None, token: str | None = None,
