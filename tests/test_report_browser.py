@@ -37,9 +37,9 @@ data_dir: {data}
 teacher: {{epochs: 3}}
 gate: {{epochs: 3}}
 grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0, 8.0]}}}}
-baselines: {{params: {{mlp: {{epochs: 3}}, embedllm: {{epochs: 3}}, llmrank: {{epochs: 3}}, knn: {{k_grid: [3]}}}}}}
+baselines: {{routers: [always, knn, mlp], params: {{mlp: {{epochs: 3}}, knn: {{k_grid: [3]}}}}}}
 evaluation: {{n_resplits: 10}}
-"""
+"""  # ≈ 100 queries: too few training queries for LLMRank's 48 clusters, so the slice compares KNN and MLP
 CHECK = """<script>
 window.addEventListener('load', () => {
   const links = [...document.querySelectorAll('a[href]')].map(a => {
