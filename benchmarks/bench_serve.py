@@ -49,12 +49,17 @@ def _free_port() -> int:
 
 
 def _texts(n: int) -> list[str]:
+    """n real router texts of the default data set, shuffled (fixed seed): the sample is drawn benchmark by
+    benchmark, and the ceiling's texts must be the same mixture as the served ones."""
+    import numpy as np
+
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_device import _sample_texts
 
     from cr2.config import load_config
 
-    return _sample_texts(load_config(), n, seed=1)
+    texts = _sample_texts(load_config(), n, seed=1)
+    return [texts[i] for i in np.random.default_rng(1).permutation(len(texts))]
 
 
 def _cpu_s(pid: int) -> float:
