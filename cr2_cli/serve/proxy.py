@@ -203,5 +203,5 @@ class RelayResponse(StreamingResponse):
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await self.onclose()
+            await self.on_close()
 
