@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
 PIP    := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: run run-measured test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down
+.PHONY: run run-measured test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,16 @@ run-measured: install
 	$(VENV)/bin/cr2 run -c configs/mmlu-pro-measured.yaml --home var/mmlu-pro
 
 # every test but the full-size runs (slices of every scenario, the slow end-to-end ones included); what CI runs
-test: install-dev
+test: install-dev chromium
 	$(PY) -m pytest -q -m "not fullsize"
+
+# headless Chromium for tests/test_report_browser.py: installed on CI (CI=true) when missing (Debian's package);
+# elsewhere that one test is skipped, with the reason, when chromium is absent
+chromium:
+	@if [ "$$CI" = "true" ] && ! command -v chromium >/dev/null 2>&1; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y chromium || { $$SUDO apt-get update && $$SUDO apt-get install -y chromium; }; \
+	fi
 
 test-fast: install-dev
 	$(PY) -m pytest -q -m "not slow and not fullsize"

@@ -1,7 +1,7 @@
 """Safety load test of `cr2 serve` on loopback (issue 19): a bounded mix of good and hostile requests must get no 5xx.
 (The throughput benchmark of issue 22 is bench_serve.py.)
 
-A child process serves the real HTTP app (cr2_cli/serve.py) around a real OnlineRouter — the MiniLM
+A child process serves the real HTTP app (cr2_cli/serve/) around a real OnlineRouter — the MiniLM
 encoder, the Qwen token counter, a CR² teacher and gate fitted for one epoch on synthetic routing sets
 (tests/cr2_synth.py) and their CRC threshold table — with fake OpenAI-compatible model endpoints (in the
 same child). The parent sends `--requests` requests from `--clients` concurrent clients, in a fixed

@@ -80,6 +80,10 @@ class MicroBatcher(Generic[Req, Res]):
         """Queue one request and block until its result is ready; return it (or raise its exception)."""
         return self.submit_future(request).result(timeout=timeout_s)
 
+    def pending(self) -> int:
+        """Requests queued for the next batch (not yet taken by the worker)."""
+        return len(self._queue)
+
     def close(self, timeout_s: float | None = 5.0) -> None:
         """Stop accepting requests, finish the queued ones, and stop the worker thread."""
         with self._cond:

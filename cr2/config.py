@@ -523,9 +523,16 @@ class ServingSpec(_Strict):
                                     "a request's headers before the connection is closed (slow-header clients)")
     max_response_bytes: int = Field(64 << 20, ge=1024, description="largest upstream answer passed on, bytes (after "
                                     "decompression; larger: 502)")
-    # micro-batching of concurrent /route requests into one encoder call (cr2_cli/serve_batching.py); 1 = off
-    batch_max_size: int = Field(1, ge=1, le=1024, description="most /route requests per encoder call (1: no batching)")
+    # micro-batching of concurrent /route requests into length-bucketed encoder calls (cr2_cli/serve/batching.py)
+    batch_max_size: int = Field(1, ge=1, le=1024, description="most /route requests per micro-batch (1: no batching)")
     batch_max_wait_ms: float = Field(2.0, ge=0, le=1000, description="longest a request waits for companions, ms")
+    batch_call_overhead_tokens: float = Field(16.0, ge=0, allow_inf_nan=False, description="an encoder call's fixed "
+                                              "cost in padded tokens: a batch is split into length buckets where "
+                                              "another call costs less than the padding it saves")
+    embedding_cache_size: int = Field(4096, ge=0, description="query embeddings kept in the LRU cache (0: no cache)")
+    torch_threads: int = Field(1, ge=1, le=256, description="torch intra-op threads of the serving process (the "
+                               "per-request teacher and gate see one row: more threads only spin; the ONNX encoder "
+                               "keeps the threads it was loaded with)")
 
 
 class Config(_Strict):

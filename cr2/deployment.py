@@ -194,7 +194,7 @@ class OnlineRouter:
         """The CR² decision for one query: accept/defer, score s, τ*, and every model's utility.
 
         tau: a target-mode choice's own certified τ (issue 21); embedding: e(x) [1, d] when the caller already
-        encoded the text (micro-batching, cr2_cli/serve_batching.py).
+        encoded the text (micro-batching, cr2_cli/serve/batching.py).
         """
         from cr2.channel import channel_gain, downlink_rate_bps, sample_states, uplink_rate_bps
         from cr2.cost import compute_costs

@@ -572,7 +572,8 @@ code{{background:#f4f4f4;padding:0 3px}}</style></head><body>
     parts.append("<h2>Tables</h2>")
     for t in tables:
         parts.append(f'<section id="{t.key}"><h3>{esc(t.title)}</h3><p class="cap">{esc(t.caption)} View: '
-                     f"<code>{t.view}</code>; also tables/{t.key}.csv and tables/{t.key}.tex.</p>"
+                     f'<code>{t.view}</code>; also <a href="tables/{t.key}.csv">tables/{t.key}.csv</a> and '
+                     f'<a href="tables/{t.key}.tex">tables/{t.key}.tex</a>.</p>'
                      + t.frame.to_html(index=False, border=0, na_rep="–", escape=True) + "</section>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -1,0 +1,266 @@
+"""`cr2 serve`'s application: the FastAPI app, its routes and the decision path.
+
+    GET  /health                 → status, gate fingerprint, threshold version, state distribution, grids
+    GET  /metrics                → Prometheus text format (cr2_cli/serve/metrics.py)
+    POST /route                  → {query, choices?, lam | target_accuracy | budget, alpha?, distance_m?, benchmark?,
+                                   seed?} → the decision
+                                   (accept/defer, score, τ*, chosen model, every model's p, cost and utility)
+    POST /v1/chat/completions    → OpenAI-compatible: routes the last user message (λ, α from the request's
+                                   extra fields `cr2_lam` / `cr2_alpha` or the X-CR2-Lambda / X-CR2-Alpha
+                                   headers) and forwards the request to the chosen model (cr2_cli/serve/proxy.py).
+
+The security checks run before any handler (cr2_cli/serve/security.py). At most `serving.max_concurrency`
+requests are decided or forwarded at once, the rest wait up to `serving.queue_timeout_s` and then get 503
+with Retry-After; decisions run in worker threads, so /health answers while a decision runs. A query's
+embedding comes from the LRU cache (`serving.embedding_cache_size`) or the encoder, alone or batched with
+concurrent requests (`serving.batch_max_size`; cr2_cli/serve/batching.py).
+
+Every bad value is a 4xx naming the field and the problem: malformed JSON, JSON nested deeper than
+MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; an off-grid λ → 400 naming the
+calibrated grid; an unconfigured endpoint → 503 naming the config key.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from typing import Any
+
+from fastapi import FastAPI, Request  # module level: FastAPI resolves the handlers' (string) annotations here
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, field_validator, model_validator
+
+from cr2.channel import MAX_DISTANCE_M
+from cr2.config import Config
+from cr2.errors import Cr2Error, DataValidationError
+from cr2_cli.serve.security import (Guard, HttpError, allowed_hosts, check_exposure, number, parse_json, read_body,
+                                    validation_detail)
+
+
+class RouteRequest(BaseModel):
+    """POST /route body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, description="the query text")
+    choices: list[str] | None = Field(None, max_length=26, description="multiple-choice options, in A, B, … order")
+    lam: FiniteFloat | None = Field(None, gt=0, description="cost weight λ (on the calibrated grid); or give a target")
+    target_accuracy: FiniteFloat | None = Field(None, gt=0, lt=1, description="instead of λ: the cheapest (λ, α) "
+                                                "certified to reach this accuracy (docs/guarantees.md)")
+    budget: FiniteFloat | None = Field(None, gt=0, description="instead of λ: the most accurate (λ, α) certified to "
+                                       "keep the mean normalised cost ≤ budget")
+    alpha: FiniteFloat | None = Field(None, gt=0, lt=1, description="risk level α (default: grids.default_alpha)")
+    distance_m: FiniteFloat | None = Field(None, gt=0, le=MAX_DISTANCE_M, description="UE–edge distance, m (mean "
+                                           "fading); default: sampled")
+    benchmark: str = Field("mmlu", description="benchmark whose default output length is assumed")
+    seed: int = Field(0, ge=0, lt=2 ** 63, description="seed of the sampled channel state")
+
+    @field_validator("lam", "target_accuracy", "budget", "alpha", "distance_m", "seed", mode="before")
+    @classmethod
+    def _not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # JSON true/false would pass as 1/0
+            raise ValueError("must be a number, not true/false")
+        return value
+
+    @model_validator(mode="after")
+    def _one_operating_point(self) -> "RouteRequest":
+        given = [k for k in ("lam", "target_accuracy", "budget") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of lam, target_accuracy, budget (got {', '.join(given) or 'none'})")
+        return self
+
+
+# POST /v1/chat/completions body as /openapi.json documents it (any other OpenAI field is passed on upstream)
+CHAT_SCHEMA = {
+    "type": "object", "required": ["messages"], "additionalProperties": True,
+    "properties": {
+        "model": {"type": "string", "description": "ignored: cr2 picks the model"},
+        "messages": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["role", "content"], "additionalProperties": True,
+            "properties": {"role": {"type": "string", "enum": ["system", "user", "assistant"]},
+                           "content": {"type": "string"}}}},
+        "stream": {"type": "boolean"},
+        "cr2_lam": {"type": "number", "exclusiveMinimum": 0, "description": "cost weight λ (on the calibrated grid)"},
+        "cr2_alpha": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "description": "risk level α"},
+    },
+}
+
+
+def _json_body(schema: dict) -> dict:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON has no infinities: τ* = +inf (accept nothing) / −inf (accept all) travel as the strings "inf" / "-inf"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _cr2_status(exc: Cr2Error) -> int:
+    if isinstance(exc, DataValidationError):
+        return 422
+    return 400  # off-grid λ, unknown names, …
+
+
+def load_router(config: Config, home: str) -> Any:
+    """The deployed router of `home` that `cr2 serve` decides with (the one place serve loads it).
+
+    After the encoder is loaded, torch runs on `serving.torch_threads` threads: a decision's teacher and gate see
+    one row, and on a busy machine two spinning threads made them ≈ 25× slower than one (benchmarks/bench_serve.py)."""
+    import torch
+
+    from cr2_cli.online import load_online_router
+
+    router = load_online_router(config, home)
+    torch.set_num_threads(config.serving.torch_threads)
+    return router
+
+
+def create_app(config: Config, home: str, *, router: Any = None, token: str | None = None,
+               bind_host: str = "127.0.0.1") -> Any:
+    """The FastAPI application serving the router loaded from `home` (artefacts are loaded once, here).
+
+    `router`: an object with route(...) and describe() (default: the deployed router of `home`, load_router);
+    `token`: the bearer token every request must carry (None: none, allowed only on loopback)."""
+    from fastapi.responses import JSONResponse, Response
+    from starlette.concurrency import run_in_threadpool
+
+    from cr2.deployment import check_route_inputs
+    from cr2_cli.serve.batching import Decider, RouteCall
+    from cr2_cli.serve.metrics import MetricsMiddleware, ServeMetrics
+    from cr2_cli.serve.proxy import SlotRelease, forward_chat, last_user_text, upstream_client
+
+    serving = config.serving
+    check_exposure(serving, token, bind_host)
+    if router is None:
+        router = load_router(config, home)
+    metrics = ServeMetrics()
+    decider = Decider(router, serving, metrics)
+    slots = asyncio.Semaphore(serving.max_concurrency)
+    state: dict[str, Any] = {}
+
+    def client() -> Any:
+        if state.get("client") is None:
+            state["client"] = upstream_client(serving)
+        return state["client"]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_):
+        client()
+        try:
+            yield
+        finally:
+            c = state.pop("client", None)
+            if c is not None:
+                await c.aclose()
+            decider.close()
+
+    app = FastAPI(title="cr2", description="CR² cost-aware, risk-controlled device–edge routing", lifespan=lifespan)
+    app.add_middleware(Guard, token=token, hosts=allowed_hosts(config, bind_host),
+                       origins=set(serving.allowed_origins), max_body_bytes=serving.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: requests the Guard refuses are counted too
+    app.state.metrics, app.state.decider = metrics, decider
+
+    @app.exception_handler(HttpError)
+    async def _http_error(request: Request, exc: HttpError):
+        return JSONResponse(status_code=exc.status, content={"detail": exc.detail}, headers=exc.headers)
+
+    @app.exception_handler(Cr2Error)
+    async def _cr2_error(request: Request, exc: Cr2Error):
+        return JSONResponse(status_code=_cr2_status(exc), content={"detail": str(exc)})
+
+    async def acquire() -> None:
+        metrics.waiting.inc()
+        try:
+            async with asyncio.timeout(serving.queue_timeout_s):  # a cancelled wait never keeps a slot
+                await slots.acquire()
+        except (asyncio.TimeoutError, TimeoutError):
+            raise HttpError(503, f"busy: {serving.max_concurrency} requests in progress (serving.max_concurrency); "
+                                 "retry shortly", {"retry-after": "1"}) from None
+        finally:
+            metrics.waiting.dec()
+
+    def check_length(query: str, choices: list[str] | None) -> None:
+        n = len(query) + sum(len(c) for c in choices or [])
+        if n > serving.max_prompt_chars:
+            raise HttpError(413, f"the routed text has {n:,} characters; the limit is {serving.max_prompt_chars:,} "
+                                 "(serving.max_prompt_chars)")
+
+    async def decide(query: str, choices, lam: float, alpha: float | None, distance_m=None, benchmark="mmlu", seed=0):
+        a = config.grids.default_alpha if alpha is None else alpha
+        check_route_inputs(query, choices, lam, a, distance_m)  # a blank query is a 422, not a traceback
+        check_length(query, choices)
+        call = RouteCall(query, choices, lam, a, distance_m, benchmark, seed)
+        if decider.batcher is not None:  # concurrent requests share one encoder call
+            out = await asyncio.wrap_future(decider.batcher.submit_future(call))
+        else:
+            out = await run_in_threadpool(decider.decide, call)
+        metrics.decided(out)
+        return _jsonable(out)
+
+    async def decide_by_target(req: "RouteRequest"):
+        """Issue 21: the operating point certified for the request's target (cached on the router), then route."""
+        from cr2_cli.targets import route_by_target
+
+        check_length(req.query, req.choices)
+        out = await run_in_threadpool(route_by_target, config, home, req.query, req.choices, req.target_accuracy,
+                                      req.budget, req.distance_m, req.benchmark, req.seed, router)
+        metrics.decided(out)
+        return _jsonable(out)
+
+    @app.get("/health")
+    def health() -> dict:
+        return {"status": "ok", **router.describe()}
+
+    @app.get("/metrics")
+    def prometheus():
+        body, media_type = metrics.exposition()
+        return Response(content=body, media_type=media_type)
+
+    # the handlers read their bodies themselves (bounded, strict); the schemas below document them in /docs and
+    # /openapi.json, which the HTTP fuzz (tests/test_serve_fuzz.py) generates requests from
+    @app.post("/route", openapi_extra=_json_body(RouteRequest.model_json_schema()))
+    async def route(request: Request):
+        raw = await read_body(request, serving.max_body_bytes)
+        try:
+            req = RouteRequest.model_validate(parse_json(raw))
+        except ValidationError as exc:
+            raise HttpError(422, validation_detail(exc)) from None
+        await acquire()
+        try:
+            if req.lam is None:
+                return await decide_by_target(req)
+            return await decide(req.query, req.choices, req.lam, req.alpha, req.distance_m, req.benchmark, req.seed)
+        finally:
+            slots.release()
+
+    @app.post("/v1/chat/completions", openapi_extra=_json_body(CHAT_SCHEMA))
+    async def chat(request: Request):
+        body = parse_json(await read_body(request, serving.max_body_bytes))
+        if not isinstance(body, dict):
+            raise HttpError(422, "the request body must be a JSON object")
+        query = last_user_text(body.get("messages"))
+        check_length(query, None)
+        lam = (number(body.pop("cr2_lam"), "cr2_lam", 0.0) if "cr2_lam" in body
+               else number(request.headers["x-cr2-lambda"], "X-CR2-Lambda", 0.0) if "x-cr2-lambda" in request.headers
+               else serving.default_lam)
+        alpha = (number(body.pop("cr2_alpha"), "cr2_alpha", 0.0, 1.0) if "cr2_alpha" in body
+                 else number(request.headers["x-cr2-alpha"], "X-CR2-Alpha", 0.0, 1.0)
+                 if "x-cr2-alpha" in request.headers else None)
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise HttpError(422, f"stream must be true or false, got {stream!r}")
+        await acquire()
+        free = SlotRelease(slots)
+        try:
+            decision = await decide(query, None, lam, alpha)
+            return await forward_chat(client(), config, body, decision, lam, stream, free, metrics)
+        finally:
+            if not free.handed_over:
+                free()
+
+    return app

@@ -1,0 +1,132 @@
+"""Prometheus metrics of `cr2 serve` (GET /metrics, text exposition format, prometheus-client).
+
+Each app has its own registry (several apps in one process — the tests — never share counts):
+
+    cr2_serve_requests_total{route, method, status}       every HTTP request, refused ones included
+    cr2_serve_errors_total{route, status}                  those answered 4xx / 5xx
+    cr2_serve_request_duration_seconds{route}              latency histogram (to the last body byte)
+    cr2_serve_in_progress_requests                         requests being answered now
+    cr2_serve_queue_depth{stage}                           waiting for a concurrency slot ("slot") or for the
+                                                           micro-batcher's next encoder call ("batch")
+    cr2_serve_decisions_total{model, placement}            routing decisions: chosen model, local / defer
+    cr2_serve_batch_size                                   requests per micro-batch (histogram)
+    cr2_serve_encoder_batch_size                           texts per encoder call (length bucket; histogram)
+    cr2_serve_embedding_cache_hits_total / _misses_total   embedding cache lookups
+    cr2_serve_embedding_cache_entries                      embeddings held
+    cr2_serve_upstream_requests_total{model, outcome}      forwarded chat requests: ok, timeout, status, …
+    cr2_serve_upstream_errors_total{model, kind}           upstream failures (every outcome but ok)
+    cr2_serve_upstream_duration_seconds{model}             upstream latency (to the answer, or to a stream's
+                                                           headers)
+
+`route` is the path of a known endpoint or "other" (unknown paths cannot grow the label set).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+ROUTES = ("/route", "/v1/chat/completions", "/health", "/metrics", "/docs", "/openapi.json")
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class ServeMetrics:
+    """The metrics of one `cr2 serve` app, in its own CollectorRegistry."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter("cr2_serve_requests", "HTTP requests by route, method and status",
+                                ["route", "method", "status"], registry=r)
+        self.errors = Counter("cr2_serve_errors", "HTTP requests answered 4xx or 5xx, by route and status",
+                              ["route", "status"], registry=r)
+        self.latency = Histogram("cr2_serve_request_duration_seconds", "HTTP request latency, s", ["route"],
+                                 buckets=LATENCY_BUCKETS_S, registry=r)
+        self.in_progress = Gauge("cr2_serve_in_progress_requests", "HTTP requests being answered", registry=r)
+        self.queue = Gauge("cr2_serve_queue_depth", "requests waiting: for a concurrency slot or a micro-batch",
+                           ["stage"], registry=r)
+        self.waiting = self.queue.labels(stage="slot")
+        self.decisions = Counter("cr2_serve_decisions", "routing decisions by chosen model and placement",
+                                 ["model", "placement"], registry=r)
+        self.batch_size = Histogram("cr2_serve_batch_size", "requests per micro-batch", buckets=BATCH_BUCKETS,
+                                    registry=r)
+        self.encoder_batch = Histogram("cr2_serve_encoder_batch_size", "texts per encoder call (length bucket)",
+                                       buckets=BATCH_BUCKETS, registry=r)
+        self.cache_hits = Counter("cr2_serve_embedding_cache_hits", "embedding cache hits", registry=r)
+        self.cache_misses = Counter("cr2_serve_embedding_cache_misses", "embedding cache misses", registry=r)
+        self.cache_entries = Gauge("cr2_serve_embedding_cache_entries", "embeddings held in the cache", registry=r)
+        self.upstream = Counter("cr2_serve_upstream_requests", "forwarded chat requests by model and outcome",
+                                ["model", "outcome"], registry=r)
+        self.upstream_errors = Counter("cr2_serve_upstream_errors", "upstream failures by model and kind",
+                                       ["model", "kind"], registry=r)
+        self.upstream_latency = Histogram("cr2_serve_upstream_duration_seconds", "upstream latency, s", ["model"],
+                                          buckets=LATENCY_BUCKETS_S, registry=r)
+
+    def watch(self, decider: Any) -> None:
+        """Read the decider's batch queue and cache size at scrape time."""
+        self.queue.labels(stage="batch").set_function(decider.queue_depth)
+        cache = decider.cache
+        self.cache_entries.set_function(lambda: 0 if cache is None else len(cache))
+
+    def decided(self, decision: dict) -> None:
+        self.decisions.labels(model=str(decision.get("chosen_model")),
+                              placement="local" if decision.get("accept_local") else "defer").inc()
+
+    def cache_lookups(self, hits: int, misses: int) -> None:
+        if hits:
+            self.cache_hits.inc(hits)
+        if misses:
+            self.cache_misses.inc(misses)
+
+    def encoder_call(self, n_texts: int) -> None:
+        self.encoder_batch.observe(n_texts)
+
+    def upstream_done(self, model: str, outcome: str, seconds: float) -> None:
+        self.upstream.labels(model=model, outcome=outcome).inc()
+        self.upstream_latency.labels(model=model).observe(seconds)
+        if outcome != "ok":
+            self.upstream_errors.labels(model=model, kind=outcome).inc()
+
+    def upstream_error(self, model: str, kind: str) -> None:
+        """A failure after the answer started (a stream that broke off or grew too large)."""
+        self.upstream_errors.labels(model=model, kind=kind).inc()
+
+    def exposition(self) -> tuple[bytes, str]:
+        """(the text exposition of every metric, its content type)."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class MetricsMiddleware:
+    """ASGI middleware counting every HTTP request by route and status and timing it to its last body byte."""
+
+    def __init__(self, app: Any, *, metrics: ServeMetrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        route = path if path in ROUTES else "other"
+        status = {"code": 500}  # an exception before the response started ends as a 500
+        m = self.metrics
+        t0 = time.perf_counter()
+
+        async def counting_send(message):
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        m.in_progress.inc()
+        try:
+            await self.app(scope, receive, counting_send)
+        finally:
+            m.in_progress.dec()
+            code = str(status["code"])
+            m.requests.labels(route=route, method=scope.get("method", ""), status=code).inc()
+            if status["code"] >= 400:
+                m.errors.labels(route=route, status=code).inc()
+            m.latency.labels(route=route).observe(time.perf_counter() - t0)
+
+
+__all__ = ["MetricsMiddleware", "ServeMetrics"]

@@ -1,0 +1,200 @@
+"""`cr2 serve`'s security layer: who may call, and what a request may carry — before any handler runs.
+
+- `Guard` (ASGI middleware) checks every HTTP request: the Host header must name the server (loopback names,
+  the bound address, `serving.allowed_hosts`; a DNS-rebinding page gets 400), a browser Origin other than the
+  server's own (or `serving.allowed_origins`) gets 403, the bearer token when one is set (401), and a POST
+  must be `application/json` (415) with a declared size ≤ `serving.max_body_bytes` (413).
+- `check_exposure`: binding beyond loopback needs a bearer token (a ConfigError otherwise).
+- Bodies are read bounded (`read_body`) and parsed strictly (`parse_bounded_json`: no NaN / Infinity, nesting
+  ≤ MAX_JSON_DEPTH); `number` parses a header or field value into a finite number in range, or a 422.
+"""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import math
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import Request
+from pydantic import ValidationError
+
+from cr2.config import Config
+from cr2.errors import ConfigError
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+MAX_JSON_DEPTH = 64  # nesting of objects / arrays accepted in any JSON the server reads (requests, upstream answers)
+
+
+class HttpError(Exception):
+    """A request problem answered with `status` and a JSON {"detail": …}."""
+
+    def __init__(self, status: int, detail: Any, headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.status, self.detail, self.headers = status, detail, headers or {}
+
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(value: str) -> str:
+    """The host part of a Host header value ("127.0.0.1:8080" → "127.0.0.1", "[::1]:80" → "::1"), lower-cased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number; send a finite number")
+
+
+def _json_depth_exceeds(value: Any, limit: int) -> bool:
+    """True when `value` nests objects / arrays deeper than `limit` (iterative: no recursion on hostile input)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return False
+
+
+def parse_bounded_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Strict, bounded JSON: NaN / Infinity literals and nesting deeper than `max_depth` are ValueErrors.
+
+    The size is bounded by the caller (it reads at most max_body_bytes / max_response_bytes); Python's json
+    raises RecursionError for very deep input, turned into the same ValueError here."""
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {max_depth} levels") from None
+    if _json_depth_exceeds(value, max_depth):
+        raise ValueError(f"nested deeper than {max_depth} levels")
+    return value
+
+
+def parse_json(raw: bytes) -> Any:
+    """The request body as strict, bounded JSON, or a 422 (NaN / Infinity literals, nesting > MAX_JSON_DEPTH)."""
+    try:
+        return parse_bounded_json(raw)
+    except ValueError as exc:  # JSONDecodeError is a ValueError; so are the NaN/Infinity and depth refusals
+        raise HttpError(422, f"the request body is not valid JSON: {exc}") from None
+
+
+def number(value: Any, name: str, low: float, high: float | None = None) -> float:
+    """A finite number low < value (< high), or a 422 naming the field; strings (from headers) are parsed."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise HttpError(422, f"{name} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise HttpError(422, f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise HttpError(422, f"{name} must be finite, got {value}")
+    if not value > low or (high is not None and not value < high):
+        bound = f"> {low:g}" if high is None else f"in ({low:g}, {high:g})"
+        raise HttpError(422, f"{name} must be {bound}, got {value:g}")
+    return value
+
+
+def validation_detail(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+
+
+class Guard:
+    """ASGI middleware: Host, Origin, bearer token, JSON content type and declared body size, before any handler."""
+
+    def __init__(self, app, *, token: str | None, hosts: set[str], origins: set[str], max_body_bytes: int):
+        self.app, self.token, self.hosts, self.origins = app, token, hosts, origins
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        problem = self._check(scope, headers)
+        if problem is not None:
+            return await send_json(send, problem.status, {"detail": problem.detail}, problem.headers)
+        return await self.app(scope, receive, send)
+
+    def _check(self, scope, headers: dict[str, str]) -> HttpError | None:
+        host = headers.get("host", "")
+        if "*" not in self.hosts and host_name(host) not in self.hosts:
+            return HttpError(400, f"Host {host!r} is not served here; add it to serving.allowed_hosts if it names "
+                                  "this server")
+        origin = headers.get("origin")
+        if origin is not None and origin not in self.origins:
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or parts.netloc.lower() != host.lower():
+                return HttpError(403, f"requests from the browser origin {origin!r} are not allowed; add it to "
+                                      "serving.allowed_origins to allow it")
+        if self.token is not None:
+            given = headers.get("authorization", "")
+            scheme, _, value = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+                return HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
+                                 {"www-authenticate": "Bearer"})
+        if scope["method"] == "POST":
+            ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if ctype != "application/json":
+                return HttpError(415, f"POST bodies must be application/json, got {ctype or 'no content type'!r}")
+            length = headers.get("content-length")
+            if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+                return HttpError(413, f"the request body has {length} bytes; the limit is {self.max_body_bytes:,} "
+                                      "(serving.max_body_bytes)")
+        return None
+
+
+async def send_json(send, status: int, content: Any, headers: dict[str, str] | None = None) -> None:
+    body = json.dumps(content).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or 413 as soon as it exceeds `limit` bytes (chunked bodies have no Content-Length)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, f"the request body exceeds {limit:,} bytes (serving.max_body_bytes)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def allowed_hosts(config: Config, bind_host: str) -> set[str]:
+    """Host names the server answers to: loopback names, the bound address (unless a wildcard), the configured ones."""
+    hosts = set(LOOPBACK_NAMES) | {h.lower() for h in config.serving.allowed_hosts}
+    if bind_host not in ("0.0.0.0", "::", ""):
+        hosts.add(host_name(bind_host))
+    return hosts
+
+
+
+def check_exposure(serving: Any, token: str | None, bind_host: str) -> None:
+    """A ConfigError when the server would be reachable beyond this machine without a bearer token, or the token
+    is blank."""
+    if token is not None and not token.strip():
+        raise ConfigError(f"the bearer token (${serving.token_env}) is empty; set a long random value or unset it")
+    if token is None and not is_loopback(bind_host):
+        raise ConfigError(f"binding to {bind_host} exposes the router (and the upstream API key) beyond this machine; "
+                          f"set a bearer token in ${serving.token_env} first (e.g. `export {serving.token_env}=$(openssl "
+                          "rand -hex 32)`), or bind to 127.0.0.1")
