@@ -24,7 +24,8 @@ from prefect import flow
 
 from cr2.config import Config, load_config, load_state_distribution
 from flows.calibrate import calibrate
-from flows.evaluate import evaluate, fit_baselines
+from flows.baselines import fit_baselines
+from flows.evaluate import evaluate
 from flows.prepare import prepare
 from flows.train import train
 

@@ -11,7 +11,7 @@ from cr2.benchmarks import QUERY_COLUMNS, answer_checks, prompt_texts, select_qu
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from cr2.tokenizer import folder_token_counter, qwen_token_counter
-from tasks.common import cache_dir, file_hash, make_key, task_code_hash
+from tasks.common import Stage, cache_dir, file_hash, in_warehouse, make_key, task_code_hash
 from warehouse.repository import warehouse_epoch
 from warehouse.db import Warehouse
 from warehouse.validation import validate_frame
@@ -60,7 +60,7 @@ def models_frame(config: Config) -> pd.DataFrame:
 
 
 @task(name="ingest-queries", retries=0)
-def ingest_queries(config: Config, home: str, key: str) -> dict:
+def ingest_queries(config: Config, home: str) -> dict:
     """Load, count, validate and write the queries and the model pool; returns per-benchmark counts."""
     df = build_query_frame(config, Path(home))
     validate_frame("queries", validation_view(config, df), benchmarks=config.enabled_benchmarks)
@@ -83,3 +83,6 @@ def summarise(df: pd.DataFrame) -> dict:
         "benchmarks": {b: {"queries": int(n), "mean_prompt_tokens": float(m)} for b, n, m in
                        zip(g.size().index, g.size().values, g.mean().values)},
     }
+
+
+INGEST = Stage(ingest_queries, in_warehouse(ingest_key))

@@ -14,7 +14,7 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import file_hash, make_key, task_code_hash
+from tasks.common import Stage, file_hash, in_warehouse, make_key, task_code_hash
 from warehouse.repository import warehouse_epoch
 from tasks.labels_import import import_label_frame
 from warehouse.db import Warehouse
@@ -29,7 +29,7 @@ def measured_labels_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-measured-labels")
-def import_measured_labels_task(config: Config, home: str, key: str) -> dict:
+def import_measured_labels_task(config: Config, home: str) -> dict:
     """MEASURED y_m(x) and L_out,m(x) of the pool's models under labels.source (replacing that source's rows)."""
     from cr2.measured import measured_label_frame
 
@@ -48,3 +48,6 @@ def import_measured_labels_task(config: Config, home: str, key: str) -> dict:
     origin = {**spec.origin.model_dump(), "file": spec.outputs_file, "chars_per_token": spec.chars_per_token,
               "model_names": spec.models, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     return import_label_frame(home, frame, config.labels.source, origin, origin["sha256"][:12], replace=True)
+
+
+MEASURED_LABELS = Stage(import_measured_labels_task, in_warehouse(measured_labels_key))

@@ -1,9 +1,10 @@
 """Prepare tasks: embeddings, splits, channel states, labels and costs for every query (validated, cached).
 
 Each task reads its inputs from the warehouse, calls the pure cr2 library, validates its output with the
-GX suite named after the table, and writes in one transaction. Each has a `*_key` function the flow calls
-first: the key covers the content fingerprint of the inputs, the config sections the task reads, the
-source of the code it runs and the warehouse epoch, so a task re-runs exactly when one of them changed.
+GX suite named after the table, and writes in one transaction. Each is a Stage (tasks.common) whose `*_key`
+function Prefect calls as the task's cache_key_fn: the key covers the content fingerprint of the inputs, the
+config sections the task reads, the source of the code it runs and the warehouse epoch, so a task re-runs
+exactly when one of them changed.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import cache_dir, code_hash, file_hash, make_key, task_code_hash
+from tasks.common import Stage, cache_dir, code_hash, file_hash, in_warehouse, make_key, stage_key, task_code_hash
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 from warehouse.repository import cost_scales_key, warehouse_epoch
 from warehouse.db import Warehouse
@@ -48,7 +49,7 @@ def embed_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-embeddings")
-def embed_queries(config: Config, home: str, key: str) -> dict:
+def embed_queries(config: Config, home: str) -> dict:
     """e(x) for every query whose text is new or changed since it was last embedded (incremental)."""
     from cr2.embed import embed_texts, load_encoder, router_texts
 
@@ -88,7 +89,7 @@ def splits_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-splits")
-def assign_splits_task(config: Config, home: str, key: str) -> dict:
+def assign_splits_task(config: Config, home: str) -> dict:
     """train / dev / val / test for every query under the configured seed (hash-based: stable under additions)."""
     from cr2.splits import assign_splits
 
@@ -112,7 +113,7 @@ def states_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-states")
-def sample_states_task(config: Config, home: str, key: str) -> dict:
+def sample_states_task(config: Config, home: str) -> dict:
     """ξ for every query (draws_per_query draws) under the configured, versioned state distribution."""
     from cr2.channel import rates, sample_states
 
@@ -151,7 +152,7 @@ def labels_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-labels")
-def simulate_labels_task(config: Config, home: str, key: str) -> dict:
+def simulate_labels_task(config: Config, home: str) -> dict:
     """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under the configured simulator
     (simulated-irt-v1, or simulated-irt-v2 with its fitted shape)."""
     from cr2.embed import router_texts
@@ -187,6 +188,7 @@ def simulate_labels_task(config: Config, home: str, key: str) -> dict:
         labels = simulate_labels(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), texts,
                                  config.models, targets, sim)
     model_ids = [m.id for m in config.models]
+    key = stage_key(LABELS, config, home)
     run_ids = {m: f"{source}:{m}:{key[-12:]}" for m in model_ids}
     rows = pd.DataFrame({
         "source": source,
@@ -245,7 +247,7 @@ def costs_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-costs")
-def compute_costs_task(config: Config, home: str, key: str) -> dict:
+def compute_costs_task(config: Config, home: str) -> dict:
     """c_m(x, ξ) for every (query, draw, model): latency, energy, raw and normalised cost (docs/cost-model.md)."""
     from cr2.cost import compute_costs, device_dearer_share, estimated_output_tokens, output_token_estimates
 
@@ -303,3 +305,10 @@ def compute_costs_task(config: Config, home: str, key: str) -> dict:
         con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [cost_scales_key(dist_id, source), scales])
     return {"dist_id": dist_id, "label_source": source, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j),
             "device_dearer_share": dearer}
+
+
+EMBEDDINGS = Stage(embed_queries, in_warehouse(embed_key))
+SPLITS = Stage(assign_splits_task, in_warehouse(splits_key))
+STATES = Stage(sample_states_task, in_warehouse(states_key))
+LABELS = Stage(simulate_labels_task, in_warehouse(labels_key))
+COSTS = Stage(compute_costs_task, in_warehouse(costs_key))
