@@ -126,7 +126,7 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
     missing = [m for m in model_ids if m not in spec.measured_names]
     if missing:
         raise ConfigError(f"simcheck.measured_names has no measured name for pool model(s) {missing} of "
-                          f"'{spec.pool_config}'; add them (names as in data/README.md, "Measured outputs")")
+                          f"'{spec.pool_config}'; add them (names as in data/README.md, section Measured outputs)")
     pool = read_measured_pool(config.data_path, {m: spec.measured_names[m] for m in model_ids})
     rows_idx = subsample_rows(pool.question_id, None if full else spec.n_questions)
     sub_ids = pool.question_id[rows_idx]
