@@ -14,6 +14,7 @@ from cr2.tokenizer import folder_token_counter, qwen_token_counter
 from tasks.common import Stage, cache_dir, file_hash, in_warehouse, make_key, task_code_hash
 from warehouse.repository import warehouse_epoch
 from warehouse.db import Warehouse
+from warehouse.routing_data import named_query
 from warehouse.validation import validate_frame
 
 def ingest_key(config: Config, wh: Warehouse) -> str:
@@ -70,7 +71,7 @@ def ingest_queries(config: Config, home: str) -> dict:
         wh.delete_where("models", None, con)
         wh.insert_df("queries", df, con)
         wh.insert_df("models", models_frame(config), con)
-        written = dict(con.execute("SELECT benchmark, count(*) FROM queries GROUP BY benchmark").fetchall())
+        written = dict(con.execute(named_query("ingest_written_per_benchmark")).fetchall())
         if written != expected:  # rolls back: per-benchmark counts must equal the source's
             raise DataValidationError(f"queries written per benchmark {written} differ from the source counts {expected}")
     return summarise(df)

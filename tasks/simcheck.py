@@ -215,7 +215,7 @@ def build_simcheck_page(home: str, run_id: str) -> str:
     with Warehouse(home, read_only=True) as wh:
         frames = {name: wh.con.sql(named_query(f"simcheck_{name}"), params={"run_id": run_id}).df()
                   for name in ("structure", "savings", "cr2", "points", "fit")}
-        run = wh.df("SELECT * FROM simcheck_runs WHERE run_id = ?", [run_id]).iloc[0]
+        run = wh.df(named_query("simcheck_run"), [run_id]).iloc[0]
     meta = {"run_id": run_id, "questions": f"{int(run['n_questions']):,} MMLU-Pro questions",
             "pool (model id → measured name)": run["pool"], "shape simulated / fresh fit": run["shape"],
             "created (UTC)": str(run["created_at"])[:19]}

@@ -6,7 +6,7 @@ import pytest
 
 from cr2.errors import DataValidationError
 from tasks.ingest import ingest_queries
-from tasks.labels_import import import_labels
+from warehouse.labels_import import import_labels
 from warehouse.db import Warehouse
 
 

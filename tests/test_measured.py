@@ -105,7 +105,7 @@ def _labels_state(home):
 
 def test_import_rejects_unmatched_models_or_questions_and_changes_nothing(tmp_path, outputs):
     from tasks.ingest import ingest_queries
-    from tasks.labels_import import import_label_frame
+    from warehouse.labels_import import import_label_frame
     from tasks.measured import import_measured_labels_task
 
     data = _slice(tmp_path / "data", per_category=3)

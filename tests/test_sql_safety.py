@@ -162,7 +162,7 @@ def test_hostile_state_distribution_and_label_source_reach_sql_only_as_values(sm
 
 def test_hostile_label_source_and_model_id_in_an_import(small_config, home, tmp_path):
     from tasks.ingest import ingest_queries
-    from tasks.labels_import import import_labels
+    from warehouse.labels_import import import_labels
 
     ingest_queries.fn(small_config, str(home))
     n = _seed_thresholds(home)
