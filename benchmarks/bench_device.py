@@ -256,7 +256,7 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
     from cr2.metrics import accuracy, evaluable_mask, false_acceptance_risk, local_rate, mean_cost
     from cr2.routing import route
     from cr2_cli.online import load_deployed_router
-    from tasks.train import routing_args
+    from tasks.inputs import routing_args
     from warehouse.db import Warehouse
     from warehouse.routing_data import load_routing_sets
 

@@ -61,7 +61,7 @@ def _median(xs):
 def _data(args, cfg):
     """Return (train, dev, val, queries, source)."""
     if args.warehouse:
-        from tasks.train import routing_args
+        from tasks.inputs import routing_args
         from warehouse.db import Warehouse
         from warehouse.routing_data import load_routing_sets
 
