@@ -24,7 +24,8 @@ from prefect import flow
 
 from cr2.config import Config, load_config, load_state_distribution
 from flows.calibrate import calibrate
-from flows.evaluate import evaluate, fit_baselines
+from flows.baselines import fit_baselines
+from flows.evaluate import evaluate
 from flows.prepare import prepare
 from flows.train import train
 
@@ -44,7 +45,7 @@ def operator_speed(config: Config, bands: bool) -> Config:
 
 def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: bool = False, bands: bool = False,
                 baselines: bool = False) -> dict:
-    from tasks.drift import drift_check
+    from flows.drift import drift_check
 
     new = with_distribution(operator_speed(config, bands), states)
     trained = train(config, home)  # frozen: the gate never sees ξ
