@@ -625,7 +625,7 @@ class Config(_Strict):
             if self.enabled_benchmarks != [measured.benchmark]:
                 raise InvalidValueError(f"measured labels cover benchmark '{measured.benchmark}' only; enable just that "
                                  f"one (enabled: {self.enabled_benchmarks})")
-            from cr2.labels import is_simulated
+            from cr2.names import is_simulated
 
             if is_simulated(self.labels.source):
                 raise InvalidValueError(f"labels.source '{self.labels.source}' names simulated labels; measured labels need "

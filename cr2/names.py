@@ -50,3 +50,8 @@ def _pydantic_check(what: str):
 StateName = Annotated[str, _pydantic_check("state distribution name")]
 SourceName = Annotated[str, _pydantic_check("label source")]
 ModelId = Annotated[str, _pydantic_check("model id")]
+
+
+def is_simulated(source: str) -> bool:
+    """True for simulated label sources (their names start with 'simulated'; the SQL views use the same rule)."""
+    return str(source).startswith("simulated")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from cr2.errors import did_you_mean
+from cr2.names import is_simulated  # noqa: F401  (defined beside the other name rules; re-exported here)
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 
 __all__ = ["LABEL_SOURCES", "SIMULATED_SOURCE", "SIMULATED_SOURCE_V2", "get_label_source", "is_simulated", "label_note"]
@@ -40,9 +41,6 @@ def get_label_source(name: str) -> Callable:
     return LABEL_SOURCES[name]()
 
 
-def is_simulated(source: str) -> bool:
-    """True for simulated label sources (their names start with 'simulated'; the SQL views use the same rule)."""
-    return str(source).startswith("simulated")
 
 
 def label_note(source: str, origin: dict | None = None) -> str:
