@@ -1,6 +1,7 @@
 """End-to-end: the real `cr2 run` flow on a small slice in a temporary warehouse (slow: marked)."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from tests.conftest import write_small_benchmarks
@@ -409,3 +410,27 @@ def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeli
     with Warehouse(pipeline["home"], read_only=True) as wh:
         v = wh.df("SELECT * FROM v_guarantees WHERE run_id = ?", [summary["run_id"]])
     assert {"crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable"} <= set(v["rule"])
+
+
+def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeline):
+    """Issue 30: the fast path (CR² alone, scores from the per-gate cache, one task) writes the same thresholds
+    and the same CR² metrics and decisions as the full evaluation of each table (the slow path, --baselines)."""
+    from flows.recalibrate import recalibrate_flow
+
+    kw = {"states": "far-rician", "config_path": str(pipeline["cfg"]), "home": str(pipeline["home"])}
+    fast = recalibrate_flow(**kw)
+    slow = recalibrate_flow(**kw, baselines=True)
+    assert fast["new_thresholds"]["version"] == slow["new_thresholds"]["version"]  # the same table, not re-made
+    cols = "method, lam, alpha, benchmark, metric, value"
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        for phase in ("before", "after"):
+            a, b = (fast[phase]["run_id"], slow[phase]["run_id"])
+            assert a != b
+            got = wh.df(f"SELECT {cols} FROM metrics WHERE run_id = ? ORDER BY ALL", [a])
+            want = wh.df(f"SELECT {cols} FROM metrics WHERE run_id = ? AND method = 'cr2' ORDER BY ALL", [b])
+            assert len(got) > 0
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+            diff = wh.scalar("SELECT count(*) FROM (SELECT lam, alpha, query_id, chosen_model, accepted_local FROM decisions "
+                             "WHERE run_id = ? EXCEPT SELECT lam, alpha, query_id, chosen_model, accepted_local "
+                             "FROM decisions WHERE run_id = ? AND method = 'cr2')", [a, b])
+            assert diff == 0
