@@ -24,7 +24,7 @@ RESULTS = HERE / "results"
 CR2 = str(Path(sys.executable).with_name("cr2"))
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
-if str(REPO) not in sys.path:  # tests/cr2_synth.py (synthetic routing sets) lives outside the installed packages
+if str(REPO) not in sys.path:  # tests/serve_helpers.py (fake model endpoints) lives outside the installed packages
     sys.path.append(str(REPO))
 
 

@@ -3,7 +3,7 @@
 Three parts, all at batch 1 on --threads threads (default 1):
 
 A. The gate alone against KNN, in the same process and interleaved (so load drift hits both alike), on
-   the default-size synthetic set (17,200 train queries, tests/cr2_synth.py; a 2-epoch CR² router — the
+   the default-size synthetic set (17,200 train queries, cr2/testing.py; a 2-epoch CR² router — the
    weights do not change the cost): KNN (KNNRouter.route), the torch gate (gate.score + τ lookup + accept,
    what the evaluation runs), the exported ONNX gate through cr2.runtime (DeviceGate.decide: input checks,
    τ lookup, onnxruntime), the raw onnxruntime session, and the fused NumPy gate (cr2.fused_gate, FiLM
@@ -86,7 +86,7 @@ def part_a(args, cfg, figures, tables, notes, details):
     from cr2.routers import get_router
     from cr2.routers.cr2_router import CR2Router
     from cr2.runtime import DeviceGate
-    from tests.cr2_synth import make_routing_set
+    from cr2.testing import make_routing_set
 
     alpha = cfg.grids.default_alpha
     train, dev, val, pool = (make_routing_set(args.n_train, seed=1), make_routing_set(max(args.n_train // 10, 200), seed=2),
@@ -256,7 +256,7 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
     from cr2.metrics import accuracy, evaluable_mask, false_acceptance_risk, local_rate, mean_cost
     from cr2.routing import route
     from cr2_cli.online import load_deployed_router
-    from tasks.train import routing_args
+    from tasks.inputs import routing_args
     from warehouse.db import Warehouse
     from warehouse.routing_data import load_routing_sets
 

@@ -9,7 +9,7 @@ with Monte-Carlo standard errors, and each rule's mean local rate, cost and accu
 
 Pool: with --warehouse HOME, the val + test queries of that warehouse's deployed gate and teacher
 (calibration size = the val size), exactly what `cr2 guarantees` checks; without it, a synthetic pool
-with the default labels' structure and the default val + test sizes (tests/guarantee_synth.py).
+with the default labels' structure and the default val + test sizes (cr2/testing.py).
 The summary is written to results/guarantees.json; with --warehouse every record (one per check × rule × λ
 × α × group) is also stored in `guarantees` (views v_guarantees, v_guarantee_price; shown in the report).
 """
@@ -37,7 +37,7 @@ def _pool(args):
         p = validity_pool(load_config(args.config), args.warehouse)
         return p, "warehouse val+test", p["label_source"]
     from cr2.config import load_config
-    from tests.guarantee_synth import make_pool
+    from cr2.testing import make_pool
 
     lams = np.asarray(load_config().grids.lam.values())
     pool = make_pool(N_POOL_SYNTH, lams, seed=args.seed)
@@ -47,7 +47,7 @@ def _pool(args):
                 for k in ("oracle-disagreement", "avoidable-error")}  # issue 26: the rules on the real labels
     return ({"score": pool.score, "risk": pool.risk, "proba": pool.proba, "cost": pool.cost, "correct": pool.correct,
              "groups": pool.benchmark, "lams": lams, "alphas": np.asarray(ALPHAS), "n_val": N_CALIB_SYNTH,
-             "group_by": "benchmark", "realised": realised}, "synthetic (tests/guarantee_synth.py)", "synthetic-irt-like")
+             "group_by": "benchmark", "realised": realised}, "synthetic (cr2/testing.py)", "synthetic-irt-like")
 
 
 def main() -> None:

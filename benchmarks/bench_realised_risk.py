@@ -39,7 +39,7 @@ def main() -> None:
     from cr2.evaluation import COMPARED_RULES, Evaluation, evaluate_cr2
     from cr2.metrics import evaluable_mask, local_accuracy_terms, risk_per_query
     from cr2_cli.online import load_deployed_router
-    from tasks.train import routing_args
+    from tasks.inputs import routing_args
     from warehouse.db import Warehouse
     from warehouse.routing_data import load_routing_sets
 
@@ -133,7 +133,7 @@ def _store(cfg, home: str, table, version: int) -> dict:
     import pandas as pd
 
     from tasks.baselines import baseline_names
-    from tasks.evaluate import evaluate, evaluate_key
+    from tasks.evaluate import evaluate
     from tasks.report import build_report
     from warehouse.db import Warehouse
     from warehouse.repository import deployed_artifacts
@@ -147,11 +147,10 @@ def _store(cfg, home: str, table, version: int) -> dict:
     arts = arts.sort_values("created_at").drop_duplicates("kind", keep="last")
     baselines = {k[7:]: {"fingerprint": f, "path": p} for k, f, p in zip(arts["kind"], arts["fingerprint"], arts["path"])
                  if k[7:] in baseline_names(cfg)}
-    calibrated = {"version": version}
-    with Warehouse(home) as wh:
-        key = evaluate_key(cfg, wh, trained, calibrated, baselines)
-    evaluated = evaluate.fn(cfg, home, key, trained, calibrated, baselines)
-    rep = build_report.fn(cfg, home, "bench", evaluated, {b: int(n) for b, n in zip(counts["benchmark"], counts["n"])})
+    calibrated, fitted = {"version": version}, {"routers": baselines}
+    evaluated = evaluate.fn(cfg, home, trained, calibrated, fitted)
+    rep = build_report.fn(cfg, home, evaluated, {b: int(n) for b, n in zip(counts["benchmark"], counts["n"])}, trained,
+                          fitted)
     print(f"stored evaluation run {evaluated['run_id']} and the report {rep['path']} "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
     return {**evaluated, "report": rep["path"], "seconds": round(time.perf_counter() - t0, 1)}

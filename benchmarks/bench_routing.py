@@ -12,7 +12,7 @@ hits them alike. All run on --threads threads (torch and BLAS; default 1: a devi
 a time, and on a shared 2-core machine a multi-threaded BLAS call at batch 1 mostly measures scheduler
 contention). FLOPs are the counted ones (flops_per_query(), cr2.complexity convention).
 
-Data: synthetic routing sets (tests/cr2_synth.py) with the default split sizes — 17,200 train queries
+Data: synthetic routing sets (cr2/testing.py) with the default split sizes — 17,200 train queries
 (train + dev of the default set), so KNN searches as many vectors as in the paper's setting — or, with
 --warehouse HOME, the prepared train/dev/val/test splits of that warehouse.
 
@@ -61,18 +61,18 @@ def _median(xs):
 def _data(args, cfg):
     """Return (train, dev, val, queries, source)."""
     if args.warehouse:
-        from tasks.train import routing_args
+        from tasks.inputs import routing_args
         from warehouse.db import Warehouse
         from warehouse.routing_data import load_routing_sets
 
         with Warehouse(args.warehouse, read_only=True) as wh:
             sets = load_routing_sets(wh, tuple(m.id for m in cfg.models), **routing_args(cfg))
         return sets["train"], sets["dev"], sets["val"], sets["test"], f"warehouse {args.warehouse}"
-    from tests.cr2_synth import make_routing_set
+    from cr2.testing import make_routing_set
 
     n = args.n_train
     return (make_routing_set(n, seed=1), make_routing_set(max(n // 10, 200), seed=2),
-            make_routing_set(max(n // 8, 500), seed=3), make_routing_set(2048, seed=4), "synthetic (tests/cr2_synth.py)")
+            make_routing_set(max(n // 8, 500), seed=3), make_routing_set(2048, seed=4), "synthetic (cr2/testing.py)")
 
 
 def main(argv=None) -> None:

@@ -3,7 +3,7 @@
 One subprocess per size (so each size's peak RSS is its own), each running the pipeline's stages after
 `prepare`'s text encoder, through the same library functions the tasks call:
 
-  generate    random unit embeddings clustered by topic (as tests/cr2_synth.py), four benchmarks, prompt
+  generate    random unit embeddings clustered by topic (as cr2/testing.py), four benchmarks, prompt
               and output lengths, and correctness simulated from a latent difficulty (IRT-style)
   splits      cr2.splits.assign_splits (stratified, seeded per query id)
   states      cr2.channel.sample_channel (one generator per query id, as the pipeline does)

@@ -3,7 +3,7 @@
 
 A child process serves the real HTTP app (cr2_cli/serve.py) around a real OnlineRouter — the MiniLM
 encoder, the Qwen token counter, a CR² teacher and gate fitted for one epoch on synthetic routing sets
-(tests/cr2_synth.py) and their CRC threshold table — with fake OpenAI-compatible model endpoints (in the
+(cr2/testing.py) and their CRC threshold table — with fake OpenAI-compatible model endpoints (in the
 same child). The parent sends `--requests` requests from `--clients` concurrent clients, in a fixed
 rotation:
   route        POST /route, λ on the grid                                  → 200
@@ -58,7 +58,7 @@ def serve_child(port: int, max_concurrency: int) -> None:
     from cr2_cli.serve import create_app
     from tasks.common import cache_dir
     from cr2_cli.online import OnlineRouter
-    from tests.cr2_synth import make_routing_set
+    from cr2.testing import make_routing_set
     from tests.serve_helpers import fake_model_endpoint, running
 
     cfg = load_config()

@@ -1,6 +1,6 @@
 """Latency, energy and normalised deployment cost of every model for every (query, state) (paper §IV-B..F).
 
-The whole cost model of cr2.md §3, one equation per function, composed by `compute_costs`:
+The whole cost model of docs/cost-model.md, one equation per function, composed by `compute_costs`:
 
     S_ul = b_in·L_in,  S_dl,m = b_out·L_out,m                       payloads, bit
     τ_ul = S_ul/R_ul,  τ_dl,m = S_dl,m/R_dl                          transfer times, s
@@ -89,13 +89,13 @@ def transfer_time_s(payload_bits: np.ndarray, rate_bps: np.ndarray) -> np.ndarra
 
 def prefill_flops(params: float, prompt_tokens: np.ndarray) -> np.ndarray:
     """Φ_pre = 2·N_m·L_in, FLOP [cr2 decision]."""
-    # paper §IV-C (Φ_m^pre), cr2.md §3: Φ_pre = 2·N_m·L_in
+    # paper §IV-C (Φ_m^pre), docs/cost-model.md: Φ_pre = 2·N_m·L_in
     return 2.0 * params * np.asarray(prompt_tokens, dtype=np.float64)
 
 
 def decode_flops(params: float, output_tokens: np.ndarray) -> np.ndarray:
     """Φ_dec = 2·N_m·L_out,m, FLOP [cr2 decision]."""
-    # paper §IV-C (Φ_m^dec), cr2.md §3: Φ_dec = 2·N_m·L_out,m
+    # paper §IV-C (Φ_m^dec), docs/cost-model.md: Φ_dec = 2·N_m·L_out,m
     return 2.0 * params * np.asarray(output_tokens, dtype=np.float64)
 
 

@@ -88,7 +88,7 @@ def accuracy(data: RoutingSet, decisions: Decisions) -> float:
 
 
 def mean_cost(data: RoutingSet, decisions: Decisions) -> float:
-    """Normalised deployment cost of the policy: mean c_m̂(x, ξ) over its choices (cr2.md §3)."""
+    """Normalised deployment cost of the policy: mean c_m̂(x, ξ) over its choices (docs/cost-model.md)."""
     return _mean(cost_of_choice(data, decisions))
 
 

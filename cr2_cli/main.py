@@ -254,7 +254,7 @@ def drift(states: str = typer.Option(..., "--states", help="candidate state dist
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Test whether a state distribution departs from the deployed calibration states (KS per feature)."""
     from cr2.config import load_config, load_state_distribution
-    from tasks.drift import drift_check
+    from flows.drift import drift_check
 
     load_state_distribution(states)  # a bad file or name fails here, before the warehouse is opened
     report = drift_check(load_config(config), _home(home, create=False), states, n, alpha)
@@ -644,7 +644,7 @@ def labels_import(file: Path = typer.Argument(..., help="long-form Parquet or CS
                   replace: bool = typer.Option(False, "--replace", help="overwrite an existing source of that name"),
                   home: Optional[Path] = HomeOpt) -> None:
     """Import labels produced elsewhere; nothing is written unless every row is valid."""
-    from tasks.labels_import import import_labels
+    from warehouse.labels_import import import_labels
 
     out = import_labels(_home(home), file, source, replace)
     per = ", ".join(f"{m} {n:,}" for m, n in out["per_model"].items())

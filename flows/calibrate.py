@@ -10,17 +10,12 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.calibrate import calibrate_cr2, calibrate_key
-from tasks.common import bind
-from warehouse.db import Warehouse
+from tasks.calibrate import CALIBRATE
+from tasks.common import run_stage
 
 
 def calibrate(config: Config, home: Path, trained: dict, extra_lams: tuple[float, ...] = ()) -> dict:
-    extra_lams = tuple(float(v) for v in extra_lams)
-    with Warehouse(home) as wh:
-        key = calibrate_key(config, wh, trained, extra_lams)
-    state = bind(calibrate_cr2, home)(config, str(home), key, trained, extra_lams, return_state=True)
-    return {**state.result(), "cached": state.name == "Cached"}
+    return run_stage(CALIBRATE, config, home, trained, tuple(float(v) for v in extra_lams))
 
 
 @flow(name="cr2-calibrate", log_prints=True)

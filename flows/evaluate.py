@@ -1,4 +1,8 @@
-"""Evaluate: CR² over the calibrated λ × α grid on the test split; tidy metrics in the warehouse."""
+"""Evaluate: CR² over the calibrated λ × α grid and every baseline on the test split; tidy metrics in the warehouse.
+
+Needs the trained gate (flows/train.py), its threshold table (flows/calibrate.py) and the fitted baselines
+(flows/baselines.py); the paired bootstrap intervals of the run follow (table `intervals`).
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,53 +10,28 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import bind, in_home
-from tasks.evaluate import evaluate as evaluate_task
-from tasks.evaluate import evaluate_key
-from warehouse.db import Warehouse
-
-
-def fit_baselines(config: Config, home: Path) -> dict:
-    """Fit every configured baseline (cached) and record its test predictions."""
-    from tasks.baselines import baselines_key
-    from tasks.baselines import fit_baselines as fit_task
-
-    with Warehouse(home) as wh:
-        key = baselines_key(config, wh)
-    state = bind(fit_task, home)(config, str(home), key, return_state=True)
-    result = state.result()
-    if not all(in_home(home, b["path"]).is_file() for b in result.values()):
-        state = bind(fit_task, home).with_options(refresh_cache=True)(config, str(home), key, return_state=True)
-        result = state.result()
-    return {"routers": result, "cached": state.name == "Cached"}
+from tasks.common import run_stage
+from tasks.evaluate import EVALUATE
+from tasks.intervals import INTERVALS
 
 
 def evaluate(config: Config, home: Path, trained: dict, calibrated: dict, baselines: dict) -> dict:
-    routers = baselines["routers"]
-    with Warehouse(home) as wh:
-        key = evaluate_key(config, wh, trained, calibrated, routers)
-    state = bind(evaluate_task, home)(config, str(home), key, trained, calibrated, routers, return_state=True)
-    return {**state.result(), "cached": state.name == "Cached"}
+    return run_stage(EVALUATE, config, home, trained, calibrated, baselines)
 
 
 def intervals(config: Config, home: Path, trained: dict, evaluated: dict) -> dict:
     """Paired bootstrap intervals of the evaluation run (cached like every stage; table `intervals`)."""
-    from tasks.intervals import compute_intervals, intervals_key
-
-    with Warehouse(home) as wh:
-        key = intervals_key(config, wh, evaluated, trained)
-    state = bind(compute_intervals, home)(config, str(home), key, trained, evaluated, return_state=True)
-    return {**state.result(), "cached": state.name == "Cached"}
+    return run_stage(INTERVALS, config, home, trained, evaluated)
 
 
 @flow(name="cr2-evaluate", log_prints=True)
 def evaluate_flow(config_path: str | None = None, home: str | None = None) -> dict:
     from cr2.config import load_config
+    from flows.artifacts import publish_evaluation
+    from flows.baselines import fit_baselines
     from flows.calibrate import calibrate
     from flows.train import train
     from warehouse.db import default_home
-
-    from flows.artifacts import publish_evaluation
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()

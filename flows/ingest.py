@@ -11,17 +11,13 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import bind
-from tasks.ingest import ingest_key, ingest_queries
-from warehouse.db import Warehouse
+from tasks.common import run_stage
+from tasks.ingest import INGEST
 
 
 def ingest(config: Config, home: Path) -> dict:
     """Run the ingest stage inside the current flow; returns the per-benchmark summary."""
-    with Warehouse(home) as wh:
-        key = ingest_key(config, wh)
-    state = bind(ingest_queries, home)(config, str(home), key, return_state=True)
-    return {**state.result(), "cached": state.name == "Cached"}
+    return run_stage(INGEST, config, home)
 
 
 @flow(name="cr2-ingest", log_prints=True)

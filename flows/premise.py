@@ -26,8 +26,8 @@ from typing import Any, Sequence
 from prefect import flow
 
 from cr2.config import Config, load_state_distribution
-from tasks.common import bind
-from tasks.premise import cell_key, inputs_key, premise_cell_task, premise_inputs_task, study_id
+from tasks.common import run_stage
+from tasks.premise import PREMISE_CELL, PREMISE_INPUTS, study_id
 from warehouse.db import Warehouse
 
 DEFAULT_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -48,15 +48,7 @@ def _base(config: Config, home: Path) -> tuple[dict, dict]:
 
 
 def inputs(config: Config, home: Path, base: dict, baselines: dict) -> dict:
-    with Warehouse(home, read_only=True) as wh:
-        key = inputs_key(config, wh, base, baselines)
-    state = bind(premise_inputs_task, home)(config, str(home), key, base, baselines, return_state=True)
-    result = state.result()
-    if not Path(result["path"]).is_file():  # the .npz was deleted since: build it again
-        state = bind(premise_inputs_task, home).with_options(refresh_cache=True)(config, str(home), key, base, baselines,
-                                                                                  return_state=True)
-        result = state.result()
-    return {**result, "cached": state.name == "Cached"}
+    return run_stage(PREMISE_INPUTS, config, home, base, baselines)
 
 
 def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS,
@@ -66,19 +58,18 @@ def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS
     from warehouse.premise import write_premise_cell
 
     t0 = time.perf_counter()
-    dists = {ch: load_state_distribution(ch) for ch in channels}  # a misspelt channel fails before any work
+    for ch in channels:
+        load_state_distribution(ch)  # a misspelt channel fails before any work
     base, baselines = _base(config, home)
     sid = study_id(config, base, baselines)
     shared = inputs(config, home, base, baselines)
     print(f"premise study {sid}: {len(speeds)} speeds × {len(channels)} channels = {len(speeds) * len(channels)} cells; "
           f"base run {base['run_id']}; refitted per cell: {shared['cost_aware'] or 'none'}")
-    futures = {}
+    futures, cell = {}, PREMISE_CELL.bound(home)
     for f in speeds:
-        for ch in channels:
-            key = cell_key(config, shared, f, dists[ch].dist_id, n_resamples, seed, retrain_epochs, retrain_from)
-            futures[(float(f), ch)] = bind(premise_cell_task, home).submit(
-                config, str(home), key, shared, base, baselines, float(f), ch, n_resamples, seed, retrain_epochs,
-                retrain_from)
+        for ch in channels:  # fanned out on the task runner: submit, not run_stage
+            futures[(float(f), ch)] = cell.submit(config, str(home), shared, base, baselines, float(f), ch, n_resamples,
+                                                  seed, retrain_epochs, retrain_from)
     cells, cached = [], 0
     for (f, ch), fut in futures.items():
         out = fut.result()

@@ -19,46 +19,23 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import bind
-from tasks.measured import import_measured_labels_task, measured_labels_key
-from tasks.prepare import (
-    SIMULATED_SOURCES,
-    assign_splits_task,
-    check_label_source,
-    compute_costs_task,
-    costs_key,
-    embed_key,
-    embed_queries,
-    labels_key,
-    sample_states_task,
-    simulate_labels_task,
-    splits_key,
-    states_key,
-)
+from tasks.common import run_stage
+from tasks.measured import MEASURED_LABELS
+from tasks.prepare import COSTS, EMBEDDINGS, LABELS, SIMULATED_SOURCES, SPLITS, STATES, check_label_source
 from warehouse.db import Warehouse
-
-
-def _step(task, key_fn, config: Config, home: Path) -> dict:
-    with Warehouse(home) as wh:
-        key = key_fn(config, wh)
-    state = bind(task, home)(config, str(home), key, return_state=True)
-    return {**state.result(), "cached": state.name == "Cached"}
 
 
 def prepare(config: Config, home: Path) -> dict:
     """Run the prepare stage inside the current flow; returns each step's summary (with `cached`)."""
-    out = {
-        "embeddings": _step(embed_queries, embed_key, config, home),
-        "splits": _step(assign_splits_task, splits_key, config, home),
-        "states": _step(sample_states_task, states_key, config, home),
-    }
+    out = {"embeddings": run_stage(EMBEDDINGS, config, home), "splits": run_stage(SPLITS, config, home),
+           "states": run_stage(STATES, config, home)}
     if config.labels.measured is not None:
-        out["labels"] = _step(import_measured_labels_task, measured_labels_key, config, home)
+        out["labels"] = run_stage(MEASURED_LABELS, config, home)
     elif config.labels.source in SIMULATED_SOURCES:
-        out["labels"] = _step(simulate_labels_task, labels_key, config, home)
+        out["labels"] = run_stage(LABELS, config, home)
     with Warehouse(home, read_only=True) as wh:
         check_label_source(config, wh)
-    out["costs"] = _step(compute_costs_task, costs_key, config, home)
+    out["costs"] = run_stage(COSTS, config, home)
     return out
 
 

@@ -25,11 +25,11 @@ from prefect import flow
 
 from cr2.config import Config, load_config, load_state_distribution
 from flows.calibrate import calibrate
-from flows.evaluate import evaluate, fit_baselines
+from flows.baselines import fit_baselines
+from flows.evaluate import evaluate
 from flows.prepare import prepare
 from flows.train import train
-from tasks.common import bind
-from warehouse.db import Warehouse
+from tasks.common import run_stage
 
 
 def with_distribution(config: Config, states: str | Path) -> Config:
@@ -46,19 +46,16 @@ def operator_speed(config: Config, bands: bool) -> Config:
 
 
 def evaluate_tables(config: Config, home: Path, trained: dict, tables: dict[str, dict]) -> tuple[dict, dict]:
-    """(before, after): CR² on test under config's states with each threshold table (one cached task)."""
-    from tasks.recalibrate import evaluate_recalibration, recalibration_eval_key
+    """(before, after): CR² on test under config's states with each threshold table (one cached stage)."""
+    from tasks.recalibrate import EVALUATE_RECALIBRATION
 
-    with Warehouse(home) as wh:
-        key = recalibration_eval_key(config, wh, trained, tables)
-    state = bind(evaluate_recalibration, home)(config, str(home), key, trained, tables, return_state=True)
-    out, cached = state.result(), state.name == "Cached"
-    return {**out["before"], "cached": cached}, {**out["after"], "cached": cached}
+    out = run_stage(EVALUATE_RECALIBRATION, config, home, trained, tables)
+    return {**out["before"], "cached": out["cached"]}, {**out["after"], "cached": out["cached"]}
 
 
 def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: bool = False, bands: bool = False,
                 baselines: bool = False) -> dict:
-    from tasks.drift import drift_check
+    from flows.drift import drift_check
 
     new = with_distribution(operator_speed(config, bands), states)
     trained = train(config, home)  # frozen: the gate never sees ξ

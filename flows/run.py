@@ -11,12 +11,14 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import load_config
-from flows.ingest import ingest
+from flows.ablation import ablation
 from flows.artifacts import publish_evaluation
+from flows.baselines import fit_baselines
 from flows.calibrate import calibrate
-from flows.evaluate import evaluate, fit_baselines, intervals
+from flows.evaluate import evaluate, intervals
+from flows.ingest import ingest
 from flows.prepare import prepare
-from flows.report import ablation, report
+from flows.report import report
 from flows.train import train
 
 

@@ -15,16 +15,14 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import bind
-from tasks.simcheck import simcheck_key, simcheck_task
+from tasks.common import run_stage
+from tasks.simcheck import SIMCHECK
 
 
 def simcheck(config: Config, home: Path, full: bool = False, routing: bool = True) -> dict:
     from tasks.simcheck import build_simcheck_page
 
-    key = simcheck_key(config, full) + ("" if routing else "-structure")
-    state = bind(simcheck_task, home)(config, str(home), key, full, routing, return_state=True)
-    result = {**state.result(), "cached": state.name == "Cached"}
+    result = run_stage(SIMCHECK, config, home, full, routing)
     result["report"] = build_simcheck_page(str(home), result["run_id"])
     return result
 

@@ -65,7 +65,8 @@ def seed_home(home: Path, seed: int) -> Path:
 def run_seed(config: Config, home: Path) -> dict:
     """The pipeline stages a seed re-runs (each a cached task in `home`): prepare … intervals."""
     from flows.calibrate import calibrate
-    from flows.evaluate import evaluate, fit_baselines, intervals
+    from flows.baselines import fit_baselines
+    from flows.evaluate import evaluate, intervals
     from flows.prepare import prepare
     from flows.train import train
 

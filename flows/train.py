@@ -10,20 +10,12 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import bind, in_home
-from tasks.train import train_cr2, train_key
-from warehouse.db import Warehouse
+from tasks.common import run_stage
+from tasks.train import TRAIN
 
 
 def train(config: Config, home: Path) -> dict:
-    with Warehouse(home) as wh:
-        key = train_key(config, wh)
-    state = bind(train_cr2, home)(config, str(home), key, return_state=True)
-    result = state.result()
-    if not all(in_home(home, result[k]["path"]).is_file() for k in ("teacher", "gate")):  # checkpoints removed since
-        state = bind(train_cr2, home).with_options(refresh_cache=True)(config, str(home), key, return_state=True)
-        result = state.result()
-    return {**result, "cached": state.name == "Cached"}
+    return run_stage(TRAIN, config, home)
 
 
 @flow(name="cr2-train", log_prints=True)

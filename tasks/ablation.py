@@ -16,8 +16,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import make_key, task_code_hash
-from tasks.train import cr2_router, load_sets, torch_threads
+from tasks.common import Stage, make_key, task_code_hash
+from tasks.inputs import cr2_router, load_sets, torch_threads
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 
@@ -29,14 +29,14 @@ ABLATIONS: dict[str, dict] = {
 }
 
 
-def ablation_key(config: Config, trained: dict, evaluated: dict) -> str:
+def ablation_key(config: Config, home: str, trained: dict, evaluated: dict) -> str:
     return make_key("ablation", evaluated["run_id"], trained["teacher"]["fingerprint"],
                     config.section_hash("gate", "grids", "routing", "evaluation"), sorted(ABLATIONS),
                     task_code_hash(run_ablation), torch_threads())
 
 
 @task(name="ablation")
-def run_ablation(config: Config, home: str, key: str, trained: dict, evaluated: dict) -> dict:
+def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Train, calibrate and evaluate each ablated gate; append its metrics to the evaluation run."""
     from cr2.evaluation import Evaluation, evaluate_ablation_gate, method_rows
     from cr2.metrics import evaluable_mask
@@ -61,3 +61,6 @@ def run_ablation(config: Config, home: str, key: str, trained: dict, evaluated: 
     with Warehouse(home) as wh:
         write_ablation(wh, ev.run_id, methods, pd.DataFrame(ev.metrics))
     return {"run_id": ev.run_id, "ablations": list(ABLATIONS), "fit_seconds": fit_seconds}
+
+
+ABLATION = Stage(run_ablation, ablation_key)

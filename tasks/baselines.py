@@ -16,8 +16,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import catalogue_hash, home_relative, make_key, task_code_hash
-from tasks.train import artifacts_dir, load_sets, routing_args, torch_threads
+from tasks.common import Stage, catalogue_hash, home_relative, make_key, stage_key, task_code_hash
+from tasks.inputs import artifacts_dir, load_sets, routing_args, torch_threads
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, warehouse_epoch, write_baselines
 from warehouse.routing_data import routing_fingerprint
@@ -32,11 +32,11 @@ def baseline_names(config: Config) -> list[str]:
     return expand(config.baselines.routers, [m.id for m in config.models])
 
 
-def baselines_key(config: Config, wh: Warehouse) -> str:
-    return make_key("baselines", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev", "test")),
-                    config.section_hash("baselines", "models"), task_code_hash(fit_baselines), catalogue_hash(config),
-                    torch_threads(),
-                    warehouse_epoch(wh))
+def baselines_key(config: Config, home: str) -> str:
+    with Warehouse(home) as wh:
+        return make_key("baselines", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev", "test")),
+                        config.section_hash("baselines", "models"), task_code_hash(fit_baselines),
+                        catalogue_hash(config), torch_threads(), warehouse_epoch(wh))
 
 
 def _build(name: str, config: Config):
@@ -49,8 +49,9 @@ def _build(name: str, config: Config):
 
 
 @task(name="fit-baselines")
-def fit_baselines(config: Config, home: str, key: str) -> dict:
-    """Fit, save and register every baseline; record its test predictions. Returns name → artefact summary."""
+def fit_baselines(config: Config, home: str) -> dict:
+    """Fit, save and register every baseline; record its test predictions. Returns {"routers": name → artefact}."""
+    key = stage_key(BASELINES, config, home)
     sets = load_sets(config, home)
     train, dev, test = sets["train"], sets["dev"], sets["test"]
     out_dir = artifacts_dir(home)
@@ -79,4 +80,7 @@ def fit_baselines(config: Config, home: str, key: str) -> dict:
     predictions = pd.concat(preds, ignore_index=True).drop_duplicates(["router", "fingerprint", "query_id", "model_id"])
     with Warehouse(home) as wh:
         write_baselines(wh, arts, predictions)
-    return summary
+    return {"routers": summary}
+
+
+BASELINES = Stage(fit_baselines, baselines_key, outputs=lambda home, r: [b["path"] for b in r["routers"].values()])

@@ -12,9 +12,9 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import make_key, task_code_hash
+from tasks.common import Stage, make_key, task_code_hash
+from tasks.inputs import cr2_router, load_sets, routing_args
 from tasks.scores import remember_scores
-from tasks.train import cr2_router, load_sets, routing_args
 from warehouse.db import Warehouse
 from warehouse.repository import warehouse_epoch, write_thresholds
 from warehouse.routing_data import routing_fingerprint
@@ -29,15 +29,16 @@ def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.n
                                      np.asarray(extra_lams, dtype=np.float64)]))
 
 
-def calibrate_key(config: Config, wh: Warehouse, trained: dict, extra_lams: tuple[float, ...] = ()) -> str:
-    return make_key("calibrate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], sorted(extra_lams),
-                    routing_fingerprint(wh, **routing_args(config), splits=("val",)),
-                    config.section_hash("grids", "routing", "calibration"), task_code_hash(calibrate_cr2),
-                    warehouse_epoch(wh))
+def calibrate_key(config: Config, home: str, trained: dict, extra_lams: tuple[float, ...] = ()) -> str:
+    with Warehouse(home) as wh:
+        return make_key("calibrate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
+                        sorted(extra_lams), routing_fingerprint(wh, **routing_args(config), splits=("val",)),
+                        config.section_hash("grids", "routing", "calibration"), task_code_hash(calibrate_cr2),
+                        warehouse_epoch(wh))
 
 
 @task(name="calibrate-cr2")
-def calibrate_cr2(config: Config, home: str, key: str, trained: dict, extra_lams: tuple[float, ...] = ()) -> dict:
+def calibrate_cr2(config: Config, home: str, trained: dict, extra_lams: tuple[float, ...] = ()) -> dict:
     """Calibrate τ*(λ; α) on val for every (λ, α) of the grids under config.calibration; write it as a new version."""
     val = load_sets(config, home)["val"]
     cal = config.calibration
@@ -58,3 +59,6 @@ def calibrate_cr2(config: Config, home: str, key: str, trained: dict, extra_lams
         version = write_thresholds(wh, table)
     return {"version": version, "n_calib": table.n_calib, "n_lam": len(table.lams), "n_alpha": len(table.alphas),
             "gate_fingerprint": table.gate_fingerprint, "dist_id": table.dist_id, "label_source": table.label_source}
+
+
+CALIBRATE = Stage(calibrate_cr2, calibrate_key)

@@ -1,33 +1,32 @@
-"""What every cr2 task shares: cache keys from content fingerprints, result storage, the warehouse epoch.
+"""What every cr2 task shares: stages, cache keys from content fingerprints, result storage, the warehouse epoch.
 
-Prefect's default cache policy includes the flow-run id, so it caches only within one run. cr2 tasks
-instead take an explicit `key` parameter that the flow computes from
+Prefect's default cache policy includes the flow-run id, so it caches only within one run. Each cr2 task
+is instead one `Stage`: the task, a key function and the files its result points at. The key function
+takes the task's own arguments (config, home, the upstream results) and is the task's `cache_key_fn`, so
+Prefect computes the key from
   - the content fingerprint of the task's inputs (files, warehouse tables),
   - the hash of the config sections the task reads,
-  - the hash of the source code of the modules it runs (cr2 library + the task module),
+  - the hash of the source code of the modules it runs (cr2 library + the task module: `code_hash`),
   - the warehouse's epoch (a random id written when the warehouse file is created, so a deleted or
-    replaced warehouse never reuses results computed for another one),
-and `cache_key_fn` returns it. Results (small JSON-able summaries) persist under <home>/prefect-results.
+    replaced warehouse never reuses results computed for another one).
+`run_stage` runs a stage inside a flow (cached, or recomputed when an output file went missing) and marks
+its result `cached`. Results (small JSON-able summaries) persist under <home>/prefect-results.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
-import ast
-import re
 import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prefect import Task
 
 from warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
-
-
-
-def key_from_parameters(context: Any, parameters: dict[str, Any]) -> str:
-    """cache_key_fn: the task's explicit `key` parameter."""
-    return str(parameters["key"])
 
 
 def make_key(stage: str, *parts: Any) -> str:
@@ -198,8 +197,61 @@ def results_dir(home: Path) -> Path:
     return d
 
 
-def bind(task: Task, home: Path) -> Task:
-    """The task with its persisted-result cache under <home>/prefect-results."""
-    return task.with_options(
-        cache_key_fn=key_from_parameters, persist_result=True, result_storage=results_dir(home)
-    )
+@dataclass(frozen=True)
+class Stage:
+    """One cached pipeline stage.
+
+    task:    the Prefect task, called as task(config, home, *inputs);
+    key:     its cache key from the same arguments, key(config, home, *inputs) -> str — Prefect's cache_key_fn;
+    outputs: the files a result points at, outputs(home, result) -> paths; a cached result with one of them
+             missing (deleted since) is recomputed.
+    """
+
+    task: Task
+    key: Callable[..., str]
+    outputs: Callable[[Path, dict], Iterable[str | Path]] | None = None
+
+    def _cache_key(self, context: Any, parameters: dict[str, Any]) -> str:
+        return self.key(**parameters)
+
+    def bound(self, home: str | Path) -> Task:
+        """The task with this stage's key and its persisted-result cache under <home>/prefect-results."""
+        return self.task.with_options(cache_key_fn=self._cache_key, persist_result=True,
+                                      result_storage=results_dir(Path(home)))
+
+
+def run_stage(stage: Stage, config: Any, home: str | Path, *inputs: Any, **options: Any) -> dict:
+    """Run `stage` inside the current flow: its cached result when the key is unchanged and every output file
+    exists, else a fresh run. Returns the task's result with `cached` (bool) added. `options` go to
+    Task.with_options (e.g. a task runner's settings)."""
+    task = stage.bound(home).with_options(**options) if options else stage.bound(home)
+    state = task(config, str(home), *inputs, return_state=True)
+    result = state.result()
+    if stage.outputs is not None and not all(in_home(home, p).is_file() for p in stage.outputs(Path(home), result)):
+        state = task.with_options(refresh_cache=True)(config, str(home), *inputs, return_state=True)
+        result = state.result()
+    return {**result, "cached": state.name == "Cached"}
+
+
+def in_warehouse(key_fn: Callable[..., str]) -> Callable[..., str]:
+    """A key function of (config, wh, …) as a stage key of (config, home, …): it opens the warehouse at `home`."""
+    @functools.wraps(key_fn)
+    def key(config: Any, home: str | Path, *args: Any, **kwargs: Any) -> str:
+        from warehouse.db import Warehouse
+
+        with Warehouse(home) as wh:
+            return key_fn(config, wh, *args, **kwargs)
+
+    return key
+
+
+def stage_key(stage: Stage, *args: Any, **kwargs: Any) -> str:
+    """Inside a stage's task: the cache key Prefect computed for this run (the transaction's). Called outside a
+    Prefect task run (a test calling task.fn) or when Prefect could not compute it, the key is computed here
+    from the same arguments (errors surface)."""
+    from prefect.transactions import get_transaction
+
+    txn = get_transaction()
+    if txn is not None and txn.key:
+        return str(txn.key)
+    return stage.key(*args, **kwargs)

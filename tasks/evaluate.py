@@ -14,21 +14,23 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import catalogue_hash, in_home, make_key, task_code_hash
+from tasks.common import Stage, catalogue_hash, in_home, make_key, stage_key, task_code_hash
+from tasks.inputs import cr2_router, load_sets, routing_args
 from tasks.scores import remember_scores
-from tasks.train import cr2_router, load_sets, routing_args
 from warehouse.db import Warehouse
 from warehouse.repository import (baseline_proba, load_threshold_table, utc_now, warehouse_epoch,
                                   write_evaluation)
 from warehouse.routing_data import routing_fingerprint
 
 
-def evaluate_key(config: Config, wh: Warehouse, trained: dict, calibrated: dict, baselines: dict) -> str:
-    return make_key("evaluate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], calibrated["version"],
-                    sorted((k, v["fingerprint"]) for k, v in baselines.items()),
-                    routing_fingerprint(wh, **routing_args(config), splits=("val", "test")),
-                    config.section_hash("grids", "routing", "evaluation", "calibration"), task_code_hash(evaluate), catalogue_hash(config),
-                    warehouse_epoch(wh))
+def evaluate_key(config: Config, home: str, trained: dict, calibrated: dict, baselines: dict) -> str:
+    """Key of the evaluation: `baselines` is the baselines stage's result ({"routers": name → artefact})."""
+    with Warehouse(home) as wh:
+        return make_key("evaluate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
+                        calibrated["version"], sorted((k, v["fingerprint"]) for k, v in baselines["routers"].items()),
+                        routing_fingerprint(wh, **routing_args(config), splits=("val", "test")),
+                        config.section_hash("grids", "routing", "evaluation", "calibration"), task_code_hash(evaluate),
+                        catalogue_hash(config), warehouse_epoch(wh))
 
 
 def decision_frame(ev) -> pd.DataFrame:
@@ -45,12 +47,14 @@ def decision_frame(ev) -> pd.DataFrame:
 
 
 @task(name="evaluate")
-def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dict, baselines: dict) -> dict:
+def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselines: dict) -> dict:
     """CR² at every calibrated (λ, α) and each baseline over the same λ grid (grids.lam), on the test split."""
     from cr2.evaluation import Evaluation, evaluate_baseline, evaluate_cr2, method_rows
     from cr2.metrics import evaluable_mask
     from cr2.routers import load_router, router_entry, use_catalogues
 
+    key = stage_key(EVALUATE, config, home, trained, calibrated, baselines)
+    baselines = baselines["routers"]
     use_catalogues(config.baselines.catalogues)
     sets = load_sets(config, home)
     test, val = sets["test"], sets["val"]
@@ -78,3 +82,6 @@ def evaluate(config: Config, home: str, key: str, trained: dict, calibrated: dic
         write_evaluation(wh, run, methods, decision_frame(ev), metrics)
     return {"run_id": ev.run_id, "n_test": len(test), "n_evaluable": int(keep.sum()), "label_source": config.labels.source,
             "exclude_unsolvable": bool(config.evaluation.exclude_unsolvable)}
+
+
+EVALUATE = Stage(evaluate, evaluate_key)

@@ -41,7 +41,7 @@ def validity_pool(config: Config, home: str | Path) -> dict:
     """The val + test queries of the deployed gate: scores and risks at the calibrated λ grid, teacher p, costs, labels."""
     from cr2.utility import disagree_label, risk_label
     from cr2_cli.online import load_deployed_router
-    from tasks.train import routing_args
+    from tasks.inputs import routing_args
 
     router, _ = load_deployed_router(config, home)
     table = router.threshold_table_

@@ -11,9 +11,10 @@ from cr2.benchmarks import QUERY_COLUMNS, answer_checks, prompt_texts, select_qu
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from cr2.tokenizer import folder_token_counter, qwen_token_counter
-from tasks.common import cache_dir, file_hash, make_key, task_code_hash
+from tasks.common import Stage, cache_dir, file_hash, in_warehouse, make_key, task_code_hash
 from warehouse.repository import warehouse_epoch
 from warehouse.db import Warehouse
+from warehouse.routing_data import named_query
 from warehouse.validation import validate_frame
 
 def ingest_key(config: Config, wh: Warehouse) -> str:
@@ -60,7 +61,7 @@ def models_frame(config: Config) -> pd.DataFrame:
 
 
 @task(name="ingest-queries", retries=0)
-def ingest_queries(config: Config, home: str, key: str) -> dict:
+def ingest_queries(config: Config, home: str) -> dict:
     """Load, count, validate and write the queries and the model pool; returns per-benchmark counts."""
     df = build_query_frame(config, Path(home))
     validate_frame("queries", validation_view(config, df), benchmarks=config.enabled_benchmarks)
@@ -70,7 +71,7 @@ def ingest_queries(config: Config, home: str, key: str) -> dict:
         wh.delete_where("models", None, con)
         wh.insert_df("queries", df, con)
         wh.insert_df("models", models_frame(config), con)
-        written = dict(con.execute("SELECT benchmark, count(*) FROM queries GROUP BY benchmark").fetchall())
+        written = dict(con.execute(named_query("ingest_written_per_benchmark")).fetchall())
         if written != expected:  # rolls back: per-benchmark counts must equal the source's
             raise DataValidationError(f"queries written per benchmark {written} differ from the source counts {expected}")
     return summarise(df)
@@ -83,3 +84,6 @@ def summarise(df: pd.DataFrame) -> dict:
         "benchmarks": {b: {"queries": int(n), "mean_prompt_tokens": float(m)} for b, n, m in
                        zip(g.size().index, g.size().values, g.mean().values)},
     }
+
+
+INGEST = Stage(ingest_queries, in_warehouse(ingest_key))

@@ -15,21 +15,23 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import make_key, task_code_hash
-from tasks.train import routing_args
+from tasks.common import Stage, make_key, task_code_hash
+from tasks.inputs import routing_args
 from warehouse.db import Warehouse
 from warehouse.repository import warehouse_epoch
 from warehouse.routing_data import routing_fingerprint
 
 
-def intervals_key(config: Config, wh: Warehouse, evaluated: dict, trained: dict) -> str:
+def intervals_key(config: Config, home: str, trained: dict, evaluated: dict) -> str:
     run_id = evaluated["run_id"]
     # the run's methods come from its decisions and the catalogue (in the code hash); the ablation task adds
     # methods rows later, so they are not part of the key (a second run would never be cached)
-    return make_key("intervals", run_id, wh.table_fingerprint("decisions", {"run_id": run_id}),
-                    trained["teacher"]["fingerprint"],
-                    routing_fingerprint(wh, **routing_args(config), splits=("test",)),
-                    config.section_hash("evaluation", "models"), task_code_hash(compute_intervals), warehouse_epoch(wh))
+    with Warehouse(home) as wh:
+        return make_key("intervals", run_id, wh.table_fingerprint("decisions", {"run_id": run_id}),
+                        trained["teacher"]["fingerprint"],
+                        routing_fingerprint(wh, **routing_args(config), splits=("test",)),
+                        config.section_hash("evaluation", "models"), task_code_hash(compute_intervals),
+                        warehouse_epoch(wh))
 
 
 def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: tuple[str, ...]) -> list:
@@ -57,13 +59,13 @@ def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: t
 
 
 @task(name="intervals")
-def compute_intervals(config: Config, home: str, key: str, trained: dict, evaluated: dict) -> dict:
+def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Paired bootstrap intervals of every operating point and every learned method's saving vs KNN."""
     from cr2.bootstrap import resample_counts, resample_indices
     from cr2.fixed_accuracy import VIEW_TARGETS
     from cr2.intervals import method_outcomes, metric_intervals, saving_interval_rows
     from cr2.metrics import evaluable_mask
-    from tasks.train import cr2_router, load_sets
+    from tasks.inputs import cr2_router, load_sets
     from warehouse.repository import methods_of_run, run_decisions, write_intervals
 
     t0 = time.perf_counter()
@@ -94,3 +96,6 @@ def compute_intervals(config: Config, home: str, key: str, trained: dict, evalua
         write_intervals(wh, run_id, frame)
     return {"run_id": run_id, "rows": len(frame), "n_resamples": spec.n_resamples, "n_test": len(test),
             "seconds": round(time.perf_counter() - t0, 2)}
+
+
+INTERVALS = Stage(compute_intervals, intervals_key)

@@ -40,42 +40,22 @@ from cr2.labeling.runs import BenchmarkJob, ShardJob, run_id, run_key, select_qu
 from cr2.labeling.spec import LabelingSpec
 from cr2.labeling.taskdefs import task_config_hash
 from warehouse.db import Warehouse
+from warehouse.routing_data import named_query
 
 QUERY_COLUMNS = ["query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup"]
 LABEL_COLUMNS = ["source", "query_id", "model_id", "correct", "output_tokens", "run_id"]
 
-# [proposal: move to warehouse/queries/label_*.sql once warehouse/ loads statements by name]
-SQL_SELECT_QUERIES = (
-    "SELECT query_id, benchmark, subset, question, choices, target, tests, test_setup "
-    "FROM queries WHERE benchmark IN (SELECT unnest(?::VARCHAR[])) ORDER BY query_id"
-)
-SQL_DONE_IDS = "SELECT query_id FROM labels WHERE run_id = ?"
-SQL_ALREADY_IN_CHUNK = "SELECT count(*) FROM labels WHERE run_id = ? AND query_id IN (SELECT query_id FROM _cr2_chunk)"
-SQL_DELETE_REPLACED = (
-    "DELETE FROM labels WHERE source = ? AND model_id = ? AND query_id IN (SELECT query_id FROM _cr2_chunk)"
-)
-SQL_RUN_EXISTS = "SELECT count(*) FROM label_runs WHERE run_id = ?"
-# done/total describe the current selection (--limit): total = its queries, done = those the run has labelled
-SQL_RUN_INSERT = (
-    "INSERT INTO label_runs (run_id, source, model_id, revision, backend, backend_args, lm_eval_version, "
-    "task_config_hash, started_at, finished_at, status, done, total) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?)"
-)
-SQL_RUN_RESTART = (
-    "UPDATE label_runs SET status = 'running', finished_at = NULL, backend_args = ?, total = ?, done = ? WHERE run_id = ?"
-)
-SQL_RUN_PROGRESS = "UPDATE label_runs SET done = done + ? WHERE run_id = ?"
-SQL_RUNS_SUMMARY = (
-    "SELECT run_id, source, model_id, backend, status, done, total, lm_eval_version, task_config_hash, started_at, "
-    "finished_at FROM label_runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_id"
-)
-SQL_RUN_FINISH = (
-    "UPDATE label_runs SET done = (SELECT count(*) FROM labels WHERE run_id = $rid AND query_id IN "
-    "(SELECT query_id FROM _cr2_selected)), finished_at = $now, "
-    "status = CASE WHEN $ok AND (SELECT count(*) FROM labels WHERE run_id = $rid AND query_id IN "
-    "(SELECT query_id FROM _cr2_selected)) >= total THEN 'finished' ELSE 'failed' END "
-    "WHERE run_id = $rid"
-)
+# the statements of the labeling task: warehouse/queries/label_*.sql, loaded by name
+SQL_SELECT_QUERIES = named_query("label_select_queries")
+SQL_DONE_IDS = named_query("label_done_ids")
+SQL_ALREADY_IN_CHUNK = named_query("label_already_in_chunk")
+SQL_DELETE_REPLACED = named_query("label_delete_replaced")
+SQL_RUN_EXISTS = named_query("label_run_exists")
+SQL_RUN_INSERT = named_query("label_run_insert")
+SQL_RUN_RESTART = named_query("label_run_restart")
+SQL_RUN_PROGRESS = named_query("label_run_progress")
+SQL_RUNS_SUMMARY = named_query("label_runs_summary")
+SQL_RUN_FINISH = named_query("label_run_finish")
 
 # one writer per process: thread-runner tasks share the flow's DuckDB instance
 _WRITE_LOCK = threading.RLock()

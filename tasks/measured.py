@@ -14,22 +14,22 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import file_hash, make_key, task_code_hash
+from tasks.common import Stage, file_hash, in_warehouse, make_key, task_code_hash
 from warehouse.repository import warehouse_epoch
-from tasks.labels_import import import_label_frame
+from warehouse.labels_import import import_label_frame
 from warehouse.db import Warehouse
+from warehouse.routing_data import named_query
 
 def measured_labels_key(config: Config, wh: Warehouse) -> str:
     spec = config.labels.measured
-    queries = str(wh.scalar("SELECT coalesce(sum(hash(query_id, content_hash)), 0)::VARCHAR || ':' || "
-                            "count(*)::VARCHAR FROM queries"))
+    queries = str(wh.scalar(named_query("measured_queries_fingerprint")))
     return make_key("measured-labels", queries, config.labels.source, config.section_hash("labels", "models"),
                     file_hash(config.data_path / spec.outputs_file, config.benchmark_file(spec.benchmark)),
                     task_code_hash(import_measured_labels_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-measured-labels")
-def import_measured_labels_task(config: Config, home: str, key: str) -> dict:
+def import_measured_labels_task(config: Config, home: str) -> dict:
     """MEASURED y_m(x) and L_out,m(x) of the pool's models under labels.source (replacing that source's rows)."""
     from cr2.measured import measured_label_frame
 
@@ -40,7 +40,7 @@ def import_measured_labels_task(config: Config, home: str, key: str) -> dict:
                                   "labels.measured.outputs_file")
     bench = pd.read_parquet(config.benchmark_file(spec.benchmark), columns=["query_id", "mmlu_pro_question_id"])
     with Warehouse(home, read_only=True) as wh:
-        ingested = set(wh.df("SELECT query_id FROM queries WHERE benchmark = ?", [spec.benchmark])["query_id"])
+        ingested = set(wh.df(named_query("measured_ingested_ids"), [spec.benchmark])["query_id"])
     bench = bench[bench["query_id"].isin(ingested)]
     question_ids = dict(zip(bench["mmlu_pro_question_id"].astype(int), bench["query_id"]))
     outputs = pd.read_parquet(path, columns=["model", "question_id", "pred", "correct", "generated_chars"])
@@ -48,3 +48,6 @@ def import_measured_labels_task(config: Config, home: str, key: str) -> dict:
     origin = {**spec.origin.model_dump(), "file": spec.outputs_file, "chars_per_token": spec.chars_per_token,
               "model_names": spec.models, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     return import_label_frame(home, frame, config.labels.source, origin, origin["sha256"][:12], replace=True)
+
+
+MEASURED_LABELS = Stage(import_measured_labels_task, in_warehouse(measured_labels_key))

@@ -19,8 +19,8 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_state_distribution
-from tasks.common import cache_dir, make_key, task_code_hash
-from tasks.train import cr2_router, load_sets, routing_args, torch_threads
+from tasks.common import Stage, cache_dir, make_key, stage_key, task_code_hash
+from tasks.inputs import cr2_router, load_sets, routing_args, torch_threads
 from warehouse.db import Warehouse
 from warehouse.repository import warehouse_epoch
 from warehouse.routing_data import routing_fingerprint
@@ -30,7 +30,12 @@ CELL_SECTIONS = ("models", "reference_model", "communication", "power", "cost", 
 COST_PROBE = 0.5  # costs × this factor: a router whose p̂ moves reads costs
 
 
-def inputs_key(config: Config, wh: Warehouse, base: dict, baselines: dict) -> str:
+def inputs_key(config: Config, home: str, base: dict, baselines: dict) -> str:
+    with Warehouse(home, read_only=True) as wh:
+        return _inputs_key(config, wh, base, baselines)
+
+
+def _inputs_key(config: Config, wh: Warehouse, base: dict, baselines: dict) -> str:
     return make_key("premise-inputs", routing_fingerprint(wh, **routing_args(config)),
                     wh.table_fingerprint("labels", {"source": config.labels.source}),
                     wh.table_fingerprint("queries", columns=("query_id", "benchmark", "prompt_tokens")),
@@ -40,8 +45,9 @@ def inputs_key(config: Config, wh: Warehouse, base: dict, baselines: dict) -> st
                     task_code_hash(premise_inputs_task), warehouse_epoch(wh))
 
 
-def cell_key(config: Config, inputs: dict, speed_factor: float, dist_id: str, n_resamples: int, seed: int,
-             retrain_epochs: int, retrain_from: str) -> str:
+def cell_key(config: Config, home: str, inputs: dict, base: dict, baselines: dict, speed_factor: float, channel: str,
+             n_resamples: int, seed: int, retrain_epochs: int, retrain_from: str = "scratch") -> str:
+    dist_id = load_state_distribution(channel).dist_id
     return make_key("premise-cell", inputs["key"], f"{float(speed_factor):.6g}", dist_id,
                     config.section_hash(*CELL_SECTIONS), int(n_resamples), int(seed), int(retrain_epochs), retrain_from,
                     task_code_hash(premise_cell_task), torch_threads())
@@ -69,12 +75,13 @@ def reads_costs(router, test) -> bool:
 
 
 @task(name="premise-inputs")
-def premise_inputs_task(config: Config, home: str, key: str, base: dict, baselines: dict) -> dict:
+def premise_inputs_task(config: Config, home: str, base: dict, baselines: dict) -> dict:
     """The cost-independent inputs of every cell as one .npz; which baselines read costs (refitted per cell)."""
     from cr2.premise import SPLITS, PremiseInputs
     from cr2.routers import load_router
     from warehouse.premise import query_tokens
 
+    key = stage_key(PREMISE_INPUTS, config, home, base, baselines)
     sets = load_sets(config, home)
     parts = [sets[s] for s in SPLITS]
     query_id = np.concatenate([p.query_id for p in parts]).astype(str)
@@ -107,7 +114,7 @@ def premise_inputs_task(config: Config, home: str, key: str, base: dict, baselin
 
 
 @task(name="premise-cell")
-def premise_cell_task(config: Config, home: str, key: str, inputs: dict, base: dict, baselines: dict,
+def premise_cell_task(config: Config, home: str, inputs: dict, base: dict, baselines: dict,
                       speed_factor: float, channel: str, n_resamples: int, seed: int, retrain_epochs: int,
                       retrain_from: str = "scratch") -> dict:
     """One cell of the premise map: costs re-priced, CR² re-calibrated and retrained, baselines routed, bootstrapped."""
@@ -138,4 +145,10 @@ def premise_cell_task(config: Config, home: str, key: str, inputs: dict, base: d
                       retrain_epochs=retrain_epochs, retrain_from=retrain_from, num_threads=torch_threads(),
                       # the base gate was distilled on exactly the base cell's costs: it is that cell's retrained gate
                       retrained_gate=router.gate_ if is_base else None)
+    key = stage_key(PREMISE_CELL, config, home, inputs, base, baselines, speed_factor, channel, n_resamples, seed,
+                    retrain_epochs, retrain_from)
     return {"key": key, "summary": result.summary, "rows": result.rows}
+
+
+PREMISE_INPUTS = Stage(premise_inputs_task, inputs_key, outputs=lambda home, r: [r["path"]])
+PREMISE_CELL = Stage(premise_cell_task, cell_key)

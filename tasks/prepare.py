@@ -1,9 +1,10 @@
 """Prepare tasks: embeddings, splits, channel states, labels and costs for every query (validated, cached).
 
 Each task reads its inputs from the warehouse, calls the pure cr2 library, validates its output with the
-GX suite named after the table, and writes in one transaction. Each has a `*_key` function the flow calls
-first: the key covers the content fingerprint of the inputs, the config sections the task reads, the
-source of the code it runs and the warehouse epoch, so a task re-runs exactly when one of them changed.
+GX suite named after the table, and writes in one transaction. Each is a Stage (tasks.common) whose `*_key`
+function Prefect calls as the task's cache_key_fn: the key covers the content fingerprint of the inputs, the
+config sections the task reads, the source of the code it runs and the warehouse epoch, so a task re-runs
+exactly when one of them changed.
 """
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import cache_dir, code_hash, file_hash, make_key, task_code_hash
+from tasks.common import Stage, cache_dir, code_hash, file_hash, in_warehouse, make_key, stage_key, task_code_hash
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 from warehouse.repository import cost_scales_key, warehouse_epoch
 from warehouse.db import Warehouse
+from warehouse.routing_data import named_query
 from warehouse.validation import validate_frame
 
 SIMULATED_SOURCES = (SIMULATED_SOURCE, "simulated-irt-v2")  # built-in simulators (docs/labels.md)
@@ -48,16 +50,14 @@ def embed_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-embeddings")
-def embed_queries(config: Config, home: str, key: str) -> dict:
+def embed_queries(config: Config, home: str) -> dict:
     """e(x) for every query whose text is new or changed since it was last embedded (incremental)."""
     from cr2.embed import embed_texts, load_encoder, router_texts
 
     enc = config.embedding.store_name
     with Warehouse(home) as wh:
         todo = wh.df(
-            """SELECT q.query_id, q.question, q.choices, q.content_hash FROM queries q
-               LEFT JOIN embeddings e ON e.query_id = q.query_id AND e.encoder = ?
-               WHERE e.query_id IS NULL OR e.content_hash <> q.content_hash ORDER BY q.query_id""",
+            named_query("prepare_embed_todo"),
             [enc],
         )
     if len(todo):
@@ -71,11 +71,11 @@ def embed_queries(config: Config, home: str, key: str) -> dict:
         validate_frame("embeddings", rows.assign(norm=np.linalg.norm(vectors, axis=1)))
         with Warehouse(home) as wh, wh.transaction() as con:
             con.register("_new_ids", rows[["query_id"]])
-            con.execute("DELETE FROM embeddings WHERE encoder = ? AND query_id IN (SELECT query_id FROM _new_ids)", [enc])
+            con.execute(named_query("prepare_embed_delete_new"), [enc])
             con.unregister("_new_ids")
             wh.insert_df("embeddings", rows, con)
     with Warehouse(home, read_only=True) as wh:
-        total = int(wh.scalar("SELECT count(*) FROM embeddings e JOIN queries q USING (query_id) WHERE e.encoder = ?", [enc]))
+        total = int(wh.scalar(named_query("prepare_embed_total"), [enc]))
     return {"encoder": enc, "embedded": int(len(todo)), "total": total}
 
 
@@ -88,12 +88,12 @@ def splits_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-splits")
-def assign_splits_task(config: Config, home: str, key: str) -> dict:
+def assign_splits_task(config: Config, home: str) -> dict:
     """train / dev / val / test for every query under the configured seed (hash-based: stable under additions)."""
     from cr2.splits import assign_splits
 
     with Warehouse(home, read_only=True) as wh:
-        q = wh.df("SELECT query_id, benchmark, subset FROM queries ORDER BY query_id")
+        q = wh.df(named_query("prepare_split_inputs"))
     result = assign_splits(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), config.splits)
     rows = pd.DataFrame({"query_id": q["query_id"], "seed": config.splits.seed, "split": result.table_split(),
                          "stratum": result.stratum})
@@ -112,13 +112,13 @@ def states_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-states")
-def sample_states_task(config: Config, home: str, key: str) -> dict:
+def sample_states_task(config: Config, home: str) -> dict:
     """ξ for every query (draws_per_query draws) under the configured, versioned state distribution."""
     from cr2.channel import rates, sample_states
 
     dist = config.channel.distribution
     with Warehouse(home, read_only=True) as wh:
-        ids = wh.df("SELECT query_id FROM queries ORDER BY query_id")["query_id"].to_numpy()
+        ids = wh.df(named_query("prepare_query_ids"))["query_id"].to_numpy()
     st = sample_states(dist, ids, draws_per_query=config.channel.draws_per_query, seed=config.channel.seed)
     rate_ul_bps, rate_dl_bps = rates(st, config.communication)
     rows = pd.DataFrame({
@@ -151,7 +151,7 @@ def labels_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-labels")
-def simulate_labels_task(config: Config, home: str, key: str) -> dict:
+def simulate_labels_task(config: Config, home: str) -> dict:
     """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under the configured simulator
     (simulated-irt-v1, or simulated-irt-v2 with its fitted shape)."""
     from cr2.embed import router_texts
@@ -161,8 +161,8 @@ def simulate_labels_task(config: Config, home: str, key: str) -> dict:
     if source not in SIMULATED_SOURCES:
         raise DataValidationError(f"labels.source '{source}' is not a simulator ({', '.join(SIMULATED_SOURCES)})")
     with Warehouse(home, read_only=True) as wh:
-        q = wh.df("SELECT query_id, benchmark, subset, question, choices FROM queries ORDER BY query_id")
-        emb = (wh.df("SELECT query_id, vector FROM embeddings WHERE encoder = ? ORDER BY query_id",
+        q = wh.df(named_query("prepare_label_inputs"))
+        emb = (wh.df(named_query("prepare_query_embeddings"),
                      [config.embedding.store_name]) if source == "simulated-irt-v2" else None)
     sim = config.labels.simulator
     targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
@@ -187,6 +187,7 @@ def simulate_labels_task(config: Config, home: str, key: str) -> dict:
         labels = simulate_labels(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), texts,
                                  config.models, targets, sim)
     model_ids = [m.id for m in config.models]
+    key = stage_key(LABELS, config, home)
     run_ids = {m: f"{source}:{m}:{key[-12:]}" for m in model_ids}
     rows = pd.DataFrame({
         "source": source,
@@ -204,7 +205,7 @@ def simulate_labels_task(config: Config, home: str, key: str) -> dict:
                           "done": len(q), "total": len(q)} for m in model_ids])
     with Warehouse(home) as wh, wh.transaction() as con:
         wh.delete_where("labels", {"source": source}, con)
-        con.execute("DELETE FROM label_runs WHERE source = ?", [source])
+        con.execute(named_query("prepare_delete_label_runs"), [source])
         wh.insert_df("label_runs", runs, con)
         wh.insert_df("labels", rows, con)
     return {"source": source, "rows": len(rows)}
@@ -216,10 +217,10 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
     n_q = wh.count("queries")
     n_m = len(config.models)
     have = int(wh.scalar(
-        "SELECT count(*) FROM labels l JOIN queries q USING (query_id) WHERE l.source = ? AND list_contains(?, l.model_id)",
+        named_query("prepare_label_coverage"),
         [source, [m.id for m in config.models]]))
     if have != n_q * n_m:
-        known = wh.df("SELECT source, count(*) AS n FROM labels GROUP BY source ORDER BY source")
+        known = wh.df(named_query("prepare_label_sources"))
         listing = ", ".join(f"{s} ({n:,} rows)" for s, n in zip(known["source"], known["n"])) or "none"
         raise DataValidationError(
             f"label source '{source}' covers {have:,} of {n_q * n_m:,} (query, model) pairs; sources in the warehouse: "
@@ -245,7 +246,7 @@ def costs_key(config: Config, wh: Warehouse) -> str:
 
 
 @task(name="prepare-costs")
-def compute_costs_task(config: Config, home: str, key: str) -> dict:
+def compute_costs_task(config: Config, home: str) -> dict:
     """c_m(x, ξ) for every (query, draw, model): latency, energy, raw and normalised cost (docs/cost-model.md)."""
     from cr2.cost import compute_costs, device_dearer_share, estimated_output_tokens, output_token_estimates
 
@@ -253,11 +254,8 @@ def compute_costs_task(config: Config, home: str, key: str) -> dict:
     source = config.labels.source
     model_ids = [m.id for m in config.models]
     with Warehouse(home, read_only=True) as wh:
-        st = wh.df("""SELECT s.query_id, s.draw, s.rate_ul_bps, s.rate_dl_bps, q.benchmark, q.prompt_tokens, sp.split
-                      FROM states s JOIN queries q USING (query_id)
-                      LEFT JOIN splits sp ON sp.query_id = s.query_id AND sp.seed = ?
-                      WHERE s.dist_id = ? ORDER BY s.query_id, s.draw""", [int(config.splits.seed), dist_id])
-        lab = wh.df("SELECT query_id, model_id, output_tokens FROM labels WHERE source = ?", [source])
+        st = wh.df(named_query("prepare_cost_states"), [int(config.splits.seed), dist_id])
+        lab = wh.df(named_query("prepare_cost_output_tokens"), [source])
     if st.empty:
         raise DataValidationError(f"no channel states for '{dist_id}'; run `cr2 prepare` (states come before costs)")
     out_tok = lab.pivot(index="query_id", columns="model_id", values="output_tokens").reindex(columns=model_ids)
@@ -300,6 +298,13 @@ def compute_costs_task(config: Config, home: str, key: str) -> dict:
         wh.delete_where("costs", {"dist_id": dist_id, "label_source": source}, con)
         wh.insert_df("costs", rows, con)
         # T0/E0 used, so online routing normalises a new query exactly as the stored costs were
-        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [cost_scales_key(dist_id, source), scales])
+        con.execute(named_query("prepare_store_cost_scales"), [cost_scales_key(dist_id, source), scales])
     return {"dist_id": dist_id, "label_source": source, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j),
             "device_dearer_share": dearer}
+
+
+EMBEDDINGS = Stage(embed_queries, in_warehouse(embed_key))
+SPLITS = Stage(assign_splits_task, in_warehouse(splits_key))
+STATES = Stage(sample_states_task, in_warehouse(states_key))
+LABELS = Stage(simulate_labels_task, in_warehouse(labels_key))
+COSTS = Stage(compute_costs_task, in_warehouse(costs_key))

@@ -14,10 +14,10 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import make_key, task_code_hash
+from tasks.common import Stage, make_key, stage_key, task_code_hash
 from tasks.evaluate import decision_frame
+from tasks.inputs import cr2_router, load_sets, routing_args
 from tasks.scores import remember_scores
-from tasks.train import cr2_router, load_sets, routing_args
 from warehouse.db import Warehouse
 from warehouse.repository import load_threshold_table, utc_now, warehouse_epoch, write_evaluation
 from warehouse.routing_data import routing_fingerprint
@@ -25,21 +25,23 @@ from warehouse.routing_data import routing_fingerprint
 PHASES = ("before", "after")
 
 
-def recalibration_eval_key(config: Config, wh: Warehouse, trained: dict, tables: dict[str, dict]) -> str:
-    return make_key("evaluate-recalibration", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
-                    sorted((k, v["version"]) for k, v in tables.items()),
-                    routing_fingerprint(wh, **routing_args(config), splits=("test",)),
-                    config.section_hash("grids", "routing", "evaluation"), task_code_hash(evaluate_recalibration),
-                    warehouse_epoch(wh))
+def recalibration_eval_key(config: Config, home: str, trained: dict, tables: dict[str, dict]) -> str:
+    with Warehouse(home) as wh:
+        return make_key("evaluate-recalibration", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
+                        sorted((k, v["version"]) for k, v in tables.items()),
+                        routing_fingerprint(wh, **routing_args(config), splits=("test",)),
+                        config.section_hash("grids", "routing", "evaluation"), task_code_hash(evaluate_recalibration),
+                        warehouse_epoch(wh))
 
 
 @task(name="evaluate-recalibration")
-def evaluate_recalibration(config: Config, home: str, key: str, trained: dict, tables: dict[str, dict]) -> dict:
+def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dict[str, dict]) -> dict:
     """CR² at every (λ, α) of each threshold table ({"before": calibrated, "after": calibrated}) on test under
     config's states; returns {phase: evaluation summary}."""
     from cr2.evaluation import Evaluation, evaluate_table, method_rows
     from cr2.metrics import evaluable_mask
 
+    key = stage_key(EVALUATE_RECALIBRATION, config, home, trained, tables)
     test = load_sets(config, home)["test"]
     router = cr2_router(config, trained, home)
     with Warehouse(home, read_only=True) as wh:
@@ -66,3 +68,6 @@ def evaluate_recalibration(config: Config, home: str, key: str, trained: dict, t
         for w in writes:
             write_evaluation(wh, *w)
     return out
+
+
+EVALUATE_RECALIBRATION = Stage(evaluate_recalibration, recalibration_eval_key)

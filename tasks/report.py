@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import make_key, task_code_hash
+from tasks.common import Stage, make_key, task_code_hash
 from warehouse.db import Warehouse
 from warehouse.repository import eval_run, methods_of_run, newest_guarantees, view_for_run, whole_view
 from warehouse.labels import label_origin
@@ -23,11 +23,14 @@ VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy_ci", "calibra
          "realised_risk": "v_realised_risk"}
 
 
-def report_key(config: Config, evaluated: dict, trained: dict, baselines: dict, ablated: dict | None = None) -> str:
+def report_key(config: Config, home: str, evaluated: dict, data_counts: dict, trained: dict, baselines: dict,
+               ablated: dict | None = None) -> str:
+    """Key of the report: the evaluation run, the gate, the ablations and baselines it shows (`baselines`: the
+    baselines stage's result), its config sections and code (`data_counts` come from the ingest, keyed there)."""
     return make_key("report", evaluated["run_id"], trained["gate"]["fingerprint"],
                     sorted((ablated or {}).get("ablations", [])),
-                    sorted(v["fingerprint"] for v in baselines.values()), config.section_hash("grids", "evaluation"),
-                    task_code_hash(build_report))
+                    sorted(v["fingerprint"] for v in baselines["routers"].values()),
+                    config.section_hash("grids", "evaluation"), task_code_hash(build_report))
 
 
 def report_dir(home: str | Path) -> Path:
@@ -35,7 +38,8 @@ def report_dir(home: str | Path) -> Path:
 
 
 @task(name="report")
-def build_report(config: Config, home: str, key: str, evaluated: dict, data_counts: dict) -> dict:
+def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, trained: dict, baselines: dict,
+                 ablated: dict | None = None) -> dict:
     """Write the HTML report and its CSV/LaTeX tables; returns the page's path and what it contains."""
     from cr2.report import ReportInputs, build_figures, build_tables, render_html, to_latex
 
@@ -82,3 +86,6 @@ def build_report(config: Config, home: str, key: str, evaluated: dict, data_coun
     shutil.rmtree(old, ignore_errors=True)
     return {"path": str(out / "index.html"), "figures": [f.key for f in figures], "tables": [t.key for t in tables],
             "labels_simulated": header["labels_simulated"]}
+
+
+REPORT = Stage(build_report, report_key, outputs=lambda home, r: [r["path"]])

@@ -18,21 +18,22 @@ from prefect import task
 
 from cr2.config import Config, load_config, resolve_config_path
 from cr2.errors import ConfigError
-from tasks.common import cache_dir, file_hash, make_key, task_code_hash
+from tasks.common import Stage, cache_dir, file_hash, make_key, stage_key, task_code_hash
 from warehouse.db import Warehouse
 
 SUBSAMPLE_SALT = "cr2-simcheck"
 EMBED_CHUNK = 250  # questions embedded between two writes of the cache (progress survives an interrupt)
 
 
-def simcheck_key(config: Config, full: bool) -> str:
+def simcheck_key(config: Config, home: str, full: bool = False, routing: bool = True) -> str:
+    """Key of the sim-to-real check: the measured files, the config sections and pool it reads, the code."""
     from warehouse.measured_files import OUTPUTS_FILE, QUESTIONS_FILE
 
     pool = load_config(resolve_config_path(config.simcheck.pool_config))
     return make_key("simcheck", file_hash(config.data_path / QUESTIONS_FILE, config.data_path / OUTPUTS_FILE),
                     config.section_hash("simcheck", "labels", "splits", "teacher", "gate", "embedding", "seed"),
                     pool.section_hash("models", "hardware", "communication", "power", "cost", "channel"),
-                    bool(full), task_code_hash(simcheck_task))
+                    bool(full), task_code_hash(simcheck_task)) + ("" if routing else "-structure")
 
 
 def subsample_rows(question_ids: np.ndarray, n: int | None) -> np.ndarray:
@@ -110,7 +111,7 @@ def simulate_source(source: str, seed: int, config: Config, ids: np.ndarray, gro
 
 
 @task(name="simcheck")
-def simcheck_task(config: Config, home: str, key: str, full: bool = False, routing: bool = True) -> dict:
+def simcheck_task(config: Config, home: str, full: bool = False, routing: bool = True) -> dict:
     """Measured vs simulated labels on MMLU-Pro: label structure and routing outcomes, tidy rows → `simcheck`."""
     from cr2.labels.fit_shape import fit_shape
     from cr2.simcheck import RoutingCheckSpec, label_structure, routing_outcomes, split_sets
@@ -125,7 +126,7 @@ def simcheck_task(config: Config, home: str, key: str, full: bool = False, routi
     missing = [m for m in model_ids if m not in spec.measured_names]
     if missing:
         raise ConfigError(f"simcheck.measured_names has no measured name for pool model(s) {missing} of "
-                          f"'{spec.pool_config}'; add them (names as in data/measured/README.md)")
+                          f"'{spec.pool_config}'; add them (names as in data/README.md, section Measured outputs)")
     pool = read_measured_pool(config.data_path, {m: spec.measured_names[m] for m in model_ids})
     rows_idx = subsample_rows(pool.question_id, None if full else spec.n_questions)
     sub_ids = pool.question_id[rows_idx]
@@ -181,7 +182,7 @@ def simcheck_task(config: Config, home: str, key: str, full: bool = False, routi
                 routing_outcomes(split_sets(data, split.split, split.dev), rspec, config.teacher, config.gate,
                                  seed=config.seed))
 
-    run_id = f"simcheck-{key[-16:]}"
+    run_id = f"simcheck-{stage_key(SIMCHECK, config, home, full, routing)[-16:]}"
     frame = pd.DataFrame(out)
     frame.insert(0, "run_id", run_id)
     frame["seed"] = frame["seed"].astype("Int64")
@@ -214,7 +215,7 @@ def build_simcheck_page(home: str, run_id: str) -> str:
     with Warehouse(home, read_only=True) as wh:
         frames = {name: wh.con.sql(named_query(f"simcheck_{name}"), params={"run_id": run_id}).df()
                   for name in ("structure", "savings", "cr2", "points", "fit")}
-        run = wh.df("SELECT * FROM simcheck_runs WHERE run_id = ?", [run_id]).iloc[0]
+        run = wh.df(named_query("simcheck_run"), [run_id]).iloc[0]
     meta = {"run_id": run_id, "questions": f"{int(run['n_questions']):,} MMLU-Pro questions",
             "pool (model id → measured name)": run["pool"], "shape simulated / fresh fit": run["shape"],
             "created (UTC)": str(run["created_at"])[:19]}
@@ -226,3 +227,6 @@ def build_simcheck_page(home: str, run_id: str) -> str:
                                         frames["fit"]), encoding="utf-8")
     tmp.replace(path)
     return str(path)
+
+
+SIMCHECK = Stage(simcheck_task, simcheck_key)

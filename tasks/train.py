@@ -3,66 +3,35 @@
 The key covers the train and dev rows (embeddings, labels, costs under the training state
 distribution), the teacher/gate config sections and the code the task can run (tasks.common.code_hash),
 so retraining happens only when one of them changed. Checkpoints go to
-<cache>/artifacts/<kind>-<fingerprint>.pt and are registered in the `artifacts` table.
+<cache>/artifacts/<kind>-<fingerprint>.pt and are registered in the `artifacts` table; a cached result
+whose checkpoint files were deleted is recomputed (the stage's outputs).
 """
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import cache_dir, home_relative, in_home, make_key, task_code_hash
+from tasks.common import Stage, home_relative, make_key, stage_key, task_code_hash
+from tasks.inputs import artifacts_dir, cr2_router, load_sets, routing_args, torch_threads
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now, warehouse_epoch
-from warehouse.routing_data import load_routing_sets, routing_fingerprint
+from warehouse.routing_data import routing_fingerprint
 
 
-def torch_threads() -> int:
-    """Threads for training: $CR2_TORCH_THREADS, else all cores (part of the key: results depend on it)."""
-    return int(os.environ.get("CR2_TORCH_THREADS", os.cpu_count() or 1))
-
-
-def routing_args(config: Config) -> dict:
-    return {"dist_id": config.channel.distribution.dist_id, "label_source": config.labels.source,
-            "seed": int(config.splits.seed), "encoder": config.embedding.store_name}
-
-
-def load_sets(config: Config, home: str | Path) -> dict:
-    """{split: RoutingSet} of the config's pool, state distribution, label source and encoder."""
-    with Warehouse(home, read_only=True) as wh:
-        return load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config),
-                                 decision_cost=config.routing.decision_cost)
-
-
-def cr2_router(config: Config, trained: dict | None = None, home: str | Path | None = None):
-    """The configured CR² router (training threads from the environment): unfitted, or around the checkpoints of
-    `trained` (recorded relative to `home`)."""
-    from cr2.routers.cr2_router import CR2Router
-
-    if trained is not None:
-        trained = {k: {**trained[k], "path": str(in_home(home, trained[k]["path"]))} for k in ("teacher", "gate")}
-    return CR2Router.from_config(config, trained, num_threads=torch_threads())
-
-
-def train_key(config: Config, wh: Warehouse) -> str:
-    return make_key("train", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev")),
-                    config.section_hash("teacher", "gate", "models", "routing"), task_code_hash(train_cr2), torch_threads(),
-                    warehouse_epoch(wh))
-
-
-def artifacts_dir(home: str | Path) -> Path:
-    d = cache_dir(Path(home)) / "artifacts"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+def train_key(config: Config, home: str) -> str:
+    with Warehouse(home) as wh:
+        return make_key("train", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev")),
+                        config.section_hash("teacher", "gate", "models", "routing"), task_code_hash(train_cr2),
+                        torch_threads(), warehouse_epoch(wh))
 
 
 @task(name="train-cr2")
-def train_cr2(config: Config, home: str, key: str) -> dict:
+def train_cr2(config: Config, home: str) -> dict:
     """Fit the CR² router (teacher on train with its checkpoint chosen on dev, then the gate); returns the artefacts."""
+    key = stage_key(TRAIN, config, home)
     sets = load_sets(config, home)
     train, dev = sets["train"], sets["dev"]
     router = cr2_router(config)
@@ -87,3 +56,6 @@ def train_cr2(config: Config, home: str, key: str) -> dict:
     with Warehouse(home) as wh:
         register_artifacts(wh, rows)
     return result
+
+
+TRAIN = Stage(train_cr2, train_key, outputs=lambda home, r: [r["teacher"]["path"], r["gate"]["path"]])

@@ -91,3 +91,39 @@ def test_an_unrelated_edit_keeps_the_cache(project_copy, before):
     assert not any(changed.values()), changed
     changed = _edited(project_copy, "cr2/cost.py", before)
     assert not changed["tasks.evaluate:evaluate"] and not changed["tasks.report:build_report"]
+
+
+# issue 29: the shared inputs of the model-fitting tasks live in tasks/inputs.py, not in the train task, so
+# editing the train task re-runs training only; editing the shared inputs re-runs every task that reads them
+DOWNSTREAM_OF_TRAINING = ("tasks.calibrate", "tasks.evaluate", "tasks.baselines", "tasks.ablation",
+                          "tasks.intervals", "tasks.premise", "tasks.guarantees")
+
+
+def _task_hashes(root: Path) -> dict[str, str]:
+    from tasks.common import code_hash
+
+    return {m: code_hash(m, root=root) for m in ("tasks.train", *DOWNSTREAM_OF_TRAINING)}
+
+
+def _hashes_after_edit(root: Path, rel: str) -> dict[str, str]:
+    path = root / rel
+    original = path.read_text()
+    try:
+        path.write_text(original + "\n# edited\n")
+        return _task_hashes(root)
+    finally:
+        path.write_text(original)
+
+
+def test_editing_the_train_task_keeps_the_other_stages_caches(project_copy):
+    before = _task_hashes(project_copy)
+    after = _hashes_after_edit(project_copy, "tasks/train.py")
+    assert after["tasks.train"] != before["tasks.train"]
+    kept = [m for m in DOWNSTREAM_OF_TRAINING if after[m] == before[m]]
+    assert kept == list(DOWNSTREAM_OF_TRAINING), f"re-run by an edit of tasks/train.py: {set(DOWNSTREAM_OF_TRAINING) - set(kept)}"
+
+
+def test_editing_the_shared_task_inputs_reruns_every_stage_that_reads_them(project_copy):
+    before = _task_hashes(project_copy)
+    after = _hashes_after_edit(project_copy, "tasks/inputs.py")
+    assert all(after[m] != before[m] for m in ("tasks.train", *DOWNSTREAM_OF_TRAINING)), after

@@ -17,14 +17,12 @@ HEAVY = "SELECT count(*) FROM range(1000000000000) a"  # minutes of work: only a
 def ingested(small_data_dir, tmp_path_factory):
     """A warehouse with queries and models (ingest only), and a folder of bad input files."""
     from cr2.config import load_config
-    from tasks.ingest import ingest_key, ingest_queries
+    from tasks.ingest import ingest_queries
 
     root = tmp_path_factory.mktemp("cli-errors")
     home = root / "home"
     cfg = load_config(overrides={"data_dir": str(small_data_dir)})
-    with Warehouse(home) as wh:
-        key = ingest_key(cfg, wh)
-    ingest_queries.fn(cfg, str(home), key)
+    ingest_queries.fn(cfg, str(home))
     files = root / "files"
     files.mkdir()
     (files / "empty.csv").write_text("")

@@ -20,14 +20,12 @@ from warehouse.db import Warehouse, table_names
 def ingested(small_data_dir, tmp_path_factory):
     """A warehouse with queries and models (ingest only)."""
     from cr2.config import load_config
-    from tasks.ingest import ingest_key, ingest_queries
+    from tasks.ingest import ingest_queries
 
     root = tmp_path_factory.mktemp("cli-hardening")
     home = root / "home"
     cfg = load_config(overrides={"data_dir": str(small_data_dir)})
-    with Warehouse(home) as wh:
-        key = ingest_key(cfg, wh)
-    ingest_queries.fn(cfg, str(home), key)
+    ingest_queries.fn(cfg, str(home))
     return {"home": home, "root": root}
 
 

@@ -12,7 +12,7 @@ from cr2.data import Router
 from cr2.errors import FingerprintMismatchError, NotFittedError, UncalibratedOperatingPointError
 from cr2.routers.cr2_router import CR2Router
 from cr2.utility import disagree_label
-from cr2_synth import make_routing_set
+from cr2.testing import make_routing_set
 
 TEACHER = TeacherSpec(epochs=2, batch_size=64, lr=3e-3)
 GATE = GateSpec(epochs=2, batch_size=64, lr=3e-3)

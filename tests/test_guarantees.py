@@ -1,7 +1,7 @@
 """Guarantee validity (issue 21): each rule's promise over random re-splits, its price, and the warehouse views.
 
-The long test (marked slow) is the MAPIE-style theoretical-validity check of STYLE.md §10: 500 seeded
-re-splits of a synthetic pool with the default labels' structure (tests/guarantee_synth.py). Tolerances
+The long test (marked slow) is the MAPIE-style theoretical-validity check (house style, §10): 500 seeded
+re-splits of a synthetic pool with the default labels' structure (cr2/testing.py). Tolerances
 are one-sided and stated at each assert; with fixed seeds the outcome is deterministic, and the margins
 are chosen so that a correct implementation passes with room (a z of 3.4 is the one-sided 0.05 level
 Bonferroni-corrected over the 140 (λ, α) cells).
@@ -15,7 +15,7 @@ import pytest
 from cr2.config import LambdaGrid
 from cr2.guarantees import ResplitSpec, resplit_validity
 from tasks.guarantees import default_targets, write_guarantees
-from tests.guarantee_synth import make_pool
+from cr2.testing import make_pool
 from warehouse.db import Warehouse
 
 LAMS = np.array(LambdaGrid(min=0.1, max=20.0, n_log=24, extra=[0.5, 1.0, 2.0, 8.0]).values())

@@ -22,7 +22,7 @@ def test_paths_inside_the_home_are_recorded_relative_and_others_absolute(tmp_pat
 @pytest.mark.slow
 def test_a_moved_home_routes_with_its_own_checkpoints(small_config, home, tmp_path, monkeypatch):
     from tasks.calibrate import calibrate_cr2
-    from tasks.ingest import ingest_key, ingest_queries
+    from tasks.ingest import ingest_queries
     from tasks.prepare import (assign_splits_task, compute_costs_task, embed_queries, sample_states_task,
                                simulate_labels_task)
     from cr2_cli.online import OnlineRouter
@@ -30,16 +30,14 @@ def test_a_moved_home_routes_with_its_own_checkpoints(small_config, home, tmp_pa
 
     cfg = small_config.model_copy(update={"teacher": small_config.teacher.model_copy(update={"epochs": 1}),
                                           "gate": small_config.gate.model_copy(update={"epochs": 1})})
-    with Warehouse(home) as wh:
-        key = ingest_key(cfg, wh)
-    ingest_queries.fn(cfg, str(home), key)
+    ingest_queries.fn(cfg, str(home))
     for i, step in enumerate((embed_queries, assign_splits_task, sample_states_task, simulate_labels_task,
                               compute_costs_task)):
-        step.fn(cfg, str(home), f"k-{i}")
+        step.fn(cfg, str(home))
     session_cache = os.environ.get("CR2_CACHE")  # the session's encoder cache, kept for routing below
     monkeypatch.delenv("CR2_CACHE", raising=False)  # checkpoints go to <home>/cache, as by default
-    trained = train_cr2.fn(cfg, str(home), "k-train")
-    calibrate_cr2.fn(cfg, str(home), "k-cal", trained)
+    trained = train_cr2.fn(cfg, str(home))
+    calibrate_cr2.fn(cfg, str(home), trained)
     with Warehouse(home, read_only=True) as wh:
         paths = wh.df("SELECT kind, path FROM artifacts ORDER BY kind")
     assert paths["path"].str.startswith("cache/artifacts/").all(), paths

@@ -19,9 +19,7 @@ DEFAULT_COUNTS = {"mmlu": 14042, "bbh": 6511, "gpqa": 448, "mbpp": 500}
 
 
 def _ingest(config, home):
-    with Warehouse(home) as wh:
-        key = ingest_key(config, wh)
-    return ingest_queries.fn(config, str(home), key)
+    return ingest_queries.fn(config, str(home))
 
 
 @pytest.mark.slow

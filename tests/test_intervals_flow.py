@@ -107,7 +107,7 @@ def test_intervals_shrink_as_the_test_set_grows_on_the_warehouse(slice_run):
     from cr2.intervals import metric_intervals
     from cr2.metrics import PER_QUERY_METRICS, evaluable_mask
     from tasks.intervals import operating_points
-    from tasks.train import load_sets
+    from tasks.inputs import load_sets
     from warehouse.repository import run_decisions
 
     config = load_config(slice_run["cfg"])

@@ -5,16 +5,14 @@ import pandas as pd
 import pytest
 
 from cr2.errors import DataValidationError
-from tasks.ingest import ingest_key, ingest_queries
-from tasks.labels_import import import_labels
+from tasks.ingest import ingest_queries
+from warehouse.labels_import import import_labels
 from warehouse.db import Warehouse
 
 
 @pytest.fixture()
 def ingested(small_config, home):
-    with Warehouse(home) as wh:
-        key = ingest_key(small_config, wh)
-    ingest_queries.fn(small_config, str(home), key)
+    ingest_queries.fn(small_config, str(home))
     with Warehouse(home, read_only=True) as wh:
         ids = wh.df("SELECT query_id FROM queries ORDER BY query_id")["query_id"].tolist()
     return home, ids

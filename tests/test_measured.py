@@ -105,14 +105,14 @@ def _labels_state(home):
 
 def test_import_rejects_unmatched_models_or_questions_and_changes_nothing(tmp_path, outputs):
     from tasks.ingest import ingest_queries
-    from tasks.labels_import import import_label_frame
+    from warehouse.labels_import import import_label_frame
     from tasks.measured import import_measured_labels_task
 
     data = _slice(tmp_path / "data", per_category=3)
     cfg = load_config(MEASURED_CONFIG, overrides={"data_dir": str(data)})
     home = tmp_path / "home"
-    ingest_queries.fn(cfg, str(home), "k")
-    import_measured_labels_task.fn(cfg, str(home), "k")
+    ingest_queries.fn(cfg, str(home))
+    import_measured_labels_task.fn(cfg, str(home))
     before = _labels_state(home)
     with Warehouse(home, read_only=True) as wh:
         assert wh.count("labels") == 4 * 42
@@ -122,13 +122,13 @@ def test_import_rejects_unmatched_models_or_questions_and_changes_nothing(tmp_pa
     renamed = outputs.assign(model=outputs["model"].replace({"Mixtral-8x7B-Instruct-v0.1": "Mixtral-renamed"}))
     renamed.to_parquet(data / "measured" / "mmlu_pro_outputs.parquet", index=False)
     with pytest.raises(DataValidationError, match="names models the outputs file does not have.*Mixtral-8x7B"):
-        import_measured_labels_task.fn(cfg, str(home), "k2")
+        import_measured_labels_task.fn(cfg, str(home))
     assert _labels_state(home) == before
 
     first = int(pd.read_parquet(data / "benchmarks" / "mmlu_pro.parquet")["mmlu_pro_question_id"].iloc[0])
     outputs[outputs["question_id"] != first].to_parquet(data / "measured" / "mmlu_pro_outputs.parquet", index=False)
     with pytest.raises(DataValidationError, match=r"lack 1 of the 42 ingested questions"):
-        import_measured_labels_task.fn(cfg, str(home), "k3")
+        import_measured_labels_task.fn(cfg, str(home))
     assert _labels_state(home) == before
 
     stray = pd.DataFrame({"query_id": ["mmlu_pro/math/99999"], "model": ["phi-3-mini"], "correct": [True]})

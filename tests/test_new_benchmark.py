@@ -15,7 +15,7 @@ import pytest
 from cr2 import catalogue
 from cr2.config import load_config
 from cr2.errors import ConfigError, DataValidationError
-from tasks.ingest import ingest_key, ingest_queries
+from tasks.ingest import ingest_queries
 from tasks.prepare import assign_splits_task, compute_costs_task, embed_queries, sample_states_task, simulate_labels_task
 from warehouse.db import Warehouse
 
@@ -89,13 +89,11 @@ def toy_config(tmp_path, small_data_dir):
 def test_toy_benchmarks_run_through_ingest_and_prepare(toy_config, tmp_path):
     home = tmp_path / "home"
     assert "toy_mc" not in {p.stem for p in catalogue.CATALOGUE_DIR.glob("*.yaml")}  # nothing added to configs/
-    with Warehouse(home) as wh:
-        key = ingest_key(toy_config, wh)
-    summary = ingest_queries.fn(toy_config, str(home), key)
+    summary = ingest_queries.fn(toy_config, str(home))
     assert {b: v["queries"] for b, v in summary["benchmarks"].items()} == {"toy_mc": N, "toy_gen": N}
     for i, step in enumerate((embed_queries, assign_splits_task, sample_states_task, simulate_labels_task,
                               compute_costs_task)):
-        step.fn(toy_config, str(home), f"toy-{i}")
+        step.fn(toy_config, str(home))
     with Warehouse(home, read_only=True) as wh:
         q = wh.df("SELECT query_id, benchmark, len(choices) AS n_choices, prompt_tokens FROM queries")
         acc = wh.df("""SELECT q.benchmark, l.model_id, avg(l.correct::INT) AS acc FROM labels l
@@ -139,7 +137,7 @@ def test_toy_benchmark_answers_are_checked_against_its_entry(toy_config, tmp_pat
     with Warehouse(home):  # an empty warehouse: the failed ingest must leave it so
         pass
     with pytest.raises(DataValidationError, match=r"toy_mc/alpha/00000: target 'E' not among A–C"):
-        ingest_queries.fn(toy_config, str(home), "k")
+        ingest_queries.fn(toy_config, str(home))
     with Warehouse(home, read_only=True) as wh:
         assert wh.count("queries") == 0
 

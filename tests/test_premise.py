@@ -7,7 +7,7 @@ import pytest
 from cr2.config import load_config, load_state_distribution
 from cr2.premise import (BEST_SINGLE, CR2_RECAL, CR2_RETRAIN, PAPER_TARGETS, Cell, PremiseInputs, cell_costs,
                          device_edge_ratio, run_cell, scaled_device)
-from tests.cr2_synth import make_routing_set
+from cr2.testing import make_routing_set
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 

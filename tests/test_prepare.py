@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.ingest import ingest_key, ingest_queries
+from tasks.ingest import ingest_queries
 from tasks.prepare import (
     assign_splits_task,
     compute_costs_task,
@@ -18,10 +18,8 @@ TABLES = ("embeddings", "splits", "states", "labels", "costs")
 
 
 def _prepare(config, home):
-    with Warehouse(home) as wh:
-        key = ingest_key(config, wh)
-    ingest_queries.fn(config, str(home), key)
-    return [step.fn(config, str(home), f"k-{i}") for i, step in enumerate(STEPS)]
+    ingest_queries.fn(config, str(home))
+    return [step.fn(config, str(home)) for i, step in enumerate(STEPS)]
 
 
 def _fingerprints(home):
@@ -42,14 +40,14 @@ def test_only_new_or_changed_queries_are_embedded(small_config, tmp_path):
     home = tmp_path / "h"
     first = _prepare(small_config, home)[0]
     assert first["embedded"] == first["total"] > 0
-    again = embed_queries.fn(small_config, str(home), "again")
+    again = embed_queries.fn(small_config, str(home))
     assert again["embedded"] == 0
     with Warehouse(home) as wh:
         qid = wh.scalar("SELECT min(query_id) FROM queries WHERE benchmark = 'mmlu'")
         before = wh.df("SELECT vector FROM embeddings WHERE query_id = ?", [qid])["vector"][0]
         wh.con.execute("UPDATE queries SET question = question || ' (revised)', content_hash = 'changed' "
                        "WHERE query_id = ?", [qid])
-    changed = embed_queries.fn(small_config, str(home), "changed")
+    changed = embed_queries.fn(small_config, str(home))
     assert changed["embedded"] == 1 and changed["total"] == first["total"]
     with Warehouse(home, read_only=True) as wh:
         after = wh.df("SELECT vector, content_hash FROM embeddings WHERE query_id = ?", [qid])

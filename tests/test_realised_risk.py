@@ -136,7 +136,7 @@ def test_config_selects_the_new_rules_and_checks_delta():
 
 def test_new_rules_calibrate_on_their_own_labels_exactly():
     """crc-avoidable's τ on a slice is the CRC threshold of the avoidable-error label — not of the teacher's."""
-    from tests.guarantee_synth import make_pool
+    from cr2.testing import make_pool
 
     lams = np.array([0.5, 2.0, 8.0])
     pool = make_pool(800, lams, seed=4)
@@ -165,7 +165,7 @@ NEW_RULES = ("crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable")
 
 def _realised_run(n_pool: int, n_calib: int, n_resplits: int, seed: int, lams=LAMS_V, alphas=ALPHAS_V) -> pd.DataFrame:
     from cr2.guarantees import ResplitSpec, resplit_validity
-    from tests.guarantee_synth import make_pool
+    from cr2.testing import make_pool
 
     pool = make_pool(n_pool, lams, seed)
     realised = {k: risk_label(k, lams, correct=pool.correct, decision_cost=pool.cost)
@@ -233,7 +233,7 @@ def test_thresholds_export_and_runtime_carry_the_risk_name():
 
     from cr2.export import thresholds_json
     from cr2.runtime import DeviceThresholds
-    from tests.guarantee_synth import make_pool
+    from cr2.testing import make_pool
 
     lams = np.array([0.5, 2.0])
     pool = make_pool(600, lams, seed=9)

@@ -19,7 +19,7 @@ from cr2.export import OPSET, PARITY_ATOL, export_gate, read_threshold_table
 from cr2.gate import MarginGate, fit_gate
 from cr2.runtime import DeviceGate, sha256_file
 from cr2.utility import disagree_label
-from cr2_synth import make_routing_set
+from cr2.testing import make_routing_set
 
 SMALL = GateSpec(epochs=3, batch_size=64, lr=3e-3, seed=0)
 LAMS = tuple(np.geomspace(0.1, 20.0, 8))

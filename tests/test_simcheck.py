@@ -86,7 +86,7 @@ def test_simcheck_task_structure_on_a_slice(small_check):
     from warehouse.db import Warehouse
 
     cfg, home = small_check
-    out = simcheck_task.fn(cfg, str(home), "simcheck-test-structure", False, False)
+    out = simcheck_task.fn(cfg, str(home), False, False)
     assert out["n_questions"] == 240
     with Warehouse(home, read_only=True) as wh:
         v = wh.df("SELECT * FROM v_simcheck WHERE run_id = ?", [out["run_id"]])
@@ -109,7 +109,7 @@ def test_simcheck_task_routing_on_a_slice(small_check):
     from warehouse.db import Warehouse
 
     cfg, home = small_check
-    out = simcheck_task.fn(cfg, str(home), "simcheck-test-routing", False, True)
+    out = simcheck_task.fn(cfg, str(home), False, True)
     with Warehouse(home, read_only=True) as wh:
         r = wh.df("SELECT * FROM simcheck WHERE run_id = ? AND section = 'routing'", [out["run_id"]])
     assert {"knn", "mlp", "embedllm", "llmrank", "cr2"} <= set(r["model"])

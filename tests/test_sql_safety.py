@@ -137,25 +137,23 @@ def _all_fingerprints(home: Path) -> dict:
 def test_hostile_state_distribution_and_label_source_reach_sql_only_as_values(small_config, home):
     """The probe: a state distribution named `cell' OR true; DELETE FROM thresholds; --` made `cr2 prepare`
     delete every threshold. Now it is a value like any other."""
-    from tasks.ingest import ingest_key, ingest_queries
+    from tasks.ingest import ingest_queries
     from tasks.prepare import compute_costs_task, costs_key, sample_states_task, simulate_labels_task
 
-    with Warehouse(home) as wh:
-        key = ingest_key(small_config, wh)
-    ingest_queries.fn(small_config, str(home), key)
+    ingest_queries.fn(small_config, str(home))
     n = _seed_thresholds(home)
     dist = small_config.channel.distribution.model_copy(update={"name": HOSTILE})
     cfg = small_config.model_copy(update={
         "channel": small_config.channel.model_copy(update={"distribution": dist}),
         "labels": small_config.labels.model_copy(update={"source": "simulated-irt-v1"})})
     assert HOSTILE in cfg.channel.distribution.dist_id
-    sample_states_task.fn(cfg, str(home), "k-states")
-    simulate_labels_task.fn(cfg, str(home), "k-labels")
+    sample_states_task.fn(cfg, str(home))
+    simulate_labels_task.fn(cfg, str(home))
     with Warehouse(home) as wh:
         costs_key(cfg, wh)
         hostile_labels = cfg.model_copy(update={"labels": cfg.labels.model_copy(update={"source": HOSTILE})})
         costs_key(hostile_labels, wh)
-    out = compute_costs_task.fn(cfg, str(home), "k-costs")
+    out = compute_costs_task.fn(cfg, str(home))
     with Warehouse(home, read_only=True) as wh:
         assert wh.count("thresholds") == n
         assert wh.scalar("SELECT count(DISTINCT dist_id) FROM states WHERE dist_id = ?", [dist.dist_id]) == 1
@@ -163,12 +161,10 @@ def test_hostile_state_distribution_and_label_source_reach_sql_only_as_values(sm
 
 
 def test_hostile_label_source_and_model_id_in_an_import(small_config, home, tmp_path):
-    from tasks.ingest import ingest_key, ingest_queries
-    from tasks.labels_import import import_labels
+    from tasks.ingest import ingest_queries
+    from warehouse.labels_import import import_labels
 
-    with Warehouse(home) as wh:
-        key = ingest_key(small_config, wh)
-    ingest_queries.fn(small_config, str(home), key)
+    ingest_queries.fn(small_config, str(home))
     n = _seed_thresholds(home)
     with Warehouse(home, read_only=True) as wh:
         qids = wh.df("SELECT query_id FROM queries ORDER BY query_id LIMIT 3")["query_id"].tolist()

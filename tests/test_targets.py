@@ -8,7 +8,7 @@ from cr2.config import LambdaGrid
 from cr2.crc import calibrate_table
 from cr2.errors import DataValidationError, TargetInfeasibleError
 from cr2.targets import Outcomes, choose_by_target, operating_outcomes, select_by_target, split_for_target
-from tests.guarantee_synth import make_pool
+from cr2.testing import make_pool
 
 LAMS = np.array([1.0, 2.0])
 ALPHAS = np.array([0.01, 0.05])

@@ -11,7 +11,7 @@ from cr2.config import TeacherSpec
 from cr2.errors import DataValidationError
 from cr2.gate import MarginGate, save_gate
 from cr2.teacher import TeacherSelector, _dataset_loss, fit_teacher, load_teacher, save_teacher, teacher_loss
-from cr2_synth import make_routing_set
+from cr2.testing import make_routing_set
 
 SMALL = TeacherSpec(epochs=3, batch_size=64, lr=3e-3, seed=0)
 

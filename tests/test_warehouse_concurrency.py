@@ -117,16 +117,14 @@ def test_a_damaged_file_is_not_reported_as_locked(home):
 def test_a_long_cr2_sql_cannot_make_a_stage_lose_its_work(small_config, home):
     """A stage that computed for a while and then writes waits for a running `cr2 sql` (which stops at its
     --timeout, well below the writers' wait) and keeps its work."""
-    from tasks.ingest import ingest_key, ingest_queries
+    from tasks.ingest import ingest_queries
     from tasks.prepare import sample_states_task
 
-    with Warehouse(home) as wh:
-        key = ingest_key(small_config, wh)
-    ingest_queries.fn(small_config, str(home), key)
+    ingest_queries.fn(small_config, str(home))
     sql = _cr2("sql", "SELECT count(*) FROM range(1000000000000) a", "--timeout", "4", "--home", str(home))
     _wait_until_locked(home / DB_NAME)
     t0 = time.monotonic()
-    out = sample_states_task.fn(small_config, str(home), "k-states")  # reads, computes, then writes
+    out = sample_states_task.fn(small_config, str(home))  # reads, computes, then writes
     waited = time.monotonic() - t0
     text = sql.communicate(timeout=120)[0]
     assert sql.returncode == 2 and "ran longer than 4 s" in text, text

@@ -49,13 +49,11 @@ def label_data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def ingested_template(label_data_dir, tmp_path_factory) -> Path:
     """A warehouse home with the 40-query slice ingested (copied, never written, by the tests)."""
-    from tasks.ingest import ingest_key, ingest_queries
+    from tasks.ingest import ingest_queries
 
     home = tmp_path_factory.mktemp("label-home-template")
     config = load_config(overrides={"data_dir": str(label_data_dir)})
-    with Warehouse(home) as wh:
-        key = ingest_key(config, wh)
-    ingest_queries.fn(config, str(home), key)
+    ingest_queries.fn(config, str(home))
     with Warehouse(home, read_only=True) as wh:
         counts = dict(wh.df("SELECT benchmark, count(*) AS n FROM queries GROUP BY 1").values.tolist())
     assert counts == {b: PER_BENCHMARK for b in ("mmlu", "bbh", "gpqa", "mbpp")}, counts

@@ -7,7 +7,7 @@ import pytest
 from cr2.errors import DataValidationError
 from cr2.routers.base import l2_normalise
 from cr2.routers.knn import KNNRouter
-from tests.cr2_synth import make_routing_set
+from cr2.testing import make_routing_set
 
 pytest.importorskip("faiss")
 

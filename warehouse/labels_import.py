@@ -1,7 +1,8 @@
 """Import correctness labels produced elsewhere (your own lm-eval runs, another lab's) under a source name.
 
 All rows are validated first (cr2.labels.imported); then the `labels` rows of the source and one
-`label_runs` row per model are written in one transaction, so a bad file writes nothing.
+`label_runs` row per model are written in one transaction, so a bad file writes nothing. Used by `cr2 labels
+import` and by the measured-labels task (tasks/measured.py).
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from prefect import task
 
 from cr2.errors import DataValidationError
 from cr2.labels import LABEL_SOURCES
@@ -61,6 +61,3 @@ def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin:
             wh.insert_df("labels", out[["source", "query_id", "model_id", "correct", "output_tokens", "run_id"]], con)
     return {"source": source, "rows": len(out), "per_model": out.groupby("model_id").size().to_dict(),
             "queries": int(out["query_id"].nunique())}
-
-
-import_labels_task = task(name="labels-import")(import_labels)

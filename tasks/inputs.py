@@ -1,0 +1,48 @@
+"""What the model-fitting tasks share: the config's routing sets, the configured CR² router, training threads.
+
+Train, calibrate, evaluate, intervals, baselines, ablation, premise and guarantees read their inputs through
+this module rather than from one another, so editing one task's code changes only that task's code hash
+(tasks.common.code_hash) and keeps the others' caches.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cr2.config import Config
+from tasks.common import cache_dir, in_home
+from warehouse.db import Warehouse
+from warehouse.routing_data import load_routing_sets
+
+
+def torch_threads() -> int:
+    """Threads for training: $CR2_TORCH_THREADS, else all cores (part of the key: results depend on it)."""
+    return int(os.environ.get("CR2_TORCH_THREADS", os.cpu_count() or 1))
+
+
+def routing_args(config: Config) -> dict:
+    return {"dist_id": config.channel.distribution.dist_id, "label_source": config.labels.source,
+            "seed": int(config.splits.seed), "encoder": config.embedding.store_name}
+
+
+def load_sets(config: Config, home: str | Path) -> dict:
+    """{split: RoutingSet} of the config's pool, state distribution, label source and encoder."""
+    with Warehouse(home, read_only=True) as wh:
+        return load_routing_sets(wh, tuple(m.id for m in config.models), **routing_args(config),
+                                 decision_cost=config.routing.decision_cost)
+
+
+def cr2_router(config: Config, trained: dict | None = None, home: str | Path | None = None):
+    """The configured CR² router (training threads from the environment): unfitted, or around the checkpoints of
+    `trained` (recorded relative to `home`)."""
+    from cr2.routers.cr2_router import CR2Router
+
+    if trained is not None:
+        trained = {k: {**trained[k], "path": str(in_home(home, trained[k]["path"]))} for k in ("teacher", "gate")}
+    return CR2Router.from_config(config, trained, num_threads=torch_threads())
+
+
+def artifacts_dir(home: str | Path) -> Path:
+    d = cache_dir(Path(home)) / "artifacts"
+    d.mkdir(parents=True, exist_ok=True)
+    return d

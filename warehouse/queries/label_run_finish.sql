@@ -1,0 +1,2 @@
+-- Close a labeling run: done = labelled queries of the selection (_cr2_selected); finished when all are.
+UPDATE label_runs SET done = (SELECT count(*) FROM labels WHERE run_id = $rid AND query_id IN (SELECT query_id FROM _cr2_selected)), finished_at = $now, status = CASE WHEN $ok AND (SELECT count(*) FROM labels WHERE run_id = $rid AND query_id IN (SELECT query_id FROM _cr2_selected)) >= total THEN 'finished' ELSE 'failed' END WHERE run_id = $rid
