@@ -434,3 +434,17 @@ def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeli
                              "WHERE run_id = ? EXCEPT SELECT lam, alpha, query_id, chosen_model, accepted_local "
                              "FROM decisions WHERE run_id = ? AND method = 'cr2')", [a, b])
             assert diff == 0
+
+
+def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(pipeline):
+    """Issue 30: the teacher never sees a cost — a re-run under another channel-state distribution reuses it (the
+    same fingerprint) and distils a new gate on the new costs."""
+    from flows.run import run_flow
+
+    first = pipeline["first"]
+    cfg = pipeline["root"] / "far.yaml"
+    cfg.write_text(pipeline["cfg"].read_text() + "channel: {distribution: far-rician}\n")
+    out = run_flow(config_path=str(cfg), home=str(pipeline["home"]))
+    assert not out["train"]["cached"] and out["train"]["teacher_reused"]
+    assert out["train"]["teacher"]["fingerprint"] == first["train"]["teacher"]["fingerprint"]
+    assert out["train"]["gate"]["fingerprint"] != first["train"]["gate"]["fingerprint"]
