@@ -14,6 +14,7 @@ Prefect's own start. Results: benchmarks/results/recalibrate.json.
 
     python benchmarks/bench_recalibrate.py [--home var] [--repeats 3] [--modes server,ephemeral,full]
     python benchmarks/bench_recalibrate.py --queries 1000   # builds a proportional slice first (cold `cr2 run`)
+    python benchmarks/bench_recalibrate.py --home H --config C  # a home built by `cr2 run -c C --home H`
 
 The target applies to the default set (a home from `cr2 run` on configs/default.yaml); a --queries slice
 records it as n/a.
@@ -48,8 +49,9 @@ def copy_home(src: Path, dst: Path) -> Path:
 def main(argv=None) -> None:
     args = parse_args(__doc__, argv, home={"default": str(REPO / "var"), "help": "home with a default `cr2 run`"},
                       modes={"default": "server,ephemeral,full", "help": "comma-separated modes"},
-                      queries={"default": None, "type": int, "help": "benchmark a proportional slice of N queries"})
-    cfg_args: list[str] = []
+                      queries={"default": None, "type": int, "help": "benchmark a proportional slice of N queries"},
+                      config={"default": None, "help": "the config the --home was built with (default: configs/default.yaml)"})
+    cfg_args: list[str] = ["-c", str(Path(args.config).resolve())] if args.config else []
     if args.queries:
         from _common import write_sliced_data
 
@@ -118,7 +120,7 @@ def main(argv=None) -> None:
               "full": "`cr2 recalibrate --states far-rician --bands --baselines`, server running (previous default)"}
     figures = [figure(f"{m}.wall_s", labels[m], [s["wall_s"] for s in samples[m]], "s",
                       {"server": target("<=", 10, "≤ 10 s"), "ephemeral": target("<=", 20, "≤ 20 s")}.get(m),
-                      target_applies=not args.queries)
+                      target_applies=not (args.queries or args.config))
                for m in modes]
     figures += [figure(f"{m}.cpu_s", f"{m}: CPU time, user + sys (the process and its temporary server)",
                        [s["cpu_s"] for s in samples[m]], "s") for m in modes]
