@@ -59,7 +59,8 @@ def run_pipeline(code: Path, config: Path, home: Path) -> float:
     """`cr2 run -c config --home home` with the code of checkout `code`; returns the wall seconds."""
     prefect_home = home.with_name(f"prefect-{home.name}")  # its own Prefect database (no shared ~/.prefect)
     prefect_home.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(code), "PREFECT_HOME": str(prefect_home)}
+    env = {**os.environ, "PYTHONPATH": str(code), "PREFECT_HOME": str(prefect_home),
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600"}  # a loaded machine starts it slowly
     env.pop("PREFECT_API_URL", None)
     t0 = time.perf_counter()
     subprocess.run([str(Path(sys.executable).with_name("cr2")), "run", "-c", str(config), "--home", str(home)],
