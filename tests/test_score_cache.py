@@ -15,7 +15,7 @@ import pytest
 from cr2.config import GateSpec, TeacherSpec
 from cr2.evaluation import Evaluation, evaluate_cr2, evaluate_table
 from cr2.routers.cr2_router import CR2Router
-from cr2_synth import make_routing_set
+from cr2.testing import make_routing_set
 
 TEACHER = TeacherSpec(epochs=2, batch_size=64, lr=3e-3)
 GATE = GateSpec(epochs=2, batch_size=64, lr=3e-3)
