@@ -46,6 +46,21 @@ def copy_home(src: Path, dst: Path) -> Path:
     return dst
 
 
+def notes_for(samples: dict[str, list[dict]], home: str, config: str | None) -> list[str]:
+    """What a reader needs beside the figures: the load the wall times were taken under, and what the home holds."""
+    loads = [s["load_avg_before"][0] for runs in samples.values() for s in runs]
+    notes = []
+    if loads and max(loads) > 2:
+        notes.append(f"Measured on a loaded machine: 1-minute load average {min(loads):.1f}–{max(loads):.1f} on 2 cores, "
+                     "so wall times are inflated several-fold; compare the CPU times (user + sys), and re-measure on an "
+                     "idle machine (benchmarks/bench_ops_speed.sh).")
+    if config:
+        notes.append(f"Home {home} built with `cr2 run -c {config}` (not the default set): the targets show n/a.")
+    notes.append("CPU time is that of the `cr2` process and the descendants it waited for — a temporary Prefect server "
+                 "included (ephemeral mode), the running server of `server`/`full` mode not.")
+    return notes
+
+
 def main(argv=None) -> None:
     args = parse_args(__doc__, argv, home={"default": str(REPO / "var"), "help": "home with a default `cr2 run`"},
                       modes={"default": "server,ephemeral,full", "help": "comma-separated modes"},
@@ -136,7 +151,8 @@ def main(argv=None) -> None:
                                [r["wall_s"] for r in runs], "s"),
                         figure(f"noop_flow.{m}.cpu_s", f"a no-op flow, {m} API: CPU time", [r["cpu_s"] for r in runs], "s")]
     loads = [s["load_avg_before"][0] for m in modes for s in samples[m]]
-    write_result("recalibrate", {"quick": bool(args.quick), "home": str(src), "queries": args.queries or "default set",
+    notes = notes_for(samples, str(src), args.config)
+    write_result("recalibrate", {"notes": notes, "quick": bool(args.quick), "home": str(src), "queries": args.queries or "default set",
                                  "states": "far-rician", "repeats": reps,
                                  "load_avg_1m_during": {"min": min(loads, default=None), "max": max(loads, default=None)},
                                  "figures": figures, "samples": samples})
