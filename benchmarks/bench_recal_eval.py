@@ -92,7 +92,11 @@ def main(argv=None) -> None:
         figure("cr2_rows_identical", "the cr2 rows of both are identical (1 = yes)", [float(v) for v in identical], "",
                {"op": ">=", "value": 1, "text": "identical"}),
     ]
-    write_result("recal_eval", {"home": str(src), "repeats": reps, "load_avg_end": list(os.getloadavg()),
+    load = os.getloadavg()
+    notes = ["One process, no Prefect; CPU from getrusage. Default-scenario labels are SIMULATED (times only)."]
+    if load[0] > 2:
+        notes.append(f"Load average {load[0]:.1f} at the end on 2 cores: wall times inflated; compare the CPU times.")
+    write_result("recal_eval", {"home": str(src), "repeats": reps, "load_avg_end": list(load), "notes": notes,
                                 "figures": figures})
 
 
