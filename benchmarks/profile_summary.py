@@ -3,8 +3,9 @@
     py-spy record --rate 25 --format speedscope -o prof.json -- python .venv/bin/cr2 run
     python benchmarks/profile_summary.py prof.json [--json out.json]
 
-Each sample's stack is assigned to the first stage (outermost frame) it passes through — the stage tasks of the
-pipeline, the Prefect machinery (engine, client, temporary server start), imports and the rest — and the share of
+Each sample's stack is assigned to the first stage of STAGES that one of its frames belongs to — the stage tasks
+of the pipeline first, then cache-key computation, the Prefect machinery (engine, client, temporary server
+start), imports and the rest — and the share of
 samples per stage is printed with the seconds it stands for (samples / rate). py-spy drops samples of idle
 threads, so on a loaded machine a stage's seconds include the time it waited for a core: compare shares, and
 take CPU time from /usr/bin/time.
@@ -16,7 +17,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-# (stage, frame name, file fragment): the first frame from the outside that matches names the stage
+# (stage, frame name, file fragment), most specific first: a sample belongs to the first stage any of its frames matches
 STAGES: tuple[tuple[str, str, str], ...] = (
     ("ingest", "ingest_queries", "tasks/ingest"),
     ("prepare: embeddings", "embed_queries", "tasks/prepare"),
@@ -38,17 +39,20 @@ STAGES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _matches(stage: tuple[str, str, str], f: dict) -> bool:
+    _, fn, frag = stage
+    name, file = f.get("name", ""), f.get("file", "") or ""
+    if frag == "_key":
+        return name.endswith("_key") and "/tasks/" in file
+    return (not fn or name == fn) and (not frag or frag in file)
+
+
 def _stage(frames: list[dict], stack: list[int]) -> str:
-    for i in stack:  # outermost first
-        f = frames[i]
-        name, file = f.get("name", ""), f.get("file", "") or ""
-        for stage, fn, frag in STAGES:
-            if frag == "_key":
-                if name.endswith("_key") and file.endswith(".py") and "/tasks/" in file:
-                    return stage
-                continue
-            if (not fn or name == fn) and (not frag or frag in file):
-                return stage
+    """The first stage of STAGES (most specific first) that any frame of the stack belongs to."""
+    stack_frames = [frames[i] for i in stack]
+    for stage in STAGES:
+        if any(_matches(stage, f) for f in stack_frames):
+            return stage[0]
     return "other (CLI, flow glue, interpreter start)"
 
 
