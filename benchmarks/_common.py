@@ -198,6 +198,7 @@ class _TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid, self.interval = pid, interval
         self.peak_bytes, self.max_procs = 0, 0
+        self.server_pids: set[int] = set()  # Prefect API servers started under the process (temporary ones)
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -214,6 +215,8 @@ class _TreeSampler(threading.Thread):
                 for p in procs:
                     try:
                         total += p.memory_info().rss
+                        if p.pid not in self.server_pids and "prefect.server" in " ".join(p.cmdline()):
+                            self.server_pids.add(p.pid)
                     except psutil.Error:
                         pass
                 self.peak_bytes = max(self.peak_bytes, total)
@@ -236,6 +239,7 @@ def run_measured(args: list[str], env: dict, cwd: Path | None = None) -> dict:
     """
     import tempfile
 
+    load_before = os.getloadavg()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, cwd=cwd or REPO, text=True)
@@ -262,6 +266,11 @@ def run_measured(args: list[str], env: dict, cwd: Path | None = None) -> dict:
         "peak_rss_gb": usage.ru_maxrss / 1024**2,  # ru_maxrss is in KiB on Linux
         "tree_peak_rss_gb": sampler.peak_bytes / 1024**3 if sampler else None,
         "max_processes": sampler.max_procs if sampler else None,
+        # CPU time (user + sys) of the process and the descendants it waited for: less inflated than wall time
+        # on a loaded machine; a temporary Prefect server it started is a descendant
+        "cpu_s": usage.ru_utime + usage.ru_stime, "user_s": usage.ru_utime, "sys_s": usage.ru_stime,
+        "load_avg_before": list(load_before), "load_avg_after": list(os.getloadavg()),
+        "prefect_server_starts": len(sampler.server_pids) if sampler else None,
     }
 
 

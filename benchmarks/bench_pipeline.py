@@ -37,7 +37,9 @@ STAGES = ("ingest", "prepare", "train", "calibrate", "baselines", "evaluate", "a
 TASK_STAGE = {"ingest-queries": "ingest", "train-cr2": "train", "calibrate-cr2": "calibrate", "fit-baselines": "baselines",
               "evaluate": "evaluate", "ablation": "ablation", "report": "report"}
 TARGETS = {"cold": target("<=", 300, "≤ 300 s (5 min)"), "warm": target("<=", 15, "≤ 15 s"),
-           "rss": target("<=", 4.0, "≤ 4 GB"), "recal": target("<=", 10, "≤ 10 s")}
+           "rss": target("<=", 4.0, "≤ 4 GB"), "recal": target("<=", 10, "≤ 10 s"),
+           # issue 30: the cold run outside the embedding step, and a re-run after a change of channel.distribution
+           "cold_non_embed": target("<=", 90, "≤ 90 s"), "channel": target("<=", 60, "≤ 60 s")}
 
 
 # ---------------------------------------------------------------- Prefect run history
@@ -91,7 +93,8 @@ def _queries(stdout: str) -> int | None:
 def cli(args: list[str], env: dict, flow_name: str) -> dict:
     res = run_measured([CR2, *args], env)
     run = last_flow_run(Path(env["PREFECT_HOME"]), flow_name)
-    return {"wall_s": res["wall_s"], "flow_s": run["flow_s"], "overhead_s": res["wall_s"] - run["flow_s"],
+    return {"wall_s": res["wall_s"], "cpu_s": res["cpu_s"], "load_avg_before": res["load_avg_before"],
+            "flow_s": run["flow_s"], "overhead_s": res["wall_s"] - run["flow_s"],
             "peak_rss_gb": res["peak_rss_gb"], "tree_peak_rss_gb": res["tree_peak_rss_gb"],
             "max_processes": res["max_processes"], "queries": _queries(res["stdout"]), "stages": run["stages"],
             "tasks": run["tasks"], "cached_share": run["cached_share"], "stdout_tail": res["stdout"].strip().splitlines()[-6:]}
@@ -134,7 +137,7 @@ def main(argv=None) -> None:
                     for _ in range(reps)]  # what a flow command imports before Prefect starts its server
         for size in sorted(sizes, key=lambda s: (s == FULL, s)):
             n_cold = cold_reps if size == main_size else 1
-            colds, warms, recals = [], [], []
+            colds, warms, recals, channels = [], [], [], []
             for rep in range(n_cold):
                 root = Path(tmp) / f"{_label(size)}-{rep}"
                 env = fresh_env(root)
@@ -162,8 +165,18 @@ def main(argv=None) -> None:
                         shutil.rmtree(home, ignore_errors=True)
                         print(f"  recalibrate {i + 1}/{reps}: {fmt(recals[-1]['wall_s'])} s wall, "
                               f"{fmt(recals[-1]['flow_s'])} s in the flow", flush=True)
+                    for i in range(reps):  # issue 30: only channel.distribution changed: states, costs and downstream
+                        home = root / f"channel-{i}"
+                        shutil.copytree(root / "home", home)
+                        far = root / "far.yaml"
+                        base = f"extends: {cfg_args[1]}\n" if cfg_args else "extends: default\n"
+                        far.write_text(base + "channel: {distribution: far-rician}\n")
+                        channels.append(cli(["run", "--config", str(far)], {**env, "CR2_HOME": str(home)}, "cr2-run"))
+                        shutil.rmtree(home, ignore_errors=True)
+                        print(f"  channel re-run {i + 1}/{reps}: {fmt(channels[-1]['wall_s'])} s wall, "
+                              f"{fmt(channels[-1]['cpu_s'])} s CPU", flush=True)
                 shutil.rmtree(root, ignore_errors=True)
-            runs[size] = {"cold": colds, "warm": warms, "recal": recals}
+            runs[size] = {"cold": colds, "warm": warms, "recal": recals, "channel": channels}
 
     m = runs[main_size]
     tag = _label(main_size) + ("" if main_size == FULL else f" ({m['cold'][0]['queries']:,} queries)")
@@ -199,6 +212,13 @@ def main(argv=None) -> None:
         figure("recal.overhead_s", "recalibrate: process start + Prefect server (wall − flow)",
                col(m["recal"], "overhead_s"), "s"),
         figure("recal.peak_rss_gb", "recalibrate: peak RSS (largest process)", col(m["recal"], "peak_rss_gb"), "GB"),
+        figure("cold.cpu_s", f"cold `cr2 run`: CPU time (user + sys), {tag}", col(m["cold"], "cpu_s"), "s"),
+        figure("cold.non_embed_wall_s", f"cold `cr2 run` outside the embedding step (wall − prepare-embeddings), {tag}",
+               [r["wall_s"] - (e or 0.0) for r, e in zip(m["cold"], emb)], "s", TARGETS["cold_non_embed"], full_scope),
+        figure("channel.wall_s", f"re-run after changing only channel.distribution (far-rician), {tag}",
+               col(m["channel"], "wall_s"), "s", TARGETS["channel"], full_scope),
+        figure("channel.cpu_s", "channel re-run: CPU time (user + sys)", col(m["channel"], "cpu_s"), "s"),
+        figure("recal.cpu_s", "recalibrate: CPU time (user + sys)", col(m["recal"], "cpu_s"), "s"),
     ]
     for size, r in runs.items():
         if size != main_size:
@@ -221,6 +241,7 @@ def main(argv=None) -> None:
                    key=lambda k: (k.startswith("router:"), k))
     scale_rows += [[f"fit: {k}"] + [fmt(c["fit_seconds"].get(k)) for c in colds] for k in kinds]
     recal_tasks = m["recal"][0]["tasks"]
+    channel_stages = m["channel"][0]["stages"] if m["channel"] else []
     tables = [
         {"title": "Cold `cr2 run`: seconds per stage as the query count grows (one cold run per size)",
          "columns": ["stage"] + [f"{c['queries']:,} queries" if c["queries"] else _label(s) for s, c in zip(order, colds)],
@@ -231,6 +252,11 @@ def main(argv=None) -> None:
                  + [["(in the flow, outside tasks: cache keys, drift check, loading)", "",
                      fmt(m["recal"][0]["flow_s"] - sum(t["seconds"] for t in recal_tasks))],
                     ["(outside the flow: process start, imports, Prefect server)", "", fmt(m["recal"][0]["overhead_s"])]]},
+        {"title": "Re-run after changing only channel.distribution (first repeat): seconds per stage",
+         "columns": ["stage", "seconds", "task seconds"],
+         "rows": [[st["stage"], fmt(st["seconds"]), fmt(st["task_seconds"])] for st in channel_stages]
+                 + ([["(outside the flow: process start, imports, Prefect server)", fmt(m["channel"][0]["overhead_s"]), ""]]
+                    if m["channel"] else [])},
     ]
     notes = _notes(m, full_scope, sorted(import_s)[len(import_s) // 2])
     write_result("pipeline", {

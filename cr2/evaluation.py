@@ -141,6 +141,18 @@ def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha:
                           n_resplits, rng)
 
 
+def evaluate_table(ev: Evaluation, router: Any) -> None:
+    """CR² alone at every (λ, α) of the router's threshold table: the same "cr2" rows evaluate_cr2 records, without
+    its comparison rows (what a re-calibration's before/after compares, at operator speed)."""
+    test = ev.test
+    table = router.threshold_table_
+    for lam in table.lams:
+        score = router.scores(test.embedding, lam)
+        for alpha in table.alphas:
+            ev.record("cr2", lam, alpha, router.decide(test.embedding, test.decision_cost, lam, tau=router.threshold(lam, alpha),
+                                                       score=score, proba=ev.proba))
+
+
 def _resplit_rows(ev: Evaluation, lam: float, alphas: np.ndarray, s_val: np.ndarray, r_val: np.ndarray,
                   s_test: np.ndarray, r_test: np.ndarray, n_resplits: int, rng: np.random.Generator) -> None:
     """Risk vs α with Monte-Carlo bands: re-split calibration ∪ test at random, calibrate, measure."""

@@ -209,10 +209,14 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
                                                "states"),
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
+    from cr2_cli import prefect_api
+
+    t0 = time.perf_counter()
+    h = _home(home)
+    prefect_api.prestart()  # issue 30: the temporary API server starts while the flow's modules import
     from flows.recalibrate import recalibrate_flow
 
-    h = _home(home)
-    t0 = time.perf_counter()
+    prefect_api.wait()
     out = recalibrate_flow(states=states, config_path=str(config) if config else None, home=str(h),
                            only_if_drift=only_if_drift, bands=bands, baselines=baselines)
     for f in out["drift"]:

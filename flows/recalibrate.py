@@ -11,9 +11,10 @@ deployed artefact to renew is the threshold table (paper §VI-F), not the gate:
    (the previous one stays queryable),
 5. test is evaluated twice under the new states: with the old thresholds (before) and the new (after).
 
-At operator speed by default: the before/after evaluation is CR²'s (its variants included) without the
-Monte-Carlo re-split bands (evaluation.n_resplits = 0) and without the baselines; `bands=True` adds the
-bands, `baselines=True` the baselines under the new states. The run publishes Prefect artifacts
+At operator speed by default (issue 30): the before/after evaluation is CR² alone at every (λ, α) of each table —
+the rows the before/after table and v_recalibration read — in one task that reads the test rows once and takes
+the gate's scores from the per-gate cache (they do not depend on ξ); `bands=True` or `baselines=True` runs the
+full evaluation of each table instead (comparison rows, the Monte-Carlo re-split bands, the baselines). The run publishes Prefect artifacts
 (flows/artifacts.py): a summary, the drift statistics and the before/after table.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from flows.baselines import fit_baselines
 from flows.evaluate import evaluate
 from flows.prepare import prepare
 from flows.train import train
+from tasks.common import run_stage
 
 
 def with_distribution(config: Config, states: str | Path) -> Config:
@@ -41,6 +43,14 @@ def operator_speed(config: Config, bands: bool) -> Config:
     if bands:
         return config
     return config.model_copy(update={"evaluation": config.evaluation.model_copy(update={"n_resplits": 0})})
+
+
+def evaluate_tables(config: Config, home: Path, trained: dict, tables: dict[str, dict]) -> tuple[dict, dict]:
+    """(before, after): CR² on test under config's states with each threshold table (one cached stage)."""
+    from tasks.recalibrate import EVALUATE_RECALIBRATION
+
+    out = run_stage(EVALUATE_RECALIBRATION, config, home, trained, tables)
+    return {**out["before"], "cached": out["cached"]}, {**out["after"], "cached": out["cached"]}
 
 
 def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: bool = False, bands: bool = False,
@@ -58,8 +68,11 @@ def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: b
     fitted = fit_baselines(config, home) if baselines else {"routers": {}, "cached": True}
     prepared = prepare(new, home)
     new_cal = calibrate(new, home, trained)
-    before = evaluate(new, home, trained, old_cal, fitted)
-    after = evaluate(new, home, trained, new_cal, fitted)
+    if bands or baselines:  # the full evaluation (comparison rows, bands, baselines) of each table
+        before = evaluate(new, home, trained, old_cal, fitted)
+        after = evaluate(new, home, trained, new_cal, fitted)
+    else:  # operator speed: CR² under both tables in one pass, scores from the per-gate cache
+        before, after = evaluate_tables(new, home, trained, {"before": old_cal, "after": new_cal})
     return {"old_dist_id": config.channel.distribution.dist_id, "new_dist_id": new.channel.distribution.dist_id,
             "drift": drift.to_records(), "drifted": drift.drifted, "skipped": False, "prepare": prepared, "old_thresholds": old_cal, "new_thresholds": new_cal, "before": before, "after": after}
 

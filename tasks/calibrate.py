@@ -14,6 +14,7 @@ from cr2.config import Config
 from cr2.errors import DataValidationError
 from tasks.common import Stage, make_key, task_code_hash
 from tasks.inputs import cr2_router, load_sets, routing_args
+from tasks.scores import remember_scores
 from warehouse.db import Warehouse
 from warehouse.repository import warehouse_epoch, write_thresholds
 from warehouse.routing_data import routing_fingerprint
@@ -48,7 +49,9 @@ def calibrate_cr2(config: Config, home: str, trained: dict, extra_lams: tuple[fl
         with Warehouse(home, read_only=True) as wh:
             groups = query_groups(wh, val.query_id, cal.group)
     router = cr2_router(config, trained, home)
-    table = router.calibrate(val, calibration_lams(config, tuple(extra_lams)), config.grids.alpha,
+    lams = calibration_lams(config, tuple(extra_lams))
+    remember_scores(router, home, {"val": val}, lams)  # the gate's scores do not depend on ξ: cached per gate
+    table = router.calibrate(val, lams, config.grids.alpha,
                              dist_id=config.channel.distribution.dist_id, label_source=config.labels.source,
                              rule=cal.rule, delta=cal.delta, groups=groups, group_by=cal.group or "benchmark",
                              small_group=cal.small_group)

@@ -16,6 +16,7 @@ from prefect import task
 from cr2.config import Config
 from tasks.common import Stage, catalogue_hash, in_home, make_key, stage_key, task_code_hash
 from tasks.inputs import cr2_router, load_sets, routing_args
+from tasks.scores import remember_scores
 from warehouse.db import Warehouse
 from warehouse.repository import (baseline_proba, load_threshold_table, utc_now, warehouse_epoch,
                                   write_evaluation)
@@ -62,6 +63,7 @@ def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselin
         router.set_threshold_table(load_threshold_table(wh, calibrated["version"]))
         p_hat = {name: baseline_proba(wh, name, b["fingerprint"], test.query_id, test.model_ids)
                  for name, b in baselines.items() if router_entry(name).predicts_proba}
+    remember_scores(router, home, {"val": val, "test": test}, router.threshold_table_.lams)  # cached per gate
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=f"eval-{key[-16:]}", test=test, proba=router.proba(test.embedding), keep=keep)
     evaluate_cr2(ev, router, val, default_alpha=config.grids.default_alpha, n_resplits=config.evaluation.n_resplits,

@@ -16,6 +16,7 @@ from prefect import task
 from cr2.config import Config
 from tasks.common import Stage, home_relative, make_key, stage_key, task_code_hash
 from tasks.inputs import artifacts_dir, cr2_router, load_sets, routing_args, torch_threads
+from tasks.teacher_reuse import record_teacher, reusable_teacher, teacher_inputs_key
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now, warehouse_epoch
 from warehouse.routing_data import routing_fingerprint
@@ -35,11 +36,19 @@ def train_cr2(config: Config, home: str) -> dict:
     sets = load_sets(config, home)
     train, dev = sets["train"], sets["dev"]
     router = cr2_router(config)
+    # issue 30: the teacher never sees a cost — after a change of state distribution it is reused, not refitted
+    teacher_key = teacher_inputs_key(config, train, dev, task_code_hash(train_cr2))
+    reused = reusable_teacher(home, teacher_key)
     t0 = time.perf_counter()
-    router.fit(train, dev)
+    router.fit(train, dev, teacher=reused[0] if reused else None)
     fit_s = time.perf_counter() - t0
+    modules = router.save_modules(artifacts_dir(home))
+    if reused is None:
+        record_teacher(home, teacher_key, modules["teacher"], router.teacher_, router.fit_seconds_["teacher"])
+    else:
+        router.fit_seconds_["teacher"] = reused[1]["fit_seconds"]  # the time it took when it was fitted
     saved = {k: {**v, "path": home_relative(home, v["path"])}  # a copied or moved home works on its own
-             for k, v in router.save_modules(artifacts_dir(home)).items()}
+             for k, v in modules.items()}
     result, rows = {"n_train": len(train), "n_dev": len(dev), "torch_threads": router.num_threads}, []
     for kind, module in (("teacher", router.teacher_), ("gate", router.gate_)):
         summary = {**saved[kind], "params": int(module.n_params()), "flops": int(module.flops_per_query()),
@@ -52,7 +61,7 @@ def train_cr2(config: Config, home: str) -> dict:
                      "meta": json.dumps({"best_epoch": module.best_epoch_, "n_train": len(train), "n_dev": len(dev),
                                          "dist_id": config.channel.distribution.dist_id, "key": key}),
                      "created_at": utc_now()})
-    result["fit_seconds"] = round(fit_s, 2)
+    result["fit_seconds"], result["teacher_reused"] = round(fit_s, 2), reused is not None
     with Warehouse(home) as wh:
         register_artifacts(wh, rows)
     return result

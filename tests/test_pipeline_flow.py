@@ -1,6 +1,7 @@
 """End-to-end: the real `cr2 run` flow on a small slice in a temporary warehouse (slow: marked)."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from tests.conftest import write_small_benchmarks
@@ -450,3 +451,41 @@ def test_mondrian_cr2_run_evaluates_each_group_with_its_own_thresholds(pipeline)
     from pathlib import Path
 
     assert Path(out["report"]["path"]).is_file() and "risk_control" in out["report"]["figures"]
+
+
+def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeline):
+    """Issue 30: the fast path (CR² alone, scores from the per-gate cache, one task) writes the same thresholds
+    and the same CR² metrics and decisions as the full evaluation of each table (the slow path, --baselines)."""
+    from flows.recalibrate import recalibrate_flow
+
+    kw = {"states": "far-rician", "config_path": str(pipeline["cfg"]), "home": str(pipeline["home"])}
+    fast = recalibrate_flow(**kw)
+    slow = recalibrate_flow(**kw, baselines=True)
+    assert fast["new_thresholds"]["version"] == slow["new_thresholds"]["version"]  # the same table, not re-made
+    cols = "method, lam, alpha, benchmark, metric, value"
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        for phase in ("before", "after"):
+            a, b = (fast[phase]["run_id"], slow[phase]["run_id"])
+            assert a != b
+            got = wh.df(f"SELECT {cols} FROM metrics WHERE run_id = ? ORDER BY ALL", [a])
+            want = wh.df(f"SELECT {cols} FROM metrics WHERE run_id = ? AND method = 'cr2' ORDER BY ALL", [b])
+            assert len(got) > 0
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+            diff = wh.scalar("SELECT count(*) FROM (SELECT lam, alpha, query_id, chosen_model, accepted_local FROM decisions "
+                             "WHERE run_id = ? EXCEPT SELECT lam, alpha, query_id, chosen_model, accepted_local "
+                             "FROM decisions WHERE run_id = ? AND method = 'cr2')", [a, b])
+            assert diff == 0
+
+
+def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(pipeline):
+    """Issue 30: the teacher never sees a cost — a re-run under another channel-state distribution reuses it (the
+    same fingerprint) and distils a new gate on the new costs."""
+    from flows.run import run_flow
+
+    first = pipeline["first"]
+    cfg = pipeline["root"] / "far.yaml"
+    cfg.write_text(pipeline["cfg"].read_text() + "channel: {distribution: far-rician}\n")
+    out = run_flow(config_path=str(cfg), home=str(pipeline["home"]))
+    assert not out["train"]["cached"] and out["train"]["teacher_reused"]
+    assert out["train"]["teacher"]["fingerprint"] == first["train"]["teacher"]["fingerprint"]
+    assert out["train"]["gate"]["fingerprint"] != first["train"]["gate"]["fingerprint"]

@@ -105,7 +105,7 @@ class CR2Router:
         self.teacher_, self.gate_, self.model_ids_ = teacher, gate, model_ids
         self.teacher_fingerprint_ = fingerprint(teacher)
         self.gate_fingerprint_ = fingerprint(gate)
-        for attr in ("threshold_table_", "calibration_set_"):
+        for attr in ("threshold_table_", "calibration_set_", "_remembered"):
             self.__dict__.pop(attr, None)
         return self
 
@@ -125,9 +125,47 @@ class CR2Router:
             raise DataValidationError(f"the router was fitted on pool {self.model_ids_}, got a set over {data.model_ids}")
 
     # ------------------------------------------------------------ the two learned functions
+    def remember(self, embedding: np.ndarray, lams: Sequence[float], scores: np.ndarray, proba: np.ndarray) -> "CR2Router":
+        """Return self, keeping the gate scores [n, n_lam] at `lams` and the teacher's p [n, M] of the rows of
+        `embedding` (that very array object): scores()/proba() on it return them instead of recomputing.
+
+        Both functions are batch-independent (float64 evaluation rounded once to float32), so remembered values
+        are bit-identical to recomputed ones; they must come from this router's gate and teacher (e.g.
+        tasks/scores.py reads them from a cache keyed by both fingerprints). A λ not remembered is computed.
+        """
+        self._check_fitted()
+        lam_arr = np.asarray(lams, dtype=np.float64)
+        n = len(embedding)
+        if scores.shape != (n, len(lam_arr)) or proba.shape != (n, len(self.model_ids_)):
+            raise DataValidationError(f"remembered scores {scores.shape} / proba {proba.shape} do not fit {n} rows, "
+                                      f"{len(lam_arr)} λ and {len(self.model_ids_)} models")
+        column = {float(v): j for j, v in enumerate(lam_arr)}
+        self.__dict__.setdefault("_remembered", []).append((embedding, column, scores, proba))
+        return self
+
+    def _recall(self, embedding: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray] | None:
+        for array, column, scores, proba in self.__dict__.get("_remembered", ()):
+            if array is embedding:
+                return column, scores, proba
+        return None
+
+    def _gate_score(self, embedding: np.ndarray, lam: float | np.ndarray) -> np.ndarray:
+        """The gate's s(e, λ) for λ > 0: remembered columns when every λ asked for was remembered, else computed."""
+        hit = self._recall(embedding)
+        lam_arr = np.asarray(lam, dtype=np.float64)
+        if hit is not None and all(float(v) in hit[0] for v in np.atleast_1d(lam_arr)):
+            column, scores, _ = hit
+            if lam_arr.ndim == 0:
+                return scores[:, column[float(lam_arr)]].copy()
+            return scores[:, [column[float(v)] for v in lam_arr]]
+        return self.gate_.score(embedding, lam)
+
     def proba(self, embedding: np.ndarray) -> np.ndarray:
         """Return the frozen teacher's p_m(x), [n, M]."""
         self._check_fitted()
+        hit = self._recall(embedding)
+        if hit is not None:
+            return hit[2].copy()
         return self.teacher_.predict_proba(embedding)
 
     def predict_proba(self, batch: RoutingSet) -> np.ndarray:
@@ -145,14 +183,14 @@ class CR2Router:
         self._check_fitted()
         lam_arr = np.asarray(lam, dtype=np.float64)
         if np.all(lam_arr != 0):
-            return self.gate_.score(embedding, lam)
+            return self._gate_score(embedding, lam)
         n = len(embedding)
         if lam_arr.ndim == 0:
             return np.full(n, -np.inf, dtype=np.float32)
         out = np.full((n, len(lam_arr)), -np.inf, dtype=np.float32)
         positive = lam_arr != 0
         if positive.any():
-            out[:, positive] = self.gate_.score(embedding, lam_arr[positive])
+            out[:, positive] = self._gate_score(embedding, lam_arr[positive])
         return out
 
     def calibration_inputs(self, val: RoutingSet, lams: Sequence[float],

@@ -1,0 +1,107 @@
+"""Issue 30: the per-gate score cache behind re-calibration at operator speed.
+
+The gate's scores and the teacher's p do not depend on the channel state, so they are computed once per gate and
+reused (CR2Router.remember, tasks/scores.py); what a user relies on is that nothing changes: the thresholds and
+every CR² metric are bit-identical to recomputing them, and a different gate never reads another gate's scores.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cr2.config import GateSpec, TeacherSpec
+from cr2.evaluation import Evaluation, evaluate_cr2, evaluate_table
+from cr2.routers.cr2_router import CR2Router
+from cr2.testing import make_routing_set
+
+TEACHER = TeacherSpec(epochs=2, batch_size=64, lr=3e-3)
+GATE = GateSpec(epochs=2, batch_size=64, lr=3e-3)
+LAMS = [0.0, 0.1, 0.5, 1.0, 2.0, 8.0]
+ALPHAS = [0.01, 0.05]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread(one_torch_thread):
+    """Every test here trains with one torch thread."""
+
+
+@pytest.fixture(scope="module")
+def sets():
+    return {name: make_routing_set(n, seed) for name, n, seed in (("train", 400, 31), ("dev", 120, 32), ("val", 300, 33),
+                                                                  ("test", 200, 34))}
+
+
+@pytest.fixture(scope="module")
+def fitted(sets):
+    return CR2Router(TEACHER, GATE, alpha=0.05).fit(sets["train"], sets["dev"])
+
+
+def _fresh(fitted: CR2Router) -> CR2Router:
+    return CR2Router.from_fitted(fitted.teacher_, fitted.gate_, fitted.model_ids_, alpha=0.05)
+
+
+def _with_new_costs(data, seed: int):
+    """The same queries under another channel: costs change, embeddings do not."""
+    rng = np.random.default_rng(seed)
+    cost = data.cost * rng.uniform(0.5, 2.0, size=data.cost.shape).astype(np.float32)
+    cost[:, 0] = data.cost[:, 0]
+    return dataclasses.replace(data, cost=cost)
+
+
+def test_remembered_scores_are_the_computed_ones_and_unknown_lambdas_are_computed(fitted, sets):
+    val = sets["val"]
+    lams = np.asarray(LAMS[1:])
+    plain, memo = _fresh(fitted), _fresh(fitted)
+    memo.remember(val.embedding, lams, plain.scores(val.embedding, lams), plain.proba(val.embedding))
+    np.testing.assert_array_equal(memo.scores(val.embedding, 2.0), plain.scores(val.embedding, 2.0))
+    np.testing.assert_array_equal(memo.scores(val.embedding, np.asarray(LAMS)), plain.scores(val.embedding, np.asarray(LAMS)))
+    np.testing.assert_array_equal(memo.scores(val.embedding, 3.0), plain.scores(val.embedding, 3.0))  # not remembered
+    other = val.embedding.copy()  # another array: looked up by identity, never by shape
+    np.testing.assert_array_equal(memo.scores(other, 2.0), plain.scores(other, 2.0))
+    with pytest.raises(Exception, match="do not fit"):
+        memo.remember(val.embedding, lams, plain.scores(val.embedding, lams)[:, :2], plain.proba(val.embedding))
+
+
+def test_cached_scores_give_the_same_thresholds_and_metrics_on_new_states(fitted, sets, tmp_path, monkeypatch):
+    from tasks.scores import remember_scores
+
+    monkeypatch.delenv("CR2_CACHE", raising=False)
+    val, test = _with_new_costs(sets["val"], 1), _with_new_costs(sets["test"], 2)
+    slow = _fresh(fitted)
+    slow_table = slow.calibrate(val, LAMS, ALPHAS, dist_id="far@v1", label_source="synthetic")
+
+    # the cache is filled under the old states and read under the new ones: scores do not depend on ξ
+    hits = remember_scores(_fresh(fitted), tmp_path, {"val": sets["val"], "test": sets["test"]}, LAMS)
+    assert hits == {"val": False, "test": False}
+    fast = _fresh(fitted)
+    assert remember_scores(fast, tmp_path, {"val": val, "test": test}, LAMS) == {"val": True, "test": True}
+    fast_table = fast.calibrate(val, LAMS, ALPHAS, dist_id="far@v1", label_source="synthetic")
+    assert fast_table.to_records() == slow_table.to_records()
+
+    keep = np.ones(len(test), dtype=bool)
+    full = Evaluation(run_id="r", test=test, proba=slow.proba(test.embedding), keep=keep)
+    evaluate_cr2(full, slow, val, default_alpha=0.05, n_resplits=0, rng=np.random.default_rng(0))
+    only = Evaluation(run_id="r", test=test, proba=fast.proba(test.embedding), keep=keep)
+    evaluate_table(only, fast)
+    want = pd.DataFrame([r for r in full.metrics if r["method"] == "cr2"])
+    assert len(want) > 0
+    pd.testing.assert_frame_equal(pd.DataFrame(only.metrics), want, check_exact=True)  # NaN (empty cells) equal NaN
+    got_dec = [(m, lam, a, d.chosen.tolist(), d.accepted_local.tolist()) for m, lam, a, d in only.decisions]
+    want_dec = [(m, lam, a, d.chosen.tolist(), d.accepted_local.tolist()) for m, lam, a, d in full.decisions if m == "cr2"]
+    assert got_dec == want_dec
+
+
+def test_another_gate_never_reads_these_scores(fitted, sets, tmp_path, monkeypatch):
+    from tasks.scores import remember_scores, scores_key
+
+    monkeypatch.delenv("CR2_CACHE", raising=False)
+    other = CR2Router(TEACHER, GATE.model_copy(update={"seed": GATE.seed + 1}), alpha=0.05).fit(
+        sets["train"], sets["dev"], teacher=fitted.teacher_)
+    lams = np.asarray(LAMS[1:])
+    assert scores_key(fitted, sets["val"], lams) != scores_key(other, sets["val"], lams)
+    remember_scores(_fresh(fitted), tmp_path, {"val": sets["val"]}, LAMS)
+    assert remember_scores(other, tmp_path, {"val": sets["val"]}, LAMS) == {"val": False}
+    np.testing.assert_array_equal(other.scores(sets["val"].embedding, 2.0), other.gate_.score(sets["val"].embedding, 2.0))
