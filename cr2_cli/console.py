@@ -1,4 +1,9 @@
-"""Console output of cr2's commands: a Cr2Error raised inside a Prefect flow prints once, without a traceback.
+"""Console output of cr2's commands: the consoles, one error line per failure, never a traceback.
+
+`friendly` wraps every command: cr2's own errors print as one `error: …` line and exit with their code (2),
+anything else exits 1 with a line saying how to see the traceback.
+
+A Cr2Error raised inside a Prefect flow prints once, without a traceback.
 
 Prefect logs a failing flow or task run with the full traceback ("Encountered exception during execution")
 before the exception reaches the CLI, which then prints cr2's own one-line message. The filter below drops
@@ -8,9 +13,22 @@ and any other exception (a bug) is still shown in full.
 """
 from __future__ import annotations
 
+import functools
 import logging
+import os
+
+import click
+import typer
+from rich.console import Console
 
 from cr2.errors import Cr2Error
+
+# markup=False: nothing printed is parsed as Rich markup — names, SQL results and questions may hold "[x]" or
+# "[/x]" (issue 28, F9); styles are given as Text / style= where wanted
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
+
+TRACEBACK_ENV = "CR2_TRACEBACK"
 
 
 def cr2_cause(exc: BaseException | None) -> Cr2Error | None:
@@ -51,3 +69,47 @@ def hide_cr2_tracebacks_on_console() -> None:
         for handler in getattr(logger, "handlers", []):
             if isinstance(handler, PrefectConsoleHandler) and _FILTER not in handler.filters:
                 handler.addFilter(_FILTER)
+
+
+def print_error(message: str) -> None:
+    """`error: <message>` on stderr, the only line a failed command prints."""
+    err_console.print("error: ", style="bold red", end="", highlight=False)
+    err_console.print(message, highlight=False, markup=False, soft_wrap=True)
+
+
+def friendly(fn=None, *, flow: bool = False):
+    """Turn every error into a short message and a non-zero exit code, never a traceback: cr2's own errors
+    exit with their code (2), anything else with 1 and a line saying how to see the traceback.
+
+    flow=True (commands that run a Prefect flow): Prefect's console log of a Cr2Error is dropped too. The
+    others need not pay for importing prefect. Use as `@friendly` or `@friendly(flow=True)`."""
+    if fn is None:
+        return functools.partial(friendly, flow=flow)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            if flow:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
+                hide_cr2_tracebacks_on_console()
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, click.ClickException):  # click's own exits and usage errors
+            raise
+        except Cr2Error as exc:
+            print_error(str(exc))
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            print_error("interrupted; the warehouse keeps only completed writes (each write is one transaction)")
+            raise typer.Exit(130) from None
+        except Exception as exc:  # errors raised inside Prefect tasks arrive wrapped or re-raised as-is
+            cause = cr2_cause(exc)
+            if cause is not None:
+                print_error(str(cause))
+                raise typer.Exit(cause.exit_code) from None
+            if os.environ.get(TRACEBACK_ENV):
+                raise
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            print_error(f"unexpected {type(exc).__name__}: {first} — this is a bug in cr2 (the warehouse keeps only "
+                        f"completed writes); run again with {TRACEBACK_ENV}=1 to see the traceback, and report it")
+            raise typer.Exit(1) from None
+
+    return wrapper

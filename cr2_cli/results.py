@@ -119,7 +119,9 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
 
 
 def _has_table(wh, name: str) -> bool:
-    return bool(wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]))
+    from warehouse.reads import has_table
+
+    return has_table(wh, name)
 
 
 def results_markdown(home: str | Path, alpha: float, label_source: str | None = None) -> str:
@@ -165,8 +167,10 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         f"{_md(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",
         f"**Router complexity (v_router_complexity)**\n\n{_md(f['complexity'][['kind', 'params', 'flops']])}",
     ]
+    from warehouse.reads import has_seed_study
+
     with Warehouse(home, read_only=True) as wh:
-        has_study = _has_table(wh, "seed_runs") and wh.scalar("SELECT count(*) FROM seed_runs") > 0
+        has_study = has_seed_study(wh)
     if has_study:
         parts.append(f"**Seed variability**\n\n{seed_spread_markdown(home, alpha=alpha)}")
     return "\n".join(parts)
