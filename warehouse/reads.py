@@ -60,3 +60,19 @@ def has_table(wh: Warehouse, name: str) -> bool:
 def has_seed_study(wh: Warehouse) -> bool:
     """Whether the warehouse holds any seed-study run (`cr2 study seeds`)."""
     return has_table(wh, "seed_runs") and int(wh.scalar(named_query("cli_seed_runs"))) > 0
+
+
+def reached_targets(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Per method of run `run_id`: the lowest and highest fixed-accuracy target it reaches together with the
+    reference router (KNN), and how many (v_fixed_accuracy)."""
+    return wh.df(named_query("cli_reached_targets"), {"run_id": run_id})
+
+
+def pool_models(wh: Warehouse) -> list[str]:
+    """The model ids of the pool in the warehouse (written by `cr2 ingest`), in pool order."""
+    return [str(m) for m in wh.df(named_query("cli_pool_models"))["model_id"]]
+
+
+def query_counts(wh: Warehouse) -> dict[str, int]:
+    """Queries per benchmark in the warehouse (written by `cr2 ingest`)."""
+    return {str(r.benchmark): int(r.queries) for r in wh.df(named_query("cli_query_counts")).itertuples()}

@@ -15,19 +15,23 @@ from cr2_cli.render import print_frame
 def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tables (default: grids.default_alpha)"),
             label_source: Optional[str] = typer.Option(None, help="newest run of this label source (default: newest)"),
             paper: bool = typer.Option(False, "--paper", help="also the paper's numbers beside ours"),
+            targets: Optional[str] = typer.Option(None, "--targets", help="fixed-accuracy targets, comma-separated "
+                                                  "(0.50 … 0.99 in steps of 0.01; default: the paper's 0.79–0.82, or "
+                                                  "the four highest CR² and KNN both reach when they do not reach 0.82)"),
             config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
     from cr2.config import load_config
-    from cr2_cli.results import comparison_markdown, results_markdown
+    from cr2_cli.results import comparison_markdown, parse_targets, results_markdown
 
+    chosen = parse_targets(targets) if targets is not None else None  # a bad list fails before the warehouse opens
     a = alpha if alpha is not None else load_config(config).grids.default_alpha
-    print(results_markdown(home_dir(home), a, label_source))
+    print(results_markdown(home_dir(home), a, label_source, chosen))
     if paper:
         print(comparison_markdown(home_dir(home), a, label_source))
 
 
 @friendly
-def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WITH / FROM / DESCRIBE / SHOW / SUMMARIZE / "
+def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WITH / FROM / PIVOT / DESCRIBE / SHOW / SUMMARIZE / "
                                              "EXPLAIN"), home: Optional[Path] = HomeOpt,
         limit: int = typer.Option(50, min=0, help="rows to print"),
         timeout: float = typer.Option(60.0, "--timeout", help="stop the query after this many seconds "
