@@ -110,9 +110,13 @@ def test_scenario_labels_are_the_measured_correctness(scenario):
 def test_gemma_27b_gsm8k_is_the_together_run():
     cfg = load_config(SCENARIOS["gemma"])
     assert cfg.labels.measured.models["gemma-2-27b-it"]["gsm8k"] == "gemma-2-27b-it@together"
-    with pytest.raises(Exception, match="name the model for every benchmark"):
-        load_config(SCENARIOS["gemma"], overrides={"labels": {"measured": {"models": {
-            "gemma-2-27b-it": {"gsm8k": "gemma-2-27b-it@together"}}}}})
+    from cr2.config import MeasuredLabelsSpec
+
+    spec = cfg.labels.measured.model_dump()
+    with pytest.raises(ValueError, match=r"models.gemma-2-27b-it: name the model for every benchmark"):
+        MeasuredLabelsSpec.model_validate({**spec, "models": {**spec["models"], "gemma-2-27b-it": {"gsm8k": "x"}}})
+    with pytest.raises(ValueError, match="one factor > 0 per benchmark"):
+        MeasuredLabelsSpec.model_validate({**spec, "chars_per_token": {"gsm8k": 3.7}})
 
 
 def _slice(root, scenario: str, per_benchmark: int):
