@@ -144,11 +144,13 @@ evaluation: {{n_resplits: 10}}
 @pytest.mark.flow
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_scenario_end_to_end_on_a_slice(prefect_harness, tmp_path, scenario):
-    """`cr2 run -c configs/zeroeval-<scenario>.yaml` on 40 items per benchmark: its own warehouse, MEASURED labels."""
+    """`cr2 run -c configs/zeroeval-<scenario>.yaml` on 40 (gemma) / 60 (qwen) items per benchmark: its own warehouse,
+    MEASURED labels (the slice keeps ≥ 48 training queries, LLMRank's cluster count)."""
     from flows.run import run_flow
     from warehouse.db import Warehouse
 
-    data = _slice(tmp_path / "data", scenario, per_benchmark=40)
+    per_benchmark = {"gemma": 40, "qwen": 60}[scenario]
+    data = _slice(tmp_path / "data", scenario, per_benchmark=per_benchmark)
     cfg = tmp_path / "slice.yaml"
     cfg.write_text(SLICE.format(base=SCENARIOS[scenario], data=data))
     home = tmp_path / scenario
@@ -157,7 +159,7 @@ def test_scenario_end_to_end_on_a_slice(prefect_harness, tmp_path, scenario):
     assert sorted(out["ingest"]["benchmarks"]) == sorted(benchmarks)
     with Warehouse(home, read_only=True) as wh:
         assert wh.scalar("SELECT count(DISTINCT source) FROM labels") == 1
-        assert wh.count("labels") == 4 * 40 * len(benchmarks)
+        assert wh.count("labels") == 4 * per_benchmark * len(benchmarks)
         assert wh.scalar("SELECT min(label_source) FROM eval_runs") == f"measured-zeroeval-{scenario}-v1"
         ref = load_config(SCENARIOS[scenario]).ref_model_id
         assert wh.scalar("SELECT max(abs(cost_norm - 1)) FROM costs WHERE model_id = ?", [ref]) < 1e-9
