@@ -12,8 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cr2_cli.console import console
-
-HEADLINE_LAMS = (0.5, 2.0, 8.0)  # the λ values the CLI's summaries show
+from cr2_cli.results import LAMS as HEADLINE_LAMS  # the λ values the CLI's summaries show
 
 
 def _on(values, lams, tol: float = 1e-9) -> list[bool]:

@@ -1,6 +1,6 @@
 """`cr2 study seeds --n 5`: re-run split + training + calibration + evaluation with N seeds (flows/study_seeds.py).
 
-Wired in cr2_cli/main.py as `study_app.command("seeds")(friendly(seeds_command))`. Prints the spread across
+Wired in cr2_cli/main.py as `study_app.command("seeds")(friendly(seeds_command, flow=True))`. Prints the spread across
 seeds (mean, sd, min–max; view v_seed_spread) beside the base seed's bootstrap interval.
 """
 from __future__ import annotations
