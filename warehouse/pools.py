@@ -40,3 +40,10 @@ def pool_savings(wh: Warehouse, study_id: str) -> pd.DataFrame:
 def pool_diagnostics(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """v_pool_diagnostics of one study: one row per pool with its headroom and label diagnostics."""
     return wh.df("SELECT * FROM v_pool_diagnostics WHERE study_id = ? ORDER BY pool", [study_id])
+
+
+def newest_run(wh: Warehouse, label_source: str) -> str | None:
+    """The newest evaluation run under `label_source` (None: there is none)."""
+    run = wh.scalar("SELECT run_id FROM eval_runs WHERE label_source = ? ORDER BY created_at DESC LIMIT 1",
+                    [label_source])
+    return None if run is None else str(run)

@@ -1,0 +1,109 @@
+"""`cr2 study pools` (the pool sweep) and `cr2 study diagnostics` (one warehouse's label diagnostics), issue 27.
+
+Wired in cr2_cli/main.py as `study_app.command("pools")(friendly(pools_command))` and
+`study_app.command("diagnostics")(friendly(diagnostics_command))`. Both print markdown tables from the views
+v_pool_savings and v_pool_diagnostics.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+from rich.console import Console
+
+console = Console()
+
+
+def _fmt(v, spec: str = ".1f") -> str:
+    return "—" if v is None or pd.isna(v) else format(float(v), spec)
+
+
+def savings_markdown(home: Path, study_id: str) -> str:
+    """Per pool: each method's mean saving vs KNN and vs the best single model [95 % interval], verdict vs KNN."""
+    from warehouse.db import Warehouse
+    from warehouse.pools import pool_diagnostics, pool_savings
+
+    with Warehouse(home, read_only=True) as wh:
+        sav, diag = pool_savings(wh, study_id), pool_diagnostics(wh, study_id)
+    if sav.empty:
+        return "(no pool rows for this study)"
+    sav["cell"] = [f"{_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}]" for e, lo, hi in
+                   zip(sav["mean_saving_pct"], sav["lower_pct"], sav["upper_pct"])]
+    methods = [m for m in ("cr2", "mlp", "embedllm", "llmrank", "full-information") if m in set(sav["method"])]
+    lines = []
+    for ref in ("knn", "best-single"):
+        sub = sav[sav["reference"] == ref].pivot(index="pool", columns="method", values="cell")
+        head = ["pool", "c_dev/c_edge"] + [f"{m} vs {ref}" for m in methods]
+        lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        ratio = diag.set_index("pool")["cost_ratio_realised"]
+        for pool, row in sub.iterrows():
+            lines.append("| " + " | ".join([pool, _fmt(ratio.get(pool), ".2f")] + [row.get(m, "—") for m in methods])
+                         + " |")
+        lines.append("")
+    knn = sav[sav["reference"] == "knn"]
+    counts = knn.groupby("method")["verdict"].value_counts().unstack(fill_value=0)
+    lines.append("pools where a method is detectably cheaper / dearer than KNN / no difference detected:")
+    for m in methods:
+        if m in counts.index:
+            c = counts.loc[m]
+            lines.append(f"- {m}: {c.get('cheaper', 0)} / {c.get('dearer', 0)} / {c.get('no difference detected', 0)}")
+    return "\n".join(lines)
+
+
+def diagnostics_markdown(home: Path, study_id: str) -> str:
+    """One row per pool: headroom, accuracies, P(device right | m_ref wrong), φ and k-NN AUCs."""
+    from warehouse.db import Warehouse
+    from warehouse.pools import pool_diagnostics
+
+    with Warehouse(home, read_only=True) as wh:
+        d = pool_diagnostics(wh, study_id)
+    cols = ["pool", "headroom vs KNN %", "acc dev", "acc m_ref", "P(dev ✓ | ref ✗)", "φ dev–ref", "φ mean",
+            "AUC dev ✓", "AUC ref ✓", "AUC dev≠ref", "AUC ≠ mean"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    for r in d.itertuples(index=False):
+        lines.append("| " + " | ".join([
+            r.pool, f"{_fmt(r.headroom_vs_knn_pct)} [{_fmt(r.headroom_lower_pct)}, {_fmt(r.headroom_upper_pct)}]",
+            _fmt(r.device_accuracy, ".3f"), _fmt(r.ref_accuracy, ".3f"), _fmt(r.p_device_right_given_ref_wrong, ".3f"),
+            _fmt(r.phi_device_ref, ".2f"), _fmt(r.phi_mean, ".2f"), _fmt(r.auc_device_correct, ".3f"),
+            _fmt(r.auc_ref_correct, ".3f"), _fmt(r.auc_disagree_device_ref, ".3f"), _fmt(r.auc_disagree_mean, ".3f")])
+            + " |")
+    return "\n".join(lines)
+
+
+def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"), "--rule",
+                                            help="pool rule YAML (configs/pools/)"),
+                  pool: Optional[list[str]] = typer.Option(None, "--pool", help="run only these pools (repeatable)"),
+                  config: Optional[Path] = typer.Option(None, "--config", "-c",
+                                                        help="measured config YAML the pools vary (e.g. "
+                                                        "configs/mmlu-pro-measured.yaml)"),
+                  home: Optional[Path] = typer.Option(None, "--home", help="base warehouse folder (default: $CR2_HOME "
+                                                      "or var/)")) -> None:
+    """Pool sweep: every pool of a written-down rule end to end, with intervals and label diagnostics."""
+    from cr2_cli.main import _home
+    from flows.pools import study_pools_flow
+
+    h = _home(home)
+    t0 = time.perf_counter()
+    out = study_pools_flow(config_path=str(config) if config else None, home=str(h), rule_path=str(rule),
+                           pools=pool or None)
+    console.print(savings_markdown(h, out["study_id"]), highlight=False, markup=False)
+    console.print(diagnostics_markdown(h, out["study_id"]), highlight=False, markup=False)
+    console.print(f"cr2 study pools finished in {time.perf_counter() - t0:.1f} s; study {out['study_id']} "
+                  f"(tables pool_runs, pool_results; views v_pool_savings, v_pool_diagnostics)", highlight=False)
+
+
+def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", "-c", help="config YAML"),
+                        home: Optional[Path] = typer.Option(None, "--home", help="warehouse folder (default: "
+                                                            "$CR2_HOME or var/)")) -> None:
+    """Label diagnostics and savings with intervals of one warehouse's newest evaluation run (a scenario)."""
+    from cr2_cli.main import _home
+    from flows.pools import study_diagnostics_flow
+
+    h = _home(home)
+    out = study_diagnostics_flow(config_path=str(config) if config else None, home=str(h))
+    console.print(savings_markdown(h, out["study_id"]), highlight=False, markup=False)
+    console.print(diagnostics_markdown(h, out["study_id"]), highlight=False, markup=False)
+    console.print(f"study {out['study_id']} (run {out['run_id']})", highlight=False)
