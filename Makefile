@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
 PIP    := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: run run-measured test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down
+.PHONY: run run-measured run-gemma run-qwen test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ run: install
 # the measured scenario (MMLU-Pro, real model outputs) in its own warehouse, var/mmlu-pro (docs/measured.md)
 run-measured: install
 	$(VENV)/bin/cr2 run -c configs/mmlu-pro-measured.yaml --home var/mmlu-pro
+
+# the ZeroEval device-class ladders (GSM8K, CRUXEval, MATH-L5; real model outputs), each in its own warehouse
+run-gemma: install
+	$(VENV)/bin/cr2 run -c configs/zeroeval-gemma.yaml --home var/zeroeval-gemma
+run-qwen: install
+	$(VENV)/bin/cr2 run -c configs/zeroeval-qwen.yaml --home var/zeroeval-qwen
 
 # every test but the full-size runs (slices of every scenario, the slow end-to-end ones included); what CI runs
 test: install-dev

@@ -351,13 +351,42 @@ class MeasuredOrigin(_Strict):
 
 
 class MeasuredLabelsSpec(_Strict):
-    """Measured correctness of published model outputs (data/measured/, cr2.measured), imported as labels.source."""
+    """Measured correctness of published model outputs (data/measured/, cr2.measured), imported as labels.source.
 
-    benchmark: str = Field(description="catalogue benchmark the outputs answer")
-    outputs_file: str = Field(description="per-(model, question) outputs Parquet, relative to data_dir")
-    models: dict[str, str] = Field(min_length=1, description="pool model id → model name in the outputs file")
-    chars_per_token: float = Field(gt=0, description="L_out,m(x) = generated_chars / chars_per_token, tokens")
+    Any measured pool: an outputs Parquet with one row per (model, item) — columns `model`, `correct` (0/1 or
+    bool; null counts as wrong), `generated_chars` and the join columns — matched to the ingested queries of
+    `benchmark` through `join` (outputs column → column of the benchmark files). MMLU-Pro
+    (configs/mmlu-pro-measured.yaml) and the ZeroEval ladders (configs/zeroeval-*.yaml) are two instances."""
+
+    benchmark: str | list[str] = Field(description="catalogue benchmark(s) the outputs answer; exactly the enabled ones")
+    outputs_file: str = Field(description="per-(model, item) outputs Parquet, relative to data_dir")
+    join: dict[str, str] = Field(default_factory=lambda: {"question_id": "mmlu_pro_question_id"}, min_length=1,
+                                 description="outputs column → benchmark-file column that identify an item "
+                                 "(default: MMLU-Pro's question_id)")
+    models: dict[str, str | dict[str, str]] = Field(
+        min_length=1, description="pool model id → model name in the outputs file, or {benchmark: name} where a "
+        "model's runs carry different names per benchmark")
+    chars_per_token: float | dict[str, float] = Field(
+        description="L_out,m(x) = generated_chars / chars_per_token, tokens; one factor or {benchmark: factor}")
     origin: MeasuredOrigin
+
+    @property
+    def benchmarks(self) -> list[str]:
+        """The benchmarks the outputs answer, as a list."""
+        return [self.benchmark] if isinstance(self.benchmark, str) else list(self.benchmark)
+
+    @model_validator(mode="after")
+    def _per_benchmark(self) -> "MeasuredLabelsSpec":
+        names = set(self.benchmarks)
+        if isinstance(self.chars_per_token, dict):
+            if set(self.chars_per_token) != names or min(self.chars_per_token.values()) <= 0:
+                raise InvalidValueError(f"labels.measured.chars_per_token: give one factor > 0 per benchmark "
+                                        f"{sorted(names)} (got {self.chars_per_token})")
+        for model, name in self.models.items():
+            if isinstance(name, dict) and set(name) != names:
+                raise InvalidValueError(f"labels.measured.models.{model}: name the model for every benchmark "
+                                        f"{sorted(names)} (got {sorted(name)})")
+        return self
 
 
 class LabelSpec(_Strict):
@@ -558,6 +587,8 @@ class Config(_Strict):
     def _load_hw(cls, value: Any) -> Any:
         if isinstance(value, (str, Path)):
             return _read_yaml(resolve_named(value, "hardware"))
+        if isinstance(value, (list, tuple)):  # several catalogue profiles: a pool mixing platforms
+            return merge_hardware_profiles(value)
         return value
 
     @model_validator(mode="before")
@@ -604,7 +635,9 @@ class Config(_Strict):
             if m.platform not in self.hardware.platforms:
                 raise InvalidValueError(
                     f"model '{m.id}' runs on platform '{m.platform}', which hardware profile "
-                    f"'{self.hardware.name}' does not define (has: {', '.join(self.hardware.platforms)})"
+                    f"'{self.hardware.name}' does not define (has: {', '.join(self.hardware.platforms)}); "
+                    f"list the profile that defines it, `hardware: [{self.hardware.name.replace('+', ', ')}, …]` "
+                    f"merges profiles (catalogue under configs/hardware/: {_names('hardware')})"
                 )
             if m.role == "edge" and m.server_power_w is None:
                 raise InvalidValueError(f"edge model '{m.id}' needs server_power_w")
@@ -613,9 +646,9 @@ class Config(_Strict):
             if sorted(measured.models) != sorted(ids):
                 raise InvalidValueError(f"labels.measured.models must name every pool model once (pool: {ids}, "
                                  f"measured: {sorted(measured.models)})")
-            if self.enabled_benchmarks != [measured.benchmark]:
-                raise InvalidValueError(f"measured labels cover benchmark '{measured.benchmark}' only; enable just that "
-                                 f"one (enabled: {self.enabled_benchmarks})")
+            if sorted(self.enabled_benchmarks) != sorted(measured.benchmarks):
+                raise InvalidValueError(f"measured labels cover benchmark(s) {measured.benchmarks} only; enable exactly "
+                                        f"those (enabled: {self.enabled_benchmarks})")
             if self.labels.source.startswith("simulated"):
                 raise InvalidValueError(f"labels.source '{self.labels.source}' names simulated labels; measured labels need "
                                  "their own source name (e.g. measured-mmlu-pro-v1)")
@@ -690,6 +723,29 @@ def resolve_named(ref: str | Path, kind: str) -> Path:
     if candidate.is_file():
         return candidate
     raise ConfigError(f"unknown {kind} '{ref}'; available: {_names(kind)} (or pass a path to a YAML file)")
+
+
+def merge_hardware_profiles(refs: list[Any]) -> dict[str, Any]:
+    """One hardware profile from several (names under configs/hardware/, paths or mappings), platforms merged in
+    order; a platform two profiles define differently is an error naming both (so no figure silently wins)."""
+    if not refs:
+        raise ConfigError("hardware: an empty list; name at least one profile (catalogue: " + _names("hardware") + ")")
+    names, descriptions, platforms, owner = [], [], {}, {}
+    for ref in refs:
+        data = _read_yaml(resolve_named(ref, "hardware")) if isinstance(ref, (str, Path)) else dict(ref)
+        profile = HardwareProfile.model_validate(data)
+        names.append(profile.name)
+        if profile.description:
+            descriptions.append(f"{profile.name}: {profile.description}")
+        for pname, spec in profile.platforms.items():
+            if pname in platforms and platforms[pname] != spec:
+                raise ConfigError(f"hardware: platform '{pname}' differs between profiles '{owner[pname]}' "
+                                  f"({platforms[pname].model_dump()}) and '{profile.name}' ({spec.model_dump()}); "
+                                  "rename one of them or drop one profile")
+            platforms.setdefault(pname, spec)
+            owner.setdefault(pname, profile.name)
+    return {"name": "+".join(names), "description": "; ".join(descriptions),
+            "platforms": {k: v.model_dump() for k, v in platforms.items()}}
 
 
 def _names(kind: str) -> str:

@@ -1,13 +1,14 @@
-"""Measured correctness labels from published model outputs: MMLU-Pro, 29 public models (data/measured/).
+"""Measured correctness labels from published model outputs (data/measured/): MMLU-Pro, ZeroEval, any pool.
 
 Two pure conversions, no I/O:
 
 - `mmlu_pro_benchmark_frame`: the MMLU-Pro questions (question_id, question, options_json, answer,
   category, …) as a benchmark file of the catalogue (data/benchmarks/mmlu_pro.parquet: query_id,
   benchmark, subset, question, choices, target, tests, test_setup);
-- `measured_label_frame`: the per-(model, question) outputs as the long table `cr2 labels import` takes
-  (query_id, model, correct, output_tokens) for the pool's models, with L_out,m(x) from the measured
-  length of each generated answer: round(generated_chars / chars_per_token).
+- `join_measured_labels`: the per-(model, item) outputs of any measured pool as the long table
+  `cr2 labels import` takes (query_id, model, correct, output_tokens) for the pool's models, matched to the
+  ingested queries on key columns, with L_out,m(x) from the measured length of each generated answer:
+  round(generated_chars / chars_per_token); `measured_label_frame` is its MMLU-Pro form.
 
 Correctness is the source's `correct` column: the MMLU-Pro authors' regex-extracted letter equals the gold
 letter; an unextracted answer (null pred) counts as wrong.
@@ -74,35 +75,67 @@ def mmlu_pro_benchmark_frame(questions: pd.DataFrame) -> pd.DataFrame:
 
 def measured_label_frame(outputs: pd.DataFrame, question_ids: Mapping[int, str], model_names: Mapping[str, str],
                          chars_per_token: float) -> pd.DataFrame:
-    """Labels of the pool's models as the import table: query_id, model (pool id), correct, output_tokens.
+    """Labels of the pool's models on MMLU-Pro as the import table: query_id, model (pool id), correct, output_tokens.
 
     question_ids: source question_id → warehouse query_id (the ingested questions);
     model_names: pool model id → the source's model name. Every pool model must cover every question.
     """
     _require(outputs, OUTPUT_COLUMNS, "the MMLU-Pro outputs file")
-    if not chars_per_token > 0:
+    queries = pd.DataFrame({"query_id": list(question_ids.values()), "benchmark": BENCHMARK,
+                            "question_id": np.fromiter(question_ids.keys(), dtype=np.int64, count=len(question_ids))})
+    outputs = outputs.assign(question_id=outputs["question_id"].astype(np.int64))
+    return join_measured_labels(outputs, queries, ["question_id"], model_names, chars_per_token)
+
+
+def join_measured_labels(outputs: pd.DataFrame, queries: pd.DataFrame, on: list[str],
+                         model_names: Mapping[str, str | Mapping[str, str]],
+                         chars_per_token: float | Mapping[str, float]) -> pd.DataFrame:
+    """Labels of any measured pool as the import table: query_id, model (pool id), correct, output_tokens.
+
+    outputs: one row per (model, item): `model`, `correct`, `generated_chars` and the key columns `on`;
+    queries: the ingested queries (query_id, benchmark, the key columns `on`);
+    model_names: pool model id → name in the outputs, or {benchmark: name};
+    chars_per_token: one factor or {benchmark: factor}. Every pool model must answer every query exactly once.
+    """
+    _require(outputs, ("model", "correct", "generated_chars", *on), "the measured outputs file")
+    _require(queries, ("query_id", "benchmark", *on), "the ingested queries")
+    factors = chars_per_token if isinstance(chars_per_token, Mapping) else None
+    if factors is None and not chars_per_token > 0:
         raise InvalidValueError(f"chars_per_token must be > 0, got {chars_per_token}")
+    benchmarks = list(dict.fromkeys(queries["benchmark"]))
     known = set(outputs["model"].unique())
-    unknown = {m: n for m, n in model_names.items() if n not in known}
+    unknown = {m: n for m, n in model_names.items()
+               if any(n_b not in known for n_b in ([n] if isinstance(n, str) else n.values()))}
     if unknown:
         raise DataValidationError(
             f"labels.measured.models names models the outputs file does not have: {unknown}; it has "
             f"{', '.join(sorted(known))}")
     frames = []
-    for model_id, name in model_names.items():
-        rows = outputs[outputs["model"] == name]
-        missing = set(question_ids) - set(rows["question_id"].astype(int))
-        if missing:
-            raise DataValidationError(
-                f"the outputs of '{name}' (pool model {model_id}) lack {len(missing)} of the {len(question_ids)} "
-                f"ingested questions, e.g. {sorted(missing)[:3]}; pick a model that answered every question")
-        rows = rows[rows["question_id"].astype(int).isin(set(question_ids))]
-        chars = rows["generated_chars"].to_numpy(dtype=np.float64)
-        frames.append(pd.DataFrame({
-            "query_id": [question_ids[int(q)] for q in rows["question_id"]],
-            "model": model_id,
-            "correct": rows["correct"].fillna(False).astype(bool).to_numpy(),  # no extracted answer: wrong
-            # L_out,m(x): measured answer length in characters / characters per token [cr2 decision]
-            "output_tokens": np.rint(chars / chars_per_token).astype(np.int64),
-        }))
+    for model_id, names in model_names.items():
+        for bench in benchmarks:
+            name = names if isinstance(names, str) else names.get(bench)
+            if name is None:
+                raise DataValidationError(f"labels.measured.models.{model_id} names no model for benchmark '{bench}'")
+            wanted = queries[queries["benchmark"] == bench]
+            rows = outputs[outputs["model"] == name]
+            matched = wanted.merge(rows, on=on, how="left", validate="one_to_many", indicator=True)
+            if matched["query_id"].duplicated().any():
+                dup = matched.loc[matched["query_id"].duplicated(), "query_id"].iloc[0]
+                raise DataValidationError(f"the outputs of '{name}' hold more than one row for query {dup} "
+                                          f"(key {', '.join(on)}); keep one output per item")
+            missing = matched.loc[matched["_merge"] == "left_only", on[0]].tolist()
+            if missing:
+                raise DataValidationError(
+                    f"the outputs of '{name}' (pool model {model_id}) lack {len(missing)} of the {len(wanted)} "
+                    f"ingested questions of {bench}, e.g. {sorted(missing, key=str)[:3]}; pick a model that "
+                    "answered every question")
+            factor = factors[bench] if factors is not None else chars_per_token
+            chars = matched["generated_chars"].to_numpy(dtype=np.float64)
+            frames.append(pd.DataFrame({
+                "query_id": matched["query_id"].to_numpy(),
+                "model": model_id,
+                "correct": matched["correct"].fillna(False).astype(bool).to_numpy(),  # no extracted answer: wrong
+                # L_out,m(x): measured answer length in characters / characters per token [cr2 decision]
+                "output_tokens": np.rint(chars / factor).astype(np.int64),
+            }))
     return pd.concat(frames, ignore_index=True)

@@ -1,7 +1,7 @@
 """Measured labels task: published model outputs (data/measured/) → the configured label source.
 
-Reads the outputs file named by `labels.measured`, maps its question ids onto the ingested queries and its
-model names onto the pool (cr2.measured), and writes the labels through the same validated, all-or-nothing
+Reads the outputs file named by `labels.measured` (any measured pool), matches its items onto the ingested
+queries through `labels.measured.join` and its model names onto the pool (cr2.measured), and writes the labels through the same validated, all-or-nothing
 path as `cr2 labels import`, with a `label_runs` row per model recording the origin (repository, commit,
 files, extraction rule, characters per token). Cached: same file, pool, mapping and queries → no work.
 """
@@ -24,27 +24,39 @@ def measured_labels_key(config: Config, wh: Warehouse) -> str:
     queries = str(wh.scalar("SELECT coalesce(sum(hash(query_id, content_hash)), 0)::VARCHAR || ':' || "
                             "count(*)::VARCHAR FROM queries"))
     return make_key("measured-labels", queries, config.labels.source, config.section_hash("labels", "models"),
-                    file_hash(config.data_path / spec.outputs_file, config.benchmark_file(spec.benchmark)),
+                    file_hash(config.data_path / spec.outputs_file, *(config.benchmark_file(b) for b in spec.benchmarks)),
                     task_code_hash(import_measured_labels_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-measured-labels")
 def import_measured_labels_task(config: Config, home: str, key: str) -> dict:
     """MEASURED y_m(x) and L_out,m(x) of the pool's models under labels.source (replacing that source's rows)."""
-    from cr2.measured import measured_label_frame
+    from cr2.measured import join_measured_labels
 
     spec = config.labels.measured
     path = config.data_path / spec.outputs_file
     if not path.is_file():
         raise DataValidationError(f"{path}: measured outputs file not found; restore it (data/README.md) or fix "
                                   "labels.measured.outputs_file")
-    bench = pd.read_parquet(config.benchmark_file(spec.benchmark), columns=["query_id", "mmlu_pro_question_id"])
     with Warehouse(home, read_only=True) as wh:
-        ingested = set(wh.df("SELECT query_id FROM queries WHERE benchmark = ?", [spec.benchmark])["query_id"])
-    bench = bench[bench["query_id"].isin(ingested)]
-    question_ids = dict(zip(bench["mmlu_pro_question_id"].astype(int), bench["query_id"]))
-    outputs = pd.read_parquet(path, columns=["model", "question_id", "pred", "correct", "generated_chars"])
-    frame = measured_label_frame(outputs, question_ids, spec.models, spec.chars_per_token)
+        ingested = set(wh.df("SELECT query_id FROM queries")["query_id"])
+    frames = []
+    for bench in spec.benchmarks:
+        file = config.benchmark_file(bench)
+        frame = pd.read_parquet(file)
+        absent = [c for c in spec.join.values() if c not in frame.columns]
+        if absent:
+            raise DataValidationError(f"{file}: no column {', '.join(absent)} to match the measured outputs on "
+                                      f"(labels.measured.join: {spec.join})")
+        frame = frame[frame["query_id"].isin(ingested)]
+        frames.append(frame[["query_id", *spec.join.values()]].rename(columns={v: k for k, v in spec.join.items()})
+                      .assign(benchmark=bench))
+    queries = pd.concat(frames, ignore_index=True)
+    outputs = pd.read_parquet(path, columns=["model", "correct", "generated_chars", *spec.join])
+    for col in spec.join:  # the same key type on both sides (e.g. an integer id stored as text in one file)
+        if queries[col].dtype != outputs[col].dtype:
+            queries[col], outputs[col] = queries[col].astype(str), outputs[col].astype(str)
+    frame = join_measured_labels(outputs, queries, list(spec.join), spec.models, spec.chars_per_token)
     origin = {**spec.origin.model_dump(), "file": spec.outputs_file, "chars_per_token": spec.chars_per_token,
               "model_names": spec.models, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     return import_label_frame(home, frame, config.labels.source, origin, origin["sha256"][:12], replace=True)
