@@ -728,10 +728,11 @@ from cr2_cli.study_premise import premise_command  # noqa: E402
 
 study_app.command("premise")(friendly(premise_command))
 
-from cr2_cli.study_pools import diagnostics_command, pools_command  # noqa: E402
+from cr2_cli.study_pools import diagnostics_command, pools_command, simcheck_command  # noqa: E402
 
 study_app.command("pools")(friendly(pools_command))
 study_app.command("diagnostics")(friendly(diagnostics_command))
+study_app.command("simcheck")(friendly(simcheck_command))
 
 
 def main() -> None:

@@ -107,3 +107,45 @@ def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", 
     console.print(savings_markdown(h, out["study_id"]), highlight=False, markup=False)
     console.print(diagnostics_markdown(h, out["study_id"]), highlight=False, markup=False)
     console.print(f"study {out['study_id']} (run {out['run_id']})", highlight=False)
+
+
+def simcheck_markdown(home: Path, run_id: str) -> str:
+    """Measured vs simulated (mean over seeds) for the structure and diagnostics statistics, and the savings' signs."""
+    from warehouse.db import Warehouse
+
+    with Warehouse(home, read_only=True) as wh:
+        v = wh.df("SELECT * FROM v_simcheck WHERE run_id = ? AND section IN ('structure', 'diagnostics') "
+                  "ORDER BY source, section, statistic, model, other", [run_id])
+        sav = wh.df("SELECT * FROM v_simcheck WHERE run_id = ? AND statistic = 'saving_vs_knn_pct' "
+                    "ORDER BY source, model, target", [run_id])
+    lines = ["| source | statistic | model | other | measured | simulated mean [5–95 %] | diff | tolerance | met |",
+             "|" + " --- |" * 9]
+    for r in v.itertuples(index=False):
+        lines.append(f"| {r.source} | {r.statistic} | {r.model} | {r.other} | {_fmt(r.measured, '.3f')} | "
+                     f"{_fmt(r.mean, '.3f')} [{_fmt(r.q05, '.3f')}, {_fmt(r.q95, '.3f')}] | {_fmt(r.diff, '+.3f')} | "
+                     f"{_fmt(r.tolerance, '.3f')} | {'' if r.meets_target is None or pd.isna(r.meets_target) else ('yes' if r.meets_target else 'NO')} |")
+    if len(sav):
+        g = sav.groupby(["source", "model"]).agg(n=("meets_target", "size"), same_sign=("meets_target", "sum"),
+                                                 measured=("measured", "mean"), simulated=("mean", "mean"))
+        lines += ["", "| source | router | targets | same sign as measured | mean saving vs KNN measured | simulated |",
+                  "|" + " --- |" * 6]
+        for (src, model), r in g.iterrows():
+            lines.append(f"| {src} | {model} | {int(r.n)} | {int(r.same_sign)} | {_fmt(r.measured)} | {_fmt(r.simulated)} |")
+    return "\n".join(lines)
+
+
+def simcheck_command(config: Optional[Path] = typer.Option(None, "--config", "-c", help="the measured scenario's "
+                                                           "config YAML (labels.measured)"),
+                     home: Optional[Path] = typer.Option(None, "--home", help="its warehouse folder (prepared)"),
+                     no_routing: bool = typer.Option(False, "--no-routing", help="label structure and diagnostics "
+                                                     "only (skip fitting the routers per label set)")) -> None:
+    """Sim-to-real check on any measured warehouse: its measured labels vs simulated-irt-v2 on the same queries."""
+    from cr2_cli.main import _home
+    from flows.pools import study_simcheck_flow
+
+    h = _home(home)
+    t0 = time.perf_counter()
+    out = study_simcheck_flow(config_path=str(config) if config else None, home=str(h), routing=not no_routing)
+    console.print(simcheck_markdown(h, out["run_id"]), highlight=False, markup=False)
+    console.print(f"simcheck run {out['run_id']} on {out['n_questions']} queries ({', '.join(out['benchmarks'])}) in "
+                  f"{time.perf_counter() - t0:.1f} s (view v_simcheck)", highlight=False)

@@ -176,3 +176,17 @@ def study_diagnostics_flow(config_path: str | None = None, home: str | None = No
     sid = make_key("diagnostics", config.section_hash(), str(run))
     _record(h, sid, config.model_ids[0], config, h, summary, time.perf_counter() - t0)
     return {"study_id": sid, "run_id": str(run), "pool": config.model_ids[0], "cached": summary["cached"]}
+
+
+@flow(name="cr2-study-simcheck", log_prints=True, validate_parameters=False)
+def study_simcheck_flow(config_path: str | None = None, home: str | None = None, routing: bool = True) -> dict:
+    """The sim-to-real check on the measured warehouse at `home` (tasks/simcheck_measured.py); rows in `simcheck`."""
+    from tasks.simcheck_measured import simcheck_measured_key, simcheck_measured_task
+    from warehouse.db import default_home
+
+    config = load_config(config_path)
+    h = Path(home) if home else default_home()
+    with Warehouse(h) as wh:
+        key = simcheck_measured_key(config, wh, routing)
+    state = bind(simcheck_measured_task, h)(config, str(h), key, routing, return_state=True)
+    return {**state.result(), "cached": state.name == "Cached"}

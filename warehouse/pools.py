@@ -47,3 +47,9 @@ def newest_run(wh: Warehouse, label_source: str) -> str | None:
     run = wh.scalar("SELECT run_id FROM eval_runs WHERE label_source = ? ORDER BY created_at DESC LIMIT 1",
                     [label_source])
     return None if run is None else str(run)
+
+
+def query_choices(wh: Warehouse, query_id: np.ndarray) -> np.ndarray:
+    """[n] number of answer options of each query (0 for a free-form answer), in the order of `query_id`."""
+    df = wh.df("SELECT query_id, coalesce(len(choices), 0) AS n_choices FROM queries")
+    return df.set_index("query_id")["n_choices"].reindex(np.asarray(query_id).astype(str)).fillna(0).to_numpy(np.int64)
