@@ -50,6 +50,30 @@ def savings_markdown(home: Path, study_id: str) -> str:
         if m in counts.index:
             c = counts.loc[m]
             lines.append(f"- {m}: {c.get('cheaper', 0)} / {c.get('dearer', 0)} / {c.get('no difference detected', 0)}")
+    lines += ["", signed_rank_markdown(knn)]
+    return "\n".join(lines)
+
+
+def signed_rank_markdown(knn: pd.DataFrame) -> str:
+    """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0)."""
+    from cr2.bootstrap import signed_rank_test
+    from cr2.errors import InvalidValueError
+
+    wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
+    if "cr2" not in wide or len(wide) < 2:
+        return "(signed-rank test: fewer than 2 pools with a CR² saving)"
+    lines = ["| CR² against | pools | median(CR² − baseline), pts | W⁺ | W⁻ | p (two-sided) | test |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for b in ["knn"] + [m for m in ("mlp", "embedllm", "llmrank", "llmrank-bench") if m in wide]:
+        other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
+        both = wide["cr2"].notna() & other.notna()
+        try:
+            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
+        except InvalidValueError as e:
+            lines.append(f"| {b} | {int(both.sum())} | — | — | — | — | {e} |")
+            continue
+        lines.append(f"| {b} | {int(both.sum())} | {t.median_diff:+.1f} | {t.w_plus:g} | {t.w_minus:g} | "
+                     f"{t.p_value:.3g} | {t.method} |")
     return "\n".join(lines)
 
 
