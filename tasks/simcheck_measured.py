@@ -69,7 +69,7 @@ def simcheck_measured_task(config: Config, home: str, key: str, routing: bool = 
     with Warehouse(home, read_only=True) as wh:
         from warehouse.pools import query_choices
 
-        n_choices = query_choices(wh, ids)
+        n_choices, texts = query_choices(wh, ids)
     model_ids = list(parts[0].model_ids)
     params = [m.params for m in config.models]
     largest = config.ref_model_id
@@ -85,7 +85,7 @@ def simcheck_measured_task(config: Config, home: str, key: str, routing: bool = 
     labels = {("measured", None): y_meas}
     for source in spec.sources:
         for seed in range(spec.structure_seeds):
-            y = simulate_source(source, seed, config, ids, bench, [""] * len(ids), emb, n_choices, model_ids, params,
+            y = simulate_source(source, seed, config, ids, bench, texts, emb, n_choices, model_ids, params,
                                 targets)
             add(source, seed, "structure", label_structure(y, model_ids, largest))
             add(source, seed, "diagnostics", diagnostic_rows(y, emb, model_ids, big))

@@ -49,7 +49,8 @@ def newest_run(wh: Warehouse, label_source: str) -> str | None:
     return None if run is None else str(run)
 
 
-def query_choices(wh: Warehouse, query_id: np.ndarray) -> np.ndarray:
-    """[n] number of answer options of each query (0 for a free-form answer), in the order of `query_id`."""
-    df = wh.df("SELECT query_id, coalesce(len(choices), 0) AS n_choices FROM queries")
-    return df.set_index("query_id")["n_choices"].reindex(np.asarray(query_id).astype(str)).fillna(0).to_numpy(np.int64)
+def query_choices(wh: Warehouse, query_id: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """([n] number of answer options of each query (0: free-form answer), [n] question texts), in `query_id` order."""
+    df = wh.df("SELECT query_id, coalesce(len(choices), 0) AS n_choices, question FROM queries").set_index("query_id")
+    df = df.reindex(np.asarray(query_id).astype(str))
+    return df["n_choices"].fillna(0).to_numpy(np.int64), df["question"].fillna("").astype(str).tolist()
