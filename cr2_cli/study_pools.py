@@ -104,7 +104,10 @@ def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"),
                                                         help="measured config YAML the pools vary (e.g. "
                                                         "configs/mmlu-pro-measured.yaml)"),
                   home: Optional[Path] = typer.Option(None, "--home", help="base warehouse folder (default: $CR2_HOME "
-                                                      "or var/)")) -> None:
+                                                      "or var/)"),
+                  embeddings_from: Optional[Path] = typer.Option(None, "--embeddings-from", help="copy e(x) of the "
+                                                                 "same questions from this warehouse home (e.g. "
+                                                                 "var/mmlu-pro) instead of embedding them")) -> None:
     """Pool sweep: every pool of a written-down rule end to end, with intervals and label diagnostics."""
     from cr2_cli.main import _home
     from flows.pools import study_pools_flow
@@ -112,7 +115,7 @@ def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"),
     h = _home(home)
     t0 = time.perf_counter()
     out = study_pools_flow(config_path=str(config) if config else None, home=str(h), rule_path=str(rule),
-                           pools=pool or None)
+                           pools=pool or None, embeddings_from=str(embeddings_from) if embeddings_from else None)
     console.print(savings_markdown(h, out["study_id"]), highlight=False, markup=False)
     console.print(diagnostics_markdown(h, out["study_id"]), highlight=False, markup=False)
     console.print(f"cr2 study pools finished in {time.perf_counter() - t0:.1f} s; study {out['study_id']} "

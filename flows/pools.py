@@ -111,8 +111,11 @@ def study_id_of(config: Config, rule_hash: str, pools: list[str]) -> str:
 
 @flow(name="cr2-study-pools", log_prints=True, validate_parameters=False)
 def study_pools_flow(config_path: str | None = None, home: str | None = None, rule_path: str = DEFAULT_RULE,
-                     pools: list[str] | None = None) -> dict:
-    """Run (or resume) every pool of the rule (or the named ones); rows in pool_runs / pool_results."""
+                     pools: list[str] | None = None, embeddings_from: str | None = None) -> dict:
+    """Run (or resume) every pool of the rule (or the named ones); rows in pool_runs / pool_results.
+
+    embeddings_from: another warehouse home (e.g. the full measured scenario's, var/mmlu-pro) whose e(x) of the
+    same questions (same text, same encoder) are copied before prepare, so nothing is embedded twice."""
     from cr2.config import REPO_ROOT
     from cr2.errors import InvalidValueError
     from cr2.pools import load_pool_rule, pool_overrides, select_pools
@@ -137,6 +140,16 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
     sid = study_id_of(config, file_hash(rp), [p.pool_id for p in select_pools(rule)])
     t_all = time.perf_counter()
     ingest(config, h)
+    if embeddings_from:
+        from warehouse.db import DB_NAME
+        from warehouse.pools import copy_embeddings
+
+        src = Path(embeddings_from) / DB_NAME
+        if not src.is_file():
+            raise InvalidValueError(f"--embeddings-from: no warehouse at {src}")
+        with Warehouse(h) as wh:
+            n = copy_embeddings(wh, str(src.resolve()), config.embedding.store_name)
+        print(f"copied {n} embeddings from {src}")
     prepare(config, h)  # the embeddings every pool reuses (cached when `cr2 run` already ran here)
     print(f"pool study {sid}: {len(chosen)} pools from {rp.name}; base warehouse {h}")
     out: dict[str, Any] = {"study_id": sid, "pools": {}}

@@ -54,3 +54,22 @@ def query_choices(wh: Warehouse, query_id: np.ndarray) -> tuple[np.ndarray, list
     df = wh.df("SELECT query_id, coalesce(len(choices), 0) AS n_choices, question FROM queries").set_index("query_id")
     df = df.reindex(np.asarray(query_id).astype(str))
     return df["n_choices"].fillna(0).to_numpy(np.int64), df["question"].fillna("").astype(str).tolist()
+
+
+def copy_embeddings(wh: Warehouse, source_db: str, encoder: str) -> int:
+    """Copy e(x) from another warehouse file for this warehouse's queries whose text is unchanged (same query id,
+    encoder and content hash) and that have none yet; returns how many rows were copied. The source is attached
+    read-only, so it is never changed; a source another process is writing raises DuckDB's lock error."""
+    wh.con.execute(f"ATTACH '{source_db}' AS src (READ_ONLY)")
+    try:
+        with wh.transaction() as con:
+            before = int(con.execute("SELECT count(*) FROM embeddings WHERE encoder = ?", [encoder]).fetchone()[0])
+            con.execute("""INSERT INTO embeddings
+                           SELECT s.query_id, s.encoder, s.content_hash, s.vector FROM src.embeddings s
+                           JOIN queries q ON q.query_id = s.query_id AND q.content_hash = s.content_hash
+                           WHERE s.encoder = ? AND NOT EXISTS (SELECT 1 FROM embeddings e
+                                 WHERE e.encoder = s.encoder AND e.query_id = s.query_id)""", [encoder])
+            after = int(con.execute("SELECT count(*) FROM embeddings WHERE encoder = ?", [encoder]).fetchone()[0])
+    finally:
+        wh.con.execute("DETACH src")
+    return after - before
