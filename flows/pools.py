@@ -61,12 +61,14 @@ def pool_home(home: Path, pool: str) -> Path:
 
 
 def run_pool(config: Config, home: Path) -> dict:
-    """The pipeline stages of one pool, each a cached task in `home`: prepare … intervals."""
+    """The pipeline stages of one pool, each a cached task in `home`: ingest (the pool's models) … intervals."""
     from flows.calibrate import calibrate
+    from flows.ingest import ingest
     from flows.evaluate import evaluate, fit_baselines, intervals
     from flows.prepare import prepare
     from flows.train import train
 
+    ingest(config, home)  # registers the pool's models (the queries are the base's, unchanged)
     prepare(config, home)
     trained = train(config, home)
     evaluated = evaluate(config, home, trained, calibrate(config, home, trained), fit_baselines(config, home))
