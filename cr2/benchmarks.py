@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -88,7 +89,8 @@ def content_hashes(df: pd.DataFrame) -> list[str]:
     """sha256 (16 hex) of the text a query is made of, to detect changed queries."""
     out = []
     for q, ch, tgt in zip(df["question"], df["choices"], df["target"]):
-        parts = [q or "", "\x1f".join(ch) if isinstance(ch, (list, np.ndarray)) else "", tgt or ""]
+        parts = [q if isinstance(q, str) else "", "\x1f".join(ch) if isinstance(ch, (list, np.ndarray)) else "",
+                 tgt if isinstance(tgt, str) else ""]  # a missing target (None or NaN) hashes as ''
         out.append(hashlib.sha256("\x1e".join(parts).encode()).hexdigest()[:16])
     return out
 
@@ -99,20 +101,49 @@ def prompt_texts(config: Config, df: pd.DataFrame) -> list[str]:
     return [defs[b].prompt_text(q, c) for b, q, c in zip(df["benchmark"], df["question"], df["choices"])]
 
 
+def target_problem(query_id: str, benchmark: str, definition: BenchmarkDef, target: Any, n_choices: int,
+                   choices: Any = None) -> str:
+    """'ok', or what is wrong with a query's gold target under its catalogue entry: a missing target where the
+    entry says `target: required`, an empty or blank string (a missing answer is null, never ''), or a
+    multiple-choice target that is not a letter among the query's own options, a closed-set target that is not one
+    of the query's choices (else the entry's answer_set)."""
+    missing = target is None or (isinstance(target, float) and np.isnan(target))
+    if missing:
+        if definition.target == "optional":
+            return "ok"
+        return (f"{query_id}: no target; benchmark '{benchmark}' requires a gold answer (a benchmark whose labels are "
+                "imported may declare `target: optional` in its catalogue entry, docs/your_pool.md)")
+    if not isinstance(target, str) or not target.strip():
+        return (f"{query_id}: empty target {target!r}; give the gold answer, or leave it null"
+                + (" (the entry says `target: optional`)" if definition.target == "optional"
+                   else f" and declare `target: optional` in configs/benchmarks/{benchmark}.yaml"))
+    if definition.multiple_choice:
+        letters = definition.letters[:n_choices]
+        if len(target) != 1 or target not in letters:
+            return f"{query_id}: target {target!r} not among {letters[:1]}–{letters[-1:]}"
+    if definition.closed_set:
+        allowed = [str(c) for c in choices] if n_choices else definition.answer_set
+        if not allowed:
+            return (f"{query_id}: a closed-set benchmark needs the query's `choices` or the entry's `answer_set` "
+                    f"(configs/benchmarks/{benchmark}.yaml)")
+        if target not in allowed:
+            return f"{query_id}: target {target!r} not among its answers {allowed[:6]}{' …' if len(allowed) > 6 else ''}"
+    return "ok"
+
+
 def answer_checks(defs: dict[str, BenchmarkDef], df: pd.DataFrame) -> pd.DataFrame:
     """Per query, what the `queries` suite checks against its catalogue entry, each as 'ok' or a description of
     the problem (so a failure shows the offending values): choices_ok (option count within the entry's range),
-    target_ok (a multiple-choice target is a letter among the query's own options), tests_ok (≥ 1 test)."""
+    target_ok (`target_problem`: present unless optional, never blank, a letter among the options for multiple
+    choice), tests_ok (≥ 1 test)."""
     choices_ok, target_ok, tests_ok = [], [], []
     for qid, b, ch, tgt, tests in zip(df["query_id"], df["benchmark"], df["choices"], df["target"], df["tests"]):
         d = defs[b]
         n = len(ch) if isinstance(ch, (list, tuple, np.ndarray)) else 0
         lo, hi = d.choice_range
-        choices_ok.append("ok" if not d.multiple_choice or lo <= n <= hi
+        choices_ok.append("ok" if hi == 0 or lo <= n <= hi or (d.closed_set and n == 0)
                           else f"{qid}: {n} options, {b} needs {lo}–{hi}")
-        letters = d.letters[:n]
-        target_ok.append("ok" if not d.multiple_choice or (isinstance(tgt, str) and len(tgt) == 1 and tgt in letters)
-                         else f"{qid}: target {tgt!r} not among {letters[:1]}–{letters[-1:]}")
+        target_ok.append(target_problem(qid, b, d, tgt, n, ch))
         n_tests = len(tests) if isinstance(tests, (list, tuple, np.ndarray)) else 0
         tests_ok.append("ok" if not d.requires_tests or n_tests >= 1 else f"{qid}: no tests")
     return pd.DataFrame({"choices_ok": choices_ok, "target_ok": target_ok, "tests_ok": tests_ok}, index=df.index)

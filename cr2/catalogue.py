@@ -65,10 +65,20 @@ class BenchmarkDef(_Strict):
     description: str = ""
     file: str = Field(description="Parquet file of the questions, relative to the config's data_dir (or absolute)")
     subsets: list[str] | None = Field(None, description="subsets kept by default (None: all)")
-    answer: Literal["multiple-choice", "generative"]
-    choices: int | None = Field(None, ge=2, le=len(LETTERS), description="options per question (max; multiple choice)")
+    answer: Literal["multiple-choice", "generative", "closed-set"] = Field(
+        description="multiple-choice: lettered options, target a letter; generative: free text, target the exact "
+        "answer; closed-set: the answer is one of a fixed set of strings that are not letters ('(A)', 'valid', '12'), "
+        "the query's own `choices` or else the entry's `answer_set`; target one of them")
+    choices: int | None = Field(None, ge=2, le=len(LETTERS), description="options per question (max; multiple "
+                                "choice; closed-set: optional bound on the query's own choices)")
+    answer_set: list[str] | None = Field(None, min_length=2, description="closed-set: the answers every query "
+                                         "chooses from when it carries no `choices` of its own")
     min_choices: int | None = Field(None, ge=2, description="fewest options a question may have (default: choices)")
     requires_tests: bool = Field(False, description="every query must carry ≥ 1 test (code benchmarks)")
+    target: Literal["required", "optional"] = Field(
+        "required", description="required: every query carries its gold answer (non-empty); optional: a query may "
+        "have none (null target): a benchmark whose labels are imported (`cr2 labels import`, labels.measured) — "
+        "`cr2 label` cannot score such queries (docs/your_pool.md)")
     prompt: PromptSpec = PromptSpec()
     lm_eval: LmEvalSpec
     default_output_tokens: float = Field(gt=0, description="L_out when no label run recorded it, tokens")
@@ -83,9 +93,18 @@ class BenchmarkDef(_Strict):
                 raise InvalidValueError(f"min_choices ({self.min_choices}) exceeds choices ({self.choices})")
             if self.lm_eval.metric not in ("acc", "acc_norm"):
                 raise InvalidValueError(f"lm_eval.metric of a multiple-choice benchmark is acc or acc_norm, not {self.lm_eval.metric}")
+        elif self.answer == "closed-set":
+            if self.lm_eval.metric != "exact_match":
+                raise InvalidValueError(f"lm_eval.metric of a closed-set benchmark is exact_match (the generated answer "
+                                        f"must equal the target string), not {self.lm_eval.metric}")
+            if self.answer_set is not None and (len(set(self.answer_set)) != len(self.answer_set)
+                                                or any(not a.strip() for a in self.answer_set)):
+                raise InvalidValueError(f"answer_set must hold distinct non-empty answers (got {self.answer_set})")
+            if self.min_choices is not None and self.choices is not None and self.min_choices > self.choices:
+                raise InvalidValueError(f"min_choices ({self.min_choices}) exceeds choices ({self.choices})")
         else:
-            if self.choices is not None or self.min_choices is not None:
-                raise InvalidValueError("a generative benchmark has no `choices`")
+            if self.choices is not None or self.min_choices is not None or self.answer_set is not None:
+                raise InvalidValueError("a generative benchmark has no `choices` or `answer_set`")
             if self.lm_eval.metric not in ("exact_match", "pass_at_1"):
                 raise InvalidValueError(f"lm_eval.metric of a generative benchmark is exact_match or pass_at_1, "
                                  f"not {self.lm_eval.metric}")
@@ -101,11 +120,16 @@ class BenchmarkDef(_Strict):
         return LETTERS[: self.choices or 0]
 
     @property
+    def closed_set(self) -> bool:
+        return self.answer == "closed-set"
+
+    @property
     def choice_range(self) -> tuple[int, int]:
-        """(fewest, most) options a question may have; (0, 0) for generative benchmarks."""
-        if not self.multiple_choice:
-            return (0, 0)
-        return (self.min_choices or self.choices, self.choices)
+        """(fewest, most) options a question may have; (0, 0) for generative benchmarks and for closed-set ones
+        without a `choices` bound."""
+        if self.multiple_choice or (self.closed_set and self.choices is not None):
+            return (self.min_choices or self.choices, self.choices)
+        return (0, 0)
 
     @property
     def output_type(self) -> str:

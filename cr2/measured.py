@@ -84,21 +84,25 @@ def measured_label_frame(outputs: pd.DataFrame, question_ids: Mapping[int, str],
     queries = pd.DataFrame({"query_id": list(question_ids.values()), "benchmark": BENCHMARK,
                             "question_id": np.fromiter(question_ids.keys(), dtype=np.int64, count=len(question_ids))})
     outputs = outputs.assign(question_id=outputs["question_id"].astype(np.int64))
-    return join_measured_labels(outputs, queries, ["question_id"], model_names, chars_per_token)
+    return join_measured_labels(outputs, queries, {"question_id": "question_id"}, model_names, chars_per_token)
 
 
-def join_measured_labels(outputs: pd.DataFrame, queries: pd.DataFrame, on: list[str],
+def join_measured_labels(outputs: pd.DataFrame, queries: pd.DataFrame, on: Mapping[str, str],
                          model_names: Mapping[str, str | Mapping[str, str]],
                          chars_per_token: float | Mapping[str, float]) -> pd.DataFrame:
     """Labels of any measured pool as the import table: query_id, model (pool id), correct, output_tokens.
 
-    outputs: one row per (model, item): `model`, `correct`, `generated_chars` and the key columns `on`;
-    queries: the ingested queries (query_id, benchmark, the key columns `on`);
+    outputs: one row per (model, item): `model`, `correct`, `generated_chars` and the key columns (keys of `on`);
+    queries: the ingested queries: query_id, benchmark (catalogue name), the key columns (values of `on`);
+    on: outputs column → queries column that together identify an item (labels.measured.join);
     model_names: pool model id → name in the outputs, or {benchmark: name};
     chars_per_token: one factor or {benchmark: factor}. Every pool model must answer every query exactly once.
     """
     _require(outputs, ("model", "correct", "generated_chars", *on), "the measured outputs file")
-    _require(queries, ("query_id", "benchmark", *on), "the ingested queries")
+    _require(queries, ("query_id", "benchmark", *on.values()), "the ingested queries")
+    keys = [f"_key{i}" for i in range(len(on))]  # neutral names: an outputs key may be called `benchmark` too
+    outputs = outputs.rename(columns=dict(zip(on, keys)))
+    queries = queries[["query_id", "benchmark", *on.values()]].rename(columns=dict(zip(on.values(), keys)))
     factors = chars_per_token if isinstance(chars_per_token, Mapping) else None
     if factors is None and not chars_per_token > 0:
         raise InvalidValueError(f"chars_per_token must be > 0, got {chars_per_token}")
@@ -118,12 +122,12 @@ def join_measured_labels(outputs: pd.DataFrame, queries: pd.DataFrame, on: list[
                 raise DataValidationError(f"labels.measured.models.{model_id} names no model for benchmark '{bench}'")
             wanted = queries[queries["benchmark"] == bench]
             rows = outputs[outputs["model"] == name]
-            matched = wanted.merge(rows, on=on, how="left", validate="one_to_many", indicator=True)
+            matched = wanted.merge(rows, on=keys, how="left", validate="one_to_many", indicator=True)
             if matched["query_id"].duplicated().any():
                 dup = matched.loc[matched["query_id"].duplicated(), "query_id"].iloc[0]
                 raise DataValidationError(f"the outputs of '{name}' hold more than one row for query {dup} "
                                           f"(key {', '.join(on)}); keep one output per item")
-            missing = matched.loc[matched["_merge"] == "left_only", on[0]].tolist()
+            missing = matched.loc[matched["_merge"] == "left_only", "query_id"].tolist()
             if missing:
                 raise DataValidationError(
                     f"the outputs of '{name}' (pool model {model_id}) lack {len(missing)} of the {len(wanted)} "

@@ -1,4 +1,9 @@
-"""Console output of cr2's commands: a Cr2Error raised inside a Prefect flow prints once, without a traceback.
+"""Console output of cr2's commands: the consoles, one error line per failure, never a traceback.
+
+`friendly` wraps every command: cr2's own errors print as one `error: …` line and exit with their code (2),
+anything else exits 1 with a line saying how to see the traceback.
+
+A Cr2Error raised inside a Prefect flow prints once, without a traceback.
 
 Prefect logs a failing flow or task run with the full traceback ("Encountered exception during execution")
 before the exception reaches the CLI, which then prints cr2's own one-line message. The filter below drops
@@ -8,9 +13,24 @@ and any other exception (a bug) is still shown in full.
 """
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import re
+import traceback
+
+import click
+import typer
+from rich.console import Console
 
 from cr2.errors import Cr2Error
+
+# markup=False: nothing printed is parsed as Rich markup — names, SQL results and questions may hold "[x]" or
+# "[/x]" (issue 28, F9); styles are given as Text / style= where wanted
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
+
+TRACEBACK_ENV = "CR2_TRACEBACK"
 
 
 def cr2_cause(exc: BaseException | None) -> Cr2Error | None:
@@ -24,12 +44,34 @@ def cr2_cause(exc: BaseException | None) -> Cr2Error | None:
     return None
 
 
+def cr2_error_names() -> frozenset[str]:
+    """The class names of cr2's errors (Cr2Error and every subclass)."""
+    names, todo = set(), [Cr2Error]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return frozenset(names)
+
+
+# Prefect's run-state line names the exception by class: "Task run encountered an exception DataValidationError: …",
+# "Flow run encountered an exception. ConfigError: …"
+_FAILED_STATE = re.compile(r"encountered an exception\.? ([A-Za-z_]\w*): ")
+
+
 class HideCr2Tracebacks(logging.Filter):
-    """Drop log records that carry a Cr2Error (the CLI prints its message itself)."""
+    """Drop log records about a Cr2Error (the CLI prints its message itself): those that carry one, and Prefect's
+    "Finished in state Failed(… encountered an exception <Cr2Error subclass>: …)" lines, which carry only its name."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return cr2_cause(exc) is None
+        if cr2_cause(exc) is not None:
+            return False
+        if record.levelno >= logging.ERROR:
+            m = _FAILED_STATE.search(record.getMessage())
+            if m and m.group(1) in cr2_error_names():
+                return False
+        return True
 
 
 _FILTER = HideCr2Tracebacks()
@@ -51,3 +93,64 @@ def hide_cr2_tracebacks_on_console() -> None:
         for handler in getattr(logger, "handlers", []):
             if isinstance(handler, PrefectConsoleHandler) and _FILTER not in handler.filters:
                 handler.addFilter(_FILTER)
+
+
+def print_error(message: str) -> None:
+    """`error: <message>` on stderr, the only line a failed command prints."""
+    err_console.print("error: ", style="bold red", end="", highlight=False)
+    err_console.print(message, highlight=False, markup=False, soft_wrap=True)
+
+
+def release_frames(exc: BaseException | None) -> None:
+    """Clear the local variables of every finished frame in `exc`'s tracebacks (its cause/context chain included).
+
+    Prefect keeps a failed run's exception in its state, and with it every frame the error passed through; a
+    Warehouse or DuckDB relation held there outlives the command and the DuckDB binding reports it as "leaked" at
+    interpreter exit. Clearing the frames lets them close now."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
+
+
+def friendly(fn=None, *, flow: bool = False):
+    """Turn every error into a short message and a non-zero exit code, never a traceback: cr2's own errors
+    exit with their code (2), anything else with 1 and a line saying how to see the traceback.
+
+    flow=True (commands that run a Prefect flow): Prefect's console log of a Cr2Error is dropped too. The
+    others need not pay for importing prefect. Use as `@friendly` or `@friendly(flow=True)`."""
+    if fn is None:
+        return functools.partial(friendly, flow=flow)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            if flow:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
+                hide_cr2_tracebacks_on_console()
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, click.ClickException):  # click's own exits and usage errors
+            raise
+        except Cr2Error as exc:
+            release_frames(exc)
+            print_error(str(exc))
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt as exc:
+            release_frames(exc)
+            print_error("interrupted; the warehouse keeps only completed writes (each write is one transaction)")
+            raise typer.Exit(130) from None
+        except Exception as exc:  # errors raised inside Prefect tasks arrive wrapped or re-raised as-is
+            cause = cr2_cause(exc)
+            if cause is not None:
+                release_frames(exc)
+                print_error(str(cause))
+                raise typer.Exit(cause.exit_code) from None
+            if os.environ.get(TRACEBACK_ENV):
+                raise
+            release_frames(exc)
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            print_error(f"unexpected {type(exc).__name__}: {first} — this is a bug in cr2 (the warehouse keeps only "
+                        f"completed writes); run again with {TRACEBACK_ENV}=1 to see the traceback, and report it")
+            raise typer.Exit(1) from None
+
+    return wrapper

@@ -1,6 +1,6 @@
 """`cr2 label`: real per-query correctness labels from lm-evaluation-harness, with progress per (model, benchmark).
 
-Wired in cr2_cli/main.py as `app.command("label")(friendly(label_command))`. The command is a thin wrapper
+Wired in cr2_cli/main.py as `app.command("label")(friendly(label_command, flow=True))`. The command is a thin wrapper
 over `flows.label.run_labeling`; see docs/labeling.md for backends, fan-out and resumption.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cr2.errors import ConfigError
+from cr2_cli.options import home_dir
 
 console = Console(markup=False)  # names and ids are printed as they are, never parsed as Rich markup
 
@@ -137,12 +138,11 @@ def label_command(
 ) -> None:
     """Label (model, query) pairs with lm-evaluation-harness; a killed run continues when started again."""
     from cr2.config import load_config
-    from cr2_cli.main import _home
     from flows.label import run_labeling
 
     cfg = load_config(config)
     spec = _spec(cfg, labeling, _model_paths(model_path))
-    h = _home(home)
+    h = home_dir(home)
     model_ids = _split(models) or cfg.model_ids
     bench = _split(benchmarks) or cfg.enabled_benchmarks
     console.print(f"labeling {', '.join(model_ids)} on {', '.join(bench)} with backend "

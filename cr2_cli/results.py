@@ -9,14 +9,19 @@ from pathlib import Path
 
 import pandas as pd
 
-TARGETS = (0.79, 0.80, 0.81, 0.82)  # the paper's fixed-accuracy comparison range
+PAPER_TARGETS = (0.79, 0.80, 0.81, 0.82)  # the paper's fixed-accuracy comparison range
+TARGETS = PAPER_TARGETS
+VIEW_TARGET_RANGE = (0.50, 0.99)  # the targets v_fixed_accuracy evaluates, in steps of 0.01
+NO_MEAN_SAVING = ("no learned method reaches a target together with KNN, or the run has no intervals "
+                  "(`cr2 run` stores them)")
 COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45
 LAMS = (0.5, 2.0, 8.0)
 
 
-def _md(df: pd.DataFrame, digits: int = 4) -> str:
+def _md(df: pd.DataFrame, digits: int = 4, why: str = "this run has none here") -> str:
+    """A markdown table; an empty one says why it is empty."""
     if df.empty:
-        return "_(no rows)_\n"
+        return f"_(no rows: {why})_\n"
     df = df.copy()
     for c in df.columns:
         if pd.api.types.is_float_dtype(df[c]):
@@ -38,6 +43,58 @@ def ci_cell(estimate, lower, upper, fmt: str = "+.1f") -> str:
     if lower is None or upper is None or pd.isna(lower) or pd.isna(upper):
         return _num(estimate, fmt)
     return f"{_num(estimate, fmt)} [{_num(lower, fmt)}, {_num(upper, fmt)}]"
+
+
+def parse_targets(text: str) -> tuple[float, ...]:
+    """`--targets 0.7,0.75`: target accuracies on v_fixed_accuracy's grid (0.50 … 0.99 in steps of 0.01)."""
+    from cr2.errors import InvalidValueError
+
+    lo, hi = VIEW_TARGET_RANGE
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(not (lo - 1e-9 <= v <= hi + 1e-9) or abs(v * 100 - round(v * 100)) > 1e-6 for v in values):
+        raise InvalidValueError(f"--targets takes comma-separated accuracies in {lo:.2f} … {hi:.2f} in steps of 0.01 "
+                                f"(the targets v_fixed_accuracy evaluates), e.g. 0.70,0.75; got {text!r}")
+    return tuple(sorted({round(v, 2) for v in values}))
+
+
+def default_targets(reached: pd.DataFrame, method: str = "cr2") -> tuple[tuple[float, ...], str]:
+    """The targets `cr2 results` shows when none are given, and a line saying why.
+
+    The paper's four targets (0.79–0.82) where CR² and KNN both reach 0.82; otherwise the four consecutive
+    targets ending at the highest one both reach (a pool whose routers top out lower still gets a comparison)."""
+    top = reached.loc[reached["method"] == method, "max_target"]
+    if top.empty or pd.isna(top.iloc[0]):
+        return PAPER_TARGETS, (f"Targets: the paper's {_span(PAPER_TARGETS)}; CR² and KNN reach no common target in "
+                               f"{VIEW_TARGET_RANGE[0]:.2f} … {VIEW_TARGET_RANGE[1]:.2f} in this run.")
+    highest = round(float(top.iloc[0]), 2)
+    if highest >= PAPER_TARGETS[-1] - 1e-9:
+        return PAPER_TARGETS, (f"Targets: the paper's {_span(PAPER_TARGETS)} (CR² and KNN both reach up to "
+                               f"{highest:.2f}; `--targets` picks others).")
+    targets = tuple(round(highest - 0.01 * i, 2) for i in range(len(PAPER_TARGETS) - 1, -1, -1)
+                    if highest - 0.01 * i >= VIEW_TARGET_RANGE[0] - 1e-9)
+    return targets, (f"Targets: {_span(targets)}, the four highest CR² and KNN both reach — not the paper's "
+                     f"{_span(PAPER_TARGETS)}, which they do not both reach (highest common target {highest:.2f}); "
+                     "`--targets` picks others.")
+
+
+def _which(targets) -> str:
+    return "the paper's targets" if tuple(targets) == PAPER_TARGETS else f"the targets {_span(targets)}"
+
+
+def _span(targets) -> str:
+    t = sorted(targets)
+    return f"{t[0]:.2f}–{t[-1]:.2f}" if len(t) > 1 else f"{t[0]:.2f}"
+
+
+def _why_no_target(reached: pd.DataFrame, targets) -> str:
+    """Why a fixed-accuracy table has no rows at `targets`: what the methods reach instead."""
+    top = reached.loc[reached["method"] == "cr2", "max_target"]
+    where = (f"the highest target CR² and KNN both reach is {float(top.iloc[0]):.2f}" if len(top)
+             else "CR² and KNN reach no common target in this run")
+    return f"no method reaches the targets {_span(targets)} together with KNN — {where}; pass --targets"
 
 
 def saving_table(fa: pd.DataFrame) -> pd.DataFrame:
@@ -110,7 +167,7 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
         "evaluation; the base seed's interval resamples the test queries only.\n",
         f"**Mean saving vs KNN over the targets both reach, %: spread across seeds (v_seed_spread)**\n\n"
         f"{_md(pd.DataFrame(spread_rows(ms, lambda r: {'method': r.method})))}",
-        f"**CR² saving vs KNN at the paper's targets, %: spread across seeds**\n\n"
+        f"**CR² saving vs KNN at {_which(targets)}, %: spread across seeds**\n\n"
         f"{_md(pd.DataFrame(spread_rows(tg.sort_values('target'), lambda r: {'target': f'{r.target:.2f}'})))}",
         f"**CR² at α = {float(a):g}: spread across seeds**\n\n"
         f"{_md(pd.DataFrame(spread_rows(op, lambda r: {'λ': f'{r.lam:g}', 'metric': r.metric}, '.4f')))}",
@@ -119,17 +176,28 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
 
 
 def _has_table(wh, name: str) -> bool:
-    return bool(wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]))
+    from warehouse.reads import has_table
+
+    return has_table(wh, name)
 
 
-def results_markdown(home: str | Path, alpha: float, label_source: str | None = None) -> str:
-    """The headline tables of the newest evaluation run in `home` as markdown."""
+def results_markdown(home: str | Path, alpha: float, label_source: str | None = None,
+                     targets: tuple[float, ...] | None = None) -> str:
+    """The headline tables of the newest evaluation run in `home` as markdown, at `targets` (default: see
+    default_targets)."""
     from warehouse.db import Warehouse
+    from warehouse.reads import reached_targets
     from warehouse.repository import headline_results, newest_eval_run
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
-        f = headline_results(wh, run_id, targets=TARGETS, cost_anchor=COST_ANCHOR, alpha=alpha, lams=LAMS)
+        reached = reached_targets(wh, run_id)
+        if targets is None:
+            targets, targets_line = default_targets(reached)
+        else:
+            targets_line = f"Targets: {', '.join(f'{t:.2f}' for t in targets)} (--targets)."
+        f = headline_results(wh, run_id, targets=targets, cost_anchor=COST_ANCHOR, alpha=alpha, lams=LAMS)
+    no_target = _why_no_target(reached, targets)
     run = f["run"].iloc[0]
     simulated = str(run["label_source"]).startswith("simulated")
     banner = ("SIMULATED labels — not measured" if simulated else "MEASURED labels") + f" (label source `{run['label_source']}`)"
@@ -145,12 +213,14 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         f"Intervals: 95 % paired bootstrap over the test queries ({_resamples(f)} resamples, one index for every "
         "method; training, calibration and the split held fixed). \"cheaper\" / \"dearer\" only where the "
         "interval excludes 0, otherwise \"no difference detected\".\n",
+        f"{targets_line}\n",
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
-        f"\n\n{_md(fixed, 3)}",
-        f"**CR² vs KNN at the paper's targets (v_fixed_accuracy_ci)**\n\n{_md(verdict_table(fa))}",
+        f"\n\n{_md(fixed, 3, no_target)}",
+        f"**CR² vs KNN at {_which(targets)} (v_fixed_accuracy_ci)**\n\n{_md(verdict_table(fa), why=no_target)}",
         f"**Mean saving vs KNN over the targets both reach, % [95 % CI] (v_mean_saving_ci)**\n\n"
-        f"{_md(mean_saving_table(f['mean_saving']))}",
-        f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)**\n\n{_md(grid, 3)}",
+        f"{_md(mean_saving_table(f['mean_saving']), why=NO_MEAN_SAVING)}",
+        f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)**\n\n"
+        f"{_md(grid, 3, no_target)}",
         f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{_md(f['local_at_cost'])}",
         f"**CR² at α = {alpha:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**\n\n"
         f"{_md(points_table(f['operating_points'], ('lam', 'alpha')))}",
@@ -165,10 +235,12 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         f"{_md(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",
         f"**Router complexity (v_router_complexity)**\n\n{_md(f['complexity'][['kind', 'params', 'flops']])}",
     ]
+    from warehouse.reads import has_seed_study
+
     with Warehouse(home, read_only=True) as wh:
-        has_study = _has_table(wh, "seed_runs") and wh.scalar("SELECT count(*) FROM seed_runs") > 0
+        has_study = has_seed_study(wh)
     if has_study:
-        parts.append(f"**Seed variability**\n\n{seed_spread_markdown(home, alpha=alpha)}")
+        parts.append(f"**Seed variability**\n\n{seed_spread_markdown(home, alpha=alpha, targets=targets)}")
     return "\n".join(parts)
 
 

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cr2_cli.options import home_dir
+
 console = Console()
 
 
@@ -44,7 +46,6 @@ def premise_command(
 ) -> None:
     """The premise map: CR² vs the baselines over a grid of device speed × channel, with bootstrap intervals."""
     from cr2.errors import ConfigError, did_you_mean
-    from cr2_cli.main import _home
     from flows.premise import run_premise
 
     if retrain_from not in ("scratch", "base"):
@@ -54,7 +55,7 @@ def premise_command(
     names = [c.strip() for c in channels.split(",") if c.strip()]
     if not names:
         raise ConfigError("--channels needs at least one state distribution")
-    h = _home(home)
+    h = home_dir(home)
     t0 = time.perf_counter()
     out = run_premise(str(config) if config else None, h, _floats(speeds), names, resamples, seed, task_runner, workers,
                       dask_address, retrain_epochs, retrain_from)

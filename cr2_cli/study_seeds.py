@@ -1,6 +1,6 @@
 """`cr2 study seeds --n 5`: re-run split + training + calibration + evaluation with N seeds (flows/study_seeds.py).
 
-Wired in cr2_cli/main.py as `study_app.command("seeds")(friendly(seeds_command))`. Prints the spread across
+Wired in cr2_cli/main.py as `study_app.command("seeds")(friendly(seeds_command, flow=True))`. Prints the spread across
 seeds (mean, sd, min–max; view v_seed_spread) beside the base seed's bootstrap interval.
 """
 from __future__ import annotations
@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+
+from cr2_cli.options import home_dir
 
 console = Console()
 
@@ -25,11 +27,10 @@ def seeds_command(n: int = typer.Option(5, "--n", min=2, help="number of seeds: 
                                                       "or var/)")) -> None:
     """Seed variability: re-run split, teacher, gate, learned baselines, calibration and evaluation with N seeds."""
     from cr2.config import load_config
-    from cr2_cli.main import _home
     from cr2_cli.results import seed_spread_markdown
     from flows.study_seeds import study_seeds_flow
 
-    h = _home(home)
+    h = home_dir(home)
     t0 = time.perf_counter()
     out = study_seeds_flow(config_path=str(config) if config else None, home=str(h), n=n, seeds=seed or None)
     for s, r in out["seeds"].items():

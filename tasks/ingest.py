@@ -43,6 +43,8 @@ def build_query_frame(config: Config, home: Path) -> pd.DataFrame:
     # list columns as Python lists (DuckDB VARCHAR[]); NULL where absent
     for col in ("choices", "tests"):
         df[col] = [list(v) if isinstance(v, (list, np.ndarray)) else None for v in df[col]]
+    df["target"] = [None if t is None or (isinstance(t, float) and np.isnan(t)) else t
+                    for t in df["target"]]  # no gold answer (NaN from pandas): NULL
     return df[list(QUERY_COLUMNS[:-1]) + ["prompt_tokens", "tokenizer", "content_hash"]]
 
 

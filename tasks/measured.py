@@ -49,14 +49,13 @@ def import_measured_labels_task(config: Config, home: str, key: str) -> dict:
             raise DataValidationError(f"{file}: no column {', '.join(absent)} to match the measured outputs on "
                                       f"(labels.measured.join: {spec.join})")
         frame = frame[frame["query_id"].isin(ingested)]
-        frames.append(frame[["query_id", *spec.join.values()]].rename(columns={v: k for k, v in spec.join.items()})
-                      .assign(benchmark=bench))
+        frames.append(frame[["query_id", *dict.fromkeys(spec.join.values())]].assign(benchmark=bench))
     queries = pd.concat(frames, ignore_index=True)
     outputs = pd.read_parquet(path, columns=["model", "correct", "generated_chars", *spec.join])
-    for col in spec.join:  # the same key type on both sides (e.g. an integer id stored as text in one file)
-        if queries[col].dtype != outputs[col].dtype:
-            queries[col], outputs[col] = queries[col].astype(str), outputs[col].astype(str)
-    frame = join_measured_labels(outputs, queries, list(spec.join), spec.models, spec.chars_per_token)
+    for out_col, bench_col in spec.join.items():  # one key type on both sides (an integer id kept as text in one file)
+        if queries[bench_col].dtype != outputs[out_col].dtype:
+            queries[bench_col], outputs[out_col] = queries[bench_col].astype(str), outputs[out_col].astype(str)
+    frame = join_measured_labels(outputs, queries, spec.join, spec.models, spec.chars_per_token)
     origin = {**spec.origin.model_dump(), "file": spec.outputs_file, "chars_per_token": spec.chars_per_token,
               "model_names": spec.models, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     return import_label_frame(home, frame, config.labels.source, origin, origin["sha256"][:12], replace=True)

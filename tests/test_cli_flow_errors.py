@@ -33,6 +33,54 @@ def test_the_console_filter_drops_cr2_errors_only():
     assert f.filter(logging.LogRecord("prefect", logging.WARNING, __file__, 1, "plain", None, None))
 
 
+def test_the_console_filter_drops_prefect_failed_state_lines_of_cr2_errors_only():
+    """Prefect's task engine logs a failed run as one ERROR line without exc_info, naming the exception's class."""
+    f = HideCr2Tracebacks()
+
+    def line(msg: str, level: int = logging.ERROR) -> logging.LogRecord:
+        return logging.LogRecord("prefect.task_runs", level, __file__, 1, msg, None, None)
+
+    assert not f.filter(line("Finished in state Failed('Task run encountered an exception DataValidationError: "
+                             "LLMRank needs at least n_clusters=48 training queries, got 45')"))
+    assert not f.filter(line("Finished in state Failed('Flow run encountered an exception. GroupTooSmallError: x')"))
+    assert f.filter(line("Finished in state Failed('Task run encountered an exception ValueError: a bug')"))
+    assert f.filter(line("Finished in state Completed()", logging.INFO))
+
+
+def test_a_cr2_error_releases_the_frames_it_passed_through():
+    """What the error's frames held (a warehouse connection) is freed when the command ends, not at interpreter
+    exit, where the DuckDB binding reports it as leaked."""
+    import gc
+    import weakref
+
+    import typer
+
+    from cr2_cli.console import friendly
+
+    class Held:  # stands in for a Warehouse a failing frame had open
+        pass
+
+    refs, kept = [], []
+
+    def failing():
+        held = Held()
+        refs.append(weakref.ref(held))
+        raise ConfigError("refused")
+
+    @friendly
+    def command():
+        try:
+            failing()
+        except ConfigError as exc:
+            kept.append(exc)  # as Prefect keeps a failed run's exception in its state
+            raise
+
+    with pytest.raises(typer.Exit):
+        command()
+    gc.collect()
+    assert kept and refs[0]() is None
+
+
 @pytest.mark.flow
 @pytest.mark.parametrize("case", ["missing", "malformed"])
 def test_cr2_error_inside_a_flow_prints_one_message_and_exits_2(prefect_harness, tmp_path, case):

@@ -54,7 +54,7 @@ def test_validity_records_land_in_the_views(home):
     vt = guarantee_validity_table(v)
     assert set(vt["rule"]) >= {"crc", "ltt", "mondrian-crc", "target-accuracy", "target-budget"}
     assert vt["holds (3 SE)"].isin(["yes", "NO"]).all() and vt["worst over λ ± SE"].str.contains("±").any()
-    from cr2_cli.main import console, print_guarantees
+    from cr2_cli.render import console, print_guarantees
 
     width = console.width
     console.width = 200  # no wrapping of the cells checked below
@@ -140,7 +140,7 @@ def test_calibration_config_and_cli_overrides():
     """calibration.rule/delta/group are typed config; `--rule ltt` needs δ, `--rule crc` drops a configured δ."""
     from cr2.config import load_config
     from cr2.errors import ConfigError
-    from cr2_cli.main import calibration_overrides
+    from cr2_cli.commands.pipeline import calibration_overrides
 
     cfg = load_config()
     assert (cfg.calibration.rule, cfg.calibration.delta, cfg.calibration.group) == ("crc", None, None)

@@ -370,8 +370,9 @@ def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeli
     from typer.testing import CliRunner
 
     from cr2.config import load_config
-    from cr2_cli.main import app, risk_line
+    from cr2_cli.main import app
     from cr2_cli.online import OnlineRouter
+    from cr2_cli.render import risk_line
     from cr2_cli.results import results_markdown
     from flows.calibrate import calibrate_flow
     from tasks.guarantees import check_guarantees

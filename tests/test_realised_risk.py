@@ -128,7 +128,7 @@ def test_config_selects_the_new_rules_and_checks_delta():
         CalibrationSpec(rule="ltt-oracle")
     with pytest.raises((InvalidValueError, ValueError), match="did you mean 'crc-avoidable'"):
         CalibrationSpec(rule="crc-avoidabel")
-    from cr2_cli.main import calibration_overrides
+    from cr2_cli.commands.pipeline import calibration_overrides
 
     assert calibration_overrides("crc-oracle", None, None, None) == {"rule": "crc-oracle", "delta": None}
     assert calibration_overrides("ltt-oracle", 0.1, None, None) == {"rule": "ltt-oracle", "delta": 0.1}

@@ -34,10 +34,11 @@ from cr2.errors import Cr2SqlError, WarehouseError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "3"  # 2: thresholds.delta and thresholds."group" (LTT, Mondrian), table guarantees;
-# 3: costs.cost_est_norm (pre-execution ĉ), eval_runs.decision_cost, table methods (the router catalogue)
+SCHEMA_VERSION = "4"  # 2: thresholds.delta and thresholds."group" (LTT, Mondrian), table guarantees;
+# 3: costs.cost_est_norm (pre-execution ĉ), eval_runs.decision_cost, table methods (the router catalogue);
+# 4: queries.target nullable (a benchmark without gold answers, whose labels are imported)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, applied in one transaction each
-READABLE_OLD_VERSIONS = ("1", "2")  # opened read-only as they are (readers treat missing columns as defaults)
+READABLE_OLD_VERSIONS = ("1", "2", "3")  # opened read-only as they are (readers treat missing columns as defaults)
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 VIEWS_DIR = Path(__file__).with_name("views")
 DB_NAME = "cr2.duckdb"
@@ -55,6 +56,14 @@ USER_QUERY_CONFIG = {
     "allow_unsigned_extensions": False,
     "lock_configuration": True,  # and no SET can undo any of it
 }
+# DuckDB parses a PIVOT whose columns it must first look up (no IN list) as one MULTI statement: a temporary ENUM
+# type of the distinct values, the query, the type dropped. That is one read query; any statement that writes,
+# loads, attaches or configures is refused by its keywords (and the locked connection refuses it anyway).
+_READ_STARTS = frozenset({"PIVOT", "UNPIVOT", "SELECT", "WITH", "FROM"})
+_NOT_READ = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "CREATE", "DROP", "ALTER", "COPY", "EXPORT",
+                       "IMPORT", "ATTACH", "DETACH", "USE", "SET", "RESET", "PRAGMA", "CALL", "INSTALL", "LOAD",
+                       "CHECKPOINT", "VACUUM", "ANALYZE", "PREPARE", "EXECUTE", "DEALLOCATE", "BEGIN", "COMMIT",
+                       "ROLLBACK", "ABORT", "START", "TRANSACTION"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UMASK_LOCK = threading.Lock()
 
@@ -355,7 +364,8 @@ class Warehouse:
         Only on a warehouse opened with `open_user_query` (external access off, configuration locked)."""
         if not self.read_only or self.scalar("SELECT current_setting('enable_external_access')"):
             raise WarehouseError("user SQL runs only on a connection from open_user_query (read-only, locked down)")
-        allowed = "one read query: SELECT …, WITH … SELECT …, FROM …, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN of one"
+        allowed = ("one read query: SELECT …, WITH … SELECT …, FROM …, PIVOT …, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN "
+                   "of one")
         try:
             statements = self.con.extract_statements(sql)
         except duckdb.Error as exc:
@@ -364,6 +374,8 @@ class Warehouse:
             given = f"{len(statements)} statements given" if statements else "no SQL statement given"
             raise UserQueryError(f"{given}; cr2 sql runs {allowed}")
         kind = statements[0].type.name
+        if kind == "MULTI" and is_one_pivot_query(sql):
+            kind = "SELECT"
         if kind not in USER_QUERY_TYPES:
             hint = " (to write a table to a file use `cr2 export TABLE --out DIR`)" if kind in ("COPY", "EXPORT") else ""
             raise UserQueryError(f"{kind} statements are not allowed: the warehouse is read-only here and cr2 sql runs "
@@ -378,9 +390,23 @@ class Warehouse:
             raise UserQueryError(f"the query ran longer than {timeout_s:g} s and was stopped; narrow it or pass "
                                  "a longer --timeout") from None
         except duckdb.Error as exc:
-            raise UserQueryError(f"SQL failed: {str(exc).splitlines()[0]}") from None
+            first = str(exc).splitlines()[0]
+            hint = ""
+            if "No function matches" in first and "BOOLEAN" in first:  # avg(correct) on labels.correct (issue 27)
+                hint = ("; a BOOLEAN such as labels.correct is averaged as avg(correct::INT), or query the view "
+                        "v_labels, where correct is 0/1")
+            raise UserQueryError(f"SQL failed: {first}{hint}") from None
         finally:
             timer.cancel()
+
+
+def is_one_pivot_query(sql: str) -> bool:
+    """Whether `sql` (one statement) is a read query with a PIVOT: it starts as a query, has a PIVOT keyword and no
+    keyword of a statement that is not a read (the SQL keywords as DuckDB's tokenizer sees them, so words inside
+    strings, quoted names and comments do not count)."""
+    words = [m.group(0).upper() for pos, kind in duckdb.tokenize(sql) if kind == duckdb.token_type.keyword
+             for m in [_IDENT.match(sql, pos)] if m]
+    return bool(words) and words[0] in _READ_STARTS and "PIVOT" in words and not _NOT_READ.intersection(words)
 
 
 class UserQueryError(Cr2SqlError, WarehouseError):

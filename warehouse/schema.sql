@@ -13,7 +13,8 @@ CREATE TABLE IF NOT EXISTS queries (
     subset        VARCHAR NOT NULL,      -- MMLU subject, BBH task, GPQA subset, MBPP split
     question      VARCHAR NOT NULL,
     choices       VARCHAR[],             -- 4 options A–D for multiple choice, NULL otherwise
-    target        VARCHAR NOT NULL,      -- letter (MC), exact string (BBH), reference code (MBPP)
+    target        VARCHAR,               -- letter (MC), exact string (BBH), reference code (MBPP); NULL: no gold
+                                         -- answer (catalogue `target: optional`, imported labels; schema 4)
     tests         VARCHAR[],             -- MBPP assert lines, NULL otherwise
     test_setup    VARCHAR,               -- MBPP test_setup_code
     prompt_tokens INTEGER NOT NULL,      -- L_in(x) under `tokenizer`

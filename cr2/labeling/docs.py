@@ -162,6 +162,12 @@ def build_docs(
     if rows["query_id"].duplicated().any():
         dup = rows.loc[rows["query_id"].duplicated(), "query_id"].iloc[0]
         raise DataValidationError(f"query {dup} appears twice in the {benchmark} queries")
+    if "target" in rows.columns and rows["target"].isna().any():
+        first = rows.loc[rows["target"].isna(), "query_id"].iloc[0]
+        raise DataValidationError(
+            f"{int(rows['target'].isna().sum())} {benchmark} queries have no gold target (e.g. {first}): `cr2 label` "
+            "scores answers against the target, so it cannot label them; import their labels instead "
+            "(`cr2 labels import`, docs/your_pool.md) or add the targets to the benchmark file")
     docs = [builder(r) for r in rows.itertuples(index=False)]
     for doc in docs:
         if template.description is not None:

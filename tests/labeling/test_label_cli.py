@@ -5,8 +5,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from cr2_cli.console import friendly
 from cr2_cli.label import label_command
-from cr2_cli.main import friendly
 from warehouse.db import Warehouse
 
 CONFIG = """extends: default
@@ -32,7 +32,7 @@ def _app() -> typer.Typer:
     def _root() -> None:
         """cr2 (test app)."""
 
-    app.command("label")(friendly(label_command))
+    app.command("label")(friendly(label_command, flow=True))
     return app
 
 

@@ -1,0 +1,44 @@
+"""`cr2 guarantees | simcheck`: checks of the method's promises and of the label simulator against measured labels."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cr2_cli.console import console, friendly
+from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
+from cr2_cli.render import print_guarantees, print_simcheck
+
+
+@friendly
+def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="re-splits of val + test "
+                                                      "(default: calibration.n_resplits)"),
+               seed: Optional[int] = typer.Option(None, help="seed of the re-splits (default: config seed)"),
+               config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Check every calibration rule's promise over random re-splits of val + test; store it (view v_guarantees)."""
+    from cr2.config import load_config
+    from tasks.guarantees import check_guarantees
+
+    h = home_dir(home)
+    out = check_guarantees.fn(load_config(config), str(h), resplits, seed)
+    print_guarantees(h, out["run_id"], out["source"])
+
+
+@friendly(flow=True)
+def simcheck(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
+             full: bool = typer.Option(False, "--full", help="all 12,032 MMLU-Pro questions instead of the stable "
+                                       "subsample simcheck.n_questions (embedding them all takes long on a CPU)"),
+             structure_only: bool = typer.Option(False, "--structure-only", help="skip the routing part (no router "
+                                                 "is fitted)")) -> None:
+    """Sim-to-real check: measured MMLU-Pro labels vs the simulators on the same questions (docs/labels.md)."""
+    from flows.simcheck import simcheck_flow
+
+    h = home_dir(home)
+    t0 = time.perf_counter()
+    out = simcheck_flow(config_path=config_arg(config), home=str(h), full=full, routing=not structure_only)
+    print_simcheck(h, out)
+    console.print(f"\ncr2 simcheck finished in {time.perf_counter() - t0:.1f} s"
+                  f" ({'cached' if out.get('cached') else 'computed'}); run {out['run_id']}")
+    console.print(f"warehouse: {h / 'cr2.duckdb'} (view v_simcheck)\nreport:    {out['report']}", highlight=False)

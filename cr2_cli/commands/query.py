@@ -1,0 +1,58 @@
+"""`cr2 results | sql | export`: read the warehouse — the headline numbers, one read-only query, a table to Parquet."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cr2_cli.console import console, friendly
+from cr2_cli.options import ConfigOpt, HomeOpt, home_dir
+from cr2_cli.render import print_frame
+
+
+@friendly
+def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tables (default: grids.default_alpha)"),
+            label_source: Optional[str] = typer.Option(None, help="newest run of this label source (default: newest)"),
+            paper: bool = typer.Option(False, "--paper", help="also the paper's numbers beside ours"),
+            targets: Optional[str] = typer.Option(None, "--targets", help="fixed-accuracy targets, comma-separated "
+                                                  "(0.50 … 0.99 in steps of 0.01; default: the paper's 0.79–0.82, or "
+                                                  "the four highest CR² and KNN both reach when they do not reach 0.82)"),
+            config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
+    from cr2.config import load_config
+    from cr2_cli.results import comparison_markdown, parse_targets, results_markdown
+
+    chosen = parse_targets(targets) if targets is not None else None  # a bad list fails before the warehouse opens
+    a = alpha if alpha is not None else load_config(config).grids.default_alpha
+    print(results_markdown(home_dir(home), a, label_source, chosen))
+    if paper:
+        print(comparison_markdown(home_dir(home), a, label_source))
+
+
+@friendly
+def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WITH / FROM / PIVOT / DESCRIBE / SHOW / SUMMARIZE / "
+                                             "EXPLAIN"), home: Optional[Path] = HomeOpt,
+        limit: int = typer.Option(50, min=0, help="rows to print"),
+        timeout: float = typer.Option(60.0, "--timeout", help="stop the query after this many seconds "
+                                      "(writers waiting for the warehouse wait longer: $CR2_LOCK_WAIT_S, 300 s)")) -> None:
+    """Run one read-only SQL query on the warehouse and print the result as a table.
+
+    The connection cannot touch files, the network or extensions (it can read the warehouse, nothing else),
+    runs one statement, and is stopped after --timeout seconds."""
+    from warehouse.db import open_user_query
+
+    with open_user_query(home_dir(home, create=False)) as wh:
+        df = wh.user_query(query, timeout_s=timeout)
+    print_frame(df, limit)
+
+
+@friendly
+def export(table: str = typer.Argument(..., help="table or view name"), home: Optional[Path] = HomeOpt,
+           out: Optional[Path] = typer.Option(None, help="output folder (default: <home>/export)")) -> None:
+    """Write a table or view to <home>/export/TABLE.parquet."""
+    from warehouse.db import Warehouse
+
+    with Warehouse(home_dir(home, create=False), read_only=True) as wh:
+        path = wh.export(table, out)
+    console.print(f"wrote {path}")

@@ -1,0 +1,54 @@
+"""`cr2 recalibrate | drift`: a new channel-state distribution — test for drift, re-calibrate the frozen gate."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cr2_cli.console import console, friendly
+from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
+from cr2_cli.render import print_drift, print_recalibration
+
+
+@friendly(flow=True)
+def recalibrate(states: str = typer.Option(..., "--states", help="new state distribution: a name under configs/states "
+                                          "or a YAML file"),
+                only_if_drift: bool = typer.Option(False, "--only-if-drift", help="re-calibrate only when the drift "
+                                                   "check detects a shift"),
+                bands: bool = typer.Option(False, "--bands", help="also the Monte-Carlo re-split risk bands "
+                                           "(evaluation.n_resplits; slower)"),
+                baselines: bool = typer.Option(False, "--baselines", help="also evaluate the baselines under the new "
+                                               "states"),
+                config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
+    from flows.recalibrate import recalibrate_flow
+
+    h = home_dir(home)
+    t0 = time.perf_counter()
+    out = recalibrate_flow(states=states, config_path=config_arg(config), home=str(h),
+                           only_if_drift=only_if_drift, bands=bands, baselines=baselines)
+    print_drift(out["drift"])
+    if out["skipped"]:
+        console.print("no drift detected: thresholds kept as they are", highlight=False)
+        return
+    from cr2.config import load_config
+
+    print_recalibration(h, out, load_config(config).grids.default_alpha)
+    console.print(f"recalibrate finished in {time.perf_counter() - t0:.1f} s", highlight=False)
+
+
+@friendly
+def drift(states: str = typer.Option(..., "--states", help="candidate state distribution: a name or a YAML file"),
+          n: int = typer.Option(2000, "--n", help="states to sample from it"),
+          alpha: float = typer.Option(0.05, "--alpha", help="family-wise significance level (Holm)"),
+          config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+    """Test whether a state distribution departs from the deployed calibration states (KS per feature)."""
+    from cr2.config import load_config, load_state_distribution
+    from tasks.drift import drift_check
+
+    load_state_distribution(states)  # a bad file or name fails here, before the warehouse is opened
+    report = drift_check(load_config(config), home_dir(home, create=False), states, n, alpha)
+    for line in report.lines():
+        console.print(line, highlight=False, markup=False)

@@ -1,0 +1,33 @@
+"""What every `cr2` command shares: the --config / --home options and the warehouse folder they name."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)")
+HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)")
+
+
+def config_arg(config: Optional[Path]) -> str | None:
+    """The --config path as a flow parameter (None: configs/default.yaml)."""
+    return str(config) if config else None
+
+
+def home_dir(home: Optional[Path], create: bool = True) -> Path:
+    """The warehouse folder; Prefect's own state (run history DB) goes to <home>/prefect unless PREFECT_HOME is set.
+
+    create=False (commands that only read a warehouse): a folder without a warehouse is an error and nothing is
+    created on disk."""
+    from warehouse.db import DB_NAME, WarehouseError, default_home
+
+    h = home.expanduser().resolve() if home else default_home()
+    if not create and not (h / DB_NAME).is_file():
+        raise WarehouseError(f"no warehouse at {h / DB_NAME}; run `cr2 run` (or `cr2 ingest`) first, or pass the "
+                             "--home that holds it")
+    if "PREFECT_HOME" not in os.environ:
+        (h / "prefect").mkdir(parents=True, exist_ok=True)
+        os.environ["PREFECT_HOME"] = str(h / "prefect")
+    return h

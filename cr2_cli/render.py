@@ -1,0 +1,296 @@
+"""What `cr2`'s commands print: one function per table or summary, reading the warehouse through warehouse/reads.py.
+
+Every table on labels carries their label note, so simulated results are never read as measured.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+from rich.table import Table
+from rich.text import Text
+
+from cr2_cli.console import console
+from cr2_cli.results import LAMS as HEADLINE_LAMS  # the λ values the CLI's summaries show
+
+
+def _on(values, lams, tol: float = 1e-9) -> list[bool]:
+    """For each λ in `values`: whether it is one of `lams` (float tolerance)."""
+    return [any(abs(float(v) - lam) < tol for lam in lams) for v in values]
+
+
+def label_note(wh, source: str) -> str:
+    """'SIMULATED labels (…), not measured' / 'MEASURED labels (…) from <repository> @ <commit>' for a table title."""
+    from cr2.labels import label_note as note
+    from warehouse.labels import label_origin
+
+    return note(source, label_origin(wh, source))
+
+
+# ------------------------------------------------------------------ pipeline stages
+def print_ingest_summary(summary: dict) -> None:
+    state = " — cached" if summary.get("cached") else ""
+    table = Table(title=f"queries per benchmark (prompt tokens: {summary['tokenizer']}){state}")
+    table.add_column("benchmark")
+    table.add_column("queries", justify="right")
+    table.add_column("mean prompt tokens", justify="right")
+    total = 0
+    for b, row in summary["benchmarks"].items():
+        table.add_row(b, f"{row['queries']:,}", f"{row['mean_prompt_tokens']:.1f}")
+        total += row["queries"]
+    table.add_row("all", f"{total:,}", "")
+    console.print(table)
+
+
+def print_prepare_steps(summary: dict) -> None:
+    parts = [f"{name}: {'cached' if step.get('cached') else 'computed'}" for name, step in summary.items()]
+    emb = summary.get("embeddings", {})
+    if emb and not emb.get("cached"):
+        parts[0] += f" ({emb['embedded']:,} embedded)"
+    console.print("prepare — " + "; ".join(parts), highlight=False)
+    dearer = summary.get("costs", {}).get("device_dearer_share")
+    if dearer:  # the paper's two-stage rule assumes the device model is never dearer than an edge model
+        console.print(f"device model dearer than the cheapest edge model on {100 * dearer['estimated']:.1f} % of "
+                      f"(query, state) rows under the pre-execution estimate ĉ (routing), "
+                      f"{100 * dearer['realised']:.1f} % under the realised cost (v_cost_assumptions)", highlight=False)
+
+
+def print_model_summary(home: Path, config_path: Optional[Path]) -> None:
+    """Per benchmark: queries, accuracy and mean normalised cost per model, under the configured labels and states."""
+    from cr2.config import load_config
+    from warehouse.db import Warehouse
+    from warehouse.reads import model_summary
+
+    cfg = load_config(config_path)
+    with Warehouse(home, read_only=True) as wh:
+        df = model_summary(wh, cfg.labels.source, cfg.channel.distribution.dist_id)
+        note = label_note(wh, cfg.labels.source)
+    if df.empty:
+        return
+    table = Table(title=f"{note}; states: {cfg.channel.distribution.dist_id}")
+    models = list(dict.fromkeys(df["model_id"]))
+    table.add_column("benchmark")
+    table.add_column("queries", justify="right")
+    for m in models:
+        table.add_column(f"{m}\nacc / cost", justify="right")
+    for b, g in df.groupby("benchmark", sort=True):
+        g = g.set_index("model_id")
+        table.add_row(b, f"{int(g['queries'].iloc[0]):,}",
+                      *[f"{100 * g.at[m, 'accuracy']:.1f}% / {g.at[m, 'mean_cost_norm']:.3f}" for m in models])
+    console.print(table)
+
+
+def print_train(summary: dict) -> None:
+    state = "cached" if summary.get("cached") else "trained"
+    for kind in ("teacher", "gate"):
+        a = summary[kind]
+        console.print(f"{kind}: {a['params']:,} parameters, {a['flops']:,} FLOPs/query, fingerprint {a['fingerprint']}, "
+                      f"fit {a['fit_seconds']:.1f} s (best epoch {a['best_epoch']}) ({state})", highlight=False)
+
+
+def print_calibrate(summary: dict) -> None:
+    state = "cached" if summary.get("cached") else "calibrated"
+    console.print(f"thresholds v{summary['version']}: {summary['n_lam']} λ × {summary['n_alpha']} α on N_calib = "
+                  f"{summary['n_calib']:,} val queries (states {summary['dist_id']}, labels {summary['label_source']}) "
+                  f"({state})", highlight=False)
+
+
+def print_operating_points(home: Path, config_path: Optional[Path], evaluated: dict, lams=HEADLINE_LAMS) -> None:
+    """CR² on the test split at the default α for a few λ: risk, local rate, accuracy, cost."""
+    from cr2.config import load_config
+    from warehouse.db import Warehouse
+    from warehouse.reads import cr2_operating_points
+
+    cfg = load_config(config_path)
+    alpha = cfg.grids.default_alpha
+    with Warehouse(home, read_only=True) as wh:
+        df = cr2_operating_points(wh, evaluated["run_id"], alpha)
+        note = label_note(wh, evaluated["label_source"])
+    df = df[_on(df["lam"], lams)]
+    # risk, accuracy, cost and local rate on the paper's test set (the queries some model solves); risk_all over
+    # every test query, the population CRC's guarantee is stated for (issue 16)
+    table = Table(title=f"CR² on test, α = {alpha:g} (risk, local rate, accuracy, cost over the "
+                        f"{evaluated['n_evaluable']:,} test queries some model solves; risk also over all "
+                        f"{evaluated['n_test']:,}); {note}")
+    # issue 26: the risk α bounds (teacher disagreement for the paper's rule) beside the realised risks on real labels
+    for col in ("λ", "teacher risk", "…all rows", "oracle", "avoidable", "local acc.", "local", "accuracy", "cost"):
+        table.add_column(col, justify="right")
+    for r in df.itertuples():
+        table.add_row(f"{r.lam:g}", f"{r.risk:.4f}", f"{r.risk_all:.4f}", f"{r.oracle_risk_all:.4f}",
+                      f"{r.avoidable_risk_all:.4f}", "–" if r.local_accuracy != r.local_accuracy else f"{100 * r.local_accuracy:.1f}%",
+                      f"{100 * r.local_rate:.1f}%", f"{100 * r.accuracy:.1f}%", f"{r.cost:.3f}")
+    console.print(table)
+    console.print("α bounds the risk of the calibration rule (calibration.rule; `crc`: teacher risk = teacher "
+                  "disagreement, the paper's); oracle = oracle disagreement on the real test labels, avoidable = "
+                  "answered wrongly on the device where an edge model was right, both over all test rows; local acc. "
+                  "= the device's accuracy on what it accepted (docs/guarantees.md)", highlight=False)
+
+
+def print_baselines(home: Path, baselines: dict, evaluated: dict) -> None:
+    """Each baseline's size, fit time and test accuracy/cost at λ = 0 and λ = 2."""
+    from warehouse.db import Warehouse
+    from warehouse.reads import baseline_points
+
+    with Warehouse(home, read_only=True) as wh:
+        df = baseline_points(wh, evaluated["run_id"], (0.0, 2.0))
+        note = label_note(wh, evaluated["label_source"])
+    at = {(r.method, r.lam): r for r in df.itertuples()}
+    state = "cached" if baselines.get("cached") else "fitted"
+    table = Table(title=f"baselines ({state}) on test; {note}")
+    for col in ("router", "params", "FLOPs/query", "fit s", "acc λ=0", "acc / cost λ=2"):
+        table.add_column(col, justify="right")
+    for name, b in baselines["routers"].items():
+        a0, a2 = at.get((name, 0.0)), at.get((name, 2.0))
+        table.add_row(name, f"{b['params']:,}", f"{b['flops']:,}", f"{b['fit_seconds']:.1f}",
+                      f"{100 * a0.accuracy:.1f}%" if a0 else "–",
+                      f"{100 * a2.accuracy:.1f}% / {a2.cost:.3f}" if a2 else "–")
+    console.print(table)
+
+
+# ------------------------------------------------------------------ re-calibration
+def print_drift(findings: list[dict]) -> None:
+    """One line per channel-state feature: the KS statistic, its Holm-adjusted p-value and whether it drifted."""
+    for f in findings:
+        console.print(f"drift {f['feature']:<12} KS D = {f['statistic']:.3f}, p_holm = {f['p_adjusted']:.3g}"
+                      f"{'  DRIFT' if f['drifted'] else ''}", highlight=False)
+
+
+def print_recalibration(home: Path, out: dict, alpha: float, lams=HEADLINE_LAMS) -> None:
+    """The new thresholds and CR² on test under the new states, old thresholds (before) vs re-calibrated (after)."""
+    from warehouse.db import Warehouse
+    from warehouse.reads import recalibration
+
+    old, new = out["old_thresholds"], out["new_thresholds"]
+    console.print(f"states {out['old_dist_id']} → {out['new_dist_id']}: thresholds v{old['version']} → v{new['version']} "
+                  f"(N_calib = {new['n_calib']:,}; gate {new['gate_fingerprint']} unchanged)", highlight=False)
+    with Warehouse(home, read_only=True) as wh:
+        df = recalibration(wh, out["before"]["run_id"], out["after"]["run_id"], alpha)
+    df = df[_on(df["lam"], lams)]
+    table = Table(title=f"CR² on test under {out['new_dist_id']}, α = {alpha:g}: old thresholds (before) vs re-calibrated")
+    for col in ("λ", "risk before", "risk after", "local before", "local after", "acc before", "acc after",
+                "cost before", "cost after"):
+        table.add_column(col, justify="right")
+    for r in df.itertuples():
+        table.add_row(f"{r.lam:g}", f"{r.risk_before:.4f}", f"{r.risk_after:.4f}", f"{100 * r.local_rate_before:.1f}%",
+                      f"{100 * r.local_rate_after:.1f}%", f"{100 * r.accuracy_before:.1f}%",
+                      f"{100 * r.accuracy_after:.1f}%", f"{r.cost_before:.3f}", f"{r.cost_after:.3f}")
+    console.print(table)
+
+
+# ------------------------------------------------------------------ deployment
+def risk_line(out: dict, alpha: float) -> str:
+    """What the threshold's α bounds, in words (issue 26): the rule and the risk it controls."""
+    from cr2.crc import RULE_CATALOGUE
+
+    rule = out.get("rule", "crc")
+    if not out.get("risk"):
+        return f"rule {rule}: uncalibrated, no risk is bounded"
+    promise = RULE_CATALOGUE[rule].promise if rule in RULE_CATALOGUE else ""
+    return (f"rule {rule}: α = {alpha:g} bounds the {out['risk_display']} risk ({out['risk']}) — {promise}"
+            + ("; this is agreement with the teacher, not the error rate of local answers"
+               if out["risk"] == "teacher-disagreement" else ""))
+
+
+def print_target_choice(out: dict) -> None:
+    """The certified (λ, α, τ) a target chose (issue 21)."""
+    c = out["target_choice"]
+    console.print(f"target {c['mode']} {c['target']:g}: chose λ={out['lam']:g}, α={out['alpha']:g} (τ = {c['tau']:.4f}) "
+                  f"— certified with probability ≥ {1 - c['delta']:g} (LTT over {c['n_certified']} passing points, N = "
+                  f"{c['n_select']} selection queries); on them accuracy {c['accuracy']:.3f}, mean cost {c['cost']:.3f}",
+                  highlight=False)
+
+
+def print_route(out: dict, lam: float, alpha: float) -> None:
+    """One routing decision: accept or defer, the score against τ, what α bounds, and the teacher's utilities."""
+    verdict = "ACCEPT locally on " + out["models"][0]["model_id"] if out["accept_local"] else f"DEFER to {out['chosen_model']}"
+    console.print(Text(verdict, style="bold"), f" (score s = {out['score']:.4f}, τ*(λ={lam:g}; α={alpha:g}) = "
+                  f"{out['tau']:.4f}, d = {out['distance_m']:.1f} m, {out['prompt_tokens']} prompt tokens)",
+                  highlight=False)
+    console.print(risk_line(out, alpha), highlight=False, markup=False)
+    table = Table(title=f"teacher utilities û = p − λ·c (labels {out['label_source']}, states {out['threshold_dist_id']})")
+    for col in ("model", "p(correct)", "norm. cost", "latency s", "energy J", "utility"):
+        table.add_column(col, justify="right")
+    for m in out["models"]:
+        mark = " ◀" if m["model_id"] == out["chosen_model"] else ""
+        table.add_row(m["model_id"] + mark, f"{m['p_correct']:.3f}", f"{m['cost_norm']:.3f}", f"{m['latency_s']:.3f}",
+                      f"{m['energy_j']:.2f}", f"{m['utility']:+.3f}")
+    console.print(table)
+
+
+# ------------------------------------------------------------------ checks
+def print_guarantees(home: Path, run_id: str, source: str) -> None:
+    """The promises of one validity run (v_guarantees): worst cell per check against its bound, ± MC SE."""
+    from cr2.crc import RULE_CATALOGUE, rule_risk
+    from warehouse.db import Warehouse
+    from warehouse.reads import guarantee_checks
+
+    with Warehouse(home, read_only=True) as wh:
+        v = guarantee_checks(wh, run_id)
+
+    def risk_of(rule: str) -> str:  # issue 26: the risk each rule's α bounds
+        base = rule.removeprefix("mondrian-")
+        r = rule_risk(base) if base in RULE_CATALOGUE else None
+        return r.display if r is not None else ("accuracy / cost target" if rule.startswith("target") else "")
+
+    table = Table(title=f"guarantees run {run_id} ({source}): worst cell per check, ± Monte-Carlo SE")
+    for col in ("check", "rule", "risk bounded", "α / target", "group", "worst", "± SE", "bound", "holds (3 SE)"):
+        table.add_column(col, justify="right")
+    for r in v.itertuples():
+        at = f"{r.alpha:g}" if pd.notna(r.alpha) else (f"target {r.target:g}" if pd.notna(r.target) else "")
+        table.add_row(r.check_name, r.rule, risk_of(r.rule), at, r.group if isinstance(r.group, str) else "all", f"{r.worst_value:.4f}",
+                      f"{r.se_at_worst:.4f}" if pd.notna(r.se_at_worst) else "", f"{r.bound:g}",
+                      "yes" if r.holds else "NO")
+    console.print(table)
+
+
+def print_simcheck(home: Path, out: dict) -> None:
+    """Measured vs simulated label statistics (v_simcheck) and how often the saving's sign agrees."""
+    from warehouse.db import Warehouse
+    from warehouse.reads import simcheck_points, simcheck_signs
+
+    with Warehouse(home, read_only=True) as wh:
+        df = simcheck_points(wh, out["run_id"])
+        sav = simcheck_signs(wh, out["run_id"])
+    fit = out.get("fit", {})
+    console.print(f"MMLU-Pro questions: {out['n_questions']:,}; fresh v2 fit: " +
+                  ", ".join(f"{k} = {v}" for k, v in fit.items()), highlight=False)
+    t = Table(title="measured vs simulated labels (mean and 5–95 % over simulator seeds)")
+    for c in ("source", "statistic", "pair", "measured", "simulated", "band", "target", "ok"):
+        t.add_column(c)
+    for r in df.itertuples():
+        t.add_row(r.source, r.statistic, f"{r.model}{' ~ ' + r.other if r.other else ''}", f"{r.measured:.3f}",
+                  f"{r.mean:.3f}", f"[{r.q05:.3f}, {r.q95:.3f}]", f"±{r.tolerance:g}", "yes" if r.meets_target else "NO")
+    console.print(t)
+    for r in sav.itertuples():
+        console.print(f"{r.source}: fixed-accuracy saving vs KNN has the measured sign at {int(r.same_sign or 0)} of "
+                      f"{r.n} (router, target) points both label sets reach", highlight=False)
+
+
+# ------------------------------------------------------------------ labels and warehouse access
+def print_label_sources(df: pd.DataFrame) -> None:
+    """`cr2 labels list`: one row per label source."""
+    table = Table(title="label sources (simulated-* sources are NOT measured)")
+    for col in ("source", "rows", "models", "queries", "accuracy", "backend"):
+        table.add_column(col)
+    for r in df.itertuples():
+        table.add_row(r.source, f"{r.rows:,}", str(r.models), f"{r.queries:,}", f"{100 * r.accuracy:.1f}%", str(r.backend))
+    console.print(table)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def print_frame(df: pd.DataFrame, limit: int) -> None:
+    """A query result as a table, its first `limit` rows, and how many more there are."""
+    table = Table(show_lines=False)
+    for col in df.columns:
+        table.add_column(str(col))
+    for row in df.head(limit).itertuples(index=False):
+        table.add_row(*[_fmt(v) for v in row])
+    console.print(table)
+    if len(df) > limit:
+        console.print(f"… {len(df) - limit} more rows (use --limit)")

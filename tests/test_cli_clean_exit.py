@@ -1,0 +1,135 @@
+"""Every `cr2` command ends cleanly (issue 30 item 4): run as a user runs it — a real process, on a small slice
+warehouse — each command's stderr holds only its own messages: no traceback, no Prefect log line about an error
+the command reports itself, no "nanobind: leaked …" lines from the DuckDB binding at interpreter exit.
+
+Each command runs once, on a normal or an error exit (the error exits are the ones users met: a refused
+calibration, a failed ingest, a refused SQL statement, …). Flow commands use the session's Prefect test API.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cr2.config import REPO_ROOT
+from tests.conftest import write_small_benchmarks
+
+pytestmark = [pytest.mark.flow, pytest.mark.slow]
+
+SMALL = """extends: default
+data_dir: {data}
+teacher: {{epochs: 2}}
+gate: {{epochs: 2}}
+grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.0, 0.5, 2.0, 8.0]}}}}
+baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2}},
+             knn: {{k_grid: [3, 5]}}}}}}
+"""
+
+# what a command may print on stderr: its own one-line error, and progress bars (tqdm / rich)
+OWN_STDERR = re.compile(r"^(error: .+|.*\d+%\|.*|\s*)$")
+NOISE = ("Traceback", "nanobind", "leaked", "| ERROR", "| WARNING", "Exception", "refleaks")
+
+
+def _cr2(args: list[str], env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cr2_cli.main", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+def assert_clean(res: subprocess.CompletedProcess, rc: int) -> None:
+    """Exit code `rc`; stderr only the command's own lines; on an error exit exactly one `error:` line."""
+    where = f"exit {res.returncode}\n--- stdout\n{res.stdout[-3000:]}\n--- stderr\n{res.stderr[-6000:]}"
+    assert res.returncode == rc, where
+    lines = res.stderr.replace("\r", "\n").splitlines()
+    stray = [ln for ln in lines if not OWN_STDERR.match(ln)]
+    assert not stray, f"stderr holds more than the command's own messages: {stray[:5]}\n{where}"
+    assert not any(n in res.stderr for n in NOISE), where
+    assert "Traceback" not in res.stdout and "nanobind" not in res.stdout, where
+    assert sum(ln.startswith("error: ") for ln in lines) == (0 if rc == 0 else 1), where
+
+
+@pytest.fixture(scope="module")
+def slice_home(prefect_harness, tmp_path_factory):
+    """`cr2 run` on a small slice (a normal exit, checked clean), and the environment for the next commands."""
+    from prefect.settings import PREFECT_API_URL
+
+    root = tmp_path_factory.mktemp("clean-exit")
+    data = write_small_benchmarks(root / "data", per_subset=20, subsets_per_benchmark=3)
+    cfg = root / "small.yaml"
+    cfg.write_text(SMALL.format(data=data))
+    (root / "empty-data" / "benchmarks").mkdir(parents=True)
+    bad = root / "no-data.yaml"
+    bad.write_text(f"extends: default\ndata_dir: {root / 'empty-data'}\n")
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "CR2_HOME": str(root / "home"),
+           "COLUMNS": "200", "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    res = _cr2(["run", "-c", str(cfg)], env, timeout=1800)
+    assert_clean(res, 0)
+    return {"root": root, "cfg": str(cfg), "bad": str(bad), "env": env, "home": root / "home"}
+
+
+def _busy_port() -> tuple[socket.socket, int]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s, s.getsockname()[1]
+
+
+# (command line with {cfg}/{bad}/{root}/{port} placeholders, exit code); one entry per command
+CASES = [
+    (["config", "show", "-c", "{cfg}"], 0),
+    (["config", "validate", "{cfg}"], 0),
+    (["ingest", "-c", "{cfg}"], 0),
+    (["ingest", "-c", "{bad}", "--home", "{root}/other-home"], 2),  # a failed ingest (no benchmark files)
+    (["prepare", "-c", "{cfg}"], 0),
+    (["train", "-c", "{cfg}"], 0),
+    (["calibrate", "-c", "{cfg}", "--group", "subset"], 2),  # refused: Mondrian groups too small
+    (["calibrate", "-c", "{cfg}"], 0),
+    (["recalibrate", "-c", "{cfg}", "--states", "premise-far"], 0),
+    (["drift", "-c", "{cfg}", "--states", "default", "--n", "200"], 0),
+    (["route", "-c", "{cfg}", "What is 2 + 2?", "--lam", "2"], 0),
+    (["export-gate", "-c", "{cfg}", "{root}/gate"], 0),
+    (["serve", "-c", "{cfg}", "--port", "{port}"], 2),  # the port is taken
+    (["results", "-c", "{cfg}"], 0),
+    (["guarantees", "-c", "{cfg}", "--resplits", "2"], 0),
+    (["simcheck", "-c", "{cfg}", "--structure-only"], 2),  # the slice has no measured MMLU-Pro files
+    (["sql", "SELECT count(*) AS n FROM queries"], 0),
+    (["sql", "COPY queries TO 'x.csv'"], 2),  # refused: not a read
+    (["export", "queries", "--out", "{root}/export"], 0),
+    (["labels", "list"], 0),
+    (["labels", "import", "{root}/missing.csv", "--source", "mine"], 2),
+    (["label", "-c", "{cfg}", "--models", "no-such-model", "--limit", "1"], 2),
+    (["study", "seeds", "-c", "{cfg}", "--seed", "7", "--seed", "7"], 2),  # refused inside the flow
+    (["study", "premise", "-c", "{cfg}", "--speeds", "fast"], 2),
+]
+
+
+@pytest.mark.parametrize("args,rc", CASES, ids=[" ".join(a[:2]) + f" → {rc}" for a, rc in CASES])
+def test_each_command_exits_cleanly(slice_home, args, rc):
+    busy, port = _busy_port()
+    with busy:
+        values = {"cfg": slice_home["cfg"], "bad": slice_home["bad"], "root": str(slice_home["root"]), "port": port}
+        res = _cr2([a.format(**values) for a in args], slice_home["env"])
+    assert_clean(res, rc)
+
+
+def test_every_command_is_covered():
+    """A new command joins CASES (its normal or error exit checked clean)."""
+    from typer.main import get_command
+
+    from cr2_cli.main import app
+
+    def names(cmd, prefix=()):
+        subs = getattr(cmd, "commands", None)
+        if not subs:
+            return {" ".join(prefix)}
+        return set().union(*(names(c, prefix + (n,)) for n, c in subs.items()))
+
+    covered = {"run"}  # the fixture's `cr2 run`
+    for args, _ in CASES:
+        covered |= {" ".join(args[:2]), args[0]}
+    missing = sorted(n for n in names(get_command(app)) if n not in covered)
+    assert not missing, f"commands without a clean-exit case: {missing}"

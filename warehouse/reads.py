@@ -1,0 +1,78 @@
+"""Named reads the `cr2` command line prints: one function per question, the SQL in warehouse/queries/*.sql.
+
+cr2_cli/ holds no SQL text (issue 29): its commands and its rendering call these functions.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from warehouse.db import Warehouse
+from warehouse.routing_data import named_query
+
+
+def model_summary(wh: Warehouse, label_source: str, dist_id: str) -> pd.DataFrame:
+    """Per benchmark and model: queries, accuracy and mean normalised cost (view model_summary)."""
+    return wh.df(named_query("cli_model_summary"), {"label_source": label_source, "dist_id": dist_id})
+
+
+def cr2_operating_points(wh: Warehouse, run_id: str, alpha: float) -> pd.DataFrame:
+    """CR² on test at α, pooled over benchmarks, one row per λ of run `run_id` (table operating_points)."""
+    return wh.df(named_query("cli_cr2_operating_points"), {"run_id": run_id, "alpha": float(alpha)})
+
+
+def baseline_points(wh: Warehouse, run_id: str, lams: Sequence[float]) -> pd.DataFrame:
+    """Every uncalibrated method's test accuracy and cost at `lams`, pooled over benchmarks."""
+    return wh.df(named_query("cli_baseline_points"), {"run_id": run_id, "lams": [float(v) for v in lams]})
+
+
+def recalibration(wh: Warehouse, before_run: str, after_run: str, alpha: float) -> pd.DataFrame:
+    """CR² before (old thresholds) and after (re-calibrated) on the new states at α, one row per λ."""
+    return wh.df(named_query("artifact_recalibration"), {"before": before_run, "after": after_run, "alpha": float(alpha)})
+
+
+def guarantee_checks(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """The bounded promises of validity run `run_id` (view v_guarantees)."""
+    return wh.df(named_query("cli_guarantee_checks"), {"run_id": run_id})
+
+
+def simcheck_points(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Measured vs simulated statistics with a tolerance, of sim-to-real run `run_id` (view v_simcheck)."""
+    return wh.df(named_query("cli_simcheck_points"), {"run_id": run_id})
+
+
+def simcheck_signs(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Per simulated source: (router, target) points compared and those whose saving vs KNN has the measured sign."""
+    return wh.df(named_query("cli_simcheck_signs"), {"run_id": run_id})
+
+
+def label_sources(wh: Warehouse) -> pd.DataFrame:
+    """Every label source: rows, models, queries, accuracy and backends."""
+    return wh.df(named_query("cli_label_sources"))
+
+
+def has_table(wh: Warehouse, name: str) -> bool:
+    """Whether the warehouse has table `name` (a warehouse of an older schema may not)."""
+    return bool(wh.scalar(named_query("cli_table_exists"), {"name": name}))
+
+
+def has_seed_study(wh: Warehouse) -> bool:
+    """Whether the warehouse holds any seed-study run (`cr2 study seeds`)."""
+    return has_table(wh, "seed_runs") and int(wh.scalar(named_query("cli_seed_runs"))) > 0
+
+
+def reached_targets(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Per method of run `run_id`: the lowest and highest fixed-accuracy target it reaches together with the
+    reference router (KNN), and how many (v_fixed_accuracy)."""
+    return wh.df(named_query("cli_reached_targets"), {"run_id": run_id})
+
+
+def pool_models(wh: Warehouse) -> list[str]:
+    """The model ids of the pool in the warehouse (written by `cr2 ingest`), in pool order."""
+    return [str(m) for m in wh.df(named_query("cli_pool_models"))["model_id"]]
+
+
+def query_counts(wh: Warehouse) -> dict[str, int]:
+    """Queries per benchmark in the warehouse (written by `cr2 ingest`)."""
+    return {str(r.benchmark): int(r.queries) for r in wh.df(named_query("cli_query_counts")).itertuples()}
