@@ -12,7 +12,7 @@ data_dir: {data}
 teacher: {{epochs: 2}}
 gate: {{epochs: 2}}
 splits: {{train: 0.6, val: 0.1, test: 0.3, dev_fraction: 0.1, seed: 0, min_stratum: 5}}
-baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2}}, knn: {{k_grid: [3]}}}}}}
+baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2, n_clusters: 8}}, knn: {{k_grid: [3]}}}}}}
 simcheck: {{structure_seeds: 2, routing_seeds: 1, sources: [simulated-irt-v2]}}
 """
 
