@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
 PIP    := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: run run-measured run-gemma run-qwen test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down chromium
+.PHONY: run run-measured run-gemma run-qwen study-pools test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ run-gemma: install
 	$(VENV)/bin/cr2 run -c configs/zeroeval-gemma.yaml --home var/zeroeval-gemma
 run-qwen: install
 	$(VENV)/bin/cr2 run -c configs/zeroeval-qwen.yaml --home var/zeroeval-qwen
+
+# the MMLU-Pro pool sweep (issue 27, docs/pools.md): 13 pools of a written-down rule on a 2,000-question sample
+study-pools: install
+	$(VENV)/bin/cr2 study pools -c configs/mmlu-pro-pools-sample.yaml --home var/mmlu-pro-sample
 
 # every test but the full-size runs (slices of every scenario, the slow end-to-end ones included); what CI runs
 test: install-dev chromium

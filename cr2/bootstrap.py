@@ -125,3 +125,53 @@ def verdict(diff: Interval, better: str, worse: str) -> str:
     if not diff.excludes_zero:
         return NO_DIFFERENCE
     return better if diff.upper < 0 else worse
+
+
+# ---------------------------------------------------------------- across pools: the Wilcoxon signed-rank test
+@dataclass(frozen=True)
+class SignedRank:
+    """A paired signed-rank test of x − y over units (pools): W⁺, W⁻ and the two-sided p-value."""
+
+    n: int  # non-zero differences (zeros dropped, Wilcoxon's rule)
+    w_plus: float  # sum of the ranks of the positive differences
+    w_minus: float  # sum of the ranks of the negative differences
+    p_value: float  # two-sided
+    method: str  # "exact" (no ties, n ≤ 50) or "normal" (tie-corrected normal approximation, no continuity correction)
+    median_diff: float  # median of the differences (zeros included)
+
+
+def signed_rank_test(x: np.ndarray, y: np.ndarray | None = None) -> SignedRank:
+    """Wilcoxon signed-rank test of the paired differences d = x − y (or of x alone), two-sided.
+
+    Zeros are dropped (Wilcoxon's "wilcox" rule) and ties share their mean rank. The p-value is exact (the null
+    distribution of W⁺ by counting the 2ⁿ sign patterns) when there are no ties and n ≤ 50, else the normal
+    approximation with the tie-corrected variance, as scipy.stats.wilcoxon computes by default.
+    """
+    from scipy.stats import norm, rankdata
+
+    d = np.asarray(x, dtype=np.float64) - (0.0 if y is None else np.asarray(y, dtype=np.float64))
+    if d.ndim != 1 or not np.isfinite(d).all():
+        raise InvalidValueError(f"signed-rank test needs one finite difference per unit, got shape {d.shape}")
+    med = float(np.median(d)) if d.size else float("nan")
+    d = d[d != 0]
+    n = int(d.size)
+    if n == 0:
+        raise InvalidValueError("signed-rank test: every difference is 0 (nothing to test)")
+    r = rankdata(np.abs(d))
+    w_plus, w_minus = float(r[d > 0].sum()), float(r[d < 0].sum())
+    ties = np.unique(np.abs(d), return_counts=True)[1]
+    if n <= 50 and (ties == 1).all():
+        # number of sign patterns with W⁺ = w, w = 0 … n(n+1)/2 (ranks 1 … n), by dynamic programming
+        total = n * (n + 1) // 2
+        counts = np.zeros(total + 1, dtype=np.float64)
+        counts[0] = 1.0
+        for k in range(1, n + 1):
+            counts[k:] = counts[k:] + counts[:-k].copy()
+        cdf = np.cumsum(counts) / 2.0 ** n
+        w = int(round(min(w_plus, w_minus)))
+        p = float(min(1.0, 2.0 * cdf[w]))
+        return SignedRank(n, w_plus, w_minus, p, "exact", med)
+    mean = n * (n + 1) / 4.0
+    var = n * (n + 1) * (2 * n + 1) / 24.0 - float((ties ** 3 - ties).sum()) / 48.0
+    z = (min(w_plus, w_minus) - mean) / np.sqrt(var)
+    return SignedRank(n, w_plus, w_minus, float(min(1.0, 2.0 * norm.cdf(z))), "normal", med)

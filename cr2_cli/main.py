@@ -50,6 +50,12 @@ app.command("label")(friendly(label_command, flow=True))
 study_app.command("seeds")(friendly(seeds_command, flow=True))
 study_app.command("premise")(friendly(premise_command, flow=True))
 
+from cr2_cli.study_pools import diagnostics_command, pools_command, simcheck_command  # noqa: E402
+
+study_app.command("pools")(friendly(pools_command))
+study_app.command("diagnostics")(friendly(diagnostics_command))
+study_app.command("simcheck")(friendly(simcheck_command))
+
 
 def main() -> None:
     app()

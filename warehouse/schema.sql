@@ -329,3 +329,37 @@ CREATE TABLE IF NOT EXISTS premise_results (
     upper        DOUBLE,
     n_resamples  INTEGER NOT NULL
 );
+
+-- cr2 study pools / cr2 study diagnostics (issue 27): one row per (study, pool) — the pool, its run and where it ran
+CREATE TABLE IF NOT EXISTS pool_runs (
+    study_id     VARCHAR NOT NULL,        -- the sweep (or one warehouse's diagnostics)
+    pool         VARCHAR NOT NULL,        -- the pool's id (its device model's id)
+    label_source VARCHAR NOT NULL,
+    models       VARCHAR NOT NULL,        -- JSON: pool order [{id, name, params, active_params, platform, role}]
+    reference    VARCHAR NOT NULL,        -- m_ref (c_ref = 1)
+    run_id       VARCHAR NOT NULL,        -- its evaluation run (in `home`)
+    home         VARCHAR NOT NULL,        -- the warehouse it ran in, relative to this one's home ('.' = this one)
+    n_test       INTEGER NOT NULL,
+    n_evaluable  INTEGER NOT NULL,        -- test queries some model solves
+    n_queries    INTEGER NOT NULL,        -- queries the label diagnostics read (every split)
+    cost_ratio_realised DOUBLE,           -- E[c_0] / E[min edge c_m] on the test rows (< 1: device cheap)
+    cost_ratio_est      DOUBLE,           -- the same under the pre-execution ĉ
+    n_resamples  INTEGER NOT NULL,
+    seconds      DOUBLE,                  -- wall time of the pool (pipeline + summary), this run
+    created_at   TIMESTAMP NOT NULL,
+    PRIMARY KEY (study_id, pool)
+);
+
+-- tidy: per pool, a comparison (subject vs other) or a label diagnostic, with its 95 % interval where one exists
+CREATE TABLE IF NOT EXISTS pool_results (
+    study_id  VARCHAR NOT NULL,
+    pool      VARCHAR NOT NULL,
+    subject   VARCHAR NOT NULL,           -- a method (cr2, mlp, …, full-information) or a model id
+    other     VARCHAR,                    -- reference (knn | best-single) or the second model; NULL: none
+    metric    VARCHAR NOT NULL,           -- saving_pct | mean_saving_pct | accuracy | phi | knn_auc_correct | …
+    target    DOUBLE,                     -- accuracy target of a saving; NULL otherwise
+    estimate  DOUBLE,
+    lower     DOUBLE,                     -- 95 % paired-bootstrap interval over test queries (NULL: none)
+    upper     DOUBLE,
+    n         INTEGER                     -- resamples of the interval, targets of a mean, or rows of a diagnostic
+);

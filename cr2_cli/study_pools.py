@@ -1,0 +1,178 @@
+"""`cr2 study pools` (the pool sweep) and `cr2 study diagnostics` (one warehouse's label diagnostics), issue 27.
+
+Wired in cr2_cli/main.py as `study_app.command("pools")(friendly(pools_command))` and
+`study_app.command("diagnostics")(friendly(diagnostics_command))`. Both print markdown tables from the views
+v_pool_savings and v_pool_diagnostics.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+from rich.console import Console
+
+console = Console()
+
+
+def _fmt(v, spec: str = ".1f") -> str:
+    return "—" if v is None or pd.isna(v) else format(float(v), spec)
+
+
+def savings_markdown(home: Path, study_id: str) -> str:
+    """Per pool: each method's mean saving vs KNN and vs the best single model [95 % interval], verdict vs KNN."""
+    from warehouse.db import Warehouse
+    from warehouse.pools import pool_diagnostics, pool_savings
+
+    with Warehouse(home, read_only=True) as wh:
+        sav, diag = pool_savings(wh, study_id), pool_diagnostics(wh, study_id)
+    if sav.empty:
+        return "(no pool rows for this study)"
+    sav["cell"] = [f"{_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}]" for e, lo, hi in
+                   zip(sav["mean_saving_pct"], sav["lower_pct"], sav["upper_pct"])]
+    methods = [m for m in ("cr2", "mlp", "embedllm", "llmrank", "full-information") if m in set(sav["method"])]
+    lines = []
+    for ref in ("knn", "best-single"):
+        sub = sav[sav["reference"] == ref].pivot(index="pool", columns="method", values="cell")
+        head = ["pool", "c_dev/c_edge"] + [f"{m} vs {ref}" for m in methods]
+        lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        ratio = diag.set_index("pool")["cost_ratio_realised"]
+        for pool, row in sub.iterrows():
+            lines.append("| " + " | ".join([pool, _fmt(ratio.get(pool), ".2f")] + [row.get(m, "—") for m in methods])
+                         + " |")
+        lines.append("")
+    knn = sav[sav["reference"] == "knn"]
+    counts = knn.groupby("method")["verdict"].value_counts().unstack(fill_value=0)
+    lines.append("pools where a method is detectably cheaper / dearer than KNN / no difference detected:")
+    for m in methods:
+        if m in counts.index:
+            c = counts.loc[m]
+            lines.append(f"- {m}: {c.get('cheaper', 0)} / {c.get('dearer', 0)} / {c.get('no difference detected', 0)}")
+    lines += ["", signed_rank_markdown(knn)]
+    return "\n".join(lines)
+
+
+def signed_rank_markdown(knn: pd.DataFrame) -> str:
+    """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0)."""
+    from cr2.bootstrap import signed_rank_test
+    from cr2.errors import InvalidValueError
+
+    wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
+    if "cr2" not in wide or len(wide) < 2:
+        return "(signed-rank test: fewer than 2 pools with a CR² saving)"
+    lines = ["| CR² against | pools | median(CR² − baseline), pts | W⁺ | W⁻ | p (two-sided) | test |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for b in ["knn"] + [m for m in ("mlp", "embedllm", "llmrank", "llmrank-bench") if m in wide]:
+        other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
+        both = wide["cr2"].notna() & other.notna()
+        try:
+            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
+        except InvalidValueError as e:
+            lines.append(f"| {b} | {int(both.sum())} | — | — | — | — | {e} |")
+            continue
+        lines.append(f"| {b} | {int(both.sum())} | {t.median_diff:+.1f} | {t.w_plus:g} | {t.w_minus:g} | "
+                     f"{t.p_value:.3g} | {t.method} |")
+    return "\n".join(lines)
+
+
+def diagnostics_markdown(home: Path, study_id: str) -> str:
+    """One row per pool: headroom, accuracies, P(device right | m_ref wrong), φ and k-NN AUCs."""
+    from warehouse.db import Warehouse
+    from warehouse.pools import pool_diagnostics
+
+    with Warehouse(home, read_only=True) as wh:
+        d = pool_diagnostics(wh, study_id)
+    cols = ["pool", "headroom vs KNN %", "acc dev", "acc m_ref", "P(dev ✓ | ref ✗)", "φ dev–ref", "φ mean",
+            "AUC dev ✓", "AUC ref ✓", "AUC dev≠ref", "AUC ≠ mean"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    for r in d.itertuples(index=False):
+        lines.append("| " + " | ".join([
+            r.pool, f"{_fmt(r.headroom_vs_knn_pct)} [{_fmt(r.headroom_lower_pct)}, {_fmt(r.headroom_upper_pct)}]",
+            _fmt(r.device_accuracy, ".3f"), _fmt(r.ref_accuracy, ".3f"), _fmt(r.p_device_right_given_ref_wrong, ".3f"),
+            _fmt(r.phi_device_ref, ".2f"), _fmt(r.phi_mean, ".2f"), _fmt(r.auc_device_correct, ".3f"),
+            _fmt(r.auc_ref_correct, ".3f"), _fmt(r.auc_disagree_device_ref, ".3f"), _fmt(r.auc_disagree_mean, ".3f")])
+            + " |")
+    return "\n".join(lines)
+
+
+def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"), "--rule",
+                                            help="pool rule YAML (configs/pools/)"),
+                  pool: Optional[list[str]] = typer.Option(None, "--pool", help="run only these pools (repeatable)"),
+                  config: Optional[Path] = typer.Option(None, "--config", "-c",
+                                                        help="measured config YAML the pools vary (e.g. "
+                                                        "configs/mmlu-pro-measured.yaml)"),
+                  home: Optional[Path] = typer.Option(None, "--home", help="base warehouse folder (default: $CR2_HOME "
+                                                      "or var/)"),
+                  embeddings_from: Optional[Path] = typer.Option(None, "--embeddings-from", help="copy e(x) of the "
+                                                                 "same questions from this warehouse home (e.g. "
+                                                                 "var/mmlu-pro) instead of embedding them")) -> None:
+    """Pool sweep: every pool of a written-down rule end to end, with intervals and label diagnostics."""
+    from cr2_cli.main import _home
+    from flows.pools import study_pools_flow
+
+    h = _home(home)
+    t0 = time.perf_counter()
+    out = study_pools_flow(config_path=str(config) if config else None, home=str(h), rule_path=str(rule),
+                           pools=pool or None, embeddings_from=str(embeddings_from) if embeddings_from else None)
+    console.print(savings_markdown(h, out["study_id"]), highlight=False, markup=False)
+    console.print(diagnostics_markdown(h, out["study_id"]), highlight=False, markup=False)
+    console.print(f"cr2 study pools finished in {time.perf_counter() - t0:.1f} s; study {out['study_id']} "
+                  f"(tables pool_runs, pool_results; views v_pool_savings, v_pool_diagnostics)", highlight=False)
+
+
+def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", "-c", help="config YAML"),
+                        home: Optional[Path] = typer.Option(None, "--home", help="warehouse folder (default: "
+                                                            "$CR2_HOME or var/)")) -> None:
+    """Label diagnostics and savings with intervals of one warehouse's newest evaluation run (a scenario)."""
+    from cr2_cli.main import _home
+    from flows.pools import study_diagnostics_flow
+
+    h = _home(home)
+    out = study_diagnostics_flow(config_path=str(config) if config else None, home=str(h))
+    console.print(savings_markdown(h, out["study_id"]), highlight=False, markup=False)
+    console.print(diagnostics_markdown(h, out["study_id"]), highlight=False, markup=False)
+    console.print(f"study {out['study_id']} (run {out['run_id']})", highlight=False)
+
+
+def simcheck_markdown(home: Path, run_id: str) -> str:
+    """Measured vs simulated (mean over seeds) for the structure and diagnostics statistics, and the savings' signs."""
+    from warehouse.db import Warehouse
+
+    with Warehouse(home, read_only=True) as wh:
+        v = wh.df("SELECT * FROM v_simcheck WHERE run_id = ? AND section IN ('structure', 'diagnostics') "
+                  "ORDER BY source, section, statistic, model, other", [run_id])
+        sav = wh.df("SELECT * FROM v_simcheck WHERE run_id = ? AND statistic = 'saving_vs_knn_pct' "
+                    "ORDER BY source, model, target", [run_id])
+    lines = ["| source | statistic | model | other | measured | simulated mean [5–95 %] | diff | tolerance | met |",
+             "|" + " --- |" * 9]
+    for r in v.itertuples(index=False):
+        lines.append(f"| {r.source} | {r.statistic} | {r.model} | {r.other} | {_fmt(r.measured, '.3f')} | "
+                     f"{_fmt(r.mean, '.3f')} [{_fmt(r.q05, '.3f')}, {_fmt(r.q95, '.3f')}] | {_fmt(r.diff, '+.3f')} | "
+                     f"{_fmt(r.tolerance, '.3f')} | {'' if r.meets_target is None or pd.isna(r.meets_target) else ('yes' if r.meets_target else 'NO')} |")
+    if len(sav):
+        g = sav.groupby(["source", "model"]).agg(n=("meets_target", "size"), same_sign=("meets_target", "sum"),
+                                                 measured=("measured", "mean"), simulated=("mean", "mean"))
+        lines += ["", "| source | router | targets | same sign as measured | mean saving vs KNN measured | simulated |",
+                  "|" + " --- |" * 6]
+        for (src, model), r in g.iterrows():
+            lines.append(f"| {src} | {model} | {int(r.n)} | {int(r.same_sign)} | {_fmt(r.measured)} | {_fmt(r.simulated)} |")
+    return "\n".join(lines)
+
+
+def simcheck_command(config: Optional[Path] = typer.Option(None, "--config", "-c", help="the measured scenario's "
+                                                           "config YAML (labels.measured)"),
+                     home: Optional[Path] = typer.Option(None, "--home", help="its warehouse folder (prepared)"),
+                     no_routing: bool = typer.Option(False, "--no-routing", help="label structure and diagnostics "
+                                                     "only (skip fitting the routers per label set)")) -> None:
+    """Sim-to-real check on any measured warehouse: its measured labels vs simulated-irt-v2 on the same queries."""
+    from cr2_cli.main import _home
+    from flows.pools import study_simcheck_flow
+
+    h = _home(home)
+    t0 = time.perf_counter()
+    out = study_simcheck_flow(config_path=str(config) if config else None, home=str(h), routing=not no_routing)
+    console.print(simcheck_markdown(h, out["run_id"]), highlight=False, markup=False)
+    console.print(f"simcheck run {out['run_id']} on {out['n_questions']} queries ({', '.join(out['benchmarks'])}) in "
+                  f"{time.perf_counter() - t0:.1f} s (view v_simcheck)", highlight=False)

@@ -1,0 +1,98 @@
+"""Pool-summary task (issue 27): one evaluation run → its comparisons with intervals and its label diagnostics.
+
+Reads the run's per-query decisions and the pool's routing sets (every split), and returns tidy rows:
+  - each learned method's (CR², MLP, EmbedLLM, LLMRank, …) and the full-information reference's fixed-accuracy
+    saving vs KNN and vs the best single model at every target 0.50 … 0.99 both reach and averaged over them,
+    with paired-bootstrap intervals over the test queries (evaluation.bootstrap: one index for every method);
+    the full-information reference's saving vs KNN is the headroom;
+  - the label diagnostics of cr2.diagnostics over all of the pool's queries (accuracy, pairwise φ,
+    P(device right | largest wrong), cross-validated k-NN AUC of correctness and of each pair's disagreement);
+  - the device / cheapest-edge cost ratio under the realised c and the pre-execution ĉ (test rows).
+What the intervals do not cover: training, calibration and the split are held fixed (test-query noise only).
+The key covers the run's decisions, the routing rows, the config sections read and the code.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from prefect import task
+
+from cr2.config import Config
+from tasks.common import make_key, task_code_hash
+from tasks.train import routing_args
+from warehouse.db import Warehouse
+from warehouse.repository import warehouse_epoch
+from warehouse.routing_data import routing_fingerprint
+
+
+def summary_key(config: Config, wh: Warehouse, run_id: str) -> str:
+    return make_key("pool-summary", run_id, wh.table_fingerprint("decisions", {"run_id": run_id}),
+                    routing_fingerprint(wh, **routing_args(config)),
+                    config.section_hash("evaluation", "models", "reference_model"),
+                    task_code_hash(pool_summary_task), warehouse_epoch(wh))
+
+
+def learned_methods(methods) -> list[str]:
+    """The learned methods of a run (CR² and the learned baselines and their variants) besides KNN."""
+    kinds = methods["kind"]
+    keep = (kinds == "cr2") | (kinds.isin(["baseline", "baseline-variant"]) & methods["learned"].astype(bool))
+    return [m for m in methods.loc[keep, "method"] if m != "knn"]
+
+
+@task(name="pool-summary")
+def pool_summary_task(config: Config, home: str, key: str, run_id: str) -> dict:
+    """Comparisons with intervals, the headroom and the label diagnostics of evaluation run `run_id`."""
+    from cr2.bootstrap import resample_counts, resample_indices
+    from cr2.diagnostics import label_rows, oracle_sweep, predictability_rows
+    from cr2.fixed_accuracy import VIEW_TARGETS, MethodOutcomes
+    from cr2.intervals import method_outcomes
+    from cr2.metrics import evaluable_mask
+    from cr2.pools import BEST_SINGLE, ORACLE, comparison_rows
+    from cr2.premise import device_edge_ratio
+    from tasks.intervals import operating_points
+    from tasks.train import load_sets
+    from warehouse.repository import methods_of_run, run_decisions
+
+    t0 = time.perf_counter()
+    spec = config.evaluation.bootstrap
+    sets = load_sets(config, home)
+    test = sets["test"]
+    with Warehouse(home, read_only=True) as wh:
+        decisions = run_decisions(wh, run_id)
+        methods = methods_of_run(wh, run_id)
+    keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
+    by_method: dict[str, list] = {}
+    for p in operating_points(decisions, test.query_id, test.model_ids):
+        by_method.setdefault(p.method, []).append(p)
+    outcomes = {m: method_outcomes(pts, test, keep) for m, pts in by_method.items()}
+    always = [f"always-{m}" for m in test.model_ids]
+    missing = [a for a in always + ["knn"] if a not in outcomes]
+    if missing:
+        from cr2.errors import DataValidationError
+
+        raise DataValidationError(f"run {run_id} lacks {missing}; the pool summary needs KNN and every Always-m "
+                                  "(baselines.routers: always, knn)")
+    outcomes[BEST_SINGLE] = MethodOutcomes(np.concatenate([outcomes[a].correct for a in always], axis=1),
+                                           np.concatenate([outcomes[a].cost for a in always], axis=1), rows=keep)
+    chosen = oracle_sweep(test.correct, test.cost)
+    rows_ = np.arange(len(test))[:, None]
+    outcomes[ORACLE] = MethodOutcomes(np.asarray(test.correct, dtype=bool)[rows_, chosen],
+                                      np.asarray(test.cost, dtype=np.float64)[rows_, chosen], rows=keep)
+    idx = resample_indices(len(test), spec.n_resamples, np.random.default_rng(spec.seed))  # ONE index, every method
+    counts = resample_counts(idx, len(test))
+    compared = [*learned_methods(methods), ORACLE]
+    rows = comparison_rows(outcomes, [m for m in compared if m in outcomes] + ["knn"], VIEW_TARGETS, counts, spec.level)
+    # diagnostics over every query of the pool (train, dev, val and test): more rows, the same labels
+    parts = [sets[s] for s in ("train", "dev", "val", "test") if s in sets and len(sets[s])]
+    correct = np.concatenate([np.asarray(p.correct, dtype=bool) for p in parts])
+    embedding = np.concatenate([np.asarray(p.embedding, dtype=np.float32) for p in parts])
+    ids = list(test.model_ids)
+    largest = ids.index(config.ref_model_id)
+    rows += label_rows(correct, ids, device=0, largest=largest)
+    rows += predictability_rows(embedding, correct, ids, seed=int(spec.seed))
+    ratio_est = device_edge_ratio(test.cost_est) if test.cost_est is not None else float("nan")
+    summary = {"run_id": run_id, "n_test": int(len(test)), "n_evaluable": int(keep.sum()), "n_queries": int(len(correct)),
+               "cost_ratio_realised": device_edge_ratio(test.cost), "cost_ratio_est": ratio_est,
+               "n_resamples": int(spec.n_resamples), "seconds": round(time.perf_counter() - t0, 2)}
+    return {"key": key, "summary": summary, "rows": rows}

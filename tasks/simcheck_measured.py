@@ -1,0 +1,119 @@
+"""The sim-to-real check on ANY measured warehouse (issue 27 item 4): its measured labels vs the simulator's.
+
+`cr2 simcheck` reads the MMLU-Pro files directly; this task reads a prepared measured warehouse instead — any
+scenario built with `labels.measured` (MMLU-Pro, the ZeroEval ladders, a pool of your own): the pool's queries,
+embeddings, splits, costs and MEASURED correctness. It simulates every source of `simcheck.sources` (the
+configured, MMLU-Pro-fitted simulated-irt-v2 shape) on the same queries, matched to the measured accuracy of every
+(model, benchmark), over `simcheck.structure_seeds` seeds, and compares
+  - label structure (cr2.simcheck.label_structure: the issue-18 statistics),
+  - the label diagnostics of issue 27 (cr2.diagnostics: φ, P(device right | largest wrong), k-NN AUCs),
+  - routing outcomes (cr2.simcheck.routing_outcomes: every learned router and CR² fitted per label set, on the
+    warehouse's own train/dev/val/test split and costs), for `simcheck.routing_seeds` seeds,
+writing tidy rows to `simcheck` (view v_simcheck) under run id `simcheck-w-…`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+from prefect import task
+
+from cr2.config import Config
+from tasks.common import make_key, task_code_hash
+from tasks.train import routing_args
+from warehouse.db import Warehouse
+from warehouse.repository import warehouse_epoch
+from warehouse.routing_data import routing_fingerprint
+
+SPLITS = ("train", "dev", "val", "test")
+
+
+def simcheck_measured_key(config: Config, wh: Warehouse, routing: bool) -> str:
+    return make_key("simcheck-measured", routing_fingerprint(wh, **routing_args(config)),
+                    config.section_hash("simcheck", "labels", "teacher", "gate", "models", "baselines", "grids",
+                                        "evaluation", "seed"),
+                    bool(routing), task_code_hash(simcheck_measured_task), warehouse_epoch(wh))
+
+
+def diagnostic_rows(correct: np.ndarray, embedding: np.ndarray, model_ids: list[str], largest: int) -> list[dict]:
+    """The issue-27 diagnostics in simcheck's row shape {statistic, model, other, lam, target, value}."""
+    from cr2.diagnostics import label_rows, predictability_rows
+
+    rows = label_rows(correct, model_ids, device=0, largest=largest) + predictability_rows(embedding, correct, model_ids)
+    return [{"statistic": r["metric"], "model": r["subject"], "other": r["other"] or "", "lam": None, "target": None,
+             "value": float(r["estimate"])} for r in rows if r["metric"] not in ("accuracy",)]
+
+
+@task(name="simcheck-measured")
+def simcheck_measured_task(config: Config, home: str, key: str, routing: bool = True) -> dict:
+    """Measured vs simulated labels on a measured warehouse's own queries: tidy rows → `simcheck`."""
+    from cr2.errors import ConfigError
+    from cr2.simcheck import RoutingCheckSpec, SplitSets, label_structure, routing_outcomes
+    from tasks.simcheck import simulate_source
+    from tasks.train import load_sets
+
+    if config.labels.measured is None:
+        raise ConfigError("the sim-to-real check on a warehouse needs a measured config (labels.measured), e.g. "
+                          "configs/zeroeval-qwen.yaml")
+    spec = config.simcheck
+    sets = load_sets(config, home)
+    parts = [sets[s] for s in SPLITS]
+    split = np.concatenate([np.full(len(p), s) for s, p in zip(SPLITS, parts)])
+    ids = np.concatenate([p.query_id for p in parts]).astype(str)
+    bench = np.concatenate([p.benchmark for p in parts]).astype(str)
+    emb = np.concatenate([np.asarray(p.embedding, dtype=np.float32) for p in parts])
+    y_meas = np.concatenate([np.asarray(p.correct, dtype=bool) for p in parts])
+    with Warehouse(home, read_only=True) as wh:
+        from warehouse.pools import query_choices
+
+        n_choices, texts = query_choices(wh, ids)
+    model_ids = list(parts[0].model_ids)
+    params = [m.params for m in config.models]
+    largest = config.ref_model_id
+    big = model_ids.index(largest)
+    targets = {(m, b): float(y_meas[bench == b, j].mean()) for j, m in enumerate(model_ids) for b in np.unique(bench)}
+    out: list[dict] = []
+
+    def add(source: str, seed: int | None, section: str, stats: list[dict]) -> None:
+        out.extend({"source": source, "seed": seed, "section": section, **r} for r in stats)
+
+    add("measured", None, "structure", label_structure(y_meas, model_ids, largest))
+    add("measured", None, "diagnostics", diagnostic_rows(y_meas, emb, model_ids, big))
+    labels = {("measured", None): y_meas}
+    for source in spec.sources:
+        for seed in range(spec.structure_seeds):
+            y = simulate_source(source, seed, config, ids, bench, texts, emb, n_choices, model_ids, params,
+                                targets)
+            add(source, seed, "structure", label_structure(y, model_ids, largest))
+            add(source, seed, "diagnostics", diagnostic_rows(y, emb, model_ids, big))
+            if seed < spec.routing_seeds:
+                labels[(source, seed)] = y
+    if routing:
+        rspec = RoutingCheckSpec(alpha=config.grids.default_alpha, router_params=config.baselines.params,
+                                 exclude_unsolvable=config.evaluation.exclude_unsolvable)
+        for (source, seed), y in labels.items():
+            print(f"simcheck: routing on {source}{'' if seed is None else f' seed {seed}'}", flush=True)
+            split_y = {s: y[split == s] for s in SPLITS}
+            ss = SplitSets(**{s: replace(sets[s], correct=split_y[s]) for s in SPLITS})
+            add(source, seed, "routing", routing_outcomes(ss, rspec, config.teacher, config.gate, seed=config.seed))
+    run_id = f"simcheck-w-{key[-14:]}"
+    frame = pd.DataFrame(out)
+    frame.insert(0, "run_id", run_id)
+    frame["seed"] = frame["seed"].astype("Int64")
+    shape = config.labels.simulator.shape
+    run = pd.DataFrame([{
+        "run_id": run_id, "n_questions": int(len(ids)),
+        "shape": json.dumps({"simulated": None if shape is None else shape.model_dump(mode="json"), "fresh_fit": None,
+                             "warehouse": str(home), "benchmarks": sorted(set(bench.tolist()))}, sort_keys=True),
+        "pool": json.dumps(config.labels.measured.models),
+        "created_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)}])
+    with Warehouse(home) as wh, wh.transaction() as con:
+        wh.delete_where("simcheck", {"run_id": run_id}, con)
+        wh.delete_where("simcheck_runs", {"run_id": run_id}, con)
+        wh.insert_df("simcheck_runs", run, con)
+        wh.insert_df("simcheck", frame, con)
+    return {"run_id": run_id, "n_questions": int(len(ids)), "rows": int(len(frame)),
+            "benchmarks": sorted(set(bench.tolist()))}

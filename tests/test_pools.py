@@ -1,0 +1,202 @@
+"""The pool sweep and the label diagnostics (issue 27): the selection rule, hand-computable diagnostics, the
+signed-rank test against scipy, and `cr2 study pools` end to end on two tiny pools of a 70-question MMLU-Pro slice."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cr2.config import REPO_ROOT
+from cr2.errors import InvalidValueError
+
+RULE = REPO_ROOT / "configs" / "pools" / "mmlu-pro.yaml"
+
+
+# ---------------------------------------------------------------- the rule
+def test_shipped_rule_gives_at_least_12_pools_of_a_small_device_and_three_larger_edges():
+    from cr2.pools import edge_platform, load_pool_rule, select_pools
+
+    rule = load_pool_rule(RULE)
+    pools = select_pools(rule)
+    assert len(pools) >= 12
+    for p in pools:
+        assert p.device.params <= 8.0e9 and len(p.edges) == 3 and len({e.name for e in p.edges}) == 3
+        assert all(e.n_active > p.device.n_active for e in p.edges)
+        assert p.reference.n_active == max(e.n_active for e in p.edges)
+        assert all(edge_platform(e, rule) is not None for e in p.edges)
+    # jamba (398B bf16 = 796 GB) fits no 8 × 80 GB node: never an edge model
+    assert all("jamba" not in e.name for p in pools for e in p.edges)
+
+
+def test_rule_picks_the_edge_nearest_each_ratio_on_a_log_scale_with_the_chat_tie_break():
+    from cr2.pools import PoolRule, select_pools
+
+    plat = [{"platform": "big", "memory_bytes": 1e13, "server_power_w": 1.0}]
+    models = [{"name": "dev", "hf_name": "d", "params": 1e9, "chat": True},
+              {"name": "a-base", "hf_name": "a", "params": 2e9, "chat": False},
+              {"name": "a-chat", "hf_name": "a", "params": 2e9, "chat": True},
+              {"name": "b", "hf_name": "b", "params": 4.4e9, "chat": False},   # |log(4.4/5)| = 0.128
+              {"name": "c", "hf_name": "c", "params": 5.8e9, "chat": False},   # |log(5.8/5)| = 0.148
+              {"name": "d", "hf_name": "d", "params": 12e9, "chat": False}]
+    rule = PoolRule(device_max_params=1e9, size_ratios=(2, 5, 10), memory_headroom=1.0, device_platform="dev",
+                    hardware="x", edge_platforms=plat, models=models)
+    (pool,) = select_pools(rule)
+    assert [e.name for e in pool.edges] == ["a-chat", "b", "d"]  # 10 × 1B: d (12B) is nearer than c (5.8B) on a log scale
+    assert pool.reference.name == "d" and [m.name for m in pool.models] == ["dev", "a-chat", "b", "d"]
+
+
+# ---------------------------------------------------------------- diagnostics on hand-computable data
+def test_diagnostics_on_a_hand_computed_table():
+    from cr2.diagnostics import correctness_correlation, label_rows, p_right_given_wrong, roc_auc
+
+    y = np.array([[1, 1], [1, 0], [0, 0], [0, 1]], dtype=bool)  # independent columns: φ = 0
+    assert correctness_correlation(y)[0, 1] == pytest.approx(0.0)
+    assert correctness_correlation(np.array([[1, 1], [0, 0], [1, 1]], bool))[0, 1] == pytest.approx(1.0)
+    assert p_right_given_wrong(y, right=0, wrong=1) == (0.5, 2)  # largest wrong on rows 1, 2; device right on row 1
+    assert roc_auc([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2]) == 1.0
+    assert roc_auc([1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5]) == 0.5
+    assert roc_auc([1, 0, 0], [0.2, 0.9, 0.1]) == pytest.approx(0.5)  # beats one of two negatives
+    rows = {(r["metric"], r["subject"]): r for r in label_rows(y, ["dev", "big"])}
+    assert rows[("p_device_right_given_largest_wrong", "dev")]["estimate"] == 0.5
+    assert rows[("solvable_rate", "any")]["estimate"] == 0.75
+
+
+def test_knn_auc_sees_text_that_predicts_correctness_and_not_noise():
+    from cr2.diagnostics import predictability_rows
+
+    rng = np.random.default_rng(0)
+    n = 600
+    emb = rng.normal(size=(n, 8)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    readable = emb[:, 0] > 0  # a model right exactly on one half-space of the text
+    noise = rng.random(n) < 0.5  # a model right at random
+    rows = {(r["metric"], r["subject"], r["other"]): r["estimate"]
+            for r in predictability_rows(emb, np.stack([readable, noise], axis=1), ["a", "b"], k=15)}
+    assert rows[("knn_auc_correct", "a", None)] > 0.9
+    assert abs(rows[("knn_auc_correct", "b", None)] - 0.5) < 0.1  # one-sided enough for n = 600, fixed seed
+    assert rows[("disagree_rate", "a", "b")] == pytest.approx(float(np.mean(readable != noise)))
+
+
+def test_full_information_reference_is_never_dearer_than_any_router_at_its_accuracy():
+    from cr2.diagnostics import oracle_sweep
+
+    rng = np.random.default_rng(1)
+    y = rng.random((300, 3)) < [0.4, 0.6, 0.8]
+    c = np.tile([0.1, 0.4, 1.0], (300, 1))
+    ch = oracle_sweep(y, c)
+    acc = y[np.arange(300)[:, None], ch].mean(axis=0)
+    cost = c[np.arange(300)[:, None], ch].mean(axis=0)
+    assert acc[0] == pytest.approx(y.any(axis=1).mean())  # λ = 0: every solvable query answered
+    for j in range(3):  # no single model reaches its accuracy more cheaply than the oracle
+        ok = acc >= y[:, j].mean() - 1e-12
+        assert cost[ok].min() <= c[0, j] + 1e-12
+
+
+# ---------------------------------------------------------------- the signed-rank test vs scipy
+@pytest.mark.parametrize("n, seed", [(5, 0), (12, 1), (13, 2), (30, 3)])
+def test_signed_rank_exact_matches_scipy(n, seed):
+    from scipy.stats import wilcoxon
+
+    from cr2.bootstrap import signed_rank_test
+
+    x = np.random.default_rng(seed).normal(0.3, 1.0, n)
+    ours, ref = signed_rank_test(x), wilcoxon(x)
+    assert ours.method == "exact"
+    assert min(ours.w_plus, ours.w_minus) == pytest.approx(ref.statistic)
+    assert ours.p_value == pytest.approx(ref.pvalue, rel=1e-12)
+
+
+def test_signed_rank_with_ties_and_zeros_matches_scipys_normal_approximation():
+    from scipy.stats import wilcoxon
+
+    from cr2.bootstrap import signed_rank_test
+
+    x = np.array([1, 2, 0, -1, 3, 3, 2, 0.5])
+    y = np.zeros_like(x)
+    ours = signed_rank_test(x, y)
+    assert ours.method == "normal" and ours.n == 7
+    assert ours.p_value == pytest.approx(wilcoxon(x, method="approx").pvalue, rel=1e-12)
+    big = np.round(np.random.default_rng(3).normal(0.2, 1, 80), 1)
+    assert signed_rank_test(big).p_value == pytest.approx(wilcoxon(big).pvalue, rel=1e-12)
+    with pytest.raises(InvalidValueError, match="every difference is 0"):
+        signed_rank_test(np.zeros(4))
+
+
+# ---------------------------------------------------------------- the sweep on two tiny pools (flow)
+SMALL_RULE = """device_max_params: 6.2e9
+size_ratios: [2.0, 5.0, 10.0]
+memory_headroom: 1.1
+device_platform: jetson-agx-orin
+hardware: mmlu-pro-pools
+edge_platforms:
+  - {platform: rtx-4090, memory_bytes: 24.0e9, server_power_w: 300.0}
+  - {platform: 1x-h100-80gb, memory_bytes: 80.0e9, server_power_w: 700.0}
+  - {platform: 2x-h100-80gb, memory_bytes: 160.0e9, server_power_w: 1400.0}
+models:
+  - {name: Phi-3-mini-4k-instruct, hf_name: microsoft/Phi-3-mini-4k-instruct, params: 3.8e9, chat: true}
+  - {name: Yi-6B, hf_name: 01-ai/Yi-6B, params: 6.1e9, chat: false}
+  - {name: Llama-2-13b-hf, hf_name: meta-llama/Llama-2-13b-hf, params: 13.0e9, chat: false}
+  - {name: Mixtral-8x7B-Instruct-v0.1, hf_name: mistralai/Mixtral-8x7B-Instruct-v0.1, params: 46.7e9,
+     active_params: 12.9e9, chat: true}
+  - {name: Yi-34B, hf_name: 01-ai/Yi-34B, params: 34.4e9, chat: false}
+  - {name: Meta-Llama-3_1-70B-Instruct, hf_name: meta-llama/Llama-3.1-70B-Instruct, params: 70.6e9, chat: true}
+"""
+
+
+@pytest.fixture(scope="module")
+def sweep(prefect_harness, tmp_path_factory):
+    from flows.pools import study_pools_flow
+    from tests.test_measured import MEASURED_CONFIG, SLICE, _slice
+
+    root = tmp_path_factory.mktemp("pools")
+    data = _slice(root / "data", per_category=5)
+    cfg = root / "slice.yaml"
+    cfg.write_text(SLICE.format(base=MEASURED_CONFIG, data=data))
+    rule = root / "rule.yaml"
+    rule.write_text(SMALL_RULE)
+    home = root / "home"
+    first = study_pools_flow(config_path=str(cfg), home=str(home), rule_path=str(rule))
+    second = study_pools_flow(config_path=str(cfg), home=str(home), rule_path=str(rule))
+    return {"home": home, "first": first, "second": second, "cfg": cfg}
+
+
+@pytest.mark.slow
+@pytest.mark.flow
+def test_sweep_runs_each_pool_end_to_end_with_intervals_and_diagnostics(sweep):
+    from warehouse.db import Warehouse
+    from warehouse.pools import pool_diagnostics, pool_savings
+
+    first, home = sweep["first"], sweep["home"]
+    assert sorted(first["pools"]) == ["phi-3-mini-4k-instruct", "yi-6b"]
+    with Warehouse(home, read_only=True) as wh:
+        sav, diag = pool_savings(wh, first["study_id"]), pool_diagnostics(wh, first["study_id"])
+        runs = wh.df("SELECT * FROM pool_runs")
+    assert set(sav["pool"]) == set(first["pools"])
+    knn = sav[sav["reference"] == "knn"]
+    assert {"cr2", "mlp", "embedllm", "llmrank", "full-information"} <= set(knn["method"])
+    ok = knn.dropna(subset=["lower_pct"])
+    assert (ok["lower_pct"] <= ok["mean_saving_pct"] + 1e-9).all() and (ok["mean_saving_pct"] <= ok["upper_pct"] + 1e-9).all()
+    # the full-information reference is at least as cheap as KNN at every target both reach
+    head = knn[knn["method"] == "full-information"]["mean_saving_pct"]
+    assert (head >= -1e-9).all()
+    assert len(diag) == 2 and diag["auc_device_correct"].between(0, 1).all()
+    assert (diag["device_accuracy"].between(0, 1)).all() and diag["m_ref"].notna().all()
+    # each pool ran in its own warehouse with its own models; the base warehouse's own pool is untouched
+    yi = runs[runs["pool"] == "yi-6b"].iloc[0]
+    assert "mixtral-8x7b-instruct-v0.1" in yi["models"] and yi["reference"] == "meta-llama-3.1-70b-instruct"
+    with Warehouse(home / yi["home"], read_only=True) as wh:
+        assert set(wh.df("SELECT DISTINCT model_id FROM labels")["model_id"]) == {
+            "yi-6b", "mixtral-8x7b-instruct-v0.1", "yi-34b", "meta-llama-3.1-70b-instruct"}
+
+
+@pytest.mark.slow
+@pytest.mark.flow
+def test_a_second_sweep_reuses_every_pool(sweep):
+    assert sweep["second"]["study_id"] == sweep["first"]["study_id"]
+    assert all(p["cached"] for p in sweep["second"]["pools"].values())
+
+
+def test_sweep_refuses_an_unknown_pool_or_a_simulated_config(tmp_path):
+    from flows.pools import study_pools_flow
+
+    with pytest.raises(InvalidValueError, match="measured config"):
+        study_pools_flow.fn(config_path=None, home=str(tmp_path / "h"))

@@ -1,0 +1,75 @@
+"""Warehouse I/O of the pool sweep and the label diagnostics (issue 27): pool_runs, pool_results, v_pool_*."""
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from warehouse.db import Warehouse
+from warehouse.repository import utc_now
+
+RUN_COLUMNS = ("study_id", "pool", "label_source", "models", "reference", "run_id", "home", "n_test", "n_evaluable",
+               "n_queries", "cost_ratio_realised", "cost_ratio_est", "n_resamples", "seconds", "created_at")
+RESULT_COLUMNS = ("study_id", "pool", "subject", "other", "metric", "target", "estimate", "lower", "upper", "n")
+
+
+def write_pool(wh: Warehouse, study_id: str, pool: str, run: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+    """Replace one pool of a study: its pool_runs row and its pool_results rows (one transaction)."""
+    row = {**run, "study_id": study_id, "pool": pool, "models": json.dumps(run["models"]), "created_at": utc_now()}
+    res = pd.DataFrame([{c: r.get(c) for c in RESULT_COLUMNS[2:]} for r in rows], columns=list(RESULT_COLUMNS[2:]))
+    for c in ("target", "estimate", "lower", "upper"):
+        v = pd.to_numeric(res[c], errors="coerce").astype("float64")
+        res[c] = v.where(np.isfinite(v), None)  # an undefined bound is NULL, never NaN
+    res.insert(0, "pool", pool)
+    res.insert(0, "study_id", study_id)
+    where = {"study_id": study_id, "pool": pool}
+    with wh.transaction() as con:
+        wh.delete_where("pool_runs", where, con)
+        wh.delete_where("pool_results", where, con)
+        wh.insert_df("pool_runs", pd.DataFrame([{c: row.get(c) for c in RUN_COLUMNS}]), con)
+        wh.insert_df("pool_results", res, con)
+
+
+def pool_savings(wh: Warehouse, study_id: str) -> pd.DataFrame:
+    """v_pool_savings of one study: per pool and method, the mean saving vs KNN / best single with its interval."""
+    return wh.df("SELECT * FROM v_pool_savings WHERE study_id = ? ORDER BY pool, method, reference", [study_id])
+
+
+def pool_diagnostics(wh: Warehouse, study_id: str) -> pd.DataFrame:
+    """v_pool_diagnostics of one study: one row per pool with its headroom and label diagnostics."""
+    return wh.df("SELECT * FROM v_pool_diagnostics WHERE study_id = ? ORDER BY pool", [study_id])
+
+
+def newest_run(wh: Warehouse, label_source: str) -> str | None:
+    """The newest evaluation run under `label_source` (None: there is none)."""
+    run = wh.scalar("SELECT run_id FROM eval_runs WHERE label_source = ? ORDER BY created_at DESC LIMIT 1",
+                    [label_source])
+    return None if run is None else str(run)
+
+
+def query_choices(wh: Warehouse, query_id: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """([n] number of answer options of each query (0: free-form answer), [n] question texts), in `query_id` order."""
+    df = wh.df("SELECT query_id, coalesce(len(choices), 0) AS n_choices, question FROM queries").set_index("query_id")
+    df = df.reindex(np.asarray(query_id).astype(str))
+    return df["n_choices"].fillna(0).to_numpy(np.int64), df["question"].fillna("").astype(str).tolist()
+
+
+def copy_embeddings(wh: Warehouse, source_db: str, encoder: str) -> int:
+    """Copy e(x) from another warehouse file for this warehouse's queries whose text is unchanged (same query id,
+    encoder and content hash) and that have none yet; returns how many rows were copied. The source is attached
+    read-only, so it is never changed; a source another process is writing raises DuckDB's lock error."""
+    wh.con.execute(f"ATTACH '{source_db}' AS src (READ_ONLY)")
+    try:
+        with wh.transaction() as con:
+            before = int(con.execute("SELECT count(*) FROM embeddings WHERE encoder = ?", [encoder]).fetchone()[0])
+            con.execute("""INSERT INTO embeddings
+                           SELECT s.query_id, s.encoder, s.content_hash, s.vector FROM src.embeddings s
+                           JOIN queries q ON q.query_id = s.query_id AND q.content_hash = s.content_hash
+                           WHERE s.encoder = ? AND NOT EXISTS (SELECT 1 FROM embeddings e
+                                 WHERE e.encoder = s.encoder AND e.query_id = s.query_id)""", [encoder])
+            after = int(con.execute("SELECT count(*) FROM embeddings WHERE encoder = ?", [encoder]).fetchone()[0])
+    finally:
+        wh.con.execute("DETACH src")
+    return after - before
