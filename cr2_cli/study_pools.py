@@ -1,7 +1,7 @@
 """`cr2 study pools` (the pool sweep) and `cr2 study diagnostics` (one warehouse's label diagnostics), issue 27.
 
-Wired in cr2_cli/main.py as `study_app.command("pools")(friendly(pools_command))` and
-`study_app.command("diagnostics")(friendly(diagnostics_command))`. Both print markdown tables from the views
+Wired in cr2_cli/main.py as `study_app.command("pools")(friendly(pools_command, flow=True))` and
+`study_app.command("diagnostics")(friendly(diagnostics_command, flow=True))`. Both print markdown tables from the views
 v_pool_savings and v_pool_diagnostics.
 """
 from __future__ import annotations
@@ -109,10 +109,10 @@ def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"),
                                                                  "same questions from this warehouse home (e.g. "
                                                                  "var/mmlu-pro) instead of embedding them")) -> None:
     """Pool sweep: every pool of a written-down rule end to end, with intervals and label diagnostics."""
-    from cr2_cli.main import _home
+    from cr2_cli.options import home_dir
     from flows.pools import study_pools_flow
 
-    h = _home(home)
+    h = home_dir(home)
     t0 = time.perf_counter()
     out = study_pools_flow(config_path=str(config) if config else None, home=str(h), rule_path=str(rule),
                            pools=pool or None, embeddings_from=str(embeddings_from) if embeddings_from else None)
@@ -126,10 +126,10 @@ def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", 
                         home: Optional[Path] = typer.Option(None, "--home", help="warehouse folder (default: "
                                                             "$CR2_HOME or var/)")) -> None:
     """Label diagnostics and savings with intervals of one warehouse's newest evaluation run (a scenario)."""
-    from cr2_cli.main import _home
+    from cr2_cli.options import home_dir
     from flows.pools import study_diagnostics_flow
 
-    h = _home(home)
+    h = home_dir(home)
     out = study_diagnostics_flow(config_path=str(config) if config else None, home=str(h))
     console.print(savings_markdown(h, out["study_id"]), highlight=False, markup=False)
     console.print(diagnostics_markdown(h, out["study_id"]), highlight=False, markup=False)
@@ -139,12 +139,10 @@ def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", 
 def simcheck_markdown(home: Path, run_id: str) -> str:
     """Measured vs simulated (mean over seeds) for the structure and diagnostics statistics, and the savings' signs."""
     from warehouse.db import Warehouse
+    from warehouse.reads import simcheck_savings, simcheck_structure
 
     with Warehouse(home, read_only=True) as wh:
-        v = wh.df("SELECT * FROM v_simcheck WHERE run_id = ? AND section IN ('structure', 'diagnostics') "
-                  "ORDER BY source, section, statistic, model, other", [run_id])
-        sav = wh.df("SELECT * FROM v_simcheck WHERE run_id = ? AND statistic = 'saving_vs_knn_pct' "
-                    "ORDER BY source, model, target", [run_id])
+        v, sav = simcheck_structure(wh, run_id), simcheck_savings(wh, run_id)
     lines = ["| source | statistic | model | other | measured | simulated mean [5–95 %] | diff | tolerance | met |",
              "|" + " --- |" * 9]
     for r in v.itertuples(index=False):
@@ -167,10 +165,10 @@ def simcheck_command(config: Optional[Path] = typer.Option(None, "--config", "-c
                      no_routing: bool = typer.Option(False, "--no-routing", help="label structure and diagnostics "
                                                      "only (skip fitting the routers per label set)")) -> None:
     """Sim-to-real check on any measured warehouse: its measured labels vs simulated-irt-v2 on the same queries."""
-    from cr2_cli.main import _home
+    from cr2_cli.options import home_dir
     from flows.pools import study_simcheck_flow
 
-    h = _home(home)
+    h = home_dir(home)
     t0 = time.perf_counter()
     out = study_simcheck_flow(config_path=str(config) if config else None, home=str(h), routing=not no_routing)
     console.print(simcheck_markdown(h, out["run_id"]), highlight=False, markup=False)

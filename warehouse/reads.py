@@ -76,3 +76,13 @@ def pool_models(wh: Warehouse) -> list[str]:
 def query_counts(wh: Warehouse) -> dict[str, int]:
     """Queries per benchmark in the warehouse (written by `cr2 ingest`)."""
     return {str(r.benchmark): int(r.queries) for r in wh.df(named_query("cli_query_counts")).itertuples()}
+
+
+def simcheck_structure(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Measured vs simulated structure and diagnostics statistics of sim-to-real run `run_id` (view v_simcheck)."""
+    return wh.df(named_query("cli_simcheck_structure"), {"run_id": run_id})
+
+
+def simcheck_savings(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Measured vs simulated saving vs KNN per router and target of sim-to-real run `run_id` (view v_simcheck)."""
+    return wh.df(named_query("cli_simcheck_savings"), {"run_id": run_id})
