@@ -27,7 +27,7 @@ from typing import Any
 from prefect import flow
 
 from cr2.config import Config, load_config
-from tasks.common import bind, make_key
+from tasks.common import make_key, run_stage
 from warehouse.db import Warehouse
 
 STUDY_DIR = Path("studies") / "pools"  # pool homes, relative to the base warehouse home
@@ -64,7 +64,8 @@ def run_pool(config: Config, home: Path) -> dict:
     """The pipeline stages of one pool, each a cached task in `home`: ingest (the pool's models) … intervals."""
     from flows.calibrate import calibrate
     from flows.ingest import ingest
-    from flows.evaluate import evaluate, fit_baselines, intervals
+    from flows.baselines import fit_baselines
+    from flows.evaluate import evaluate, intervals
     from flows.prepare import prepare
     from flows.train import train
 
@@ -78,12 +79,9 @@ def run_pool(config: Config, home: Path) -> dict:
 
 def summarise(config: Config, home: Path, run_id: str) -> dict:
     """The pool-summary task of run `run_id` in `home` (cached)."""
-    from tasks.pools import pool_summary_task, summary_key
+    from tasks.pools import POOL_SUMMARY
 
-    with Warehouse(home) as wh:
-        key = summary_key(config, wh, run_id)
-    state = bind(pool_summary_task, home)(config, str(home), key, run_id, return_state=True)
-    return {**state.result(), "cached": state.name == "Cached"}
+    return run_stage(POOL_SUMMARY, config, home, run_id)
 
 
 def _models_json(config: Config, names: dict[str, str]) -> list[dict[str, Any]]:
@@ -196,12 +194,9 @@ def study_diagnostics_flow(config_path: str | None = None, home: str | None = No
 @flow(name="cr2-study-simcheck", log_prints=True, validate_parameters=False)
 def study_simcheck_flow(config_path: str | None = None, home: str | None = None, routing: bool = True) -> dict:
     """The sim-to-real check on the measured warehouse at `home` (tasks/simcheck_measured.py); rows in `simcheck`."""
-    from tasks.simcheck_measured import simcheck_measured_key, simcheck_measured_task
+    from tasks.simcheck_measured import SIMCHECK_MEASURED
     from warehouse.db import default_home
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()
-    with Warehouse(h) as wh:
-        key = simcheck_measured_key(config, wh, routing)
-    state = bind(simcheck_measured_task, h)(config, str(h), key, routing, return_state=True)
-    return {**state.result(), "cached": state.name == "Cached"}
+    return run_stage(SIMCHECK_MEASURED, config, h, routing)

@@ -19,8 +19,8 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import make_key, task_code_hash
-from tasks.train import routing_args
+from tasks.common import Stage, in_warehouse, make_key, stage_key, task_code_hash
+from tasks.inputs import routing_args
 from warehouse.db import Warehouse
 from warehouse.repository import warehouse_epoch
 from warehouse.routing_data import routing_fingerprint
@@ -41,7 +41,7 @@ def learned_methods(methods) -> list[str]:
 
 
 @task(name="pool-summary")
-def pool_summary_task(config: Config, home: str, key: str, run_id: str) -> dict:
+def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     """Comparisons with intervals, the headroom and the label diagnostics of evaluation run `run_id`."""
     from cr2.bootstrap import resample_counts, resample_indices
     from cr2.diagnostics import label_rows, oracle_sweep, predictability_rows
@@ -51,7 +51,7 @@ def pool_summary_task(config: Config, home: str, key: str, run_id: str) -> dict:
     from cr2.pools import BEST_SINGLE, ORACLE, comparison_rows
     from cr2.premise import device_edge_ratio
     from tasks.intervals import operating_points
-    from tasks.train import load_sets
+    from tasks.inputs import load_sets
     from warehouse.repository import methods_of_run, run_decisions
 
     t0 = time.perf_counter()
@@ -95,4 +95,7 @@ def pool_summary_task(config: Config, home: str, key: str, run_id: str) -> dict:
     summary = {"run_id": run_id, "n_test": int(len(test)), "n_evaluable": int(keep.sum()), "n_queries": int(len(correct)),
                "cost_ratio_realised": device_edge_ratio(test.cost), "cost_ratio_est": ratio_est,
                "n_resamples": int(spec.n_resamples), "seconds": round(time.perf_counter() - t0, 2)}
-    return {"key": key, "summary": summary, "rows": rows}
+    return {"key": stage_key(POOL_SUMMARY, config, home, run_id), "summary": summary, "rows": rows}
+
+
+POOL_SUMMARY = Stage(pool_summary_task, in_warehouse(summary_key))

@@ -22,8 +22,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import make_key, task_code_hash
-from tasks.train import routing_args
+from tasks.common import Stage, in_warehouse, make_key, stage_key, task_code_hash
+from tasks.inputs import routing_args
 from warehouse.db import Warehouse
 from warehouse.repository import warehouse_epoch
 from warehouse.routing_data import routing_fingerprint
@@ -48,12 +48,12 @@ def diagnostic_rows(correct: np.ndarray, embedding: np.ndarray, model_ids: list[
 
 
 @task(name="simcheck-measured")
-def simcheck_measured_task(config: Config, home: str, key: str, routing: bool = True) -> dict:
+def simcheck_measured_task(config: Config, home: str, routing: bool = True) -> dict:
     """Measured vs simulated labels on a measured warehouse's own queries: tidy rows → `simcheck`."""
     from cr2.errors import ConfigError
     from cr2.simcheck import RoutingCheckSpec, SplitSets, label_structure, routing_outcomes
     from tasks.simcheck import simulate_source
-    from tasks.train import load_sets
+    from tasks.inputs import load_sets
 
     if config.labels.measured is None:
         raise ConfigError("the sim-to-real check on a warehouse needs a measured config (labels.measured), e.g. "
@@ -99,6 +99,7 @@ def simcheck_measured_task(config: Config, home: str, key: str, routing: bool = 
             split_y = {s: y[split == s] for s in SPLITS}
             ss = SplitSets(**{s: replace(sets[s], correct=split_y[s]) for s in SPLITS})
             add(source, seed, "routing", routing_outcomes(ss, rspec, config.teacher, config.gate, seed=config.seed))
+    key = stage_key(SIMCHECK_MEASURED, config, home, routing)
     run_id = f"simcheck-w-{key[-14:]}"
     frame = pd.DataFrame(out)
     frame.insert(0, "run_id", run_id)
@@ -117,3 +118,6 @@ def simcheck_measured_task(config: Config, home: str, key: str, routing: bool = 
         wh.insert_df("simcheck", frame, con)
     return {"run_id": run_id, "n_questions": int(len(ids)), "rows": int(len(frame)),
             "benchmarks": sorted(set(bench.tolist()))}
+
+
+SIMCHECK_MEASURED = Stage(simcheck_measured_task, in_warehouse(simcheck_measured_key))

@@ -19,16 +19,14 @@ from warehouse.db import DB_NAME, Warehouse
 def ingested(small_data_dir, tmp_path_factory):
     """A warehouse `cr2 ingest -c small.yaml` wrote (queries and pool only), its config, and a label file."""
     from cr2.config import load_config
-    from tasks.ingest import ingest_key, ingest_queries
+    from tasks.ingest import ingest_queries
 
     root = tmp_path_factory.mktemp("cli-pool")
     home = root / "home"
     cfg_path = root / "small.yaml"
     cfg_path.write_text(f"extends: default\ndata_dir: {small_data_dir}\n")
     cfg = load_config(cfg_path)
-    with Warehouse(home) as wh:
-        key = ingest_key(cfg, wh)
-    ingest_queries.fn(cfg, str(home), key)
+    ingest_queries.fn(cfg, str(home))
     with Warehouse(home, read_only=True) as wh:
         qids = list(wh.df("SELECT query_id FROM queries ORDER BY query_id")["query_id"])
     # a known pattern: model j is right on every (j + 2)-th query

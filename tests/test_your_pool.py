@@ -118,7 +118,7 @@ def _ingest(tmp_path, definition):
                                                 "gpqa": {"enabled": False}, "mbpp": {"enabled": False},
                                                 "toy_gen": {"definition": definition}}})
     home = tmp_path / "home"
-    return ingest_queries.fn(cfg, str(home), "k"), home
+    return ingest_queries.fn(cfg, str(home)), home
 
 
 def test_null_target_needs_the_catalogue_to_say_optional(tmp_path):
