@@ -104,6 +104,9 @@ CASES = [
     (["label", "-c", "{cfg}", "--models", "no-such-model", "--limit", "1"], 2),
     (["study", "seeds", "-c", "{cfg}", "--seed", "7", "--seed", "7"], 2),  # refused inside the flow
     (["study", "premise", "-c", "{cfg}", "--speeds", "fast"], 2),
+    (["study", "diagnostics", "-c", "{cfg}"], 0),
+    (["study", "pools", "-c", "{cfg}"], 2),  # refused: the slice's labels are simulated, a sweep needs measured ones
+    (["study", "simcheck", "-c", "{cfg}", "--no-routing"], 2),  # refused for the same reason
 ]
 
 
