@@ -141,15 +141,18 @@ def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha:
                           n_resplits, rng)
 
 
-def evaluate_table(ev: Evaluation, router: Any) -> None:
+def evaluate_table(ev: Evaluation, router: Any, groups: np.ndarray | None = None) -> None:
     """CR² alone at every (λ, α) of the router's threshold table: the same "cr2" rows evaluate_cr2 records, without
-    its comparison rows (what a re-calibration's before/after compares, at operator speed)."""
+    its comparison rows (what a re-calibration's before/after compares, at operator speed). A Mondrian table routes
+    each test query at its own group's τ (`groups` as in evaluate_cr2)."""
     test = ev.test
     table = router.threshold_table_
+    groups = router.batch_groups(test) if groups is None else np.asarray(groups)
     for lam in table.lams:
         score = router.scores(test.embedding, lam)
         for alpha in table.alphas:
-            ev.record("cr2", lam, alpha, router.decide(test.embedding, test.decision_cost, lam, tau=router.threshold(lam, alpha),
+            tau = router.query_thresholds(lam, alpha, groups)  # one τ, or each query's group τ (Mondrian)
+            ev.record("cr2", lam, alpha, router.decide(test.embedding, test.decision_cost, lam, tau=tau,
                                                        score=score, proba=ev.proba))
 
 

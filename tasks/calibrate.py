@@ -44,7 +44,7 @@ def calibrate_cr2(config: Config, home: str, trained: dict, extra_lams: tuple[fl
     cal = config.calibration
     groups = None
     if cal.group is not None:  # Mondrian: the group (query attribute) of every calibration query
-        from tasks.guarantees import query_groups
+        from warehouse.routing_data import query_groups
 
         with Warehouse(home, read_only=True) as wh:
             groups = query_groups(wh, val.query_id, cal.group)

@@ -21,21 +21,10 @@ from prefect import task
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from warehouse.routing_data import named_query, query_groups  # noqa: F401  (query_groups re-exported)
 
 GUARANTEE_COLUMNS = ["run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
                      "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at"]
-
-
-def query_groups(wh: Warehouse, query_ids: np.ndarray, attribute: str) -> np.ndarray:
-    """The Mondrian group value (calibration.group: benchmark | subset) of each query id, [n] str."""
-    df = wh.df(named_query("query_groups")).set_index("query_id")
-    if attribute not in df.columns:
-        raise DataValidationError(f"unknown group attribute '{attribute}'; available: {', '.join(df.columns)}")
-    missing = set(np.asarray(query_ids).tolist()) - set(df.index)
-    if missing:
-        raise DataValidationError(f"{len(missing)} calibration queries are not in `queries` (e.g. {sorted(missing)[0]})")
-    return df.loc[np.asarray(query_ids), attribute].to_numpy().astype(str)
 
 
 def validity_pool(config: Config, home: str | Path) -> dict:

@@ -454,6 +454,39 @@ def test_mondrian_cr2_run_evaluates_each_group_with_its_own_thresholds(pipeline)
     assert Path(out["report"]["path"]).is_file() and "risk_control" in out["report"]["figures"]
 
 
+def test_mondrian_per_subset_cr2_run_routes_each_query_at_its_subsets_threshold(pipeline):
+    """calibration.group: subset (groups a RoutingSet does not carry) is evaluated too: the evaluate task reads each
+    test query's subset from the warehouse and CR² routes it at that subset's τ*(λ; α); groups too small for an α
+    defer (small_group: defer)."""
+    import numpy as np
+
+    from cr2.config import load_config
+    from cr2.crc import GroupedThresholdTable
+    from cr2.deployment import deployed_router
+    from flows.run import run_flow
+    from warehouse.deployment import read_deployment
+    from warehouse.routing_data import query_groups
+
+    path = pipeline["root"] / "mondrian-subset.yaml"
+    text = pipeline["cfg"].read_text().replace("grids: {lam: {", "grids: {alpha: [0.05, 0.2, 0.3], default_alpha: 0.2, lam: {")
+    path.write_text(text + "calibration: {group: subset, small_group: defer}\n")
+    out = run_flow(config_path=str(path), home=str(pipeline["home"]))
+    cfg = load_config(path)
+    deployment = read_deployment(pipeline["home"], cfg, out["calibrate"]["version"])
+    table = deployment.table
+    assert isinstance(table, GroupedThresholdTable) and table.group_by == "subset"
+    test = deployment.load_sets(("test",))["test"]
+    run_id, lam, alpha = out["evaluate"]["run_id"], 2.0, 0.3
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        dec = wh.df("SELECT query_id, gate_accept FROM decisions WHERE run_id = ? AND method = 'cr2' AND lam = ? "
+                    "AND abs(alpha - ?) < 1e-12", [run_id, lam, alpha])
+        subsets = query_groups(wh, test.query_id, "subset")
+    taus = table.taus_for(subsets, lam, alpha, table.gate_fingerprint)
+    expected = deployed_router(cfg, deployment).scores(test.embedding, lam).astype(np.float64) >= taus
+    got = dec.set_index("query_id").loc[test.query_id, "gate_accept"].to_numpy(dtype=bool)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeline):
     """Issue 30: the fast path (CR² alone, scores from the per-gate cache, one task) writes the same thresholds
     and the same CR² metrics and decisions as the full evaluation of each table (the slow path, --baselines)."""

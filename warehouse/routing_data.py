@@ -60,3 +60,14 @@ def load_routing_sets(wh: Warehouse, model_ids: tuple[str, ...], dist_id: str, l
         distance_m=t.column("distance_m").to_numpy(), cost_est=cost_est if decision_cost == "estimated" else None,
     )
     return {s: full.subset(split == s) for s in SPLITS}
+
+
+def query_groups(wh: Warehouse, query_ids: np.ndarray, attribute: str) -> np.ndarray:
+    """The Mondrian group value (calibration.group: benchmark | subset) of each query id, [n] str."""
+    df = wh.df(named_query("query_groups")).set_index("query_id")
+    if attribute not in df.columns:
+        raise DataValidationError(f"unknown group attribute '{attribute}'; available: {', '.join(df.columns)}")
+    missing = set(np.asarray(query_ids).tolist()) - set(df.index)
+    if missing:
+        raise DataValidationError(f"{len(missing)} calibration queries are not in `queries` (e.g. {sorted(missing)[0]})")
+    return df.loc[np.asarray(query_ids), attribute].to_numpy().astype(str)
