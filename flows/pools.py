@@ -19,7 +19,6 @@ tables, so a scenario and a sweep read alike.
 """
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -47,17 +46,9 @@ def pool_config(config: Config, overrides: dict[str, Any]) -> Config:
 
 def pool_home(home: Path, pool: str) -> Path:
     """The warehouse folder of one pool: a copy of the base warehouse made on first use."""
-    from warehouse.db import DB_NAME
+    from warehouse.db import copy_warehouse
 
-    target = home / STUDY_DIR / pool
-    if not (target / DB_NAME).is_file():
-        target.mkdir(parents=True, exist_ok=True)
-        with Warehouse(home) as wh:  # flush the write-ahead log so the file alone is the whole warehouse
-            wh.con.execute("CHECKPOINT")
-        tmp = target / f"{DB_NAME}.partial"
-        shutil.copyfile(home / DB_NAME, tmp)
-        tmp.replace(target / DB_NAME)
-    return target
+    return copy_warehouse(home, home / STUDY_DIR / pool)
 
 
 def run_pool(config: Config, home: Path) -> dict:

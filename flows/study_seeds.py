@@ -19,7 +19,6 @@ base skip the risk-vs-α Monte-Carlo bands (evaluation.n_resplits = 0): they are
 """
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -49,17 +48,9 @@ def seed_overrides(config: Config, seed: int) -> dict[str, Any]:
 
 def seed_home(home: Path, seed: int) -> Path:
     """The warehouse folder of a non-base seed: a copy of `home`'s warehouse made on first use."""
-    from warehouse.db import DB_NAME, Warehouse
+    from warehouse.db import copy_warehouse
 
-    target = home / STUDY_DIR / f"seed-{seed}"
-    if not (target / DB_NAME).is_file():
-        target.mkdir(parents=True, exist_ok=True)
-        with Warehouse(home) as wh:  # flush the write-ahead log so the file alone is the whole warehouse
-            wh.con.execute("CHECKPOINT")
-        tmp = target / f"{DB_NAME}.partial"
-        shutil.copyfile(home / DB_NAME, tmp)
-        tmp.replace(target / DB_NAME)
-    return target
+    return copy_warehouse(home, home / STUDY_DIR / f"seed-{seed}")
 
 
 def run_seed(config: Config, home: Path) -> dict:

@@ -19,9 +19,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.errors import DataValidationError
 from warehouse.db import Warehouse
-from warehouse.routing_data import named_query, query_groups  # noqa: F401  (query_groups re-exported)
+from warehouse.routing_data import query_groups
 
 GUARANTEE_COLUMNS = ["run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
                      "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at"]

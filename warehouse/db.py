@@ -420,6 +420,24 @@ def where_clause(where: dict[str, Any] | None) -> str:
     return " WHERE " + " AND ".join(f"{ident(k)} = ?" for k in where)
 
 
+def copy_warehouse(home: str | Path, target: str | Path) -> Path:
+    """The folder `target` holding a copy of `home`'s warehouse, made on first use (a study's per-cell home).
+
+    The write-ahead log is flushed first so the file alone is the whole warehouse; the copy lands under a
+    temporary name and is renamed, so an interrupted copy never looks like a warehouse."""
+    import shutil
+
+    target = Path(target)
+    if not (target / DB_NAME).is_file():
+        target.mkdir(parents=True, exist_ok=True)
+        with Warehouse(home) as wh:
+            wh.con.execute("CHECKPOINT")
+        tmp = target / f"{DB_NAME}.partial"
+        shutil.copyfile(Path(home) / DB_NAME, tmp)
+        tmp.replace(target / DB_NAME)
+    return target
+
+
 def open_warehouse(home: str | Path | None = None, read_only: bool = False) -> Warehouse:
     return Warehouse(home, read_only=read_only)
 
