@@ -139,7 +139,7 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
         if not src.is_file():
             raise InvalidValueError(f"--embeddings-from: no warehouse at {src}")
         with Warehouse(h) as wh:
-            n = copy_embeddings(wh, str(src.resolve()), config.embedding.store_name)
+            n = copy_embeddings(wh, Path(embeddings_from), config.embedding.store_name)
         print(f"copied {n} embeddings from {src}")
     prepare(config, h)  # the embeddings every pool reuses (cached when `cr2 run` already ran here)
     print(f"pool study {sid}: {len(chosen)} pools from {rp.name}; base warehouse {h}")

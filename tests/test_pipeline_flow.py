@@ -496,13 +496,13 @@ def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeli
     fast = recalibrate_flow(**kw)
     slow = recalibrate_flow(**kw, baselines=True)
     assert fast["new_thresholds"]["version"] == slow["new_thresholds"]["version"]  # the same table, not re-made
-    cols = "method, lam, alpha, benchmark, metric, value"
     with Warehouse(pipeline["home"], read_only=True) as wh:
         for phase in ("before", "after"):
             a, b = (fast[phase]["run_id"], slow[phase]["run_id"])
             assert a != b
-            got = wh.df(f"SELECT {cols} FROM metrics WHERE run_id = ? ORDER BY ALL", [a])
-            want = wh.df(f"SELECT {cols} FROM metrics WHERE run_id = ? AND method = 'cr2' ORDER BY ALL", [b])
+            got = wh.df("SELECT method, lam, alpha, benchmark, metric, value FROM metrics WHERE run_id = ? ORDER BY ALL", [a])
+            want = wh.df("SELECT method, lam, alpha, benchmark, metric, value FROM metrics WHERE run_id = ? "
+                         "AND method = 'cr2' ORDER BY ALL", [b])
             assert len(got) > 0
             pd.testing.assert_frame_equal(got, want, check_exact=True)
             diff = wh.scalar("SELECT count(*) FROM (SELECT lam, alpha, query_id, chosen_model, accepted_local FROM decisions "

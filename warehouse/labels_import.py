@@ -35,16 +35,18 @@ def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin:
     check_name(source, "label source")  # before anything is read or written (issue 28, F9)
     if source in LABEL_SOURCES:
         raise DataValidationError(f"'{source}' names a built-in label source; pick another name for imported labels")
-    with Warehouse(home) as wh:
+    # validate on a read-only connection: a refused import does not even open the file for writing
+    with Warehouse(home, read_only=True) as wh:
         known_q = wh.df("SELECT query_id FROM queries")["query_id"]
         known_m = wh.df("SELECT model_id FROM models")["model_id"]
-        if known_q.empty:
-            raise DataValidationError("the warehouse has no queries yet; run `cr2 ingest` (or `cr2 run`) first")
-        rows = validate_imported_labels(raw, set(known_q), set(known_m))
         existing = int(wh.scalar("SELECT count(*) FROM labels WHERE source = ?", [source]))
-        if existing and not replace:
-            raise DataValidationError(f"label source '{source}' already has {existing:,} rows; pass --replace to overwrite "
-                                      "them, or import under another --source")
+    if known_q.empty:
+        raise DataValidationError("the warehouse has no queries yet; run `cr2 ingest` (or `cr2 run`) first")
+    rows = validate_imported_labels(raw, set(known_q), set(known_m))
+    if existing and not replace:
+        raise DataValidationError(f"label source '{source}' already has {existing:,} rows; pass --replace to overwrite "
+                                  "them, or import under another --source")
+    with Warehouse(home) as wh:
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         run_ids = {m: f"import:{source}:{m}:{digest}" for m in rows["model_id"].unique()}
         runs = pd.DataFrame([{"run_id": rid, "source": source, "model_id": m, "revision": None, "backend": "import",

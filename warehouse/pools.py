@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -56,20 +57,22 @@ def query_choices(wh: Warehouse, query_id: np.ndarray) -> tuple[np.ndarray, list
     return df["n_choices"].fillna(0).to_numpy(np.int64), df["question"].fillna("").astype(str).tolist()
 
 
-def copy_embeddings(wh: Warehouse, source_db: str, encoder: str) -> int:
-    """Copy e(x) from another warehouse file for this warehouse's queries whose text is unchanged (same query id,
-    encoder and content hash) and that have none yet; returns how many rows were copied. The source is attached
-    read-only, so it is never changed; a source another process is writing raises DuckDB's lock error."""
-    wh.con.execute(f"ATTACH '{source_db}' AS src (READ_ONLY)")
-    try:
-        with wh.transaction() as con:
-            before = int(con.execute("SELECT count(*) FROM embeddings WHERE encoder = ?", [encoder]).fetchone()[0])
+def copy_embeddings(wh: Warehouse, source_home: str | Path, encoder: str) -> int:
+    """Copy e(x) from the warehouse at `source_home` for this warehouse's queries whose text is unchanged (same query
+    id, encoder and content hash) and that have none yet; returns how many rows were copied. The source is opened
+    read-only (never changed); its rows travel as a frame, so no path is spliced into SQL."""
+    with Warehouse(source_home, read_only=True) as src:
+        rows = src.df("SELECT query_id, encoder, content_hash, vector FROM embeddings WHERE encoder = ?", [encoder])
+    with wh.transaction() as con:
+        con.register("_cr2_src_embeddings", rows)
+        try:
+            before = int(con.execute("SELECT count(*) FROM embeddings WHERE encoder = ?", [encoder]).fetchall()[0][0])
             con.execute("""INSERT INTO embeddings
-                           SELECT s.query_id, s.encoder, s.content_hash, s.vector FROM src.embeddings s
+                           SELECT s.query_id, s.encoder, s.content_hash, s.vector FROM _cr2_src_embeddings s
                            JOIN queries q ON q.query_id = s.query_id AND q.content_hash = s.content_hash
-                           WHERE s.encoder = ? AND NOT EXISTS (SELECT 1 FROM embeddings e
-                                 WHERE e.encoder = s.encoder AND e.query_id = s.query_id)""", [encoder])
-            after = int(con.execute("SELECT count(*) FROM embeddings WHERE encoder = ?", [encoder]).fetchone()[0])
-    finally:
-        wh.con.execute("DETACH src")
+                           WHERE NOT EXISTS (SELECT 1 FROM embeddings e
+                                 WHERE e.encoder = s.encoder AND e.query_id = s.query_id)""").fetchall()
+            after = int(con.execute("SELECT count(*) FROM embeddings WHERE encoder = ?", [encoder]).fetchall()[0][0])
+        finally:
+            con.unregister("_cr2_src_embeddings")
     return after - before

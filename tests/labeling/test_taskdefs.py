@@ -183,7 +183,7 @@ def test_task_config_hash_tracks_what_changes_a_label():
 
 
 @pytest.mark.parametrize("templates, message", [
-    ({"gsm8k": {}}, "unknown benchmark 'gsm8k'"),
+    ({"gsm9k": {}}, "unknown benchmark 'gsm9k'"),
     ({"mmlu": {"doc_to_txt": "x"}}, "doc_to_txt"),
 ])
 def test_bad_template_overrides_are_rejected(templates, message):
