@@ -202,12 +202,12 @@ def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 # ---------------------------------------------------------------- headline results (docs/results.md)
 def newest_eval_run(wh: Warehouse, label_source: str | None = None) -> str:
-    """The run_id of the newest evaluation run (of `label_source` when given)."""
-    if label_source:
-        run_id = wh.scalar("SELECT run_id FROM eval_runs WHERE label_source = ? ORDER BY created_at DESC LIMIT 1",
-                           [label_source])
-    else:
-        run_id = wh.scalar("SELECT run_id FROM eval_runs ORDER BY created_at DESC LIMIT 1")
+    """The run_id of the newest full evaluation run (of `label_source` when given): one that evaluated KNN, the
+    reference every summary compares with. A re-calibration's CR²-only before/after runs (issue 30) are passed
+    over; when no run has KNN (a config without it), the newest run."""
+    run_id = wh.scalar("SELECT r.run_id FROM eval_runs r WHERE (CAST(? AS VARCHAR) IS NULL OR r.label_source = ?) "
+                       "ORDER BY EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.run_id AND m.method = 'knn') DESC, "
+                       "r.created_at DESC LIMIT 1", [label_source or None, label_source or None])
     if run_id is None:
         raise DataValidationError("no evaluation run in the warehouse; run `cr2 run` first")
     return str(run_id)
