@@ -31,18 +31,28 @@ def subset_decisions(decisions: Decisions, idx: np.ndarray) -> Decisions:
                      tau=decisions.tau[idx] if np.ndim(decisions.tau) == 1 else decisions.tau, extra=extra)
 
 
-def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data: RoutingSet, decisions: Decisions,
-                proba: np.ndarray, keep: np.ndarray) -> list[dict[str, Any]]:
-    """Return tidy metric rows (run, method, λ, α, benchmark, metric, value), pooled ('all') and per benchmark."""
-    rows = []
+def benchmark_scopes(data: RoutingSet, keep: np.ndarray) -> list[tuple[str, dict[str, tuple[np.ndarray, RoutingSet]]]]:
+    """Per benchmark ("all" first, then each benchmark): the rows each metric is computed on — "solvable" (kept rows,
+    the paper's test set) and "all" (every row: the risk's population) — as (indices, the subset). They depend on the
+    test set alone, so an evaluation computes them once for all its operating points."""
+    out = []
     for bench in ["all", *sorted(set(data.benchmark))]:
         in_b = np.ones(len(data), dtype=bool) if bench == "all" else data.benchmark == bench
         idx, idx_all = np.flatnonzero(in_b & keep), np.flatnonzero(in_b)
-        sub, dec = data.subset(idx), subset_decisions(decisions, idx)
-        sub_all, dec_all = data.subset(idx_all), subset_decisions(decisions, idx_all)
+        out.append((bench, {"solvable": (idx, data.subset(idx)), "all": (idx_all, data.subset(idx_all))}))
+    return out
+
+
+def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data: RoutingSet, decisions: Decisions,
+                proba: np.ndarray, keep: np.ndarray, scopes: list | None = None) -> list[dict[str, Any]]:
+    """Return tidy metric rows (run, method, λ, α, benchmark, metric, value), pooled ('all') and per benchmark.
+    scopes: benchmark_scopes(data, keep), when the caller has them already."""
+    rows = []
+    for bench, rows_of in (scopes if scopes is not None else benchmark_scopes(data, keep)):
         # the paper's test set excludes queries no model solves: every metric, risk included, on the same rows;
         # risk_all keeps the risk over every test row (the population the CRC guarantee is stated for)
-        scope = {"solvable": (idx, sub, dec), "all": (idx_all, sub_all, dec_all)}
+        scope = {k: (idx, sub, subset_decisions(decisions, idx)) for k, (idx, sub) in rows_of.items()}
+        (idx, sub, dec), (idx_all, _, _) = scope["solvable"], scope["all"]
         values = {}
         for m in PER_QUERY_METRICS.values():  # each the mean of its per-query values (what the bootstrap resamples)
             rows_m, sub_m, dec_m = scope[m.rows]
@@ -68,10 +78,14 @@ class Evaluation:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[tuple[str, float, float | None, Decisions]] = field(default_factory=list)
     record_decisions: bool = True
+    _scopes: list | None = field(default=None, repr=False)
 
     def record(self, method: str, lam: float, alpha: float | None, dec: Decisions) -> None:
         """Add one operating point's metric rows (and its decisions)."""
-        self.metrics.extend(metric_rows(self.run_id, method, lam, alpha, self.test, dec, self.proba, self.keep))
+        if self._scopes is None:
+            self._scopes = benchmark_scopes(self.test, self.keep)
+        self.metrics.extend(metric_rows(self.run_id, method, lam, alpha, self.test, dec, self.proba, self.keep,
+                                        self._scopes))
         if self.record_decisions:
             self.decisions.append((method, lam, alpha, dec))
 

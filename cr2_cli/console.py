@@ -127,6 +127,9 @@ def friendly(fn=None, *, flow: bool = False):
     def wrapper(*args, **kwargs):
         try:
             if flow:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
+                from cr2_cli import prefect_api
+
+                prefect_api.prestart()  # issue 30: a temporary API server starts while the command imports its flow
                 hide_cr2_tracebacks_on_console()
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, click.ClickException):  # click's own exits and usage errors

@@ -4,6 +4,8 @@ Every router of `baselines.routers` ('always' expands to Always-m for each model
 <cache>/artifacts/router-<name>-<fingerprint>.npz, registered in `artifacts` (kind router:<name>) with
 its parameters, per-query FLOPs and fit time, and its p̂_m(x) on the test split recorded in
 `predictions`. The key covers the train/dev/test rows, the baselines config and the routers' code.
+After a change of the channel-state distribution only the routers that read costs (catalogue `reads_costs`,
+the MLP) are fitted again; the others are reused (tasks/reuse.py) and only predict on test.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, catalogue_hash, home_relative, make_key, stage_key, task_code_hash
+from tasks.common import Stage, catalogue_hash, home_relative, in_home, make_key, stage_key, task_code_hash
 from tasks.inputs import artifacts_dir, load_sets, routing_args, torch_threads
+from tasks.reuse import remember, reusable_router, router_inputs_key
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, warehouse_epoch, write_baselines
 from warehouse.routing_data import routing_fingerprint
@@ -57,14 +60,24 @@ def fit_baselines(config: Config, home: str) -> dict:
     out_dir = artifacts_dir(home)
     summary, arts, preds = {}, [], []
     now = utc_now()
+    code, catalogues, reused = task_code_hash(fit_baselines), catalogue_hash(config), []
     for name in baseline_names(config):
-        router = _build(name, config)
-        t0 = time.perf_counter()
-        router.fit(train, dev)
-        fit_s = time.perf_counter() - t0
-        fp = router.fingerprint()
-        path = out_dir / f"router-{name}-{fp}.npz"
-        router.save(path)
+        # issue 30: a router whose catalogue entry says it never reads a cost is reused after a change of states
+        inputs = router_inputs_key(config, name, train, dev, code, catalogues)
+        found = reusable_router(home, inputs)
+        if found is not None:
+            router, fit_s = found[0], float(found[1]["fit_seconds"])  # the time it took when it was fitted
+            fp, path = router.fingerprint(), in_home(home, found[1]["path"])
+            reused.append(name)
+        else:
+            router = _build(name, config)
+            t0 = time.perf_counter()
+            router.fit(train, dev)
+            fit_s = time.perf_counter() - t0
+            fp = router.fingerprint()
+            path = out_dir / f"router-{name}-{fp}.npz"
+            router.save(path)
+            remember(home, inputs, path, fp, fit_s)
         p_hat = np.asarray(router.predict_proba(test), dtype=np.float64)
         summary[name] = {"fingerprint": fp, "path": home_relative(home, path), "params": int(router.n_params()),
                          "flops": int(router.flops_per_query()), "fit_seconds": round(fit_s, 2)}
@@ -80,7 +93,7 @@ def fit_baselines(config: Config, home: str) -> dict:
     predictions = pd.concat(preds, ignore_index=True).drop_duplicates(["router", "fingerprint", "query_id", "model_id"])
     with Warehouse(home) as wh:
         write_baselines(wh, arts, predictions)
-    return {"routers": summary}
+    return {"routers": summary, "reused": reused}
 
 
 BASELINES = Stage(fit_baselines, baselines_key, outputs=lambda home, r: [b["path"] for b in r["routers"].values()])

@@ -65,6 +65,13 @@ def _package_of(path: Path, root: Path) -> str:
 def _imported_names(path: Path, root: Path) -> set[str]:
     """Project module names a source file can execute: every import (module level or inside functions,
     relative ones resolved) and every 'package.module[:Class]' string it names (lazy registries)."""
+    st = path.stat()
+    return set(_parsed_names(path, root, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_names(path: Path, root: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    """_imported_names of one version of a file (parsed once per process while it is unchanged)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = _package_of(path, root)
     names: set[str] = set()
@@ -81,7 +88,7 @@ def _imported_names(path: Path, root: Path) -> set[str]:
             names.update(f"{mod}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
             names.add(node.value.split(":")[0])
-    return names
+    return frozenset(names)
 
 
 def _with_parents(name: str) -> list[str]:

@@ -7,19 +7,16 @@ to the `simcheck` table (view v_simcheck). docs/labels.md describes the check an
 """
 from __future__ import annotations
 
-import datetime as dt
-import json
-import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from prefect import task
 
 from cr2.config import Config, load_config, resolve_config_path
 from cr2.errors import ConfigError
 from tasks.common import Stage, cache_dir, file_hash, make_key, stage_key, task_code_hash
 from warehouse.db import Warehouse
+from warehouse.repository import write_simcheck
 
 SUBSAMPLE_SALT = "cr2-simcheck"
 EMBED_CHUNK = 250  # questions embedded between two writes of the cache (progress survives an interrupt)
@@ -183,26 +180,13 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
                                  seed=config.seed))
 
     run_id = f"simcheck-{stage_key(SIMCHECK, config, home, full, routing)[-16:]}"
-    frame = pd.DataFrame(out)
-    frame.insert(0, "run_id", run_id)
-    frame["seed"] = frame["seed"].astype("Int64")
     shape = config.labels.simulator.shape
-    run = pd.DataFrame([{
-        "run_id": run_id, "n_questions": int(len(rows_idx)),
-        "shape": json.dumps({"simulated": None if shape is None else shape.model_dump(mode="json"),
-                             "fresh_fit": None if fit is None else {k: v for k, v in fit.__dict__.items() if k != "path"}},
-                            sort_keys=True),
-        "pool": json.dumps({m: spec.measured_names[m] for m in model_ids}),
-        "created_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)}])
-    bad = frame["value"].map(lambda v: v is not None and isinstance(v, float) and math.isinf(v)).any()
-    if bad:
-        raise ValueError("simcheck produced an infinite value; this is a bug")
-    with Warehouse(home_p) as wh, wh.transaction() as con:
-        wh.delete_where("simcheck", {"run_id": run_id}, con)
-        wh.delete_where("simcheck_runs", {"run_id": run_id}, con)
-        wh.insert_df("simcheck_runs", run, con)
-        wh.insert_df("simcheck", frame, con)
-    return {"run_id": run_id, "n_questions": int(len(rows_idx)), "rows": int(len(frame)),
+    with Warehouse(home_p) as wh:
+        n_rows = write_simcheck(
+            wh, run_id, len(rows_idx), pool={m: spec.measured_names[m] for m in model_ids}, rows=out,
+            shape={"simulated": None if shape is None else shape.model_dump(mode="json"),
+                   "fresh_fit": None if fit is None else {k: v for k, v in fit.__dict__.items() if k != "path"}})
+    return {"run_id": run_id, "n_questions": int(len(rows_idx)), "rows": n_rows,
             "fit": {} if fit is None else {k: getattr(fit, k) for k in ("latent_correlation", "predictable_share",
                                                                         "subset_share")}}
 

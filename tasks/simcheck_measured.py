@@ -13,19 +13,16 @@ writing tidy rows to `simcheck` (view v_simcheck) under run id `simcheck-w-…`.
 """
 from __future__ import annotations
 
-import datetime as dt
-import json
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 from prefect import task
 
 from cr2.config import Config
 from tasks.common import Stage, in_warehouse, make_key, stage_key, task_code_hash
 from tasks.inputs import routing_args
 from warehouse.db import Warehouse
-from warehouse.repository import warehouse_epoch
+from warehouse.repository import warehouse_epoch, write_simcheck
 from warehouse.routing_data import routing_fingerprint
 
 SPLITS = ("train", "dev", "val", "test")
@@ -101,22 +98,13 @@ def simcheck_measured_task(config: Config, home: str, routing: bool = True) -> d
             add(source, seed, "routing", routing_outcomes(ss, rspec, config.teacher, config.gate, seed=config.seed))
     key = stage_key(SIMCHECK_MEASURED, config, home, routing)
     run_id = f"simcheck-w-{key[-14:]}"
-    frame = pd.DataFrame(out)
-    frame.insert(0, "run_id", run_id)
-    frame["seed"] = frame["seed"].astype("Int64")
     shape = config.labels.simulator.shape
-    run = pd.DataFrame([{
-        "run_id": run_id, "n_questions": int(len(ids)),
-        "shape": json.dumps({"simulated": None if shape is None else shape.model_dump(mode="json"), "fresh_fit": None,
-                             "warehouse": str(home), "benchmarks": sorted(set(bench.tolist()))}, sort_keys=True),
-        "pool": json.dumps(config.labels.measured.models),
-        "created_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)}])
-    with Warehouse(home) as wh, wh.transaction() as con:
-        wh.delete_where("simcheck", {"run_id": run_id}, con)
-        wh.delete_where("simcheck_runs", {"run_id": run_id}, con)
-        wh.insert_df("simcheck_runs", run, con)
-        wh.insert_df("simcheck", frame, con)
-    return {"run_id": run_id, "n_questions": int(len(ids)), "rows": int(len(frame)),
+    with Warehouse(home) as wh:
+        n_rows = write_simcheck(
+            wh, run_id, len(ids), pool=config.labels.measured.models, rows=out,
+            shape={"simulated": None if shape is None else shape.model_dump(mode="json"), "fresh_fit": None,
+                   "warehouse": str(home), "benchmarks": sorted(set(bench.tolist()))})
+    return {"run_id": run_id, "n_questions": int(len(ids)), "rows": n_rows,
             "benchmarks": sorted(set(bench.tolist()))}
 
 

@@ -16,7 +16,7 @@ from prefect import task
 from cr2.config import Config
 from tasks.common import Stage, home_relative, make_key, stage_key, task_code_hash
 from tasks.inputs import artifacts_dir, cr2_router, load_sets, routing_args, torch_threads
-from tasks.teacher_reuse import record_teacher, reusable_teacher, teacher_inputs_key
+from tasks.reuse import record_teacher, reusable_teacher, teacher_inputs_key
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now, warehouse_epoch
 from warehouse.routing_data import routing_fingerprint

@@ -46,10 +46,9 @@ def pool_diagnostics(wh: Warehouse, study_id: str) -> pd.DataFrame:
 def newest_run(wh: Warehouse, label_source: str) -> str | None:
     """The newest full evaluation run under `label_source` — one that evaluated KNN, the reference every comparison
     needs (a re-calibration's CR²-only before/after runs are skipped) — or None when there is none."""
-    run = wh.scalar("SELECT r.run_id FROM eval_runs r WHERE r.label_source = ? AND EXISTS (SELECT 1 FROM metrics m "
-                    "WHERE m.run_id = r.run_id AND m.method = 'knn') ORDER BY r.created_at DESC LIMIT 1",
-                    [label_source])
-    return None if run is None else str(run)
+    from warehouse.repository import newest_eval_run
+
+    return newest_eval_run(wh, label_source, full_only=True)
 
 
 def query_choices(wh: Warehouse, query_id: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -201,16 +201,19 @@ def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 # ---------------------------------------------------------------- headline results (docs/results.md)
-def newest_eval_run(wh: Warehouse, label_source: str | None = None) -> str:
+def newest_eval_run(wh: Warehouse, label_source: str | None = None, *, full_only: bool = False) -> str | None:
     """The run_id of the newest full evaluation run (of `label_source` when given): one that evaluated KNN, the
     reference every summary compares with. A re-calibration's CR²-only before/after runs (issue 30) are passed
-    over; when no run has KNN (a config without it), the newest run."""
-    run_id = wh.scalar("SELECT r.run_id FROM eval_runs r WHERE (CAST(? AS VARCHAR) IS NULL OR r.label_source = ?) "
-                       "ORDER BY EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.run_id AND m.method = 'knn') DESC, "
-                       "r.created_at DESC LIMIT 1", [label_source or None, label_source or None])
-    if run_id is None:
+    over; when no run has KNN (a config without it), the newest run — or None with `full_only`. No run at all is
+    an error, or None with `full_only`."""
+    from warehouse.routing_data import named_query
+
+    row = wh.df(named_query("newest_full_eval_run"), {"label_source": label_source or None})
+    if row.empty or (full_only and not bool(row["full"].iloc[0])):
+        if full_only:
+            return None
         raise DataValidationError("no evaluation run in the warehouse; run `cr2 run` first")
-    return str(run_id)
+    return str(row["run_id"].iloc[0])
 
 
 def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], cost_anchor: float, alpha: float,
@@ -269,6 +272,28 @@ def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
 def run_intervals(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The `intervals` rows of evaluation run `run_id`."""
     return wh.df("SELECT * FROM intervals WHERE run_id = ?", [run_id])
+
+
+def write_simcheck(wh: Warehouse, run_id: str, n_questions: int, shape: dict[str, Any], pool: Any,
+                   rows: Sequence[dict[str, Any]]) -> int:
+    """Replace simcheck run `run_id` — its `simcheck_runs` record (shape and pool as JSON) and its tidy `simcheck`
+    rows — in one transaction: a re-run overwrites, a failure leaves the previous run as it was. Returns the rows
+    written."""
+    import json
+
+    frame = pd.DataFrame(list(rows))
+    frame.insert(0, "run_id", run_id)
+    frame["seed"] = frame["seed"].astype("Int64")
+    if frame["value"].map(lambda v: isinstance(v, float) and np.isinf(v)).any():
+        raise ValueError(f"simcheck run {run_id} produced an infinite value; this is a bug")
+    run = pd.DataFrame([{"run_id": run_id, "n_questions": int(n_questions), "shape": json.dumps(shape, sort_keys=True),
+                         "pool": json.dumps(pool), "created_at": utc_now()}])
+    with wh.transaction() as con:
+        wh.delete_where("simcheck", {"run_id": run_id}, con)
+        wh.delete_where("simcheck_runs", {"run_id": run_id}, con)
+        wh.insert_df("simcheck_runs", run, con)
+        wh.insert_df("simcheck", frame, con)
+    return int(len(frame))
 
 
 def write_seed_result(wh: Warehouse, run: dict[str, Any], results: pd.DataFrame) -> None:

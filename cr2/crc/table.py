@@ -43,6 +43,17 @@ def _find(values: Sequence[float], x: float) -> int | None:
     return None
 
 
+def _grid_index(symbol: str, option: str, grid: Sequence[float], x: float) -> int:
+    """Index of x on a calibrated grid; UncalibratedOperatingPointError naming the grid and the fix when off-grid."""
+    i = _find(grid, float(x))
+    if i is None:
+        raise UncalibratedOperatingPointError(
+            f"{symbol}={x:g} is not on the calibrated grid {grid_text(grid)}; "
+            f"run `cr2 calibrate --{option} {x:g}` or pick a grid value"
+        )
+    return i
+
+
 def _sorted_unique(name: str, values: Iterable[float]) -> tuple[np.ndarray, tuple[float, ...]]:
     """Return (argsort order, sorted values); raises when two values coincide within LAM_RTOL."""
     arr = np.asarray(list(values), dtype=np.float64)
@@ -109,23 +120,11 @@ class ThresholdTable:
 
     def lam_index(self, lam: float) -> int:
         """Return the grid row of λ; raises UncalibratedOperatingPointError naming the grid when it is off-grid."""
-        i = _find(self.lams, float(lam))
-        if i is None:
-            raise UncalibratedOperatingPointError(
-                f"λ={lam:g} is not on the calibrated grid {grid_text(self.lams)}; "
-                f"run `cr2 calibrate --lam {lam:g}` or pick a grid value"
-            )
-        return i
+        return _grid_index("λ", "lam", self.lams, lam)
 
     def alpha_index(self, alpha: float) -> int:
         """Return the grid column of α; raises UncalibratedOperatingPointError naming the grid when it is off-grid."""
-        j = _find(self.alphas, float(alpha))
-        if j is None:
-            raise UncalibratedOperatingPointError(
-                f"α={alpha:g} is not on the calibrated grid {grid_text(self.alphas)}; "
-                f"run `cr2 calibrate --alpha {alpha:g}` or pick a grid value"
-            )
-        return j
+        return _grid_index("α", "alpha", self.alphas, alpha)
 
     def check_fingerprint(self, gate_fingerprint: str) -> None:
         """Raise FingerprintMismatchError unless the table was calibrated for this gate."""

@@ -42,6 +42,7 @@ class RouterEntry:
     reference: bool = False
     params: tuple[tuple[str, Any], ...] = ()  # constructor defaults of this entry (a named variant of a class)
     order: int = 0  # position in the catalogue (figure and table order)
+    reads_costs: bool = True  # fit() may read c/ĉ (channel-dependent): refitted when the states change
 
     def load_class(self) -> type:
         """Import and return the router class (a .py path is loaded as a module of its own)."""
@@ -65,7 +66,8 @@ class RouterEntry:
             raise ConfigError(f"router '{self.name}': {module_name} has no class {cls}") from None
 
 
-_FIELDS = {"class", "kind", "learned", "predicts_proba", "display", "colour", "per_model", "reference", "params"}
+_FIELDS = {"class", "kind", "learned", "predicts_proba", "display", "colour", "per_model", "reference", "params",
+           "reads_costs"}
 _KINDS = ("cr2", "baseline", "baseline-variant")
 
 
@@ -94,7 +96,7 @@ def _read_catalogue(path: Path, start: int) -> dict[str, RouterEntry]:
         if module.endswith(".py") and not Path(module).is_absolute():
             target = f"{(Path(path).parent / module).resolve()}:{cls}"
         out[str(name)] = RouterEntry(name=str(name), target=target, order=start + i, params=params,
-                                     **{k: (bool(v) if k in ("learned", "predicts_proba", "per_model", "reference")
+                                     **{k: (bool(v) if k in ("learned", "predicts_proba", "per_model", "reference", "reads_costs")
                                             else str(v)) for k, v in spec.items()})
     return out
 

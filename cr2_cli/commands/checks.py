@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from cr2_cli import prefect_api
 from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
 from cr2_cli.render import print_guarantees, print_simcheck
@@ -34,6 +35,8 @@ def simcheck(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
                                                  "is fitted)")) -> None:
     """Sim-to-real check: measured MMLU-Pro labels vs the simulators on the same questions (docs/labels.md)."""
     from flows.simcheck import simcheck_flow
+
+    prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
     h = home_dir(home)
     t0 = time.perf_counter()

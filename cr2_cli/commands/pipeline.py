@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from cr2_cli import prefect_api
 from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
 from cr2_cli.render import (print_baselines, print_calibrate, print_ingest_summary, print_model_summary,
@@ -17,6 +18,8 @@ from cr2_cli.render import (print_baselines, print_calibrate, print_ingest_summa
 def ingest(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Load the selected benchmarks into the warehouse (validated, cached)."""
     from flows.ingest import ingest_flow
+
+    prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
     t0 = time.perf_counter()
     summary = ingest_flow(config_path=config_arg(config), home=str(home_dir(home)))
@@ -31,6 +34,8 @@ def prepare(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) 
     """Embeddings, splits, channel states, labels and costs for every query (validated, cached)."""
     from flows.prepare import prepare_flow
 
+    prefect_api.wait()  # the temporary API server friendly() started while the flow imported
+
     h = home_dir(home)
     t0 = time.perf_counter()
     summary = prepare_flow(config_path=config_arg(config), home=str(h))
@@ -43,6 +48,8 @@ def prepare(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) 
 def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Train the CR² teacher selector and margin gate on the prepared train split (cached)."""
     from flows.train import train_flow
+
+    prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
     h = home_dir(home)
     print_train(train_flow(config_path=config_arg(config), home=str(h)))
@@ -59,6 +66,8 @@ def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt
               small_group: Optional[str] = typer.Option(None, "--small-group", help="error | defer")) -> None:
     """Calibrate the threshold table τ*(λ; α) of the trained gate on the val split (new version)."""
     from flows.calibrate import calibrate_flow
+
+    prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
     h = home_dir(home)
     print_calibrate(calibrate_flow(config_path=config_arg(config), home=str(h), extra_lams=list(lam or []),
@@ -88,6 +97,8 @@ def calibration_overrides(rule: Optional[str], delta: Optional[float], group: Op
 def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Run the whole pipeline on the configured data (one flow, one process)."""
     from flows.run import run_flow
+
+    prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
     h = home_dir(home)
     t0 = time.perf_counter()

@@ -27,10 +27,9 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
 
     t0 = time.perf_counter()
     h = home_dir(home)
-    prefect_api.prestart()  # issue 30: the temporary API server starts while the flow's modules import
     from flows.recalibrate import recalibrate_flow
 
-    prefect_api.wait()
+    prefect_api.wait()  # the temporary API server friendly() started while the flow imported
     out = recalibrate_flow(states=states, config_path=config_arg(config), home=str(h),
                            only_if_drift=only_if_drift, bands=bands, baselines=baselines)
     print_drift(out["drift"])

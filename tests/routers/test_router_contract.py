@@ -93,6 +93,32 @@ def test_deterministic_under_a_seed(fitted):
     assert np.array_equal(again.predict_proba(test), router.predict_proba(test))
 
 
+def _other_channel(data: RoutingSet, seed: int) -> RoutingSet:
+    """The same queries and labels under other channel states: every cost-dependent field redrawn (c_ref ≡ 1)."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(seed)
+    cost = rng.uniform(0.05, 1.0, data.cost.shape).astype(data.cost.dtype)
+    cost[:, -1] = 1.0
+    return replace(data, cost=cost, cost_est=None if data.cost_est is None else cost * 1.1,
+                   distance_m=rng.uniform(30.0, 150.0, len(data)))
+
+
+@pytest.mark.parametrize("name", [n for n in ROUTERS if n != "cr2"])
+def test_reads_costs_declares_what_fit_reads(name, tiny_splits):
+    """Issue 30: a baseline whose catalogue entry says reads_costs: false is reused after a change of channel states
+    (tasks/reuse.py), so its fit must not depend on any cost-dependent field; one that reads costs must show it."""
+    from cr2.routers import router_entry
+
+    train, dev, _ = tiny_splits
+    a = _fit(_make(name), train, dev)
+    b = _fit(_make(name), _other_channel(train, 1), _other_channel(dev, 2))
+    if router_entry(name).reads_costs:
+        assert a.fingerprint() != b.fingerprint(), f"{name} is declared to read costs but its fit ignores them"
+    else:
+        assert a.fingerprint() == b.fingerprint(), f"{name} says reads_costs: false but its fit depends on the costs"
+
+
 @pytest.mark.parametrize("name", TORCH_ROUTERS)
 def test_seed_matters_and_global_torch_rng_is_untouched(name, tiny_splits):
     import torch
