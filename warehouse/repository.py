@@ -209,7 +209,7 @@ def newest_eval_run(wh: Warehouse, label_source: str | None = None, *, full_only
     from warehouse.routing_data import named_query
 
     row = wh.df(named_query("newest_full_eval_run"), {"label_source": label_source or None})
-    if row.empty or (full_only and not bool(row["full"].iloc[0])):
+    if row.empty or (full_only and not bool(row["is_full"].iloc[0])):
         if full_only:
             return None
         raise DataValidationError("no evaluation run in the warehouse; run `cr2 run` first")
