@@ -128,7 +128,9 @@ def friendly(fn=None, *, flow: bool = False):
         try:
             if flow:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
                 from cr2_cli import prefect_api
+                from cr2_cli.options import use_prefect_home
 
+                use_prefect_home(kwargs.get("home"))  # the home's Prefect state, before a server starts on it
                 prefect_api.prestart()  # issue 30: a temporary API server starts while the command imports its flow
                 hide_cr2_tracebacks_on_console()
             return fn(*args, **kwargs)

@@ -27,7 +27,17 @@ def home_dir(home: Optional[Path], create: bool = True) -> Path:
     if not create and not (h / DB_NAME).is_file():
         raise WarehouseError(f"no warehouse at {h / DB_NAME}; run `cr2 run` (or `cr2 ingest`) first, or pass the "
                              "--home that holds it")
-    if "PREFECT_HOME" not in os.environ:
-        (h / "prefect").mkdir(parents=True, exist_ok=True)
-        os.environ["PREFECT_HOME"] = str(h / "prefect")
+    use_prefect_home(h)
     return h
+
+
+def use_prefect_home(home: Optional[Path]) -> None:
+    """Prefect's state (run history DB) under <home>/prefect unless PREFECT_HOME is set — before anything starts a
+    Prefect API server for this command (cr2_cli/prefect_api.py)."""
+    if "PREFECT_HOME" in os.environ:
+        return
+    from warehouse.db import default_home
+
+    h = home.expanduser().resolve() if home else default_home()
+    (h / "prefect").mkdir(parents=True, exist_ok=True)
+    os.environ["PREFECT_HOME"] = str(h / "prefect")
