@@ -34,33 +34,16 @@ def evaluate_key(config: Config, home: str, trained: dict, calibrated: dict, bas
 
 
 def decision_frame(ev) -> pd.DataFrame:
-    """The per-query decisions of an Evaluation as rows of the `decisions` table (operating points in the order
-    recorded, test rows in order within each; built column by column rather than frame by frame)."""
+    """The per-query decisions of an Evaluation as rows of the `decisions` table."""
     model_ids = np.asarray(ev.test.model_ids)
-    n, points = len(ev.test), ev.decisions
-    if not points:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in (("run_id", object), ("method", object),
-                             ("lam", "float64"), ("alpha", object), ("query_id", object), ("chosen_model", object),
-                             ("accepted_local", bool), ("gate_accept", "boolean"))})
-    gate = np.zeros(n * len(points), dtype=bool)
-    gate_na = np.zeros(n * len(points), dtype=bool)
-    for i, (_, _, _, dec) in enumerate(points):
+    def gate(dec) -> pd.Series:
         g = dec.extra.get("gate_accept")
-        if g is None:
-            gate_na[i * n:(i + 1) * n] = True
-        else:
-            gate[i * n:(i + 1) * n] = np.asarray(g, dtype=bool)
-    alphas = [alpha for _, _, alpha, _ in points]
-    return pd.DataFrame({
-        "run_id": ev.run_id,
-        "method": np.repeat(np.asarray([m for m, _, _, _ in points], dtype=object), n),
-        "lam": np.repeat(np.asarray([lam for _, lam, _, _ in points], dtype=np.float64), n),
-        "alpha": np.repeat(np.asarray(alphas, dtype=np.float64 if all(a is not None for a in alphas) else object), n),
-        "query_id": np.tile(np.asarray(ev.test.query_id), len(points)),
-        "chosen_model": np.concatenate([model_ids[dec.chosen] for _, _, _, dec in points]),
-        "accepted_local": np.concatenate([np.asarray(dec.accepted_local, dtype=bool) for _, _, _, dec in points]),
-        "gate_accept": pd.arrays.BooleanArray(gate, gate_na),
-    })
+        return pd.Series(pd.NA if g is None else np.asarray(g, dtype=bool), index=range(len(dec.chosen)), dtype="boolean")
+
+    return pd.concat([pd.DataFrame({"run_id": ev.run_id, "method": method, "lam": lam, "alpha": alpha,
+                                    "query_id": ev.test.query_id, "chosen_model": model_ids[dec.chosen],
+                                    "accepted_local": dec.accepted_local, "gate_accept": gate(dec)})
+                      for method, lam, alpha, dec in ev.decisions], ignore_index=True)
 
 
 @task(name="evaluate")
