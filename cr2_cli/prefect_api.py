@@ -18,6 +18,9 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import cr2  # noqa: F401  (cr2/env.py: the offline, no-telemetry environment the server inherits)
 
 _proc: subprocess.Popen | None = None
 _url: str | None = None
@@ -33,13 +36,20 @@ def _free_port() -> int:
 
 
 def _spawn(port: int) -> subprocess.Popen:
-    """Prefect's temporary-server command (prefect.server.api.server.SubprocessASGIServer), spawned directly."""
-    import prefect
-    from prefect.settings import get_current_settings
+    """Prefect's temporary-server command (prefect.server.api.server.SubprocessASGIServer), spawned directly.
 
-    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
-           **get_current_settings().to_environment_variables(exclude_unset=True)}
-    return subprocess.Popen([sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
+    Before Prefect is imported (a CLI command), the server reads its settings from the same environment, profile
+    and working directory as this process would; once it is imported, this process's settings are passed on
+    explicitly, as Prefect does (they may have been changed in-process)."""
+    import importlib.util
+
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    if "prefect" in sys.modules:
+        from prefect.settings import get_current_settings
+
+        env.update(get_current_settings().to_environment_variables(exclude_unset=True))
+    app_dir = Path(importlib.util.find_spec("prefect").origin).parent.parent  # prefect.__module_path__.parent
+    return subprocess.Popen([sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir),
                              "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "error", "--lifespan", "on"], env=env)
 
@@ -65,12 +75,19 @@ def prestart() -> None:
     if not _registered:  # before Prefect registers its own exit handlers: runs after they flush logs and events
         atexit.register(_stop)
         _registered = True
+    early = "prefect" not in sys.modules
+    if early:  # spawned before importing Prefect (≈ 1 s), so the server's start-up begins at once
+        port = _free_port()
+        _proc, _url = _spawn(port), f"http://127.0.0.1:{port}/api"
     from prefect.settings import PREFECT_API_URL
 
-    if PREFECT_API_URL.value():  # configured in the Prefect profile (or a test harness)
+    if PREFECT_API_URL.value():  # an API configured in the Prefect profile (or a test harness): ours is not needed
+        _stop()
+        _url = None
         return
-    port = _free_port()
-    _proc, _url = _spawn(port), f"http://127.0.0.1:{port}/api"
+    if not early:
+        port = _free_port()
+        _proc, _url = _spawn(port), f"http://127.0.0.1:{port}/api"
 
 
 def wait() -> None:

@@ -68,3 +68,26 @@ def test_one_temporary_server_started_by_cr2_serves_the_flow(tmp_path):
     finally:
         con.close()
     assert runs == 1
+
+
+PROFILE_SCRIPT = """
+from cr2_cli import prefect_api
+prefect_api.prestart()
+prefect_api.wait()
+import os
+print("proc", prefect_api._proc, "url", prefect_api._url, "env", os.environ.get("PREFECT_API_URL"))
+"""
+
+
+def test_an_api_configured_in_the_prefect_profile_is_used_and_no_server_kept(tmp_path):
+    """A profile that names an API wins: the server spawned before Prefect could read the profile is stopped at once
+    and Prefect's settings are left alone."""
+    home = tmp_path / "prefect"
+    home.mkdir()
+    (home / "profiles.toml").write_text('active = "ops"\n\n[profiles.ops]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_PROFILE", "PREFECT_PROFILES_PATH")}
+    env.update({"PREFECT_HOME": str(home), "PYTHONPATH": str(REPO)})
+    out = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "proc None url None env None", out.stdout
