@@ -9,6 +9,7 @@ guarantee is about (dropping unsolvable queries would bias it).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -78,14 +79,16 @@ class Evaluation:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[tuple[str, float, float | None, Decisions]] = field(default_factory=list)
     record_decisions: bool = True
-    _scopes: list | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def scopes(self) -> list:
+        """benchmark_scopes of the test set: computed once, shared by every operating point."""
+        return benchmark_scopes(self.test, self.keep)
 
     def record(self, method: str, lam: float, alpha: float | None, dec: Decisions) -> None:
         """Add one operating point's metric rows (and its decisions)."""
-        if self._scopes is None:
-            self._scopes = benchmark_scopes(self.test, self.keep)
         self.metrics.extend(metric_rows(self.run_id, method, lam, alpha, self.test, dec, self.proba, self.keep,
-                                        self._scopes))
+                                        self.scopes))
         if self.record_decisions:
             self.decisions.append((method, lam, alpha, dec))
 

@@ -16,14 +16,21 @@ def config_arg(config: Optional[Path]) -> str | None:
     return str(config) if config else None
 
 
+def resolve_home(home: Optional[Path]) -> Path:
+    """The --home folder as an absolute path ($CR2_HOME or var/ when not given)."""
+    from warehouse.db import default_home
+
+    return home.expanduser().resolve() if home else default_home()
+
+
 def home_dir(home: Optional[Path], create: bool = True) -> Path:
     """The warehouse folder; Prefect's own state (run history DB) goes to <home>/prefect unless PREFECT_HOME is set.
 
     create=False (commands that only read a warehouse): a folder without a warehouse is an error and nothing is
     created on disk."""
-    from warehouse.db import DB_NAME, WarehouseError, default_home
+    from warehouse.db import DB_NAME, WarehouseError
 
-    h = home.expanduser().resolve() if home else default_home()
+    h = resolve_home(home)
     if not create and not (h / DB_NAME).is_file():
         raise WarehouseError(f"no warehouse at {h / DB_NAME}; run `cr2 run` (or `cr2 ingest`) first, or pass the "
                              "--home that holds it")
@@ -36,8 +43,6 @@ def use_prefect_home(home: Optional[Path]) -> None:
     Prefect API server for this command (cr2_cli/prefect_api.py)."""
     if "PREFECT_HOME" in os.environ:
         return
-    from warehouse.db import default_home
-
-    h = home.expanduser().resolve() if home else default_home()
+    h = resolve_home(home)
     (h / "prefect").mkdir(parents=True, exist_ok=True)
     os.environ["PREFECT_HOME"] = str(h / "prefect")

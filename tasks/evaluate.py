@@ -20,7 +20,7 @@ from tasks.scores import remember_scores
 from warehouse.db import Warehouse
 from warehouse.repository import (baseline_proba, load_threshold_table, utc_now, warehouse_epoch,
                                   write_evaluation)
-from warehouse.routing_data import query_groups, routing_fingerprint
+from warehouse.routing_data import routing_fingerprint, table_groups
 
 
 def evaluate_key(config: Config, home: str, trained: dict, calibrated: dict, baselines: dict) -> str:
@@ -63,8 +63,7 @@ def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselin
         router.set_threshold_table(load_threshold_table(wh, calibrated["version"]))
         p_hat = {name: baseline_proba(wh, name, b["fingerprint"], test.query_id, test.model_ids)
                  for name, b in baselines.items() if router_entry(name).predicts_proba}
-        group_by = getattr(router.threshold_table_, "group_by", None)  # a Mondrian table per subset: each query's group
-        groups = query_groups(wh, test.query_id, group_by) if group_by not in (None, "benchmark") else None
+        groups = table_groups(wh, router.threshold_table_, test.query_id)  # Mondrian per subset: each query's group
     remember_scores(router, home, {"val": val, "test": test}, router.threshold_table_.lams)  # cached per gate
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=f"eval-{key[-16:]}", test=test, proba=router.proba(test.embedding), keep=keep)

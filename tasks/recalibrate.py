@@ -20,7 +20,7 @@ from tasks.inputs import cr2_router, load_sets, routing_args
 from tasks.scores import remember_scores
 from warehouse.db import Warehouse
 from warehouse.repository import load_threshold_table, utc_now, warehouse_epoch, write_evaluation
-from warehouse.routing_data import query_groups, routing_fingerprint
+from warehouse.routing_data import routing_fingerprint, table_groups
 
 PHASES = ("before", "after")
 
@@ -46,8 +46,7 @@ def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dic
     router = cr2_router(config, trained, home)
     with Warehouse(home, read_only=True) as wh:
         loaded = {phase: load_threshold_table(wh, cal["version"]) for phase, cal in tables.items()}
-        group_by = {getattr(t, "group_by", None) for t in loaded.values()} - {None, "benchmark"}
-        groups = {g: query_groups(wh, test.query_id, g) for g in group_by}  # Mondrian per subset: each query's group
+        groups = {phase: table_groups(wh, t, test.query_id) for phase, t in loaded.items()}  # Mondrian per subset
     lams = sorted({float(v) for t in loaded.values() for v in t.lams})
     remember_scores(router, home, {"test": test}, lams)  # p and s(λ) of test: cached per gate, shared by both tables
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
@@ -56,7 +55,7 @@ def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dic
     for phase, cal in tables.items():
         router.set_threshold_table(loaded[phase])
         ev = Evaluation(run_id=f"eval-{make_key(key, phase)[-16:]}", test=test, proba=proba, keep=keep)
-        evaluate_table(ev, router, groups.get(getattr(loaded[phase], "group_by", None)))
+        evaluate_table(ev, router, groups[phase])
         run = {"run_id": ev.run_id, "config_hash": config.section_hash(), "label_source": config.labels.source,
                "decision_cost": config.routing.decision_cost, "dist_id": config.channel.distribution.dist_id,
                "threshold_version": cal["version"], "code_version": task_code_hash(evaluate_recalibration),

@@ -286,8 +286,7 @@ class Warehouse:
         with self.transaction():
             for name in view_names():  # a view's SQL is the file's own text; its name a validated identifier
                 self.con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS\n{view_sql(name)}")
-            self.con.execute("DELETE FROM meta WHERE key = 'schema_digest'")
-            self.con.execute("INSERT INTO meta VALUES ('schema_digest', ?)", [schema_digest()])
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_digest', ?)", [schema_digest()])
 
     # ---------------------------------------------------------- transactions and writes
     @contextlib.contextmanager

@@ -71,3 +71,11 @@ def query_groups(wh: Warehouse, query_ids: np.ndarray, attribute: str) -> np.nda
     if missing:
         raise DataValidationError(f"{len(missing)} calibration queries are not in `queries` (e.g. {sorted(missing)[0]})")
     return df.loc[np.asarray(query_ids), attribute].to_numpy().astype(str)
+
+
+def table_groups(wh: Warehouse, table: object, query_ids: np.ndarray) -> np.ndarray | None:
+    """Each query's Mondrian group under a threshold table grouped by an attribute a RoutingSet does not carry (e.g.
+    subset); None for a pooled table or one per benchmark, whose groups the router reads from the rows itself
+    (CR2Router.batch_groups)."""
+    group_by = getattr(table, "group_by", None)
+    return None if group_by in (None, "benchmark") else query_groups(wh, query_ids, group_by)
