@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cr2.boundary import load_yaml_file
 from cr2.errors import ConfigError, InvalidValueError, did_you_mean
 
 CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "configs" / "benchmarks"
@@ -153,9 +154,9 @@ def read_definition(path: str | Path) -> BenchmarkDef:
     """Load and validate one catalogue YAML; ConfigError naming the file and key on a problem."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: benchmark definition not found") from None
+        data = load_yaml_file(path)
+    except InvalidValueError as exc:
+        raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: malformed YAML ({str(exc).splitlines()[0]}); fix the syntax") from None
     if not isinstance(data, dict):

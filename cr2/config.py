@@ -764,14 +764,14 @@ def _names(kind: str) -> str:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    """A config file's top-level mapping, read within cr2.boundary's byte / alias-expansion / depth budgets."""
+    from cr2.boundary import load_yaml, read_yaml_bytes
+    from cr2.errors import InvalidValueError
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
+        data = load_yaml(read_yaml_bytes(path), str(path))
+    except InvalidValueError as exc:
+        raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

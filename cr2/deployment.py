@@ -92,9 +92,19 @@ def check_route_inputs(question: str, choices: list[str] | None, lam: float, alp
 
     A request's inputs are data from a user (serve answers 422), hence DataValidationError.
     """
+    from cr2.boundary import check_text
+    from cr2.errors import InvalidValueError
+
     if not isinstance(question, str) or not question.strip():
         raise DataValidationError("the query text is empty; give the question to route, e.g. "
                                 "`cr2 route \"What is the capital of France?\" --lam 1`")
+    try:
+        check_text(question, "the query")
+        for i, c in enumerate(choices or []):
+            if isinstance(c, str):
+                check_text(c, f"choice {i + 1}")
+    except InvalidValueError as exc:
+        raise DataValidationError(str(exc)) from None
     if choices is not None:
         from cr2.embed import CHOICE_LETTERS
 
@@ -106,11 +116,12 @@ def check_route_inputs(question: str, choices: list[str] | None, lam: float, alp
         raise DataValidationError(f"λ must be a finite number > 0, got {lam}")
     if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0 < alpha < 1):
         raise DataValidationError(f"α must be a number in (0, 1), got {alpha}")
-    from cr2.channel import MAX_DISTANCE_M
+    from cr2.channel import MAX_DISTANCE_M, MIN_DISTANCE_M
 
     if distance_m is not None and not (isinstance(distance_m, (int, float)) and math.isfinite(distance_m)
-                                       and 0 < distance_m <= MAX_DISTANCE_M):
-        raise DataValidationError(f"distance_m must be a number of metres in (0, {MAX_DISTANCE_M:g}], got {distance_m}")
+                                       and MIN_DISTANCE_M <= distance_m <= MAX_DISTANCE_M):
+        raise DataValidationError(f"distance_m must be a number of metres in [{MIN_DISTANCE_M:g}, {MAX_DISTANCE_M:g}] "
+                                  f"(the path-loss model's range), got {distance_m}")
 
 
 # ---------------------------------------------------------------- the online router

@@ -86,13 +86,13 @@ class PoolRule(_Strict):
 
 def load_pool_rule(path: str | Path) -> PoolRule:
     """The pool rule of a YAML file (a clear ConfigError on a missing file or a bad field)."""
-    import yaml
+    from cr2.boundary import load_yaml_file
 
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"pool rule {p} not found (shipped: configs/pools/mmlu-pro.yaml)")
     try:
-        return PoolRule.model_validate(yaml.safe_load(p.read_text(encoding="utf-8")))
+        return PoolRule.model_validate(load_yaml_file(p))
     except ValueError as e:
         raise ConfigError(f"{p}: {e}") from e
 

@@ -25,10 +25,34 @@ from rich.console import Console
 
 from cr2.errors import Cr2Error
 
+
+class SafeConsole(Console):
+    """A Rich console whose printed text can never drive the terminal: every text segment passes through
+    cr2.boundary.printable (ESC / CSI / OSC sequences and other control characters removed) after layout, while
+    Rich's own styles and cursor controls (progress bars) are kept. Every console of the CLI is one of these."""
+
+    def _render_buffer(self, buffer):
+        from rich.segment import Segment
+
+        from cr2.boundary import printable
+
+        return super()._render_buffer(seg if seg.control else Segment(printable(seg.text), seg.style, seg.control)
+                                      for seg in buffer)
+
+
 # markup=False: nothing printed is parsed as Rich markup — names, SQL results and questions may hold "[x]" or
-# "[/x]" (issue 28, F9); styles are given as Text / style= where wanted
-console = Console(markup=False)
-err_console = Console(stderr=True, markup=False)
+# "[/x]"; styles are given as Text / style= where wanted
+console = SafeConsole(markup=False)
+err_console = SafeConsole(stderr=True, markup=False)
+
+
+def emit(text: str) -> None:
+    """Print a block of plain text (markdown tables) on stdout as it is, less any terminal control characters."""
+    import sys
+
+    from cr2.boundary import printable
+
+    sys.stdout.write(printable(text) + "\n")
 
 TRACEBACK_ENV = "CR2_TRACEBACK"
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -18,7 +17,9 @@ from rich.text import Text
 from cr2.errors import ConfigError
 from cr2_cli.options import home_dir
 
-console = Console(markup=False)  # names and ids are printed as they are, never parsed as Rich markup
+from cr2_cli.console import SafeConsole
+
+console = SafeConsole(markup=False)  # names and ids are printed as they are, never parsed as Rich markup
 
 
 def _split(values: Optional[list[str]]) -> list[str] | None:
@@ -43,10 +44,13 @@ def load_labeling_file(path: Path) -> dict[str, Any]:
     """A YAML file of labeling settings: either the `labeling:` section itself or a file that contains one."""
     import yaml
 
+    from cr2.boundary import load_yaml_file
+    from cr2.errors import InvalidValueError
+
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"--labeling file {path} not found") from None
+        data = load_yaml_file(path) or {}
+    except InvalidValueError as exc:
+        raise ConfigError(f"--labeling file: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"--labeling file {path}: malformed YAML ({str(exc).splitlines()[0]})") from None
     section = data.get("labeling", data) if isinstance(data, dict) else data

@@ -55,8 +55,27 @@ study_app.command("diagnostics")(friendly(diagnostics_command, flow=True))
 study_app.command("simcheck")(friendly(simcheck_command, flow=True))
 
 
-def main() -> None:
-    app()
+def check_arguments(args: list[str]) -> None:
+    """Every command-line argument is UTF-8 text (cr2.boundary.check_text): bytes that are not UTF-8 reach Python
+    as surrogate escapes, which no command could print, store or route; refused here, before any command runs."""
+    from cr2.boundary import check_text
+    from cr2.errors import InvalidValueError
+    from cr2_cli.console import print_error
+
+    for i, arg in enumerate(args, start=1):
+        try:
+            check_text(arg, f"argument {i}")
+        except InvalidValueError as exc:
+            print_error(str(exc))
+            raise SystemExit(2) from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    check_arguments(args)
+    app(args=args, prog_name="cr2")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ from typing import Optional
 
 import pandas as pd
 import typer
-from rich.console import Console
 
-console = Console()
+from cr2_cli.console import SafeConsole, emit
+
+console = SafeConsole()
 
 
 def _fmt(v, spec: str = ".1f") -> str:
@@ -116,8 +117,8 @@ def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"),
     t0 = time.perf_counter()
     out = study_pools_flow(config_path=str(config) if config else None, home=str(h), rule_path=str(rule),
                            pools=pool or None, embeddings_from=str(embeddings_from) if embeddings_from else None)
-    print(savings_markdown(h, out["study_id"]))
-    print(diagnostics_markdown(h, out["study_id"]))
+    emit(savings_markdown(h, out["study_id"]))
+    emit(diagnostics_markdown(h, out["study_id"]))
     console.print(f"cr2 study pools finished in {time.perf_counter() - t0:.1f} s; study {out['study_id']} "
                   f"(tables pool_runs, pool_results; views v_pool_savings, v_pool_diagnostics)", highlight=False)
 
@@ -131,8 +132,8 @@ def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", 
 
     h = home_dir(home)
     out = study_diagnostics_flow(config_path=str(config) if config else None, home=str(h))
-    print(savings_markdown(h, out["study_id"]))
-    print(diagnostics_markdown(h, out["study_id"]))
+    emit(savings_markdown(h, out["study_id"]))
+    emit(diagnostics_markdown(h, out["study_id"]))
     console.print(f"study {out['study_id']} (run {out['run_id']})", highlight=False)
 
 
@@ -171,6 +172,6 @@ def simcheck_command(config: Optional[Path] = typer.Option(None, "--config", "-c
     h = home_dir(home)
     t0 = time.perf_counter()
     out = study_simcheck_flow(config_path=str(config) if config else None, home=str(h), routing=not no_routing)
-    print(simcheck_markdown(h, out["run_id"]))
+    emit(simcheck_markdown(h, out["run_id"]))
     console.print(f"simcheck run {out['run_id']} on {out['n_questions']} queries ({', '.join(out['benchmarks'])}) in "
                   f"{time.perf_counter() - t0:.1f} s (view v_simcheck)", highlight=False)

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from cr2_cli.options import home_dir
 
-console = Console()
+from cr2_cli.console import SafeConsole
+
+console = SafeConsole()
 
 
 def _floats(text: str) -> list[float]:

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from cr2_cli.options import home_dir
 
-console = Console()
+from cr2_cli.console import SafeConsole
+
+console = SafeConsole()
 
 
 def seeds_command(n: int = typer.Option(5, "--n", min=2, help="number of seeds: the config's split seed and the "

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from cr2.errors import ConfigError, did_you_mean
+from cr2.errors import ConfigError, InvalidValueError, did_you_mean
 
 CATALOGUE = Path(__file__).with_name("catalogue.yaml")
 ALWAYS_PREFIX = "always-"
@@ -74,9 +74,11 @@ _KINDS = ("cr2", "baseline", "baseline-variant")
 def _read_catalogue(path: Path, start: int) -> dict[str, RouterEntry]:
     import yaml
 
+    from cr2.boundary import load_yaml_file
+
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        raw = load_yaml_file(path) or {}
+    except (InvalidValueError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read the router catalogue ({str(exc).splitlines()[0]})") from None
     out = {}
     for i, (name, spec) in enumerate(raw.items()):

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from cr2_cli.console import console, friendly
+from cr2_cli.console import console, emit, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, home_dir
 from cr2_cli.render import print_frame
 
@@ -25,9 +25,9 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
 
     chosen = parse_targets(targets) if targets is not None else None  # a bad list fails before the warehouse opens
     a = alpha if alpha is not None else load_config(config).grids.default_alpha
-    print(results_markdown(home_dir(home), a, label_source, chosen))
+    emit(results_markdown(home_dir(home), a, label_source, chosen))
     if paper:
-        print(comparison_markdown(home_dir(home), a, label_source))
+        emit(comparison_markdown(home_dir(home), a, label_source))
 
 
 @friendly

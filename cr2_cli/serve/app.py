@@ -29,7 +29,7 @@ from typing import Any
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handlers' (string) annotations here
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, field_validator, model_validator
 
-from cr2.channel import MAX_DISTANCE_M
+from cr2.channel import MAX_DISTANCE_M, MIN_DISTANCE_M
 from cr2.config import Config
 from cr2.errors import Cr2Error, DataValidationError
 from cr2_cli.serve.security import (Guard, HttpError, allowed_hosts, check_exposure, number, parse_json, read_body,
@@ -49,7 +49,7 @@ class RouteRequest(BaseModel):
     budget: FiniteFloat | None = Field(None, gt=0, description="instead of λ: the most accurate (λ, α) certified to "
                                        "keep the mean normalised cost ≤ budget")
     alpha: FiniteFloat | None = Field(None, gt=0, lt=1, description="risk level α (default: grids.default_alpha)")
-    distance_m: FiniteFloat | None = Field(None, gt=0, le=MAX_DISTANCE_M, description="UE–edge distance, m (mean "
+    distance_m: FiniteFloat | None = Field(None, ge=MIN_DISTANCE_M, le=MAX_DISTANCE_M, description="UE–edge distance, m (mean "
                                            "fading); default: sampled")
     benchmark: str = Field("mmlu", description="benchmark whose default output length is assumed")
     seed: int = Field(0, ge=0, lt=2 ** 63, description="seed of the sampled channel state")

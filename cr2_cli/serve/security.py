@@ -13,15 +13,16 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-import math
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import Request
 from pydantic import ValidationError
 
+from cr2.boundary import check_texts, parse_number, printable
 from cr2.config import Config
-from cr2.errors import ConfigError
+from cr2.errors import ConfigError, InvalidValueError
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 MAX_JSON_DEPTH = 64  # nesting of objects / arrays accepted in any JSON the server reads (requests, upstream answers)
@@ -46,12 +47,26 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def host_name(value: str) -> str:
-    """The host part of a Host header value ("127.0.0.1:8080" → "127.0.0.1", "[::1]:80" → "::1"), lower-cased."""
+# a Host header: a bracketed IPv6 literal or a name / IPv4 address of DNS characters, then an optional numeric port
+_HOST_HEADER = re.compile(r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._-]+))(?::(?P<port>[0-9]{1,5}))?")
+
+
+def host_name(value: str) -> str | None:
+    """The host part of a Host header value ("127.0.0.1:8080" → "127.0.0.1", "[::1]:80" → "::1"), lower-cased;
+    None when the value is not exactly a host and an optional port ("[::1]evil.com", "localhost:80@evil.com")."""
     value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+    m = _HOST_HEADER.fullmatch(value)
+    if m is None:
+        return value if ":" in value and _bare_ipv6(value) else None
+    return m.group("ip6") or m.group("name")
+
+
+def _bare_ipv6(value: str) -> bool:
+    """True for an unbracketed IPv6 address (a bind address such as "::1", never a valid Host header)."""
+    try:
+        return ipaddress.ip_address(value).version == 6
+    except ValueError:
+        return False
 
 
 def _reject_constant(name: str) -> Any:
@@ -88,29 +103,23 @@ def parse_bounded_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
 
 
 def parse_json(raw: bytes) -> Any:
-    """The request body as strict, bounded JSON, or a 422 (NaN / Infinity literals, nesting > MAX_JSON_DEPTH)."""
+    """The request body as strict, bounded JSON whose every string is well-formed Unicode, or a 422 naming the
+    problem (NaN / Infinity literals, nesting > MAX_JSON_DEPTH, a lone surrogate such as "\\ud83d")."""
     try:
-        return parse_bounded_json(raw)
+        return check_texts(parse_bounded_json(raw))
+    except InvalidValueError as exc:
+        raise HttpError(422, str(exc)) from None
     except ValueError as exc:  # JSONDecodeError is a ValueError; so are the NaN/Infinity and depth refusals
         raise HttpError(422, f"the request body is not valid JSON: {exc}") from None
 
 
 def number(value: Any, name: str, low: float, high: float | None = None) -> float:
-    """A finite number low < value (< high), or a 422 naming the field; strings (from headers) are parsed."""
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise HttpError(422, f"{name} must be a number, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise HttpError(422, f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise HttpError(422, f"{name} must be finite, got {value}")
-    if not value > low or (high is not None and not value < high):
-        bound = f"> {low:g}" if high is None else f"in ({low:g}, {high:g})"
-        raise HttpError(422, f"{name} must be {bound}, got {value:g}")
-    return value
+    """A finite number low < value (< high), or a 422 naming the field; strings (from headers) are parsed and
+    integers range-checked before conversion (cr2.boundary.parse_number)."""
+    try:
+        return parse_number(value, name, low, high)
+    except InvalidValueError as exc:
+        raise HttpError(422, str(exc)) from None
 
 
 def validation_detail(exc: ValidationError) -> str:
@@ -135,7 +144,10 @@ class Guard:
 
     def _check(self, scope, headers: dict[str, str]) -> HttpError | None:
         host = headers.get("host", "")
-        if "*" not in self.hosts and host_name(host) not in self.hosts:
+        name = host_name(host)
+        if name is None:
+            return HttpError(400, f"Host {printable(ascii(host))} is not a host name with an optional port")
+        if "*" not in self.hosts and name not in self.hosts:
             return HttpError(400, f"Host {host!r} is not served here; add it to serving.allowed_hosts if it names "
                                   "this server")
         origin = headers.get("origin")
