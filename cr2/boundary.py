@@ -26,6 +26,7 @@ from cr2.errors import InvalidValueError
 MAX_YAML_BYTES = 1 << 20  # a configuration or catalogue file; the shipped ones are a few kB
 MAX_YAML_NODES = 100_000  # scalars + collections after every alias is expanded (the default config has ~1,000)
 MAX_YAML_DEPTH = 64
+MAX_MAGNITUDE = 1e300  # integers beyond this would overflow (or nearly) as floats: refused before conversion
 
 
 def check_text(value: str, name: str) -> str:
@@ -81,7 +82,10 @@ def parse_number(value: Any, name: str, low: float | None = None, high: float | 
     if isinstance(value, int):
         too_low = low is not None and (value < low or (value == low and not low_inclusive))
         too_high = high is not None and (value > high or (value == high and not high_inclusive))
-        if too_low or too_high or abs(value) > 1e300:
+        if abs(value) > MAX_MAGNITUDE:
+            raise InvalidValueError(f"{name} is out of range: {_short(value)}; a number here is at most "
+                                    f"{MAX_MAGNITUDE:g} in magnitude")
+        if too_low or too_high:
             raise InvalidValueError(f"{name} must be {_range(low, high, low_inclusive, high_inclusive)}, got "
                                     f"{_short(value)}")
         return float(value)

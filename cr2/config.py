@@ -550,6 +550,10 @@ class ServingSpec(_Strict):
                                    "free slot before 503 Retry-After")
     header_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="how long a client may take to send "
                                     "a request's headers before the connection is closed (slow-header clients)")
+    body_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="how long a client may take to send a "
+                                  "request body, s, extended by min_body_rate_bps (slow-body clients are disconnected)")
+    min_body_rate_bps: float = Field(1024.0, gt=0, allow_inf_nan=False, description="each byte of a request body "
+                                     "received buys 1 / min_body_rate_bps s more of body_timeout_s, bytes/s")
     max_response_bytes: int = Field(64 << 20, ge=1024, description="largest upstream answer passed on, bytes (after "
                                     "decompression; larger: 502)")
     # micro-batching of concurrent /route requests into length-bucketed encoder calls (cr2_cli/serve/batching.py)
@@ -562,6 +566,26 @@ class ServingSpec(_Strict):
     torch_threads: int = Field(1, ge=1, le=256, description="torch intra-op threads of the serving process (the "
                                "per-request teacher and gate see one row: more threads only spin; the ONNX encoder "
                                "keeps the threads it was loaded with)")
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoint_urls(cls, endpoints: dict[str, str]) -> dict[str, str]:
+        """http(s) base URLs without credentials: a `user:pass@` part would make the HTTP client send Basic auth
+        instead of the configured bearer key (api_key_env), silently; credentials belong in api_key_env."""
+        from urllib.parse import urlsplit
+
+        for model_id, url in endpoints.items():
+            try:
+                parts = urlsplit(url)
+                parts.port  # noqa: B018  (raises ValueError on a non-numeric port)
+            except ValueError as exc:
+                raise ValueError(f"serving.endpoints.{model_id} is not a URL ({exc})") from None
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"serving.endpoints.{model_id} must be an http:// or https:// URL with a host")
+            if parts.username is not None or parts.password is not None:
+                raise ValueError(f"serving.endpoints.{model_id} holds credentials (user:password@); remove them and "
+                                 "put the endpoints' key in the variable named by serving.api_key_env")
+        return endpoints
 
 
 class Config(_Strict):

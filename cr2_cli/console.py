@@ -138,18 +138,24 @@ def release_frames(exc: BaseException | None) -> None:
         exc = exc.__cause__ or exc.__context__
 
 
-def friendly(fn=None, *, flow: bool = False):
+def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
     """Turn every error into a short message and a non-zero exit code, never a traceback: cr2's own errors
     exit with their code (2), anything else with 1 and a line saying how to see the traceback.
 
     flow=True (commands that run a Prefect flow): Prefect's console log of a Cr2Error is dropped too. The
-    others need not pay for importing prefect. Use as `@friendly` or `@friendly(flow=True)`."""
+    others need not pay for importing prefect. existing_home=True (flow commands that work on a warehouse
+    another command built): a --home without one is refused before anything, Prefect's state included, is
+    created there. Use as `@friendly` or `@friendly(flow=True)`."""
     if fn is None:
-        return functools.partial(friendly, flow=flow)
+        return functools.partial(friendly, flow=flow, existing_home=existing_home)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            if existing_home:
+                from cr2_cli.options import home_dir
+
+                home_dir(kwargs.get("home"), create=False)
             if flow:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
                 from cr2_cli import prefect_api
                 from cr2_cli.options import use_prefect_home

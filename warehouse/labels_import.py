@@ -21,6 +21,12 @@ from warehouse.db import Warehouse
 from warehouse.files import read_table_file
 
 
+def _refuse_existing(source: str, existing: int, replace: bool) -> None:
+    if existing and not replace:
+        raise DataValidationError(f"label source '{source}' already has {existing:,} rows; pass --replace to overwrite "
+                                  "them, or import under another --source")
+
+
 def import_labels(home: str | Path, path: str | Path, source: str, replace: bool = False) -> dict:
     """Validate and write the labels of `path` under `source`; returns rows per model."""
     raw = read_table_file(path)
@@ -42,11 +48,9 @@ def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin:
         existing = int(wh.scalar("SELECT count(*) FROM labels WHERE source = ?", [source]))
     if known_q.empty:
         raise DataValidationError("the warehouse has no queries yet; run `cr2 ingest` (or `cr2 run`) first")
+    _refuse_existing(source, existing, replace)  # early, before a long validation; decided again under the lock
     rows = validate_imported_labels(raw, set(known_q), set(known_m))
-    if existing and not replace:
-        raise DataValidationError(f"label source '{source}' already has {existing:,} rows; pass --replace to overwrite "
-                                  "them, or import under another --source")
-    with Warehouse(home) as wh:
+    with Warehouse(home) as wh:  # the write lock: no other process writes until this import has committed
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         run_ids = {m: f"import:{source}:{m}:{digest}" for m in rows["model_id"].unique()}
         runs = pd.DataFrame([{"run_id": rid, "source": source, "model_id": m, "revision": None, "backend": "import",
@@ -57,6 +61,10 @@ def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin:
         out = rows.assign(source=source, run_id=rows["model_id"].map(run_ids))
         # Int64 as validated (0 … MAX_OUTPUT_TOKENS): no narrowing cast here, which wrapped 2^31 + 5 (issue 28, F7)
         with wh.transaction() as con:
+            # the check that decides, inside the lock and the transaction that writes: of N importers of one source
+            # started at once, the first writes and every later one finds its rows and refuses
+            _refuse_existing(source, int(con.execute("SELECT count(*) FROM labels WHERE source = ?",
+                                                     [source]).fetchone()[0]), replace)
             wh.delete_where("labels", {"source": source}, con)
             con.execute("DELETE FROM label_runs WHERE source = ?", [source])
             wh.insert_df("label_runs", runs, con)

@@ -22,7 +22,7 @@ def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="
     from cr2.config import load_config
     from tasks.guarantees import check_guarantees
 
-    h = home_dir(home)
+    h = home_dir(home, create=False)
     out = check_guarantees.fn(load_config(config), str(h), resplits, seed)
     print_guarantees(h, out["run_id"], out["source"])
 

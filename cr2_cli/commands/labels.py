@@ -56,7 +56,7 @@ def labels_import(file: Path = typer.Argument(..., help="long-form Parquet or CS
     row is valid."""
     from warehouse.labels_import import import_labels
 
-    h = home_dir(home)
+    h = home_dir(home, create=False)
     check_pool_written(h, config)
     out = import_labels(h, file, source, replace)
     per = ", ".join(f"{m} {n:,}" for m, n in out["per_model"].items())

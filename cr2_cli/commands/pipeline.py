@@ -44,7 +44,7 @@ def prepare(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) 
     console.print(f"prepare finished in {time.perf_counter() - t0:.1f} s; warehouse: {h / 'cr2.duckdb'}")
 
 
-@friendly(flow=True)
+@friendly(flow=True, existing_home=True)
 def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Train the CR² teacher selector and margin gate on the prepared train split (cached)."""
     from flows.train import train_flow
@@ -55,7 +55,7 @@ def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) ->
     print_train(train_flow(config_path=config_arg(config), home=str(h)))
 
 
-@friendly(flow=True)
+@friendly(flow=True, existing_home=True)
 def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
               lam: Optional[list[float]] = typer.Option(None, "--lam", help="extra λ to calibrate exactly (repeatable)"),
               rule: Optional[str] = typer.Option(None, "--rule", help="crc | ltt | crc-oracle | crc-avoidable | ltt-oracle | "

@@ -12,7 +12,7 @@ from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
 from cr2_cli.render import print_drift, print_recalibration
 
 
-@friendly(flow=True)
+@friendly(flow=True, existing_home=True)
 def recalibrate(states: str = typer.Option(..., "--states", help="new state distribution: a name under configs/states "
                                           "or a YAML file"),
                 only_if_drift: bool = typer.Option(False, "--only-if-drift", help="re-calibrate only when the drift "

@@ -2,7 +2,10 @@
 
 Each app has its own registry (several apps in one process — the tests — never share counts):
 
-    cr2_serve_requests_total{route, method, status}       every HTTP request, refused ones included
+    cr2_serve_requests_total{route, method, status}       every HTTP request, refused ones included (status
+                                                           "disconnected": the client left before its body was read)
+    cr2_serve_client_disconnects_total{route, reason}      those clients: "disconnect" (they hung up) or
+                                                           "body_timeout" (too slow: serving.body_timeout_s)
     cr2_serve_errors_total{route, status}                  those answered 4xx / 5xx
     cr2_serve_request_duration_seconds{route}              latency histogram (to the last body byte)
     cr2_serve_in_progress_requests                         requests being answered now
@@ -22,12 +25,14 @@ Each app has its own registry (several apps in one process — the tests — nev
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 ROUTES = ("/route", "/v1/chat/completions", "/health", "/metrics", "/docs", "/openapi.json")
+log = logging.getLogger("cr2_cli.serve")
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -43,6 +48,8 @@ class ServeMetrics:
                               ["route", "status"], registry=r)
         self.latency = Histogram("cr2_serve_request_duration_seconds", "HTTP request latency, s", ["route"],
                                  buckets=LATENCY_BUCKETS_S, registry=r)
+        self.disconnects = Counter("cr2_serve_client_disconnects", "clients gone before their request body was "
+                                   "read, by route and reason", ["route", "reason"], registry=r)
         self.in_progress = Gauge("cr2_serve_in_progress_requests", "HTTP requests being answered", registry=r)
         self.queue = Gauge("cr2_serve_queue_depth", "requests waiting: for a concurrency slot or a micro-batch",
                            ["stage"], registry=r)
@@ -98,7 +105,10 @@ class ServeMetrics:
 
 
 class MetricsMiddleware:
-    """ASGI middleware counting every HTTP request by route and status and timing it to its last body byte."""
+    """ASGI middleware counting every HTTP request by route and status and timing it to its last body byte.
+
+    A client that disconnects before its body is read (ClientGone) is its own outcome: counted, logged in one
+    line, and not re-raised — it is not a server error, and its traceback would only hide real ones."""
 
     def __init__(self, app: Any, *, metrics: ServeMetrics):
         self.app, self.metrics = app, metrics
@@ -117,12 +127,21 @@ class MetricsMiddleware:
                 status["code"] = int(message["status"])
             await send(message)
 
+        from cr2_cli.serve.security import ClientGone
+        from cr2_cli.serve.server import BODY_TIMEOUT_SCOPE_KEY
+
         m.in_progress.inc()
         try:
             await self.app(scope, receive, counting_send)
+        except ClientGone as exc:
+            reason = "body_timeout" if scope.get(BODY_TIMEOUT_SCOPE_KEY) else "disconnect"
+            status["code"] = 0
+            m.disconnects.labels(route=route, reason=reason).inc()
+            log.info("%s %s: client gone before its request body was read (%s, %d bytes received)",
+                     scope.get("method", ""), route, reason, exc.received_bytes)
         finally:
             m.in_progress.dec()
-            code = str(status["code"])
+            code = str(status["code"]) if status["code"] else "disconnected"
             m.requests.labels(route=route, method=scope.get("method", ""), status=code).inc()
             if status["code"] >= 400:
                 m.errors.labels(route=route, status=code).inc()

@@ -181,14 +181,29 @@ async def send_json(send, status: int, content: Any, headers: dict[str, str] | N
     await send({"type": "http.response.body", "body": body})
 
 
+class ClientGone(Exception):
+    """The client disconnected (or was disconnected for sending too slowly) before its request body was read:
+    nobody is left to answer. The metrics middleware counts it as its own outcome, not as a server error."""
+
+    def __init__(self, received_bytes: int):
+        super().__init__(f"client disconnected after {received_bytes:,} body bytes")
+        self.received_bytes = received_bytes
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or 413 as soon as it exceeds `limit` bytes (chunked bodies have no Content-Length)."""
+    """The request body, or 413 as soon as it exceeds `limit` bytes (chunked bodies have no Content-Length);
+    ClientGone when the client disconnects before the body is complete."""
+    from starlette.requests import ClientDisconnect
+
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HttpError(413, f"the request body exceeds {limit:,} bytes (serving.max_body_bytes)")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, f"the request body exceeds {limit:,} bytes (serving.max_body_bytes)")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientGone(size) from None
     return b"".join(chunks)
 
 

@@ -1,4 +1,5 @@
-"""`cr2 serve`'s uvicorn side: a socket bound before anything says "serving", and h11 with a header-read timeout."""
+"""`cr2 serve`'s uvicorn side: a socket bound before anything says "serving", h11 with header- and body-read
+timeouts, and log lines that cannot drive a terminal."""
 from __future__ import annotations
 
 import logging
@@ -27,15 +28,62 @@ def bind_socket(host: str, port: int):
     return sock
 
 
-def header_timeout_protocol(header_timeout_s: float):
-    """uvicorn's h11 protocol with a header-read timeout: a connection that has not delivered a request's
-    headers within `header_timeout_s` of opening (or of the previous response) is closed (slow-header clients
-    cannot hold connections open)."""
+BODY_TIMEOUT_SCOPE_KEY = "cr2.body_timeout"  # set in a request's ASGI scope when its body read timed out
+
+
+def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.0, min_body_rate_bps: float = 1024.0):
+    """uvicorn's h11 protocol with read timeouts, so slow clients cannot hold connections open:
+
+    - headers: a connection that has not delivered a request's headers within `header_timeout_s` of opening (or
+      of the previous response) is closed;
+    - body: once the headers are in, the body must arrive within `body_timeout_s` plus 1 / `min_body_rate_bps`
+      s per byte received (Apache's mod_reqtimeout rule); a body that falls behind is answered 408 and the
+      connection closed, and the request is marked in its scope (BODY_TIMEOUT_SCOPE_KEY) for the metrics;
+    - a response sent before the body was read (a refusal: 401, 413, …) closes the connection instead of
+      reading the rest of a body nobody will use."""
+    import time
+
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class HeaderTimeoutH11Protocol(H11Protocol):
         _header_timer = None
+        _body_timer = None
+        _body_started = 0.0
+        _body_bytes = 0
+
+        def _body_pending(self) -> bool:
+            return self.conn.their_state is h11.SEND_BODY
+
+        def _arm_body_timer(self) -> None:
+            self._cancel_body_timer()
+            deadline = self._body_started + body_timeout_s + self._body_bytes / min_body_rate_bps
+            self._body_timer = self.loop.call_later(max(0.0, deadline - time.monotonic()), self._body_timeout)
+
+        def _cancel_body_timer(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_timeout(self) -> None:
+            self._body_timer = None
+            if not self._body_pending() or self.transport.is_closing():
+                return
+            deadline = self._body_started + body_timeout_s + self._body_bytes / min_body_rate_bps
+            if time.monotonic() < deadline:  # bytes arrived since the timer was set: it moved the deadline
+                return self._arm_body_timer()
+            cycle = self.cycle
+            log.info("closed a connection whose request body arrived slower than %g bytes/s (%d bytes in %.1f s)",
+                     min_body_rate_bps, self._body_bytes, time.monotonic() - self._body_started)
+            if cycle is not None:
+                cycle.scope[BODY_TIMEOUT_SCOPE_KEY] = True
+                if not cycle.response_started:
+                    body = b'{"detail":"the request body arrived too slowly (serving.body_timeout_s, min_body_rate_bps)"}'
+                    self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                         b"connection: close\r\ncontent-length: " + str(len(body)).encode() +
+                                         b"\r\n\r\n" + body)
+                    cycle.response_started = cycle.response_complete = True
+            self.transport.close()
 
         def _arm_header_timer(self) -> None:
             self._cancel_header_timer()
@@ -58,25 +106,67 @@ def header_timeout_protocol(header_timeout_s: float):
             self._arm_header_timer()
 
         def data_received(self, data: bytes) -> None:
+            was_pending = self._body_pending()
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:  # the request's headers are in
                 self._cancel_header_timer()
+            if self._body_pending():
+                if not was_pending:  # a new request's body starts: its clock starts with the headers
+                    self._body_started, self._body_bytes = time.monotonic(), 0
+                    self._arm_body_timer()
+                else:
+                    self._body_bytes += len(data)
+            else:
+                self._cancel_body_timer()
 
         def on_response_complete(self) -> None:
+            if self._body_pending() and not self.transport.is_closing():  # answered before its body was read
+                self._cancel_body_timer()
+                self.transport.close()
             super().on_response_complete()
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:  # the next request's headers
                 self._arm_header_timer()
 
         def connection_lost(self, exc) -> None:
             self._cancel_header_timer()
+            self._cancel_body_timer()
             super().connection_lost(exc)
 
     return HeaderTimeoutH11Protocol
 
 
+class PrintableLog(logging.Filter):
+    """Log records with terminal control characters removed (cr2.boundary.printable): a request path, header or
+    query logged by uvicorn or cr2 cannot retitle, clear or recolour the operator's terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from cr2.boundary import printable
+
+        message = record.getMessage()
+        clean = printable(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+_PRINTABLE = PrintableLog()
+
+
+def printable_logs(names: tuple[str, ...] = ("", "uvicorn", "uvicorn.error", "uvicorn.access", "cr2_cli.serve")) -> None:
+    """Attach PrintableLog to every handler of the server's loggers (idempotent)."""
+    for name in names:
+        for handler in logging.getLogger(name).handlers:
+            if _PRINTABLE not in handler.filters:
+                handler.addFilter(_PRINTABLE)
+
+
 def server_config(app: Any, serving: Any, host: str = "127.0.0.1", port: int = 8080, **kwargs: Any):
-    """The uvicorn configuration `cr2 serve` runs with (h11 with the header-read timeout)."""
+    """The uvicorn configuration `cr2 serve` runs with (h11 with header- and body-read timeouts; printable logs)."""
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, http=header_timeout_protocol(serving.header_timeout_s),
-                          log_level=kwargs.pop("log_level", "warning"), **kwargs)
+    config = uvicorn.Config(app, host=host, port=port,
+                            http=header_timeout_protocol(serving.header_timeout_s, serving.body_timeout_s,
+                                                         serving.min_body_rate_bps),
+                            log_level=kwargs.pop("log_level", "warning"), **kwargs)
+    printable_logs()  # uvicorn.Config has configured its handlers by now
+    return config
