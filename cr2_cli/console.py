@@ -125,6 +125,14 @@ def print_error(message: str) -> None:
     err_console.print(message, highlight=False, markup=False, soft_wrap=True)
 
 
+def printable_path(path) -> str:
+    """A file name for an error line: at most 120 characters, control characters removed."""
+    from cr2.boundary import printable
+
+    text = printable(str(path))
+    return text if len(text) <= 120 else text[:117] + "…"
+
+
 def release_frames(exc: BaseException | None) -> None:
     """Clear the local variables of every finished frame in `exc`'s tracebacks (its cause/context chain included).
 
@@ -170,6 +178,11 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
             release_frames(exc)
             print_error(str(exc))
             raise typer.Exit(exc.exit_code) from None
+        except OSError as exc:  # a path the user gave that the system refuses (too long, a folder, no permission…)
+            release_frames(exc)
+            where = f": {printable_path(exc.filename)}" if exc.filename is not None else ""
+            print_error(f"{exc.strerror or type(exc).__name__}{where}")
+            raise typer.Exit(2) from None
         except KeyboardInterrupt as exc:
             release_frames(exc)
             print_error("interrupted; the warehouse keeps only completed writes (each write is one transaction)")

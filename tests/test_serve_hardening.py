@@ -1,0 +1,214 @@
+"""`cr2 serve` against hostile clients, third round: huge numbers (N2), text that is not UTF-8 (N3), slow bodies
+(N5), clients that disconnect mid-body (N6) and Host headers with trailing junk — each a 4xx or a closed
+connection, never a 500, with a stub router (tests/test_serve_security.py) behind `cr2 serve`'s own uvicorn
+configuration (header- and body-read timeouts)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import time
+
+import httpx
+import pytest
+
+from cr2.config import load_config
+from cr2_cli.serve import create_app
+from tests.serve_helpers import fake_model_endpoint, running
+from tests.test_serve_security import StubRouter
+
+TOKEN = "s3cret-token-for-tests"
+
+
+@contextlib.contextmanager
+def _server(token: str | None = None, **serving):
+    cfg = load_config()
+    with contextlib.ExitStack() as stack:
+        upstream = stack.enter_context(running(fake_model_endpoint(cfg.models[1].id)))
+        cfg = cfg.model_copy(update={"serving": cfg.serving.model_copy(
+            update={"endpoints": {cfg.models[1].id: upstream + "/v1"}, **serving})})
+        app = create_app(cfg, "unused", router=StubRouter([m.id for m in cfg.models]), token=token)
+        yield stack.enter_context(running(app, serving=cfg.serving)), app
+
+
+@pytest.fixture(scope="module")
+def server():
+    with _server(body_timeout_s=1.0, min_body_rate_bps=1024.0) as s:
+        yield s
+
+
+def _post(base: str, path: str, raw: bytes, headers: dict | None = None) -> httpx.Response:
+    return httpx.post(base + path, content=raw, headers={"content-type": "application/json", **(headers or {})},
+                      timeout=10)
+
+
+def _errors_500(base: str) -> float:
+    text = httpx.get(base + "/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("cr2_serve_requests_total{") and 'status="500"' in line)
+
+
+def _raw(base: str, head: str, body: bytes = b"") -> socket.socket:
+    host, port = base.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock.sendall(head.encode("latin-1") + b"\r\n" + body)
+    return sock
+
+
+def _read_all(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and when it closed (s), or limit_s."""
+    t0, data = time.monotonic(), b""
+    sock.settimeout(0.2)
+    while time.monotonic() - t0 < limit_s:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        if not chunk:
+            return data, time.monotonic() - t0
+        data += chunk
+    return data, float("inf")
+
+
+# ------------------------------------------------------------------ N2: huge numbers
+@pytest.mark.parametrize("field", ["cr2_lam", "cr2_alpha"])
+def test_a_401_digit_integer_in_a_chat_body_is_a_422_naming_the_field(server, field):
+    base, _ = server
+    body = {"messages": [{"role": "user", "content": "Name a prime."}], field: 10 ** 400}
+    r = _post(base, "/v1/chat/completions", json.dumps(body).encode())
+    assert r.status_code == 422 and field in r.json()["detail"], r.text
+
+
+def test_huge_numbers_in_headers_and_route_bodies_are_422(server):
+    base, _ = server
+    chat = json.dumps({"messages": [{"role": "user", "content": "Name a prime."}]}).encode()
+    r = _post(base, "/v1/chat/completions", chat, {"x-cr2-lambda": "9" * 401})
+    assert r.status_code == 422 and "X-CR2-Lambda" in r.json()["detail"], r.text
+    r = _post(base, "/route", json.dumps({"query": "q", "lam": 10 ** 400}).encode())
+    assert r.status_code == 422, r.text
+
+
+# ------------------------------------------------------------------ N3: lone surrogates
+@pytest.mark.parametrize("path, raw, field", [
+    ("/route", b'{"query": "q", "lam": 1.0, "choices": ["\\udfff", "b"]}', "choices[0]"),
+    ("/route", b'{"query": "caf\\udce9?", "lam": 1.0}', "body.query"),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "\\ud83d"}]}', "messages[0].content"),
+])
+def test_lone_surrogates_in_json_bodies_are_422_naming_the_field(server, path, raw, field):
+    base, _ = server
+    r = _post(base, path, raw)
+    assert r.status_code == 422 and field in r.json()["detail"] and "UTF-8" in r.json()["detail"], r.text
+
+
+def test_invalid_utf8_bytes_in_a_body_are_422(server):
+    base, _ = server
+    r = _post(base, "/route", b'{"query": "caf\xe9?", "lam": 1.0}')
+    assert r.status_code == 422, r.text
+
+
+def test_a_distance_below_the_path_loss_reference_is_422_naming_distance_m(server):
+    base, _ = server
+    r = _post(base, "/route", json.dumps({"query": "q", "lam": 1.0, "distance_m": 1e-300}).encode())
+    assert r.status_code == 422 and "distance_m" in r.text and "non-finite" not in r.text, r.text
+
+
+# ------------------------------------------------------------------ Host header junk
+@pytest.mark.parametrize("host", ["[::1]evil.com", "localhost:80@evil.com", "127.0.0.1:80:81", "localhost:http",
+                                  "localhost evil.com"])
+def test_host_headers_with_trailing_junk_are_400(server, host):
+    base, _ = server
+    r = httpx.get(base + "/health", headers={"host": host}, timeout=10)
+    assert r.status_code == 400, (host, r.status_code)
+    for ok in ("localhost", "127.0.0.1:8080", "[::1]:8080", "LOCALHOST"):
+        assert httpx.get(base + "/health", headers={"host": ok}, timeout=10).status_code == 200, ok
+
+
+# ------------------------------------------------------------------ N5: slow bodies
+def test_a_trickled_body_is_cut_off_with_408(server):
+    base, _ = server
+    sock = _raw(base, "POST /route HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+                      "content-length: 100000\r\n", b"{")
+    try:
+        t0 = time.monotonic()
+        for _ in range(3):  # one byte every 0.3 s: far below 1,024 bytes/s
+            time.sleep(0.3)
+            with contextlib.suppress(OSError):
+                sock.sendall(b" ")
+        data, closed_s = _read_all(sock, limit_s=8.0)
+    finally:
+        sock.close()
+    assert data.startswith(b"HTTP/1.1 408"), data[:200]
+    assert time.monotonic() - t0 < 6.0 and closed_s < 6.0  # body_timeout_s = 1 s plus 4 bytes' worth
+
+
+def test_a_body_at_a_fair_rate_is_not_cut_off(server):
+    base, _ = server
+    payload = json.dumps({"query": "x" * 2000, "lam": 1.0}).encode()
+    sock = _raw(base, "POST /route HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+                      f"content-length: {len(payload)}\r\nconnection: close\r\n")
+    try:
+        for i in range(0, len(payload), 1024):  # 1 kB every 0.4 s: 2.5 kB/s, above the minimum rate
+            sock.sendall(payload[i:i + 1024])
+            time.sleep(0.4)
+        data, _ = _read_all(sock, limit_s=8.0)
+    finally:
+        sock.close()
+    assert data.startswith(b"HTTP/1.1 200"), data[:300]
+
+
+def test_a_refused_request_closes_the_connection_instead_of_reading_the_trickle():
+    with _server(token=TOKEN, body_timeout_s=30.0) as (base, _):
+        sock = _raw(base, "POST /route HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+                          "content-length: 100000\r\n", b"{")
+        try:
+            data, closed_s = _read_all(sock, limit_s=5.0)
+        finally:
+            sock.close()
+    assert data.startswith(b"HTTP/1.1 401"), data[:200]
+    assert closed_s < 5.0  # closed right after the 401, not after body_timeout_s
+
+
+# ------------------------------------------------------------------ N6: disconnects mid-body
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_a_client_that_disconnects_mid_body_is_its_own_outcome_with_one_log_line(server):
+    base, _ = server
+    seen = _Records()
+    loggers = [logging.getLogger(n) for n in ("uvicorn.error", "cr2_cli.serve", "uvicorn")]
+    for lg in loggers:
+        lg.addHandler(seen)
+    old_level = logging.getLogger("cr2_cli.serve").level
+    logging.getLogger("cr2_cli.serve").setLevel(logging.INFO)
+    try:
+        before_500 = _errors_500(base)
+        for _ in range(5):
+            sock = _raw(base, "POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n"
+                              "content-type: application/json\r\ncontent-length: 1000\r\n", b'{"messages": [')
+            time.sleep(0.05)
+            sock.close()
+        deadline = time.monotonic() + 10
+        metrics = ""
+        while time.monotonic() < deadline:
+            metrics = httpx.get(base + "/metrics", timeout=10).text
+            if 'cr2_serve_client_disconnects_total{reason="disconnect",route="/v1/chat/completions"} 5.0' in metrics:
+                break
+            time.sleep(0.1)
+    finally:
+        for lg in loggers:
+            lg.removeHandler(seen)
+        logging.getLogger("cr2_cli.serve").setLevel(old_level)
+    assert 'cr2_serve_client_disconnects_total{reason="disconnect",route="/v1/chat/completions"} 5.0' in metrics, \
+        [line for line in metrics.splitlines() if "disconnect" in line or "status=" in line]
+    assert _errors_500(base) == before_500
+    assert 'status="disconnected"' in metrics
+    assert not [r for r in seen.records if r.exc_info or "Exception in ASGI" in r.getMessage()]
+    lines = [r for r in seen.records if "client gone" in r.getMessage()]
+    assert len(lines) == 5 and all("\n" not in r.getMessage() for r in lines)
