@@ -148,21 +148,33 @@ class OnlineRouter:
         from cr2.embed import load_encoder
         from cr2.tokenizer import qwen_token_counter
 
+        if deployment.cost_scales is None or deployment.state_spec is None:
+            raise DataValidationError(f"no states or cost scales for '{deployment.table.dist_id}'; run `cr2 prepare` "
+                                      "first")
+        cache_root = Path(cache_root)
+        encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
+                               cache_dir=cache_root / "encoders")
+        counter = qwen_token_counter(cache_root / "tokenizers")
+        return cls._of(config, deployment, encoder, counter, threading.Lock())
+
+    @classmethod
+    def _of(cls, config: Config, deployment: Deployment, encoder: Any, counter: Any, lock: Any) -> "OnlineRouter":
         table, sc, spec = deployment.table, deployment.cost_scales, deployment.state_spec
         if sc is None or spec is None:
             raise DataValidationError(f"no states or cost scales for '{table.dist_id}'; run `cr2 prepare` first")
         # T0/E0 of the stored costs: a new query is normalised exactly like them
         cost_config = config.model_copy(update={"cost": config.cost.model_copy(
             update={"normalisation": "fixed", "t0_s": sc["t0_s"], "e0_j": sc["e0_j"]})})
-        cache_root = Path(cache_root)
-        encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
-                               cache_dir=cache_root / "encoders")
-        counter = qwen_token_counter(cache_root / "tokenizers")
         return cls(config=config, router=deployed_router(config, deployment), version=int(deployment.version),
                    dist=StateDistribution.model_validate(spec), cost_config=cost_config, deployment=deployment,
                    encoder=encoder, output_estimates=sc.get("output_token_estimates") or {
                        b: [float(v)] * len(config.models) for b, v in config.cost.default_output_tokens.items()},
-                   counter=counter, _lock=threading.Lock())
+                   counter=counter, _lock=lock)
+
+    def with_deployment(self, deployment: Deployment) -> "OnlineRouter":
+        """The online router of another deployment (a newer threshold table: a re-calibration, a new channel) that
+        shares this one's encoder, tokenizer and lock: a live server swaps to it without loading them again."""
+        return type(self)._of(self.config, deployment, self.encoder, self.counter, self._lock)
 
     def risk(self) -> dict:
         """The calibration rule of the deployed table and the risk its α bounds (issue 26; cr2.crc.RISKS)."""

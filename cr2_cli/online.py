@@ -25,6 +25,15 @@ def load_online_router(config: Config, home: str | Path) -> OnlineRouter:
     return OnlineRouter.from_deployment(config, read_deployment(home, config), cache_dir(Path(home)))
 
 
+def newer_online_router(current: OnlineRouter, config: Config, home: str | Path) -> OnlineRouter:
+    """The online router of the newest deployment in `home`, sharing `current`'s encoder (or `current` itself when
+    it already is the newest): what a live `cr2 serve` swaps to after a re-calibration."""
+    deployment = read_deployment(home, config)
+    if deployment.version == current.version:
+        return current
+    return current.with_deployment(deployment)
+
+
 def route_query(config: Config, home: str | Path, question: str, choices: list[str] | None, lam: float, alpha: float,
                 distance_m: float | None = None, benchmark: str = "mmlu", seed: int = 0) -> dict:
     """The CR² decision for one query (loads the deployed artefacts for this one call)."""

@@ -523,3 +523,56 @@ def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(
     assert not out["train"]["cached"] and out["train"]["teacher_reused"]
     assert out["train"]["teacher"]["fingerprint"] == first["train"]["teacher"]["fingerprint"]
     assert out["train"]["gate"]["fingerprint"] != first["train"]["gate"]["fingerprint"]
+
+
+def test_a_live_server_follows_a_recalibration_without_a_restart(pipeline, tmp_path):
+    """A new states file → `recalibrate` → the running server answers with the new table; no request fails under
+    8 concurrent clients, and each answer names the version that decided it (a copy of the home: the deployed
+    version of the others tests stays as it is)."""
+    import shutil
+    import threading
+    import time
+
+    import httpx
+
+    from cr2.config import load_config
+    from cr2_cli.serve import create_app
+    from flows.recalibrate import recalibrate_flow
+    from tests.serve_helpers import running
+
+    home = tmp_path / "home"
+    shutil.copytree(pipeline["home"], home, ignore=shutil.ignore_patterns("prefect"))
+    cfg = load_config(pipeline["cfg"])
+    cfg = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"reload_interval_s": 0.2})})
+    answers, failures, stop = [], [], threading.Event()
+    with running(create_app(cfg, str(home))) as base:
+        before = httpx.get(base + "/health", timeout=30).json()["thresholds_version"]
+
+        def client(c: int) -> None:
+            with httpx.Client(base_url=base, timeout=60) as http:
+                while not stop.is_set():
+                    r = http.post("/route", json={"query": f"What is {c} + {c}?", "lam": 2.0, "distance_m": 80})
+                    if r.status_code != 200:
+                        failures.append(r.text)
+                    else:
+                        answers.append((c, r.json()["thresholds_version"], int(r.headers["x-cr2-thresholds-version"])))
+
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(8)]
+        for t in threads:
+            t.start()
+        out = recalibrate_flow(states="premise-far", config_path=str(pipeline["cfg"]), home=str(home))
+        new = out["new_thresholds"]["version"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and httpx.get(base + "/health", timeout=30).json()["thresholds_version"] != new:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        health = httpx.get(base + "/health", timeout=30).json()
+    assert new > before and health["thresholds_version"] == new and health["dist_id"] == out["new_dist_id"]
+    assert not failures, failures[:3]
+    assert all(v == h for _, v, h in answers) and {v for _, v, _ in answers} == {before, new}
+    for c in range(8):
+        seen = [v for cc, v, _ in answers if cc == c]
+        assert seen == sorted(seen)  # never back to the old table

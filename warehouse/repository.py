@@ -88,6 +88,12 @@ def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
 
 
 # ---------------------------------------------------------------- thresholds
+# a file beside the warehouse naming its newest threshold-table version, rewritten (atomically) after every
+# committed write: a running `cr2 serve` polls it — a stat and a few bytes, no database lock — to pick up a
+# re-calibration without a restart
+THRESHOLDS_VERSION_FILE = "thresholds.version"
+
+
 def write_thresholds(wh: Warehouse, table: ThresholdTable | GroupedThresholdTable) -> int:
     """Store `table` (pooled, or Mondrian: one block per group) as the next version of `thresholds`; return it."""
     with wh.transaction() as con:
@@ -95,7 +101,26 @@ def write_thresholds(wh: Warehouse, table: ThresholdTable | GroupedThresholdTabl
         rows = pd.DataFrame(table.to_records()).assign(version=version, created_at=utc_now())
         rows["group"] = rows["group"].fillna("")  # '' = pooled (the column is part of the primary key)
         wh.insert_df("thresholds", rows[list(THRESHOLD_COLUMNS)], con)
+    write_thresholds_version(wh.home, version)
     return version
+
+
+def write_thresholds_version(home: str | Path, version: int) -> None:
+    """Record `version` as the newest threshold table of the warehouse at `home` (THRESHOLDS_VERSION_FILE)."""
+    import os
+
+    path = Path(home) / THRESHOLDS_VERSION_FILE
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{int(version)}\n")
+    os.replace(tmp, path)  # readers see the old number or the new one, never a partial file
+
+
+def read_thresholds_version(home: str | Path) -> int | None:
+    """The newest threshold-table version recorded beside the warehouse at `home`, or None (none recorded yet)."""
+    try:
+        return int((Path(home) / THRESHOLDS_VERSION_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def newest_threshold_version(wh: Warehouse) -> int:

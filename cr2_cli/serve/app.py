@@ -132,14 +132,19 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     from cr2.deployment import check_route_inputs
     from cr2_cli.serve.batching import Decider, RouteCall
     from cr2_cli.serve.metrics import MetricsMiddleware, ServeMetrics
-    from cr2_cli.serve.proxy import SlotRelease, forward_chat, last_user_text, upstream_client
+    from cr2_cli.serve.proxy import SlotRelease, forward_chat, last_user_text, upstream_client, version_header
+
+    from cr2_cli.serve.live import LiveRouter, warehouse_live_router
 
     serving = config.serving
     check_exposure(serving, token, bind_host)
-    if router is None:
-        router = load_router(config, home)
     metrics = ServeMetrics()
-    decider = Decider(router, serving, metrics)
+    if router is None:  # the deployed router of `home`, swapped when a newer threshold table is written there
+        live = warehouse_live_router(load_router(config, home), config, home, metrics)
+    else:
+        live = router if isinstance(router, LiveRouter) else LiveRouter(router)
+        live.attach_metrics(metrics)
+    decider = Decider(live, serving, metrics)
     slots = asyncio.Semaphore(serving.max_concurrency)
     state: dict[str, Any] = {}
 
@@ -151,9 +156,15 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     @contextlib.asynccontextmanager
     async def lifespan(app_):
         client()
+        watcher = (asyncio.create_task(live.watch(serving.reload_interval_s))
+                   if serving.reload_interval_s > 0 and live.load is not None else None)
         try:
             yield
         finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             c = state.pop("client", None)
             if c is not None:
                 await c.aclose()
@@ -163,7 +174,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     app.add_middleware(Guard, token=token, hosts=allowed_hosts(config, bind_host),
                        origins=set(serving.allowed_origins), max_body_bytes=serving.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: requests the Guard refuses are counted too
-    app.state.metrics, app.state.decider = metrics, decider
+    app.state.metrics, app.state.decider, app.state.live = metrics, decider, live
 
     @app.exception_handler(HttpError)
     async def _http_error(request: Request, exc: HttpError):
@@ -208,13 +219,13 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
         check_length(req.query, req.choices)
         out = await run_in_threadpool(route_by_target, config, home, req.query, req.choices, req.target_accuracy,
-                                      req.budget, req.distance_m, req.benchmark, req.seed, router)
+                                      req.budget, req.distance_m, req.benchmark, req.seed, live.current)
         metrics.decided(out)
         return _jsonable(out)
 
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", **router.describe()}
+        return {"status": "ok", **live.current.describe()}
 
     @app.get("/metrics")
     def prometheus():
@@ -233,10 +244,12 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
         await acquire()
         try:
             if req.lam is None:
-                return await decide_by_target(req)
-            return await decide(req.query, req.choices, req.lam, req.alpha, req.distance_m, req.benchmark, req.seed)
+                out = await decide_by_target(req)
+            else:
+                out = await decide(req.query, req.choices, req.lam, req.alpha, req.distance_m, req.benchmark, req.seed)
         finally:
             slots.release()
+        return JSONResponse(content=out, headers=version_header(out))
 
     @app.post("/v1/chat/completions", openapi_extra=_json_body(CHAT_SCHEMA))
     async def chat(request: Request):

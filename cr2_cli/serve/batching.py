@@ -69,9 +69,14 @@ def length_buckets(lengths_tokens: np.ndarray, call_overhead_tokens: float) -> l
 class Decider:
     """The decision path of one server: the router, its embedding cache and (opt-in) its micro-batcher."""
 
-    def __init__(self, router: Any, serving: Any, metrics: Any = None):
-        self.router, self.metrics = router, metrics
-        self.encoder = getattr(router, "encoder", None)
+    def __init__(self, live: Any, serving: Any, metrics: Any = None):
+        """`live`: the LiveRouter (cr2_cli/serve/live.py) whose current router decides — its encoder is shared by
+        every router it swaps to — or a router, which then never changes."""
+        from cr2_cli.serve.live import LiveRouter
+
+        self.live = live if isinstance(live, LiveRouter) else LiveRouter(live)
+        self.metrics = metrics
+        self.encoder = getattr(self.live.current, "encoder", None)
         self.call_overhead_tokens = float(serving.batch_call_overhead_tokens)
         self.cache = EmbeddingCache(serving.embedding_cache_size) if self.encoder is not None else None
         self.batcher: MicroBatcher | None = None
@@ -103,8 +108,9 @@ class Decider:
         if not todo:
             return out
         new = list(todo)
-        max_len = self.router.config.embedding.max_seq_length
-        with self.router._lock:  # the encoder is shared with unbatched and target-mode callers
+        router = self.live.current
+        max_len = router.config.embedding.max_seq_length
+        with router._lock:  # the encoder is shared with unbatched and target-mode callers
             ids = self.encoder.tokenizer(new, truncation=True, max_length=max_len, padding=False)["input_ids"]
             lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(new))
             groups = length_buckets(lengths, self.call_overhead_tokens) if len(new) > 1 else [np.arange(1)]
@@ -121,10 +127,11 @@ class Decider:
         return out
 
     def _route(self, call: RouteCall, embedding: np.ndarray | None) -> dict:
+        router = self.live.current  # taken once: a swap during this decision does not change its table
         if embedding is None:
-            return self.router.route(call.query, call.choices, call.lam, call.alpha, call.distance_m, call.benchmark,
-                                     call.seed)
-        return self.router.route(call.query, call.choices, call.lam, call.alpha, call.distance_m, call.benchmark,
+            return router.route(call.query, call.choices, call.lam, call.alpha, call.distance_m, call.benchmark,
+                                call.seed)
+        return router.route(call.query, call.choices, call.lam, call.alpha, call.distance_m, call.benchmark,
                                  call.seed, embedding=embedding)
 
     def decide(self, call: RouteCall) -> dict:

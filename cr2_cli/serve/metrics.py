@@ -16,6 +16,8 @@ Each app has its own registry (several apps in one process — the tests — nev
     cr2_serve_encoder_batch_size                           texts per encoder call (length bucket; histogram)
     cr2_serve_embedding_cache_hits_total / _misses_total   embedding cache lookups
     cr2_serve_embedding_cache_entries                      embeddings held
+    cr2_serve_thresholds_version                           the threshold-table version deciding now
+    cr2_serve_threshold_reloads_total{outcome}             live swaps to a newer table: swapped / failed
     cr2_serve_upstream_requests_total{model, outcome}      forwarded chat requests: ok, timeout, status, …
     cr2_serve_upstream_errors_total{model, kind}           upstream failures (every outcome but ok)
     cr2_serve_upstream_duration_seconds{model}             upstream latency (to the answer, or to a stream's
@@ -63,6 +65,10 @@ class ServeMetrics:
         self.cache_hits = Counter("cr2_serve_embedding_cache_hits", "embedding cache hits", registry=r)
         self.cache_misses = Counter("cr2_serve_embedding_cache_misses", "embedding cache misses", registry=r)
         self.cache_entries = Gauge("cr2_serve_embedding_cache_entries", "embeddings held in the cache", registry=r)
+        self.thresholds_version = Gauge("cr2_serve_thresholds_version", "threshold-table version deciding now",
+                                        registry=r)
+        self.reloads = Counter("cr2_serve_threshold_reloads", "live swaps to a newer threshold table, by outcome",
+                               ["outcome"], registry=r)
         self.upstream = Counter("cr2_serve_upstream_requests", "forwarded chat requests by model and outcome",
                                 ["model", "outcome"], registry=r)
         self.upstream_errors = Counter("cr2_serve_upstream_errors", "upstream failures by model and kind",

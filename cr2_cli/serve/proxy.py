@@ -37,6 +37,12 @@ def upstream_client(serving: Any) -> Any:
                                                  max_keepalive_connections=serving.max_concurrency))
 
 
+def version_header(decision: dict) -> dict[str, str]:
+    """X-CR2-Thresholds-Version: the threshold-table version that decided (absent for a router without one)."""
+    version = decision.get("thresholds_version")
+    return {} if version is None else {"x-cr2-thresholds-version": str(version)}
+
+
 async def forward_chat(client: Any, config: Any, body: dict, decision: dict, lam: float, stream: bool,
                        free: "SlotRelease", metrics: Any = None) -> Any:
     """The chosen model's answer to `body` (or the 502 / 503 / 504 saying why there is none).
@@ -61,7 +67,7 @@ async def forward_chat(client: Any, config: Any, body: dict, decision: dict, lam
     summary = (f"{'accept' if decision['accept_local'] else 'defer'}; model={model_id}; "
                f"score={decision['score']:.6f}; tau={decision['tau']}; lam={lam:g}; alpha={decision['alpha']:g}; "
                f"risk={decision.get('risk')}")
-    out_headers = {"x-cr2-decision": summary}
+    out_headers = {"x-cr2-decision": summary, **version_header(decision)}
     t0 = time.perf_counter()
 
     def failed(status: int, what: str, kind: str, retry_after: bool = False) -> Any:
