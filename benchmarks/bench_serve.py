@@ -23,6 +23,14 @@ local/defer) on the ceiling texts.
 
 Targets: /route at 16 and 64 clients ≥ 80 % of the ceiling; p99 ≤ 3 × p50 below saturation (1 client);
 batching faster than no batching at ≥ 16 clients.
+
+The measured ceiling above is the encoder's own batch path, which the server can beat (its micro-batches and
+threads differ), so it is not an upper bound. Beside it, a ceiling from first principles, measured in the same
+run: the encoder's FLOPs per served text (its layer shapes × each text's token count: 2·L·(4h² + 2h·d_ff) +
+4·L²·h per layer, padding excluded, so a lower bound on the work) and the machine's peak, a GEMM on all cores
+(fp32 in torch; int8 with onnxruntime's MatMulInteger for the int8 encoder, whose matmuls are int8). Peak ÷
+FLOPs per text is an upper bound on texts/s, and every served rate is reported as a fraction of it, with a
+check that the fraction is ≤ 1.
 """
 from __future__ import annotations
 
@@ -132,6 +140,70 @@ def _ceiling(encoder, texts: list[str], batch: int) -> dict:
             "load_avg_1m": os.getloadavg()[0], "embeddings": emb}
 
 
+def encoder_flops_per_text(encoder, texts: list[str]) -> dict:
+    """FLOPs the encoder's transformer must do per text (matmuls and attention; padding, softmax, norms excluded),
+    from its layer shapes and each text's token count — a lower bound on the work per served text."""
+    import json
+
+    import numpy as np
+
+    cfg = json.loads((Path(encoder.path) / "config.json").read_text())  # the packaged model's published shapes
+    h, d_ff, layers = int(cfg["hidden_size"]), int(cfg["intermediate_size"]), int(cfg["num_hidden_layers"])
+    ids = encoder.tokenizer(texts, truncation=True, max_length=encoder.max_seq_length, padding=False)["input_ids"]
+    n = np.array([len(x) for x in ids], dtype=float)
+    per_text = layers * (2.0 * n * (4 * h * h + 2 * h * d_ff) + 4.0 * n * n * h)
+    return {"hidden": h, "intermediate": d_ff, "layers": layers, "mean_tokens": float(n.mean()),
+            "mean_flops": float(per_text.mean())}
+
+
+def peak_flops(precision: str, seconds: float = 1.0, size: int = 1024) -> float:
+    """The machine's matmul peak, FLOP/s (int8: integer ops/s), on all cores: the best of 5 timed GEMM batches."""
+    import numpy as np
+
+    threads = os.cpu_count() or 1
+    rng = np.random.default_rng(0)
+    if precision == "fp32":
+        import torch
+
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        a = torch.from_numpy(rng.standard_normal((size, size), dtype=np.float32))
+        b = torch.from_numpy(rng.standard_normal((size, size), dtype=np.float32))
+
+        def gemm():
+            torch.mm(a, b)
+    else:
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["c"])], "gemm",
+                                  [helper.make_tensor_value_info("a", TensorProto.UINT8, [size, size]),
+                                   helper.make_tensor_value_info("b", TensorProto.INT8, [size, size])],
+                                  [helper.make_tensor_value_info("c", TensorProto.INT32, [size, size])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        feed = {"a": rng.integers(0, 255, (size, size), dtype=np.uint8),
+                "b": rng.integers(-127, 127, (size, size), dtype=np.int8)}
+        onnx.checker.check_model(model)
+
+        def gemm():
+            sess.run(None, feed)
+    gemm()  # warm-up
+    best = 0.0
+    for _ in range(5):
+        reps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds / 5:
+            gemm()
+            reps += 1
+        best = max(best, 2.0 * size ** 3 * reps / (time.perf_counter() - t0))
+    if precision == "fp32":
+        torch.set_num_threads(old)
+    return best
+
+
 def _agreement(config, home: str, texts: list[str], emb32, emb8) -> dict:
     """How often the deployed router decides the same with int8 embeddings as with fp32 ones."""
     import numpy as np
@@ -183,6 +255,12 @@ def main(argv=None) -> None:
                            cache_dir=cache_dir(Path(args.warehouse)) / "encoders")
         before = _ceiling(enc, ceiling_texts, args.batch)
         emb[precision] = before.pop("embeddings")
+        work = encoder_flops_per_text(enc, texts)  # over every text the servers are sent
+        peak = peak_flops(precision)
+        bound = peak / work["mean_flops"]  # texts/s no server on this machine can exceed
+        print(f"{precision} first-principles ceiling: {peak / 1e9:.1f} G{'FLOP' if precision == 'fp32' else 'OP'}/s "
+              f"÷ {work['mean_flops'] / 1e9:.2f} G per text ({work['mean_tokens']:.0f} tokens) = {bound:.1f} texts/s",
+              flush=True)
         settings = {f"{precision}, no batching": 1, f"{precision}, batching ≤ {args.batch}": args.batch}
         for label, size in settings.items():
             cfg = tmp / f"serve-{precision}-{size}.yaml"
@@ -209,7 +287,10 @@ def main(argv=None) -> None:
         after.pop("embeddings")
         ceil = (before["texts_per_s"] + after["texts_per_s"]) / 2
         ceil_cpu = (before["texts"] + after["texts"]) / (before["cpu_s"] + after["cpu_s"])  # texts per CPU second
-        ceilings[precision] = {"before": before, "after": after, "texts_per_s": ceil, "texts_per_cpu_s": ceil_cpu}
+        ceilings[precision] = {"before": before, "after": after, "texts_per_s": ceil, "texts_per_cpu_s": ceil_cpu,
+                               "peak_per_s": peak, "work": work, "bound_texts_per_s": bound}
+        figures.append(figure(f"{precision}.bound", f"{precision}: first-principles ceiling (GEMM peak on {os.cpu_count()} "
+                              "cores ÷ encoder FLOPs per served text)", [bound], "texts/s"))
         print(f"{precision} encoder ceiling: {before['texts_per_s']:.2f} / {after['texts_per_s']:.2f} texts/s "
               f"(before / after; CPU {before['cpu_s']:.1f} / {after['cpu_s']:.1f} s)", flush=True)
         figures.append(figure(f"{precision}.ceiling", f"{precision} encoder alone, batches of {args.batch}: "
@@ -222,6 +303,8 @@ def main(argv=None) -> None:
                 ratio = res["rps"] / ceil
                 figures.append(figure(f"{k}.ratio", f"/route {precision}, {label}, {c} clients ÷ encoder ceiling",
                                       [ratio], "×", target(">=", RATIO_TARGET, "≥ 0.8") if c >= 16 else None))
+                figures.append(figure(f"{k}.of_bound", f"/route {precision}, {label}, {c} clients ÷ first-principles "
+                                      "ceiling", [res["rps"] / bound], "×", target("<=", 1.0, "≤ 1 (a true bound)")))
                 # the same ratio per CPU second (requests per server CPU-s ÷ texts per encoder CPU-s): what a busy
                 # machine does not change
                 res["cpu_ratio"] = (res["requests"] / res["server_cpu_s"]) / ceil_cpu if res["server_cpu_s"] else None

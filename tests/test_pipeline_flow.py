@@ -1,6 +1,8 @@
 """End-to-end: the real `cr2 run` flow on a small slice in a temporary warehouse (slow: marked)."""
 from __future__ import annotations
 
+import contextlib
+
 import pandas as pd
 import pytest
 
@@ -526,27 +528,39 @@ def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(
 
 
 def test_a_live_server_follows_a_recalibration_without_a_restart(pipeline, tmp_path):
-    """A new states file → `recalibrate` → the running server answers with the new table; no request fails under
-    8 concurrent clients, and each answer names the version that decided it (a copy of the home: the deployed
-    version of the others tests stays as it is)."""
+    """A new states file → `recalibrate` → the running `cr2 serve` (its own process, as an operator runs it) answers
+    with the new table; no request fails under 8 concurrent clients, and each answer names the version that decided
+    it. On a copy of the home: the deployed version of the other tests stays as it is."""
+    import os
     import shutil
+    import subprocess
+    import sys
     import threading
     import time
 
     import httpx
 
-    from cr2.config import load_config
-    from cr2_cli.serve import create_app
     from flows.recalibrate import recalibrate_flow
-    from tests.serve_helpers import running
+    from tests.serve_helpers import free_port
 
     home = tmp_path / "home"
     shutil.copytree(pipeline["home"], home, ignore=shutil.ignore_patterns("prefect"))
-    cfg = load_config(pipeline["cfg"])
-    cfg = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"reload_interval_s": 0.2})})
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "cr2_cli.main", "serve", "--port", str(port), "--home", str(home),
+                               "-c", str(pipeline["cfg"])], env={k: v for k, v in os.environ.items()
+                                                                 if k != "PREFECT_API_URL"},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     answers, failures, stop = [], [], threading.Event()
-    with running(create_app(cfg, str(home))) as base:
-        before = httpx.get(base + "/health", timeout=30).json()["thresholds_version"]
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, server.stdout.read()
+            with contextlib.suppress(httpx.HTTPError):
+                before = httpx.get(base + "/health", timeout=5).json()["thresholds_version"]
+                break
+            assert time.monotonic() < deadline, "cr2 serve did not start"
+            time.sleep(0.25)
 
         def client(c: int) -> None:
             with httpx.Client(base_url=base, timeout=60) as http:
@@ -570,6 +584,10 @@ def test_a_live_server_follows_a_recalibration_without_a_restart(pipeline, tmp_p
         for t in threads:
             t.join(timeout=60)
         health = httpx.get(base + "/health", timeout=30).json()
+    finally:
+        stop.set()
+        server.terminate()
+        server.wait(timeout=30)
     assert new > before and health["thresholds_version"] == new and health["dist_id"] == out["new_dist_id"]
     assert not failures, failures[:3]
     assert all(v == h for _, v, h in answers) and {v for _, v, _ in answers} == {before, new}
