@@ -274,6 +274,26 @@ def run_measured(args: list[str], env: dict, cwd: Path | None = None) -> dict:
     }
 
 
+def start_serve(args: list[str], env: dict, log: Path, port: int) -> subprocess.Popen:
+    """`cr2 serve --port PORT ARGS…` started in the background, once it answers /health (its output in `log`)."""
+    import httpx
+
+    proc = subprocess.Popen([CR2, "serve", "--port", str(port), *args], env=env, cwd=REPO, stdout=open(log, "w"),
+                            stderr=subprocess.STDOUT)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 600:
+        if proc.poll() is not None:
+            raise SystemExit(f"cr2 serve exited ({proc.returncode}): {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.terminate()
+    raise SystemExit(f"cr2 serve did not answer /health within 600 s: {log.read_text()[-2000:]}")
+
+
 def fresh_env(root: Path) -> dict:
     """Return os.environ with CR2_HOME, CR2_CACHE and PREFECT_HOME under `root` (an empty, isolated installation)."""
     for d in ("home", "cache", "prefect"):

@@ -17,16 +17,14 @@ Targets (issue 38, idle 2-core machine, default set): end to end ≤ 15 s with a
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from _common import (CR2, REPO, figure, fresh_env, parse_args, quantile, run_measured, target, write_result)
-from bench_recalibrate import copy_home
+from _common import CR2, REPO, figure, parse_args, quantile, run_measured, start_serve, target, write_result
+from bench_recalibrate import copy_home, mode_env
 
 CLIENTS = 8
 TEXTS = ["What is the capital of France?", "Which planet is largest?", "Name a prime number above 100.",
@@ -40,25 +38,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _serve(home: Path, port: int, env: dict, log: Path) -> subprocess.Popen:
-    import httpx
-
-    proc = subprocess.Popen([CR2, "serve", "--port", str(port), "--home", str(home)], env=env, cwd=REPO,
-                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 600:
-        if proc.poll() is not None:
-            raise SystemExit(f"cr2 serve exited ({proc.returncode}): {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.terminate()
-    raise SystemExit("cr2 serve did not answer /health within 600 s")
 
 
 class Clients(threading.Thread):
@@ -93,17 +72,11 @@ class Clients(threading.Thread):
 
 
 def one_swap(src: Path, root: Path, mode: str, stack) -> dict:
-    env = fresh_env(root)
-    env = {k: v for k, v in env.items() if k not in ("PREFECT_API_URL", "CR2_CACHE")}
-    if "CR2_CACHE" in os.environ:
-        env["CR2_CACHE"] = os.environ["CR2_CACHE"]
-    if mode == "server":
-        env.update({"PREFECT_API_URL": stack.api, "PREFECT_HOME": stack.env["PREFECT_HOME"]})
-    else:
-        env.pop("PREFECT_HOME", None)
+    env = mode_env(root, mode, stack)
     home = copy_home(src, root / "work", frozenset({"prefect"}) if mode == "ephemeral" else frozenset())
     port = _free_port()
-    server = _serve(home, port, {k: v for k, v in env.items() if k != "PREFECT_API_URL"}, root / "serve.log")
+    server = start_serve(["--home", str(home)], {k: v for k, v in env.items() if k != "PREFECT_API_URL"},
+                         root / "serve.log", port)
     clients = Clients(port)
     try:
         clients.start()

@@ -50,6 +50,19 @@ def copy_home(src: Path, dst: Path, keep: frozenset[str] = frozenset()) -> Path:
     return dst
 
 
+def mode_env(root: Path, mode: str, stack) -> dict:
+    """The environment of one measured command: an isolated installation under `root`, the user's cache, and the
+    running server's API (server / full) or none (ephemeral: cr2 puts Prefect's state under the home)."""
+    env = {k: v for k, v in fresh_env(root).items() if k not in ("PREFECT_API_URL", "CR2_CACHE")}
+    if "CR2_CACHE" in os.environ:  # the user's cache (encoders, tokenizer), as a user has it
+        env["CR2_CACHE"] = os.environ["CR2_CACHE"]
+    if mode in ("server", "full"):
+        env.update({"PREFECT_API_URL": stack.api, "PREFECT_HOME": stack.env["PREFECT_HOME"]})
+    else:
+        env.pop("PREFECT_HOME", None)
+    return env
+
+
 def notes_for(samples: dict[str, list[dict]], home: str, config: str | None) -> list[str]:
     """What a reader needs beside the figures: the load the wall times were taken under, and what the home holds."""
     loads = [s["load_avg_before"][0] for runs in samples.values() for s in runs]
@@ -104,14 +117,7 @@ def main(argv=None) -> None:
                 stack.wait_healthy()
             for i in range(reps):
                 for mode in modes:
-                    env = fresh_env(root / f"{mode}-{i}")
-                    env = {k: v for k, v in env.items() if k not in ("PREFECT_API_URL", "CR2_CACHE")}
-                    if "CR2_CACHE" in os.environ:  # the user's cache (encoders, tokenizer), as a user has it
-                        env["CR2_CACHE"] = os.environ["CR2_CACHE"]
-                    if mode in ("server", "full"):
-                        env.update({"PREFECT_API_URL": stack.api, "PREFECT_HOME": stack.env["PREFECT_HOME"]})
-                    else:  # cr2 puts Prefect's state under the home: the copy of the one `cr2 run` wrote
-                        env.pop("PREFECT_HOME", None)
+                    env = mode_env(root / f"{mode}-{i}", mode, stack)
                     home = copy_home(src, root / f"{mode}-{i}" / "work",
                                      frozenset({"prefect"}) if mode == "ephemeral" else frozenset())
                     cmd = [CR2, "recalibrate", "--states", "far-rician", "--home", str(home), *cfg_args]

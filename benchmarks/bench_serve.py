@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import CR2, REPO, fmt, figure, parse_args, quantile, target, write_result
+from _common import fmt, figure, parse_args, quantile, start_serve, target, write_result
 
 CLIENTS = (1, 16, 64)
 RATIO_TARGET, TAIL_TARGET = 0.8, 3.0
@@ -108,23 +108,8 @@ async def _load(port: int, clients: int, texts: list[str], max_requests: int, ma
 
 
 def _serve(home: str, cfg_path: Path, port: int, log: Path) -> subprocess.Popen:
-    import httpx
-
     env = {**os.environ, "CR2_HOME": home, "CR2_TORCH_THREADS": os.environ.get("CR2_TORCH_THREADS", "2")}
-    proc = subprocess.Popen([CR2, "serve", "--port", str(port), "--config", str(cfg_path)], env=env, cwd=REPO,
-                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 600:
-        if proc.poll() is not None:
-            raise SystemExit(f"cr2 serve exited ({proc.returncode}): {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.terminate()
-    raise SystemExit(f"cr2 serve did not answer /health within 600 s: {log.read_text()[-2000:]}")
+    return start_serve(["--config", str(cfg_path)], env, log, port)
 
 
 def _ceiling(encoder, texts: list[str], batch: int) -> dict:

@@ -55,22 +55,25 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
         def _body_pending(self) -> bool:
             return self.conn.their_state is h11.SEND_BODY
 
-        def _arm_body_timer(self) -> None:
-            self._cancel_body_timer()
-            deadline = self._body_started + body_timeout_s + self._body_bytes / min_body_rate_bps
-            self._body_timer = self.loop.call_later(max(0.0, deadline - time.monotonic()), self._body_timeout)
+        def _body_deadline(self) -> float:
+            return self._body_started + body_timeout_s + self._body_bytes / min_body_rate_bps
 
-        def _cancel_body_timer(self) -> None:
-            if self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
+        def _arm_body_timer(self) -> None:
+            self._cancel_timer("_body_timer")
+            self._body_timer = self.loop.call_later(max(0.0, self._body_deadline() - time.monotonic()),
+                                                    self._body_timeout)
+
+        def _cancel_timer(self, name: str) -> None:
+            timer = getattr(self, name)
+            if timer is not None:
+                timer.cancel()
+                setattr(self, name, None)
 
         def _body_timeout(self) -> None:
             self._body_timer = None
             if not self._body_pending() or self.transport.is_closing():
                 return
-            deadline = self._body_started + body_timeout_s + self._body_bytes / min_body_rate_bps
-            if time.monotonic() < deadline:  # bytes arrived since the timer was set: it moved the deadline
+            if time.monotonic() < self._body_deadline():  # bytes arrived since the timer was set: it moved the deadline
                 return self._arm_body_timer()
             cycle = self.cycle
             log.info("closed a connection whose request body arrived slower than %g bytes/s (%d bytes in %.1f s)",
@@ -86,13 +89,8 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
             self.transport.close()
 
         def _arm_header_timer(self) -> None:
-            self._cancel_header_timer()
+            self._cancel_timer("_header_timer")
             self._header_timer = self.loop.call_later(header_timeout_s, self._header_timeout)
-
-        def _cancel_header_timer(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
 
         def _header_timeout(self) -> None:
             self._header_timer = None
@@ -109,7 +107,7 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
             was_pending = self._body_pending()
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:  # the request's headers are in
-                self._cancel_header_timer()
+                self._cancel_timer("_header_timer")
             if self._body_pending():
                 if not was_pending:  # a new request's body starts: its clock starts with the headers
                     self._body_started, self._body_bytes = time.monotonic(), 0
@@ -117,19 +115,19 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
                 else:
                     self._body_bytes += len(data)
             else:
-                self._cancel_body_timer()
+                self._cancel_timer("_body_timer")
 
         def on_response_complete(self) -> None:
             if self._body_pending() and not self.transport.is_closing():  # answered before its body was read
-                self._cancel_body_timer()
+                self._cancel_timer("_body_timer")
                 self.transport.close()
             super().on_response_complete()
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:  # the next request's headers
                 self._arm_header_timer()
 
         def connection_lost(self, exc) -> None:
-            self._cancel_header_timer()
-            self._cancel_body_timer()
+            self._cancel_timer("_header_timer")
+            self._cancel_timer("_body_timer")
             super().connection_lost(exc)
 
     return HeaderTimeoutH11Protocol
