@@ -69,6 +69,8 @@ def _hf(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str,
         args["revision"] = revision
     if s.device:
         args["device"] = s.device
+    if s.batch_size == "auto":
+        args["max_batch_size"] = s.max_batch_size
     if s.max_length:
         args["max_length"] = s.max_length
     if s.num_threads:
@@ -143,6 +145,10 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
         # accelerate's process state is a singleton that HFLM initialises on construction; two threads of one
         # process (thread runner with max_workers > 1, threaded Dask workers) must not build models at once
         with _LOAD_LOCK:
+            if plan.backend == "hf":
+                from cr2.labeling.hf_batching import sized_hflm_class
+
+                return sized_hflm_class()(**args)
             return get_model(plan.lm_eval_model)(**args)
     except OSError as exc:
         where = args.get("pretrained") or args.get("tokenizer")
@@ -150,6 +156,20 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
             f"cannot load model '{where}' for backend '{plan.backend}': {exc}. Offline, point "
             f"labeling.model_paths.<model id> at a local folder, or set HF_HUB_OFFLINE=0 on a machine with hub access."
         ) from None
+
+
+def hf_lm_from_model(model: Any, tokenizer: Any, spec: LabelingSpec) -> Any:
+    """lm-eval's hf model (cr2's sized variant) over an already built transformers model, with the spec's batching."""
+    from cr2.labeling.hf_batching import sized_hflm_class
+
+    s = spec.hf
+    args: dict[str, Any] = {"pretrained": model, "tokenizer": tokenizer, "batch_size": s.batch_size}
+    if s.batch_size == "auto":
+        args["max_batch_size"] = s.max_batch_size
+    if s.max_length:
+        args["max_length"] = s.max_length
+    with _LOAD_LOCK:
+        return sized_hflm_class()(**args)
 
 
 def token_counter(lm: Any) -> Callable[[str], int | None]:
