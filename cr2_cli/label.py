@@ -180,11 +180,15 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _params(n: int) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
+
+
 def print_estimate(est) -> None:
     """The measured rates and projections of `cr2 label --estimate`, per (model, benchmark) and per model."""
-    table = Table(title="labeling estimate (random-weight models of the pool's shapes, measured here)")
-    for col in ("model", "benchmark", "sample", "queries/s", "queries", "projected", "unlabelled", "projected "):
-        table.add_column(col, justify="left" if col in ("model", "benchmark") else "right")
+    table = Table(title="labeling estimate (measured here)")
+    for col in ("model", "benchmark", "sample", "q/s", "queries", "time", "unlabelled", "time "):
+        table.add_column(col, justify="left" if col in ("model", "benchmark") else "right", no_wrap=True)
     for r in est.table.itertuples():
         table.add_row(r.model_id, r.benchmark, f"{r.sample_queries}", f"{r.queries_per_s:.2f}", f"{r.total_queries:,}",
                       _duration(r.projected_total_s), f"{r.unlabelled_queries:,}", _duration(r.projected_unlabelled_s))
@@ -192,7 +196,7 @@ def print_estimate(est) -> None:
     for m in est.models:
         rows = est.table[est.table["model_id"] == m.model_id]
         console.print(
-            f"{m.model_id}: {m.params / 1e9:.2f} B parameters ({m.shape}), {m.dtype} on {m.device}; whole selection "
+            f"{m.model_id}: {_params(m.params)} parameters ({m.shape}), {m.dtype} on {m.device}; whole selection "
             f"{_duration(rows['projected_total_s'].sum())}, not yet labelled {_duration(rows['projected_unlabelled_s'].sum())}"
             f" (plus once per model: loading the weights, a first call ≈ {_duration(m.warmup_s)}, "
             f"batch-size probes {_duration(m.probe_s)})", highlight=False)

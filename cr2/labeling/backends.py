@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -168,8 +169,15 @@ def hf_lm_from_model(model: Any, tokenizer: Any, spec: LabelingSpec) -> Any:
         args["max_batch_size"] = s.max_batch_size
     if s.max_length:
         args["max_length"] = s.max_length
+    # lm-eval warns that other arguments may be ignored with a model object: cr2 passes none it would ignore
+    hf_log = logging.getLogger("lm_eval.models.huggingface")
+    level = hf_log.level
     with _LOAD_LOCK:
-        return sized_hflm_class()(**args)
+        hf_log.setLevel(logging.ERROR)
+        try:
+            return sized_hflm_class()(**args)
+        finally:
+            hf_log.setLevel(level)
 
 
 def token_counter(lm: Any) -> Callable[[str], int | None]:
