@@ -40,6 +40,7 @@ class BenchmarkRate:
     sample_queries: int  # queries labelled in the timed calls
     chunks: int  # lm-eval calls they took
     seconds: float  # wall time of those calls, batch-size probes excluded, s
+    window: tuple[float, float] = (0.0, 0.0)  # epoch seconds when the timed calls started and ended
 
     @property
     def queries_per_s(self) -> float:
@@ -138,13 +139,15 @@ def measure_rates(
         ids = by_id.index.tolist()
         parts = chunks(ids, spec.chunk_size)
         probe_before = _probe_s(lm)
+        started = time.time()
         t0 = time.perf_counter()
         for part in parts:
             evaluator.evaluate(benchmark, by_id.loc[part], fewshot.get(benchmark))
         wall_s = time.perf_counter() - t0
         probe = _probe_s(lm) - probe_before
         probe_total += probe
-        rates.append(BenchmarkRate(model_id, benchmark, len(ids), len(parts), max(wall_s - probe, 1e-9)))
+        rates.append(BenchmarkRate(model_id, benchmark, len(ids), len(parts), max(wall_s - probe, 1e-9),
+                                   (started, time.time())))
     return rates, warmup_s, probe_total
 
 
