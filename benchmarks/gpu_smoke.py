@@ -1,7 +1,7 @@
 """GPU smoke test of labeling: random-weight models of the pool's shapes, N queries per benchmark, a JSON of rates.
 
     python benchmarks/gpu_smoke.py                       # the default pool and set, 32 queries per benchmark
-    python benchmarks/gpu_smoke.py --n 64 --models qwen3-1.7b,qwen3-14b --batch-size 32
+    python benchmarks/gpu_smoke.py --n 64 --models qwen3-1.7b,qwen3-14b --batch-size auto --chunk-size 256
     python benchmarks/gpu_smoke.py --tiny                # CPU, tiny shapes, seconds (what `make test` runs)
 
 Offline and without weights: the queries are ingested from the shipped benchmark files into a temporary
@@ -13,8 +13,8 @@ BBH and MBPP generation runs to max_gen_toks: the generative rates are a worst c
 
 The JSON (default benchmarks/results/gpu_smoke.json; --out elsewhere; --tiny writes one only with --out) holds per (model, benchmark) the
 queries/s, and on a GPU the device name, the peak memory torch allocated, and the GPU utilisation nvidia-smi
-reported while each benchmark ran (sampled every 200 ms). With the default sizes one H200 should finish in
-well under 8 minutes (docs/labeling.md §9 has the rates measured on one).
+reported while each benchmark ran (sampled every 200 ms). At the rates measured on one H200 (docs/labeling.md
+§9) the default sizes should take about 5 minutes there (not yet run on a GPU).
 
 --tiny: the same path on CPU in seconds — tiny shapes (hidden 64, 1–2 layers) with the real Qwen3 tokenizer,
 a 4-query slice of each benchmark, generation capped at 32 tokens. Either way the script exits non-zero unless
@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default=None, help="config YAML (default: configs/default.yaml)")
     p.add_argument("--home", default=None, help="an ingested warehouse to read (default: a temporary one, ingested)")
     p.add_argument("--dtype", default=None, help="torch dtype (default bfloat16 on a GPU, float32 on CPU)")
-    p.add_argument("--batch-size", default=None, help="hf batch size: an integer or auto (default auto; --tiny 4)")
+    p.add_argument("--batch-size", default=None,
+                   help="hf batch size: an integer or auto (default 32, the H200 run's setting; --tiny 4)")
     p.add_argument("--max-batch-size", type=int, default=64, help="auto: the largest batch probed")
     p.add_argument("--chunk-size", type=int, default=64, help="queries per lm-eval call (default 64)")
     p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/gpu_smoke.json; --tiny: temporary)")
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         models = args.models.split(",") if args.models else config.model_ids
         benchmarks = args.benchmarks.split(",") if args.benchmarks else config.enabled_benchmarks
         n = args.n or (2 if args.tiny else 32)
-        batch = args.batch_size or ("4" if args.tiny else "auto")
+        batch = args.batch_size or ("4" if args.tiny else "32")
         spec = LabelingSpec.model_validate({
             "backend": "hf",
             "hf": {"dtype": args.dtype or ("bfloat16" if cuda else "float32"), "device": device,
