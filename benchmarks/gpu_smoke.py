@@ -60,7 +60,7 @@ class GpuSampler(threading.Thread):
         if exe is None:
             return
         self.proc = subprocess.Popen([exe, "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits",
-                                      f"-lms={self.interval_ms}", "-i", "0"], stdout=subprocess.PIPE, text=True)
+                                      f"--loop-ms={self.interval_ms}", "--id=0"], stdout=subprocess.PIPE, text=True)
         for line in self.proc.stdout:  # type: ignore[union-attr]
             parts = [p.strip() for p in line.split(",")]
             try:

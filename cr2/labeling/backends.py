@@ -5,6 +5,9 @@ LabelingSpec. `BackendPlan.model_args` are what lm-eval receives (recorded as `l
 `semantic_args` are the subset that can change a label (weights, precision, context length), which
 enters the run id — throughput knobs (batch size, GPU memory share, concurrency) do not, so changing
 them never relabels.
+
+The `hf` backend is lm-eval's HFLM in cr2's variant (cr2/labeling/hf_batching.py), which sizes `batch_size: auto`
+from the requests' lengths instead of the model's context; everything else is lm-eval's.
 """
 from __future__ import annotations
 

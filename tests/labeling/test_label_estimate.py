@@ -62,9 +62,11 @@ def _requests(lm, prompts, max_gen_toks):
     return [Instance("generate_until", {}, (p, kwargs), i) for i, p in enumerate(prompts)]
 
 
-def test_auto_batches_are_probed_at_the_length_the_requests_need(tiny_model_dir):
+def test_auto_batches_are_probed_at_the_length_the_requests_need(tiny_model_dir, monkeypatch):
     """lm-eval's auto probe runs at the model's context (2,048 for the tiny model, 40,960 for Qwen3); cr2's hf model
     probes each length group at prompt + max_gen_toks rounded up, once per length, and generates the same text."""
+    from lm_eval.models.huggingface import HFLM
+
     from cr2.labeling.backends import backend_plan, load_lm
 
     spec = cpu_spec(tiny_model_dir, hf={"dtype": "float32", "device": "cpu", "batch_size": "auto",
@@ -75,18 +77,16 @@ def test_auto_batches_are_probed_at_the_length_the_requests_need(tiny_model_dir)
     need = [len(lm.tok_encode(p)) + 16 for p in short + long]
     assert max(need[:2]) <= 256 < need[2] <= 1024, need
     calls = []
-    inner = type(lm).__mro__[1]._detect_batch_size
+    inner = HFLM._detect_batch_size
 
     def counting(self, requests=None, pos=0):
-        calls.append(self.max_length)  # the length the probe runs at
+        calls.append(self.max_length)  # the length lm-eval's probe runs at
         return inner(self, requests, pos)
 
-    type(lm).__mro__[1]._detect_batch_size = counting
-    try:
-        out = lm.generate_until(_requests(lm, short + long, 16))
-        again = lm.generate_until(_requests(lm, short + long, 16))
-    finally:
-        type(lm).__mro__[1]._detect_batch_size = inner
+    monkeypatch.setattr(HFLM, "_detect_batch_size", counting)
+    out = lm.generate_until(_requests(lm, short + long, 16))
+    again = lm.generate_until(_requests(lm, short + long, 16))
+    monkeypatch.undo()
     groups = sorted((g["max_length"], g["requests"]) for g in lm.size_log)
     assert groups == [(256, 2), (256, 2), (length_bucket(need[2], 2048), 1), (length_bucket(need[2], 2048), 1)]
     assert sorted(calls) == sorted({256, length_bucket(need[2], 2048)})  # one probe per length, not per call
