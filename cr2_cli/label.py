@@ -187,7 +187,7 @@ def _params(n: int) -> str:
 def print_estimate(est) -> None:
     """The measured rates and projections of `cr2 label --estimate`, per (model, benchmark) and per model."""
     table = Table(title="labeling estimate (measured here)")
-    for col in ("model", "benchmark", "sample", "q/s", "queries", "time", "unlabelled", "time "):
+    for col in ("model", "benchmark", "sample", "q/s", "queries", "time", "unlabelled", "time"):
         table.add_column(col, justify="left" if col in ("model", "benchmark") else "right", no_wrap=True)
     for r in est.table.itertuples():
         table.add_row(r.model_id, r.benchmark, f"{r.sample_queries}", f"{r.queries_per_s:.2f}", f"{r.total_queries:,}",
