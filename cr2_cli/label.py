@@ -137,18 +137,28 @@ def label_command(
     chunk_size: Optional[int] = typer.Option(None, "--chunk-size", min=1,
                                              help="queries per lm-eval call and per warehouse transaction"),
     task_runner: Optional[str] = typer.Option(None, "--task-runner", help="threads | dask | ray"),
+    estimate: bool = typer.Option(False, "--estimate",
+                                  help="label nothing: time a sample of every benchmark on random-weight models of "
+                                       "the pool's shapes here, and project the whole run"),
+    sample: int = typer.Option(32, "--sample", min=1, help="--estimate: queries timed per (model, benchmark)"),
+    architectures: Optional[Path] = typer.Option(None, "--architectures",
+                                                 help="--estimate: architecture catalogue (default: configs/architectures.yaml)"),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)"),
     home: Optional[Path] = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)"),
 ) -> None:
     """Label (model, query) pairs with lm-evaluation-harness; a killed run continues when started again."""
     from cr2.config import load_config
-    from flows.label import run_labeling
 
     cfg = load_config(config)
     spec = _spec(cfg, labeling, _model_paths(model_path))
     h = home_dir(home)
     model_ids = _split(models) or cfg.model_ids
     bench = _split(benchmarks) or cfg.enabled_benchmarks
+    if estimate:
+        _estimate(cfg, h, model_ids, bench, backend, limit, spec, sample, chunk_size, architectures)
+        return
+    from flows.label import run_labeling
+
     console.print(f"labeling {', '.join(model_ids)} on {', '.join(bench)} with backend "
                   f"'{backend or spec.backend}'" + (f", first {limit} queries per benchmark" if limit else "")
                   + f"; warehouse {h / 'cr2.duckdb'}", highlight=False)
@@ -163,3 +173,50 @@ def label_command(
     if cfg.labels.source != spec.source:
         console.print(f"Train on these labels with `labels: {{source: {spec.source}}}` in your config "
                       "(every (query, model) pair of the pool must be labelled).", highlight=False)
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as '42 s', '12.5 min' or '3.1 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
+
+
+def print_estimate(est) -> None:
+    """The measured rates and projections of `cr2 label --estimate`, per (model, benchmark) and per model."""
+    table = Table(title="labeling estimate (measured here)")
+    for col in ("model", "benchmark", "sample", "q/s", "queries", "time", "unlabelled", "time"):
+        table.add_column(col, justify="left" if col in ("model", "benchmark") else "right", no_wrap=True)
+    for r in est.table.itertuples():
+        table.add_row(r.model_id, r.benchmark, f"{r.sample_queries}", f"{r.queries_per_s:.2f}", f"{r.total_queries:,}",
+                      _duration(r.projected_total_s), f"{r.unlabelled_queries:,}", _duration(r.projected_unlabelled_s))
+    console.print(table)
+    for m in est.models:
+        rows = est.table[est.table["model_id"] == m.model_id]
+        console.print(
+            f"{m.model_id}: {_params(m.params)} parameters ({m.shape}), {m.dtype} on {m.device}; whole selection "
+            f"{_duration(rows['projected_total_s'].sum())}, not yet labelled {_duration(rows['projected_unlabelled_s'].sum())}"
+            f" (plus once per model: loading the weights, a first call ≈ {_duration(m.warmup_s)}, "
+            f"batch-size probes {_duration(m.probe_s)})", highlight=False)
+    console.print(f"all models: whole selection {_duration(est.table['projected_total_s'].sum())}, not yet labelled "
+                  f"{_duration(est.table['projected_unlabelled_s'].sum())} (one model at a time on this machine). "
+                  "Random weights generate to max_gen_toks: generative benchmarks are a worst case. "
+                  f"Estimate took {_duration(est.wall_s)}.", highlight=False)
+
+
+def _estimate(cfg, home, model_ids, bench, backend, limit, spec, sample, chunk_size, architectures) -> None:
+    from flows.label import estimate_labeling
+
+    console.print(f"estimating labeling of {', '.join(model_ids)} on {', '.join(bench)}: {sample} queries per "
+                  f"(model, benchmark), chunk size {chunk_size or spec.chunk_size}, hf batch size {spec.hf.batch_size}"
+                  + (f", first {limit} queries per benchmark" if limit else "") + f"; warehouse {home / 'cr2.duckdb'}",
+                  highlight=False)
+    est = estimate_labeling(cfg, home, models=model_ids, benchmarks=bench, backend=backend, limit=limit, spec=spec,
+                            sample=sample, chunk_size=chunk_size, architectures=architectures)
+    print_estimate(est)

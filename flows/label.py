@@ -32,8 +32,11 @@ from cr2.errors import ConfigError, did_you_mean
 from cr2.labeling.runner import Progress
 from cr2.labeling.runs import LabelingError, ShardJob
 from cr2.labeling.spec import BACKENDS, LabelingSpec, TaskRunnerSpec, labeling_spec
+from cr2.labeling.estimate import ModelRates, projection_table
 from tasks.label import (
     add_progress_hook,
+    estimate_model_rates,
+    estimate_selection,
     export_queries,
     finish_label_runs,
     ingest_staged,
@@ -198,3 +201,75 @@ def run_labeling(
         if progress is not None:
             remove_progress_hook(progress)
     return LabelingReport(runs=pd.DataFrame(rows), wall_s=time.monotonic() - t0)
+
+
+# ---------------------------------------------------------------- cr2 label --estimate
+@flow(name="cr2-label-estimate", log_prints=True, validate_parameters=False)
+def label_estimate_flow(
+    config: Config,
+    home: str,
+    models: list[str],
+    benchmarks: list[str],
+    backend: str,
+    limit: int | None,
+    spec: LabelingSpec,
+    sample: int,
+    architectures: str | None = None,
+) -> tuple[list[ModelRates], pd.DataFrame]:
+    """Time `sample` queries of every benchmark on a random-weight model of each pool model's shape; returns the
+    measured rates and the (model, benchmark) counts of the selection (total, unlabelled)."""
+    queries, counts = estimate_selection(config, home, models, benchmarks, backend, limit, spec)
+    rates = [estimate_model_rates(config, home, m, queries, benchmarks, sample, spec, architectures) for m in models]
+    return rates, counts
+
+
+@dataclass(frozen=True)
+class LabelingEstimate:
+    """What `cr2 label --estimate` measured and projects."""
+
+    models: list[ModelRates]
+    table: pd.DataFrame  # per (model, benchmark): queries/s, projected seconds for the selection and the unlabelled
+    wall_s: float  # wall time of the estimate itself, s
+
+
+def estimate_labeling(
+    config: Config,
+    warehouse_home: str | Path | None = None,
+    models: Sequence[str] | None = None,
+    benchmarks: Sequence[str] | None = None,
+    backend: str | None = None,
+    limit: int | None = None,
+    *,
+    spec: LabelingSpec | None = None,
+    sample: int = 32,
+    chunk_size: int | None = None,
+    architectures: str | Path | None = None,
+) -> LabelingEstimate:
+    """How long `cr2 label` with the same arguments would take here (cr2/labeling/estimate.py); writes nothing."""
+    spec = spec or labeling_spec(config)
+    backend = backend or spec.backend
+    if backend != "hf":
+        raise ConfigError(
+            f"--estimate measures the hf backend (random-weight models built in this process); backend '{backend}' "
+            "is not measured: estimate with --backend hf, or label with --limit and read label_runs (docs/labeling.md §9)"
+        )
+    if sample < 1:
+        raise ConfigError(f"--sample must be at least 1 (got {sample})")
+    try:
+        spec = spec.with_overrides(backend=backend, chunk_size=chunk_size)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid labeling settings: {problems}") from None
+    model_ids = list(models) if models else config.model_ids
+    for m in model_ids:
+        if m not in config.model_ids:
+            raise did_you_mean("model", m, config.model_ids)
+    bench = list(benchmarks) if benchmarks else config.enabled_benchmarks
+    for b in bench:
+        if b not in config.benchmarks and b not in catalogue.available():
+            raise did_you_mean("benchmark", b, sorted(set(config.benchmarks) | set(catalogue.available())))
+    home = Path(warehouse_home).expanduser().resolve() if warehouse_home is not None else default_home()
+    t0 = time.monotonic()
+    rates, counts = label_estimate_flow(config, str(home), model_ids, bench, backend, limit, spec, sample,
+                                        str(architectures) if architectures is not None else None)
+    return LabelingEstimate(rates, projection_table(rates, counts), time.monotonic() - t0)

@@ -19,7 +19,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+import shutil
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from importlib import metadata
@@ -35,10 +37,12 @@ from cr2.config import REPO_ROOT, Config
 from cr2.errors import DataValidationError, did_you_mean
 from cr2.labeling.backends import backend_plan, is_local, local_revision
 from cr2.labeling.docs import mbpp_fewshot_docs
+from cr2.labeling.estimate import ModelRates, build_lm, measure_rates, resolve_shape
 from cr2.labeling.runner import ChunkResult, Progress, run_shard
 from cr2.labeling.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
 from cr2.labeling.spec import LabelingSpec
 from cr2.labeling.taskdefs import task_config_hash
+from tasks.common import cache_dir
 from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
 
@@ -196,11 +200,9 @@ def ingest_staged(home: str, staging: str) -> int:
 
 
 # ---------------------------------------------------------------- export and plan
-@task(name="label-export-queries", cache_policy=NO_CACHE)
-def export_queries(home: str, benchmarks: list[str], limit: int | None, staging: str) -> str:
-    """Write the selected queries (first `limit` per benchmark, round-robin over subsets) to Parquet; returns its path."""
-    with _writer(home) as wh:
-        df = wh.df(SQL_SELECT_QUERIES, [list(benchmarks)])
+def _selection(wh: Warehouse, home: str, benchmarks: list[str], limit: int | None) -> pd.DataFrame:
+    """The queries a labeling call covers: the first `limit` per benchmark, round-robin over subsets."""
+    df = wh.df(SQL_SELECT_QUERIES, [list(benchmarks)])
     present = set(df["benchmark"].unique())
     missing = [b for b in benchmarks if b not in present]
     if missing:
@@ -210,7 +212,14 @@ def export_queries(home: str, benchmarks: list[str], limit: int | None, staging:
     for col in ("choices", "tests"):
         # NULL lists arrive as None, NaN or pd.NA depending on the DuckDB/pandas versions
         df[col] = [list(v) if isinstance(v, (list, tuple, np.ndarray)) else None for v in df[col]]
-    df = select_queries(df, limit)
+    return select_queries(df, limit)
+
+
+@task(name="label-export-queries", cache_policy=NO_CACHE)
+def export_queries(home: str, benchmarks: list[str], limit: int | None, staging: str) -> str:
+    """Write the selected queries (first `limit` per benchmark, round-robin over subsets) to Parquet; returns its path."""
+    with _writer(home) as wh:
+        df = _selection(wh, home, benchmarks, limit)
     digest = hashlib.sha256("\n".join(df["query_id"]).encode()).hexdigest()[:12]
     out = Path(staging) / "queries"
     out.mkdir(parents=True, exist_ok=True)
@@ -244,6 +253,30 @@ def _mbpp_fewshot(config: Config, spec: LabelingSpec) -> list[dict[str, Any]]:
     return mbpp_fewshot_docs(rows, ids)
 
 
+def _run_plans(
+    config: Config, models: list[str], benchmarks: list[str], backend: str, spec: LabelingSpec, hashes: dict[str, str]
+) -> dict[str, tuple[Any, str, dict[tuple[str, int], str]]]:
+    """model id → (backend plan, revision, (benchmark, shard) → run id): the runs a labeling call would use."""
+    pool = {m.id: m for m in config.models}
+    for m in models:
+        if m not in pool:
+            raise did_you_mean("model", m, list(pool))
+    version = lm_eval_version()
+    out: dict[str, tuple[Any, str, dict[tuple[str, int], str]]] = {}
+    for mid in models:
+        model = pool[mid]
+        pretrained = spec.model_paths.get(mid, model.hf_name)
+        revision = local_revision(pretrained) if is_local(pretrained) else spec.revisions.get(mid, "main")
+        plan = backend_plan(backend, spec, pretrained, revision, model.hf_name, mid)
+        rids = {}
+        for b in benchmarks:
+            key = run_key(spec.source, mid, model.hf_name, revision, plan, hashes[b], version)
+            for shard in range(spec.shards):
+                rids[(b, shard)] = run_id(spec.source, mid, b, key, shard, spec.shards)
+        out[mid] = (plan, revision, rids)
+    return out
+
+
 @task(name="label-plan", cache_policy=NO_CACHE)
 def plan_label_runs(
     config: Config,
@@ -255,10 +288,6 @@ def plan_label_runs(
     spec: LabelingSpec,
 ) -> list[ShardJob]:
     """One ShardJob per (model, shard), with the queries each run still has to label; marks the runs 'running'."""
-    pool = {m.id: m for m in config.models}
-    for m in models:
-        if m not in pool:
-            raise did_you_mean("model", m, list(pool))
     queries = pd.read_parquet(queries_path, columns=["query_id", "benchmark"])
     queries["shard"] = shard_of(queries["query_id"], spec.shards)
     fewshot = {"mbpp": _mbpp_fewshot(config, spec)} if "mbpp" in benchmarks else {}
@@ -266,16 +295,11 @@ def plan_label_runs(
     version = lm_eval_version()
     jobs: list[ShardJob] = []
     with _writer(home) as wh:
-        for mid in models:
-            model = pool[mid]
-            pretrained = spec.model_paths.get(mid, model.hf_name)
-            revision = local_revision(pretrained) if is_local(pretrained) else spec.revisions.get(mid, "main")
-            plan = backend_plan(backend, spec, pretrained, revision, model.hf_name, mid)
+        for mid, (plan, revision, rids) in _run_plans(config, models, benchmarks, backend, spec, hashes).items():
             for shard in range(spec.shards):
                 bjobs = []
                 for b in benchmarks:
-                    key = run_key(spec.source, mid, model.hf_name, revision, plan, hashes[b], version)
-                    rid = run_id(spec.source, mid, b, key, shard, spec.shards)
+                    rid = rids[(b, shard)]
                     ids = queries.loc[(queries["benchmark"] == b) & (queries["shard"] == shard), "query_id"].tolist()
                     done = set(wh.df(SQL_DONE_IDS, [rid])["query_id"])
                     pending = tuple(q for q in ids if q not in done)
@@ -383,3 +407,75 @@ def finish_label_runs(home: str, queries_path: str, jobs: list[ShardJob], failed
     runs["written"] = [int(d) - before[r] for r, d in zip(runs["run_id"], runs["done"])]
     return runs
 
+
+
+# ---------------------------------------------------------------- sizing a run before it starts (cr2 label --estimate)
+@task(name="label-estimate-selection", cache_policy=NO_CACHE)
+def estimate_selection(
+    config: Config, home: str, models: list[str], benchmarks: list[str], backend: str, limit: int | None,
+    spec: LabelingSpec,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The queries a `cr2 label` call would cover and, per (model, benchmark), how many there are (`total`) and
+    how many its runs have not labelled yet (`unlabelled`); reads the warehouse only."""
+    fewshot = {"mbpp": _mbpp_fewshot(config, spec)} if "mbpp" in benchmarks else {}
+    hashes = {b: task_config_hash(b, spec.template(b), spec.sandbox, fewshot.get(b)) for b in benchmarks}
+    plans = _run_plans(config, models, benchmarks, backend, spec, hashes)
+    with Warehouse(home, read_only=True) as wh:
+        queries = _selection(wh, home, benchmarks, limit)
+        shard = shard_of(queries["query_id"], spec.shards)
+        rows = []
+        for mid, (_, _, rids) in plans.items():
+            for b in benchmarks:
+                total = unlabelled = 0
+                for s in range(spec.shards):
+                    ids = queries.loc[(queries["benchmark"] == b) & (shard == s), "query_id"]
+                    done = set(wh.df(SQL_DONE_IDS, [rids[(b, s)]])["query_id"])
+                    total += len(ids)
+                    unlabelled += int((~ids.isin(done)).sum())
+                rows.append({"model_id": mid, "benchmark": b, "total": total, "unlabelled": unlabelled})
+    return queries, pd.DataFrame(rows, columns=["model_id", "benchmark", "total", "unlabelled"])
+
+
+@task(name="label-estimate-model", cache_policy=NO_CACHE)
+def estimate_model_rates(
+    config: Config, home: str, model_id: str, queries: pd.DataFrame, benchmarks: list[str], sample: int,
+    spec: LabelingSpec, architectures: str | None = None,
+) -> ModelRates:
+    """Build a random-weight model of `model_id`'s shape and time `sample` queries of every benchmark with it."""
+    from cr2.labeling.architectures import load_architectures
+
+    model = next(m for m in config.models if m.id == model_id)
+    shape = resolve_shape(model_id, model.hf_name, spec.model_paths.get(model_id), load_architectures(architectures))
+    device = spec.hf.device or _default_device()
+    fewshot = {"mbpp": _mbpp_fewshot(config, spec)} if "mbpp" in benchmarks else {}
+    picked = select_queries(queries, sample)
+    samples = {b: picked[picked["benchmark"] == b] for b in benchmarks}
+    t0 = time.perf_counter()
+    lm, params = build_lm(shape, spec, device, cache_dir(Path(home)) / "tokenizers")
+    build_s = time.perf_counter() - t0
+    work = staging_dir(spec, home) / "scratch" / f"estimate-{uuid.uuid4().hex[:8]}"
+    try:
+        rates, warmup_s, probe_s = measure_rates(lm, model_id, spec, samples, work, fewshot)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    del lm
+    _free_device_memory(device)
+    return ModelRates(model_id, shape.source, int(params), device, spec.hf.dtype, build_s, warmup_s, probe_s,
+                      tuple(rates))
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _free_device_memory(device: str) -> None:
+    """Release the estimate model's GPU memory before the next model is built."""
+    import gc
+
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()

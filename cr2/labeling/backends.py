@@ -5,12 +5,16 @@ LabelingSpec. `BackendPlan.model_args` are what lm-eval receives (recorded as `l
 `semantic_args` are the subset that can change a label (weights, precision, context length), which
 enters the run id — throughput knobs (batch size, GPU memory share, concurrency) do not, so changing
 them never relabels.
+
+The `hf` backend is lm-eval's HFLM in cr2's variant (cr2/labeling/hf_batching.py), which sizes `batch_size: auto`
+from the requests' lengths instead of the model's context; everything else is lm-eval's.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -69,6 +73,8 @@ def _hf(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str,
         args["revision"] = revision
     if s.device:
         args["device"] = s.device
+    if s.batch_size == "auto":
+        args["max_batch_size"] = s.max_batch_size
     if s.max_length:
         args["max_length"] = s.max_length
     if s.num_threads:
@@ -143,6 +149,10 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
         # accelerate's process state is a singleton that HFLM initialises on construction; two threads of one
         # process (thread runner with max_workers > 1, threaded Dask workers) must not build models at once
         with _LOAD_LOCK:
+            if plan.backend == "hf":
+                from cr2.labeling.hf_batching import sized_hflm_class
+
+                return sized_hflm_class()(**args)
             return get_model(plan.lm_eval_model)(**args)
     except OSError as exc:
         where = args.get("pretrained") or args.get("tokenizer")
@@ -150,6 +160,27 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
             f"cannot load model '{where}' for backend '{plan.backend}': {exc}. Offline, point "
             f"labeling.model_paths.<model id> at a local folder, or set HF_HUB_OFFLINE=0 on a machine with hub access."
         ) from None
+
+
+def hf_lm_from_model(model: Any, tokenizer: Any, spec: LabelingSpec) -> Any:
+    """lm-eval's hf model (cr2's sized variant) over an already built transformers model, with the spec's batching."""
+    from cr2.labeling.hf_batching import sized_hflm_class
+
+    s = spec.hf
+    args: dict[str, Any] = {"pretrained": model, "tokenizer": tokenizer, "batch_size": s.batch_size}
+    if s.batch_size == "auto":
+        args["max_batch_size"] = s.max_batch_size
+    if s.max_length:
+        args["max_length"] = s.max_length
+    # lm-eval warns that other arguments may be ignored with a model object: cr2 passes none it would ignore
+    hf_log = logging.getLogger("lm_eval.models.huggingface")
+    level = hf_log.level
+    with _LOAD_LOCK:
+        hf_log.setLevel(logging.ERROR)
+        try:
+            return sized_hflm_class()(**args)
+        finally:
+            hf_log.setLevel(level)
 
 
 def token_counter(lm: Any) -> Callable[[str], int | None]:

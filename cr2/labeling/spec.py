@@ -116,7 +116,10 @@ class HFBackendSpec(_Strict):
     dtype: str = Field("auto", description="torch dtype: auto | bfloat16 | float16 | float32")
     device: str | None = Field(None, description="cuda, cuda:1, cpu; None: cuda if available else cpu")
     batch_size: int | Literal["auto"] = 8
-    max_length: int | None = Field(None, ge=1, description="context length, tokens; None: the model's")
+    max_batch_size: int = Field(64, ge=1, description="auto: the largest batch the probe tries")
+    max_length: int | None = Field(
+        None, ge=1, description="context length, tokens; None: the model's, with `auto` batches probed at the "
+                                "length each group of requests needs (cr2/labeling/hf_batching.py)")
     trust_remote_code: bool = False
     num_threads: int | None = Field(
         None, ge=1, description="CPU only: torch intra-op threads of the labeling process (None: torch's default). "
