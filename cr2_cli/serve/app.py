@@ -15,6 +15,9 @@ with Retry-After; decisions run in worker threads, so /health answers while a de
 embedding comes from the LRU cache (`serving.embedding_cache_size`) or the encoder, alone or batched with
 concurrent requests (`serving.batch_max_size`; cr2_cli/serve/batching.py).
 
+The router is live (cr2_cli/serve/live.py): a newer threshold table written to the home (a re-calibration) is
+swapped in without a restart; every answer names the version that decided it (X-CR2-Thresholds-Version).
+
 Every bad value is a 4xx naming the field and the problem: malformed JSON, JSON nested deeper than
 MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; an off-grid λ → 400 naming the
 calibrated grid; an unconfigured endpoint → 503 naming the config key.
@@ -132,9 +135,8 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     from cr2.deployment import check_route_inputs
     from cr2_cli.serve.batching import Decider, RouteCall
     from cr2_cli.serve.metrics import MetricsMiddleware, ServeMetrics
-    from cr2_cli.serve.proxy import SlotRelease, forward_chat, last_user_text, upstream_client, version_header
-
     from cr2_cli.serve.live import LiveRouter, warehouse_live_router
+    from cr2_cli.serve.proxy import SlotRelease, forward_chat, last_user_text, upstream_client, version_header
 
     serving = config.serving
     check_exposure(serving, token, bind_host)
