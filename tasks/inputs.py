@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from cr2.config import Config
-from tasks.common import cache_dir, in_home
+from tasks.common import cache_dir, in_home, routing_args
 from warehouse.db import Warehouse
 from warehouse.routing_data import load_routing_sets
 
@@ -18,11 +18,6 @@ from warehouse.routing_data import load_routing_sets
 def torch_threads() -> int:
     """Threads for training: $CR2_TORCH_THREADS, else all cores (part of the key: results depend on it)."""
     return int(os.environ.get("CR2_TORCH_THREADS", os.cpu_count() or 1))
-
-
-def routing_args(config: Config) -> dict:
-    return {"dist_id": config.channel.distribution.dist_id, "label_source": config.labels.source,
-            "seed": int(config.splits.seed), "encoder": config.embedding.store_name}
 
 
 def load_sets(config: Config, home: str | Path) -> dict:

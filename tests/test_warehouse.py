@@ -78,7 +78,7 @@ def test_schema_1_warehouse_is_readable_and_migrates_on_the_first_write(tmp_path
         table = table_from_records(wh.df("SELECT * FROM thresholds").to_dict("records"))
         assert isinstance(table, ThresholdTable) and table.delta is None and table.group is None
     with Warehouse(tmp_path) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "4"  # 1 → 2 → 3 → 4 in one transaction
+        assert wh.schema_version == SCHEMA_VERSION == "5"  # 1 → 2 → 3 → 4 → 5 in one transaction
         df = wh.df("SELECT * FROM thresholds ORDER BY alpha")
         assert df["group"].tolist() == ["", ""] and df["delta"].isna().all() and df["tau"].tolist() == [0.5, 0.25]
         assert wh.count("guarantees") == 0
