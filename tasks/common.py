@@ -12,8 +12,8 @@ at the declared paths, the content fingerprint of each declared row set and file
 fingerprints (`Stage.upstream`), the hash of the source code the task can run (`code_hash`) and the
 warehouse's epoch (a random id written when the warehouse file is created, so a deleted or replaced warehouse
 never reuses results computed for another one). Nothing is listed twice, so a key cannot miss a read the
-declaration has; `check_reads` runs a task on a read-tracking view of the config and of the warehouse and
-fails on any read outside its declaration (tests/test_stage_reads.py runs it for the stages).
+declaration has; `tracked_run` runs a task on a read-tracking view of the config and of the warehouse, and
+its check fails on any read outside the declaration (tests/test_stage_reads.py runs it for every stage).
 `run_stage` runs a stage inside a flow (cached, or recomputed when an output file went missing) and marks
 its result `cached`. Results (small JSON-able summaries) persist under <home>/prefect-results.
 """
@@ -258,7 +258,7 @@ def routing_args(config: Any) -> dict:
             "seed": int(config.splits.seed), "encoder": config.embedding.store_name}
 
 
-ROUTING_CONFIG = ("channel.distribution", "labels.source", "splits.seed", "embedding.store_name")  # routing_args
+ROUTING_CONFIG = ("channel.distribution", "labels.source", "splits.seed", "embedding.encoder", "embedding.backend")  # routing_args
 THREADS_ENV = ("CR2_TORCH_THREADS",)  # training threads (tasks.inputs.torch_threads): results depend on them
 
 
@@ -372,24 +372,37 @@ class UndeclaredReadError(AssertionError):
     """A stage read a config field or a warehouse table its Reads do not declare."""
 
 
-def check_reads(stage: Stage, config: Any, home: str | Path, *inputs: Any) -> tuple[dict, set[str], set[str]]:
-    """Run the stage's task body (no Prefect, no cache) and its key on a read-tracking view of the config and of
-    the warehouse; returns (result, config paths read, tables read), or raises UndeclaredReadError naming every
-    read outside the stage's declaration."""
+@dataclass(frozen=True)
+class ReadCheck:
+    """What one tracked run of a stage read, and which of it its Reads do not declare."""
+
+    stage: str
+    result: Any
+    config: frozenset[str]  # config paths read (the task body, its key, its file list)
+    tables: frozenset[str]  # warehouse tables read
+    undeclared_config: tuple[str, ...]
+    undeclared_tables: tuple[str, ...]
+
+    def verify(self) -> Any:
+        """The result, or UndeclaredReadError naming every read outside the declaration."""
+        if self.undeclared_config or self.undeclared_tables:
+            raise UndeclaredReadError(f"stage {self.stage} read undeclared config fields {list(self.undeclared_config)} "
+                                      f"and tables {list(self.undeclared_tables)}; declare them in its Reads")
+        return self.result
+
+
+def tracked_run(stage: Stage, config: Any, home: str | Path, *inputs: Any) -> ReadCheck:
+    """Run the stage's task body (no Prefect, no cache) and its key on a read-tracking view of the config
+    (cr2.reads.TrackedConfig) and of the warehouse (warehouse.db.recording_reads); `.verify()` on the returned
+    check fails on any read outside the stage's Reads."""
     from warehouse.db import recording_reads
 
     tracked = TrackedConfig(config)
     with recording_reads() as tables:
         result = stage.task.fn(tracked, str(home), *inputs)
         stage.key(tracked, home, *inputs)
-        if stage.reads.files is not None:
-            list(stage.reads.files(tracked))
-    bad_config = undeclared(tracked.reads, stage.reads.config)
-    bad_tables = sorted(tables - stage.reads.tables)
-    if bad_config or bad_tables:
-        raise UndeclaredReadError(f"stage {stage.name} read undeclared config fields {bad_config} and tables "
-                                  f"{bad_tables}; declare them in its Reads")
-    return result, set(tracked.reads), set(tables)
+    return ReadCheck(stage.name, result, frozenset(tracked.reads), frozenset(tables),
+                     tuple(undeclared(tracked.reads, stage.reads.config)), tuple(sorted(tables - stage.reads.tables)))
 
 
 def run_stage(stage: Stage, config: Any, home: str | Path, *inputs: Any, **options: Any) -> dict:

@@ -138,7 +138,7 @@ def _cell(inputs: dict, base: dict, baselines: dict, speed_factor: float, channe
 
 
 PREMISE_INPUTS = Stage(premise_inputs_task, Reads(
-    config=("models", "cost", "routing", "labels", "channel", "embedding.store_name", "splits.seed", "teacher", "gate",
+    config=("models", "cost", "routing", "labels", "channel", "embedding.encoder", "embedding.backend", "splits.seed", "teacher", "gate",
             "grids.default_alpha"),
     rows=(RoutingRows(), Rows("labels", where=lambda c, base, baselines: {"source": c.labels.source}),
           Rows("queries", columns=("query_id", "benchmark", "prompt_tokens"))),

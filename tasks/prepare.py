@@ -280,7 +280,7 @@ STATES = Stage(sample_states_task, Reads(
     rows=(Rows("queries", columns=("query_id",)),),
     writes=("states", "state_distributions")))
 LABELS = Stage(simulate_labels_task, Reads(
-    config=("labels", "models", "benchmarks", "data_dir", "embedding.store_name"),
+    config=("labels", "models", "benchmarks", "data_dir", "embedding.encoder", "embedding.backend"),
     rows=(Rows("queries", columns=("query_id", "benchmark", "subset", "content_hash")),
           # simulated-irt-v2 reads the query embeddings (its text-predictable difficulty lives in the encoder space)
           Rows("embeddings", where=lambda c: {"encoder": c.embedding.store_name}, when=_is_v2)),

@@ -87,5 +87,5 @@ def _upstream(evaluated: dict, data_counts: dict, trained: dict, baselines: dict
 
 REPORT = Stage(build_report, Reads(
     config=("grids", "evaluation"),
-    upstream=("eval_runs", "methods", "decisions", "metrics", "thresholds", "artifacts", "intervals", "labels",
-              "queries", "costs", "models")), upstream=_upstream, outputs=lambda home, r: [r["path"]])
+    upstream=("eval_runs", "methods", "decisions", "metrics", "thresholds", "artifacts", "intervals", "guarantees",
+              "labels", "label_runs", "queries", "costs", "models")), upstream=_upstream, outputs=lambda home, r: [r["path"]])
