@@ -37,6 +37,16 @@ def cr2_router(config: Config, trained: dict | None = None, home: str | Path | N
     return CR2Router.from_config(config, trained, num_threads=torch_threads())
 
 
+def cr2_trainer(config: Config):
+    """The unfitted CR² router as the train stage fits it: teacher and gate specs and the deferred variant. The
+    routing-time settings (default α, on-demand calibration) never reach a fit, so the train stage does not read
+    them and its cache outlives a change of them."""
+    from cr2.routers.cr2_router import CR2Router
+
+    return CR2Router(teacher_spec=config.teacher, gate_spec=config.gate, variant=config.routing.deferred_variant,
+                     num_threads=torch_threads())
+
+
 def artifacts_dir(home: str | Path) -> Path:
     d = cache_dir(Path(home)) / "artifacts"
     d.mkdir(parents=True, exist_ok=True)

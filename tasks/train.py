@@ -15,7 +15,7 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import ROUTING_CONFIG, THREADS_ENV, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
-from tasks.inputs import artifacts_dir, cr2_router, load_sets
+from tasks.inputs import artifacts_dir, cr2_trainer, load_sets
 from tasks.reuse import record_teacher, reusable_teacher, teacher_inputs_key
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now
@@ -27,7 +27,7 @@ def train_cr2(config: Config, home: str) -> dict:
     key = stage_key(TRAIN, config, home)
     sets = load_sets(config, home)
     train, dev = sets["train"], sets["dev"]
-    router = cr2_router(config)
+    router = cr2_trainer(config)
     # issue 30: the teacher never sees a cost — after a change of state distribution it is reused, not refitted
     teacher_key = teacher_inputs_key(config, train, dev, task_code_hash(train_cr2))
     reused = reusable_teacher(home, teacher_key)
@@ -60,5 +60,5 @@ def train_cr2(config: Config, home: str) -> dict:
 
 
 TRAIN = Stage(train_cr2, Reads(
-    config=("teacher", "gate", "models", "routing", "grids.default_alpha", *ROUTING_CONFIG),
+    config=("teacher", "gate", "models", "routing", *ROUTING_CONFIG),
     rows=(RoutingRows(("train", "dev")),), writes=("artifacts",), env=THREADS_ENV), outputs=lambda home, r: [r["teacher"]["path"], r["gate"]["path"]])
