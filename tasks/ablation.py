@@ -17,7 +17,7 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import ROUTING_CONFIG, THREADS_ENV, Reads, RoutingRows, Stage
-from tasks.inputs import cr2_router, load_sets, torch_threads
+from tasks.inputs import cr2_router, load_sets
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 

@@ -19,7 +19,7 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_state_distribution
-from tasks.common import ROUTING_CONFIG, THREADS_ENV, Reads, Rows, RoutingRows, Stage, cache_dir, make_key, stage_key
+from tasks.common import THREADS_ENV, Reads, Rows, RoutingRows, Stage, cache_dir, make_key, stage_key
 from tasks.inputs import cr2_router, load_sets, torch_threads
 from warehouse.db import Warehouse
 
