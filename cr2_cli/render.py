@@ -64,7 +64,7 @@ def print_model_summary(home: Path, config_path: Optional[Path]) -> None:
 
     cfg = load_config(config_path)
     with Warehouse(home, read_only=True) as wh:
-        df = model_summary(wh, cfg.labels.source, cfg.channel.distribution.dist_id)
+        df = model_summary(wh, cfg.labels.source, cfg.channel.distribution.dist_id, cfg.splits.seed)
         note = label_note(wh, cfg.labels.source)
     if df.empty:
         return

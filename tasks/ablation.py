@@ -16,8 +16,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, make_key, task_code_hash
-from tasks.inputs import cr2_router, load_sets, torch_threads
+from tasks.common import ROUTING_CONFIG, THREADS_ENV, Reads, RoutingRows, Stage
+from tasks.inputs import cr2_router, load_sets
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 
@@ -27,12 +27,6 @@ ABLATIONS: dict[str, dict] = {
     "w_mono=0.5": {"w_mono": 0.5},
     "w_mono=2": {"w_mono": 2.0},
 }
-
-
-def ablation_key(config: Config, home: str, trained: dict, evaluated: dict) -> str:
-    return make_key("ablation", evaluated["run_id"], trained["teacher"]["fingerprint"],
-                    config.section_hash("gate", "grids", "routing", "evaluation"), sorted(ABLATIONS),
-                    task_code_hash(run_ablation), torch_threads())
 
 
 @task(name="ablation")
@@ -63,4 +57,8 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
     return {"run_id": ev.run_id, "ablations": list(ABLATIONS), "fit_seconds": fit_seconds}
 
 
-ABLATION = Stage(run_ablation, ablation_key)
+ABLATION = Stage(run_ablation, Reads(
+    config=("gate", "grids", "routing", "evaluation", "teacher", "models", *ROUTING_CONFIG),
+    rows=(RoutingRows(),), upstream=("thresholds", "artifacts", "eval_runs"), writes=("metrics", "methods"),
+    env=THREADS_ENV), upstream=lambda trained, evaluated: [evaluated["run_id"], trained["teacher"]["fingerprint"],
+                                                          sorted(ABLATIONS)])

@@ -18,12 +18,12 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, catalogue_hash, home_relative, in_home, make_key, stage_key, task_code_hash
-from tasks.inputs import artifacts_dir, load_sets, routing_args, torch_threads
+from tasks.common import (ROUTING_CONFIG, THREADS_ENV, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
+                          home_relative, in_home, stage_key, task_code_hash)
+from tasks.inputs import artifacts_dir, load_sets, torch_threads
 from tasks.reuse import remember, reusable_router, router_inputs_key
 from warehouse.db import Warehouse
-from warehouse.repository import utc_now, warehouse_epoch, write_baselines
-from warehouse.routing_data import routing_fingerprint
+from warehouse.repository import utc_now, write_baselines
 
 
 def baseline_names(config: Config) -> list[str]:
@@ -33,13 +33,6 @@ def baseline_names(config: Config) -> list[str]:
 
     use_catalogues(config.baselines.catalogues)
     return expand(config.baselines.routers, [m.id for m in config.models])
-
-
-def baselines_key(config: Config, home: str) -> str:
-    with Warehouse(home) as wh:
-        return make_key("baselines", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev", "test")),
-                        config.section_hash("baselines", "models"), task_code_hash(fit_baselines),
-                        catalogue_hash(config), torch_threads(), warehouse_epoch(wh))
 
 
 def _build(name: str, config: Config):
@@ -96,4 +89,7 @@ def fit_baselines(config: Config, home: str) -> dict:
     return {"routers": summary, "reused": reused}
 
 
-BASELINES = Stage(fit_baselines, baselines_key, outputs=lambda home, r: [b["path"] for b in r["routers"].values()])
+BASELINES = Stage(fit_baselines, Reads(
+    config=("baselines", "models", "routing.decision_cost", *ROUTING_CONFIG),
+    rows=(RoutingRows(("train", "dev", "test")),), files=catalogue_paths, writes=("artifacts", "predictions"),
+    env=THREADS_ENV), outputs=lambda home, r: [b["path"] for b in r["routers"].values()])

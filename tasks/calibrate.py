@@ -1,7 +1,7 @@
 """Calibrate task: the CR² router's threshold table τ*(λ; α) on the val split (cached), as a new version.
 
-The key covers the gate and teacher fingerprints, the val rows (embeddings, labels, costs under the
-calibration state distribution), the λ/α grids, the guarantee asked for (calibration: rule, δ, Mondrian
+The key covers the gate and teacher fingerprints and its declared reads: the val rows (embeddings, labels, costs
+under the calibration state distribution), the λ/α grids, the guarantee asked for (calibration: rule, δ, Mondrian
 group — docs/guarantees.md) and the code the task can run, so re-calibrating on a new channel-state
 distribution needs no retraining. Each new table gets the next `version` in `thresholds`.
 """
@@ -12,12 +12,11 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import Stage, make_key, task_code_hash
-from tasks.inputs import cr2_router, load_sets, routing_args
+from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage
+from tasks.inputs import cr2_router, load_sets
 from tasks.scores import remember_scores
 from warehouse.db import Warehouse
-from warehouse.repository import warehouse_epoch, write_thresholds
-from warehouse.routing_data import routing_fingerprint
+from warehouse.repository import write_thresholds
 
 
 def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.ndarray:
@@ -27,14 +26,6 @@ def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.n
         raise DataValidationError(f"λ must be > 0, got {bad}")
     return np.unique(np.concatenate([np.asarray(config.grids.lam.values(), dtype=np.float64),
                                      np.asarray(extra_lams, dtype=np.float64)]))
-
-
-def calibrate_key(config: Config, home: str, trained: dict, extra_lams: tuple[float, ...] = ()) -> str:
-    with Warehouse(home) as wh:
-        return make_key("calibrate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
-                        sorted(extra_lams), routing_fingerprint(wh, **routing_args(config), splits=("val",)),
-                        config.section_hash("grids", "routing", "calibration"), task_code_hash(calibrate_cr2),
-                        warehouse_epoch(wh))
 
 
 @task(name="calibrate-cr2")
@@ -61,4 +52,10 @@ def calibrate_cr2(config: Config, home: str, trained: dict, extra_lams: tuple[fl
             "gate_fingerprint": table.gate_fingerprint, "dist_id": table.dist_id, "label_source": table.label_source}
 
 
-CALIBRATE = Stage(calibrate_cr2, calibrate_key)
+def _trained(trained: dict, extra_lams: tuple[float, ...] = ()) -> list:
+    return [trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], sorted(extra_lams)]
+
+
+CALIBRATE = Stage(calibrate_cr2, Reads(
+    config=("grids", "routing", "calibration", "teacher", "gate", "models", *ROUTING_CONFIG),
+    rows=(RoutingRows(("val",)), GROUP_ROWS), upstream=("artifacts",), writes=("thresholds",)), upstream=_trained)

@@ -1,14 +1,19 @@
-"""What every cr2 task shares: stages, cache keys from content fingerprints, result storage, the warehouse epoch.
+"""What every cr2 task shares: stages, cache keys from declared reads, result storage, the warehouse epoch.
 
 Prefect's default cache policy includes the flow-run id, so it caches only within one run. Each cr2 task
-is instead one `Stage`: the task, a key function and the files its result points at. The key function
-takes the task's own arguments (config, home, the upstream results) and is the task's `cache_key_fn`, so
-Prefect computes the key from
-  - the content fingerprint of the task's inputs (files, warehouse tables),
-  - the hash of the config sections the task reads,
-  - the hash of the source code of the modules it runs (cr2 library + the task module: `code_hash`),
-  - the warehouse's epoch (a random id written when the warehouse file is created, so a deleted or
-    replaced warehouse never reuses results computed for another one).
+is instead one `Stage`: the task, the reads it declares, and the files its result points at. A stage's
+`Reads` name, in one place, everything its task reads:
+  - the config fields (dotted paths; cr2.reads),
+  - the warehouse rows (`Rows`: a table with a filter and columns; `RoutingRows`: the routing view),
+  - the files (benchmark files, accuracy targets),
+  - the tables whose rows its upstream results name (their content fingerprints are in those results),
+and the key (`Stage.key`, Prefect's cache_key_fn) is computed from exactly that declaration: the config values
+at the declared paths, the content fingerprint of each declared row set and file, the upstream results'
+fingerprints (`Stage.upstream`), the hash of the source code the task can run (`code_hash`) and the
+warehouse's epoch (a random id written when the warehouse file is created, so a deleted or replaced warehouse
+never reuses results computed for another one). Nothing is listed twice, so a key cannot miss a read the
+declaration has; `tracked_run` runs a task on a read-tracking view of the config and of the warehouse, and
+its check fails on any read outside the declaration (tests/test_stage_reads.py runs it for every stage).
 `run_stage` runs a stage inside a flow (cached, or recomputed when an output file went missing) and marks
 its result `cached`. Results (small JSON-able summaries) persist under <home>/prefect-results.
 """
@@ -20,11 +25,13 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prefect import Task
+
+from cr2.reads import TrackedConfig, config_digest, undeclared
 
 from warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
 
@@ -162,6 +169,11 @@ def catalogue_hash(config: Any) -> str:
     from cr2.routers import use_catalogues
 
     use_catalogues(config.baselines.catalogues)
+    return file_hash(*catalogue_paths(config))
+
+
+def catalogue_paths(config: Any) -> list[Path]:
+    """A config's extra router catalogue files and the module files their entries name."""
     paths = []
     for cat in config.baselines.catalogues:
         paths.append(Path(cat))
@@ -172,7 +184,7 @@ def catalogue_hash(config: Any) -> str:
                 module = str((spec or {}).get("class", "")).partition(":")[0]
                 if module.endswith(".py"):
                     paths.append(Path(module) if Path(module).is_absolute() else Path(cat).parent / module)
-    return file_hash(*paths)
+    return paths
 
 
 def task_code_hash(task_or_fn: Any) -> str:
@@ -205,18 +217,147 @@ def results_dir(home: Path) -> Path:
 
 
 @dataclass(frozen=True)
+class Rows:
+    """Rows of one warehouse table a stage reads: the rows whose columns equal `where(config, *args)`'s values
+    (all rows when None; *args are the stage's upstream arguments), over `columns` (all when None); only under
+    configs where `when(config)` holds, if given."""
+
+    table: str
+    where: Callable[..., dict[str, Any]] | None = None
+    columns: tuple[str, ...] | None = None
+    when: Callable[[Any], bool] | None = None  # read only under configs where this holds
+
+    @property
+    def tables(self) -> frozenset[str]:
+        return frozenset({self.table})
+
+    def fingerprint(self, config: Any, wh: Any, *args: Any) -> str:
+        if self.when is not None and not self.when(config):
+            return f"{self.table}:-"
+        where = self.where(config, *args) if self.where is not None else None
+        return f"{self.table}:{wh.table_fingerprint(self.table, where, columns=self.columns)}"
+
+
+@dataclass(frozen=True)
+class RoutingRows:
+    """The rows of the routing view (warehouse/queries/routing_rows.sql) of the config's states, labels, split
+    seed and encoder, for `splits`: what the model-fitting stages read."""
+
+    splits: tuple[str, ...] | None = None
+    tables: frozenset[str] = frozenset({"states", "costs", "labels", "models", "queries", "splits", "embeddings"})
+
+    def fingerprint(self, config: Any, wh: Any, *args: Any) -> str:
+        from warehouse.routing_data import SPLITS, routing_fingerprint
+
+        return routing_fingerprint(wh, **routing_args(config), splits=self.splits or SPLITS)
+
+
+def routing_args(config: Any) -> dict:
+    """The routing view's parameters under a config: state distribution, label source, split seed, encoder."""
+    return {"dist_id": config.channel.distribution.dist_id, "label_source": config.labels.source,
+            "seed": int(config.splits.seed), "encoder": config.embedding.store_name}
+
+
+ROUTING_CONFIG = ("channel.distribution", "labels.source", "splits.seed", "embedding.encoder", "embedding.backend")  # routing_args
+THREADS_ENV = ("CR2_TORCH_THREADS",)  # training threads (tasks.inputs.torch_threads): results depend on them
+
+
+def _mondrian_by_query_attribute(config: Any) -> bool:
+    return config.calibration.group not in (None, "benchmark")
+
+
+# the query attribute a Mondrian table groups by (not a column of the routing rows): read when one is configured
+GROUP_ROWS = Rows("queries", columns=("query_id", "benchmark", "subset"), when=_mondrian_by_query_attribute)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """Everything a stage's task reads (module docstring).
+
+    config:   dotted config paths ("splits.seed"; "channel" for a whole section);
+    rows:     Rows / RoutingRows;
+    files:    files(config) -> paths of the files it reads;
+    derived:  derived(config) -> key parts of what a declared field names and the task loads (a pool config file);
+    upstream: tables it reads only at the rows its upstream results name (artefacts by fingerprint, a
+              threshold-table version, an evaluation run), which those results' fingerprints key;
+    writes:   tables it writes and may read back (an incremental stage: only what is new);
+    env:      environment variables that change its results (training threads).
+    """
+
+    config: tuple[str, ...] = ()
+    rows: tuple[Rows | RoutingRows, ...] = ()
+    files: Callable[[Any], Iterable[Path]] | None = None
+    derived: Callable[[Any], Iterable[Any]] | None = None
+    upstream: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+    @property
+    def tables(self) -> frozenset[str]:
+        """Every table it may read."""
+        out = set(self.upstream) | set(self.writes) | {"meta"}  # meta: the epoch, the schema version
+        for r in self.rows:
+            out |= r.tables
+        return frozenset(out)
+
+    def config_hash(self, config: Any) -> str:
+        """Hash of the config values it reads (what evaluation runs record as their config)."""
+        return config_digest(config, self.config)
+
+    def key_parts(self, config: Any, wh: Any, *args: Any) -> list[str]:
+        parts = [self.config_hash(config)] + [r.fingerprint(config, wh, *args) for r in self.rows]
+        if self.files is not None:
+            parts.append(file_hash(*self.files(config)))
+        if self.derived is not None:
+            parts += [str(p) for p in self.derived(config)]
+        parts += [f"{name}={os.environ.get(name, '')}" for name in self.env]
+        return parts
+
+
+@dataclass(frozen=True)
 class Stage:
     """One cached pipeline stage.
 
-    task:    the Prefect task, called as task(config, home, *inputs);
-    key:     its cache key from the same arguments, key(config, home, *inputs) -> str — Prefect's cache_key_fn;
-    outputs: the files a result points at, outputs(home, result) -> paths; a cached result with one of them
-             missing (deleted since) is recomputed.
+    task:     the Prefect task, called as task(config, home, *inputs);
+    reads:    what the task reads (Reads): its key covers exactly that;
+    upstream: upstream(*inputs) -> key parts of its upstream results (their content fingerprints), or None;
+    code:     the modules whose code closure keys it (default: the task's own module);
+    in_warehouse: False for a stage that reads no rows and runs where the warehouse is not opened (a Dask worker):
+              its key then has no epoch of its own, which its upstream key carries;
+    outputs:  the files a result points at, outputs(home, result) -> paths; a cached result with one of them
+              missing (deleted since) is recomputed.
     """
 
     task: Task
-    key: Callable[..., str]
+    reads: Reads = field(default_factory=Reads)
+    upstream: Callable[..., Iterable[Any]] | None = None
+    code: tuple[str, ...] | None = None
     outputs: Callable[[Path, dict], Iterable[str | Path]] | None = None
+    in_warehouse: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+    def key(self, config: Any, home: str | Path, *inputs: Any, **kw: Any) -> str:
+        """The cache key of running the task on (config, home, *inputs): the declared reads' values and
+        fingerprints, the upstream results' fingerprints, the code hash and the warehouse epoch."""
+        from warehouse.db import Warehouse
+        from warehouse.repository import warehouse_epoch
+
+        inputs = inputs + tuple(kw.values())
+        code = code_hash(*self.code) if self.code else task_code_hash(self.task)
+        if self.in_warehouse:
+            with Warehouse(home) as wh:
+                parts = self.reads.key_parts(config, wh, *inputs)
+                epoch = warehouse_epoch(wh)
+        else:
+            if self.reads.rows:
+                raise ValueError(f"stage {self.name} declares warehouse rows but does not open the warehouse")
+            parts, epoch = self.reads.key_parts(config, None, *inputs), ""
+        if self.upstream is not None:
+            parts += [str(p) for p in self.upstream(*inputs)]
+        return make_key(self.name, *parts, code, epoch)
 
     def _cache_key(self, context: Any, parameters: dict[str, Any]) -> str:
         return self.key(**parameters)
@@ -225,6 +366,43 @@ class Stage:
         """The task with this stage's key and its persisted-result cache under <home>/prefect-results."""
         return self.task.with_options(cache_key_fn=self._cache_key, persist_result=True,
                                       result_storage=results_dir(Path(home)))
+
+
+class UndeclaredReadError(AssertionError):
+    """A stage read a config field or a warehouse table its Reads do not declare."""
+
+
+@dataclass(frozen=True)
+class ReadCheck:
+    """What one tracked run of a stage read, and which of it its Reads do not declare."""
+
+    stage: str
+    result: Any
+    config: frozenset[str]  # config paths read (the task body, its key, its file list)
+    tables: frozenset[str]  # warehouse tables read
+    undeclared_config: tuple[str, ...]
+    undeclared_tables: tuple[str, ...]
+
+    def verify(self) -> Any:
+        """The result, or UndeclaredReadError naming every read outside the declaration."""
+        if self.undeclared_config or self.undeclared_tables:
+            raise UndeclaredReadError(f"stage {self.stage} read undeclared config fields {list(self.undeclared_config)} "
+                                      f"and tables {list(self.undeclared_tables)}; declare them in its Reads")
+        return self.result
+
+
+def tracked_run(stage: Stage, config: Any, home: str | Path, *inputs: Any) -> ReadCheck:
+    """Run the stage's task body (no Prefect, no cache) and its key on a read-tracking view of the config
+    (cr2.reads.TrackedConfig) and of the warehouse (warehouse.db.recording_reads); `.verify()` on the returned
+    check fails on any read outside the stage's Reads."""
+    from warehouse.db import recording_reads
+
+    tracked = TrackedConfig(config)
+    with recording_reads() as tables:
+        result = stage.task.fn(tracked, str(home), *inputs)
+        stage.key(tracked, home, *inputs)
+    return ReadCheck(stage.name, result, frozenset(tracked.reads), frozenset(tables),
+                     tuple(undeclared(tracked.reads, stage.reads.config)), tuple(sorted(tables - stage.reads.tables)))
 
 
 def run_stage(stage: Stage, config: Any, home: str | Path, *inputs: Any, **options: Any) -> dict:
@@ -238,18 +416,6 @@ def run_stage(stage: Stage, config: Any, home: str | Path, *inputs: Any, **optio
         state = task.with_options(refresh_cache=True)(config, str(home), *inputs, return_state=True)
         result = state.result()
     return {**result, "cached": state.name == "Cached"}
-
-
-def in_warehouse(key_fn: Callable[..., str]) -> Callable[..., str]:
-    """A key function of (config, wh, …) as a stage key of (config, home, …): it opens the warehouse at `home`."""
-    @functools.wraps(key_fn)
-    def key(config: Any, home: str | Path, *args: Any, **kwargs: Any) -> str:
-        from warehouse.db import Warehouse
-
-        with Warehouse(home) as wh:
-            return key_fn(config, wh, *args, **kwargs)
-
-    return key
 
 
 def stage_key(stage: Stage, *args: Any, **kwargs: Any) -> str:

@@ -14,23 +14,12 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, catalogue_hash, in_home, make_key, stage_key, task_code_hash
-from tasks.inputs import cr2_router, load_sets, routing_args
+from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home, stage_key, task_code_hash
+from tasks.inputs import cr2_router, load_sets
 from tasks.scores import remember_scores
 from warehouse.db import Warehouse
-from warehouse.repository import (baseline_proba, load_threshold_table, utc_now, warehouse_epoch,
-                                  write_evaluation)
-from warehouse.routing_data import routing_fingerprint, table_groups
-
-
-def evaluate_key(config: Config, home: str, trained: dict, calibrated: dict, baselines: dict) -> str:
-    """Key of the evaluation: `baselines` is the baselines stage's result ({"routers": name → artefact})."""
-    with Warehouse(home) as wh:
-        return make_key("evaluate", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
-                        calibrated["version"], sorted((k, v["fingerprint"]) for k, v in baselines["routers"].items()),
-                        routing_fingerprint(wh, **routing_args(config), splits=("val", "test")),
-                        config.section_hash("grids", "routing", "evaluation", "calibration"), task_code_hash(evaluate),
-                        catalogue_hash(config), warehouse_epoch(wh))
+from warehouse.repository import baseline_proba, load_threshold_table, utc_now, write_evaluation
+from warehouse.routing_data import table_groups
 
 
 def decision_frame(ev) -> pd.DataFrame:
@@ -73,7 +62,8 @@ def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselin
     for name, b in baselines.items():  # a router that predicts p̂ is routed from its recorded p̂ at every λ
         evaluate_baseline(ev, name, config.grids.lam.values(), p_hat=p_hat.get(name),
                           router=None if name in p_hat else load_router(in_home(home, b["path"])))
-    run = {"run_id": ev.run_id, "config_hash": config.section_hash(), "label_source": config.labels.source,
+    run = {"run_id": ev.run_id, "config_hash": EVALUATE.reads.config_hash(config), "label_source": config.labels.source,
+               "split_seed": int(config.splits.seed),
            "decision_cost": config.routing.decision_cost,
            "dist_id": config.channel.distribution.dist_id, "threshold_version": calibrated["version"],
            "code_version": task_code_hash(evaluate), "created_at": utc_now()}
@@ -85,4 +75,15 @@ def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselin
             "exclude_unsolvable": bool(config.evaluation.exclude_unsolvable)}
 
 
-EVALUATE = Stage(evaluate, evaluate_key)
+def _upstream(trained: dict, calibrated: dict, baselines: dict) -> list:
+    """`baselines` is the baselines stage's result ({"routers": name → artefact})."""
+    return [trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"], calibrated["version"],
+            sorted((k, v["fingerprint"]) for k, v in baselines["routers"].items())]
+
+
+EVALUATE = Stage(evaluate, Reads(
+    config=("grids", "routing", "evaluation", "calibration", "seed", "teacher", "gate", "models", "baselines.catalogues",
+            *ROUTING_CONFIG),
+    rows=(RoutingRows(("val", "test")), GROUP_ROWS), files=catalogue_paths,
+    upstream=("thresholds", "predictions", "artifacts"), writes=("eval_runs", "methods", "decisions", "metrics")),
+    upstream=_upstream)

@@ -11,23 +11,10 @@ from cr2.benchmarks import QUERY_COLUMNS, answer_checks, prompt_texts, select_qu
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from cr2.tokenizer import folder_token_counter, qwen_token_counter
-from tasks.common import Stage, cache_dir, file_hash, in_warehouse, make_key, task_code_hash
-from warehouse.repository import warehouse_epoch
+from tasks.common import Reads, Stage, cache_dir
 from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
 from warehouse.validation import validate_frame
-
-def ingest_key(config: Config, wh: Warehouse) -> str:
-    """Cache key of the ingest stage: benchmark files, config sections, code, warehouse epoch."""
-    files = [config.benchmark_file(b) for b in config.enabled_benchmarks]
-    return make_key(
-        "ingest",
-        file_hash(*files),
-        config.section_hash("benchmarks", "tokenizer", "data_dir", "models"),
-        task_code_hash(ingest_queries),
-        warehouse_epoch(wh),
-    )
-
 
 def _token_counter(config: Config, home: Path):
     if config.tokenizer.path:
@@ -88,4 +75,7 @@ def summarise(df: pd.DataFrame) -> dict:
     }
 
 
-INGEST = Stage(ingest_queries, in_warehouse(ingest_key))
+INGEST = Stage(ingest_queries, Reads(
+    config=("benchmarks", "tokenizer", "data_dir", "models"),
+    files=lambda c: [c.benchmark_file(b) for b in c.enabled_benchmarks],
+    writes=("queries", "models")))

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from cr2.config import Config
-from tasks.common import cache_dir, in_home
+from tasks.common import cache_dir, in_home, routing_args
 from warehouse.db import Warehouse
 from warehouse.routing_data import load_routing_sets
 
@@ -18,11 +18,6 @@ from warehouse.routing_data import load_routing_sets
 def torch_threads() -> int:
     """Threads for training: $CR2_TORCH_THREADS, else all cores (part of the key: results depend on it)."""
     return int(os.environ.get("CR2_TORCH_THREADS", os.cpu_count() or 1))
-
-
-def routing_args(config: Config) -> dict:
-    return {"dist_id": config.channel.distribution.dist_id, "label_source": config.labels.source,
-            "seed": int(config.splits.seed), "encoder": config.embedding.store_name}
 
 
 def load_sets(config: Config, home: str | Path) -> dict:
@@ -40,6 +35,16 @@ def cr2_router(config: Config, trained: dict | None = None, home: str | Path | N
     if trained is not None:
         trained = {k: {**trained[k], "path": str(in_home(home, trained[k]["path"]))} for k in ("teacher", "gate")}
     return CR2Router.from_config(config, trained, num_threads=torch_threads())
+
+
+def cr2_trainer(config: Config):
+    """The unfitted CR² router as the train stage fits it: teacher and gate specs and the deferred variant. The
+    routing-time settings (default α, on-demand calibration) never reach a fit, so the train stage does not read
+    them and its cache outlives a change of them."""
+    from cr2.routers.cr2_router import CR2Router
+
+    return CR2Router(teacher_spec=config.teacher, gate_spec=config.gate, variant=config.routing.deferred_variant,
+                     num_threads=torch_threads())
 
 
 def artifacts_dir(home: str | Path) -> Path:

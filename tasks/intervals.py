@@ -15,23 +15,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, make_key, task_code_hash
-from tasks.inputs import routing_args
+from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage
 from warehouse.db import Warehouse
-from warehouse.repository import warehouse_epoch
-from warehouse.routing_data import routing_fingerprint
-
-
-def intervals_key(config: Config, home: str, trained: dict, evaluated: dict) -> str:
-    run_id = evaluated["run_id"]
-    # the run's methods come from its decisions and the catalogue (in the code hash); the ablation task adds
-    # methods rows later, so they are not part of the key (a second run would never be cached)
-    with Warehouse(home) as wh:
-        return make_key("intervals", run_id, wh.table_fingerprint("decisions", {"run_id": run_id}),
-                        trained["teacher"]["fingerprint"],
-                        routing_fingerprint(wh, **routing_args(config), splits=("test",)),
-                        config.section_hash("evaluation", "models"), task_code_hash(compute_intervals),
-                        warehouse_epoch(wh))
 
 
 def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: tuple[str, ...]) -> list:
@@ -98,4 +83,14 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
             "seconds": round(time.perf_counter() - t0, 2)}
 
 
-INTERVALS = Stage(compute_intervals, intervals_key)
+def _upstream(trained: dict, evaluated: dict) -> list:
+    # the run's methods come from its decisions and the catalogue (in the code hash); the ablation task adds
+    # methods rows later, so they are not part of the key (a second run would never be cached)
+    return [evaluated["run_id"], trained["teacher"]["fingerprint"]]
+
+
+INTERVALS = Stage(compute_intervals, Reads(
+    config=("evaluation", "models", "routing", "grids.default_alpha", *ROUTING_CONFIG),
+    rows=(Rows("decisions", where=lambda c, trained, evaluated: {"run_id": evaluated["run_id"]}),
+          RoutingRows(("test",))),
+    upstream=("methods", "eval_runs"), writes=("intervals",)), upstream=_upstream)

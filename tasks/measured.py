@@ -14,19 +14,10 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import Stage, file_hash, in_warehouse, make_key, task_code_hash
-from warehouse.repository import warehouse_epoch
+from tasks.common import Reads, Rows, Stage
 from warehouse.labels_import import import_label_frame
 from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
-
-def measured_labels_key(config: Config, wh: Warehouse) -> str:
-    spec = config.labels.measured
-    queries = str(wh.scalar(named_query("measured_queries_fingerprint")))
-    return make_key("measured-labels", queries, config.labels.source, config.section_hash("labels", "models"),
-                    file_hash(config.data_path / spec.outputs_file, *(config.benchmark_file(b) for b in spec.benchmarks)),
-                    task_code_hash(import_measured_labels_task), warehouse_epoch(wh))
-
 
 @task(name="prepare-measured-labels")
 def import_measured_labels_task(config: Config, home: str) -> dict:
@@ -61,4 +52,9 @@ def import_measured_labels_task(config: Config, home: str) -> dict:
     return import_label_frame(home, frame, config.labels.source, origin, origin["sha256"][:12], replace=True)
 
 
-MEASURED_LABELS = Stage(import_measured_labels_task, in_warehouse(measured_labels_key))
+MEASURED_LABELS = Stage(import_measured_labels_task, Reads(
+    config=("labels", "data_dir", "benchmarks"),
+    rows=(Rows("queries", columns=("query_id", "benchmark")),),
+    files=lambda c: [c.data_path / c.labels.measured.outputs_file,
+                     *(c.benchmark_file(b) for b in c.labels.measured.benchmarks)],
+    writes=("labels", "label_runs")))

@@ -9,7 +9,7 @@ Reads the run's per-query decisions and the pool's routing sets (every split), a
     P(device right | largest wrong), cross-validated k-NN AUC of correctness and of each pair's disagreement);
   - the device / cheapest-edge cost ratio under the realised c and the pre-execution ĉ (test rows).
 What the intervals do not cover: training, calibration and the split are held fixed (test-query noise only).
-The key covers the run's decisions, the routing rows, the config sections read and the code.
+The key covers its declared reads (the run's decisions, the routing rows, the config fields) and the code.
 """
 from __future__ import annotations
 
@@ -19,18 +19,8 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, in_warehouse, make_key, stage_key, task_code_hash
-from tasks.inputs import routing_args
+from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage, stage_key
 from warehouse.db import Warehouse
-from warehouse.repository import warehouse_epoch
-from warehouse.routing_data import routing_fingerprint
-
-
-def summary_key(config: Config, wh: Warehouse, run_id: str) -> str:
-    return make_key("pool-summary", run_id, wh.table_fingerprint("decisions", {"run_id": run_id}),
-                    routing_fingerprint(wh, **routing_args(config)),
-                    config.section_hash("evaluation", "models", "reference_model"),
-                    task_code_hash(pool_summary_task), warehouse_epoch(wh))
 
 
 def learned_methods(methods) -> list[str]:
@@ -98,4 +88,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     return {"key": stage_key(POOL_SUMMARY, config, home, run_id), "summary": summary, "rows": rows}
 
 
-POOL_SUMMARY = Stage(pool_summary_task, in_warehouse(summary_key))
+POOL_SUMMARY = Stage(pool_summary_task, Reads(
+    config=("evaluation", "models", "reference_model", "routing.decision_cost", *ROUTING_CONFIG),
+    rows=(Rows("decisions", where=lambda c, run_id: {"run_id": run_id}), RoutingRows()),
+    upstream=("methods", "eval_runs")), upstream=lambda run_id: [run_id])

@@ -9,9 +9,9 @@ bootstraps one (device speed, channel) cell (cr2.premise.run_cell) and returns i
 A baseline "takes costs as inputs" when its p̂ on test changes with the costs it is given (MLP with its
 cost inputs): such a router is refitted on every cell; every other keeps its base fit.
 
-Keys: the inputs key covers the routing rows of every split, the token counts, the base gate/teacher and
-baseline fingerprints, the config sections read and the code; a cell's key adds its coordinates, the config
-sections that price and evaluate it, the bootstrap settings and the cell code.
+Keys: the inputs key covers its declared reads (the routing rows of every split, the token counts, the config
+fields), the base gate/teacher and baseline fingerprints and the code; a cell's key adds its coordinates, the
+config that prices and evaluates it, the bootstrap settings and the cell code.
 """
 from __future__ import annotations
 
@@ -19,38 +19,13 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_state_distribution
-from tasks.common import Stage, cache_dir, make_key, stage_key, task_code_hash
-from tasks.inputs import cr2_router, load_sets, routing_args, torch_threads
+from tasks.common import THREADS_ENV, Reads, Rows, RoutingRows, Stage, cache_dir, make_key, stage_key
+from tasks.inputs import cr2_router, load_sets, torch_threads
 from warehouse.db import Warehouse
-from warehouse.repository import warehouse_epoch
-from warehouse.routing_data import routing_fingerprint
 
 CELL_SECTIONS = ("models", "reference_model", "communication", "power", "cost", "hardware", "channel", "grids",
-                 "routing", "evaluation", "gate", "teacher", "baselines", "labels", "splits")
+                 "routing", "evaluation", "gate", "teacher", "baselines", "labels", "splits", "seed")
 COST_PROBE = 0.5  # costs × this factor: a router whose p̂ moves reads costs
-
-
-def inputs_key(config: Config, home: str, base: dict, baselines: dict) -> str:
-    with Warehouse(home, read_only=True) as wh:
-        return _inputs_key(config, wh, base, baselines)
-
-
-def _inputs_key(config: Config, wh: Warehouse, base: dict, baselines: dict) -> str:
-    return make_key("premise-inputs", routing_fingerprint(wh, **routing_args(config)),
-                    wh.table_fingerprint("labels", {"source": config.labels.source}),
-                    wh.table_fingerprint("queries", columns=("query_id", "benchmark", "prompt_tokens")),
-                    base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
-                    sorted((k, v["fingerprint"]) for k, v in baselines.items()),
-                    config.section_hash("models", "cost", "routing", "labels", "channel"),
-                    task_code_hash(premise_inputs_task), warehouse_epoch(wh))
-
-
-def cell_key(config: Config, home: str, inputs: dict, base: dict, baselines: dict, speed_factor: float, channel: str,
-             n_resamples: int, seed: int, retrain_epochs: int, retrain_from: str = "scratch") -> str:
-    dist_id = load_state_distribution(channel).dist_id
-    return make_key("premise-cell", inputs["key"], f"{float(speed_factor):.6g}", dist_id,
-                    config.section_hash(*CELL_SECTIONS), int(n_resamples), int(seed), int(retrain_epochs), retrain_from,
-                    task_code_hash(premise_cell_task), torch_threads())
 
 
 def study_id(config: Config, base: dict, baselines: dict) -> str:
@@ -150,5 +125,23 @@ def premise_cell_task(config: Config, home: str, inputs: dict, base: dict, basel
     return {"key": key, "summary": result.summary, "rows": result.rows}
 
 
-PREMISE_INPUTS = Stage(premise_inputs_task, inputs_key, outputs=lambda home, r: [r["path"]])
-PREMISE_CELL = Stage(premise_cell_task, cell_key)
+def _fingerprints(base: dict, baselines: dict) -> list:
+    return [base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
+            sorted((k, v["fingerprint"]) for k, v in baselines.items())]
+
+
+def _cell(inputs: dict, base: dict, baselines: dict, speed_factor: float, channel: str, n_resamples: int, seed: int,
+          retrain_epochs: int, retrain_from: str = "scratch") -> list:
+    """A cell's coordinates and bootstrap settings; `inputs` (the inputs stage's result) carries the inputs key."""
+    return [inputs["key"], *_fingerprints(base, baselines), f"{float(speed_factor):.6g}",
+            load_state_distribution(channel).dist_id, int(n_resamples), int(seed), int(retrain_epochs), retrain_from]
+
+
+PREMISE_INPUTS = Stage(premise_inputs_task, Reads(
+    config=("models", "cost", "routing", "labels", "channel", "embedding.encoder", "embedding.backend", "splits.seed", "teacher", "gate",
+            "grids.default_alpha"),
+    rows=(RoutingRows(), Rows("labels", where=lambda c, base, baselines: {"source": c.labels.source}),
+          Rows("queries", columns=("query_id", "benchmark", "prompt_tokens"))),
+    upstream=("artifacts",)), upstream=_fingerprints, outputs=lambda home, r: [r["path"]])
+PREMISE_CELL = Stage(premise_cell_task, Reads(config=CELL_SECTIONS, env=THREADS_ENV), upstream=_cell,
+                     in_warehouse=False)

@@ -1,10 +1,10 @@
 """Prepare tasks: embeddings, splits, channel states, labels and costs for every query (validated, cached).
 
 Each task reads its inputs from the warehouse, calls the pure cr2 library, validates its output with the
-GX suite named after the table, and writes in one transaction. Each is a Stage (tasks.common) whose `*_key`
-function Prefect calls as the task's cache_key_fn: the key covers the content fingerprint of the inputs, the
-config sections the task reads, the source of the code it runs and the warehouse epoch, so a task re-runs
-exactly when one of them changed.
+GX suite named after the table, and writes in one transaction. Each is a Stage (tasks.common) whose Reads
+declare the config fields, warehouse rows and files it reads: its key covers their values and content
+fingerprints, the source of the code it runs and the warehouse epoch, so a task re-runs when one of them
+changed (and tests/test_stage_reads.py fails if it reads anything else).
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.errors import DataValidationError
-from tasks.common import Stage, cache_dir, code_hash, file_hash, in_warehouse, make_key, stage_key, task_code_hash
+from tasks.common import Reads, Rows, Stage, cache_dir, stage_key
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
-from warehouse.repository import cost_scales_key, warehouse_epoch
+from warehouse.repository import cost_scales_key
 from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
 from warehouse.validation import validate_frame
@@ -37,16 +37,8 @@ def _choices(column: pd.Series) -> list[list[str] | None]:
     return [list(c) if isinstance(c, (list, tuple, np.ndarray)) else None for c in column]
 
 
-def _queries_fp(wh: Warehouse, cols: tuple[str, ...] = ("query_id", "content_hash")) -> str:
-    return wh.table_fingerprint("queries", columns=cols)
-
-
 # ------------------------------------------------------------------ embeddings
 EMBED_CODE = "cr2.embed"  # keyed by encoder + text: an edit outside the encoder never re-embeds
-
-
-def embed_key(config: Config, wh: Warehouse) -> str:
-    return make_key("embed", _queries_fp(wh), config.section_hash("embedding"), code_hash(EMBED_CODE), warehouse_epoch(wh))
 
 
 @task(name="prepare-embeddings")
@@ -82,11 +74,6 @@ def embed_queries(config: Config, home: str) -> dict:
 # ------------------------------------------------------------------ splits
 
 
-def splits_key(config: Config, wh: Warehouse) -> str:
-    return make_key("splits", _queries_fp(wh, ("query_id", "benchmark", "subset")), config.section_hash("splits"),
-                    task_code_hash(assign_splits_task), warehouse_epoch(wh))
-
-
 @task(name="prepare-splits")
 def assign_splits_task(config: Config, home: str) -> dict:
     """train / dev / val / test for every query under the configured seed (hash-based: stable under additions)."""
@@ -104,11 +91,6 @@ def assign_splits_task(config: Config, home: str) -> dict:
 
 
 # ------------------------------------------------------------------ channel states
-
-
-def states_key(config: Config, wh: Warehouse) -> str:
-    return make_key("states", _queries_fp(wh, ("query_id",)), config.channel.distribution.dist_id,
-                    config.section_hash("channel", "communication"), task_code_hash(sample_states_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-states")
@@ -138,16 +120,6 @@ def sample_states_task(config: Config, home: str) -> dict:
 
 
 # ------------------------------------------------------------------ labels (simulated default)
-
-
-def labels_key(config: Config, wh: Warehouse) -> str:
-    sim = config.labels.simulator
-    # v2 reads the query embeddings (its text-predictable difficulty lives in the encoder space)
-    emb = (wh.table_fingerprint("embeddings", {"encoder": config.embedding.store_name})
-           if config.labels.source == "simulated-irt-v2" else "")
-    return make_key("labels", _queries_fp(wh, ("query_id", "benchmark", "subset", "content_hash")), config.labels.source,
-                    config.section_hash("labels", "models", "benchmarks"), file_hash(config.data_path / sim.accuracy_file),
-                    emb, task_code_hash(simulate_labels_task), warehouse_epoch(wh))
 
 
 @task(name="prepare-labels")
@@ -232,19 +204,6 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
 # ------------------------------------------------------------------ costs
 
 
-def costs_key(config: Config, wh: Warehouse) -> str:
-    dist_id = config.channel.distribution.dist_id
-    parts = [
-        wh.table_fingerprint("states", {"dist_id": dist_id}),
-        wh.table_fingerprint("labels", {"source": config.labels.source}),
-        _queries_fp(wh, ("query_id", "benchmark", "prompt_tokens")),
-        config.section_hash("models", "reference_model", "communication", "power", "cost", "hardware"),
-    ]
-    if config.cost.normalisation == "reference":
-        parts.append(wh.table_fingerprint("splits", {"seed": int(config.splits.seed)}))
-    return make_key("costs", dist_id, config.labels.source, *parts, task_code_hash(compute_costs_task), warehouse_epoch(wh))
-
-
 @task(name="prepare-costs")
 def compute_costs_task(config: Config, home: str) -> dict:
     """c_m(x, ξ) for every (query, draw, model): latency, energy, raw and normalised cost (docs/cost-model.md)."""
@@ -252,9 +211,10 @@ def compute_costs_task(config: Config, home: str) -> dict:
 
     dist_id = config.channel.distribution.dist_id
     source = config.labels.source
+    seed = int(config.splits.seed)
     model_ids = [m.id for m in config.models]
     with Warehouse(home, read_only=True) as wh:
-        st = wh.df(named_query("prepare_cost_states"), [int(config.splits.seed), dist_id])
+        st = wh.df(named_query("prepare_cost_states"), [seed, dist_id])
         lab = wh.df(named_query("prepare_cost_output_tokens"), [source])
     if st.empty:
         raise DataValidationError(f"no channel states for '{dist_id}'; run `cr2 prepare` (states come before costs)")
@@ -282,7 +242,7 @@ def compute_costs_task(config: Config, home: str) -> dict:
     )
     n, m = out_tok.shape
     rows = pd.DataFrame({
-        "dist_id": dist_id, "label_source": source,
+        "dist_id": dist_id, "label_source": source, "split_seed": seed,
         "query_id": np.repeat(st["query_id"].to_numpy(), m), "draw": np.repeat(st["draw"].to_numpy(), m),
         "model_id": np.tile(model_ids, n),
         "latency_s": br.latency_s.reshape(-1), "energy_j": br.energy_j.reshape(-1),
@@ -295,16 +255,42 @@ def compute_costs_task(config: Config, home: str) -> dict:
     scales = json.dumps({"t0_s": float(br.t0_s), "e0_j": float(br.e0_j), "normalisation": config.cost.normalisation,
                          "output_token_estimates": estimates, "model_ids": model_ids, "device_dearer_share": dearer})
     with Warehouse(home) as wh, wh.transaction() as con:
-        wh.delete_where("costs", {"dist_id": dist_id, "label_source": source}, con)
+        wh.delete_where("costs", {"dist_id": dist_id, "label_source": source, "split_seed": seed}, con)
         wh.insert_df("costs", rows, con)
         # T0/E0 used, so online routing normalises a new query exactly as the stored costs were
-        con.execute(named_query("prepare_store_cost_scales"), [cost_scales_key(dist_id, source), scales])
-    return {"dist_id": dist_id, "label_source": source, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j),
+        con.execute(named_query("prepare_store_cost_scales"), [cost_scales_key(dist_id, source, seed), scales])
+    return {"dist_id": dist_id, "label_source": source, "split_seed": seed, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j),
             "device_dearer_share": dearer}
 
 
-EMBEDDINGS = Stage(embed_queries, in_warehouse(embed_key))
-SPLITS = Stage(assign_splits_task, in_warehouse(splits_key))
-STATES = Stage(sample_states_task, in_warehouse(states_key))
-LABELS = Stage(simulate_labels_task, in_warehouse(labels_key))
-COSTS = Stage(compute_costs_task, in_warehouse(costs_key))
+def _is_v2(config: Config) -> bool:
+    return config.labels.source == "simulated-irt-v2"
+
+
+EMBEDDINGS = Stage(embed_queries, Reads(
+    config=("embedding",),
+    rows=(Rows("queries", columns=("query_id", "content_hash")),),  # the content hash covers the text embedded
+    writes=("embeddings",)), code=(EMBED_CODE,))
+SPLITS = Stage(assign_splits_task, Reads(
+    config=("splits",),
+    rows=(Rows("queries", columns=("query_id", "benchmark", "subset")),),
+    writes=("splits",)))
+STATES = Stage(sample_states_task, Reads(
+    config=("channel", "communication"),
+    rows=(Rows("queries", columns=("query_id",)),),
+    writes=("states", "state_distributions")))
+LABELS = Stage(simulate_labels_task, Reads(
+    config=("labels", "models", "benchmarks", "data_dir", "embedding.encoder", "embedding.backend"),
+    rows=(Rows("queries", columns=("query_id", "benchmark", "subset", "content_hash")),
+          # simulated-irt-v2 reads the query embeddings (its text-predictable difficulty lives in the encoder space)
+          Rows("embeddings", where=lambda c: {"encoder": c.embedding.store_name}, when=_is_v2)),
+    files=lambda c: [c.data_path / c.labels.simulator.accuracy_file],
+    writes=("labels", "label_runs")))
+COSTS = Stage(compute_costs_task, Reads(
+    config=("models", "reference_model", "communication", "power", "cost", "hardware", "channel.distribution",
+            "labels.source", "splits.seed"),
+    rows=(Rows("states", where=lambda c: {"dist_id": c.channel.distribution.dist_id}),
+          Rows("labels", where=lambda c: {"source": c.labels.source}, columns=("query_id", "model_id", "output_tokens")),
+          Rows("queries", columns=("query_id", "benchmark", "prompt_tokens")),
+          Rows("splits", where=lambda c: {"seed": int(c.splits.seed)}, columns=("query_id", "split"))),
+    writes=("costs",)))

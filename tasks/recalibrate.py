@@ -14,24 +14,15 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, make_key, stage_key, task_code_hash
+from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, make_key, stage_key, task_code_hash
 from tasks.evaluate import decision_frame
-from tasks.inputs import cr2_router, load_sets, routing_args
+from tasks.inputs import cr2_router, load_sets
 from tasks.scores import remember_scores
 from warehouse.db import Warehouse
-from warehouse.repository import load_threshold_table, utc_now, warehouse_epoch, write_evaluation
-from warehouse.routing_data import routing_fingerprint, table_groups
+from warehouse.repository import load_threshold_table, utc_now, write_evaluation
+from warehouse.routing_data import table_groups
 
 PHASES = ("before", "after")
-
-
-def recalibration_eval_key(config: Config, home: str, trained: dict, tables: dict[str, dict]) -> str:
-    with Warehouse(home) as wh:
-        return make_key("evaluate-recalibration", trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
-                        sorted((k, v["version"]) for k, v in tables.items()),
-                        routing_fingerprint(wh, **routing_args(config), splits=("test",)),
-                        config.section_hash("grids", "routing", "evaluation"), task_code_hash(evaluate_recalibration),
-                        warehouse_epoch(wh))
 
 
 @task(name="evaluate-recalibration")
@@ -56,7 +47,8 @@ def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dic
         router.set_threshold_table(loaded[phase])
         ev = Evaluation(run_id=f"eval-{make_key(key, phase)[-16:]}", test=test, proba=proba, keep=keep)
         evaluate_table(ev, router, groups[phase])
-        run = {"run_id": ev.run_id, "config_hash": config.section_hash(), "label_source": config.labels.source,
+        run = {"run_id": ev.run_id, "config_hash": EVALUATE_RECALIBRATION.reads.config_hash(config), "label_source": config.labels.source,
+               "split_seed": int(config.splits.seed),
                "decision_cost": config.routing.decision_cost, "dist_id": config.channel.distribution.dist_id,
                "threshold_version": cal["version"], "code_version": task_code_hash(evaluate_recalibration),
                "created_at": utc_now()}
@@ -71,4 +63,9 @@ def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dic
     return out
 
 
-EVALUATE_RECALIBRATION = Stage(evaluate_recalibration, recalibration_eval_key)
+EVALUATE_RECALIBRATION = Stage(evaluate_recalibration, Reads(
+    config=("grids", "routing", "evaluation", "calibration.group", "teacher", "gate", "models", *ROUTING_CONFIG),
+    rows=(RoutingRows(("test",)), GROUP_ROWS), upstream=("thresholds", "artifacts"),
+    writes=("eval_runs", "methods", "decisions", "metrics")),
+    upstream=lambda trained, tables: [trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],
+                                      sorted((k, v["version"]) for k, v in tables.items())])

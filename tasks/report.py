@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, make_key, task_code_hash
+from tasks.common import Reads, Stage
 from warehouse.db import Warehouse
 from warehouse.repository import eval_run, methods_of_run, newest_guarantees, view_for_run, whole_view
 from warehouse.labels import label_origin
@@ -21,16 +21,6 @@ VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy_ci", "calibra
          "risk_vs_alpha": "v_risk_vs_alpha", "local_rate": "v_local_rate", "variants": "v_variants",
          "gate_errors": "v_gate_errors", "benchmark_at_cost": "v_benchmark_at_cost", "ablation": "v_ablation",
          "realised_risk": "v_realised_risk"}
-
-
-def report_key(config: Config, home: str, evaluated: dict, data_counts: dict, trained: dict, baselines: dict,
-               ablated: dict | None = None) -> str:
-    """Key of the report: the evaluation run, the gate, the ablations and baselines it shows (`baselines`: the
-    baselines stage's result), its config sections and code (`data_counts` come from the ingest, keyed there)."""
-    return make_key("report", evaluated["run_id"], trained["gate"]["fingerprint"],
-                    sorted((ablated or {}).get("ablations", [])),
-                    sorted(v["fingerprint"] for v in baselines["routers"].values()),
-                    config.section_hash("grids", "evaluation"), task_code_hash(build_report))
 
 
 def report_dir(home: str | Path) -> Path:
@@ -88,4 +78,14 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
             "labels_simulated": header["labels_simulated"]}
 
 
-REPORT = Stage(build_report, report_key, outputs=lambda home, r: [r["path"]])
+def _upstream(evaluated: dict, data_counts: dict, trained: dict, baselines: dict, ablated: dict | None = None) -> list:
+    """The evaluation run, the gate, the ablations and baselines it shows (`baselines`: the baselines stage's
+    result); `data_counts` come from the ingest, keyed there."""
+    return [evaluated["run_id"], trained["gate"]["fingerprint"], sorted((ablated or {}).get("ablations", [])),
+            sorted(v["fingerprint"] for v in baselines["routers"].values())]
+
+
+REPORT = Stage(build_report, Reads(
+    config=("grids", "evaluation"),
+    upstream=("eval_runs", "methods", "decisions", "metrics", "thresholds", "artifacts", "intervals", "guarantees",
+              "labels", "label_runs", "queries", "costs", "models")), upstream=_upstream, outputs=lambda home, r: [r["path"]])

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from cr2.data import RoutingSet
+from cr2.reads import config_digest
 from tasks.common import home_relative, in_home, make_key
 from tasks.inputs import artifacts_dir, torch_threads
 
@@ -83,9 +84,12 @@ def remember(home: str | Path, key: str, path: str | Path, fingerprint: str, fit
 
 
 # ---------------------------------------------------------------- the teacher
+TEACHER_CONFIG = ("teacher", "models")  # what a teacher fit reads of the config (within the train stage's reads)
+
+
 def teacher_inputs_key(config: Any, train: RoutingSet, dev: RoutingSet, code: str) -> str:
     """Key of what the teacher is fitted on: rows without costs, the teacher and pool config, code, threads."""
-    return inputs_key("teacher", rows_digest(train, dev, costs=False), config.section_hash("teacher", "models"), code)
+    return inputs_key("teacher", rows_digest(train, dev, costs=False), config_digest(config, TEACHER_CONFIG), code)
 
 
 def reusable_teacher(home: str | Path, key: str) -> tuple[Any, dict] | None:
@@ -115,7 +119,7 @@ def router_inputs_key(config: Any, name: str, train: RoutingSet, dev: RoutingSet
     entry = router_entry(name)
     params = sorted((k, repr(v)) for k, v in config.baselines.params.get(entry.name, {}).items())
     return inputs_key("router", rows_digest(train, dev, costs=entry.reads_costs), name, params,
-                      config.baselines.num_threads, config.section_hash("models"), code, catalogue)
+                      config.baselines.num_threads, config_digest(config, ("models",)), code, catalogue)
 
 
 def reusable_router(home: str | Path, key: str) -> tuple[Any, dict] | None:

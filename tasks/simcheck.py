@@ -14,23 +14,12 @@ from prefect import task
 
 from cr2.config import Config, load_config, resolve_config_path
 from cr2.errors import ConfigError
-from tasks.common import Stage, cache_dir, file_hash, make_key, stage_key, task_code_hash
+from tasks.common import Reads, Stage, cache_dir, stage_key
 from warehouse.db import Warehouse
 from warehouse.repository import write_simcheck
 
 SUBSAMPLE_SALT = "cr2-simcheck"
 EMBED_CHUNK = 250  # questions embedded between two writes of the cache (progress survives an interrupt)
-
-
-def simcheck_key(config: Config, home: str, full: bool = False, routing: bool = True) -> str:
-    """Key of the sim-to-real check: the measured files, the config sections and pool it reads, the code."""
-    from warehouse.measured_files import OUTPUTS_FILE, QUESTIONS_FILE
-
-    pool = load_config(resolve_config_path(config.simcheck.pool_config))
-    return make_key("simcheck", file_hash(config.data_path / QUESTIONS_FILE, config.data_path / OUTPUTS_FILE),
-                    config.section_hash("simcheck", "labels", "splits", "teacher", "gate", "embedding", "seed"),
-                    pool.section_hash("models", "hardware", "communication", "power", "cost", "channel"),
-                    bool(full), task_code_hash(simcheck_task)) + ("" if routing else "-structure")
 
 
 def subsample_rows(question_ids: np.ndarray, n: int | None) -> np.ndarray:
@@ -213,4 +202,20 @@ def build_simcheck_page(home: str, run_id: str) -> str:
     return str(path)
 
 
-SIMCHECK = Stage(simcheck_task, simcheck_key)
+def _measured_files(config: Config) -> list[Path]:
+    from warehouse.measured_files import OUTPUTS_FILE, QUESTIONS_FILE
+
+    return [config.data_path / QUESTIONS_FILE, config.data_path / OUTPUTS_FILE]
+
+
+def _pool(config: Config) -> list[str]:
+    """The measured pool's config (simcheck.pool_config, loaded): the sections its costs are priced with."""
+    pool = load_config(resolve_config_path(config.simcheck.pool_config))
+    return [pool.section_hash("models", "hardware", "communication", "power", "cost", "channel")]
+
+
+SIMCHECK = Stage(simcheck_task, Reads(
+    config=("simcheck", "labels", "splits", "teacher", "gate", "embedding", "seed", "data_dir", "grids.default_alpha",
+            "baselines.params", "evaluation.exclude_unsolvable"),
+    files=_measured_files, derived=_pool, writes=("simcheck", "simcheck_runs")),
+    upstream=lambda full=False, routing=True: [bool(full), bool(routing)])

@@ -19,20 +19,11 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, in_warehouse, make_key, stage_key, task_code_hash
-from tasks.inputs import routing_args
+from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage, stage_key
 from warehouse.db import Warehouse
-from warehouse.repository import warehouse_epoch, write_simcheck
-from warehouse.routing_data import routing_fingerprint
+from warehouse.repository import write_simcheck
 
 SPLITS = ("train", "dev", "val", "test")
-
-
-def simcheck_measured_key(config: Config, wh: Warehouse, routing: bool) -> str:
-    return make_key("simcheck-measured", routing_fingerprint(wh, **routing_args(config)),
-                    config.section_hash("simcheck", "labels", "teacher", "gate", "models", "baselines", "grids",
-                                        "evaluation", "seed"),
-                    bool(routing), task_code_hash(simcheck_measured_task), warehouse_epoch(wh))
 
 
 def diagnostic_rows(correct: np.ndarray, embedding: np.ndarray, model_ids: list[str], largest: int) -> list[dict]:
@@ -108,4 +99,8 @@ def simcheck_measured_task(config: Config, home: str, routing: bool = True) -> d
             "benchmarks": sorted(set(bench.tolist()))}
 
 
-SIMCHECK_MEASURED = Stage(simcheck_measured_task, in_warehouse(simcheck_measured_key))
+SIMCHECK_MEASURED = Stage(simcheck_measured_task, Reads(
+    config=("simcheck", "labels", "teacher", "gate", "models", "baselines", "grids", "evaluation", "seed",
+            "reference_model", "routing.decision_cost", "benchmarks", "data_dir", *ROUTING_CONFIG),
+    rows=(RoutingRows(), Rows("queries", columns=("query_id", "question", "choices"))),
+    writes=("simcheck", "simcheck_runs")), upstream=lambda routing=True: [bool(routing)])

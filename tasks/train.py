@@ -1,8 +1,8 @@
 """Train task: the CR² router's teacher selector, then its margin gate distilled from it (cached, deterministic).
 
-The key covers the train and dev rows (embeddings, labels, costs under the training state
-distribution), the teacher/gate config sections and the code the task can run (tasks.common.code_hash),
-so retraining happens only when one of them changed. Checkpoints go to
+The key covers its declared reads (TRAIN.reads: the train and dev rows — embeddings, labels, costs under the
+training state distribution —, the teacher/gate config and the training threads) and the code the task can run
+(tasks.common.code_hash), so retraining happens only when one of them changed. Checkpoints go to
 <cache>/artifacts/<kind>-<fingerprint>.pt and are registered in the `artifacts` table; a cached result
 whose checkpoint files were deleted is recomputed (the stage's outputs).
 """
@@ -14,19 +14,11 @@ import time
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import Stage, home_relative, make_key, stage_key, task_code_hash
-from tasks.inputs import artifacts_dir, cr2_router, load_sets, routing_args, torch_threads
+from tasks.common import ROUTING_CONFIG, THREADS_ENV, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
+from tasks.inputs import artifacts_dir, cr2_trainer, load_sets
 from tasks.reuse import record_teacher, reusable_teacher, teacher_inputs_key
 from warehouse.db import Warehouse
-from warehouse.repository import register_artifacts, utc_now, warehouse_epoch
-from warehouse.routing_data import routing_fingerprint
-
-
-def train_key(config: Config, home: str) -> str:
-    with Warehouse(home) as wh:
-        return make_key("train", routing_fingerprint(wh, **routing_args(config), splits=("train", "dev")),
-                        config.section_hash("teacher", "gate", "models", "routing"), task_code_hash(train_cr2),
-                        torch_threads(), warehouse_epoch(wh))
+from warehouse.repository import register_artifacts, utc_now
 
 
 @task(name="train-cr2")
@@ -35,7 +27,7 @@ def train_cr2(config: Config, home: str) -> dict:
     key = stage_key(TRAIN, config, home)
     sets = load_sets(config, home)
     train, dev = sets["train"], sets["dev"]
-    router = cr2_router(config)
+    router = cr2_trainer(config)
     # issue 30: the teacher never sees a cost — after a change of state distribution it is reused, not refitted
     teacher_key = teacher_inputs_key(config, train, dev, task_code_hash(train_cr2))
     reused = reusable_teacher(home, teacher_key)
@@ -67,4 +59,6 @@ def train_cr2(config: Config, home: str) -> dict:
     return result
 
 
-TRAIN = Stage(train_cr2, train_key, outputs=lambda home, r: [r["teacher"]["path"], r["gate"]["path"]])
+TRAIN = Stage(train_cr2, Reads(
+    config=("teacher", "gate", "models", "routing", *ROUTING_CONFIG),
+    rows=(RoutingRows(("train", "dev")),), writes=("artifacts",), env=THREADS_ENV), outputs=lambda home, r: [r["teacher"]["path"], r["gate"]["path"]])

@@ -10,7 +10,7 @@ import pytest
 from cr2.config import load_config
 from cr2.errors import DataValidationError
 from warehouse.repository import warehouse_epoch
-from tasks.ingest import ingest_key, ingest_queries
+from tasks.ingest import INGEST, ingest_queries
 from warehouse.db import Warehouse
 
 # Source row counts of the default selection (data/README.md): MMLU test 14,042; BBH 6,511;
@@ -61,16 +61,16 @@ def test_ingest_is_idempotent(small_config, home):
 
 
 def test_cache_key_changes_with_data_config_and_warehouse(small_config, small_data_dir, home, tmp_path):
+    k1 = INGEST.key(small_config, home)
+    assert INGEST.key(small_config, home) == k1
+    changed = load_config(overrides={"data_dir": str(small_data_dir), "benchmarks": {"gpqa": {"enabled": False}}})
+    assert INGEST.key(changed, home) != k1
     with Warehouse(home) as wh:
-        k1 = ingest_key(small_config, wh)
-        assert ingest_key(small_config, wh) == k1
-        changed = load_config(overrides={"data_dir": str(small_data_dir), "benchmarks": {"gpqa": {"enabled": False}}})
-        assert ingest_key(changed, wh) != k1
         epoch = warehouse_epoch(wh)
     other = tmp_path / "other"
     with Warehouse(other) as wh2:
         assert warehouse_epoch(wh2) != epoch
-        assert ingest_key(small_config, wh2) != k1
+    assert INGEST.key(small_config, other) != k1
 
 
 # ---------------------------------------------------------------- bad input: clear error, warehouse unchanged

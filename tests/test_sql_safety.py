@@ -138,7 +138,7 @@ def test_hostile_state_distribution_and_label_source_reach_sql_only_as_values(sm
     """The probe: a state distribution named `cell' OR true; DELETE FROM thresholds; --` made `cr2 prepare`
     delete every threshold. Now it is a value like any other."""
     from tasks.ingest import ingest_queries
-    from tasks.prepare import compute_costs_task, costs_key, sample_states_task, simulate_labels_task
+    from tasks.prepare import COSTS, compute_costs_task, sample_states_task, simulate_labels_task
 
     ingest_queries.fn(small_config, str(home))
     n = _seed_thresholds(home)
@@ -149,10 +149,9 @@ def test_hostile_state_distribution_and_label_source_reach_sql_only_as_values(sm
     assert HOSTILE in cfg.channel.distribution.dist_id
     sample_states_task.fn(cfg, str(home))
     simulate_labels_task.fn(cfg, str(home))
-    with Warehouse(home) as wh:
-        costs_key(cfg, wh)
-        hostile_labels = cfg.model_copy(update={"labels": cfg.labels.model_copy(update={"source": HOSTILE})})
-        costs_key(hostile_labels, wh)
+    COSTS.key(cfg, home)
+    hostile_labels = cfg.model_copy(update={"labels": cfg.labels.model_copy(update={"source": HOSTILE})})
+    COSTS.key(hostile_labels, home)
     out = compute_costs_task.fn(cfg, str(home))
     with Warehouse(home, read_only=True) as wh:
         assert wh.count("thresholds") == n

@@ -78,9 +78,31 @@ def test_schema_1_warehouse_is_readable_and_migrates_on_the_first_write(tmp_path
         table = table_from_records(wh.df("SELECT * FROM thresholds").to_dict("records"))
         assert isinstance(table, ThresholdTable) and table.delta is None and table.group is None
     with Warehouse(tmp_path) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "4"  # 1 → 2 → 3 → 4 in one transaction
+        assert wh.schema_version == SCHEMA_VERSION == "5"  # 1 → 2 → 3 → 4 → 5 in one transaction
         df = wh.df("SELECT * FROM thresholds ORDER BY alpha")
         assert df["group"].tolist() == ["", ""] and df["delta"].isna().all() and df["tau"].tolist() == [0.5, 0.25]
         assert wh.count("guarantees") == 0
         table = table_from_records(df.to_dict("records"))
         assert table.tau(1.0, 0.05, "fp") == 0.25 and table.group is None
+
+
+def test_schema_4_costs_without_a_split_seed_are_dropped_by_the_migration(home):
+    """Schema-4 costs cannot say which split seed their estimate ĉ came from: a version-4 warehouse opens
+    read-only as it is, and the first writable open replaces its costs table by the seeded one (empty, for
+    `cr2 prepare` to fill) and gives eval_runs their split_seed column."""
+    with Warehouse(home) as wh:
+        wh.con.execute("DROP TABLE costs")
+        wh.con.execute("""CREATE TABLE costs (dist_id VARCHAR NOT NULL, label_source VARCHAR NOT NULL,
+            query_id VARCHAR NOT NULL, draw INTEGER NOT NULL, model_id VARCHAR NOT NULL, latency_s DOUBLE NOT NULL,
+            energy_j DOUBLE NOT NULL, cost_raw DOUBLE NOT NULL, cost_norm DOUBLE NOT NULL, cost_est_norm DOUBLE NOT NULL,
+            PRIMARY KEY (dist_id, label_source, query_id, draw, model_id))""")
+        wh.con.execute("INSERT INTO costs VALUES ('d', 's', 'q', 0, 'm', 1, 1, 1, 1, 1)")
+        wh.con.execute("ALTER TABLE eval_runs DROP COLUMN split_seed")
+        wh.con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    with Warehouse(home, read_only=True) as wh:
+        assert wh.schema_version == "4" and wh.count("costs") == 1
+    with Warehouse(home) as wh:
+        assert wh.schema_version == SCHEMA_VERSION == "5"
+        assert wh.count("costs") == 0
+        assert "split_seed" in set(wh.df("DESCRIBE costs")["column_name"])
+        assert "split_seed" in set(wh.df("DESCRIBE eval_runs")["column_name"])

@@ -16,6 +16,7 @@ locked configuration, one read statement, and a time limit well below the writer
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import logging
@@ -35,11 +36,12 @@ from cr2.errors import Cr2SqlError, WarehouseError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "4"  # 2: thresholds.delta and thresholds."group" (LTT, Mondrian), table guarantees;
+SCHEMA_VERSION = "5"  # 2: thresholds.delta and thresholds."group" (LTT, Mondrian), table guarantees;
 # 3: costs.cost_est_norm (pre-execution ĉ), eval_runs.decision_cost, table methods (the router catalogue);
-# 4: queries.target nullable (a benchmark without gold answers, whose labels are imported)
+# 4: queries.target nullable (a benchmark without gold answers, whose labels are imported);
+# 5: costs.split_seed (the splits ĉ was estimated from, part of the key), eval_runs.split_seed
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, applied in one transaction each
-READABLE_OLD_VERSIONS = ("1", "2", "3")  # opened read-only as they are (readers treat missing columns as defaults)
+READABLE_OLD_VERSIONS = ("1", "2", "3", "4")  # opened read-only as they are (readers treat missing columns as defaults)
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 VIEWS_DIR = Path(__file__).with_name("views")
 DB_NAME = "cr2.duckdb"
@@ -66,6 +68,8 @@ _NOT_READ = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "CREAT
                        "CHECKPOINT", "VACUUM", "ANALYZE", "PREPARE", "EXECUTE", "DEALLOCATE", "BEGIN", "COMMIT",
                        "ROLLBACK", "ABORT", "START", "TRANSACTION"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_READ_FROM = re.compile(r"\b(?:FROM|JOIN)\s+\"?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+_READS: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("cr2_warehouse_reads", default=None)
 _UMASK_LOCK = threading.Lock()
 
 
@@ -143,6 +147,38 @@ def schema_digest() -> str:
 
 def view_names() -> list[str]:
     return list(_view_names())
+
+
+@functools.lru_cache(maxsize=4096)
+def tables_read(sql: str) -> frozenset[str]:
+    """The schema tables a read statement reads: those it names after FROM or JOIN, and those of the views it
+    names (followed through their own SQL)."""
+    tables, views = set(_table_names()), set(_view_names())
+    out: set[str] = set()
+    for name in _READ_FROM.findall(sql):
+        if name in tables:
+            out.add(name)
+        elif name in views:
+            out |= tables_read(view_sql(name))
+    return frozenset(out)
+
+
+@contextlib.contextmanager
+def recording_reads() -> Iterator[set[str]]:
+    """Record the tables every warehouse read in this context reads (tests check a stage's declared reads)."""
+    reads: set[str] = set()
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
+def note_read(sql: str) -> None:
+    """Add the tables `sql` reads to the reads being recorded, if any (a no-op outside recording_reads)."""
+    reads = _READS.get()
+    if reads is not None:
+        reads |= tables_read(sql)
 
 
 def view_sql(name: str) -> str:
@@ -331,9 +367,11 @@ class Warehouse:
     # ---------------------------------------------------------- reads
     def df(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
         """Run a query and return a pandas DataFrame."""
+        note_read(sql)
         return self.con.execute(sql, params or []).df()
 
     def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
+        note_read(sql)
         rows = self.con.execute(sql, params or []).fetchall()  # fetchall: DuckDB 2 refuses new work on an unfinished result
         row = rows[0] if rows else None
         return None if row is None else row[0]

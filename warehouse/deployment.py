@@ -23,9 +23,9 @@ def read_deployment(home: str | Path, config: Config, version: int | None = None
         version = newest_threshold_version(wh) if version is None else int(version)
         table = load_threshold_table(wh, version)
         trained = deployed_artifacts(wh, table.gate_fingerprint)
-        scales = cost_scales(wh, table.dist_id, table.label_source)
         spec = state_distribution_spec(wh, table.dist_id)
-    split = calibration_split(config, table)
+        split = calibration_split(config, table)
+        scales = cost_scales(wh, table.dist_id, table.label_source, split.seed)
     model_ids = tuple(m.id for m in config.models)
 
     def load_sets(splits: tuple[str, ...]) -> dict[str, RoutingSet]:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.errors import DataValidationError
-from warehouse.db import Warehouse
+from warehouse.db import Warehouse, note_read
 from warehouse.files import in_home
 from warehouse.repository import deployed_artifacts, utc_now
 from warehouse.routing_data import named_query
@@ -21,6 +21,7 @@ RESULT_COLUMNS = ("method", "reference", "metric", "target", "estimate", "lower"
 def query_tokens(wh: Warehouse, label_source: str, query_id: np.ndarray, model_ids: Sequence[str],
                  default_output_tokens: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
     """(prompt_tokens [n], output_tokens [n, M]) of the rows `query_id`: recorded L_out, else the benchmark default."""
+    note_read(named_query("premise_query_tokens"))
     df = wh.con.sql(named_query("premise_query_tokens"), params={"label_source": label_source}).df()
     per_query = df.drop_duplicates("query_id").set_index("query_id")
     missing = set(map(str, query_id)) - set(per_query.index)
@@ -39,6 +40,7 @@ def query_tokens(wh: Warehouse, label_source: str, query_id: np.ndarray, model_i
 
 def base_artifacts(wh: Warehouse, label_source: str, dist_id: str) -> dict[str, Any]:
     """The base cell: the newest evaluation run under (label source, states), its gate and the teacher trained with it."""
+    note_read(named_query("premise_base_run"))
     rows = wh.con.sql(named_query("premise_base_run"), params={"label_source": label_source, "dist_id": dist_id}).fetchall()
     if not rows:
         raise DataValidationError(f"no evaluation run under labels '{label_source}' and states '{dist_id}' in "
@@ -50,6 +52,7 @@ def base_artifacts(wh: Warehouse, label_source: str, dist_id: str) -> dict[str, 
 
 def baseline_artifacts(wh: Warehouse, label_source: str, names: Sequence[str]) -> dict[str, dict[str, str]]:
     """name → {fingerprint, path} of the newest fitted baseline of each name (error when one is missing)."""
+    note_read(named_query("premise_router_artifacts"))
     df = wh.con.sql(named_query("premise_router_artifacts"), params={"label_source": label_source}).df()
     found = {k.split(":", 1)[1]: (fp, p) for k, fp, p in df[["kind", "fingerprint", "path"]].itertuples(index=False)}
     missing = [n for n in names if n not in found]

@@ -12,9 +12,10 @@ from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
 
 
-def model_summary(wh: Warehouse, label_source: str, dist_id: str) -> pd.DataFrame:
+def model_summary(wh: Warehouse, label_source: str, dist_id: str, split_seed: int) -> pd.DataFrame:
     """Per benchmark and model: queries, accuracy and mean normalised cost (view model_summary)."""
-    return wh.df(named_query("cli_model_summary"), {"label_source": label_source, "dist_id": dist_id})
+    return wh.df(named_query("cli_model_summary"), {"label_source": label_source, "dist_id": dist_id,
+                                                    "split_seed": int(split_seed)})
 
 
 def cr2_operating_points(wh: Warehouse, run_id: str, alpha: float) -> pd.DataFrame:

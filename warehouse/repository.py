@@ -41,14 +41,15 @@ def warehouse_epoch(wh: Warehouse) -> str:
     return str(row)
 
 
-def cost_scales_key(dist_id: str, label_source: str) -> str:
-    """The meta key under which the cost normalisation scales T0/E0 of (dist_id, label_source) are stored."""
-    return f"cost_scales:{dist_id}:{label_source}"
+def cost_scales_key(dist_id: str, label_source: str, split_seed: int) -> str:
+    """The meta key under which the cost normalisation scales T0/E0 (and the train-split output-length estimates)
+    of (dist_id, label_source, split seed) are stored."""
+    return f"cost_scales:{dist_id}:{label_source}:{int(split_seed)}"
 
 
-def cost_scales(wh: Warehouse, dist_id: str, label_source: str) -> dict | None:
-    """{t0_s, e0_j} of the stored costs under (dist_id, label_source), or None."""
-    value = wh.scalar("SELECT value FROM meta WHERE key = ?", [cost_scales_key(dist_id, label_source)])
+def cost_scales(wh: Warehouse, dist_id: str, label_source: str, split_seed: int) -> dict | None:
+    """{t0_s, e0_j, output_token_estimates, …} of the stored costs under (dist_id, label_source, split seed), or None."""
+    value = wh.scalar("SELECT value FROM meta WHERE key = ?", [cost_scales_key(dist_id, label_source, split_seed)])
     return None if value is None else json.loads(value)
 
 

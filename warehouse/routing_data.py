@@ -7,7 +7,7 @@ import numpy as np
 
 from cr2.data import EMBED_DIM, RoutingSet
 from cr2.errors import DataValidationError
-from warehouse.db import Warehouse
+from warehouse.db import Warehouse, note_read
 
 QUERIES_DIR = Path(__file__).resolve().parent / "queries"
 SPLITS = ("train", "dev", "val", "test")
@@ -26,6 +26,7 @@ def routing_fingerprint(wh: Warehouse, dist_id: str, label_source: str, seed: in
         raise ValueError(f"unknown splits {sorted(bad)}; known: {SPLITS}")
     sql = (f"SELECT coalesce(sum(hash(t)), 0)::VARCHAR || ':' || count(*)::VARCHAR FROM ({named_query('routing_rows')}) t "
            "WHERE list_contains($splits, t.split)")
+    note_read(sql)
     return str(wh.con.sql(sql, params={
         "dist_id": dist_id, "label_source": label_source, "seed": seed, "encoder": encoder,
         "splits": list(splits)}).fetchall()[0][0])
@@ -38,6 +39,7 @@ def load_routing_sets(wh: Warehouse, model_ids: tuple[str, ...], dist_id: str, l
     decision_cost "estimated": routers decide with ĉ (pre-execution L̂_out), accounting uses c; "realised":
     routers see the realised c too (the pre-change protocol, a named variant).
     """
+    note_read(named_query("routing_rows"))
     t = wh.con.sql(named_query("routing_rows"), params={"dist_id": dist_id, "label_source": label_source, "seed": seed,
                                                        "encoder": encoder}).to_arrow_table()
     if t.num_rows == 0:

@@ -100,6 +100,7 @@ CREATE TABLE IF NOT EXISTS states (
 CREATE TABLE IF NOT EXISTS costs (
     dist_id      VARCHAR NOT NULL,
     label_source VARCHAR NOT NULL,       -- L_out comes from this source's output_tokens
+    split_seed   INTEGER NOT NULL,       -- the splits (seed) whose train rows gave L̂_out (and T0/E0 under reference)
     query_id     VARCHAR NOT NULL,
     draw         INTEGER NOT NULL,
     model_id     VARCHAR NOT NULL,
@@ -108,7 +109,7 @@ CREATE TABLE IF NOT EXISTS costs (
     cost_raw     DOUBLE NOT NULL,        -- c̄_m
     cost_norm    DOUBLE NOT NULL,        -- c_m = c̄_m / c̄_ref, realised (L_out as the model wrote it): accounting
     cost_est_norm DOUBLE NOT NULL,       -- ĉ_m with the pre-execution estimate L̂_out (train mean per benchmark, model): routing
-    PRIMARY KEY (dist_id, label_source, query_id, draw, model_id)
+    PRIMARY KEY (dist_id, label_source, split_seed, query_id, draw, model_id)
 );
 
 -- train / calibrate: fitted artefacts and the threshold table (the deployed artefact)
@@ -171,6 +172,7 @@ CREATE TABLE IF NOT EXISTS eval_runs (
     dist_id       VARCHAR NOT NULL,
     threshold_version INTEGER,
     decision_cost VARCHAR NOT NULL,          -- estimated (pre-execution ĉ, the paper's protocol) | realised
+    split_seed    INTEGER,                   -- the splits (and costs) the run used; NULL for runs before schema 5
     code_version  VARCHAR NOT NULL,
     created_at    TIMESTAMP NOT NULL
 );

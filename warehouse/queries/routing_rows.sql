@@ -1,5 +1,5 @@
 -- One row per (query, channel draw) of the routing view: split, embedding, per-model correctness and
--- normalised cost (realised, and the pre-execution estimate) in pool order. Parameters: $dist_id, $label_source, $seed, $encoder.
+-- normalised cost (realised, and the pre-execution estimate from the same split seed) in pool order. Parameters: $dist_id, $label_source, $seed, $encoder.
 -- The per-model lists are aggregated before the embedding is joined: grouping by the 384-float vector made the
 -- query ≈ 4× slower (issue 30); rows, order and content are the same.
 WITH per_draw AS (
@@ -10,7 +10,7 @@ WITH per_draw AS (
            list(m.model_id  ORDER BY m.position) AS model_ids
     FROM states s
     JOIN costs c       ON c.dist_id = s.dist_id AND c.query_id = s.query_id AND c.draw = s.draw
-                      AND c.label_source = $label_source
+                      AND c.label_source = $label_source AND c.split_seed = $seed
     JOIN labels l      ON l.source = $label_source AND l.query_id = s.query_id AND l.model_id = c.model_id
     JOIN models m      ON m.model_id = c.model_id
     WHERE s.dist_id = $dist_id

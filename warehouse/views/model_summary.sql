@@ -1,10 +1,11 @@
--- Per label source, state distribution, benchmark and model: how many queries, how often the model is
+-- Per label source, state distribution, split seed, benchmark and model: how many queries, how often the model is
 -- right, and its mean normalised cost c_m(x, ξ) (c_ref ≡ 1). `cr2 run` prints this; simulated label
 -- sources (simulated-*) are flagged in `labels_simulated` so no one reads them as measured.
 SELECT
     c.label_source,
     c.label_source LIKE 'simulated%'          AS labels_simulated,
     c.dist_id,
+    c.split_seed,
     q.benchmark,
     c.model_id,
     m.position                                AS model_position,

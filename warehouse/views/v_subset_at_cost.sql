@@ -19,7 +19,7 @@ per_query AS (
     JOIN solvable s ON s.source = r.label_source AND s.query_id = d.query_id
     JOIN labels l ON l.source = r.label_source AND l.query_id = d.query_id AND l.model_id = d.chosen_model
     JOIN costs c ON c.dist_id = r.dist_id AND c.label_source = r.label_source AND c.query_id = d.query_id
-                AND c.model_id = d.chosen_model
+                AND c.model_id = d.chosen_model AND c.split_seed = coalesce(r.split_seed, c.split_seed)
     GROUP BY ALL
 )
 SELECT run_id, method, target, lam, alpha, reachable, benchmark, subset,
