@@ -484,6 +484,18 @@ class CalibrationSpec(_Strict):
         return self
 
 
+class FitSpec(_Strict):
+    """How models are fitted: a fixed thread count per fit, so the numbers do not depend on the machine."""
+
+    torch_threads: int = Field(2, ge=1, le=256, description="torch intra-op threads of every fit (teacher, gate, "
+                               "ablation gates, baselines, premise cells) and of the inference that feeds one: "
+                               "the same value gives bit-identical fits on any number of cores (2: the value every "
+                               "shipped result was produced with)")
+    workers: int | None = Field(None, ge=1, le=256, description="independent fits (baselines, ablation gates) run in "
+                                "this many processes at once (None: the cores available ÷ torch_threads; 1: "
+                                "one after another, in the process)")
+
+
 class BaselinesSpec(_Strict):
     """The paper's comparison routers (§VII-A), fitted on train (tuned on dev) and evaluated on test."""
 
@@ -491,7 +503,8 @@ class BaselinesSpec(_Strict):
                                description="router names (cr2.routers registry); 'always' expands to every model")
     params: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                               description="constructor keyword arguments per router name")
-    num_threads: int | None = Field(None, ge=1, description="torch threads for fitting (None: $CR2_TORCH_THREADS or all)")
+    num_threads: int | None = Field(None, ge=1, description="torch threads for fitting the baselines (None: "
+                                    "fit.torch_threads)")
     catalogues: list[Path] = Field(default_factory=list,
                                    description="extra router catalogue YAML files (docs/new_router.md), beside "
                                                "cr2/routers/catalogue.yaml")
@@ -612,6 +625,7 @@ class Config(_Strict):
     routing: RoutingSpec = RoutingSpec()
     calibration: CalibrationSpec = CalibrationSpec()
     baselines: BaselinesSpec = BaselinesSpec()
+    fit: FitSpec = FitSpec()
     evaluation: EvaluationSpec = EvaluationSpec()
     serving: ServingSpec = ServingSpec()
     simcheck: SimcheckSpec = SimcheckSpec()

@@ -9,15 +9,13 @@ anchor c̄ = 0.45.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, THREADS_ENV, Reads, RoutingRows, Stage
-from tasks.inputs import cr2_router, load_sets
+from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage
+from tasks.inputs import cr2_router, fit_workers, load_sets
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 
@@ -33,8 +31,8 @@ ABLATIONS: dict[str, dict] = {
 def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Train, calibrate and evaluate each ablated gate; append its metrics to the evaluation run."""
     from cr2.evaluation import Evaluation, evaluate_ablation_gate, method_rows
+    from cr2.fitting import fit_gate_variant, run_fits
     from cr2.metrics import evaluable_mask
-    from cr2.routers.cr2_router import CR2Router
 
     sets = load_sets(config, home)
     train, dev, val, test = sets["train"], sets["dev"], sets["val"], sets["test"]
@@ -42,13 +40,13 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=evaluated["run_id"], test=test, proba=full.proba(test.embedding), keep=keep,
                     record_decisions=False)
+    params = {k: v for k, v in full.get_params().items() if k not in ("teacher_spec", "gate_spec")}
+    # the ablated gates are independent fits: fit.workers processes at once, each at fit.torch_threads threads
+    fitted = run_fits(fit_gate_variant, [(params, config.teacher, config.gate.model_copy(update=change), train, dev,
+                                          full.teacher_) for change in ABLATIONS.values()], fit_workers(config))
     fit_seconds = {}
-    for name, change in ABLATIONS.items():
-        router = CR2Router(config.teacher, config.gate.model_copy(update=change), **{
-            k: v for k, v in full.get_params().items() if k not in ("teacher_spec", "gate_spec")})
-        t0 = time.perf_counter()
-        router.fit(train, dev, teacher=full.teacher_)
-        fit_seconds[name] = round(time.perf_counter() - t0, 2)
+    for name, (router, fit_s) in zip(ABLATIONS, fitted, strict=True):
+        fit_seconds[name] = round(fit_s, 2)
         evaluate_ablation_gate(ev, name, router, val, config.grids.lam.values(), config.grids.default_alpha,
                                dist_id=config.channel.distribution.dist_id, label_source=config.labels.source)
     methods = pd.DataFrame(method_rows(ev.run_id, [f"ablation:{n}" for n in ABLATIONS]))
@@ -58,7 +56,7 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
 
 
 ABLATION = Stage(run_ablation, Reads(
-    config=("gate", "grids", "routing", "evaluation", "teacher", "models", *ROUTING_CONFIG),
-    rows=(RoutingRows(),), upstream=("thresholds", "artifacts", "eval_runs"), writes=("metrics", "methods"),
-    env=THREADS_ENV), upstream=lambda trained, evaluated: [evaluated["run_id"], trained["teacher"]["fingerprint"],
+    config=("gate", "grids", "routing", "evaluation", "teacher", "fit", "models", *ROUTING_CONFIG),
+    rows=(RoutingRows(),), upstream=("thresholds", "artifacts", "eval_runs"), writes=("metrics", "methods")),
+    upstream=lambda trained, evaluated: [evaluated["run_id"], trained["teacher"]["fingerprint"],
                                                           sorted(ABLATIONS)])

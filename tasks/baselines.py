@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import inspect
 import json
-import time
 
 import numpy as np
 import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import (ROUTING_CONFIG, THREADS_ENV, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
+from cr2.fitting import fit_router, run_fits
+from tasks.common import (ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
                           home_relative, in_home, stage_key, task_code_hash)
-from tasks.inputs import artifacts_dir, load_sets, torch_threads
-from tasks.reuse import remember, reusable_router, router_inputs_key
+from tasks.inputs import artifacts_dir, fit_workers, load_sets
+from tasks.reuse import baseline_threads, remember, reusable_router, router_inputs_key
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, write_baselines
 
@@ -35,13 +35,14 @@ def baseline_names(config: Config) -> list[str]:
     return expand(config.baselines.routers, [m.id for m in config.models])
 
 
-def _build(name: str, config: Config):
-    from cr2.routers import get_router, router_class, router_entry
+def _kwargs(name: str, config: Config) -> dict:
+    """Constructor arguments of baseline `name`: its configured parameters and the fit's thread count."""
+    from cr2.routers import router_class, router_entry
 
     kwargs = dict(config.baselines.params.get(router_entry(name).name, {}))
     if "num_threads" in inspect.signature(router_class(name).__init__).parameters:
-        kwargs.setdefault("num_threads", config.baselines.num_threads or torch_threads())
-    return get_router(name, **kwargs)
+        kwargs.setdefault("num_threads", baseline_threads(config))
+    return kwargs
 
 
 @task(name="fit-baselines")
@@ -54,23 +55,22 @@ def fit_baselines(config: Config, home: str) -> dict:
     summary, arts, preds = {}, [], []
     now = utc_now()
     code, catalogues, reused = task_code_hash(fit_baselines), catalogue_hash(config), []
-    for name in baseline_names(config):
-        # issue 30: a router whose catalogue entry says it never reads a cost is reused after a change of states
-        inputs = router_inputs_key(config, name, train, dev, code, catalogues)
-        found = reusable_router(home, inputs)
-        if found is not None:
-            router, fit_s = found[0], float(found[1]["fit_seconds"])  # the time it took when it was fitted
-            fp, path = router.fingerprint(), in_home(home, found[1]["path"])
+    names = baseline_names(config)
+    inputs = {name: router_inputs_key(config, name, train, dev, code, catalogues) for name in names}
+    # a router whose catalogue entry says it never reads a cost is reused after a change of states
+    found = {name: reusable_router(home, inputs[name]) for name in names}
+    todo = [name for name in names if found[name] is None]
+    extra = [str(p) for p in config.baselines.catalogues]
+    fitted = dict(zip(todo, run_fits(fit_router, [(name, _kwargs(name, config), extra, train, dev, str(out_dir))
+                                                  for name in todo], fit_workers(config)), strict=True))
+    for name in names:
+        if found[name] is not None:
+            router, fit_s = found[name][0], float(found[name][1]["fit_seconds"])  # the time it took when fitted
+            fp, path = router.fingerprint(), in_home(home, found[name][1]["path"])
             reused.append(name)
         else:
-            router = _build(name, config)
-            t0 = time.perf_counter()
-            router.fit(train, dev)
-            fit_s = time.perf_counter() - t0
-            fp = router.fingerprint()
-            path = out_dir / f"router-{name}-{fp}.npz"
-            router.save(path)
-            remember(home, inputs, path, fp, fit_s)
+            router, fp, path, fit_s = fitted[name]
+            remember(home, inputs[name], path, fp, fit_s)
         p_hat = np.asarray(router.predict_proba(test), dtype=np.float64)
         summary[name] = {"fingerprint": fp, "path": home_relative(home, path), "params": int(router.n_params()),
                          "flops": int(router.flops_per_query()), "fit_seconds": round(fit_s, 2)}
@@ -90,6 +90,6 @@ def fit_baselines(config: Config, home: str) -> dict:
 
 
 BASELINES = Stage(fit_baselines, Reads(
-    config=("baselines", "models", "routing.decision_cost", *ROUTING_CONFIG),
-    rows=(RoutingRows(("train", "dev", "test")),), files=catalogue_paths, writes=("artifacts", "predictions"),
-    env=THREADS_ENV), outputs=lambda home, r: [b["path"] for b in r["routers"].values()])
+    config=("baselines", "fit", "models", "routing.decision_cost", *ROUTING_CONFIG),
+    rows=(RoutingRows(("train", "dev", "test")),), files=catalogue_paths, writes=("artifacts", "predictions")),
+    outputs=lambda home, r: [b["path"] for b in r["routers"].values()])

@@ -57,5 +57,5 @@ def _trained(trained: dict, extra_lams: tuple[float, ...] = ()) -> list:
 
 
 CALIBRATE = Stage(calibrate_cr2, Reads(
-    config=("grids", "routing", "calibration", "teacher", "gate", "models", *ROUTING_CONFIG),
+    config=("grids", "routing", "calibration", "teacher", "gate", "fit.torch_threads", "models", *ROUTING_CONFIG),
     rows=(RoutingRows(("val",)), GROUP_ROWS), upstream=("artifacts",), writes=("thresholds",)), upstream=_trained)

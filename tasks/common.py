@@ -259,7 +259,6 @@ def routing_args(config: Any) -> dict:
 
 
 ROUTING_CONFIG = ("channel.distribution", "labels.source", "splits.seed", "embedding.encoder", "embedding.backend")  # routing_args
-THREADS_ENV = ("CR2_TORCH_THREADS",)  # training threads (tasks.inputs.torch_threads): results depend on them
 
 
 def _mondrian_by_query_attribute(config: Any) -> bool:

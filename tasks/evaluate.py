@@ -82,8 +82,8 @@ def _upstream(trained: dict, calibrated: dict, baselines: dict) -> list:
 
 
 EVALUATE = Stage(evaluate, Reads(
-    config=("grids", "routing", "evaluation", "calibration", "seed", "teacher", "gate", "models", "baselines.catalogues",
-            *ROUTING_CONFIG),
+    config=("grids", "routing", "evaluation", "calibration", "seed", "teacher", "gate", "fit.torch_threads", "models",
+            "baselines.catalogues", *ROUTING_CONFIG),
     rows=(RoutingRows(("val", "test")), GROUP_ROWS), files=catalogue_paths,
     upstream=("thresholds", "predictions", "artifacts"), writes=("eval_runs", "methods", "decisions", "metrics")),
     upstream=_upstream)

@@ -1,4 +1,4 @@
-"""What the model-fitting tasks share: the config's routing sets, the configured CR² router, training threads.
+"""What the model-fitting tasks share: the config's routing sets, the configured CR² router, fit threads and workers.
 
 Train, calibrate, evaluate, intervals, baselines, ablation, premise and guarantees read their inputs through
 this module rather than from one another, so editing one task's code changes only that task's code hash
@@ -6,7 +6,6 @@ this module rather than from one another, so editing one task's code changes onl
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from cr2.config import Config
@@ -15,9 +14,16 @@ from warehouse.db import Warehouse
 from warehouse.routing_data import load_routing_sets
 
 
-def torch_threads() -> int:
-    """Threads for training: $CR2_TORCH_THREADS, else all cores (part of the key: results depend on it)."""
-    return int(os.environ.get("CR2_TORCH_THREADS", os.cpu_count() or 1))
+def fit_threads(config: Config) -> int:
+    """torch threads of every fit: `fit.torch_threads`, never the machine's core count (cr2/fitting.py)."""
+    return int(config.fit.torch_threads)
+
+
+def fit_workers(config: Config) -> int:
+    """Independent fits at once (`fit.workers`, default the available cores ÷ fit.torch_threads)."""
+    from cr2.fitting import fit_workers as workers
+
+    return workers(config.fit.torch_threads, config.fit.workers)
 
 
 def load_sets(config: Config, home: str | Path) -> dict:
@@ -28,13 +34,13 @@ def load_sets(config: Config, home: str | Path) -> dict:
 
 
 def cr2_router(config: Config, trained: dict | None = None, home: str | Path | None = None):
-    """The configured CR² router (training threads from the environment): unfitted, or around the checkpoints of
+    """The configured CR² router (fit.torch_threads threads): unfitted, or around the checkpoints of
     `trained` (recorded relative to `home`)."""
     from cr2.routers.cr2_router import CR2Router
 
     if trained is not None:
         trained = {k: {**trained[k], "path": str(in_home(home, trained[k]["path"]))} for k in ("teacher", "gate")}
-    return CR2Router.from_config(config, trained, num_threads=torch_threads())
+    return CR2Router.from_config(config, trained, num_threads=fit_threads(config))
 
 
 def cr2_trainer(config: Config):
@@ -44,7 +50,7 @@ def cr2_trainer(config: Config):
     from cr2.routers.cr2_router import CR2Router
 
     return CR2Router(teacher_spec=config.teacher, gate_spec=config.gate, variant=config.routing.deferred_variant,
-                     num_threads=torch_threads())
+                     num_threads=fit_threads(config))
 
 
 def artifacts_dir(home: str | Path) -> Path:

@@ -90,7 +90,7 @@ def _upstream(trained: dict, evaluated: dict) -> list:
 
 
 INTERVALS = Stage(compute_intervals, Reads(
-    config=("evaluation", "models", "routing", "grids.default_alpha", *ROUTING_CONFIG),
+    config=("evaluation", "models", "routing", "grids.default_alpha", "fit.torch_threads", *ROUTING_CONFIG),
     rows=(Rows("decisions", where=lambda c, trained, evaluated: {"run_id": evaluated["run_id"]}),
           RoutingRows(("test",))),
     upstream=("methods", "eval_runs"), writes=("intervals",)), upstream=_upstream)

@@ -19,12 +19,12 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_state_distribution
-from tasks.common import THREADS_ENV, Reads, Rows, RoutingRows, Stage, cache_dir, make_key, stage_key
-from tasks.inputs import cr2_router, load_sets, torch_threads
+from tasks.common import Reads, Rows, RoutingRows, Stage, cache_dir, make_key, stage_key
+from tasks.inputs import cr2_router, fit_threads, load_sets
 from warehouse.db import Warehouse
 
 CELL_SECTIONS = ("models", "reference_model", "communication", "power", "cost", "hardware", "channel", "grids",
-                 "routing", "evaluation", "gate", "teacher", "baselines", "labels", "splits", "seed")
+                 "routing", "evaluation", "gate", "teacher", "baselines", "fit", "labels", "splits", "seed")
 COST_PROBE = 0.5  # costs × this factor: a router whose p̂ moves reads costs
 
 
@@ -95,7 +95,9 @@ def premise_cell_task(config: Config, home: str, inputs: dict, base: dict, basel
     """One cell of the premise map: costs re-priced, CR² re-calibrated and retrained, baselines routed, bootstrapped."""
     from cr2.premise import Cell, PremiseInputs, run_cell
     from cr2.routers import load_router
-    from tasks.baselines import _build
+    from cr2.routers import get_router
+    from tasks.baselines import _kwargs
+    from tasks.reuse import baseline_threads
 
     with np.load(inputs["path"], allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
@@ -110,14 +112,14 @@ def premise_cell_task(config: Config, home: str, inputs: dict, base: dict, basel
             if retrain_from == "base":
                 fitted = load_router(baselines[name]["path"])
                 if hasattr(fitted, "fine_tune"):  # re-trained from its base fit, as the gate is
-                    fitted.num_threads = torch_threads()
+                    fitted.num_threads = baseline_threads(config)
                     return fitted.fine_tune(train, dev, retrain_epochs)
-            return _build(name, config).fit(train, dev)  # refitted as `cr2 run` fits it
+            return get_router(name, **_kwargs(name, config)).fit(train, dev)  # refitted as `cr2 run` fits it
         return fit
 
     result = run_cell(premise_inputs, cell, config, router.teacher_, router.gate_,
                       {name: refit(name) for name in inputs["cost_aware"]}, n_resamples=n_resamples, seed=seed,
-                      retrain_epochs=retrain_epochs, retrain_from=retrain_from, num_threads=torch_threads(),
+                      retrain_epochs=retrain_epochs, retrain_from=retrain_from, num_threads=fit_threads(config),
                       # the base gate was distilled on exactly the base cell's costs: it is that cell's retrained gate
                       retrained_gate=router.gate_ if is_base else None)
     key = stage_key(PREMISE_CELL, config, home, inputs, base, baselines, speed_factor, channel, n_resamples, seed,
@@ -139,9 +141,9 @@ def _cell(inputs: dict, base: dict, baselines: dict, speed_factor: float, channe
 
 PREMISE_INPUTS = Stage(premise_inputs_task, Reads(
     config=("models", "cost", "routing", "labels", "channel", "embedding.encoder", "embedding.backend", "splits.seed", "teacher", "gate",
-            "grids.default_alpha"),
+            "grids.default_alpha", "fit.torch_threads"),
     rows=(RoutingRows(), Rows("labels", where=lambda c, base, baselines: {"source": c.labels.source}),
           Rows("queries", columns=("query_id", "benchmark", "prompt_tokens"))),
     upstream=("artifacts",)), upstream=_fingerprints, outputs=lambda home, r: [r["path"]])
-PREMISE_CELL = Stage(premise_cell_task, Reads(config=CELL_SECTIONS, env=THREADS_ENV), upstream=_cell,
+PREMISE_CELL = Stage(premise_cell_task, Reads(config=CELL_SECTIONS), upstream=_cell,
                      in_warehouse=False)

@@ -64,7 +64,8 @@ def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dic
 
 
 EVALUATE_RECALIBRATION = Stage(evaluate_recalibration, Reads(
-    config=("grids", "routing", "evaluation", "calibration.group", "teacher", "gate", "models", *ROUTING_CONFIG),
+    config=("grids", "routing", "evaluation", "calibration.group", "teacher", "gate", "fit.torch_threads", "models",
+            *ROUTING_CONFIG),
     rows=(RoutingRows(("test",)), GROUP_ROWS), upstream=("thresholds", "artifacts"),
     writes=("eval_runs", "methods", "decisions", "metrics")),
     upstream=lambda trained, tables: [trained["teacher"]["fingerprint"], trained["gate"]["fingerprint"],

@@ -26,7 +26,7 @@ import numpy as np
 from cr2.data import RoutingSet
 from cr2.reads import config_digest
 from tasks.common import home_relative, in_home, make_key
-from tasks.inputs import artifacts_dir, torch_threads
+from tasks.inputs import artifacts_dir, fit_threads
 
 
 def rows_digest(*sets: RoutingSet, costs: bool) -> str:
@@ -45,9 +45,9 @@ def rows_digest(*sets: RoutingSet, costs: bool) -> str:
     return h.hexdigest()
 
 
-def inputs_key(kind: str, digest: str, *parts: Any) -> str:
+def inputs_key(kind: str, digest: str, threads: int, *parts: Any) -> str:
     """Key of one artefact's inputs: its rows' digest, the given config/code parts and the torch thread count."""
-    return make_key(f"{kind}-inputs", digest, *parts, torch_threads())
+    return make_key(f"{kind}-inputs", digest, *parts, threads)
 
 
 def _record_path(home: str | Path, key: str) -> Path:
@@ -89,7 +89,8 @@ TEACHER_CONFIG = ("teacher", "models")  # what a teacher fit reads of the config
 
 def teacher_inputs_key(config: Any, train: RoutingSet, dev: RoutingSet, code: str) -> str:
     """Key of what the teacher is fitted on: rows without costs, the teacher and pool config, code, threads."""
-    return inputs_key("teacher", rows_digest(train, dev, costs=False), config_digest(config, TEACHER_CONFIG), code)
+    return inputs_key("teacher", rows_digest(train, dev, costs=False), fit_threads(config),
+                      config_digest(config, TEACHER_CONFIG), code)
 
 
 def reusable_teacher(home: str | Path, key: str) -> tuple[Any, dict] | None:
@@ -111,6 +112,11 @@ def record_teacher(home: str | Path, key: str, saved: dict, teacher: Any, fit_se
 
 
 # ---------------------------------------------------------------- baselines
+def baseline_threads(config: Any) -> int:
+    """torch threads of a baseline's fit: baselines.num_threads, else fit.torch_threads."""
+    return int(config.baselines.num_threads or fit_threads(config))
+
+
 def router_inputs_key(config: Any, name: str, train: RoutingSet, dev: RoutingSet, code: str, catalogue: str) -> str:
     """Key of what baseline `name` is fitted on: rows (with costs unless its catalogue entry says it never reads
     them), its parameters, the pool, the routers' code and catalogues, threads."""
@@ -118,8 +124,8 @@ def router_inputs_key(config: Any, name: str, train: RoutingSet, dev: RoutingSet
 
     entry = router_entry(name)
     params = sorted((k, repr(v)) for k, v in config.baselines.params.get(entry.name, {}).items())
-    return inputs_key("router", rows_digest(train, dev, costs=entry.reads_costs), name, params,
-                      config.baselines.num_threads, config_digest(config, ("models",)), code, catalogue)
+    return inputs_key("router", rows_digest(train, dev, costs=entry.reads_costs), baseline_threads(config), name,
+                      params, config_digest(config, ("models",)), code, catalogue)
 
 
 def reusable_router(home: str | Path, key: str) -> tuple[Any, dict] | None:

@@ -14,7 +14,7 @@ import time
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, THREADS_ENV, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
+from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
 from tasks.inputs import artifacts_dir, cr2_trainer, load_sets
 from tasks.reuse import record_teacher, reusable_teacher, teacher_inputs_key
 from warehouse.db import Warehouse
@@ -60,5 +60,5 @@ def train_cr2(config: Config, home: str) -> dict:
 
 
 TRAIN = Stage(train_cr2, Reads(
-    config=("teacher", "gate", "models", "routing", *ROUTING_CONFIG),
-    rows=(RoutingRows(("train", "dev")),), writes=("artifacts",), env=THREADS_ENV), outputs=lambda home, r: [r["teacher"]["path"], r["gate"]["path"]])
+    config=("teacher", "gate", "fit.torch_threads", "models", "routing", *ROUTING_CONFIG),
+    rows=(RoutingRows(("train", "dev")),), writes=("artifacts",)), outputs=lambda home, r: [r["teacher"]["path"], r["gate"]["path"]])

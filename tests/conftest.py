@@ -14,7 +14,6 @@ os.environ["CR2_CACHE"] = str(_SESSION_TMP / "cache")  # tokenizer conversion sh
 os.environ["CR2_HOME"] = str(_SESSION_TMP / "home")
 os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect")
 os.environ["HF_HOME"] = str(_SESSION_TMP / "hf")
-os.environ.setdefault("CR2_TORCH_THREADS", "2")
 (_SESSION_TMP / "prefect").mkdir(parents=True, exist_ok=True)
 
 import cr2  # noqa: E402,F401  (offline switches)

@@ -51,7 +51,6 @@ def stack_env(root: Path, port: int) -> dict[str, str]:
         "CR2_HOME": str(root / "home"),
         "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
     })
-    env.setdefault("CR2_TORCH_THREADS", "1")
     return env
 
 

@@ -62,18 +62,20 @@ class CR2Router:
         With `teacher` given, that frozen teacher is kept and only the gate is distilled (the ablation
         gates share the full gate's teacher).
         """
-        from cr2.gate import fit_gate
-        from cr2.teacher import fit_teacher
-
         import time
+
+        from cr2.gate import fit_gate
+        from cr2.routers.base import torch_threads
+        from cr2.teacher import fit_teacher
 
         self._check_variant(self.variant)
         t0 = time.perf_counter()
         if teacher is None:
             teacher = fit_teacher(train, dev, self.teacher_spec, num_threads=self.num_threads)
         t1 = time.perf_counter()
-        gate = fit_gate(train, dev, teacher.predict_proba(train.embedding), teacher.predict_proba(dev.embedding),
-                        self.gate_spec, num_threads=self.num_threads)
+        with torch_threads(self.num_threads):  # the gate's inputs, computed at the fit's own thread count
+            p_train, p_dev = teacher.predict_proba(train.embedding), teacher.predict_proba(dev.embedding)
+        gate = fit_gate(train, dev, p_train, p_dev, self.gate_spec, num_threads=self.num_threads)
         self._set_fitted(teacher, gate, tuple(train.model_ids))
         self.fit_seconds_ = {"teacher": t1 - t0, "gate": time.perf_counter() - t1}
         return self

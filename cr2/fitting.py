@@ -1,0 +1,77 @@
+"""Fits that do not depend on the machine: a fixed thread count per fit, independent fits in parallel processes.
+
+A fit's numbers depend on torch's intra-op thread count (reductions split differently), so every fit — and the
+inference that feeds one, e.g. the teacher's p on train for the gate — runs at `fit.torch_threads`, whatever the
+number of cores. Independent fits (the baselines, the ablation gates) then run in `fit_workers` processes at
+once: each process runs its fit at the same fixed thread count, so the parallel fits equal the serial ones
+bit for bit. Processes are spawned (never forked: the caller may hold threads and open files), and a fit's
+result travels back pickled.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. under taskset or a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def fit_workers(torch_threads: int, workers: int | None = None) -> int:
+    """How many fits run at once: `workers` when set, else the available cores ÷ `torch_threads` (at least 1)."""
+    if workers is not None:
+        return max(1, int(workers))
+    return max(1, available_cores() // max(1, int(torch_threads)))
+
+
+def run_fits(fit: Callable[..., Any], jobs: Sequence[tuple], workers: int) -> list[Any]:
+    """[fit(*job) for job in jobs], in order; with workers > 1 and several jobs, in that many spawned processes.
+
+    `fit` must be a module-level function and the jobs' arguments and results picklable."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [fit(*job) for job in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(fit, *job) for job in jobs]
+        return [f.result() for f in futures]
+
+
+# ---------------------------------------------------------------- the fits that run as jobs (module level: picklable)
+def fit_router(name: str, kwargs: dict, catalogues: Sequence[str], train: Any, dev: Any, out_dir: str
+               ) -> tuple[Any, str, str, float]:
+    """Fit catalogued router `name` (constructor `kwargs`) on train/dev and save it under `out_dir`; returns
+    (router, fingerprint, path, fit seconds). `catalogues`: router catalogues besides the packaged one."""
+    import time
+    from pathlib import Path
+
+    from cr2.routers import get_router, use_catalogues
+
+    use_catalogues([Path(c) for c in catalogues])
+    router = get_router(name, **kwargs)
+    t0 = time.perf_counter()
+    router.fit(train, dev)
+    fit_s = time.perf_counter() - t0
+    fp = router.fingerprint()
+    path = Path(out_dir) / f"router-{name}-{fp}.npz"
+    router.save(path)
+    return router, fp, str(path), fit_s
+
+
+def fit_gate_variant(params: dict, teacher_spec: Any, gate_spec: Any, train: Any, dev: Any, teacher: Any
+                     ) -> tuple[Any, float]:
+    """A CR² router (`params`, specs) whose gate is distilled from the frozen `teacher`; returns (router, fit s)."""
+    import time
+
+    from cr2.routers.cr2_router import CR2Router
+
+    router = CR2Router(teacher_spec, gate_spec, **params)
+    t0 = time.perf_counter()
+    router.fit(train, dev, teacher=teacher)
+    return router, time.perf_counter() - t0

@@ -1,0 +1,85 @@
+"""Fits do not depend on the machine (cr2/fitting.py): the same config gives bit-identical teacher, gate and
+baselines whether 1 or 2 cores are available, whatever the BLAS/OpenMP environment, and whether independent fits
+run one after another or in parallel processes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cr2.fitting import available_cores, fit_router, fit_workers, run_fits
+from cr2.testing import make_routing_set
+
+REPO = Path(__file__).resolve().parents[1]
+
+# one CR² fit (teacher, then the gate distilled from it) and one MLP baseline at fit.torch_threads = 2, as the
+# train and baselines tasks build them; prints their fingerprints
+FIT = textwrap.dedent("""
+    import json
+    import os
+    if os.environ.get("FAKE_CPU_COUNT"):  # a machine with that many cores, as os.cpu_count() reports them
+        os.cpu_count = lambda: int(os.environ["FAKE_CPU_COUNT"])
+    from cr2.config import load_config
+    from cr2.testing import make_routing_set
+    from tasks.inputs import cr2_trainer
+    from tasks.baselines import _kwargs
+    from cr2.routers import get_router
+
+    config = load_config(overrides={"teacher": {"epochs": 3}, "gate": {"epochs": 3},
+                                    "baselines": {"params": {"mlp": {"epochs": 3}}}})
+    train, dev = make_routing_set(600, seed=1), make_routing_set(200, seed=2)
+    router = cr2_trainer(config).fit(train, dev)
+    mlp = get_router("mlp", **_kwargs("mlp", config)).fit(train, dev)
+    print(json.dumps({"teacher": router.teacher_fingerprint_, "gate": router.gate_fingerprint_,
+                      "mlp": mlp.fingerprint(), "threads": config.fit.torch_threads}))
+""")
+
+
+def _fit_in_process(cores: str | None, env_extra: dict | None = None) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env_extra or {})}
+    cmd = [sys.executable, "-c", FIT]
+    if cores is not None:
+        cmd = ["taskset", "-c", cores, *cmd]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(available_cores() < 2 or not Path("/usr/bin/taskset").exists(),
+                    reason="needs 2 cores and taskset to compare 1 and 2 available cores")
+def test_fits_are_identical_on_one_two_or_sixteen_cores_and_under_any_blas_environment():
+    two = _fit_in_process("0,1")
+    one = _fit_in_process("0")
+    blas = _fit_in_process(None, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
+    sixteen = _fit_in_process("0,1", {"FAKE_CPU_COUNT": "16"})
+    assert two["threads"] == 2
+    assert one == two == blas == sixteen
+
+
+def test_workers_default_to_the_available_cores_over_the_fit_threads():
+    assert fit_workers(2, None) == max(1, available_cores() // 2)
+    assert fit_workers(1, None) == available_cores()
+    assert fit_workers(4, 3) == 3 and fit_workers(64, None) == 1
+
+
+@pytest.mark.slow
+def test_parallel_fits_equal_serial_fits():
+    """Independent fits in 2 spawned processes give the fingerprints of the same fits one after another."""
+    train, dev = make_routing_set(500, seed=3), make_routing_set(150, seed=4)
+    jobs = [(name, {"epochs": 2, "num_threads": 1, **({"seed": 7} if name == "mlp" else {})}, [], train, dev, d)
+            for name, d in (("mlp", "serial"), ("embedllm", "serial"))]
+    tmp = Path(os.environ["CR2_HOME"]).parent / "fits"
+    for sub in ("serial", "parallel"):
+        (tmp / sub).mkdir(parents=True, exist_ok=True)
+    serial = run_fits(fit_router, [(n, k, c, tr, dv, str(tmp / "serial")) for n, k, c, tr, dv, _ in jobs], workers=1)
+    parallel = run_fits(fit_router, [(n, k, c, tr, dv, str(tmp / "parallel")) for n, k, c, tr, dv, _ in jobs],
+                        workers=2)
+    assert [s[1] for s in serial] == [p[1] for p in parallel]
+    for (router_s, *_), (router_p, *_) in zip(serial, parallel, strict=True):  # the routers travel back whole
+        assert (router_s.predict_proba(dev) == router_p.predict_proba(dev)).all()
