@@ -51,7 +51,10 @@ def train_cr2(config: Config, home: str) -> dict:
                      "label_source": config.labels.source, "params": summary["params"], "flops": summary["flops"],
                      "fit_seconds": router.fit_seconds_[kind],
                      "meta": json.dumps({"best_epoch": module.best_epoch_, "n_train": len(train), "n_dev": len(dev),
-                                         "dist_id": config.channel.distribution.dist_id, "key": key}),
+                                         "dist_id": config.channel.distribution.dist_id, "key": key,
+                                         # a gate names its teacher: a reused teacher's row is re-registered by
+                                         # every later train (its key moves on), the gate's link stays
+                                         **({"teacher": saved["teacher"]["fingerprint"]} if kind == "gate" else {})}),
                      "created_at": utc_now()})
     result["fit_seconds"], result["teacher_reused"] = round(fit_s, 2), reused is not None
     with Warehouse(home) as wh:

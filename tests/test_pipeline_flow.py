@@ -525,6 +525,13 @@ def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(
     assert not out["train"]["cached"] and out["train"]["teacher_reused"]
     assert out["train"]["teacher"]["fingerprint"] == first["train"]["teacher"]["fingerprint"]
     assert out["train"]["gate"]["fingerprint"] != first["train"]["gate"]["fingerprint"]
+    # the first run's deployment still resolves to its teacher (the reused teacher was registered again)
+    from warehouse.repository import deployed_artifacts
+
+    with Warehouse(pipeline["home"], read_only=True) as wh:
+        for run in (first, out):
+            arts = deployed_artifacts(wh, run["train"]["gate"]["fingerprint"])
+            assert arts["teacher"]["fingerprint"] == first["train"]["teacher"]["fingerprint"]
 
 
 def test_a_live_server_follows_a_recalibration_without_a_restart(pipeline, tmp_path):
@@ -587,8 +594,8 @@ def test_a_live_server_follows_a_recalibration_without_a_restart(pipeline, tmp_p
     finally:
         stop.set()
         server.terminate()
-        server.wait(timeout=30)
-    assert new > before and health["thresholds_version"] == new and health["dist_id"] == out["new_dist_id"]
+        log = server.communicate(timeout=30)[0]
+    assert new > before and health["thresholds_version"] == new and health["dist_id"] == out["new_dist_id"], log[-3000:]
     assert not failures, failures[:3]
     assert all(v == h for _, v, h in answers) and {v for _, v, _ in answers} == {before, new}
     for c in range(8):

@@ -76,8 +76,11 @@ def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
     if gate.empty:
         raise UncalibratedOperatingPointError(f"the gate {gate_fingerprint} of the threshold table is not registered; "
                                               "run `cr2 train` and `cr2 calibrate`")
-    key = json.loads(gate["meta"].iloc[0])["key"]
-    teacher = arts[(arts["kind"] == "teacher") & arts["meta"].map(lambda m: json.loads(m)["key"] == key)]
+    meta = json.loads(gate["meta"].iloc[0])
+    if "teacher" in meta:  # the gate names the teacher it was distilled from
+        teacher = arts[(arts["kind"] == "teacher") & (arts["fingerprint"] == meta["teacher"])]
+    else:  # a gate registered before gates named their teacher: the teacher of the same train run
+        teacher = arts[(arts["kind"] == "teacher") & arts["meta"].map(lambda m: json.loads(m)["key"] == meta["key"])]
     if teacher.empty:
         raise UncalibratedOperatingPointError(f"no teacher trained with gate {gate_fingerprint}; run `cr2 train`")
     out = {"teacher": {"path": str(in_home(wh.home, teacher["path"].iloc[0])), "fingerprint": teacher["fingerprint"].iloc[0]},

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from cr2_cli.console import console, friendly
-from cr2_cli.options import HomeOpt, home_dir
+from cr2_cli.options import HomeOpt, home_dir, resolve_home
 from cr2_cli.render import print_label_sources
 
 
@@ -56,8 +56,8 @@ def labels_import(file: Path = typer.Argument(..., help="long-form Parquet or CS
     row is valid."""
     from warehouse.labels_import import import_labels
 
+    check_pool_written(resolve_home(home), config)  # names the ingest command when there is no warehouse yet
     h = home_dir(home, create=False)
-    check_pool_written(h, config)
     out = import_labels(h, file, source, replace)
     per = ", ".join(f"{m} {n:,}" for m, n in out["per_model"].items())
     where = str(config) if config is not None else "your config"
