@@ -145,6 +145,26 @@ class LabelingReport:
         return bool((self.runs["status"] == "finished").all())
 
 
+def _selection(config: Config, spec: LabelingSpec, overrides: dict[str, Any], models: Sequence[str] | None,
+               benchmarks: Sequence[str] | None) -> tuple[LabelingSpec, list[str], list[str]]:
+    """(the labeling settings with `overrides`, the models, the benchmarks) of a labeling request, each checked:
+    a bad setting, an unknown model or benchmark is a ConfigError naming it."""
+    try:
+        spec = spec.with_overrides(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid labeling settings: {problems}") from None
+    model_ids = list(models) if models else config.model_ids
+    for m in model_ids:
+        if m not in config.model_ids:
+            raise did_you_mean("model", m, config.model_ids)
+    bench = list(benchmarks) if benchmarks else config.enabled_benchmarks
+    for b in bench:
+        if b not in config.benchmarks and b not in catalogue.available():
+            raise did_you_mean("benchmark", b, sorted(set(config.benchmarks) | set(catalogue.available())))
+    return spec, model_ids, bench
+
+
 def run_labeling(
     config: Config,
     warehouse_home: str | Path | None = None,
@@ -174,19 +194,7 @@ def run_labeling(
     overrides: dict[str, Any] = {"backend": backend, "shards": shards, "chunk_size": chunk_size}
     if task_runner is not None:
         overrides["task_runner"] = {**spec.task_runner.model_dump(), "kind": task_runner}
-    try:
-        spec = spec.with_overrides(**overrides)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid labeling settings: {problems}") from None
-    model_ids = list(models) if models else config.model_ids
-    for m in model_ids:
-        if m not in config.model_ids:
-            raise did_you_mean("model", m, config.model_ids)
-    bench = list(benchmarks) if benchmarks else config.enabled_benchmarks
-    for b in bench:
-        if b not in config.benchmarks and b not in catalogue.available():
-            raise did_you_mean("benchmark", b, sorted(set(config.benchmarks) | set(catalogue.available())))
+    spec, model_ids, bench = _selection(config, spec, overrides, models, benchmarks)
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {limit})")
     home = Path(warehouse_home).expanduser().resolve() if warehouse_home is not None else default_home()
@@ -255,19 +263,8 @@ def estimate_labeling(
         )
     if sample < 1:
         raise ConfigError(f"--sample must be at least 1 (got {sample})")
-    try:
-        spec = spec.with_overrides(backend=backend, chunk_size=chunk_size)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid labeling settings: {problems}") from None
-    model_ids = list(models) if models else config.model_ids
-    for m in model_ids:
-        if m not in config.model_ids:
-            raise did_you_mean("model", m, config.model_ids)
-    bench = list(benchmarks) if benchmarks else config.enabled_benchmarks
-    for b in bench:
-        if b not in config.benchmarks and b not in catalogue.available():
-            raise did_you_mean("benchmark", b, sorted(set(config.benchmarks) | set(catalogue.available())))
+    spec, model_ids, bench = _selection(config, spec, {"backend": backend, "chunk_size": chunk_size}, models,
+                                        benchmarks)
     home = Path(warehouse_home).expanduser().resolve() if warehouse_home is not None else default_home()
     t0 = time.monotonic()
     rates, counts = label_estimate_flow(config, str(home), model_ids, bench, backend, limit, spec, sample,

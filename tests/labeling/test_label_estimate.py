@@ -137,7 +137,13 @@ def test_the_estimate_projects_a_larger_run_within_30_percent(prefect_harness, l
     report = run_labeling(config, home, models=["qwen3-1.7b"], spec=spec, progress=hook)
     assert report.finished and int(report.runs["done"].sum()) == 4 * LARGER
     measured = sum(chunk_s.values())
-    projected = float(table["projected_total_s"].sum())
+    # the projection is a wall time on this machine: estimated once before and once after the measured run, so a
+    # change of the machine's load during the test moves both sides alike (the mean of the two is compared)
+    home_after = tmp_path / "home-after"
+    home_after.mkdir()
+    shutil.copy(template / DB_NAME, home_after / DB_NAME)
+    after = estimate_labeling(config, home_after, models=["qwen3-1.7b"], spec=spec, sample=SAMPLE).table
+    projected = (float(table["projected_total_s"].sum()) + float(after["projected_total_s"].sum())) / 2
     detail = {b: (round(table.loc[b, "projected_total_s"], 2), round(chunk_s[b], 2)) for b in chunk_s}
     assert abs(projected - measured) <= 0.30 * measured, f"projected {projected:.2f} s, measured {measured:.2f} s: {detail}"
 
