@@ -148,7 +148,7 @@ def main(argv=None) -> None:
             figure(f"{m}.end_to_end_s", f"new states → recalibrate → live server answers with the new table, "
                    f"{label[m]}", [r["end_to_end_s"] for r in runs], "s", tgt[m]),
             figure(f"{m}.recalibrate_wall_s", f"{m}: `cr2 recalibrate` alone", [r["recalibrate_wall_s"] for r in runs], "s"),
-            figure(f"{m}.swap_lag_s", f"{m}: command done → first answer of the new version (poll + load)",
+            figure(f"{m}.swap_lag_s", f"{m}: first answer of the new version − the command's exit (negative: swapped while the command still evaluates)",
                    [r["swap_lag_s"] for r in runs], "s"),
             figure(f"{m}.p99_before_ms", f"{m}: /route p99 before the change, {CLIENTS} clients",
                    [r["p99_before_ms"] for r in runs], "ms"),
