@@ -125,6 +125,13 @@ def check_route_inputs(question: str, choices: list[str] | None, lam: float, alp
 
 
 # ---------------------------------------------------------------- the online router
+def _require_costs(deployment: Deployment) -> tuple[dict, dict]:
+    """(cost scales, state distribution spec) of a deployment, or the error naming `cr2 prepare`."""
+    if deployment.cost_scales is None or deployment.state_spec is None:
+        raise DataValidationError(f"no states or cost scales for '{deployment.table.dist_id}'; run `cr2 prepare` first")
+    return deployment.cost_scales, deployment.state_spec
+
+
 @dataclass
 class OnlineRouter:
     """The deployed CR² router: artefacts loaded once, one `route` call per query (`cr2 route`, `cr2 serve`)."""
@@ -148,9 +155,7 @@ class OnlineRouter:
         from cr2.embed import load_encoder
         from cr2.tokenizer import qwen_token_counter
 
-        if deployment.cost_scales is None or deployment.state_spec is None:
-            raise DataValidationError(f"no states or cost scales for '{deployment.table.dist_id}'; run `cr2 prepare` "
-                                      "first")
+        _require_costs(deployment)  # before the encoder is loaded
         cache_root = Path(cache_root)
         encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
                                cache_dir=cache_root / "encoders")
@@ -159,9 +164,7 @@ class OnlineRouter:
 
     @classmethod
     def _of(cls, config: Config, deployment: Deployment, encoder: Any, counter: Any, lock: Any) -> "OnlineRouter":
-        table, sc, spec = deployment.table, deployment.cost_scales, deployment.state_spec
-        if sc is None or spec is None:
-            raise DataValidationError(f"no states or cost scales for '{table.dist_id}'; run `cr2 prepare` first")
+        sc, spec = _require_costs(deployment)
         # T0/E0 of the stored costs: a new query is normalised exactly like them
         cost_config = config.model_copy(update={"cost": config.cost.model_copy(
             update={"normalisation": "fixed", "t0_s": sc["t0_s"], "e0_j": sc["e0_j"]})})

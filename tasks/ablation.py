@@ -58,5 +58,4 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
 ABLATION = Stage(run_ablation, Reads(
     config=("gate", "grids", "routing", "evaluation", "teacher", "fit", "models", *ROUTING_CONFIG),
     rows=(RoutingRows(),), upstream=("thresholds", "artifacts", "eval_runs"), writes=("metrics", "methods")),
-    upstream=lambda trained, evaluated: [evaluated["run_id"], trained["teacher"]["fingerprint"],
-                                                          sorted(ABLATIONS)])
+    upstream=lambda trained, evaluated: [evaluated["run_id"], trained["teacher"]["fingerprint"], sorted(ABLATIONS)])

@@ -20,8 +20,8 @@ from cr2.config import Config
 from cr2.fitting import fit_router, run_fits
 from tasks.common import (ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
                           home_relative, in_home, stage_key, task_code_hash)
-from tasks.inputs import artifacts_dir, fit_workers, load_sets
-from tasks.reuse import baseline_threads, remember, reusable_router, router_inputs_key
+from tasks.inputs import artifacts_dir, baseline_threads, fit_workers, load_sets
+from tasks.reuse import remember, reusable_router, router_inputs_key
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, write_baselines
 

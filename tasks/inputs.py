@@ -19,6 +19,11 @@ def fit_threads(config: Config) -> int:
     return int(config.fit.torch_threads)
 
 
+def baseline_threads(config: Config) -> int:
+    """torch threads of a baseline's fit: baselines.num_threads, else fit.torch_threads."""
+    return int(config.baselines.num_threads or fit_threads(config))
+
+
 def fit_workers(config: Config) -> int:
     """Independent fits at once (`fit.workers`, default the available cores ÷ fit.torch_threads)."""
     from cr2.fitting import fit_workers as workers

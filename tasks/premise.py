@@ -20,7 +20,7 @@ from prefect import task
 
 from cr2.config import Config, load_state_distribution
 from tasks.common import Reads, Rows, RoutingRows, Stage, cache_dir, make_key, stage_key
-from tasks.inputs import cr2_router, fit_threads, load_sets
+from tasks.inputs import baseline_threads, cr2_router, fit_threads, load_sets
 from warehouse.db import Warehouse
 
 CELL_SECTIONS = ("models", "reference_model", "communication", "power", "cost", "hardware", "channel", "grids",
@@ -97,7 +97,6 @@ def premise_cell_task(config: Config, home: str, inputs: dict, base: dict, basel
     from cr2.routers import load_router
     from cr2.routers import get_router
     from tasks.baselines import _kwargs
-    from tasks.reuse import baseline_threads
 
     with np.load(inputs["path"], allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}

@@ -26,7 +26,7 @@ import numpy as np
 from cr2.data import RoutingSet
 from cr2.reads import config_digest
 from tasks.common import home_relative, in_home, make_key
-from tasks.inputs import artifacts_dir, fit_threads
+from tasks.inputs import artifacts_dir, baseline_threads, fit_threads
 
 
 def rows_digest(*sets: RoutingSet, costs: bool) -> str:
@@ -112,11 +112,6 @@ def record_teacher(home: str | Path, key: str, saved: dict, teacher: Any, fit_se
 
 
 # ---------------------------------------------------------------- baselines
-def baseline_threads(config: Any) -> int:
-    """torch threads of a baseline's fit: baselines.num_threads, else fit.torch_threads."""
-    return int(config.baselines.num_threads or fit_threads(config))
-
-
 def router_inputs_key(config: Any, name: str, train: RoutingSet, dev: RoutingSet, code: str, catalogue: str) -> str:
     """Key of what baseline `name` is fitted on: rows (with costs unless its catalogue entry says it never reads
     them), its parameters, the pool, the routers' code and catalogues, threads."""

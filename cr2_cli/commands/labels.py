@@ -56,8 +56,8 @@ def labels_import(file: Path = typer.Argument(..., help="long-form Parquet or CS
     row is valid."""
     from warehouse.labels_import import import_labels
 
-    check_pool_written(resolve_home(home), config)  # names the ingest command when there is no warehouse yet
-    h = home_dir(home, create=False)
+    h = resolve_home(home)
+    check_pool_written(h, config)  # names the ingest command when there is no warehouse yet
     out = import_labels(h, file, source, replace)
     per = ", ".join(f"{m} {n:,}" for m, n in out["per_model"].items())
     where = str(config) if config is not None else "your config"

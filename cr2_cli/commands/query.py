@@ -25,9 +25,10 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
 
     chosen = parse_targets(targets) if targets is not None else None  # a bad list fails before the warehouse opens
     a = alpha if alpha is not None else load_config(config).grids.default_alpha
-    emit(results_markdown(home_dir(home, create=False), a, label_source, chosen))
+    h = home_dir(home, create=False)
+    emit(results_markdown(h, a, label_source, chosen))
     if paper:
-        emit(comparison_markdown(home_dir(home, create=False), a, label_source))
+        emit(comparison_markdown(h, a, label_source))
 
 
 @friendly

@@ -132,7 +132,7 @@ class Decider:
             return router.route(call.query, call.choices, call.lam, call.alpha, call.distance_m, call.benchmark,
                                 call.seed)
         return router.route(call.query, call.choices, call.lam, call.alpha, call.distance_m, call.benchmark,
-                                 call.seed, embedding=embedding)
+                            call.seed, embedding=embedding)
 
     def decide(self, call: RouteCall) -> dict:
         """The decision for one request (a worker thread calls this when there is no batcher)."""
