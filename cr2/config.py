@@ -487,10 +487,11 @@ class CalibrationSpec(_Strict):
 class FitSpec(_Strict):
     """How models are fitted: a fixed thread count per fit, so the numbers do not depend on the machine."""
 
-    torch_threads: int = Field(2, ge=1, le=256, description="torch intra-op threads of every fit (teacher, gate, "
+    torch_threads: int = Field(1, ge=1, le=256, description="torch intra-op threads of every fit (teacher, gate, "
                                "ablation gates, baselines, premise cells) and of the inference that feeds one: "
-                               "the same value gives bit-identical fits on any number of cores (2: the value every "
-                               "shipped result was produced with)")
+                               "the same value gives bit-identical fits on any number of cores (1: these fits are "
+                               "small, a second thread barely speeds one up and stalls it on a busy machine; "
+                               "independent fits use the other cores instead)")
     workers: int | None = Field(None, ge=1, le=256, description="independent fits (baselines, ablation gates) run in "
                                 "this many processes at once (None: the cores available ÷ torch_threads; 1: "
                                 "one after another, in the process)")

@@ -34,13 +34,40 @@ def run_fits(fit: Callable[..., Any], jobs: Sequence[tuple], workers: int) -> li
     `fit` must be a module-level function and the jobs' arguments and results picklable."""
     if workers <= 1 or len(jobs) <= 1:
         return [fit(*job) for job in jobs]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    pool = FitPool(min(workers, len(jobs)))
+    try:
+        pending = [pool.submit(fit, job) for job in jobs]
+        return [p.get() for p in pending]
+    finally:
+        pool.close()
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(fit, *job) for job in jobs]
-        return [f.result() for f in futures]
+
+class FitPool:
+    """`workers` spawned processes that run fits submitted at any time, each result collected when needed.
+
+    What lets fits that do not depend on each other start as soon as their inputs exist (e.g. while the caller
+    goes on with other work). A fit returns its result pickled and writes nothing, so `close()` may stop
+    fits still running without leaving anything half-written. Processes start with the first submit."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, int(workers))
+        self._pool: Any = None
+
+    def submit(self, fit: Callable[..., Any], job: tuple) -> Any:
+        """Start fit(*job) (queued while every process is busy); returns a handle whose .get() gives the result
+        (or raises the fit's error)."""
+        if self._pool is None:
+            import multiprocessing
+
+            self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
+        return self._pool.apply_async(fit, job)
+
+    def close(self) -> None:
+        """Stop every process, queued and running fits included."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
 
 
 # ---------------------------------------------------------------- the fits that run as jobs (module level: picklable)

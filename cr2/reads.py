@@ -133,6 +133,15 @@ class TrackedConfig:
         self._note(self._path)
         return iter(self._model)
 
+    def __reduce__(self):
+        """Pickled (e.g. handed to a fit in another process) as the real model: the whole subtree is read."""
+        self._note(self._path)
+        return (_same, (self._model,))
+
+
+def _same(value: Any) -> Any:
+    return value
+
 
 def _own_attribute(cls: type, name: str) -> tuple[bool, Any]:
     """(True, attribute) when a class in cls's MRO below pydantic's BaseModel defines `name`, else (False, None)."""

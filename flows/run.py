@@ -1,7 +1,9 @@
 """cr2 run: the whole pipeline as one flow in one process.
 
 ingest → prepare → train → calibrate → baselines → evaluate → intervals → ablation → report. Each stage is a cached, validated Prefect
-task, so a warm re-run with nothing changed does almost nothing. One process means the ephemeral
+task, so a warm re-run with nothing changed does almost nothing. The baselines' and the ablated gates' fits need
+neither the gate nor the evaluation: they start in background processes as soon as their inputs exist
+(tasks/ahead.py) and their stages collect them. One process means the ephemeral
 Prefect server (13–26 s to start) is paid once.
 """
 from __future__ import annotations
@@ -20,6 +22,10 @@ from flows.ingest import ingest
 from flows.prepare import prepare
 from flows.report import report
 from flows.train import train
+from tasks.ablation import start_ablation_fits
+from tasks.ahead import fits_ahead
+from tasks.baselines import start_baseline_fits
+from tasks.inputs import fit_workers
 
 
 @flow(name="cr2-run", log_prints=True)
@@ -30,12 +36,15 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     h = Path(home) if home else default_home()
     summary: dict = {"ingest": ingest(config, h)}
     summary["prepare"] = prepare(config, h)
-    summary["train"] = train(config, h)
-    summary["calibrate"] = calibrate(config, h, summary["train"])
-    summary["baselines"] = fit_baselines(config, h)
-    summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])
-    summary["intervals"] = intervals(config, h, summary["train"], summary["evaluate"])
-    summary["ablation"] = ablation(config, h, summary["train"], summary["evaluate"])
+    with fits_ahead(fit_workers(config)):  # independent fits start as soon as their inputs exist (tasks/ahead.py)
+        start_baseline_fits(config, h)
+        summary["train"] = train(config, h)
+        start_ablation_fits(config, h, summary["train"])
+        summary["calibrate"] = calibrate(config, h, summary["train"])
+        summary["baselines"] = fit_baselines(config, h)
+        summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])
+        summary["intervals"] = intervals(config, h, summary["train"], summary["evaluate"])
+        summary["ablation"] = ablation(config, h, summary["train"], summary["evaluate"])
     counts = {b: row["queries"] for b, row in summary["ingest"]["benchmarks"].items()}
     summary["report"] = report(config, h, summary["evaluate"], summary["train"], summary["baselines"], counts,
                                summary["ablation"])

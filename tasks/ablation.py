@@ -9,13 +9,15 @@ anchor c̄ = 0.45.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage
-from tasks.inputs import cr2_router, fit_workers, load_sets
+from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, task_code_hash
+from tasks.inputs import artifacts_dir, cr2_router, fit_threads, fit_workers, load_sets
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 
@@ -27,12 +29,49 @@ ABLATIONS: dict[str, dict] = {
 }
 
 
+def _fit_jobs(config: Config, home: str, full, train, dev) -> tuple[dict, dict, dict]:
+    """Per ablated gate: its inputs key (rows with costs, the router and gate settings, the teacher, code, threads),
+    the gate fitted earlier for it (or None) and the fit job that makes it."""
+    from cr2.checkpoint import fingerprint
+    from cr2.gate import load_gate
+    from tasks.reuse import inputs_key, reusable, rows_digest
+
+    params = {k: v for k, v in full.get_params().items() if k not in ("teacher_spec", "gate_spec")}
+    digest, code = rows_digest(train, dev, costs=True), task_code_hash(run_ablation)
+    specs = {name: config.gate.model_copy(update=change) for name, change in ABLATIONS.items()}
+    inputs = {name: inputs_key("ablation-gate", digest, fit_threads(config), name, sorted(params.items()),
+                               spec.model_dump_json(), config.teacher.model_dump_json(), full.teacher_fingerprint_, code)
+              for name, spec in specs.items()}
+    found = {name: reusable(home, inputs[name], load_gate, fingerprint) for name in ABLATIONS}
+    jobs = {name: (params, config.teacher, specs[name], train, dev, full.teacher_) for name in ABLATIONS
+            if found[name] is None}
+    return inputs, found, jobs
+
+
+def start_ablation_fits(config: Config, home: str | Path, trained: dict) -> list[str]:
+    """Inside a tasks.ahead block: start the ablated gates' fits (those not fitted before for the same inputs) as
+    soon as the teacher exists, so they run while the flow calibrates and evaluates; returns the gates started."""
+    from cr2.fitting import fit_gate_variant
+    from tasks import ahead
+
+    if not ahead.active():
+        return []
+    sets = load_sets(config, str(home))
+    full = cr2_router(config, trained, str(home))
+    inputs, _, jobs = _fit_jobs(config, str(home), full, sets["train"], sets["dev"])
+    return [name for name, job in jobs.items() if ahead.start(inputs[name], fit_gate_variant, job)]
+
+
 @task(name="ablation")
 def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Train, calibrate and evaluate each ablated gate; append its metrics to the evaluation run."""
     from cr2.evaluation import Evaluation, evaluate_ablation_gate, method_rows
     from cr2.fitting import fit_gate_variant, run_fits
+    from cr2.gate import save_gate
     from cr2.metrics import evaluable_mask
+    from cr2.routers.cr2_router import CR2Router
+    from tasks import ahead
+    from tasks.reuse import remember
 
     sets = load_sets(config, home)
     train, dev, val, test = sets["train"], sets["dev"], sets["val"], sets["test"]
@@ -40,12 +79,24 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=evaluated["run_id"], test=test, proba=full.proba(test.embedding), keep=keep,
                     record_decisions=False)
-    params = {k: v for k, v in full.get_params().items() if k not in ("teacher_spec", "gate_spec")}
+    inputs, found, jobs = _fit_jobs(config, home, full, train, dev)
+    started = {name: ahead.take(inputs[name]) for name in jobs}  # fits a flow started ahead, by inputs key
     # the ablated gates are independent fits: fit.workers processes at once, each at fit.torch_threads threads
-    fitted = run_fits(fit_gate_variant, [(params, config.teacher, config.gate.model_copy(update=change), train, dev,
-                                          full.teacher_) for change in ABLATIONS.values()], fit_workers(config))
+    inline = [name for name in jobs if started[name] is None]
+    fitted = dict(zip(inline, run_fits(fit_gate_variant, [jobs[name] for name in inline], fit_workers(config)),
+                      strict=True))
+    fitted.update({name: handle.get() for name, handle in started.items() if handle is not None})
     fit_seconds = {}
-    for name, (router, fit_s) in zip(ABLATIONS, fitted, strict=True):
+    for name in ABLATIONS:
+        if found[name] is not None:  # fitted before for the same inputs: the same gate a refit would give
+            gate, record = found[name]
+            router = CR2Router.from_fitted(full.teacher_, gate, full.model_ids_, **{
+                **full.get_params(), "gate_spec": config.gate.model_copy(update=ABLATIONS[name])})
+            fit_s = float(record["fit_seconds"])
+        else:
+            router, fit_s = fitted[name]
+            path = artifacts_dir(home) / f"ablation-gate-{router.gate_fingerprint_}.pt"
+            remember(home, inputs[name], path, save_gate(router.gate_, path), fit_s)
         fit_seconds[name] = round(fit_s, 2)
         evaluate_ablation_gate(ev, name, router, val, config.grids.lam.values(), config.grids.default_alpha,
                                dist_id=config.channel.distribution.dist_id, label_source=config.labels.source)

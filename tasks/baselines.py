@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -45,24 +46,47 @@ def _kwargs(name: str, config: Config) -> dict:
     return kwargs
 
 
-@task(name="fit-baselines")
-def fit_baselines(config: Config, home: str) -> dict:
-    """Fit, save and register every baseline; record its test predictions. Returns {"routers": name → artefact}."""
-    key = stage_key(BASELINES, config, home)
-    sets = load_sets(config, home)
-    train, dev, test = sets["train"], sets["dev"], sets["test"]
-    out_dir = artifacts_dir(home)
-    summary, arts, preds = {}, [], []
-    now = utc_now()
-    code, catalogues, reused = task_code_hash(fit_baselines), catalogue_hash(config), []
+def _fit_jobs(config: Config, home: str, train, dev) -> tuple[dict, dict, dict]:
+    """Per baseline: its inputs key, the artefact fitted earlier for it (or None), and the fit job that makes it."""
+    code, catalogues = task_code_hash(fit_baselines), catalogue_hash(config)
     names = baseline_names(config)
     inputs = {name: router_inputs_key(config, name, train, dev, code, catalogues) for name in names}
     # a router whose catalogue entry says it never reads a cost is reused after a change of states
     found = {name: reusable_router(home, inputs[name]) for name in names}
-    todo = [name for name in names if found[name] is None]
-    extra = [str(p) for p in config.baselines.catalogues]
-    fitted = dict(zip(todo, run_fits(fit_router, [(name, _kwargs(name, config), extra, train, dev, str(out_dir))
-                                                  for name in todo], fit_workers(config)), strict=True))
+    extra, out_dir = [str(p) for p in config.baselines.catalogues], str(artifacts_dir(home))
+    jobs = {name: (name, _kwargs(name, config), extra, train, dev, out_dir) for name in names if found[name] is None}
+    return inputs, found, jobs
+
+
+def start_baseline_fits(config: Config, home: str | Path) -> list[str]:
+    """Inside a tasks.ahead block: start the fits the baselines stage will need (those not fitted before for the
+    same inputs), so they run while the flow goes on; returns the routers started."""
+    from tasks import ahead
+
+    if not ahead.active():
+        return []
+    sets = load_sets(config, str(home))
+    inputs, _, jobs = _fit_jobs(config, str(home), sets["train"], sets["dev"])
+    return [name for name, job in jobs.items() if ahead.start(inputs[name], fit_router, job)]
+
+
+@task(name="fit-baselines")
+def fit_baselines(config: Config, home: str) -> dict:
+    """Fit, save and register every baseline; record its test predictions. Returns {"routers": name → artefact}."""
+    from tasks import ahead
+
+    key = stage_key(BASELINES, config, home)
+    sets = load_sets(config, home)
+    train, dev, test = sets["train"], sets["dev"], sets["test"]
+    summary, arts, preds = {}, [], []
+    now = utc_now()
+    reused: list[str] = []
+    names = baseline_names(config)
+    inputs, found, jobs = _fit_jobs(config, home, train, dev)
+    started = {name: ahead.take(inputs[name]) for name in jobs}  # fits a flow started ahead, by inputs key
+    inline = [name for name in jobs if started[name] is None]
+    fitted = dict(zip(inline, run_fits(fit_router, [jobs[name] for name in inline], fit_workers(config)), strict=True))
+    fitted.update({name: handle.get() for name, handle in started.items() if handle is not None})
     for name in names:
         if found[name] is not None:
             router, fit_s = found[name][0], float(found[name][1]["fit_seconds"])  # the time it took when fitted

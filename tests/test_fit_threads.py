@@ -17,7 +17,8 @@ from cr2.testing import make_routing_set
 
 REPO = Path(__file__).resolve().parents[1]
 
-# one CR² fit (teacher, then the gate distilled from it) and one MLP baseline at fit.torch_threads = 2, as the
+# one CR² fit (teacher, then the gate distilled from it) and one MLP baseline at fit.torch_threads = 2 (more threads
+# than one core has: the case where the core count could leak into the numbers), as the
 # train and baselines tasks build them; prints their fingerprints
 FIT = textwrap.dedent("""
     import json
@@ -30,7 +31,7 @@ FIT = textwrap.dedent("""
     from tasks.baselines import _kwargs
     from cr2.routers import get_router
 
-    config = load_config(overrides={"teacher": {"epochs": 3}, "gate": {"epochs": 3},
+    config = load_config(overrides={"teacher": {"epochs": 3}, "gate": {"epochs": 3}, "fit": {"torch_threads": 2},
                                     "baselines": {"params": {"mlp": {"epochs": 3}}}})
     train, dev = make_routing_set(600, seed=1), make_routing_set(200, seed=2)
     router = cr2_trainer(config).fit(train, dev)
