@@ -1,6 +1,6 @@
 """cr2 run: the whole pipeline as one flow in one process.
 
-ingest → prepare → train → calibrate → baselines → evaluate → intervals → ablation → report. Each stage is a cached, validated Prefect
+ingest → prepare → train → calibrate → baselines → evaluate → intervals → ablation → certify → report. Each stage is a cached, validated Prefect
 task, so a warm re-run with nothing changed does almost nothing. One process means the ephemeral
 Prefect server (13–26 s to start) is paid once.
 """
@@ -15,6 +15,7 @@ from flows.ablation import ablation
 from flows.artifacts import publish_evaluation
 from flows.baselines import fit_baselines
 from flows.calibrate import calibrate
+from flows.certify import certify
 from flows.evaluate import evaluate, intervals
 from flows.ingest import ingest
 from flows.prepare import prepare
@@ -36,6 +37,7 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])
     summary["intervals"] = intervals(config, h, summary["train"], summary["evaluate"])
     summary["ablation"] = ablation(config, h, summary["train"], summary["evaluate"])
+    summary["certify"] = certify(config, h, summary["train"], summary["baselines"], summary["evaluate"])
     counts = {b: row["queries"] for b, row in summary["ingest"]["benchmarks"].items()}
     summary["report"] = report(config, h, summary["evaluate"], summary["train"], summary["baselines"], counts,
                                summary["ablation"])
