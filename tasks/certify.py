@@ -52,6 +52,7 @@ def certified_routers(config: Config, fitted: dict) -> list[str]:
 def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated: dict) -> dict:
     """Calibrate and evaluate every certified router `<router>@<rule>`; store its tables and rows."""
     from cr2.certify import calibrate_certified, calibration_risks, local_scores, score_fingerprint
+    from cr2.crc import rule_spec
     from cr2.evaluation import Evaluation, evaluate_certified, method_rows
     from cr2.metrics import evaluable_mask
     from cr2.routers import load_router
@@ -81,7 +82,7 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
                                                   config.certify.alphas, fingerprint=fingerprint,
                                                   dist_id=config.channel.distribution.dist_id,
                                                   label_source=config.labels.source, rule=rule,
-                                                  delta=config.certify.delta)
+                                                  delta=config.certify.delta if rule_spec(rule).needs_delta else None)
                         for rule in config.certify.rules}
         # one re-split stream per router (seeded by its name), so adding a router leaves the others' bands as they were
         rng = np.random.default_rng([int(config.seed), zlib.crc32(name.encode())])
