@@ -40,7 +40,7 @@ import numpy as np
 from cr2.crc import RULES, ThresholdTable, calibrate_table, rule_spec
 from cr2.data import Decisions, RoutingSet
 from cr2.errors import DataValidationError, InvalidValueError, NotFittedError, UncalibratedOperatingPointError
-from cr2.utility import DEVICE_INDEX, full_information_choice, risk_label, teacher_margin
+from cr2.utility import DEVICE_INDEX, risk_label, teacher_margin
 
 SEPARATOR = "@"  # <router>@<rule>
 UNCERTIFIED = "uncertified"  # <router>@uncertified: the router's own one-shot decision (evaluation rows only)
@@ -215,10 +215,9 @@ def one_shot_decisions(p_hat: np.ndarray, decision_cost: np.ndarray, lam: float,
                        score: np.ndarray | None = None) -> Decisions:
     """Return the router's own, uncertified decisions argmax_{m ∈ M} p̂_m − λ·ĉ_m (the one-shot rule of
     cr2.routers.base), with gate_accept = 1[m̂ = m0]: the same router without a guarantee, for the decomposition."""
-    if np.ndim(lam) != 0:
-        raise InvalidValueError(f"one_shot_decisions takes one λ at a time, got {lam!r}")
-    # eq. (teacher_utility) with p̂: m̂ = argmax over all of M (cr2.routers.base.one_shot_choice)
-    chosen = full_information_choice(p_hat, decision_cost, float(lam)).astype(np.int64)
+    from cr2.routers.base import one_shot_choice
+
+    chosen = one_shot_choice(p_hat, decision_cost, lam)
     local = chosen == DEVICE_INDEX
     return Decisions(chosen=chosen, accepted_local=local, score=score,
                      extra={"gate_accept": local, "lam": float(lam), "variant": UNCERTIFIED})
