@@ -179,11 +179,9 @@ def _resplit_rows(ev: Evaluation, lam: float, alphas: np.ndarray, s_val: np.ndar
     risks = resplit_risk(np.concatenate([s_val, s_test]), np.concatenate([r_val, r_test]), len(s_val), alphas,
                          n_resplits, rng)
     for j, alpha in enumerate(alphas):
-        for metric, value in (("risk_mean", risks[:, j].mean()), ("risk_q05", np.quantile(risks[:, j], 0.05)),
-                              ("risk_q95", np.quantile(risks[:, j], 0.95)),
-                              ("risk_se", risks[:, j].std(ddof=1) / np.sqrt(len(risks)))):
+        for metric, value in _band(risks[:, j]).items():
             ev.metrics.append({"run_id": ev.run_id, "method": "cr2-resplit", "lam": lam, "alpha": float(alpha),
-                               "benchmark": "all", "metric": metric, "value": float(value)})
+                               "benchmark": "all", "metric": metric, "value": value})
 
 
 def evaluate_baseline(ev: Evaluation, name: str, lams: Sequence[float], *, p_hat: np.ndarray | None = None,

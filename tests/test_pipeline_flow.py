@@ -43,7 +43,12 @@ def test_first_run_fills_every_stage(pipeline):
         assert wh.count("labels") == 4 * n and wh.count("costs") == 4 * n
         # c_ref ≡ 1 for the reference model, on every row
         assert wh.scalar("SELECT max(abs(cost_norm - 1)) FROM costs WHERE model_id = 'qwen3-14b'") < 1e-9
-        assert wh.scalar("SELECT count(DISTINCT version) FROM thresholds") == 1
+        assert wh.scalar("SELECT count(DISTINCT version) FROM thresholds WHERE router = 'cr2'") == 1
+        # the certify stage: one table per certified router (CR² by its gate, each baseline that predicts p̂) and rule
+        assert wh.df("SELECT router, count(DISTINCT rule) AS n FROM thresholds WHERE router <> 'cr2' GROUP BY router"
+                     ).set_index("router")["n"].to_dict() == {r: 3 for r in ("knn", "mlp", "embedllm", "llmrank",
+                                                                             "llmrank-bench")}
+        assert wh.scalar("SELECT count(DISTINCT rule) FROM thresholds WHERE router = 'cr2'") == 1 + 3  # crc, certified
         ops = wh.df("SELECT * FROM operating_points WHERE method = 'cr2' AND benchmark = 'all'")
     assert len(ops) == 10 * 5 and ops["labels_simulated"].all()
     zero = ops[ops["lam"] == 0.0]
@@ -72,7 +77,7 @@ def test_second_run_with_nothing_changed_does_no_work(pipeline):
     assert again["ingest"]["cached"]
     assert all(step["cached"] for step in again["prepare"].values())
     assert again["train"]["cached"] and again["calibrate"]["cached"] and again["evaluate"]["cached"]
-    assert again["baselines"]["cached"] and again["intervals"]["cached"]
+    assert again["baselines"]["cached"] and again["intervals"]["cached"] and again["certify"]["cached"]
     assert again["calibrate"]["version"] == pipeline["first"]["calibrate"]["version"]
 
 
