@@ -3,7 +3,7 @@
 For each router of `certify.routers` (default: every fitted baseline that predicts p̂, and CR² by its gate score) and
 each rule of `certify.rules`, the threshold table τ(λ; α) over grids.lam × certify.alphas is calibrated on val — the
 same cr2.crc functions as CR²'s own table, teacher disagreement under CR²'s frozen teacher — and stored in
-`thresholds` under the router's name. The certified router `<router>@<rule>` is evaluated on test at every (λ, α),
+`thresholds` under the certified router's name. The certified router `<router>@<rule>` is evaluated on test at every (λ, α),
 with its validity over random val ∪ test re-splits (metrics resplit_risk_*), and a router whose score is its margin
 also as `<router>@uncertified` (its own one-shot decision: the decomposition's uncertified side). Metric rows and
 per-query decisions land in the evaluation run like CR²'s. A baseline's p̂ on val and test is computed once per
@@ -51,7 +51,7 @@ def certified_routers(config: Config, fitted: dict) -> list[str]:
 @task(name="certify")
 def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated: dict) -> dict:
     """Calibrate and evaluate every certified router `<router>@<rule>`; store its tables and rows."""
-    from cr2.certify import calibrate_certified, calibration_risks, local_scores, score_fingerprint
+    from cr2.certify import calibrate_certified, calibration_risks, certified_name, local_scores, score_fingerprint
     from cr2.crc import rule_spec
     from cr2.evaluation import Evaluation, evaluate_certified, method_rows
     from cr2.metrics import evaluable_mask
@@ -91,8 +91,9 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
                            one_shot=name != CR2)
     metrics = pd.DataFrame(ev.metrics)
     methods = pd.DataFrame(method_rows(ev.run_id, list(metrics["method"].unique())))
+    by_name = {certified_name(router, rule): table for router, by_rule in tables.items() for rule, table in by_rule.items()}
     with Warehouse(home) as wh:
-        versions = write_certified(wh, ev.run_id, tables, methods, decision_frame(ev), metrics)
+        versions = write_certified(wh, ev.run_id, by_name, methods, decision_frame(ev), metrics)
     return {"run_id": ev.run_id, "routers": names, "rules": list(config.certify.rules), "versions": versions,
             "methods": list(methods["method"]), "proba_cached": hits}
 

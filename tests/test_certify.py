@@ -256,7 +256,7 @@ def _table(fp: str) -> ThresholdTable:
                                [0.5, 1.0], [0.05, 0.1], fingerprint=fp, dist_id="d", label_source="s", rule="crc-oracle")
 
 
-def test_thresholds_are_stored_and_read_back_with_the_routers_name(home):
+def test_thresholds_are_stored_and_read_back_with_the_certified_routers_name(home):
     from warehouse.db import Warehouse
     from warehouse.repository import (load_threshold_table, newest_threshold_version, read_thresholds_version,
                                       threshold_router, write_thresholds)
@@ -264,20 +264,23 @@ def test_thresholds_are_stored_and_read_back_with_the_routers_name(home):
     cr2_table, knn_table = _table("gate-fp"), _table("knn-fp")
     with Warehouse(home) as wh:
         v_cr2 = write_thresholds(wh, cr2_table)
-        v_knn = write_thresholds(wh, knn_table, router="knn")
-        assert (threshold_router(wh, v_cr2), threshold_router(wh, v_knn)) == ("cr2", "knn")
-        back = load_threshold_table(wh, v_knn, router="knn")
+        v_knn = write_thresholds(wh, knn_table, router="knn@crc-oracle")
+        assert (threshold_router(wh, v_cr2), threshold_router(wh, v_knn)) == ("cr2", "knn@crc-oracle")
+        back = load_threshold_table(wh, v_knn, router="knn@crc-oracle")
         np.testing.assert_array_equal(back.taus, knn_table.taus)
         assert back.gate_fingerprint == "knn-fp" and back.rule == "crc-oracle" and back.score_dtype == "float64"
-        assert load_threshold_table(wh, router="knn").gate_fingerprint == "knn-fp"
+        assert load_threshold_table(wh, router="knn@crc-oracle").gate_fingerprint == "knn-fp"
         # CR²'s readers never pick up a certified router's table, though it is the newest version
         assert newest_threshold_version(wh) == v_cr2 < v_knn
         assert load_threshold_table(wh).gate_fingerprint == "gate-fp"
-        assert newest_threshold_version(wh, "knn", "crc-oracle") == v_knn
-        with pytest.raises(UncalibratedOperatingPointError, match="calibrates router 'knn', not 'cr2'"):
+        assert newest_threshold_version(wh, "knn@crc-oracle") == v_knn
+        # CR² certified by the certify stage is a router of its own name: CR²'s deployed table stays the newest 'cr2'
+        v_cert = write_thresholds(wh, _table("gate-fp"), router="cr2@crc-oracle")
+        assert newest_threshold_version(wh) == v_cr2 and newest_threshold_version(wh, "cr2@crc-oracle") == v_cert
+        with pytest.raises(UncalibratedOperatingPointError, match="calibrates router 'knn@crc-oracle', not 'cr2'"):
             load_threshold_table(wh, v_knn)
-        with pytest.raises(UncalibratedOperatingPointError, match="no threshold table of router 'mlp'"):
-            newest_threshold_version(wh, "mlp")
+        with pytest.raises(UncalibratedOperatingPointError, match="no threshold table of router 'mlp@crc'"):
+            newest_threshold_version(wh, "mlp@crc")
     assert read_thresholds_version(home) == v_cr2  # a running `cr2 serve` is told of CR²'s tables only
 
 

@@ -98,15 +98,18 @@ def test_tables_are_stored_under_the_routers_name_bound_to_its_score(certified):
     from warehouse.repository import load_threshold_table
 
     result, baselines, trained = certified["result"], certified["baselines"]["routers"], certified["trained"]
+    assert set(result["versions"]) == {f"{r}@{rule}" for r in result["routers"] for rule in RULES}
     with Warehouse(certified["home"], read_only=True) as wh:
-        for router, by_rule in result["versions"].items():
-            assert set(by_rule) == set(RULES)
-            for rule, version in by_rule.items():
-                table = load_threshold_table(wh, version, router=router)
-                assert table.rule == rule
-                fp = trained["gate"]["fingerprint"] if router == "cr2" else baselines[router]["fingerprint"]
-                assert table.gate_fingerprint == fp
-                assert table.score_dtype == ("float32" if router == "cr2" else "float64")
+        for name, version in result["versions"].items():
+            router, rule = name.split("@")
+            table = load_threshold_table(wh, version, router=name)
+            assert table.rule == rule
+            fp = trained["gate"]["fingerprint"] if router == "cr2" else baselines[router]["fingerprint"]
+            assert table.gate_fingerprint == fp
+            assert table.score_dtype == ("float32" if router == "cr2" else "float64")
+        # CR²'s deployed table is still the newest of router 'cr2' (certify wrote later versions)
+        assert load_threshold_table(wh).rule == certified["config"].calibration.rule
+        assert wh.scalar("SELECT count(DISTINCT version) FROM thresholds WHERE router = 'cr2'") == 1
 
 
 def test_certified_cr2_reproduces_cr2s_own_calibration(certified):
@@ -121,8 +124,8 @@ def test_certified_cr2_reproduces_cr2s_own_calibration(certified):
         for rule in ("crc", "crc-oracle", "crc-avoidable", "ltt"):
             own = router.calibrate(val, config.grids.lam.values(), config.certify.alphas, dist_id="d", label_source="s",
                                    rule=rule, delta=0.1 if rule == "ltt" else None)
-            np.testing.assert_array_equal(load_threshold_table(wh, result["versions"]["cr2"][rule], router="cr2").taus,
-                                          own.taus)
+            np.testing.assert_array_equal(load_threshold_table(wh, result["versions"][f"cr2@{rule}"],
+                                                               router=f"cr2@{rule}").taus, own.taus)
 
 
 def test_deferred_queries_go_to_the_routers_own_best_edge_model_and_uncertified_is_its_one_shot_rule(certified):

@@ -22,7 +22,7 @@ from warehouse.files import in_home
 
 THRESHOLD_COLUMNS = ("version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau", "n_calib", "rule",
                      "score_dtype", "created_at", "delta", "group", "router")
-CR2_ROUTER = "cr2"  # thresholds.router of CR²'s own tables (the gate's score)
+CR2_ROUTER = "cr2"  # thresholds.router of CR²'s deployed tables (a certified router's: '<router>@<rule>')
 METHOD_COLUMNS = ("run_id", "method", "router", "kind", "learned", "display", "colour", "reference", "sort_order")
 
 
@@ -101,7 +101,7 @@ THRESHOLDS_VERSION_FILE = "thresholds.version"
 
 def write_thresholds(wh: Warehouse, table: ThresholdTable | GroupedThresholdTable, router: str = CR2_ROUTER) -> int:
     """Store `table` (pooled, or Mondrian: one block per group) as the next version of `thresholds`, under the name of
-    the router whose score it calibrates (CR²'s gate: 'cr2'; a certified router: its catalogue name); return it.
+    the router it deploys (CR²: 'cr2'; a certified router: '<router>@<rule>', cr2.certify); return the version.
     Only CR²'s versions are announced to a running `cr2 serve` (THRESHOLDS_VERSION_FILE)."""
     with wh.transaction() as con:
         version = _insert_thresholds(wh, con, table, router)
@@ -127,7 +127,7 @@ def _has_router_column(wh: Warehouse) -> bool:
 
 
 def threshold_router(wh: Warehouse, version: int) -> str | None:
-    """The router whose score threshold-table `version` calibrates ('cr2' for CR²'s), or None when there is no such version."""
+    """The router threshold-table `version` deploys ('cr2', or a certified '<router>@<rule>'), or None when there is none."""
     if not _has_router_column(wh):
         return CR2_ROUTER if wh.scalar("SELECT count(*) FROM thresholds WHERE version = ?", [int(version)]) else None
     return wh.scalar("SELECT any_value(router) FROM thresholds WHERE version = ?", [int(version)])
@@ -160,20 +160,18 @@ def read_thresholds_version(home: str | Path) -> int | None:
         return None
 
 
-def newest_threshold_version(wh: Warehouse, router: str = CR2_ROUTER, rule: str | None = None) -> int:
-    """The newest threshold-table version of `router` (CR²'s by default; a certified router's: its catalogue name
-    and `rule`); an error naming the fix when there is none."""
+def newest_threshold_version(wh: Warehouse, router: str = CR2_ROUTER) -> int:
+    """The newest threshold-table version of `router` (CR²'s by default; a certified router's: '<router>@<rule>');
+    an error naming the fix when there is none."""
     if not _has_router_column(wh):
         version = wh.scalar("SELECT max(version) FROM thresholds") if router == CR2_ROUTER else None
-    elif rule is None:
-        version = wh.scalar("SELECT max(version) FROM thresholds WHERE router = ?", [router])
     else:
-        version = wh.scalar("SELECT max(version) FROM thresholds WHERE router = ? AND rule = ?", [router, rule])
+        version = wh.scalar("SELECT max(version) FROM thresholds WHERE router = ?", [router])
     if version is None:
-        if router == CR2_ROUTER and rule is None:
+        if router == CR2_ROUTER:
             raise UncalibratedOperatingPointError("no threshold table in the warehouse; run `cr2 calibrate` (or `cr2 run`)")
-        raise UncalibratedOperatingPointError(f"no threshold table of router '{router}'" + (f" under rule '{rule}'" if rule else "")
-                                              + "; run `cr2 run` (its certify stage calibrates every certified router)")
+        raise UncalibratedOperatingPointError(f"no threshold table of router '{router}'; run `cr2 run` (its certify "
+                                              "stage calibrates every certified router of certify.routers × certify.rules)")
     return int(version)
 
 
@@ -239,17 +237,15 @@ def write_ablation(wh: Warehouse, run_id: str, methods: pd.DataFrame, metrics: p
         wh.insert_df("metrics", metrics, con)
 
 
-def write_certified(wh: Warehouse, run_id: str, tables: dict[str, dict[str, ThresholdTable]], methods: pd.DataFrame,
-                    decisions: pd.DataFrame, metrics: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """In one transaction: store every certified router's threshold tables (router → rule → table; each the next
-    version of `thresholds` under the router's name) and replace the certified rows (methods '<router>@<rule>') of
-    evaluation run `run_id` — methods, per-query decisions and metrics. Returns router → rule → version."""
-    versions: dict[str, dict[str, int]] = {}
+def write_certified(wh: Warehouse, run_id: str, tables: dict[str, ThresholdTable], methods: pd.DataFrame,
+                    decisions: pd.DataFrame, metrics: pd.DataFrame) -> dict[str, int]:
+    """In one transaction: store every certified router's threshold table (name '<router>@<rule>' → table; each the
+    next version of `thresholds` under that name) and replace the certified rows (methods '<router>@…') of evaluation
+    run `run_id` — methods, per-query decisions and metrics. Returns name → version."""
     with wh.transaction() as con:
         for t in ("metrics", "decisions", "methods"):
             con.execute(f"DELETE FROM {relation(t)} WHERE run_id = ? AND method LIKE '%@%'", [run_id])
-        for router, by_rule in tables.items():
-            versions[router] = {rule: _insert_thresholds(wh, con, table, router) for rule, table in by_rule.items()}
+        versions = {name: _insert_thresholds(wh, con, table, name) for name, table in tables.items()}
         wh.insert_df("methods", methods[list(METHOD_COLUMNS)], con)
         wh.insert_df("decisions", decisions, con)
         wh.insert_df("metrics", metrics, con)

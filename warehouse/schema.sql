@@ -140,7 +140,7 @@ CREATE TABLE IF NOT EXISTS thresholds (
     created_at       TIMESTAMP NOT NULL,
     delta            DOUBLE,             -- ltt: P(some λ of the version has risk > α) ≤ δ, per α; NULL otherwise
     "group"          VARCHAR NOT NULL DEFAULT '',  -- Mondrian: 'attribute=value' (e.g. 'benchmark=gpqa'); '' pooled
-    router           VARCHAR NOT NULL DEFAULT 'cr2',  -- whose score: 'cr2' (the gate), or a certified router's (cr2.certify)
+    router           VARCHAR NOT NULL DEFAULT 'cr2',  -- the router it deploys: 'cr2', or a certified '<router>@<rule>' (cr2.certify)
     PRIMARY KEY (version, lam, alpha, "group")
 );
 
