@@ -1,6 +1,6 @@
 """cr2 run: the whole pipeline as one flow in one process.
 
-ingest → prepare → train → calibrate → baselines → evaluate → intervals → ablation → certify → report. Each stage is a cached, validated Prefect
+ingest → prepare → train → calibrate → baselines → evaluate → certify → intervals → ablation → report. Each stage is a cached, validated Prefect
 task, so a warm re-run with nothing changed does almost nothing. One process means the ephemeral
 Prefect server (13–26 s to start) is paid once.
 """
@@ -35,9 +35,10 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     summary["calibrate"] = calibrate(config, h, summary["train"])
     summary["baselines"] = fit_baselines(config, h)
     summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])
+    # certify appends its routers' decisions to the evaluation run before intervals reads the run's decisions
+    summary["certify"] = certify(config, h, summary["train"], summary["baselines"], summary["evaluate"])
     summary["intervals"] = intervals(config, h, summary["train"], summary["evaluate"])
     summary["ablation"] = ablation(config, h, summary["train"], summary["evaluate"])
-    summary["certify"] = certify(config, h, summary["train"], summary["baselines"], summary["evaluate"])
     counts = {b: row["queries"] for b, row in summary["ingest"]["benchmarks"].items()}
     summary["report"] = report(config, h, summary["evaluate"], summary["train"], summary["baselines"], counts,
                                summary["ablation"])

@@ -66,9 +66,9 @@ def slice_run(tmp_path_factory, one_torch_thread):
     calibrated = run(CALIBRATE, trained, ())
     baselines = run(BASELINES)
     evaluated = run(EVALUATE, trained, calibrated, baselines)
+    run(CERTIFY, trained, baselines, evaluated)
     run(INTERVALS, trained, evaluated)
     ablated = run(ABLATION, trained, evaluated)
-    run(CERTIFY, trained, baselines, evaluated)
     counts = {b: row["queries"] for b, row in ingested["benchmarks"].items()}
     run(REPORT, evaluated, counts, trained, baselines, ablated)
     run(POOL_SUMMARY, evaluated["run_id"])
