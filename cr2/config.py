@@ -484,6 +484,43 @@ class CalibrationSpec(_Strict):
         return self
 
 
+class CertifySpec(_Strict):
+    """Certified routing for every router (cr2.certify): which rules and α each certified `<router>@<rule>` gets."""
+
+    alphas: list[float] = Field(default_factory=lambda: [0.005, 0.01, 0.02, 0.05], min_length=1,
+                                description="risk levels α every certified router is calibrated at (each in (0, 1))")
+    rules: list[str] = Field(default_factory=lambda: ["crc", "crc-oracle", "crc-avoidable"], min_length=1,
+                             description="calibrated rules (cr2.crc.RULE_CATALOGUE): a certified router per rule")
+    routers: list[str] | None = Field(None, description="routers to certify (catalogue names; 'cr2' certifies CR²'s "
+                                      "gate score); null: every configured baseline that predicts p̂, and cr2")
+    delta: float | None = Field(None, gt=0, lt=1, description="the ltt rules only: P(some λ's threshold has risk > α) ≤ δ")
+
+    @field_validator("alphas")
+    @classmethod
+    def _alpha_range(cls, v: list[float]) -> list[float]:
+        if any(not 0 < a < 1 for a in v) or len(set(v)) != len(v):
+            raise InvalidValueError(f"certify.alphas must be distinct risk levels in (0, 1); got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _rules(self) -> "CertifySpec":
+        from cr2.crc import RULES, rule_spec
+
+        for rule in self.rules:
+            if rule not in RULES:
+                from cr2.errors import did_you_mean
+
+                raise InvalidValueError(str(did_you_mean("certify.rules entry", rule, list(RULES))))
+        if len(set(self.rules)) != len(self.rules):
+            raise InvalidValueError(f"certify.rules lists a rule twice: {self.rules}")
+        needs_delta = [r for r in self.rules if rule_spec(r).needs_delta]
+        if needs_delta and self.delta is None:
+            raise InvalidValueError(f"certify.rules {needs_delta} need certify.delta ∈ (0, 1), e.g. 0.1")
+        if not needs_delta and self.delta is not None:
+            raise InvalidValueError("certify.delta applies to the ltt rules only; none is in certify.rules (remove delta)")
+        return self
+
+
 class FitSpec(_Strict):
     """How models are fitted: a fixed thread count per fit, so the numbers do not depend on the machine."""
 
@@ -626,6 +663,7 @@ class Config(_Strict):
     routing: RoutingSpec = RoutingSpec()
     calibration: CalibrationSpec = CalibrationSpec()
     baselines: BaselinesSpec = BaselinesSpec()
+    certify: CertifySpec = CertifySpec()
     fit: FitSpec = FitSpec()
     evaluation: EvaluationSpec = EvaluationSpec()
     serving: ServingSpec = ServingSpec()

@@ -179,11 +179,9 @@ def _resplit_rows(ev: Evaluation, lam: float, alphas: np.ndarray, s_val: np.ndar
     risks = resplit_risk(np.concatenate([s_val, s_test]), np.concatenate([r_val, r_test]), len(s_val), alphas,
                          n_resplits, rng)
     for j, alpha in enumerate(alphas):
-        for metric, value in (("risk_mean", risks[:, j].mean()), ("risk_q05", np.quantile(risks[:, j], 0.05)),
-                              ("risk_q95", np.quantile(risks[:, j], 0.95)),
-                              ("risk_se", risks[:, j].std(ddof=1) / np.sqrt(len(risks)))):
+        for metric, value in _band(risks[:, j]).items():
             ev.metrics.append({"run_id": ev.run_id, "method": "cr2-resplit", "lam": lam, "alpha": float(alpha),
-                               "benchmark": "all", "metric": metric, "value": float(value)})
+                               "benchmark": "all", "metric": metric, "value": value})
 
 
 def evaluate_baseline(ev: Evaluation, name: str, lams: Sequence[float], *, p_hat: np.ndarray | None = None,
@@ -207,6 +205,56 @@ def evaluate_ablation_gate(ev: Evaluation, name: str, router: Any, val: RoutingS
     for lam in lams:
         ev.record(f"ablation:{name}", float(lam), alpha,
                   router.decide(ev.test.embedding, ev.test.decision_cost, lam, alpha, proba=ev.proba))
+
+
+RESPLIT_METRICS = ("risk_mean", "risk_q05", "risk_q95", "risk_se")  # the Monte-Carlo band of a rule's test risk
+
+
+def _band(risks: np.ndarray) -> dict[str, float]:
+    """Mean, 5–95 % quantiles and standard error of a rule's test risk over re-splits [n_resplits] (RESPLIT_METRICS)."""
+    return {"risk_mean": float(risks.mean()), "risk_q05": float(np.quantile(risks, 0.05)),
+            "risk_q95": float(np.quantile(risks, 0.95)), "risk_se": float(risks.std(ddof=1) / np.sqrt(len(risks)))}
+
+
+def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s_val: np.ndarray, s_test: np.ndarray,
+                       p_hat_test: np.ndarray, val: RoutingSet, val_teacher_proba: np.ndarray, n_resplits: int,
+                       rng: np.random.Generator, one_shot: bool) -> None:
+    """A certified router under each rule (cr2.certify) at every (λ, α) of its tables, with its validity check.
+
+    tables: rule → ThresholdTable calibrated on val over one λ grid; s_val [n_val, n_lam], s_test [n_test, n_lam]:
+    the router's scores at that grid (the dtype the tables were calibrated in); p_hat_test [n_test, M]: its p̂ on test
+    (the deferred choice). Records method `<router>@<rule>` at every (λ, α), and per λ where the score is defined the
+    risk-vs-α band over n_resplits random re-splits of val ∪ test (metrics `resplit_<RESPLIT_METRICS>` of that method,
+    benchmark 'all': the same machinery as CR²'s cr2-resplit rows, on the rule's own risk). one_shot: also
+    `<router>@uncertified`, the router's own one-shot decision (a router whose score is the margin of its p̂).
+    """
+    from cr2.certify import UNCERTIFIED, calibration_risks, certified_decisions, certified_name, one_shot_decisions
+
+    test = ev.test
+    lams = next(iter(tables.values())).lams
+    n_scored = int((~np.isneginf(s_val).all(axis=0)).sum())  # the λ an ltt table divides δ over (calibrate_certified)
+    for j, lam in enumerate(lams):
+        score = s_test[:, j]
+        defined = bool(np.isfinite(s_val[:, j]).all() and np.isfinite(score).all())
+        for rule, table in tables.items():
+            name = certified_name(router, rule)
+            i = table.lam_index(lam)
+            for k, alpha in enumerate(table.alphas):
+                ev.record(name, float(lam), float(alpha),
+                          certified_decisions(score, float(table.taus[i, k]), p_hat_test, test.decision_cost, float(lam)))
+            if n_resplits > 0 and defined:
+                r_val = calibration_risks(rule, val, [lam], val_teacher_proba)[:, 0]
+                r_test = calibration_risks(rule, test, [lam], ev.proba)[:, 0]
+                per_lam = ltt_delta_per_lam(table.delta, n_scored) if rule_spec(rule).needs_delta else None
+                risks = resplit_risk(np.concatenate([s_val[:, j], score]), np.concatenate([r_val, r_test]), len(val),
+                                     np.asarray(table.alphas), n_resplits, rng, rule=rule, delta=per_lam)
+                for k, alpha in enumerate(table.alphas):
+                    ev.metrics += [{"run_id": ev.run_id, "method": name, "lam": float(lam), "alpha": float(alpha),
+                                    "benchmark": "all", "metric": f"resplit_{metric}", "value": value}
+                                   for metric, value in _band(risks[:, k]).items()]
+        if one_shot:
+            ev.record(certified_name(router, UNCERTIFIED), float(lam), None,
+                      one_shot_decisions(p_hat_test, test.decision_cost, float(lam), score))
 
 
 # the rows CR²'s evaluation adds beside the routers of the catalogue: method → (kind, display, colour)
@@ -249,6 +297,8 @@ def method_rows(run_id: str, methods: Sequence[str]) -> list[dict[str, Any]]:
             kind, display, colour = _derived(method)
             row = {"router": "cr2", "kind": kind, "learned": kind != "uncalibrated" and kind != "reference",
                    "display": display, "colour": colour, "reference": False, "sort_order": cr2.order}
+        elif "@" in method:  # a certified router <router>@<rule> (cr2.certify), or <router>@uncertified
+            row = _certified_row(method)
         elif method.startswith("ablation:"):
             row = {"router": "cr2", "kind": "ablation", "learned": True, "display": f"CR² ablation {method[9:]}",
                    "colour": cr2.colour, "reference": False, "sort_order": cr2.order}
@@ -259,3 +309,18 @@ def method_rows(run_id: str, methods: Sequence[str]) -> list[dict[str, Any]]:
                    "reference": e.reference, "sort_order": e.order}
         rows.append({"run_id": run_id, "method": method, **row})
     return rows
+
+
+def _certified_row(method: str) -> dict[str, Any]:
+    """The `methods` row of a certified router `<router>@<rule>` (kind certified) or of `<router>@uncertified` (the
+    router's own one-shot decision through the same machinery, kind uncertified-router): the router's catalogue
+    entry, displayed as "KNN @ crc-avoidable"."""
+    from cr2.certify import SEPARATOR, UNCERTIFIED, parse_certified_name
+    from cr2.routers import router_entry
+
+    router, _, rule = method.partition(SEPARATOR)
+    if rule != UNCERTIFIED:
+        parse_certified_name(method, routers=[router])  # a malformed name or an unknown rule is an error here
+    e = router_entry(router)
+    return {"router": e.name, "kind": "uncertified-router" if rule == UNCERTIFIED else "certified", "learned": e.learned,
+            "display": f"{e.display} @ {rule}", "colour": e.colour, "reference": False, "sort_order": e.order}

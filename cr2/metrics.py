@@ -162,11 +162,12 @@ def false_defer_rate(proba: np.ndarray, data: RoutingSet, decisions: Decisions, 
 
 
 def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np.ndarray, n_resplits: int,
-                 rng: np.random.Generator) -> np.ndarray:
-    """Test false-acceptance risk of CRC over random calibration/test re-splits: [n_resplits, n_alpha].
+                 rng: np.random.Generator, rule: str = "crc", delta: float | None = None) -> np.ndarray:
+    """Test false-acceptance risk of a rule (default CRC) over random calibration/test re-splits: [n_resplits, n_alpha].
 
-    scores, risks: one λ's pooled (calibration ∪ test) scores s_i and r_i; each re-split calibrates τ*(α)
-    on n_calib random points and measures R̂ on the rest — the Monte-Carlo check of E[R] ≤ α.
+    scores, risks: one λ's pooled (calibration ∪ test) scores s_i and r_i (the rule's risk label); each re-split
+    calibrates τ*(α) on n_calib random points and measures R̂ on the rest — the Monte-Carlo check of E[R] ≤ α.
+    rule / delta: as cr2.crc.calibrate_thresholds takes them (δ for one λ, for the ltt rules).
     """
     from cr2.crc import accept, calibrate_thresholds
 
@@ -174,7 +175,7 @@ def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np
     for b in range(n_resplits):
         perm = rng.permutation(len(scores))
         cal, test = perm[:n_calib], perm[n_calib:]
-        taus = calibrate_thresholds(scores[cal], risks[cal], alphas)
+        taus = calibrate_thresholds(scores[cal], risks[cal], alphas, rule, delta)
         for j, tau in enumerate(taus):
             out[b, j] = np.mean(accept(scores[test], tau) & risks[test])
     return out

@@ -43,7 +43,12 @@ def test_first_run_fills_every_stage(pipeline):
         assert wh.count("labels") == 4 * n and wh.count("costs") == 4 * n
         # c_ref ≡ 1 for the reference model, on every row
         assert wh.scalar("SELECT max(abs(cost_norm - 1)) FROM costs WHERE model_id = 'qwen3-14b'") < 1e-9
-        assert wh.scalar("SELECT count(DISTINCT version) FROM thresholds") == 1
+        assert wh.scalar("SELECT count(DISTINCT version) FROM thresholds WHERE router = 'cr2'") == 1
+        # the certify stage: one table per certified router <router>@<rule> (CR² by its gate, each baseline that
+        # predicts p̂; rules crc, crc-oracle, crc-avoidable)
+        certified = set(wh.df("SELECT DISTINCT router FROM thresholds WHERE router <> 'cr2'")["router"])
+        assert certified == {f"{r}@{rule}" for r in ("cr2", "knn", "mlp", "embedllm", "llmrank", "llmrank-bench")
+                             for rule in ("crc", "crc-oracle", "crc-avoidable")}
         ops = wh.df("SELECT * FROM operating_points WHERE method = 'cr2' AND benchmark = 'all'")
     assert len(ops) == 10 * 5 and ops["labels_simulated"].all()
     zero = ops[ops["lam"] == 0.0]
@@ -72,7 +77,7 @@ def test_second_run_with_nothing_changed_does_no_work(pipeline):
     assert again["ingest"]["cached"]
     assert all(step["cached"] for step in again["prepare"].values())
     assert again["train"]["cached"] and again["calibrate"]["cached"] and again["evaluate"]["cached"]
-    assert again["baselines"]["cached"] and again["intervals"]["cached"]
+    assert again["baselines"]["cached"] and again["intervals"]["cached"] and again["certify"]["cached"]
     assert again["calibrate"]["version"] == pipeline["first"]["calibrate"]["version"]
 
 

@@ -36,6 +36,7 @@ def slice_run(tmp_path_factory, one_torch_thread):
     from tasks.ablation import ABLATION
     from tasks.baselines import BASELINES
     from tasks.calibrate import CALIBRATE
+    from tasks.certify import CERTIFY
     from tasks.common import tracked_run
     from tasks.evaluate import EVALUATE
     from tasks.intervals import INTERVALS
@@ -65,6 +66,7 @@ def slice_run(tmp_path_factory, one_torch_thread):
     calibrated = run(CALIBRATE, trained, ())
     baselines = run(BASELINES)
     evaluated = run(EVALUATE, trained, calibrated, baselines)
+    run(CERTIFY, trained, baselines, evaluated)
     run(INTERVALS, trained, evaluated)
     ablated = run(ABLATION, trained, evaluated)
     counts = {b: row["queries"] for b, row in ingested["benchmarks"].items()}
@@ -77,7 +79,7 @@ def slice_run(tmp_path_factory, one_torch_thread):
 
 STAGE_NAMES = ("ingest-queries", "prepare-embeddings", "prepare-splits", "prepare-states", "prepare-labels",
                "prepare-costs", "train-cr2", "calibrate-cr2", "fit-baselines", "evaluate", "intervals", "ablation",
-               "report", "pool-summary", "evaluate-recalibration", "premise-inputs")
+               "certify", "report", "pool-summary", "evaluate-recalibration", "premise-inputs")
 
 
 @pytest.mark.parametrize("name", STAGE_NAMES)

@@ -78,9 +78,10 @@ def test_schema_1_warehouse_is_readable_and_migrates_on_the_first_write(tmp_path
         table = table_from_records(wh.df("SELECT * FROM thresholds").to_dict("records"))
         assert isinstance(table, ThresholdTable) and table.delta is None and table.group is None
     with Warehouse(tmp_path) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "5"  # 1 → 2 → 3 → 4 → 5 in one transaction
+        assert wh.schema_version == SCHEMA_VERSION == "6"  # 1 → 2 → … → 6 in one transaction
         df = wh.df("SELECT * FROM thresholds ORDER BY alpha")
         assert df["group"].tolist() == ["", ""] and df["delta"].isna().all() and df["tau"].tolist() == [0.5, 0.25]
+        assert df["router"].tolist() == ["cr2", "cr2"]  # every table before schema 6 calibrated CR²'s gate
         assert wh.count("guarantees") == 0
         table = table_from_records(df.to_dict("records"))
         assert table.tau(1.0, 0.05, "fp") == 0.25 and table.group is None
@@ -102,7 +103,7 @@ def test_schema_4_costs_without_a_split_seed_are_dropped_by_the_migration(home):
     with Warehouse(home, read_only=True) as wh:
         assert wh.schema_version == "4" and wh.count("costs") == 1
     with Warehouse(home) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "5"
+        assert wh.schema_version == SCHEMA_VERSION == "6"
         assert wh.count("costs") == 0
         assert "split_seed" in set(wh.df("DESCRIBE costs")["column_name"])
         assert "split_seed" in set(wh.df("DESCRIBE eval_runs")["column_name"])

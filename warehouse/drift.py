@@ -15,7 +15,9 @@ def calibration_states(wh: Warehouse, seed: int, dist_id: str | None = None,
     """Drift features of the val split's states under `dist_id` (default: the newest threshold table's, else
     `default_dist_id`)."""
     if dist_id is None:
-        dist_id = wh.scalar(named_query("drift_newest_threshold_dist")) or default_dist_id
+        from warehouse.repository import newest_threshold_dist
+
+        dist_id = newest_threshold_dist(wh) or default_dist_id
     df = wh.df(named_query("drift_calibration_states"), {"seed": int(seed), "dist_id": dist_id})
     if df.empty:
         raise DataValidationError(f"no calibration states for '{dist_id}' in the warehouse; run `cr2 run` first")

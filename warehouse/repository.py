@@ -17,11 +17,12 @@ import pandas as pd
 
 from cr2.crc import GroupedThresholdTable, ThresholdTable, table_from_records
 from cr2.errors import DataValidationError, UncalibratedOperatingPointError
-from warehouse.db import Warehouse
+from warehouse.db import Warehouse, relation
 from warehouse.files import in_home
 
 THRESHOLD_COLUMNS = ("version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau", "n_calib", "rule",
-                     "score_dtype", "created_at", "delta", "group")
+                     "score_dtype", "created_at", "delta", "group", "router")
+CR2_ROUTER = "cr2"  # thresholds.router of CR²'s deployed tables (a certified router's: '<router>@<rule>')
 METHOD_COLUMNS = ("run_id", "method", "router", "kind", "learned", "display", "colour", "reference", "sort_order")
 
 
@@ -98,15 +99,47 @@ def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
 THRESHOLDS_VERSION_FILE = "thresholds.version"
 
 
-def write_thresholds(wh: Warehouse, table: ThresholdTable | GroupedThresholdTable) -> int:
-    """Store `table` (pooled, or Mondrian: one block per group) as the next version of `thresholds`; return it."""
+def write_thresholds(wh: Warehouse, table: ThresholdTable | GroupedThresholdTable, router: str = CR2_ROUTER) -> int:
+    """Store `table` (pooled, or Mondrian: one block per group) as the next version of `thresholds`, under the name of
+    the router it deploys (CR²: 'cr2'; a certified router: '<router>@<rule>', cr2.certify); return the version.
+    Only CR²'s versions are announced to a running `cr2 serve` (THRESHOLDS_VERSION_FILE)."""
     with wh.transaction() as con:
-        version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM thresholds").fetchall()[0][0])
-        rows = pd.DataFrame(table.to_records()).assign(version=version, created_at=utc_now())
-        rows["group"] = rows["group"].fillna("")  # '' = pooled (the column is part of the primary key)
-        wh.insert_df("thresholds", rows[list(THRESHOLD_COLUMNS)], con)
-    write_thresholds_version(wh.home, version)
+        version = _insert_thresholds(wh, con, table, router)
+    if router == CR2_ROUTER:
+        write_thresholds_version(wh.home, version)
     return version
+
+
+def _insert_thresholds(wh: Warehouse, con: Any, table: ThresholdTable | GroupedThresholdTable, router: str) -> int:
+    """Insert `table` as the next version of `thresholds` inside the open transaction `con`; return the version."""
+    version = int(con.execute("SELECT coalesce(max(version), 0) + 1 FROM thresholds").fetchall()[0][0])
+    rows = pd.DataFrame(table.to_records()).assign(version=version, created_at=utc_now(), router=router)
+    rows["group"] = rows["group"].fillna("")  # '' = pooled (the column is part of the primary key)
+    wh.insert_df("thresholds", rows[list(THRESHOLD_COLUMNS)], con)
+    return version
+
+
+def _has_router_column(wh: Warehouse) -> bool:
+    """Whether `thresholds` names each table's router (schema ≥ 6); an older warehouse read as it is holds CR²'s only."""
+    from warehouse.db import READABLE_OLD_VERSIONS
+
+    return getattr(wh, "schema_version", None) not in READABLE_OLD_VERSIONS
+
+
+def threshold_router(wh: Warehouse, version: int) -> str | None:
+    """The router threshold-table `version` deploys ('cr2', or a certified '<router>@<rule>'), or None when there is none."""
+    if not _has_router_column(wh):
+        return CR2_ROUTER if wh.scalar("SELECT count(*) FROM thresholds WHERE version = ?", [int(version)]) else None
+    return wh.scalar("SELECT any_value(router) FROM thresholds WHERE version = ?", [int(version)])
+
+
+def newest_threshold_dist(wh: Warehouse) -> str | None:
+    """The state distribution CR²'s newest threshold table was calibrated under (None: no table yet)."""
+    from warehouse.routing_data import named_query
+
+    if not _has_router_column(wh):
+        return wh.scalar("SELECT dist_id FROM thresholds ORDER BY version DESC LIMIT 1")
+    return wh.scalar(named_query("drift_newest_threshold_dist"))
 
 
 def write_thresholds_version(home: str | Path, version: int) -> None:
@@ -127,23 +160,36 @@ def read_thresholds_version(home: str | Path) -> int | None:
         return None
 
 
-def newest_threshold_version(wh: Warehouse) -> int:
-    """The newest threshold-table version (an error naming the fix when there is none)."""
-    version = wh.scalar("SELECT max(version) FROM thresholds")
+def newest_threshold_version(wh: Warehouse, router: str = CR2_ROUTER) -> int:
+    """The newest threshold-table version of `router` (CR²'s by default; a certified router's: '<router>@<rule>');
+    an error naming the fix when there is none."""
+    if not _has_router_column(wh):
+        version = wh.scalar("SELECT max(version) FROM thresholds") if router == CR2_ROUTER else None
+    else:
+        version = wh.scalar("SELECT max(version) FROM thresholds WHERE router = ?", [router])
     if version is None:
-        raise UncalibratedOperatingPointError("no threshold table in the warehouse; run `cr2 calibrate` (or `cr2 run`)")
+        if router == CR2_ROUTER:
+            raise UncalibratedOperatingPointError("no threshold table in the warehouse; run `cr2 calibrate` (or `cr2 run`)")
+        raise UncalibratedOperatingPointError(f"no threshold table of router '{router}'; run `cr2 run` (its certify "
+                                              "stage calibrates every certified router of certify.routers × certify.rules)")
     return int(version)
 
 
-def load_threshold_table(wh: Warehouse, version: int | None = None) -> ThresholdTable | GroupedThresholdTable:
-    """The threshold table of `version` (default: the newest) from the warehouse (Mondrian: a GroupedThresholdTable)."""
+def load_threshold_table(wh: Warehouse, version: int | None = None,
+                         router: str = CR2_ROUTER) -> ThresholdTable | GroupedThresholdTable:
+    """The threshold table of `version` (default: `router`'s newest) from the warehouse (Mondrian: a
+    GroupedThresholdTable); a version that calibrates another router's score is an error."""
     if version is None:
-        version = newest_threshold_version(wh)
+        version = newest_threshold_version(wh, router)
     df = wh.df("SELECT * FROM thresholds WHERE version = ?", [int(version)])
     if df.empty:
         raise UncalibratedOperatingPointError(f"no threshold table version {version}; see `cr2 sql \"SELECT DISTINCT version "  # sql-text: shown to the user, never run
                                               "FROM thresholds\"`")
-    return table_from_records(df.to_dict("records"))
+    stored = str(df["router"].iloc[0]) if "router" in df.columns else CR2_ROUTER
+    if stored != router:
+        raise UncalibratedOperatingPointError(f"threshold table version {version} calibrates router '{stored}', not "
+                                              f"'{router}'; pick a version of '{router}'")
+    return table_from_records(df.drop(columns=["router"], errors="ignore").to_dict("records"))
 
 
 # ---------------------------------------------------------------- baselines
@@ -189,6 +235,21 @@ def write_ablation(wh: Warehouse, run_id: str, methods: pd.DataFrame, metrics: p
         con.execute("DELETE FROM methods WHERE run_id = ? AND method LIKE 'ablation:%'", [run_id])
         wh.insert_df("methods", methods[list(METHOD_COLUMNS)], con)
         wh.insert_df("metrics", metrics, con)
+
+
+def write_certified(wh: Warehouse, run_id: str, tables: dict[str, ThresholdTable], methods: pd.DataFrame,
+                    decisions: pd.DataFrame, metrics: pd.DataFrame) -> dict[str, int]:
+    """In one transaction: store every certified router's threshold table (name '<router>@<rule>' → table; each the
+    next version of `thresholds` under that name) and replace the certified rows (methods '<router>@…') of evaluation
+    run `run_id` — methods, per-query decisions and metrics. Returns name → version."""
+    with wh.transaction() as con:
+        for t in ("metrics", "decisions", "methods"):
+            con.execute(f"DELETE FROM {relation(t)} WHERE run_id = ? AND method LIKE '%@%'", [run_id])
+        versions = {name: _insert_thresholds(wh, con, table, name) for name, table in tables.items()}
+        wh.insert_df("methods", methods[list(METHOD_COLUMNS)], con)
+        wh.insert_df("decisions", decisions, con)
+        wh.insert_df("metrics", metrics, con)
+    return versions
 
 
 def eval_run(wh: Warehouse, run_id: str) -> dict[str, Any]:

@@ -140,6 +140,7 @@ CREATE TABLE IF NOT EXISTS thresholds (
     created_at       TIMESTAMP NOT NULL,
     delta            DOUBLE,             -- ltt: P(some λ of the version has risk > α) ≤ δ, per α; NULL otherwise
     "group"          VARCHAR NOT NULL DEFAULT '',  -- Mondrian: 'attribute=value' (e.g. 'benchmark=gpqa'); '' pooled
+    router           VARCHAR NOT NULL DEFAULT 'cr2',  -- the router it deploys: 'cr2', or a certified '<router>@<rule>' (cr2.certify)
     PRIMARY KEY (version, lam, alpha, "group")
 );
 
@@ -216,7 +217,7 @@ CREATE TABLE IF NOT EXISTS methods (
     run_id      VARCHAR NOT NULL,
     method      VARCHAR NOT NULL,        -- as in metrics.method
     router      VARCHAR NOT NULL,        -- the catalogue entry it comes from
-    kind        VARCHAR NOT NULL,        -- cr2 | cr2-rule | cr2-risk-rule | cr2-rate | uncalibrated | cr2-variant | cr2-resplit | ablation | reference | baseline | baseline-variant
+    kind        VARCHAR NOT NULL,        -- cr2 | cr2-rule | cr2-risk-rule | cr2-rate | uncalibrated | cr2-variant | cr2-resplit | ablation | reference | baseline | baseline-variant | certified | uncertified-router
     learned     BOOLEAN NOT NULL,        -- fitted on train (compared at fixed accuracy)
     display     VARCHAR NOT NULL,        -- name in figures and tables
     colour      VARCHAR NOT NULL,        -- colour in figures

@@ -195,6 +195,18 @@ class CR2Router:
             out[:, positive] = self._gate_score(embedding, lam_arr[positive])
         return out
 
+    def local_score(self, batch: RoutingSet, lam: float | np.ndarray) -> np.ndarray:
+        """Return the gate scores s_φ(e(x), λ) of `batch` (float32; −∞ at λ = 0): the score a certified `cr2@<rule>`
+        calibrates (cr2.certify), in place of a margin of the teacher's p."""
+        self._check_fitted()
+        self._check_pool(batch)
+        return self.scores(batch.embedding, lam)
+
+    def local_score_fingerprint(self) -> str:
+        """The fingerprint a certified CR²'s thresholds are bound to: the gate's (what local_score depends on)."""
+        self._check_fitted()
+        return self.gate_fingerprint_
+
     def calibration_inputs(self, val: RoutingSet, lams: Sequence[float],
                            risk: str = "teacher-disagreement") -> tuple[np.ndarray, np.ndarray]:
         """Return (scores, risks) on a calibration set: float32 s_i(λ_j) and bool r_i(λ_j), both [n, n_lam].
