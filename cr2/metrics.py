@@ -169,15 +169,20 @@ def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np
     calibrates τ*(α) on n_calib random points and measures R̂ on the rest — the Monte-Carlo check of E[R] ≤ α.
     rule / delta: as cr2.crc.calibrate_thresholds takes them (δ for one λ, for the ltt rules).
     """
-    from cr2.crc import accept, calibrate_thresholds
+    from cr2.crc.rules import _check_pair, allowed_risky_count, thresholds_from_risky
 
-    out = np.empty((n_resplits, len(alphas)))
+    scores, risks = _check_pair(scores, risks)
+    k = allowed_risky_count(n_calib, alphas, rule, delta)  # the same for every re-split: N and α are fixed
+    wide = scores.astype(np.float64)  # 1[s ≥ τ] decided exactly, as cr2.crc.accept decides it
+    n_test = len(scores) - n_calib
+    out = np.empty((n_resplits, len(k)))
     for b in range(n_resplits):
         perm = rng.permutation(len(scores))
         cal, test = perm[:n_calib], perm[n_calib:]
-        taus = calibrate_thresholds(scores[cal], risks[cal], alphas, rule, delta)
-        for j, tau in enumerate(taus):
-            out[b, j] = np.mean(accept(scores[test], tau) & risks[test])
+        taus = thresholds_from_risky(np.sort(scores[cal][risks[cal]])[::-1], k, scores.dtype)
+        risky_test = np.sort(wide[test][risks[test]])
+        # R̂ = #{test i : r_i = 1, s_i ≥ τ} / n_test, per α
+        out[b] = (len(risky_test) - np.searchsorted(risky_test, taus, side="left")) / n_test
     return out
 
 

@@ -198,21 +198,32 @@ def calibrate_thresholds(
     level for this one score (calibrate_table divides the table's δ over the λ grid).
     """
     scores, risks = _check_pair(scores, risks)
+    k = allowed_risky_count(len(scores), alphas, rule, delta)
+    # eq. (tau_star): τ* = inf{τ : (d_τ + 1)/(N + 1) ≤ α} = next score above v_{k+1}
+    return _threshold_from_risky(np.sort(scores[risks])[::-1], k, scores.dtype)
+
+
+def allowed_risky_count(n_calib: int, alphas: Sequence[float] | np.ndarray, rule: Rule = "crc",
+                        delta: float | None = None) -> np.ndarray:
+    """Per α, how many risky calibration points a calibrated rule may accept among N = n_calib (−1: none
+    qualifies) — all a rule's threshold depends on besides the risky scores themselves."""
     alpha = _alphas(alphas)
-    risky_desc = np.sort(scores[risks])[::-1]
     procedure = rule_spec(rule).procedure
     if procedure not in ("crc", "empirical", "ltt"):
         raise InvalidValueError(f"rule '{rule}' is not calibrated from risks; calibrated rules: {', '.join(RULES)}")
     if procedure == "ltt":
         if delta is None:
             raise InvalidValueError("rule 'ltt' needs δ (the probability that some threshold misses α), e.g. delta=0.1")
-        k = ltt_max_risky_count(len(scores), alpha, float(delta))
-    else:
-        if delta is not None:
-            raise InvalidValueError(f"δ applies to the ltt rules only; rule '{rule}' takes no δ")
-        k = max_risky_count(len(scores), alpha, procedure)
-    # eq. (tau_star): τ* = inf{τ : (d_τ + 1)/(N + 1) ≤ α} = next score above v_{k+1}
-    return _threshold_from_risky(risky_desc, k, scores.dtype)
+        return ltt_max_risky_count(n_calib, alpha, float(delta))
+    if delta is not None:
+        raise InvalidValueError(f"δ applies to the ltt rules only; rule '{rule}' takes no δ")
+    return max_risky_count(n_calib, alpha, procedure)
+
+
+def thresholds_from_risky(risky_desc: np.ndarray, k: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """τ per allowed count k (allowed_risky_count) from the calibration set's risky scores sorted descending:
+    what calibrate_thresholds returns, for callers that re-calibrate many times on one N (re-splits)."""
+    return _threshold_from_risky(risky_desc, np.asarray(k), np.dtype(dtype))
 
 
 def calibrate_threshold(scores: np.ndarray, risks: np.ndarray, alpha: float) -> float:
