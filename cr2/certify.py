@@ -267,8 +267,15 @@ class CertifiedRouter:
         return certified_name(self.router_name, self.rule)
 
     def fingerprint(self) -> str:
-        """The fingerprint of the score the thresholds are bound to (score_fingerprint of the router)."""
-        return score_fingerprint(self.router)
+        """The fingerprint of the score the thresholds are bound to (score_fingerprint of the router).
+
+        Computed once per wrapped router and kept: a fitted router's fingerprint hashes its whole state (KNN: the
+        train index, megabytes), and every τ lookup checks it — per query when served. The wrapped router is
+        fitted and frozen; a refitted router gets a new CertifiedRouter."""
+        cached = getattr(self, "_fingerprint", None)
+        if cached is None or cached[0] is not self.router:
+            cached = self._fingerprint = (self.router, score_fingerprint(self.router))
+        return cached[1]
 
     def scores(self, batch: RoutingSet, lams: float | Sequence[float] | np.ndarray,
                p_hat: np.ndarray | None = None) -> np.ndarray:

@@ -43,10 +43,7 @@ from cr2.embed import ENCODER_NAME
 from cr2.errors import DataValidationError
 from cr2.runtime import (
     CERTIFIED_FILES,
-    CERTIFIED_FORMAT,
-    COSTS_FILE,
     EXPORT_FILES,
-    ROUTER_FILE,
     GATE_FILE,
     INPUT_EMBEDDING,
     INPUT_LAM,
@@ -316,97 +313,4 @@ def export_gate(gate: Any, table: ThresholdTable | GroupedThresholdTable, out_di
     return {**manifest, "dir": str(out_dir)}
 
 
-CERTIFIED_PROBES = 256  # random unit embeddings × random ĉ whose decisions the written export must reproduce
-
-
-def export_certified(certified: Any, out_dir: str | Path, costs: dict[str, Any],
-                     encoder_name: str = ENCODER_NAME, seed: int = 0) -> dict[str, Any]:
-    """Write a certified router's device export to out_dir atomically; return the manifest (with `dir`).
-
-        router.npz        the fitted router's state (OneShotRouter.save; KNN: its index, train embeddings + correctness)
-        thresholds.json   τ(λ; α) of '<router>@<rule>' (cr2-thresholds/1; the fingerprint is the router's score's)
-        costs.json        `costs`: the pool in order and the inputs of ĉ (cost scales, L̂_out, the cost-model config)
-        manifest.json     the certified name, the score, the encoder, every file's sha256 and bytes, and the parity
-
-    certified: a cr2.certify.CertifiedRouter with its table set, around a router that saves its state (the catalogued
-    baselines; CR²'s gate is exported by export_gate). Before anything is written the export is read back with
-    cr2.runtime.DeviceCertifiedRouter and must decide exactly as `certified` on CERTIFIED_PROBES probe queries at
-    every (λ, α) of the table (DataValidationError otherwise; out_dir is then left as it was).
-    """
-    import cr2
-    from cr2.runtime import DeviceCertifiedRouter
-
-    table = getattr(certified, "threshold_table_", None)
-    if table is None:
-        raise DataValidationError(f"certified router '{certified.name}' has no threshold table to export; calibrate it "
-                                  "or set its stored table first")
-    if not callable(getattr(certified.router, "save", None)) or not hasattr(certified.router, "model_ids_"):
-        raise DataValidationError(f"'{certified.name}': the router {type(certified.router).__name__} has no saved state "
-                                  "to export; export CR² with `cr2 export-gate` (no --rule)")
-    model_ids = list(costs.get("models") or [])
-    if model_ids != list(certified.router.model_ids_):
-        raise DataValidationError(f"costs['models'] {model_ids} is not the router's pool {list(certified.router.model_ids_)}")
-    out_dir = Path(out_dir).absolute()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
-        fingerprint = certified.router.save(tmp / ROUTER_FILE)
-        (tmp / THRESHOLDS_FILE).write_text(json.dumps(thresholds_json(table), indent=1) + "\n", encoding="utf-8")
-        (tmp / COSTS_FILE).write_text(json.dumps(costs, indent=1) + "\n", encoding="utf-8")
-        risk = rule_risk(table.rule)
-        manifest = {
-            "format": CERTIFIED_FORMAT,
-            "cr2_version": getattr(cr2, "__version__", None),
-            "router": certified.name,
-            "router_fingerprint": fingerprint,
-            "score": ("the router's own local_score" if callable(getattr(certified.router, "local_score", None)) else
-                      "utility margin s = (p̂_0 − λ·ĉ_0) − max_edge (p̂_m − λ·ĉ_m), float64 (cr2.certify.margin_score)"),
-            "encoder": {"name": encoder_name, "embedding_dim": int(certified.router.embed_dim_), "pooling": "mean",
-                        "normalize": "l2", "text": "cr2.embed.router_text(question, choices)"},
-            "thresholds": {"file": THRESHOLDS_FILE, "dist_id": table.dist_id, "n_lam": len(table.lams),
-                           "n_alpha": len(table.alphas), "n_calib": int(table.n_calib), "rule": table.rule,
-                           "risk": None if risk is None else risk.name, "score_dtype": table.score_dtype},
-            "decision": "accept locally (m0) iff score >= tau(lam; alpha), else argmax over edge models of "
-                        "p_hat_m - lam * c_hat_m (cr2.certify.certified_decisions); load with "
-                        "cr2.runtime.DeviceCertifiedRouter",
-            "files": {name: {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
-                      for name in CERTIFIED_FILES},
-        }
-        manifest["bytes_total"] = sum(f["bytes"] for f in manifest["files"].values())
-        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-        manifest["parity"] = _certified_parity(certified, DeviceCertifiedRouter.load(tmp), table, seed)
-        if manifest["parity"]["n_decisions_differing"]:
-            raise DataValidationError(f"the export of '{certified.name}' decides {manifest['parity']['n_decisions_differing']}"
-                                      f" probe queries unlike the host; nothing was written to {out_dir}")
-        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-        _replace_dir(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return {**manifest, "dir": str(out_dir)}
-
-
-def _certified_parity(certified: Any, device: Any, table: ThresholdTable, seed: int) -> dict[str, Any]:
-    """How the read-back export decides against the host on random unit embeddings and costs at every (λ, α)."""
-    from cr2.certify import request_set
-
-    rng = np.random.default_rng(seed)
-    dim, model_ids = int(certified.router.embed_dim_), list(certified.router.model_ids_)
-    emb = rng.standard_normal((CERTIFIED_PROBES, dim)).astype(np.float32)
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    cost = rng.uniform(0.0, 2.0, (CERTIFIED_PROBES, len(model_ids))).astype(np.float32)
-    batch = request_set(emb, cost, model_ids)
-    # p̂ once per side (the neighbour search is the expensive part), then every (λ, α) on each side's own p̂
-    p_host, p_dev = certified.predict_proba(batch), device.certified.predict_proba(batch)
-    differing = 0
-    for lam in table.lams:
-        for alpha in table.alphas:
-            host = certified.decide(batch, lam, alpha, p_hat=p_host)
-            dev = device.certified.decide(batch, lam, alpha, p_hat=p_dev)
-            differing += int((host.chosen != dev.chosen).sum())
-    return {"n_probe": CERTIFIED_PROBES, "n_lam": len(table.lams), "n_alpha": len(table.alphas),
-            "max_abs_p_hat_diff": float(np.abs(p_host.astype(np.float64) - p_dev).max()),
-            "n_decisions_differing": differing}
-
-
-__all__ = ["OPSET", "PARITY_ATOL", "export_certified", "export_gate", "read_threshold_table", "thresholds_json"]
+__all__ = ["OPSET", "PARITY_ATOL", "export_gate", "read_threshold_table", "thresholds_json"]

@@ -14,8 +14,7 @@ import only numpy): no torch and no training code, so it runs where only onnxrun
 file formats are defined here (DeviceThresholds.to_json / from_json); cr2.export writes them. The thresholds
 themselves are cr2.crc's ThresholdTable / GroupedThresholdTable — one lookup and validation for host and device.
 
-A certified router's export (DeviceCertifiedRouter) is read with the library's own router class and
-cr2.certify (for KNN: numpy only, no onnxruntime), so the device decides exactly as the host.
+A certified router's export has its own format (constants below; written and read by cr2.certified_export).
 """
 from __future__ import annotations
 
@@ -419,75 +418,5 @@ class DeviceGate:
 
 
 
-class DeviceCertifiedRouter:
-    """A certified router `<router>@<rule>` exported by `cr2 export-gate --router … --rule …`: decide(e, ĉ, λ, α).
-
-    The export holds the fitted router's state (router.npz; for KNN its index: the L2-normalised train embeddings
-    [n_train, 384] float32 and their correctness [n_train, M] float32, whose k-neighbour mean is p̂), the threshold
-    table (thresholds.json, bound to the router's fingerprint), the pool and the inputs of the decision cost ĉ
-    (costs.json) and a manifest with every file's sha256. The decision is the library's own: the router class is
-    loaded from its catalogue name (KNN imports numpy only) and cr2.certify.CertifiedRouter decides, so a device and
-    the host give the same decision on the same e(x) and ĉ. ĉ_m(x, ξ) [n, M] is the caller's: computed from the
-    device's channel state with cr2.cost.compute_costs and the inputs in costs.json, as `cr2 route` computes it.
-    """
-
-    def __init__(self, directory: Path, manifest: dict[str, Any], certified: Any, thresholds: DeviceThresholds,
-                 costs: dict[str, Any]) -> None:
-        self.directory, self.manifest, self.certified = directory, manifest, certified
-        self.thresholds, self.costs = thresholds, costs
-        self.name: str = manifest["router"]
-        self.model_ids: tuple[str, ...] = tuple(costs["models"])
-
-    @classmethod
-    def load(cls, directory: str | Path) -> "DeviceCertifiedRouter":
-        """Return the certified router exported to `directory`, after checking every file's sha256 (a missing,
-        altered or mismatched file is a DataValidationError naming the fix)."""
-        from cr2.certify import CertifiedRouter, parse_certified_name
-        from cr2.routers import load_router
-
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise DataValidationError(f"{directory}: no such export directory; write one with "
-                                      f"`cr2 export-gate {directory} --router knn --rule crc-avoidable`")
-        where = directory / MANIFEST_FILE
-        manifest = _read_json(where)
-        _require(manifest, ("format", "router", "files"), where)
-        if manifest["format"] != CERTIFIED_FORMAT:
-            raise DataValidationError(f"{where}: format {manifest['format']!r}, expected {CERTIFIED_FORMAT!r} (a CR² "
-                                      "gate export is read with DeviceGate.load)")
-        for name in CERTIFIED_FILES:
-            entry = manifest["files"].get(name) if isinstance(manifest["files"], dict) else None
-            expected = entry.get("sha256") if isinstance(entry, dict) else None
-            path = directory / name
-            if expected is None or not path.is_file():
-                raise DataValidationError(f"{path}: missing or not in the manifest; copy the whole export directory")
-            if sha256_file(path) != expected:
-                raise DataValidationError(f"{path}: sha256 does not match the manifest's; the file was altered or damaged "
-                                          "in transfer: copy the export directory again, or re-export")
-        thresholds = DeviceThresholds.from_json(_read_json(directory / THRESHOLDS_FILE), directory / THRESHOLDS_FILE)
-        costs = _read_json(directory / COSTS_FILE)
-        _require(costs, ("models",), directory / COSTS_FILE)
-        name = parse_certified_name(manifest["router"])
-        router = load_router(directory / ROUTER_FILE)  # verifies the state against its stored fingerprint
-        if isinstance(thresholds.table, GroupedThresholdTable):
-            raise DataValidationError(f"{directory / THRESHOLDS_FILE}: per-group thresholds; a certified router's table "
-                                      "is pooled — re-export it with `cr2 export-gate --router … --rule …`")
-        certified = CertifiedRouter(router, name.router, name.rule).set_threshold_table(thresholds.table)
-        return cls(directory, manifest, certified, thresholds, costs)
-
-    def decide(self, embedding: np.ndarray, decision_cost: np.ndarray, lam: float, alpha: float) -> Any:
-        """The certified decisions (cr2.data.Decisions: chosen pool index, accepted_local, score) for e(x) [n, d]
-        and ĉ [n, M] at a calibrated (λ, α); an off-grid λ or α is an error naming the grid."""
-        from cr2.certify import request_set
-
-        emb = np.asarray(embedding, dtype=np.float32)
-        emb = emb[None, :] if emb.ndim == 1 else emb
-        cost = np.asarray(decision_cost, dtype=np.float32)
-        cost = cost[None, :] if cost.ndim == 1 else cost
-        if cost.shape != (len(emb), len(self.model_ids)):
-            raise DataValidationError(f"decision_cost has shape {cost.shape}, expected [n, M] = [{len(emb)}, "
-                                      f"{len(self.model_ids)}] (pool {', '.join(self.model_ids)})")
-        return self.certified.decide(request_set(emb, cost, self.model_ids), float(lam), float(alpha))
-
-__all__ = ["DeviceCertifiedRouter", "DeviceDecision", "DeviceGate", "DeviceThresholds", "decode_tau", "encode_tau",
+__all__ = ["DeviceDecision", "DeviceGate", "DeviceThresholds", "decode_tau", "encode_tau",
            "sha256_file"]

@@ -183,7 +183,7 @@ def test_cli_route_errors_name_the_fix(deployed, args, message):
 
 # ---------------------------------------------------------------- export
 def test_export_certified_knn_is_self_contained_and_decides_like_the_host(deployed, tmp_path):
-    from cr2.runtime import DeviceCertifiedRouter
+    from cr2.certified_export import DeviceCertifiedRouter
     from warehouse.routing_data import load_routing_sets
 
     out = tmp_path / "knn-export"

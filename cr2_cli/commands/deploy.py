@@ -114,7 +114,7 @@ def export_gate(out: Path = typer.Argument(..., help="output folder for the expo
 def _export_certified(cfg, home: Path, out: Path, version: Optional[int], name: str) -> None:
     """`cr2 export-gate --router R --rule X`: the certified router's state, table, cost inputs and manifest."""
     from cr2.deployment import decision_cost_inputs, deployed_router
-    from cr2.export import export_certified
+    from cr2.certified_export import export_certified
     from warehouse.deployment import read_deployment
 
     deployment = read_deployment(home, cfg, version, name)
