@@ -148,6 +148,23 @@ def score_fingerprint(router: Any) -> str:
     return str(fn() if callable(fn) else router.fingerprint())
 
 
+def request_set(embedding: np.ndarray, decision_cost: np.ndarray, model_ids: Sequence[str],
+                benchmark: str = "request") -> RoutingSet:
+    """Return the RoutingSet of queries being routed now: e(x) [n, d] and ĉ_m(x, ξ) [n, M], nothing else.
+
+    At request time correctness is unknown and no model has run, so `correct` is all False and the realised cost is
+    the estimate itself: a certified decision reads only the embedding and decision_cost (module docstring), and a
+    request set has nothing else to leak into it. ĉ is rounded to float32, as the warehouse stores the ĉ the table was
+    calibrated on (warehouse/routing_data.py), so a request's margin is computed from ĉ of the same precision.
+    """
+    emb = np.asarray(embedding, dtype=np.float32)
+    cost = np.asarray(decision_cost, dtype=np.float32)
+    n = len(emb)
+    return RoutingSet(query_id=np.array([f"request-{i}" for i in range(n)]), benchmark=np.full(n, benchmark),
+                      embedding=emb, correct=np.zeros((n, len(model_ids)), dtype=bool), cost=cost,
+                      model_ids=tuple(model_ids), cost_est=cost)
+
+
 # ---------------------------------------------------------------- calibration
 def calibration_risks(rule: str, val: RoutingSet, lams: Sequence[float] | np.ndarray,
                       teacher_proba: np.ndarray | None = None) -> np.ndarray:
@@ -250,8 +267,15 @@ class CertifiedRouter:
         return certified_name(self.router_name, self.rule)
 
     def fingerprint(self) -> str:
-        """The fingerprint of the score the thresholds are bound to (score_fingerprint of the router)."""
-        return score_fingerprint(self.router)
+        """The fingerprint of the score the thresholds are bound to (score_fingerprint of the router).
+
+        Computed once per wrapped router and kept: a fitted router's fingerprint hashes its whole state (KNN: the
+        train index, megabytes), and every τ lookup checks it — per query when served. The wrapped router is
+        fitted and frozen; a refitted router gets a new CertifiedRouter."""
+        cached = getattr(self, "_fingerprint", None)
+        if cached is None or cached[0] is not self.router:
+            cached = self._fingerprint = (self.router, score_fingerprint(self.router))
+        return cached[1]
 
     def scores(self, batch: RoutingSet, lams: float | Sequence[float] | np.ndarray,
                p_hat: np.ndarray | None = None) -> np.ndarray:

@@ -14,6 +14,13 @@ validity check (tasks/guarantees.py) all read them — also after `cr2 recalibra
 another state distribution than the config's. (Before issue 29, the validity check took the config's
 distribution; for a table calibrated under the config, as in `cr2 run`, the two are the same rows.)
 
+Which router a deployment routes with (one definition, `deployed_name`): CR² itself ('cr2', its table from
+`cr2 calibrate`), or a certified router `<router>@<rule>` (cr2.certify: a catalogued router's score and the
+table the certify stage of `cr2 run` stored under that name). A certified router decides with exactly
+CR²'s request-time inputs — the embedding from the same encoder, λ, α and the decision cost ĉ computed
+from the same channel state and output-length estimates — through CertifiedRouter.decide; it never sees
+realised cost or correctness (cr2.certify.request_set).
+
 Pure: no database here. `Deployment` is what the warehouse holds about a deployment;
 warehouse/deployment.py reads it (read_deployment), and the CLI, `cr2 serve` and the tasks pass it in.
 """
@@ -29,7 +36,28 @@ import numpy as np
 from cr2.config import Config, StateDistribution
 from cr2.crc import GroupedThresholdTable, ThresholdTable, rule_for, rule_risk
 from cr2.data import RoutingSet
-from cr2.errors import DataValidationError, UncalibratedOperatingPointError
+from cr2.errors import DataValidationError, InvalidValueError, UncalibratedOperatingPointError
+
+CR2 = "cr2"  # the deployed name of CR² with its own table (`cr2 calibrate`); any other is '<router>@<rule>'
+
+
+def deployed_name(router: str = CR2, rule: str | None = None) -> str:
+    """Return the name of the router to deploy: 'cr2' (CR² with its calibrated table) or '<router>@<rule>'.
+
+    `--router cr2` alone is CR² as always; any other router needs a rule, and `--router cr2 --rule R` deploys
+    CR²'s gate score certified by the certify stage under R ('cr2@R'). An unknown or uncertifiable router or an
+    unknown rule is an error with a did-you-mean (cr2.certify.parse_certified_name).
+    """
+    from cr2.certify import certified_name, parse_certified_name
+    from cr2.crc import RULES
+
+    if rule is None:
+        if router == CR2:
+            return CR2
+        parse_certified_name(certified_name(router, RULES[0]))  # an unknown router fails here, with a did-you-mean
+        raise InvalidValueError(f"router '{router}' is deployed certified: add --rule, e.g. --router {router} "
+                                f"--rule crc-avoidable (rules: {', '.join(RULES)})")
+    return str(parse_certified_name(certified_name(router, rule)))
 
 
 # ---------------------------------------------------------------- which rows a deployment calibrates on
@@ -63,11 +91,14 @@ class Deployment:
 
     version: int  # the `thresholds` version
     table: ThresholdTable | GroupedThresholdTable
-    trained: dict  # {"teacher": {"path", "fingerprint"}, "gate": {"path", "fingerprint"}}: the table's gate + teacher
+    # the artefacts the table's score comes from: CR²'s {"teacher": {"path", "fingerprint"}, "gate": {…}} (for 'cr2'
+    # and 'cr2@<rule>'), or a fitted router's {"router": {"name", "path", "fingerprint"}}
+    trained: dict
     split: CalibrationSplit  # calibration_split(config, table)
     load_sets: Callable[[tuple[str, ...]], dict[str, RoutingSet]]  # splits → RoutingSet of `split`'s rows (lazy)
     cost_scales: dict | None = None  # {t0_s, e0_j, output_token_estimates} of the table's states and labels
     state_spec: dict | None = None  # the stored spec of the table's state distribution
+    router: str = CR2  # the deployed name: 'cr2' or a certified '<router>@<rule>' (deployed_name)
 
     def calibration_set(self) -> RoutingSet:
         """Return the calibration split's RoutingSet (an error naming the fix when it is empty)."""
@@ -79,10 +110,45 @@ class Deployment:
 
 
 def deployed_router(config: Config, deployment: Deployment, num_threads: int = 1) -> Any:
-    """Return the deployed CR2Router: the table's trained teacher and gate, with the table set."""
+    """Return the deployed router with its table set: the CR2Router of the table's teacher and gate ('cr2'), or the
+    CertifiedRouter of a certified name (the fitted router, or CR² by its gate score for 'cr2@<rule>')."""
     from cr2.routers.cr2_router import CR2Router
 
-    return CR2Router.from_config(config, deployment.trained, num_threads=num_threads).set_threshold_table(deployment.table)
+    if deployment.router == CR2:
+        return CR2Router.from_config(config, deployment.trained, num_threads=num_threads).set_threshold_table(
+            deployment.table)
+    from cr2.certify import CertifiedRouter, parse_certified_name
+    from cr2.routers import use_catalogues
+
+    use_catalogues(config.baselines.catalogues)  # a router added from outside the package is found by its name
+    name = parse_certified_name(deployment.router)
+    if name.router == CR2:
+        base = CR2Router.from_config(config, deployment.trained, num_threads=num_threads)
+    else:
+        from cr2.routers import load_router
+
+        base = load_router(deployment.trained["router"]["path"])
+    return CertifiedRouter(base, name.router, name.rule).set_threshold_table(deployment.table)
+
+
+def decision_cost_inputs(config: Config, deployment: Deployment) -> dict[str, Any]:
+    """Return what a device needs to compute a query's decision cost ĉ as `cr2 route` does (JSON-ready): the pool in
+    order, the fixed normalisation T0/E0 of the stored costs, L̂_out per benchmark and model, the table's state
+    distribution and the cost-model sections cr2.cost.compute_costs reads (models, hardware, communication, power,
+    cost with normalisation 'fixed')."""
+    sc, spec = _require_costs(deployment)
+    cost = config.cost.model_copy(update={"normalisation": "fixed", "t0_s": sc["t0_s"], "e0_j": sc["e0_j"]})
+    estimates = sc.get("output_token_estimates") or {
+        b: [float(v)] * len(config.models) for b, v in config.cost.default_output_tokens.items()}
+    return {"models": [m.id for m in config.models], "t0_s": float(sc["t0_s"]), "e0_j": float(sc["e0_j"]),
+            "output_token_estimates": estimates, "state_distribution": spec,
+            "cost_model": {"models": [m.model_dump(mode="json") for m in config.models],
+                           "reference_model": config.reference_model,
+                           "hardware": config.hardware.model_dump(mode="json"),
+                           "communication": config.communication.model_dump(mode="json"),
+                           "power": config.power.model_dump(mode="json"), "cost": cost.model_dump(mode="json")},
+            "computed_by": "cr2.cost.compute_costs(prompt_tokens, output_token_estimates[benchmark], rate_ul, rate_dl, "
+                           "...).cost_norm, rates from cr2.channel for the device's channel state"}
 
 
 # ---------------------------------------------------------------- one validation of a routing request
@@ -160,7 +226,8 @@ class OnlineRouter:
         encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
                                cache_dir=cache_root / "encoders")
         counter = qwen_token_counter(cache_root / "tokenizers")
-        return cls._of(config, deployment, encoder, counter, threading.Lock())
+        klass = cls if deployment.router == CR2 else CertifiedOnlineRouter
+        return klass._of(config, deployment, encoder, counter, threading.Lock())
 
     @classmethod
     def _of(cls, config: Config, deployment: Deployment, encoder: Any, counter: Any, lock: Any) -> "OnlineRouter":
@@ -179,11 +246,17 @@ class OnlineRouter:
         shares this one's encoder, tokenizer and lock: a live server swaps to it without loading them again."""
         return type(self)._of(self.config, deployment, self.encoder, self.counter, self._lock)
 
+    @property
+    def name(self) -> str:
+        """The deployed router's name: 'cr2', or a certified '<router>@<rule>'."""
+        return CR2 if self.deployment is None else self.deployment.router
+
     def risk(self) -> dict:
-        """The calibration rule of the deployed table and the risk its α bounds (issue 26; cr2.crc.RISKS)."""
+        """The deployed router's name, the calibration rule of its table and the risk its α bounds (cr2.crc.RISKS)."""
         rule = self.router.threshold_table_.rule
         r = rule_risk(rule)
-        return {"rule": rule, "risk": None if r is None else r.name, "risk_display": None if r is None else r.display}
+        return {"router": self.name, "rule": rule, "risk": None if r is None else r.name,
+                "risk_display": None if r is None else r.display}
 
     def describe(self) -> dict:
         table = self.router.threshold_table_
@@ -217,39 +290,59 @@ class OnlineRouter:
     def route(self, question: str, choices: list[str] | None, lam: float, alpha: float, distance_m: float | None = None,
               benchmark: str = "mmlu", seed: int = 0, tau: float | None = None,
               embedding: np.ndarray | None = None) -> dict:
-        """The CR² decision for one query: accept/defer, score s, τ*, and every model's utility.
+        """The deployed router's decision for one query: accept/defer, score s, τ*, and every model's utility.
 
-        tau: a target-mode choice's own certified τ (issue 21); embedding: e(x) [1, d] when the caller already
-        encoded the text (micro-batching, cr2_cli/serve/batching.py).
+        tau: a target-mode choice's own certified τ; embedding: e(x) [1, d] when the caller already encoded the
+        text (micro-batching, cr2_cli/serve/batching.py).
         """
+        check_route_inputs(question, choices, lam, alpha, distance_m)
+        with self._lock:  # torch modules and the tokenizer are shared across server threads
+            # a target-mode choice brings its own certified τ (calibrated on the threshold half of val)
+            tau = self._tau(float(lam), float(alpha), benchmark) if tau is None else float(tau)
+            emb, prompt_tokens, d, costs = self._request_inputs(question, choices, distance_m, benchmark, seed,
+                                                                embedding)
+            proba, dec = self._decide(emb, costs.cost_norm, float(lam), float(alpha), tau)
+        return self._answer(dec, proba, costs, tau, lam, alpha, d, prompt_tokens)
+
+    def _request_inputs(self, question: str, choices: list[str] | None, distance_m: float | None, benchmark: str,
+                        seed: int, embedding: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+        """What a router may decide one query with: e(x) [1, d], the prompt tokens, the UE–edge distance and the
+        pre-execution costs (ĉ from the estimated output length L̂_out; cost_norm [1, M]) — the same for every
+        deployed router. Called under the lock (the encoder and tokenizer are shared)."""
         from cr2.channel import channel_gain, downlink_rate_bps, sample_states, uplink_rate_bps
         from cr2.cost import compute_costs
         from cr2.embed import embed_texts, router_text
+
+        text = router_text(question, choices)
+        emb = embedding if embedding is not None else embed_texts(
+            [text], progress=False, encoder=self.encoder, max_seq_length=self.config.embedding.max_seq_length)
+        prompt_tokens = np.array(self.counter.count([text]), dtype=float)
+        if distance_m is None:
+            st = sample_states(self.dist, 1, seed)
+            d, g_ul, g_dl = st.distance_m, st.gain_ul, st.gain_dl
+        else:
+            d = np.array([float(distance_m)])
+            g_ul = g_dl = channel_gain(d, np.ones(1), self.dist.path_loss)  # mean fading |z|² = 1
+        estimates = self.output_estimates  # L̂_out per (benchmark, model): the pre-execution estimate
+        if benchmark not in estimates:
+            raise DataValidationError(f"unknown benchmark '{benchmark}' for the output-length estimate; known: "
+                                      f"{', '.join(sorted(estimates))}")
+        out_tokens = np.asarray(estimates[benchmark], dtype=float)[None, :]
+        costs = compute_costs(prompt_tokens, out_tokens, uplink_rate_bps(g_ul, self.config.communication),
+                              downlink_rate_bps(g_dl, self.config.communication), config=self.cost_config)
+        return emb, prompt_tokens, d, costs
+
+    def _decide(self, emb: np.ndarray, decision_cost: np.ndarray, lam: float, alpha: float,
+                tau: float) -> tuple[np.ndarray, Any]:
+        """(p [1, M], Decisions) of CR²: the teacher's p and Algorithm 1 at τ."""
+        proba = self.router.proba(emb)
+        return proba, self.router.decide(emb, decision_cost, lam, alpha, tau=tau, proba=proba)
+
+    def _answer(self, dec: Any, proba: np.ndarray, costs: Any, tau: float, lam: float, alpha: float, d: np.ndarray,
+                prompt_tokens: np.ndarray) -> dict:
+        """The decision as `cr2 route` prints it and `cr2 serve` answers it."""
         from cr2.utility import teacher_utility
 
-        check_route_inputs(question, choices, lam, alpha, distance_m)
-        with self._lock:  # torch modules and the tokenizer are shared across server threads
-            # issue 21: a target-mode choice brings its own certified τ (calibrated on the threshold half of val)
-            tau = self._tau(float(lam), float(alpha), benchmark) if tau is None else float(tau)
-            text = router_text(question, choices)
-            emb = embedding if embedding is not None else embed_texts(
-                [text], progress=False, encoder=self.encoder, max_seq_length=self.config.embedding.max_seq_length)
-            prompt_tokens = np.array(self.counter.count([text]), dtype=float)
-            if distance_m is None:
-                st = sample_states(self.dist, 1, seed)
-                d, g_ul, g_dl = st.distance_m, st.gain_ul, st.gain_dl
-            else:
-                d = np.array([float(distance_m)])
-                g_ul = g_dl = channel_gain(d, np.ones(1), self.dist.path_loss)  # mean fading |z|² = 1
-            estimates = self.output_estimates  # L̂_out per (benchmark, model): the pre-execution estimate
-            if benchmark not in estimates:
-                raise DataValidationError(f"unknown benchmark '{benchmark}' for the output-length estimate; known: "
-                                          f"{', '.join(sorted(estimates))}")
-            out_tokens = np.asarray(estimates[benchmark], dtype=float)[None, :]
-            costs = compute_costs(prompt_tokens, out_tokens, uplink_rate_bps(g_ul, self.config.communication),
-                                  downlink_rate_bps(g_dl, self.config.communication), config=self.cost_config)
-            proba = self.router.proba(emb)
-            dec = self.router.decide(emb, costs.cost_norm, lam, alpha, tau=tau, proba=proba)
         score = dec.score
         util = teacher_utility(proba, costs.cost_norm, lam)[0]
         model_ids = [m.id for m in self.config.models]
@@ -259,7 +352,7 @@ class OnlineRouter:
             "score": float(score[0]), "tau": float(tau), "lam": float(lam), "alpha": float(alpha),
             "distance_m": float(d[0]), "prompt_tokens": int(prompt_tokens[0]), "threshold_dist_id": table.dist_id,
             "thresholds_version": self.version, "label_source": table.label_source,
-            **self.risk(),  # issue 26: what α bounds at this τ
+            **self.risk(),  # the router, and what α bounds at this τ
             "models": [{"model_id": m, "p_correct": float(proba[0, i]), "cost_norm": float(costs.cost_norm[0, i]),
                         "latency_s": float(costs.latency_s[0, i]), "energy_j": float(costs.energy_j[0, i]),
                         "utility": float(util[i])} for i, m in enumerate(model_ids)],
@@ -309,4 +402,31 @@ class OnlineRouter:
         return {**out, "rule": c["rule"], "target_choice": c}  # the target's τ comes from c["rule"] (same risk)
 
 
-__all__ = ["CalibrationSplit", "Deployment", "OnlineRouter", "calibration_split", "check_route_inputs", "deployed_router"]
+class CertifiedOnlineRouter(OnlineRouter):
+    """A deployed certified router `<router>@<rule>`: CR²'s request path (encoder, states, ĉ) with the router's score,
+    its stored table and its own best edge model (CertifiedRouter.decide).
+
+    The answer has CR²'s fields; `score` is the router's local-acceptance score and each model's `p_correct` and
+    `utility` are the router's p̂ and p̂ − λ·ĉ (for 'cr2@<rule>', the teacher's). Off-grid λ or α is an error naming
+    the calibrated grid (no on-demand calibration: a certified table is calibrated by `cr2 run` on its stored
+    scores). Target mode chooses CR²'s operating points only.
+    """
+
+    def _tau(self, lam: float, alpha: float, benchmark: str | None = None) -> float:
+        return self.router.threshold(lam, alpha)
+
+    def _decide(self, emb: np.ndarray, decision_cost: np.ndarray, lam: float, alpha: float,
+                tau: float) -> tuple[np.ndarray, Any]:
+        from cr2.certify import request_set
+
+        batch = request_set(emb, decision_cost, [m.id for m in self.config.models])
+        p_hat = self.router.predict_proba(batch)
+        return p_hat, self.router.decide(batch, lam, alpha, tau=tau, p_hat=p_hat)
+
+    def choose_target(self, target_accuracy: float | None, budget: float | None) -> dict:
+        raise UncalibratedOperatingPointError(f"target mode (--target-accuracy / --budget) chooses CR²'s operating "
+                                              f"points; route '{self.name}' at a calibrated λ and α instead (--lam, --alpha)")
+
+
+__all__ = ["CR2", "CalibrationSplit", "CertifiedOnlineRouter", "Deployment", "OnlineRouter", "calibration_split",
+           "check_route_inputs", "decision_cost_inputs", "deployed_name", "deployed_router"]

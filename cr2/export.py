@@ -42,6 +42,7 @@ from cr2.data import EMBED_DIM
 from cr2.embed import ENCODER_NAME
 from cr2.errors import DataValidationError
 from cr2.runtime import (
+    CERTIFIED_FILES,
     EXPORT_FILES,
     GATE_FILE,
     INPUT_EMBEDDING,
@@ -230,7 +231,7 @@ def _replace_dir(tmp: Path, out_dir: Path) -> None:
         if not out_dir.is_dir():
             raise DataValidationError(f"{out_dir} exists and is not a directory; pick another export directory")
         entries = {p.name for p in out_dir.iterdir()}
-        if entries and not entries <= {MANIFEST_FILE, *EXPORT_FILES}:
+        if entries and not (entries <= {MANIFEST_FILE, *EXPORT_FILES} or entries <= {MANIFEST_FILE, *CERTIFIED_FILES}):
             raise DataValidationError(
                 f"{out_dir} exists and holds files other than a cr2 gate export ({sorted(entries)[:5]}); "
                 "pick an empty or new directory"

@@ -13,6 +13,8 @@ This module imports only numpy, json, hashlib, pathlib and onnxruntime (plus cr2
 import only numpy): no torch and no training code, so it runs where only onnxruntime is installed. The
 file formats are defined here (DeviceThresholds.to_json / from_json); cr2.export writes them. The thresholds
 themselves are cr2.crc's ThresholdTable / GroupedThresholdTable — one lookup and validation for host and device.
+
+A certified router's export has its own format (constants below; written and read by cr2.certified_export).
 """
 from __future__ import annotations
 
@@ -33,6 +35,11 @@ MANIFEST_FILE = "manifest.json"
 GATE_FILE = "gate.onnx"
 THRESHOLDS_FILE = "thresholds.json"
 EXPORT_FILES = (GATE_FILE, THRESHOLDS_FILE)  # the files the manifest hashes
+# a certified router's export (`cr2 export-gate --router knn --rule crc-avoidable`, cr2.export.export_certified)
+CERTIFIED_FORMAT = "cr2-certified-export/1"
+ROUTER_FILE = "router.npz"  # the fitted router's state as OneShotRouter.save writes it (KNN: its index)
+COSTS_FILE = "costs.json"  # the pool and the inputs of the decision cost ĉ (cr2.cost.compute_costs)
+CERTIFIED_FILES = (ROUTER_FILE, THRESHOLDS_FILE, COSTS_FILE)
 INPUT_EMBEDDING, INPUT_LAM, OUTPUT_SCORE = "embedding", "lam", "score"
 
 
@@ -410,4 +417,6 @@ class DeviceGate:
                 f"λ grid {grid_text(t.lams)}, α grid {grid_text(t.alphas)}, dist={t.dist_id})")
 
 
-__all__ = ["DeviceDecision", "DeviceGate", "DeviceThresholds", "decode_tau", "encode_tau", "sha256_file"]
+
+__all__ = ["DeviceDecision", "DeviceGate", "DeviceThresholds", "decode_tau", "encode_tau",
+           "sha256_file"]

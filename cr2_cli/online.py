@@ -1,4 +1,5 @@
-"""Route queries online with the deployed CR² router: the CLI's loaders around cr2.deployment.
+"""Route queries online with a deployed router (CR², or a certified '<router>@<rule>'): the CLI's loaders around
+cr2.deployment.
 
 cr2/deployment.py defines the deployed router (its table, the split it calibrates on, OnlineRouter, target
 selection, route-input validation); warehouse/deployment.py reads a deployment. Here: the two compose.
@@ -9,20 +10,22 @@ from pathlib import Path
 from typing import Any
 
 from cr2.config import Config
-from cr2.deployment import OnlineRouter, check_route_inputs, deployed_router  # noqa: F401  (re-exported)
+from cr2.deployment import CR2, OnlineRouter, check_route_inputs, deployed_router  # noqa: F401  (re-exported)
 from tasks.common import cache_dir
 from warehouse.deployment import read_deployment
 
 
-def load_deployed_router(config: Config, home: str | Path, version: int | None = None) -> tuple[Any, int]:
-    """The deployed CR² router (trained checkpoints + threshold table `version`, default the newest) and its version."""
-    deployment = read_deployment(home, config, version)
+def load_deployed_router(config: Config, home: str | Path, version: int | None = None,
+                         router: str = CR2) -> tuple[Any, int]:
+    """The deployed router `router` (CR²: trained checkpoints; a certified name: its fitted router) with threshold
+    table `version` (default: its newest) set, and that version."""
+    deployment = read_deployment(home, config, version, router)
     return deployed_router(config, deployment), deployment.version
 
 
-def load_online_router(config: Config, home: str | Path) -> OnlineRouter:
-    """The online router of the newest deployment in `home` (artefacts read once; `cr2 serve` keeps it)."""
-    return OnlineRouter.from_deployment(config, read_deployment(home, config), cache_dir(Path(home)))
+def load_online_router(config: Config, home: str | Path, router: str = CR2) -> OnlineRouter:
+    """The online router of `router`'s newest deployment in `home` (artefacts read once; `cr2 serve` keeps it)."""
+    return OnlineRouter.from_deployment(config, read_deployment(home, config, router=router), cache_dir(Path(home)))
 
 
 def newer_online_router(current: OnlineRouter, config: Config, home: str | Path) -> OnlineRouter:
@@ -35,7 +38,7 @@ def newer_online_router(current: OnlineRouter, config: Config, home: str | Path)
 
 
 def route_query(config: Config, home: str | Path, question: str, choices: list[str] | None, lam: float, alpha: float,
-                distance_m: float | None = None, benchmark: str = "mmlu", seed: int = 0) -> dict:
-    """The CR² decision for one query (loads the deployed artefacts for this one call)."""
+                distance_m: float | None = None, benchmark: str = "mmlu", seed: int = 0, router: str = CR2) -> dict:
+    """The deployed router's decision for one query (loads the deployed artefacts for this one call)."""
     check_route_inputs(question, choices, lam, alpha, distance_m)
-    return load_online_router(config, home).route(question, choices, lam, alpha, distance_m, benchmark, seed)
+    return load_online_router(config, home, router).route(question, choices, lam, alpha, distance_m, benchmark, seed)

@@ -9,6 +9,20 @@ import typer
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)")
 HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)")
+RouterOpt = typer.Option("cr2", "--router", help="the router to deploy: cr2 (its calibrated gate) or a certified "
+                         "router by catalogue name with --rule, e.g. --router knn --rule crc-avoidable")
+RuleOpt = typer.Option(None, "--rule", help="the calibration rule of a certified router (stored by `cr2 run`'s "
+                       "certify stage, certify.rules), e.g. crc-avoidable")
+
+
+def deployed(config, router: str, rule: Optional[str]) -> str:
+    """The deployed router's name from --router / --rule ('cr2' or '<router>@<rule>'; cr2.deployment.deployed_name),
+    with the config's extra router catalogues registered, so a router added from outside the package is found."""
+    from cr2.deployment import deployed_name
+    from cr2.routers import use_catalogues
+
+    use_catalogues(config.baselines.catalogues)
+    return deployed_name(router, rule)
 
 
 def config_arg(config: Optional[Path]) -> str | None:

@@ -207,8 +207,11 @@ def print_route(out: dict, lam: float, alpha: float) -> None:
     console.print(Text(verdict, style="bold"), f" (score s = {out['score']:.4f}, τ*(λ={lam:g}; α={alpha:g}) = "
                   f"{out['tau']:.4f}, d = {out['distance_m']:.1f} m, {out['prompt_tokens']} prompt tokens)",
                   highlight=False)
-    console.print(risk_line(out, alpha), highlight=False, markup=False)
-    table = Table(title=f"teacher utilities û = p − λ·c (labels {out['label_source']}, states {out['threshold_dist_id']})")
+    router = out.get("router", "cr2")
+    console.print(("" if router == "cr2" else f"router {router}; ") + risk_line(out, alpha), highlight=False,
+                  markup=False)
+    whose = "teacher" if router.split("@")[0] == "cr2" else f"{router.split('@')[0]}'s"
+    table = Table(title=f"{whose} utilities û = p − λ·c (labels {out['label_source']}, states {out['threshold_dist_id']})")
     for col in ("model", "p(correct)", "norm. cost", "latency s", "energy J", "utility"):
         table.add_column(col, justify="right")
     for m in out["models"]:

@@ -9,20 +9,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from cr2.config import Config
-from cr2.deployment import Deployment, calibration_split
+from cr2.deployment import CR2, Deployment, calibration_split
 from cr2.data import RoutingSet
 from warehouse.db import Warehouse
-from warehouse.repository import (cost_scales, deployed_artifacts, load_threshold_table, newest_threshold_version,
-                                  state_distribution_spec)
+from cr2.errors import UncalibratedOperatingPointError
+from warehouse.repository import (certified_table_names, cost_scales, deployed_artifacts, fitted_router_artifact,
+                                  load_threshold_table, newest_threshold_version, state_distribution_spec)
 from warehouse.routing_data import load_routing_sets
 
 
-def read_deployment(home: str | Path, config: Config, version: int | None = None) -> Deployment:
-    """Return the deployment of threshold-table `version` (default: the newest) in the warehouse at `home`."""
+def read_deployment(home: str | Path, config: Config, version: int | None = None, router: str = CR2) -> Deployment:
+    """Return the deployment of `router` ('cr2', or a certified '<router>@<rule>', cr2.deployment.deployed_name) at
+    its threshold-table `version` (default: its newest) in the warehouse at `home`."""
     with Warehouse(home, read_only=True) as wh:
-        version = newest_threshold_version(wh) if version is None else int(version)
-        table = load_threshold_table(wh, version)
-        trained = deployed_artifacts(wh, table.gate_fingerprint)
+        if version is None:
+            version = _newest_version(wh, router)
+        table = load_threshold_table(wh, int(version), router)
+        base = router.split("@", 1)[0]
+        trained = (deployed_artifacts(wh, table.gate_fingerprint) if base == CR2
+                   else fitted_router_artifact(wh, base, table.gate_fingerprint))
         spec = state_distribution_spec(wh, table.dist_id)
         split = calibration_split(config, table)
         scales = cost_scales(wh, table.dist_id, table.label_source, split.seed)
@@ -34,4 +39,18 @@ def read_deployment(home: str | Path, config: Config, version: int | None = None
         return {s: sets[s] for s in splits}
 
     return Deployment(version=int(version), table=table, trained=trained, split=split, load_sets=load_sets,
-                      cost_scales=scales, state_spec=spec)
+                      cost_scales=scales, state_spec=spec, router=router)
+
+
+def _newest_version(wh: Warehouse, router: str) -> int:
+    """`router`'s newest table version; for a certified router without one, the error also names those stored."""
+    try:
+        return newest_threshold_version(wh, router)
+    except UncalibratedOperatingPointError as exc:
+        if router == CR2:
+            raise
+        stored = certified_table_names(wh)
+        raise UncalibratedOperatingPointError(
+            f"no certified table for '{router}' in this home: run `cr2 run` with '{router.split('@')[0]}' in "
+            f"baselines.routers and '{router.split('@')[1]}' in certify.rules; stored: {', '.join(stored) or 'none'}"
+        ) from exc

@@ -93,6 +93,27 @@ def deployed_artifacts(wh: Warehouse, gate_fingerprint: str) -> dict:
 
 
 # ---------------------------------------------------------------- thresholds
+def fitted_router_artifact(wh: Warehouse, router: str, fingerprint: str) -> dict:
+    """The fitted baseline `router` with this fingerprint (the one a certified table was calibrated for):
+    {"router": {"name", "path", "fingerprint"}}, its path resolved against the home; an error naming the fix."""
+    path = wh.scalar("SELECT any_value(path) FROM artifacts WHERE kind = ? AND fingerprint = ?",
+                     [f"router:{router}", fingerprint])
+    if path is None:
+        raise UncalibratedOperatingPointError(f"the fitted router '{router}' ({fingerprint}) the certified table was "
+                                              "calibrated for is not registered; run `cr2 run` again")
+    out = {"router": {"name": router, "path": str(in_home(wh.home, path)), "fingerprint": fingerprint}}
+    if not Path(out["router"]["path"]).is_file():
+        raise UncalibratedOperatingPointError(f"router file {out['router']['path']} is missing; run `cr2 run` again")
+    return out
+
+
+def certified_table_names(wh: Warehouse) -> list[str]:
+    """The certified routers '<router>@<rule>' with a stored threshold table, sorted (none in an old warehouse)."""
+    if not _has_router_column(wh):
+        return []
+    return sorted(wh.df("SELECT DISTINCT router FROM thresholds WHERE router LIKE '%@%'")["router"])
+
+
 # a file beside the warehouse naming its newest threshold-table version, rewritten (atomically) after every
 # committed write: a running `cr2 serve` polls it — a stat and a few bytes, no database lock — to pick up a
 # re-calibration without a restart

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from cr2_cli.console import console, friendly
-from cr2_cli.options import ConfigOpt, HomeOpt, home_dir
+from cr2_cli.options import ConfigOpt, HomeOpt, RouterOpt, RuleOpt, deployed, home_dir
 from cr2_cli.render import print_route, print_target_choice
 
 
@@ -25,14 +25,19 @@ def route(question: str = typer.Argument(..., help="the query text"),
                                                           "(λ, α) certified to reach this accuracy (docs/guarantees.md)"),
           budget: Optional[float] = typer.Option(None, "--budget", help="instead of λ: the most accurate (λ, α) certified "
                                                  "to keep the mean normalised cost ≤ this budget"),
+          router: str = RouterOpt, rule: Optional[str] = RuleOpt,
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
-    """Route one query with the deployed gate and threshold table: accept locally or defer to the edge."""
+    """Route one query with the deployed router and its threshold table: accept locally or defer to the edge."""
     from cr2.config import load_config
     from cr2_cli.online import route_query
 
     cfg = load_config(config)
+    name = deployed(cfg, router, rule)
     a = cfg.grids.default_alpha if alpha is None else alpha
-    if target_accuracy is not None or budget is not None:  # issue 21: operate by target
+    if target_accuracy is not None or budget is not None:  # operate by target: CR²'s operating points
+        if name != "cr2":
+            raise typer.BadParameter(f"--target-accuracy/--budget choose CR²'s operating points; route '{name}' "
+                                     "with --lam and --alpha on its calibrated grid")
         from cr2_cli.targets import route_by_target
 
         out = route_by_target(cfg, home_dir(home, create=False), question, list(choice) if choice else None,
@@ -41,7 +46,7 @@ def route(question: str = typer.Argument(..., help="the query text"),
         print_target_choice(out)
     else:
         out = route_query(cfg, home_dir(home, create=False), question, list(choice) if choice else None, lam, a,
-                          distance_m, benchmark, seed)
+                          distance_m, benchmark, seed, router=name)
     print_route(out, lam, a)
 
 
@@ -49,6 +54,7 @@ def route(question: str = typer.Argument(..., help="the query text"),
 def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on (beyond loopback only with a bearer "
                                    "token in $CR2_SERVE_TOKEN)"),
           port: int = typer.Option(8080, min=1, max=65535, help="TCP port"),
+          router: str = RouterOpt, rule: Optional[str] = RuleOpt,
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Serve the deployed router over HTTP: /health, /route and OpenAI-compatible /v1/chat/completions."""
     import uvicorn
@@ -57,39 +63,65 @@ def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on (be
     from cr2_cli.serve import bind_socket, create_app, server_config
 
     cfg = load_config(config)
+    name = deployed(cfg, router, rule)
     token = os.environ.get(cfg.serving.token_env) or None
-    app_ = create_app(cfg, str(home_dir(home, create=False)), token=token, bind_host=host)
+    app_ = create_app(cfg, str(home_dir(home, create=False)), token=token, bind_host=host, router_name=name)
     sock = bind_socket(host, port)  # a port in use fails here, before 'serving' is printed
     auth = f"bearer token from ${cfg.serving.token_env}" if token else "no token (loopback only)"
-    console.print(f"cr2 serving on http://{host}:{port} (docs at /docs; {auth})", highlight=False)
+    console.print(f"cr2 serving {name} on http://{host}:{port} (docs at /docs; {auth})", highlight=False)
     uvicorn.Server(server_config(app_, cfg.serving, host=host, port=port)).run(sockets=[sock])
 
 
 @friendly
-def export_gate(out: Path = typer.Argument(..., help="output folder for gate.onnx, thresholds.json, manifest.json"),
+def export_gate(out: Path = typer.Argument(..., help="output folder for the export and its manifest.json"),
                 version: Optional[int] = typer.Option(None, help="threshold table version (default: newest)"),
                 target_accuracy: Optional[list[float]] = typer.Option(None, "--target-accuracy", help="also ship the "
                                                                       "operating point certified for this accuracy "
                                                                       "target (repeatable; newest version only)"),
                 budget: Optional[list[float]] = typer.Option(None, "--budget", help="also ship the operating point "
                                                              "certified for this mean-cost budget (repeatable)"),
+                router: str = RouterOpt, rule: Optional[str] = RuleOpt,
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
-    """Export the deployed gate (ONNX) and its threshold table for the device runtime (cr2.runtime)."""
+    """Export the deployed router for the device runtime (cr2.runtime): CR²'s gate (ONNX) and threshold table, or a
+    certified router's state, table and cost inputs (--router knn --rule crc-avoidable)."""
     from cr2.config import load_config
     from cr2_cli.online import load_deployed_router
 
-    router, _ = load_deployed_router(load_config(config), home_dir(home, create=False), version)
-    table = router.threshold_table_
+    cfg = load_config(config)
+    name = deployed(cfg, router, rule)
+    if name != "cr2":
+        if target_accuracy or budget:
+            raise typer.BadParameter(f"--target-accuracy/--budget ship CR²'s operating points; '{name}' ships its "
+                                     "calibrated λ × α table")
+        return _export_certified(cfg, home_dir(home, create=False), out, version, name)
+    router_, _ = load_deployed_router(cfg, home_dir(home, create=False), version)
+    table = router_.threshold_table_
     targets = None
-    if target_accuracy or budget:  # issue 21: certified target-mode points, computed on the host's val split
+    if target_accuracy or budget:  # certified target-mode points, computed on the host's val split
         from cr2_cli.online import load_online_router
 
         if version is not None:
             raise typer.BadParameter("--target-accuracy/--budget use the newest threshold version; drop --version")
-        online = load_online_router(load_config(config), home_dir(home))
+        online = load_online_router(cfg, home_dir(home))
         targets = [online.choose_target(t, None) for t in target_accuracy or []]
         targets += [online.choose_target(None, b) for b in budget or []]
-    m = router.export(out, targets=targets)
+    m = router_.export(out, targets=targets)
     console.print(f"exported gate {table.gate_fingerprint} with thresholds of {table.dist_id} "
                   f"({len(table.lams)} λ × {len(table.alphas)} α) to {m['dir']}; ONNX parity max |Δs| = "
                   f"{m['parity']['max_abs_score_diff']:.2e}", highlight=False)
+
+
+def _export_certified(cfg, home: Path, out: Path, version: Optional[int], name: str) -> None:
+    """`cr2 export-gate --router R --rule X`: the certified router's state, table, cost inputs and manifest."""
+    from cr2.deployment import decision_cost_inputs, deployed_router
+    from cr2.certified_export import export_certified
+    from warehouse.deployment import read_deployment
+
+    deployment = read_deployment(home, cfg, version, name)
+    m = export_certified(deployed_router(cfg, deployment), out, decision_cost_inputs(cfg, deployment))
+    table = deployment.table
+    console.print(f"exported {name} (thresholds version {deployment.version}, {table.dist_id}, {len(table.lams)} λ × "
+                  f"{len(table.alphas)} α) to {m['dir']}: {m['bytes_total']:,} bytes; host parity: "
+                  f"{m['parity']['n_decisions_differing']} of {m['parity']['n_probe']} probe queries × "
+                  f"{m['parity']['n_lam'] * m['parity']['n_alpha']} operating points decided differently",
+                  highlight=False)

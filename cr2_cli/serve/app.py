@@ -15,8 +15,11 @@ with Retry-After; decisions run in worker threads, so /health answers while a de
 embedding comes from the LRU cache (`serving.embedding_cache_size`) or the encoder, alone or batched with
 concurrent requests (`serving.batch_max_size`; cr2_cli/serve/batching.py).
 
-The router is live (cr2_cli/serve/live.py): a newer threshold table written to the home (a re-calibration) is
-swapped in without a restart; every answer names the version that decided it (X-CR2-Thresholds-Version).
+The router is CR² by default, or a certified router `<router>@<rule>` (`cr2 serve --router knn --rule
+crc-avoidable`, cr2.deployment.CertifiedOnlineRouter): same request path, same answer fields and headers, with
+`router` naming it in every answer, in X-CR2-Decision and in /health. CR² is live (cr2_cli/serve/live.py): a newer
+threshold table written to the home (a re-calibration) is swapped in without a restart; a certified router serves the
+table it started with. Every answer names the version that decided it (X-CR2-Thresholds-Version).
 
 Every bad value is a 4xx naming the field and the problem: malformed JSON, JSON nested deeper than
 MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; an off-grid λ → 400 naming the
@@ -109,8 +112,9 @@ def _cr2_status(exc: Cr2Error) -> int:
     return 400  # off-grid λ, unknown names, …
 
 
-def load_router(config: Config, home: str) -> Any:
-    """The deployed router of `home` that `cr2 serve` decides with (the one place serve loads it).
+def load_router(config: Config, home: str, name: str = "cr2") -> Any:
+    """The deployed router `name` of `home` ('cr2' or '<router>@<rule>') that `cr2 serve` decides with (the one
+    place serve loads it).
 
     After the encoder is loaded, torch runs on `serving.torch_threads` threads: a decision's teacher and gate see
     one row, and on a busy machine two spinning threads made them ≈ 25× slower than one (benchmarks/bench_serve.py)."""
@@ -118,16 +122,17 @@ def load_router(config: Config, home: str) -> Any:
 
     from cr2_cli.online import load_online_router
 
-    router = load_online_router(config, home)
+    router = load_online_router(config, home, name)
     torch.set_num_threads(config.serving.torch_threads)
     return router
 
 
 def create_app(config: Config, home: str, *, router: Any = None, token: str | None = None,
-               bind_host: str = "127.0.0.1") -> Any:
+               bind_host: str = "127.0.0.1", router_name: str = "cr2") -> Any:
     """The FastAPI application serving the router loaded from `home` (artefacts are loaded once, here).
 
-    `router`: an object with route(...) and describe() (default: the deployed router of `home`, load_router);
+    `router`: an object with route(...) and describe() (default: the deployed router `router_name` of `home` —
+    'cr2' or a certified '<router>@<rule>' —, load_router);
     `token`: the bearer token every request must carry (None: none, allowed only on loopback)."""
     from fastapi.responses import JSONResponse, Response
     from starlette.concurrency import run_in_threadpool
@@ -142,7 +147,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     check_exposure(serving, token, bind_host)
     metrics = ServeMetrics()
     if router is None:  # the deployed router of `home`, swapped when a newer threshold table is written there
-        live = warehouse_live_router(load_router(config, home), config, home, metrics)
+        live = warehouse_live_router(load_router(config, home, router_name), config, home, metrics)
     else:
         live = router if isinstance(router, LiveRouter) else LiveRouter(router)
         live.attach_metrics(metrics)

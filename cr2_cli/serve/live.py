@@ -9,6 +9,10 @@ swapped in with one reference assignment. A request takes the reference once, wh
 request in flight finishes on the table it started with, and every answer says which version decided it
 (`thresholds_version` in the body, the X-CR2-Thresholds-Version header). A deployment that fails to load is
 logged once and the server keeps deciding with the table it has.
+
+A certified router (`cr2 serve --router knn --rule crc-avoidable`) is not swapped: its table is read once, when the
+server starts. The version file announces CR²'s tables only (a `cr2 recalibrate` re-calibrates CR²), and a certified
+table changes only with a new `cr2 run`, which also refits the router it is bound to; restart the server to serve it.
 """
 from __future__ import annotations
 
@@ -83,10 +87,13 @@ class LiveRouter:
 
 
 def warehouse_live_router(router: Any, config: Any, home: str, metrics: Any = None) -> LiveRouter:
-    """The LiveRouter of a deployed warehouse: the version file at `home`, newer_online_router to load."""
-    from cr2_cli.online import newer_online_router
+    """The LiveRouter of a deployed warehouse: for CR², the version file at `home` and newer_online_router to load;
+    a certified router keeps the table it started with (module docstring)."""
+    from cr2_cli.online import CR2, newer_online_router
     from warehouse.repository import read_thresholds_version
 
+    if getattr(router, "name", CR2) != CR2:
+        return LiveRouter(router, metrics=metrics)
     return LiveRouter(router, newest_version=lambda: read_thresholds_version(home),
                       load=lambda current: newer_online_router(current, config, home), metrics=metrics)
 

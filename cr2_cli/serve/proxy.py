@@ -66,7 +66,7 @@ async def forward_chat(client: Any, config: Any, body: dict, decision: dict, lam
         headers["authorization"] = f"Bearer {os.environ[serving.api_key_env]}"
     summary = (f"{'accept' if decision['accept_local'] else 'defer'}; model={model_id}; "
                f"score={decision['score']:.6f}; tau={decision['tau']}; lam={lam:g}; alpha={decision['alpha']:g}; "
-               f"risk={decision.get('risk')}")
+               f"risk={decision.get('risk')}" + (f"; router={decision['router']}" if decision.get("router") else ""))
     out_headers = {"x-cr2-decision": summary, **version_header(decision)}
     t0 = time.perf_counter()
 
