@@ -257,6 +257,16 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
                       one_shot_decisions(p_hat_test, test.decision_cost, float(lam), score))
 
 
+def certified_rows(run_id: str, test: RoutingSet, proba: np.ndarray, keep: np.ndarray, router: str,
+                   tables: dict[str, Any], options: dict[str, Any]) -> tuple[list[dict[str, Any]], list]:
+    """evaluate_certified(…, **options) on an Evaluation of its own: (metric rows, decisions) of one certified router.
+    Routers are independent (each its own random stream), so their rows can be computed in separate processes
+    (cr2.fitting.run_fits) and joined in router order to the rows one Evaluation would hold."""
+    ev = Evaluation(run_id=run_id, test=test, proba=proba, keep=keep)
+    evaluate_certified(ev, router, tables, **options)
+    return ev.metrics, ev.decisions
+
+
 # the rows CR²'s evaluation adds beside the routers of the catalogue: method → (kind, display, colour)
 DERIVED_METHODS: dict[str, tuple[str, str, str]] = {
     "cr2-empirical": ("cr2-rule", "empirical rule (no +1)", "#1f618d"),
@@ -311,6 +321,9 @@ def method_rows(run_id: str, methods: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
+CERTIFIED_KINDS = ("certified", "uncertified-router")  # methods.kind of `<router>@<rule>` and `<router>@uncertified`
+
+
 def _certified_row(method: str) -> dict[str, Any]:
     """The `methods` row of a certified router `<router>@<rule>` (kind certified) or of `<router>@uncertified` (the
     router's own one-shot decision through the same machinery, kind uncertified-router): the router's catalogue
@@ -322,5 +335,5 @@ def _certified_row(method: str) -> dict[str, Any]:
     if rule != UNCERTIFIED:
         parse_certified_name(method, routers=[router])  # a malformed name or an unknown rule is an error here
     e = router_entry(router)
-    return {"router": e.name, "kind": "uncertified-router" if rule == UNCERTIFIED else "certified", "learned": e.learned,
+    return {"router": e.name, "kind": CERTIFIED_KINDS[1] if rule == UNCERTIFIED else CERTIFIED_KINDS[0], "learned": e.learned,
             "display": f"{e.display} @ {rule}", "colour": e.colour, "reference": False, "sort_order": e.order}

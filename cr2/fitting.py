@@ -47,7 +47,8 @@ class FitPool:
 
     What lets fits that do not depend on each other start as soon as their inputs exist (e.g. while the caller
     goes on with other work). A fit returns its result pickled and writes nothing, so `close()` may stop
-    fits still running without leaving anything half-written. Processes start with the first submit."""
+    fits still running without leaving anything half-written. A fit whose process dies, or whose arguments or
+    result cannot travel, raises from .get() — never a silent wait. Processes start with the first submit."""
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, int(workers))
@@ -58,16 +59,30 @@ class FitPool:
         (or raises the fit's error)."""
         if self._pool is None:
             import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
 
-            self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
-        return self._pool.apply_async(fit, job)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return _Pending(self._pool.submit(fit, *job))
 
     def close(self) -> None:
         """Stop every process, queued and running fits included."""
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            # the executor has no public way to stop a running fit before Python 3.14 (terminate_workers):
+            # its processes are stopped directly, which is safe because a fit writes nothing
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Pending:
+    """A submitted fit: .get() waits for its result."""
+
+    def __init__(self, future: Any) -> None:
+        self._future = future
+
+    def get(self) -> Any:
+        return self._future.result()
 
 
 # ---------------------------------------------------------------- the fits that run as jobs (module level: picklable)

@@ -23,7 +23,7 @@ from cr2.config import Config
 from cr2.errors import ConfigError
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home
 from tasks.evaluate import decision_frame
-from tasks.inputs import cr2_router, load_sets
+from tasks.inputs import cr2_router, fit_workers, load_sets
 from tasks.scores import remember_scores, router_proba
 from warehouse.db import Warehouse
 from warehouse.repository import write_certified
@@ -53,7 +53,8 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
     """Calibrate and evaluate every certified router `<router>@<rule>`; store its tables and rows."""
     from cr2.certify import calibrate_certified, calibration_risks, certified_name, local_scores, score_fingerprint
     from cr2.crc import rule_spec
-    from cr2.evaluation import Evaluation, evaluate_certified, method_rows
+    from cr2.evaluation import Evaluation, certified_rows, method_rows
+    from cr2.fitting import run_fits
     from cr2.metrics import evaluable_mask
     from cr2.routers import load_router
 
@@ -67,7 +68,7 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
     teacher_val, teacher_test = cr2.proba(val.embedding), cr2.proba(test.embedding)
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=evaluated["run_id"], test=test, proba=teacher_test, keep=keep)
-    tables, hits = {}, {}
+    tables, hits, jobs, options = {}, {}, [], []
     for name in names:
         if name == CR2:
             router, p_val, p_test = cr2, teacher_val, teacher_test  # CR²'s own edge choice: its teacher's p
@@ -86,9 +87,14 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
                         for rule in config.certify.rules}
         # one re-split stream per router (seeded by its name), so adding a router leaves the others' bands as they were
         rng = np.random.default_rng([int(config.seed), zlib.crc32(name.encode())])
-        evaluate_certified(ev, name, tables[name], s_val=s_val, s_test=s_test, p_hat_test=p_test, val=val,
-                           val_teacher_proba=teacher_val, n_resplits=config.evaluation.n_resplits, rng=rng,
-                           one_shot=name != CR2)
+        jobs.append((ev.run_id, test, teacher_test, keep, name, tables[name]))
+        options.append(dict(s_val=s_val, s_test=s_test, p_hat_test=p_test, val=val, val_teacher_proba=teacher_val,
+                            n_resplits=config.evaluation.n_resplits, rng=rng, one_shot=name != CR2))
+    # the routers' rows are independent: fit.workers processes at once, joined in router order
+    for rows, decisions in run_fits(certified_rows, [(*job, opts) for job, opts in zip(jobs, options)],
+                                    fit_workers(config)):
+        ev.metrics.extend(rows)
+        ev.decisions.extend(decisions)
     metrics = pd.DataFrame(ev.metrics)
     methods = pd.DataFrame(method_rows(ev.run_id, list(metrics["method"].unique())))
     by_name = {certified_name(router, rule): table for router, by_rule in tables.items() for rule, table in by_rule.items()}
@@ -105,7 +111,7 @@ def _upstream(trained: dict, baselines: dict, evaluated: dict) -> list:
 
 CERTIFY = Stage(certify, Reads(
     config=("grids", "routing", "certify", "evaluation.exclude_unsolvable", "evaluation.n_resplits", "seed", "teacher",
-            "gate", "fit.torch_threads", "models", "baselines.catalogues", *ROUTING_CONFIG),
+            "gate", "fit", "models", "baselines.catalogues", *ROUTING_CONFIG),
     rows=(RoutingRows(("val", "test")),), files=catalogue_paths, upstream=("artifacts", "eval_runs"),
     writes=("thresholds", "methods", "decisions", "metrics")),
     upstream=_upstream)

@@ -56,6 +56,7 @@ def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: t
 def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Paired bootstrap intervals of every operating point and every learned method's saving vs KNN."""
     from cr2.bootstrap import resample_counts, resample_indices
+    from cr2.evaluation import CERTIFIED_KINDS
     from cr2.fixed_accuracy import VIEW_TARGETS
     from cr2.intervals import method_outcomes, metric_intervals, saving_interval_rows
     from cr2.metrics import evaluable_mask
@@ -67,7 +68,9 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
     run_id = evaluated["run_id"]
     test = load_sets(config, home)["test"]
     with Warehouse(home, read_only=True) as wh:
-        decisions = run_decisions(wh, run_id)
+        # certified routers (cr2.certify) are compared at equal risk, not point by point: their many operating
+        # points (router × rule × α × λ) stay out of the per-point intervals
+        decisions = run_decisions(wh, run_id, skip_kinds=CERTIFIED_KINDS)
         methods = methods_of_run(wh, run_id)
     proba = cr2_router(config, trained, home).proba(test.embedding)
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)

@@ -14,6 +14,7 @@ names the closest registered router: "unknown router 'knnn' — did you mean 'kn
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -49,7 +50,9 @@ class RouterEntry:
         module_name, _, cls = self.target.partition(":")
         if module_name.endswith(".py"):
             path = Path(module_name)
-            key = f"cr2_router_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
+            # the same module name in every process (hash() of a str differs per process), so a router of this
+            # class pickled in a fit's process is found again in the process that started the fit
+            key = f"cr2_router_plugin_{path.stem}_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
             module = sys.modules.get(key)
             if module is None:
                 spec = importlib.util.spec_from_file_location(key, path)
