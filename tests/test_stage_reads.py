@@ -223,6 +223,7 @@ def _contents(home: Path) -> dict[str, str]:
         return {t: wh.table_fingerprint(t, columns=OUTPUT_COLUMNS.get(t)) for ts in PREPARE_OUTPUTS.values() for t in ts}
 
 
+@pytest.mark.slow  # each case re-runs the prepare stages, embedding included
 @pytest.mark.parametrize("field", SAMPLE_FIELDS)
 def test_a_stage_whose_output_changes_has_a_new_key(slice_run, tmp_path, field):
     """Re-run the prepare stages with one field changed on a copy of the warehouse (its own rows dropped first,
