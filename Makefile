@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(PIP) -e '.[dev,dask]'
-	$(PY) -c "import pytest, hypothesis, prefect_dask, schemathesis"
+	$(PY) -c "import pytest, xdist, hypothesis, prefect_dask, schemathesis"
 	touch $@
 
 install: $(VENV)/.installed
@@ -40,9 +40,14 @@ run-qwen: install
 study-pools: install
 	$(VENV)/bin/cr2 study pools -c configs/mmlu-pro-pools-sample.yaml --home var/mmlu-pro-sample
 
+# Parallel test workers (pytest-xdist): one per core, at most 4. Each test module runs whole on one worker
+# (--dist loadfile: a module's fixtures are built once), the heaviest modules first (tests/conftest.py orders them).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+XDIST  := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 # every test but the full-size runs (slices of every scenario, the slow end-to-end ones included); what CI runs
 test: install-dev chromium
-	$(PY) -m pytest -q -m "not fullsize"
+	$(PY) -m pytest -q -m "not fullsize" $(XDIST)
 
 # headless Chromium for tests/test_report_browser.py: installed on CI (CI=true) when missing (Debian's package);
 # elsewhere that one test is skipped, with the reason, when chromium is absent
@@ -54,7 +59,7 @@ chromium:
 	fi
 
 test-fast: install-dev
-	$(PY) -m pytest -q -m "not slow and not fullsize"
+	$(PY) -m pytest -q -m "not slow and not fullsize" $(XDIST)
 
 # the full-size runs: `cr2 run` on the whole default set and the whole measured scenario, checked (≈ 25 min)
 test-full: install-dev

@@ -8,6 +8,7 @@ folder in config (`tokenizer.path`) overrides the packaged vocabulary.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def _qwen_tokenizer_json(cache_dir: Path) -> tuple[Path, str]:
         tk = TikTokenConverter(vocab_file=str(ranks), pattern=QWEN_PATTERN, extra_special_tokens=QWEN_SPECIAL).converted()
         tk.normalizer = normalizers.NFC()
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".json.tmp")
+        tmp = cached.with_name(f".tokenizer.{os.getpid()}.json.tmp")  # processes sharing a cache convert at once
         tk.save(str(tmp))
         tmp.replace(cached)
     return cached, digest

@@ -1,16 +1,32 @@
 """Shared test fixtures: an isolated environment, a small benchmark slice, one Prefect harness per session."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
-# Isolate everything a test run writes before any test module imports prefect or transformers.
+# Isolate everything a test run writes before any test module imports prefect or transformers. A run is one
+# process, or a pytest-xdist controller and its workers: _SESSION_TMP is each process's own; _RUN_TMP is one
+# folder for the whole run, made by the first process (the controller) and inherited by its workers through the
+# environment. The cache is the run's: its files are content-keyed and written atomically, so every worker reuses
+# the tokenizer conversion, the encoder export and the fitted artefacts of the others, as one process would.
+_RUN_OWNER = "CR2_TEST_RUN_TMP" not in os.environ
+if _RUN_OWNER:
+    os.environ["CR2_TEST_RUN_TMP"] = tempfile.mkdtemp(prefix="cr2-tests-run-")
+_RUN_TMP = Path(os.environ["CR2_TEST_RUN_TMP"])
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="cr2-tests-"))
-os.environ["CR2_CACHE"] = str(_SESSION_TMP / "cache")  # tokenizer conversion shared by the session
+os.environ["CR2_CACHE"] = str(_RUN_TMP / "cache")
+# OpenMP threads that have no work sleep instead of spinning. Parallel workers (and the processes the tests start)
+# keep more threads runnable than there are cores; a spinning thread then takes the core a working one needs, and
+# a 2-thread fit runs up to 10× slower. How threads wait never changes a result: a fit's numbers depend on its
+# thread count only (cr2/fitting.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ["CR2_HOME"] = str(_SESSION_TMP / "home")
 os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect")
 os.environ["HF_HOME"] = str(_SESSION_TMP / "hf")
@@ -22,8 +38,96 @@ from cr2.config import REPO_ROOT, load_config  # noqa: E402
 DATA = REPO_ROOT / "data"
 
 
+XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def pytest_configure(config):
+    """Under n parallel workers each worker's torch gets cores ÷ n intra-op threads (fits set their own count)."""
+    if XDIST_WORKERS > 1 and "PYTEST_XDIST_WORKER" in os.environ:
+        import torch
+
+        from cr2.fitting import available_cores
+
+        torch.set_num_threads(max(1, available_cores() // XDIST_WORKERS))
+
+
+# The modules that take longest, roughly longest first. Under parallel workers (`make test`: --dist loadfile,
+# --no-loadscope-reorder) a module runs whole on one worker and the workers take modules in collection order, so
+# starting the long ones first keeps one from running alone at the end. test_pipeline_flow leads: it builds the
+# run's slice warehouse (pipeline_slice) that later modules copy.
+HEAVY_FIRST = (
+    "tests/test_pipeline_flow.py",
+    "tests/routers/test_router_default_set.py",
+    "tests/test_prefect_server.py",
+    "tests/test_cli_clean_exit.py",
+    "tests/routers/test_router_learned.py",
+    "tests/test_stage_reads.py",
+    "tests/test_split_seed_costs.py",
+    "tests/test_fit_threads.py",
+    "tests/labeling/test_sandbox.py",
+    "tests/test_zeroeval.py",
+    "tests/test_report_browser.py",
+    "tests/test_intervals_flow.py",
+    "tests/labeling/test_gpu_smoke.py",
+    "tests/test_your_pool.py",
+    "tests/test_premise.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    # Parallel workers account for tests by node id, so items sharing one would run only once there: schemathesis
+    # gives each API operation's item (named `test[GET /health]`, …) the node id of the bare test function.
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    for item in items:
+        if seen[item.nodeid] > 1:
+            item._id = item.parent.id.child(item.name)  # as pytest names a parametrized item
+    assert len({item.nodeid for item in items}) == len(items), "test items with the same node id"
+    rank = {m: i for i, m in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_SESSION_TMP, ignore_errors=True)
+    if _RUN_OWNER:
+        shutil.rmtree(_RUN_TMP, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _run_lock(name: str):
+    """An exclusive lock held across the run's processes (an flock on a file in the run's folder)."""
+    with open(_RUN_TMP / f".{name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def built_once(name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name` of the run, filled by `build(folder)` once for the whole run: the first process (worker)
+    that asks builds it while the others wait, and every later ask returns it as built. A failed build leaves no
+    folder behind, so the next ask builds again (and fails with its own error). Readers must not write into it:
+    copy it (`copy_of`) to change it."""
+    folder = _RUN_TMP / "built" / name
+    with _run_lock(f"built-{name}"):
+        if not (folder / ".built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            try:
+                build(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            (folder / ".built").touch()
+    return folder
+
+
+def copy_of(src: Path, dst: Path) -> Path:
+    """A private, writable copy of a built folder (a warehouse home with its cached stage results)."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".built"))
+    return dst
 
 
 @pytest.fixture(scope="session")
@@ -78,3 +182,34 @@ def home(tmp_path) -> Path:
     h = tmp_path / "home"
     h.mkdir()
     return h
+
+
+# ---------------------------------------------------------------- slice warehouses built once per run
+PIPELINE_SLICE = """extends: default
+data_dir: {data}
+teacher: {{epochs: 4}}
+gate: {{epochs: 4}}
+grids: {{lam: {{min: 0.1, max: 20.0, n_log: 6, extra: [0.0, 0.5, 2.0, 8.0]}}}}
+baselines: {{params: {{mlp: {{epochs: 4}}, embedllm: {{epochs: 4}}, llmrank: {{epochs: 4}}, knn: {{k_grid: [3, 5]}}}}}}
+"""
+
+
+@pytest.fixture(scope="session")
+def pipeline_slice(prefect_harness) -> dict:
+    """The real `cr2 run` flow on a 40-per-subset slice (≈ 320 queries), run once for the whole test run:
+    {"cfg": its config, "home": the warehouse home as the run left it, "first": the run's summary}. The home is
+    shared: a test that writes takes its own copy (`copy_of`), cached stage results included."""
+    import pickle
+
+    def build(folder: Path) -> None:
+        from flows.run import run_flow
+
+        data = write_small_benchmarks(folder / "data", per_subset=40, subsets_per_benchmark=3)
+        cfg = folder / "small.yaml"
+        cfg.write_text(PIPELINE_SLICE.format(data=data))
+        first = run_flow(config_path=str(cfg), home=str(folder / "home"))
+        (folder / "first.pkl").write_bytes(pickle.dumps(first))
+
+    folder = built_once("pipeline-slice", build)
+    return {"cfg": folder / "small.yaml", "home": folder / "home",
+            "first": pickle.loads((folder / "first.pkl").read_bytes())}

@@ -9,24 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conftest import write_small_benchmarks
-from tests.test_pipeline_flow import SMALL
+from tests.conftest import copy_of
 from warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def slice_run(prefect_harness, tmp_path_factory):
-    from flows.run import run_flow
-
-    root = tmp_path_factory.mktemp("intervals")
-    data = write_small_benchmarks(root / "data", per_subset=40, subsets_per_benchmark=3)
-    cfg = root / "small.yaml"
-    cfg.write_text(SMALL.format(data=data))
-    home = root / "home"
-    out = run_flow(config_path=str(cfg), home=str(home))
-    return {"cfg": cfg, "home": home, "out": out}
+def slice_run(pipeline_slice, tmp_path_factory):
+    """The run's slice warehouse (conftest.pipeline_slice), copied: the seed study writes into it."""
+    home = copy_of(pipeline_slice["home"], tmp_path_factory.mktemp("intervals") / "home")
+    return {"cfg": pipeline_slice["cfg"], "home": home, "out": pipeline_slice["first"]}
 
 
 def test_the_run_fills_the_intervals_table_for_every_point_and_learned_method(slice_run):

@@ -6,31 +6,18 @@ import contextlib
 import pandas as pd
 import pytest
 
-from tests.conftest import write_small_benchmarks
+from tests.conftest import copy_of
 from warehouse.db import Warehouse, relation
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
-SMALL = """extends: default
-data_dir: {data}
-teacher: {{epochs: 4}}
-gate: {{epochs: 4}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 6, extra: [0.0, 0.5, 2.0, 8.0]}}}}
-baselines: {{params: {{mlp: {{epochs: 4}}, embedllm: {{epochs: 4}}, llmrank: {{epochs: 4}}, knn: {{k_grid: [3, 5]}}}}}}
-"""
-
 
 @pytest.fixture(scope="module")
-def pipeline(prefect_harness, tmp_path_factory):
-    from flows.run import run_flow
-
+def pipeline(pipeline_slice, tmp_path_factory):
+    """The run's slice warehouse, copied: these tests re-run, re-calibrate and re-deploy in it."""
     root = tmp_path_factory.mktemp("pipeline")
-    data = write_small_benchmarks(root / "data", per_subset=40, subsets_per_benchmark=3)
-    cfg = root / "small.yaml"
-    cfg.write_text(SMALL.format(data=data))
-    home = root / "home"
-    first = run_flow(config_path=str(cfg), home=str(home))
-    return {"cfg": cfg, "home": home, "first": first, "root": root}
+    home = copy_of(pipeline_slice["home"], root / "home")
+    return {"cfg": pipeline_slice["cfg"], "home": home, "first": pipeline_slice["first"], "root": root}
 
 
 def test_first_run_fills_every_stage(pipeline):

@@ -100,27 +100,14 @@ def test_one_cell_compares_every_method_with_intervals_and_identical_gates_diffe
 
 
 # ---------------------------------------------------------------- the study flow on a slice (slow)
-SMALL = """extends: default
-data_dir: {data}
-teacher: {{epochs: 3}}
-gate: {{epochs: 3}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 6, extra: [0.0, 0.5, 2.0, 8.0]}}}}
-baselines: {{params: {{mlp: {{epochs: 3}}, embedllm: {{epochs: 3}}, llmrank: {{epochs: 3}}, knn: {{k_grid: [3, 5]}}}}}}
-"""
-
-
 @pytest.fixture(scope="module")
-def study(prefect_harness, tmp_path_factory):
+def study(pipeline_slice, tmp_path_factory):
+    """The study, run twice, on a copy of the run's slice warehouse (conftest.pipeline_slice)."""
     from flows.premise import run_premise
-    from flows.run import run_flow
-    from tests.conftest import write_small_benchmarks
+    from tests.conftest import copy_of
 
-    root = tmp_path_factory.mktemp("premise")
-    data = write_small_benchmarks(root / "data", per_subset=40, subsets_per_benchmark=3)
-    cfg = root / "small.yaml"
-    cfg.write_text(SMALL.format(data=data))
-    home = root / "home"
-    run_flow(config_path=str(cfg), home=str(home))
+    home = copy_of(pipeline_slice["home"], tmp_path_factory.mktemp("premise") / "home")
+    cfg = pipeline_slice["cfg"]
     args = (str(cfg), home, (1.0, 4.0), ("default", "premise-beyond-edge"), 1000, 0)
     first = run_premise(*args, retrain_epochs=2)
     second = run_premise(*args, retrain_epochs=2)
