@@ -25,7 +25,14 @@ OFFLINE_ENV: dict[str, str] = {
 }
 
 
+# OpenMP threads with no work sleep instead of spinning: where more threads are runnable than there are cores (fits
+# started ahead beside the flow, a busy machine), a spinning thread takes the core a working one needs and a
+# 2-thread fit runs several times slower. How threads wait never changes a number (cr2/fitting.py). It binds only
+# before torch loads OpenMP, hence here.
+THREAD_ENV: dict[str, str] = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def apply_offline_env() -> None:
-    """Set the offline/no-telemetry switches unless the user set them already."""
-    for key, value in OFFLINE_ENV.items():
+    """Set the offline/no-telemetry switches and the thread wait policy unless the user set them already."""
+    for key, value in {**OFFLINE_ENV, **THREAD_ENV}.items():
         os.environ.setdefault(key, value)
