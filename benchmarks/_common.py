@@ -151,6 +151,23 @@ def figure(key: str, label: str, samples: Sequence[float], unit: str, tgt: dict 
     return out
 
 
+def timed_us(fn, idx) -> list[float]:
+    """µs per call fn(i) for i in idx (an iterable, or n for range(n)), garbage collection paused (as timeit does)."""
+    import gc
+
+    out, was = [], gc.isenabled()
+    gc.disable()
+    try:
+        for i in (range(idx) if isinstance(idx, int) else idx):
+            t0 = time.perf_counter_ns()
+            fn(i)
+            out.append((time.perf_counter_ns() - t0) / 1e3)
+    finally:
+        if was:
+            gc.enable()
+    return out
+
+
 def fmt(x: float | None) -> str:
     """Return x with about three significant digits and thousands separators."""
     if x is None:

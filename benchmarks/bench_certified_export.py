@@ -18,30 +18,13 @@ Figures, batch 1, one thread:
 """
 from __future__ import annotations
 
-import gc
 import tempfile
-import time
 from pathlib import Path
 
-from _common import figure, limit_threads, parse_args, write_result
+from _common import figure, limit_threads, parse_args, write_result, timed_us
 
 LAM = 1.0  # on the default λ grid (grids.lam.extra)
 ALPHA = 0.01
-
-
-def _timed(fn, n: int) -> list[float]:
-    """µs per call of fn(i) for i < n, garbage collection paused (as timeit does)."""
-    out, was = [], gc.isenabled()
-    gc.disable()
-    try:
-        for i in range(n):
-            t0 = time.perf_counter_ns()
-            fn(i)
-            out.append((time.perf_counter_ns() - t0) / 1e3)
-    finally:
-        if was:
-            gc.enable()
-    return out
 
 
 def main() -> None:
@@ -96,7 +79,7 @@ def main() -> None:
     samples = {k: [] for k in calls}
     for _ in range(repeats):  # interleaved: load drift hits every path alike
         for key, fn in calls.items():
-            samples[key].append(float(np.median(_timed(fn, per_repeat))))
+            samples[key].append(float(np.median(timed_us(fn, per_repeat))))
 
     files = manifest["files"]
     figures = [

@@ -19,33 +19,17 @@ C. With --warehouse HOME (a prepared, trained and calibrated cr2 home): what the
 """
 from __future__ import annotations
 
-import gc
 import os
 import tempfile
 import time
 from pathlib import Path
 
-from _common import fmt, figure, limit_threads, parse_args, quantile, target, write_result
+from _common import fmt, figure, limit_threads, parse_args, quantile, target, write_result, timed_us
 
 LAM = 1.0  # on the calibrated λ grid (grids.lam.extra)
 TARGET_US = 20.0
 TARGET_RATIO = 64.0  # counted FLOPs, KNN ÷ gate, at the default train size (bench_routing)
 BACKENDS = ("torch", "onnx", "onnx-int8")
-
-
-def _timed(fn, idx) -> list[float]:
-    """Return µs per call fn(i) for i in idx (garbage collection paused, as timeit does)."""
-    out, was = [], gc.isenabled()
-    gc.disable()
-    try:
-        for i in idx:
-            t0 = time.perf_counter_ns()
-            fn(i)
-            out.append((time.perf_counter_ns() - t0) / 1e3)
-    finally:
-        if was:
-            gc.enable()
-    return out
 
 
 def _choice_lists(column) -> list:
@@ -156,7 +140,7 @@ def part_a(args, cfg, figures, tables, notes, details):
         off += calls
         loads.append(os.getloadavg()[0])
         for k, (_, _, fn) in paths.items():
-            us = _timed(fn, idx)
+            us = timed_us(fn, idx)
             samples[k]["median"].append(quantile(us, 0.5))
             samples[k]["p99"].append(quantile(us, 0.99))
         print(f"A repeat {rep + 1}/{repeats} (load {loads[-1]:.1f}): "

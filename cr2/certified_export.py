@@ -34,7 +34,7 @@ import numpy as np
 from cr2.crc import GroupedThresholdTable, ThresholdTable, rule_risk
 from cr2.embed import ENCODER_NAME
 from cr2.errors import DataValidationError
-from cr2.export import _replace_dir, thresholds_json
+from cr2.export import publish_export, thresholds_json
 from cr2.runtime import (CERTIFIED_FILES, CERTIFIED_FORMAT, COSTS_FILE, MANIFEST_FILE, ROUTER_FILE, THRESHOLDS_FILE,
                          DeviceThresholds, _read_json, _require, sha256_file)
 
@@ -99,8 +99,7 @@ def export_certified(certified: Any, out_dir: str | Path, costs: dict[str, Any],
         if manifest["parity"]["n_decisions_differing"]:
             raise DataValidationError(f"the export of '{certified.name}' decides {manifest['parity']['n_decisions_differing']}"
                                       f" probe queries unlike the host; nothing was written to {out_dir}")
-        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-        _replace_dir(tmp, out_dir)
+        publish_export(tmp, out_dir, manifest)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -225,6 +225,12 @@ def _parity(gate: Any, onnx_path: Path, lams: tuple[float, ...], seed: int = 0) 
             "onnxruntime": ort.__version__}
 
 
+def publish_export(tmp: Path, out_dir: Path, manifest: dict[str, Any]) -> None:
+    """Write the manifest last, then move the finished export from tmp to out_dir (never a half-written export)."""
+    (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    _replace_dir(tmp, out_dir)
+
+
 def _replace_dir(tmp: Path, out_dir: Path) -> None:
     """Move tmp to out_dir; a previous export there is replaced, anything else is refused."""
     if out_dir.exists():
@@ -305,8 +311,7 @@ def export_gate(gate: Any, table: ThresholdTable | GroupedThresholdTable, out_di
             "files": {name: {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
                       for name in EXPORT_FILES},
         }
-        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-        _replace_dir(tmp, out_dir)
+        publish_export(tmp, out_dir, manifest)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

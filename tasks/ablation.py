@@ -5,7 +5,9 @@ loss; w_mono ∈ {0.5, 2}), calibrated with CRC on val at the default α over th
 test (cr2.evaluation.evaluate_ablation_gate); its rows land in `metrics` under method 'ablation:<name>' of
 the evaluation run. The full CR² gate, the α sweep, the calibration rule and the deferred path come from
 the evaluation itself; the view v_ablation picks every configuration's operating point nearest the cost
-anchor c̄ = 0.45.
+anchor c̄ = 0.45. The ablated gates' fits need only the train/dev rows and the teacher: `cr2 run` starts them ahead
+(start_ablation_fits, tasks/ahead.py) while it calibrates and evaluates, and a fitted gate is kept by its inputs
+(tasks/reuse.py), so a re-run that changes nothing it reads does not fit it again.
 """
 from __future__ import annotations
 

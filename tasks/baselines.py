@@ -5,7 +5,8 @@ Every router of `baselines.routers` ('always' expands to Always-m for each model
 its parameters, per-query FLOPs and fit time, and its p̂_m(x) on the test split recorded in
 `predictions`. The key covers the train/dev/test rows, the baselines config and the routers' code.
 After a change of the channel-state distribution only the routers that read costs (catalogue `reads_costs`,
-the MLP) are fitted again; the others are reused (tasks/reuse.py) and only predict on test.
+the MLP) are fitted again; the others are reused (tasks/reuse.py) and only predict on test. `cr2 run` starts the
+fits ahead, as soon as the rows are prepared (start_baseline_fits, tasks/ahead.py); this task collects them.
 """
 from __future__ import annotations
 

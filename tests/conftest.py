@@ -213,3 +213,23 @@ def pipeline_slice(prefect_harness) -> dict:
     folder = built_once("pipeline-slice", build)
     return {"cfg": folder / "small.yaml", "home": folder / "home",
             "first": pickle.loads((folder / "first.pkl").read_bytes())}
+
+
+def run_stages_to_evaluate(run) -> dict:
+    """The stages of `cr2 run` from ingest to evaluate, each through `run(stage, *inputs)` (the test's way of running
+    one: a tracked run, the bare task body, …); returns each stage's result by name."""
+    from tasks.baselines import BASELINES
+    from tasks.calibrate import CALIBRATE
+    from tasks.evaluate import EVALUATE
+    from tasks.ingest import INGEST
+    from tasks.prepare import COSTS, EMBEDDINGS, LABELS, SPLITS, STATES
+    from tasks.train import TRAIN
+
+    out = {"ingest": run(INGEST)}
+    for stage in (EMBEDDINGS, SPLITS, STATES, LABELS, COSTS):
+        run(stage)
+    out["train"] = run(TRAIN)
+    out["calibrate"] = run(CALIBRATE, out["train"], ())
+    out["baselines"] = run(BASELINES)
+    out["evaluate"] = run(EVALUATE, out["train"], out["calibrate"], out["baselines"])
+    return out

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from cr2.config import load_config
 from cr2_cli.main import app as cli
-from tests.conftest import write_small_benchmarks
+from tests.conftest import run_stages_to_evaluate, write_small_benchmarks
 from tests.serve_helpers import running
 from warehouse.db import Warehouse
 
@@ -38,13 +38,7 @@ CHOICES = ["Oxygen", "Carbon dioxide", "Nitrogen", "Helium"]
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory, one_torch_thread):
     """A slice home after the stages of `cr2 run` up to certify (CR²'s table and knn@crc-avoidable's)."""
-    from tasks.baselines import BASELINES
-    from tasks.calibrate import CALIBRATE
     from tasks.certify import CERTIFY
-    from tasks.evaluate import EVALUATE
-    from tasks.ingest import INGEST
-    from tasks.prepare import COSTS, EMBEDDINGS, LABELS, SPLITS, STATES
-    from tasks.train import TRAIN
 
     root = tmp_path_factory.mktemp("certified-deploy")
     data = write_small_benchmarks(root / "data", per_subset=20, subsets_per_benchmark=2)
@@ -57,13 +51,8 @@ def deployed(tmp_path_factory, one_torch_thread):
     def run(stage, *inputs):
         return stage.task.fn(config, str(home), *inputs)
 
-    run(INGEST)
-    for stage in (EMBEDDINGS, SPLITS, STATES, LABELS, COSTS):
-        run(stage)
-    trained = run(TRAIN)
-    calibrated = run(CALIBRATE, trained, ())
-    baselines = run(BASELINES)
-    evaluated = run(EVALUATE, trained, calibrated, baselines)
+    done = run_stages_to_evaluate(run)
+    trained, baselines, evaluated = done["train"], done["baselines"], done["evaluate"]
     certified = run(CERTIFY, trained, baselines, evaluated)
     return {"config": config, "config_path": config_path, "home": home, "versions": certified["versions"]}
 

@@ -6,6 +6,7 @@ checked on the way; the router module and its catalogue live in a temporary dire
 """
 from __future__ import annotations
 
+import os
 import textwrap
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 
 from cr2.config import load_config
 from cr2.crc import RULES
-from tests.conftest import write_small_benchmarks
+from tests.conftest import run_stages_to_evaluate, write_small_benchmarks
 from tests.test_extending import CATALOGUE as TOY_CATALOGUE
 from tests.test_extending import TOY_ROUTER
 from warehouse.db import Warehouse
@@ -28,14 +29,8 @@ SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resp
 
 @pytest.fixture(scope="module")
 def certified(tmp_path_factory, one_torch_thread):
-    from tasks.baselines import BASELINES
-    from tasks.calibrate import CALIBRATE
     from tasks.certify import CERTIFY
     from tasks.common import tracked_run
-    from tasks.evaluate import EVALUATE
-    from tasks.ingest import INGEST
-    from tasks.prepare import COSTS, EMBEDDINGS, LABELS, SPLITS, STATES
-    from tasks.train import TRAIN
 
     root = tmp_path_factory.mktemp("certify-slice")
     plugin = root / "plugin"
@@ -49,23 +44,27 @@ def certified(tmp_path_factory, one_torch_thread):
                       "params": {"mlp": {"epochs": 2}, "embedllm": {"epochs": 2}, "llmrank": {"epochs": 2},
                                  "knn": {"k_grid": [3]}, "prior": {"smoothing": 0.5}}}})
     home = root / "home"
+    # a cache of its own: the first certify must compute every p̂ (other modules may certify the same slice rows)
+    shared_cache = os.environ.get("CR2_CACHE")
+    os.environ["CR2_CACHE"] = str(root / "cache")
+    try:
 
-    def run(stage, *inputs):
-        return tracked_run(stage, config, home, *inputs).verify()  # fails on a read the stage does not declare
+        def run(stage, *inputs):
+            return tracked_run(stage, config, home, *inputs).verify()  # fails on a read the stage does not declare
 
-    run(INGEST)
-    for stage in (EMBEDDINGS, SPLITS, STATES, LABELS, COSTS):
-        run(stage)
-    trained = run(TRAIN)
-    calibrated = run(CALIBRATE, trained, ())
-    baselines = run(BASELINES)
-    evaluated = run(EVALUATE, trained, calibrated, baselines)
-    with Warehouse(home, read_only=True) as wh:
-        before = wh.df("SELECT * FROM metrics WHERE run_id = ? ORDER BY ALL", [evaluated["run_id"]])
-    result = run(CERTIFY, trained, baselines, evaluated)
-    again = run(CERTIFY, trained, baselines, evaluated)
-    return {"config": config, "home": home, "trained": trained, "baselines": baselines, "evaluated": evaluated,
-            "result": result, "again": again, "before": before}
+        done = run_stages_to_evaluate(run)
+        trained, baselines, evaluated = done["train"], done["baselines"], done["evaluate"]
+        with Warehouse(home, read_only=True) as wh:
+            before = wh.df("SELECT * FROM metrics WHERE run_id = ? ORDER BY ALL", [evaluated["run_id"]])
+        result = run(CERTIFY, trained, baselines, evaluated)
+        again = run(CERTIFY, trained, baselines, evaluated)
+        yield {"config": config, "home": home, "trained": trained, "baselines": baselines, "evaluated": evaluated,
+               "result": result, "again": again, "before": before}
+    finally:
+        if shared_cache is None:
+            os.environ.pop("CR2_CACHE", None)
+        else:
+            os.environ["CR2_CACHE"] = shared_cache
 
 
 def test_every_router_with_a_score_and_the_toy_router_are_certified_under_every_rule(certified):

@@ -55,7 +55,8 @@ def _run(stack, name: str, **params) -> tuple[str, object]:
 
 def _versions(home) -> list[tuple[int, str]]:
     with Warehouse(home, read_only=True) as wh:
-        df = wh.df("SELECT version, any_value(dist_id) AS dist_id FROM thresholds GROUP BY version ORDER BY version")
+        df = wh.df("SELECT version, any_value(dist_id) AS dist_id FROM thresholds WHERE router = 'cr2' "
+                   "GROUP BY version ORDER BY version")  # CR²'s tables; certified routers have their own
     return [(int(v), d) for v, d in zip(df["version"], df["dist_id"])]
 
 

@@ -20,6 +20,7 @@ from prefect import task
 
 from cr2.config import load_config
 from cr2.reads import covered, leaf_paths, value_at
+from tests.conftest import run_stages_to_evaluate
 from tests.conftest import write_small_benchmarks
 from warehouse.db import Warehouse
 
@@ -34,19 +35,13 @@ def slice_run(tmp_path_factory, one_torch_thread):
     """Every stage run once, tracked, on a small slice: {stage name: ReadCheck}, the stages with their inputs,
     the config and the home."""
     from tasks.ablation import ABLATION
-    from tasks.baselines import BASELINES
-    from tasks.calibrate import CALIBRATE
     from tasks.certify import CERTIFY
     from tasks.common import tracked_run
-    from tasks.evaluate import EVALUATE
     from tasks.intervals import INTERVALS
-    from tasks.ingest import INGEST
     from tasks.pools import POOL_SUMMARY
     from tasks.premise import PREMISE_INPUTS
-    from tasks.prepare import COSTS, EMBEDDINGS, LABELS, SPLITS, STATES
     from tasks.recalibrate import EVALUATE_RECALIBRATION
     from tasks.report import REPORT
-    from tasks.train import TRAIN
 
     root = tmp_path_factory.mktemp("stage-reads")
     data = write_small_benchmarks(root / "data", per_subset=12, subsets_per_benchmark=2)
@@ -59,13 +54,9 @@ def slice_run(tmp_path_factory, one_torch_thread):
         checks[stage.name] = tracked_run(stage, config, home, *inputs)
         return checks[stage.name].result
 
-    ingested = run(INGEST)
-    for stage in (EMBEDDINGS, SPLITS, STATES, LABELS, COSTS):
-        run(stage)
-    trained = run(TRAIN)
-    calibrated = run(CALIBRATE, trained, ())
-    baselines = run(BASELINES)
-    evaluated = run(EVALUATE, trained, calibrated, baselines)
+    done = run_stages_to_evaluate(run)
+    ingested, trained, calibrated = done["ingest"], done["train"], done["calibrate"]
+    baselines, evaluated = done["baselines"], done["evaluate"]
     run(CERTIFY, trained, baselines, evaluated)
     run(INTERVALS, trained, evaluated)
     ablated = run(ABLATION, trained, evaluated)

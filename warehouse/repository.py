@@ -362,13 +362,9 @@ INTERVAL_COLUMNS = ("run_id", "method", "lam", "alpha", "benchmark", "metric", "
 def run_decisions(wh: Warehouse, run_id: str, skip_kinds: Sequence[str] = ()) -> pd.DataFrame:
     """The per-query decisions of evaluation run `run_id` (method, λ, α, query, chosen model, gate acceptance),
     without those of the methods whose `methods.kind` is one of `skip_kinds`."""
-    if not skip_kinds:
-        return wh.df("SELECT method, lam, alpha, query_id, chosen_model, accepted_local, gate_accept FROM decisions "
-                     "WHERE run_id = ?", [run_id])
-    marks = ", ".join("?" for _ in skip_kinds)
     return wh.df("SELECT method, lam, alpha, query_id, chosen_model, accepted_local, gate_accept FROM decisions "
-                 f"WHERE run_id = ? AND method NOT IN (SELECT method FROM methods WHERE run_id = ? AND kind IN ({marks}))",
-                 [run_id, run_id, *skip_kinds])
+                 "WHERE run_id = ? AND method NOT IN (SELECT method FROM methods WHERE run_id = ? "
+                 "AND list_contains(?::VARCHAR[], kind))", [run_id, run_id, list(skip_kinds)])
 
 
 def _nan_to_null(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
