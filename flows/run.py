@@ -37,7 +37,9 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     h = Path(home) if home else default_home()
     summary: dict = {"ingest": ingest(config, h)}
     summary["prepare"] = prepare(config, h)
-    with fits_ahead(fit_workers(config)):  # independent fits start as soon as their inputs exist (tasks/ahead.py)
+    # independent fits start as soon as their inputs exist (tasks/ahead.py), in one process fewer than fit.workers:
+    # the flow's own process fits too (the teacher, the gate) and keeps a core for it
+    with fits_ahead(max(1, fit_workers(config) - 1)):
         start_baseline_fits(config, h)
         summary["train"] = train(config, h)
         start_ablation_fits(config, h, summary["train"])
