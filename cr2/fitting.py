@@ -37,7 +37,7 @@ def run_fits(fit: Callable[..., Any], jobs: Sequence[tuple], workers: int) -> li
     pool = FitPool(min(workers, len(jobs)))
     try:
         pending = [pool.submit(fit, job) for job in jobs]
-        return [p.get() for p in pending]
+        return [p.result() for p in pending]
     finally:
         pool.close()
 
@@ -48,21 +48,21 @@ class FitPool:
     What lets fits that do not depend on each other start as soon as their inputs exist (e.g. while the caller
     goes on with other work). A fit returns its result pickled and writes nothing, so `close()` may stop
     fits still running without leaving anything half-written. A fit whose process dies, or whose arguments or
-    result cannot travel, raises from .get() — never a silent wait. Processes start with the first submit."""
+    result cannot travel, raises from .result() — never a silent wait. Processes start with the first submit."""
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, int(workers))
         self._pool: Any = None
 
     def submit(self, fit: Callable[..., Any], job: tuple) -> Any:
-        """Start fit(*job) (queued while every process is busy); returns a handle whose .get() gives the result
-        (or raises the fit's error)."""
+        """Start fit(*job) (queued while every process is busy); returns its Future, whose .result() gives the
+        result (or raises the fit's error)."""
         if self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
-        return _Pending(self._pool.submit(fit, *job))
+        return self._pool.submit(fit, *job)
 
     def close(self) -> None:
         """Stop every process, queued and running fits included."""
@@ -73,16 +73,6 @@ class FitPool:
             for process in list(getattr(pool, "_processes", {}).values()):
                 process.terminate()
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-class _Pending:
-    """A submitted fit: .get() waits for its result."""
-
-    def __init__(self, future: Any) -> None:
-        self._future = future
-
-    def get(self) -> Any:
-        return self._future.result()
 
 
 # ---------------------------------------------------------------- the fits that run as jobs (module level: picklable)

@@ -68,7 +68,7 @@ def start_ablation_fits(config: Config, home: str | Path, trained: dict) -> list
 def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Train, calibrate and evaluate each ablated gate; append its metrics to the evaluation run."""
     from cr2.evaluation import Evaluation, evaluate_ablation_gate, method_rows
-    from cr2.fitting import fit_gate_variant, run_fits
+    from cr2.fitting import fit_gate_variant
     from cr2.gate import save_gate
     from cr2.metrics import evaluable_mask
     from cr2.routers.cr2_router import CR2Router
@@ -82,12 +82,8 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
     ev = Evaluation(run_id=evaluated["run_id"], test=test, proba=full.proba(test.embedding), keep=keep,
                     record_decisions=False)
     inputs, found, jobs = _fit_jobs(config, home, full, train, dev)
-    started = {name: ahead.take(inputs[name]) for name in jobs}  # fits a flow started ahead, by inputs key
-    # the ablated gates are independent fits: fit.workers processes at once, each at fit.torch_threads threads
-    inline = [name for name in jobs if started[name] is None]
-    fitted = dict(zip(inline, run_fits(fit_gate_variant, [jobs[name] for name in inline], fit_workers(config)),
-                      strict=True))
-    fitted.update({name: handle.get() for name, handle in started.items() if handle is not None})
+    # the ablated gates are independent fits: started ahead by a flow, or fit.workers processes at once here
+    fitted = ahead.collect(fit_gate_variant, jobs, inputs, fit_workers(config))
     fit_seconds = {}
     for name in ABLATIONS:
         if found[name] is not None:  # fitted before for the same inputs: the same gate a refit would give

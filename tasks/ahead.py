@@ -46,8 +46,20 @@ def start(key: str, fit: Callable[..., Any], job: tuple) -> bool:
 
 
 def take(key: str) -> Any | None:
-    """The handle of the fit started under `key` (its .get() waits for the result), or None: fit it yourself."""
+    """The Future of the fit started under `key` (.result() waits for it), or None: fit it yourself."""
     return _STARTED.pop(key, None)
+
+
+def collect(fit: Callable[..., Any], jobs: dict[str, tuple], keys: dict[str, str], workers: int) -> dict[str, Any]:
+    """{name: fit(*jobs[name])}: the fits started ahead under keys[name] are taken, the others run here
+    (cr2.fitting.run_fits in `workers` processes); the same results either way."""
+    from cr2.fitting import run_fits
+
+    started = {name: take(keys[name]) for name in jobs}
+    inline = [name for name in jobs if started[name] is None]
+    results = dict(zip(inline, run_fits(fit, [jobs[name] for name in inline], workers), strict=True))
+    results.update({name: handle.result() for name, handle in started.items() if handle is not None})
+    return results
 
 
 def active() -> bool:

@@ -19,7 +19,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.fitting import fit_router, run_fits
+from cr2.fitting import fit_router
 from tasks.common import (ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
                           home_relative, in_home, stage_key, task_code_hash)
 from tasks.inputs import artifacts_dir, baseline_threads, fit_workers, load_sets
@@ -84,10 +84,7 @@ def fit_baselines(config: Config, home: str) -> dict:
     reused: list[str] = []
     names = baseline_names(config)
     inputs, found, jobs = _fit_jobs(config, home, train, dev)
-    started = {name: ahead.take(inputs[name]) for name in jobs}  # fits a flow started ahead, by inputs key
-    inline = [name for name in jobs if started[name] is None]
-    fitted = dict(zip(inline, run_fits(fit_router, [jobs[name] for name in inline], fit_workers(config)), strict=True))
-    fitted.update({name: handle.get() for name, handle in started.items() if handle is not None})
+    fitted = ahead.collect(fit_router, jobs, inputs, fit_workers(config))  # started ahead by a flow, or fitted here
     for name in names:
         if found[name] is not None:
             router, fit_s = found[name][0], float(found[name][1]["fit_seconds"])  # the time it took when fitted
