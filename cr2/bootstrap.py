@@ -8,6 +8,7 @@ contains 0 is "no difference detected", never a win or a loss.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -118,6 +119,64 @@ def bootstrap(statistic: Callable[[np.ndarray], float], idx: np.ndarray, level: 
     est = float(statistic(np.arange(n)))
     samples = np.array([statistic(row) for row in idx], dtype=np.float64)
     return percentile_interval(samples, est, level)
+
+
+def bootstrap_p_value(estimate: float, samples: np.ndarray) -> float:
+    """Two-sided p-value of "the statistic is 0" from its bootstrap standard error (normal approximation):
+    p = 2 Φ(−|estimate| / sd(finite resamples)). A percentile p-value cannot go below 2 / (B + 1) — with B = 1,000
+    and a family of dozens of tests no Holm-adjusted p could fall under 0.05 —, so the standard error is used;
+    NaN with fewer than two finite resamples."""
+    s = np.asarray(samples, dtype=np.float64).ravel()
+    s = s[np.isfinite(s)]
+    if s.size < 2 or not np.isfinite(estimate):
+        return float("nan")
+    se = float(s.std(ddof=1))
+    if se == 0.0:
+        return 1.0 if estimate == 0 else 0.0
+    return float(math.erfc(abs(estimate) / se / math.sqrt(2.0)))
+
+
+def holm_adjust(p_values: np.ndarray) -> np.ndarray:
+    """Return Holm's step-down adjusted p-values: p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)) (NaN stays NaN and
+    does not count in m). Valid under any dependence between the tests."""
+    p = np.asarray(p_values, dtype=np.float64)
+    adjusted = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    order = ok[np.argsort(p[ok], kind="stable")]
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted[order] = np.maximum.accumulate(scaled) if m else scaled
+    return adjusted
+
+
+#: the words of a saving (positive: the method is cheaper than what it is compared with)
+CHEAPER, DEARER = "cheaper", "dearer"
+
+
+def saving_verdict(lower: float, upper: float, p_adjusted: float | None = None, level: float = 0.95) -> str | None:
+    """The one verdict of a saving (%, positive = cheaper) from its interval: 'cheaper' where the whole interval is
+    above 0, 'dearer' where below, else NO_DIFFERENCE; None where the interval is undefined. With p_adjusted (a
+    family-wise corrected p-value of the same comparison) a direction also needs p_adjusted < 1 − level — the SQL
+    views' CASE over (lower, upper) is this rule without a family."""
+    if lower is None or upper is None or not (np.isfinite(lower) and np.isfinite(upper)):
+        return None
+    significant = p_adjusted is None or (np.isfinite(p_adjusted) and p_adjusted < 1.0 - level)
+    if lower > 0 and significant:
+        return CHEAPER
+    if upper < 0 and significant:
+        return DEARER
+    return NO_DIFFERENCE
+
+
+def test_verdict(direction: float, p_adjusted: float, level: float = 0.95) -> str | None:
+    """The verdict of a saving from a (family-wise corrected) test instead of an interval — e.g. a signed-rank test
+    across pools: 'cheaper' / 'dearer' by the sign of `direction` (the median saving) where p_adjusted < 1 − level,
+    else NO_DIFFERENCE; None where the test is undefined."""
+    if p_adjusted is None or not np.isfinite(p_adjusted) or direction is None or not np.isfinite(direction):
+        return None
+    if p_adjusted < 1.0 - level and direction != 0:
+        return CHEAPER if direction > 0 else DEARER
+    return NO_DIFFERENCE
 
 
 def verdict(diff: Interval, better: str, worse: str) -> str:

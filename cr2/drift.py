@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from cr2.bootstrap import holm_adjust
 from cr2.errors import DataValidationError, UnknownNameError
 
 CORRECTIONS = ("holm", "bonferroni")
@@ -64,17 +65,6 @@ class DriftReport:
         out = [f"{f.feature:<24} D = {f.statistic:.4f}  p = {f.p_value:.3g}  p_{self.correction} = {f.p_adjusted:.3g}  "
                f"(n = {f.n_reference:,} vs {f.n_sample:,}){'  DRIFT' if f.drifted else ''}" for f in self.features]
         return out + [self.recommendation]
-
-
-def holm_adjust(p_values: np.ndarray) -> np.ndarray:
-    """Return Holm's step-down adjusted p-values: p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j))."""
-    p = np.asarray(p_values, dtype=np.float64)
-    m = len(p)
-    order = np.argsort(p, kind="stable")
-    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    adjusted = np.empty(m)
-    adjusted[order] = np.maximum.accumulate(scaled)
-    return adjusted
 
 
 def _feature_array(which: str, name: str, values: Any) -> np.ndarray:
@@ -154,4 +144,4 @@ def state_features(states: Any, comm: Any, scores: Mapping[float, np.ndarray] | 
     return out
 
 
-__all__ = ["DriftReport", "FeatureDrift", "drift_test", "holm_adjust", "state_features"]
+__all__ = ["DriftReport", "FeatureDrift", "drift_test", "state_features"]

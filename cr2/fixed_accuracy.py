@@ -55,6 +55,41 @@ def frontier_cost_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray
     return out
 
 
+def frontier_cost_at_each(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """`frontier_cost_at` of every row of accuracy, cost [B, k] at once: [B, t], the same values row by row (the
+    same operations on the same numbers, vectorised; a non-finite point is off every frontier)."""
+    a = np.asarray(accuracy, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
+    if a.ndim != 2 or a.shape != c.shape:
+        raise InvalidValueError(f"accuracy {a.shape} and cost {c.shape} must both be [B, k]")
+    t = np.asarray(targets, dtype=np.float64)
+    b, k = a.shape
+    out = np.full((b, t.size), np.nan)
+    if k == 0 or b == 0:
+        return out
+    finite = np.isfinite(a) & np.isfinite(c)
+    a, c = np.where(finite, a, -np.inf), np.where(finite, c, np.inf)  # sorts last and beats nothing
+    order = np.lexsort((-a, c), axis=-1)  # per row: ascending cost, then best accuracy first among equal costs
+    a, c, finite = (np.take_along_axis(x, order, axis=1) for x in (a, c, finite))
+    best_before = np.maximum.accumulate(np.concatenate([np.full((b, 1), -np.inf), a[:, :-1]], axis=1), axis=1)
+    on = (a > best_before) & finite
+    # along a row the frontier's accuracy rises, so the first frontier point with accuracy ≥ target is the first
+    # on-point that reaches it; the point before it on the frontier is the last on-point before that
+    reach = on[:, :, None] & (a[:, :, None] >= t[None, None, :] - _EPS)  # [B, k, t]
+    hit = reach.any(axis=1)
+    j = reach.argmax(axis=1)  # [B, t]
+    last_on = np.maximum.accumulate(np.where(on, np.arange(k)[None, :], -1), axis=1)  # [B, k]
+    rows = np.arange(b)[:, None]
+    prev = np.where(j > 0, last_on[rows, np.maximum(j - 1, 0)], -1)
+    first = hit & (prev < 0)
+    out[first] = np.broadcast_to(c[rows, j], out.shape)[first]
+    mid = hit & (prev >= 0)
+    bi, ti = np.nonzero(mid)
+    a1, a2, c1, c2 = a[bi, prev[mid]], a[bi, j[mid]], c[bi, prev[mid]], c[bi, j[mid]]
+    out[mid] = c1 + (t[ti] - a1) * (c2 - c1) / (a2 - a1)
+    return out
+
+
 def grid_cost_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """[t] cheapest operating point's cost with accuracy ≥ target (no interpolation); NaN where not reached."""
     a, c = _points(accuracy, cost)
@@ -102,6 +137,49 @@ class MethodOutcomes:
                 resampled_means(self.cost, None, self.rows, counts=counts))
 
 
+def cost_samples(method: MethodOutcomes, targets: np.ndarray, counts: np.ndarray, *,
+                 points: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """A method's frontier cost at each target on the full test set [t] and on each resample [B, t] (NaN: missed).
+    points: (method.points(), method.points(counts=counts)) when the caller computed them already (e.g. for many
+    methods in one product)."""
+    t = np.asarray(targets, dtype=np.float64)
+    full, resampled = points if points is not None else (method.points(), method.points(counts=counts))
+    return frontier_cost_at(*full, t), frontier_cost_at_each(*resampled, t)
+
+
+def stacked_points(methods: list[MethodOutcomes], counts: np.ndarray) -> list[tuple[tuple, tuple]]:
+    """(points(), points(counts)) of each of `methods` (all over the same rows), from one product per statistic
+    instead of one per method."""
+    if not methods:
+        return []
+    rows = methods[0].rows
+    if any((m.rows is None) != (rows is None) or (rows is not None and not np.array_equal(m.rows, rows)) for m in methods):
+        raise InvalidValueError("stacked_points needs methods evaluated over the same rows")
+    stack = MethodOutcomes(np.concatenate([m.correct for m in methods], axis=1),
+                           np.concatenate([m.cost for m in methods], axis=1), rows=rows)
+    (fa, fc), (ra, rc) = stack.points(), stack.points(counts=counts)
+    edges = np.cumsum([0] + [np.shape(m.correct)[1] for m in methods])
+    return [((fa[i:j], fc[i:j]), (ra[:, i:j], rc[:, i:j])) for i, j in zip(edges[:-1], edges[1:])]
+
+
+def saving_samples(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, counts: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The saving vs the reference at each target on the full test set [t] and on each resample [B, t] (both
+    frontiers recomputed on the same drawn rows; NaN where one of them misses the target)."""
+    (est_m, samples_m), (est_r, samples_r) = cost_samples(method, targets, counts), cost_samples(reference, targets, counts)
+    return saving_pct(est_m, est_r), saving_pct(samples_m, samples_r)
+
+
+def mean_over_reached(est: np.ndarray, samples: np.ndarray) -> tuple[float, np.ndarray]:
+    """The mean saving over the targets both reach on the full test set, on it and on each resample ([B]; NaN on a
+    resample that misses one of those targets)."""
+    both = np.isfinite(est)
+    if not both.any():
+        return float("nan"), np.full(samples.shape[0], np.nan)
+    return float(est[both].mean()), samples[:, both].mean(axis=1)
+
+
 def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, idx: np.ndarray | None,
                      level: float = 0.95, *, counts: np.ndarray | None = None) -> tuple[list[Interval], Interval]:
     """Paired-bootstrap intervals of the saving vs the reference at each target and of its mean over targets.
@@ -110,16 +188,10 @@ def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets:
     or their `resample_counts`, computed once). The mean is over the targets both reach on the full test set;
     a resample where one of them is not reached drops out of that target's interval and of the mean's.
     """
-    t = np.asarray(targets, dtype=np.float64)
     if counts is None:
         counts = resample_counts(idx, np.shape(method.correct)[0])
-    est = saving_pct(frontier_cost_at(*method.points(), t), frontier_cost_at(*reference.points(), t))
-    ma, mc = method.points(counts=counts)
-    ra, rc = reference.points(counts=counts)
-    samples = np.stack([saving_pct(frontier_cost_at(ma[b], mc[b], t), frontier_cost_at(ra[b], rc[b], t))
-                        for b in range(counts.shape[0])])  # [B, t]
-    per_target = [percentile_interval(samples[:, i], float(est[i]), level) for i in range(t.size)]
-    both = np.isfinite(est)
-    mean_est = float(est[both].mean()) if both.any() else float("nan")
-    mean_samples = samples[:, both].mean(axis=1) if both.any() else np.full(counts.shape[0], np.nan)
+    est, samples = saving_samples(method, reference, targets, counts)
+    per_target = [percentile_interval(samples[:, i], float(est[i]), level) for i in range(est.size)]
+    mean_est, mean_samples = mean_over_reached(est, samples)
     return per_target, percentile_interval(mean_samples, mean_est, level)
+

@@ -330,3 +330,67 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
         f"cost is nearest c̄)**\n\n{_md(pd.DataFrame(erows))}",
         f"**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**\n\n{_md(pd.DataFrame(crows))}",
     ])
+
+
+QUESTION_TITLES = {
+    "gate-quality": "Gate quality — CR² uncertified (gate at s ≥ 0.5) vs the baseline uncertified (its one-shot argmax)",
+    "guarantee-price": "Price of the guarantee — each router certified at α vs itself uncertified",
+    "certified-score": "Which score certifies cheaper — CR²@rule vs baseline@rule at the same α",
+}
+
+
+def _er_cell(r) -> str:
+    """'estimate [lower, upper] word' of one equal-risk row (the word from the stored verdict)."""
+    word = {"cheaper": " cheaper", "dearer": " dearer"}.get(r["verdict"], "")
+    return ci_cell(r["estimate"], r["lower"], r["upper"]) + word
+
+
+def equal_risk_markdown(home: str | Path, label_source: str | None = None, target: float = 0.80) -> str:
+    """The equal-risk comparison of the newest evaluation run in `home` (table equal_risk) as markdown: every
+    certified router's cost at `target` accuracy with risk ≤ α, and CR²'s decomposition against each baseline."""
+    from warehouse.db import Warehouse
+    from warehouse.repository import eval_run, newest_eval_run, run_equal_risk
+
+    with Warehouse(home, read_only=True) as wh:
+        run_id = newest_eval_run(wh, label_source)
+        rows = run_equal_risk(wh, run_id) if _has_table(wh, "equal_risk") else pd.DataFrame()
+        run = eval_run(wh, run_id)
+    source = run["label_source"]
+    banner = ("SIMULATED labels — not measured" if is_simulated(source) else "MEASURED labels") + f" (label source `{source}`)"
+    if rows.empty:
+        return f"_{banner}; run `{run_id}`: no equal-risk rows (a run without certified routers, or one made before " \
+               "the equal-risk stage: re-run `cr2 run`)._\n"
+    means = rows[rows["metric"] == "mean_saving_pct"]
+    n_res = int(rows["n_resamples"].max())
+    parts = [f"_{banner}; run `{run_id}`; 95 % paired bootstrap over the test queries ({n_res:,} resamples, the "
+             f"evaluation's index); `cr2 results --equal-risk`._\n",
+             "A saving is side a's fixed-accuracy cost saving against side b, % (positive: a is cheaper), averaged over "
+             "the target accuracies both reach (0.50–0.99). Each question's tests are read together: a cell says "
+             "\"cheaper\" or \"dearer\" only where its 95 % interval excludes 0 and its Holm-adjusted p (over the "
+             "question's family: every baseline × rule × α) is below 0.05; a cell without a word is **no difference "
+             "detected**.\n"]
+    cost = rows[(rows["question"] == "cost") & ((rows["target"] - target).abs() < 1e-9)]
+    if len(cost):
+        c = cost.assign(side=lambda d: d["rule"].fillna("uncertified") + d["alpha"].map(
+            lambda a: "" if pd.isna(a) else f" α={a:g}"))
+        c["cell"] = [ci_cell(e, lo, hi, ".3f") for e, lo, hi in zip(c["estimate"], c["lower"], c["upper"])]
+        order = list(dict.fromkeys(c.sort_values(["rule", "alpha"], na_position="first")["side"]))
+        table = c.pivot_table(index="router", columns="side", values="cell", aggfunc="first")[order].reset_index()
+        parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "
+                     f"c̄ on the router's frontier; `uncertified`: no bound; teacher disagreement for crc, oracle "
+                     f"disagreement for crc-oracle, avoidable error for crc-avoidable)\n\n{_md(table)}")
+    for question, title in QUESTION_TITLES.items():
+        q = means[means["question"] == question].copy()
+        if q.empty:
+            continue
+        q["cell"] = [_er_cell(r) for _, r in q.iterrows()]
+        if question == "gate-quality":
+            table = q[["against", "cell", "n_targets", "p_value", "p_holm"]].rename(
+                columns={"against": "baseline", "cell": "CR² vs baseline, mean saving % [95 % CI]"})
+        else:
+            key = "router" if question == "guarantee-price" else "against"
+            q["α"] = q["alpha"].map(lambda a: f"α = {a:g}")
+            table = q.pivot_table(index=[key, "rule"], columns="α", values="cell", aggfunc="first").reset_index()
+            table = table.rename(columns={"against": "baseline"})
+        parts.append(f"**{title}** ({len(q)} tests in the family)\n\n{_md(table, 3)}")
+    return "\n".join(parts)

@@ -56,26 +56,78 @@ def savings_markdown(home: Path, study_id: str) -> str:
 
 
 def signed_rank_markdown(knn: pd.DataFrame) -> str:
-    """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0)."""
-    from cr2.bootstrap import signed_rank_test
+    """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), the
+    tests Holm-adjusted as one family (they are read together)."""
+    from cr2.bootstrap import holm_adjust, signed_rank_test, test_verdict
     from cr2.errors import InvalidValueError
 
     wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
     if "cr2" not in wide or len(wide) < 2:
         return "(signed-rank test: fewer than 2 pools with a CR² saving)"
-    lines = ["| CR² against | pools | median(CR² − baseline), pts | W⁺ | W⁻ | p (two-sided) | test |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    found = []
     for b in ["knn"] + [m for m in ("mlp", "embedllm", "llmrank", "llmrank-bench") if m in wide]:
         other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
         both = wide["cr2"].notna() & other.notna()
         try:
-            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
+            found.append((b, int(both.sum()), signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())))
         except InvalidValueError as e:
-            lines.append(f"| {b} | {int(both.sum())} | — | — | — | — | {e} |")
+            found.append((b, int(both.sum()), e))
+    tested = [t for _, _, t in found if not isinstance(t, Exception)]
+    holm = iter(holm_adjust([t.p_value for t in tested]))
+    lines = ["| CR² against | pools | median(CR² − baseline), pts | W⁺ | W⁻ | p (two-sided) | p, Holm over the family | "
+             "verdict | test |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for b, n, t in found:
+        if isinstance(t, Exception):
+            lines.append(f"| {b} | {n} | — | — | — | — | — | — | {t} |")
             continue
-        lines.append(f"| {b} | {int(both.sum())} | {t.median_diff:+.1f} | {t.w_plus:g} | {t.w_minus:g} | "
-                     f"{t.p_value:.3g} | {t.method} |")
-    return "\n".join(lines)
+        p_holm = next(holm)
+        word = (test_verdict(t.median_diff, p_holm) or "—").replace("cheaper", "CR² cheaper").replace("dearer", "CR² dearer")
+        lines.append(f"| {b} | {n} | {t.median_diff:+.1f} | {t.w_plus:g} | {t.w_minus:g} | {t.p_value:.3g} | "
+                     f"{p_holm:.3g} | {word} | {t.method} |")
+    return "\n".join(lines) + POOL_DEPENDENCE
+
+
+POOL_DEPENDENCE = ("\n\nThe pools are not independent: they share the questions, the split and the resample index, and "
+                   "several share edge models; the signed-rank test treats them as independent units, so its p-values are "
+                   "optimistic. Holm's correction holds under any dependence between the tests of the family.\n")
+
+
+def equal_risk_pools_markdown(home: Path, study_id: str) -> str:
+    """Across pools, per equal-risk comparison (cr2.equal_risk, at grids.default_alpha): the pools' mean savings
+    [95 % CI] summarised, a signed-rank test of the savings against 0, Holm-adjusted over each question's family."""
+    from cr2.bootstrap import holm_adjust, saving_verdict, signed_rank_test, test_verdict
+    from cr2.errors import InvalidValueError
+    from warehouse.db import Warehouse
+    from warehouse.pools import pool_equal_risk
+
+    with Warehouse(home, read_only=True) as wh:
+        er = pool_equal_risk(wh, study_id)
+    if er.empty:
+        return "(no equal-risk rows for this study: pools run before the equal-risk stage; re-run the study)"
+    lines = []
+    for question, q in er.groupby("question", sort=False):
+        tests = []
+        for (a, b), g in q.groupby(["subject", "other"], sort=False):
+            words = [saving_verdict(lo, hi) for lo, hi in zip(g["lower"], g["upper"])]
+            counts = f"{words.count('cheaper')} / {words.count('dearer')} / {words.count('no difference detected')}"
+            try:
+                t = signed_rank_test(g["estimate"].to_numpy(dtype=float))
+            except InvalidValueError:
+                t = None
+            tests.append((a, b, len(g), float(g["estimate"].median()), counts, t))
+        holm = iter(holm_adjust([t.p_value for *_, t in tests if t is not None]))
+        lines += [f"**{question}** (across pools; {len(tests)} tests in the family)", "",
+                  "| side a | side b | pools | median saving % | pools cheaper / dearer / n.d. (per-pool 95 % CI) | "
+                  "p (signed rank) | p, Holm | verdict |", "|" + " --- |" * 8]
+        for a, b, n, med, counts, t in tests:
+            if t is None:
+                lines.append(f"| {a} | {b} | {n} | {med:+.1f} | {counts} | — | — | — |")
+                continue
+            p_holm = next(holm)
+            lines.append(f"| {a} | {b} | {n} | {med:+.1f} | {counts} | {t.p_value:.3g} | {p_holm:.3g} | "
+                         f"{test_verdict(t.median_diff, p_holm)} |")
+        lines.append("")
+    return "\n".join(lines) + POOL_DEPENDENCE
 
 
 def diagnostics_markdown(home: Path, study_id: str) -> str:
@@ -118,6 +170,7 @@ def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"),
     out = study_pools_flow(config_path=str(config) if config else None, home=str(h), rule_path=str(rule),
                            pools=pool or None, embeddings_from=str(embeddings_from) if embeddings_from else None)
     emit(savings_markdown(h, out["study_id"]))
+    emit(equal_risk_pools_markdown(h, out["study_id"]))
     emit(diagnostics_markdown(h, out["study_id"]))
     console.print(f"cr2 study pools finished in {time.perf_counter() - t0:.1f} s; study {out['study_id']} "
                   f"(tables pool_runs, pool_results; views v_pool_savings, v_pool_diagnostics)", highlight=False)

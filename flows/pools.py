@@ -3,8 +3,9 @@
 The pools come from a rule written down before any pool was run (configs/pools/<name>.yaml, cr2/pools.py,
 docs/pools.md). For each pool the study runs, in the pool's own warehouse
   prepare (labels and costs of the pool; embeddings, splits and states reused) → train → calibrate →
-  baselines → evaluate → intervals → pool summary (comparisons vs KNN and vs the best single model with
-  paired-bootstrap intervals, the headroom and the label diagnostics)
+  baselines → evaluate → certify → equal-risk → intervals → pool summary (comparisons vs KNN and vs the best
+  single model with paired-bootstrap intervals, the equal-risk decomposition at grids.default_alpha, the headroom
+  and the label diagnostics)
 — each a cached task — and writes the pool's rows into pool_runs / pool_results of the base warehouse (views
 v_pool_savings, v_pool_diagnostics). The report and the ablation are skipped, and so are the risk-vs-α
 Monte-Carlo bands (evaluation.n_resplits = 0): they are not pool statistics.
@@ -54,6 +55,7 @@ def pool_home(home: Path, pool: str) -> Path:
 def run_pool(config: Config, home: Path) -> dict:
     """The pipeline stages of one pool, each a cached task in `home`: ingest (the pool's models) … intervals."""
     from flows.calibrate import calibrate
+    from flows.certify import certify, equal_risk
     from flows.ingest import ingest
     from flows.baselines import fit_baselines
     from flows.evaluate import evaluate, intervals
@@ -63,7 +65,10 @@ def run_pool(config: Config, home: Path) -> dict:
     ingest(config, home)  # registers the pool's models (the queries are the base's, unchanged)
     prepare(config, home)
     trained = train(config, home)
-    evaluated = evaluate(config, home, trained, calibrate(config, home, trained), fit_baselines(config, home))
+    baselines = fit_baselines(config, home)
+    evaluated = evaluate(config, home, trained, calibrate(config, home, trained), baselines)
+    certified = certify(config, home, trained, baselines, evaluated)  # every router certified, as in `cr2 run`
+    evaluated["equal_risk"] = equal_risk(config, home, evaluated, certified)
     evaluated["intervals"] = intervals(config, home, trained, evaluated)
     return evaluated
 

@@ -1,6 +1,6 @@
 """cr2 run: the whole pipeline as one flow in one process.
 
-ingest → prepare → train → calibrate → baselines → evaluate → certify → intervals → ablation → report. Each stage is a
+ingest → prepare → train → calibrate → baselines → evaluate → certify → equal-risk → intervals → ablation → report. Each stage is a
 cached, validated Prefect task, so a warm re-run with nothing changed does almost nothing. The baselines' and the
 ablated gates' fits need neither the gate nor the evaluation: they start in background processes as soon as their
 inputs exist (tasks/ahead.py) and their stages collect them. One process means the ephemeral
@@ -17,7 +17,7 @@ from flows.ablation import ablation
 from flows.artifacts import publish_evaluation
 from flows.baselines import fit_baselines
 from flows.calibrate import calibrate
-from flows.certify import certify
+from flows.certify import certify, equal_risk
 from flows.evaluate import evaluate, intervals
 from flows.ingest import ingest
 from flows.prepare import prepare
@@ -48,6 +48,7 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
         summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])
         # certify appends its routers' decisions to the evaluation run before intervals reads the run's decisions
         summary["certify"] = certify(config, h, summary["train"], summary["baselines"], summary["evaluate"])
+        summary["equal_risk"] = equal_risk(config, h, summary["evaluate"], summary["certify"])
         summary["intervals"] = intervals(config, h, summary["train"], summary["evaluate"])
         summary["ablation"] = ablation(config, h, summary["train"], summary["evaluate"])
     counts = {b: row["queries"] for b, row in summary["ingest"]["benchmarks"].items()}

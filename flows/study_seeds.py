@@ -3,9 +3,10 @@
 The bootstrap intervals (flows/evaluate.py → intervals) hold training, calibration and the split fixed and
 resample only the test queries. This study re-runs, for each of N seeds,
   split (splits.seed) → train (teacher.seed, gate.seed) → calibrate → learned baselines (their `seed`)
-  → evaluate → intervals
+  → evaluate → certify → equal-risk → intervals
 and stores each seed's headline statistics (every per-query metric at every operating point, benchmark 'all';
-every learned method's saving vs KNN at each target and its mean over the targets) in `seed_results`, one row
+every learned method's saving vs KNN at each target and its mean over the targets; the equal-risk decomposition's
+mean savings at grids.default_alpha, metric `equal-risk:<question>`) in `seed_results`, one row
 per (seed, statistic) with that seed's own bootstrap interval; the view v_seed_spread gives mean, sd, min and
 max over the seeds beside the base seed's interval.
 
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from prefect import flow
 
 from cr2.config import Config, load_config
@@ -56,6 +58,7 @@ def seed_home(home: Path, seed: int) -> Path:
 def run_seed(config: Config, home: Path) -> dict:
     """The pipeline stages a seed re-runs (each a cached task in `home`): prepare … intervals."""
     from flows.calibrate import calibrate
+    from flows.certify import certify, equal_risk
     from flows.baselines import fit_baselines
     from flows.evaluate import evaluate, intervals
     from flows.prepare import prepare
@@ -63,7 +66,10 @@ def run_seed(config: Config, home: Path) -> dict:
 
     prepare(config, home)
     trained = train(config, home)
-    evaluated = evaluate(config, home, trained, calibrate(config, home, trained), fit_baselines(config, home))
+    baselines = fit_baselines(config, home)
+    evaluated = evaluate(config, home, trained, calibrate(config, home, trained), baselines)
+    certified = certify(config, home, trained, baselines, evaluated)  # every router certified, as in `cr2 run`
+    evaluated["equal_risk"] = equal_risk(config, home, evaluated, certified)
     evaluated["intervals"] = intervals(config, home, trained, evaluated)
     return evaluated
 
@@ -81,7 +87,8 @@ def study_seeds_flow(config_path: str | None = None, home: str | None = None, n:
     """Re-run split + training + calibration + evaluation for N seeds; per-seed results in `seed_results`."""
     from cr2.errors import InvalidValueError
     from warehouse.db import Warehouse, default_home
-    from warehouse.repository import run_intervals, utc_now, write_seed_result
+    from cr2.equal_risk import study_statistics
+    from warehouse.repository import run_equal_risk, run_intervals, utc_now, write_seed_result
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()
@@ -101,7 +108,15 @@ def study_seeds_flow(config_path: str | None = None, home: str | None = None, n:
         evaluated = run_seed(cfg, home_s)
         with Warehouse(home_s, read_only=True) as wh:
             iv = run_intervals(wh, evaluated["run_id"])
+            equal = run_equal_risk(wh, evaluated["run_id"])
         iv = iv[iv["benchmark"] == "all"].rename(columns={"estimate": "value"})
+        # the equal-risk decomposition at the default α: one row per comparison, method "<side a> vs <side b>"
+        iv = pd.concat([iv, pd.DataFrame([
+            {"method": f"{r['method_a']} vs {r['method_b']}", "lam": None, "alpha": r["alpha"], "benchmark": "all",
+             "metric": f"equal-risk:{r['question']}", "target": None, "value": r["estimate"], "lower": r["lower"],
+             "upper": r["upper"]} for r in study_statistics(equal.to_dict("records"), cfg.grids.default_alpha)],
+            columns=["method", "lam", "alpha", "benchmark", "metric", "target", "value", "lower", "upper"])],
+            ignore_index=True)
         run = {"study_id": study_id, "seed": seed, "run_id": evaluated["run_id"],
                "home": "." if home_s == h else str(home_s.relative_to(h)), "n_test": int(evaluated["n_test"]),
                "created_at": utc_now()}

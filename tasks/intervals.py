@@ -19,16 +19,26 @@ from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage
 from warehouse.db import Warehouse
 
 
+def _positions(index: pd.Index, column: pd.Series) -> np.ndarray:
+    """Position in `index` of each value of `column` (−1: absent); a Categorical column is looked up once per
+    category, not once per row."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        at = index.get_indexer(column.cat.categories)
+        codes = column.cat.codes.to_numpy()
+        return np.where(codes >= 0, at[codes], -1)
+    return index.get_indexer(column)
+
+
 def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: tuple[str, ...]) -> list:
     """The run's decisions as one OperatingPoint per (method, λ, α), rows in test order."""
     from cr2.errors import DataValidationError
     from cr2.intervals import OperatingPoint
 
-    row = pd.Index(query_id).get_indexer(decisions["query_id"])
-    model = pd.Index(model_ids).get_indexer(decisions["chosen_model"])
+    row = _positions(pd.Index(query_id), decisions["query_id"])
+    model = _positions(pd.Index(model_ids), decisions["chosen_model"])
     if (row < 0).any() or (model < 0).any():
         raise DataValidationError("the run's decisions name queries or models outside its test split; re-run `cr2 run`")
-    method = decisions["method"].to_numpy()
+    method = decisions["method"]
     lam = decisions["lam"].astype("float64").to_numpy()
     alpha = decisions["alpha"].astype("float64").fillna(-1.0).to_numpy()
     # one code per (method, λ, α) in first-seen order: each column factorised alone and the code triples
@@ -39,7 +49,7 @@ def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: t
         combined = combined * len(column_keys) + column_codes
     codes, _ = pd.factorize(combined)
     first = np.unique(codes, return_index=True)[1]  # the first row of each group, in code order
-    keys = list(zip(method[first], lam[first], alpha[first]))
+    keys = list(zip(method.iloc[first].to_numpy(dtype=object), lam[first], alpha[first]))
     chosen = np.full((len(keys), len(query_id)), -1, dtype=np.int64)
     chosen[codes, row] = model
     gate = decisions["gate_accept"].astype("boolean").fillna(decisions["chosen_model"] == model_ids[0]).to_numpy(bool)

@@ -7,7 +7,9 @@ Reads the run's per-query decisions and the pool's routing sets (every split), a
     the full-information reference's saving vs KNN is the headroom;
   - the label diagnostics of cr2.diagnostics over all of the pool's queries (accuracy, pairwise φ,
     P(device right | largest wrong), cross-validated k-NN AUC of correctness and of each pair's disagreement);
-  - the device / cheapest-edge cost ratio under the realised c and the pre-execution ĉ (test rows).
+  - the device / cheapest-edge cost ratio under the realised c and the pre-execution ĉ (test rows);
+  - the run's equal-risk decomposition (table equal_risk: gate quality, and the price of the guarantee and the
+    certified-score comparison at grids.default_alpha), one mean saving with its interval per comparison.
 What the intervals do not cover: training, calibration and the split are held fixed (test-query noise only).
 The key covers its declared reads (the run's decisions, the routing rows, the config fields) and the code.
 """
@@ -21,6 +23,9 @@ from prefect import task
 from cr2.config import Config
 from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage, stage_key
 from warehouse.db import Warehouse
+
+
+EQUAL_RISK_METRIC = "equal-risk:"  # pool_results.metric of an equal-risk mean saving: equal-risk:<question>
 
 
 def learned_methods(methods) -> list[str]:
@@ -42,7 +47,8 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     from cr2.premise import device_edge_ratio
     from tasks.intervals import operating_points
     from tasks.inputs import load_sets
-    from warehouse.repository import methods_of_run, run_decisions
+    from cr2.equal_risk import study_statistics
+    from warehouse.repository import methods_of_run, run_decisions, run_equal_risk
 
     t0 = time.perf_counter()
     spec = config.evaluation.bootstrap
@@ -73,6 +79,12 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     counts = resample_counts(idx, len(test))
     compared = [*learned_methods(methods), ORACLE]
     rows = comparison_rows(outcomes, [m for m in compared if m in outcomes] + ["knn"], VIEW_TARGETS, counts, spec.level)
+    # the equal-risk decomposition of the run (its equal-risk stage), at the default α: one mean saving per comparison
+    with Warehouse(home, read_only=True) as wh:
+        equal = run_equal_risk(wh, run_id)
+    rows += [{"subject": r["method_a"], "other": r["method_b"], "metric": f"{EQUAL_RISK_METRIC}{r['question']}",
+              "target": None, "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"], "n": r["n_targets"]}
+             for r in study_statistics(equal.to_dict("records"), config.grids.default_alpha)]
     # diagnostics over every query of the pool (train, dev, val and test): more rows, the same labels
     parts = [sets[s] for s in ("train", "dev", "val", "test") if s in sets and len(sets[s])]
     correct = np.concatenate([np.asarray(p.correct, dtype=bool) for p in parts])
@@ -89,6 +101,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
 
 
 POOL_SUMMARY = Stage(pool_summary_task, Reads(
-    config=("evaluation", "models", "reference_model", "routing.decision_cost", *ROUTING_CONFIG),
-    rows=(Rows("decisions", where=lambda c, run_id: {"run_id": run_id}), RoutingRows()),
+    config=("evaluation", "models", "reference_model", "routing.decision_cost", "grids.default_alpha", *ROUTING_CONFIG),
+    rows=(Rows("decisions", where=lambda c, run_id: {"run_id": run_id}),
+          Rows("equal_risk", where=lambda c, run_id: {"run_id": run_id}), RoutingRows()),
     upstream=("methods", "eval_runs")), upstream=lambda run_id: [run_id])

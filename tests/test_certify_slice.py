@@ -31,6 +31,7 @@ SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resp
 def certified(tmp_path_factory, one_torch_thread):
     from tasks.certify import CERTIFY
     from tasks.common import tracked_run
+    from tasks.equal_risk import EQUAL_RISK
 
     root = tmp_path_factory.mktemp("certify-slice")
     plugin = root / "plugin"
@@ -58,7 +59,8 @@ def certified(tmp_path_factory, one_torch_thread):
             before = wh.df("SELECT * FROM metrics WHERE run_id = ? ORDER BY ALL", [evaluated["run_id"]])
         result = run(CERTIFY, trained, baselines, evaluated)
         again = run(CERTIFY, trained, baselines, evaluated)
-        yield {"config": config, "home": home, "trained": trained, "baselines": baselines, "evaluated": evaluated,
+        compared = run(EQUAL_RISK, evaluated, result)
+        yield {"compared": compared, "config": config, "home": home, "trained": trained, "baselines": baselines, "evaluated": evaluated,
                "result": result, "again": again, "before": before}
     finally:
         if shared_cache is None:
@@ -168,3 +170,30 @@ def test_existing_rows_are_unchanged_and_a_rerun_reads_the_cached_p_hat(certifie
     assert n_certified == len(certified["again"]["methods"])  # the re-run replaced the rows, it did not add to them
     assert certified["again"]["proba_cached"] == {name: True for name in (*LEARNED, "prior")}
     assert not any(certified["result"]["proba_cached"].values())
+
+
+def test_every_certified_router_is_compared_at_equal_risk_under_every_question(certified):
+    """The equal-risk stage on the slice: a cost-at-accuracy row for every certified side (the toy router's too), the
+    three questions for CR² against every other certified router, Holm-adjusted p ≥ raw p, verdict words only from
+    the one verdict rule."""
+    from cr2.bootstrap import saving_verdict
+    from cr2.equal_risk import QUESTIONS
+
+    routers = certified["result"]["routers"]
+    with Warehouse(certified["home"], read_only=True) as wh:
+        rows = wh.df("SELECT * FROM equal_risk WHERE run_id = ?", [certified["evaluated"]["run_id"]])
+    assert "prior" in routers  # the router added from outside the package
+    cost = rows[rows["question"] == "cost"]
+    assert set(cost["router"]) == set(routers)
+    means = rows[rows["metric"] == "mean_saving_pct"]
+    assert set(means["question"]) == set(QUESTIONS)
+    gate = means[means["question"] == "gate-quality"]
+    assert set(gate["against"]) <= set(routers) - {"cr2"} and len(gate) >= 1
+    price = means[means["question"] == "guarantee-price"]
+    assert set(price["rule"]) <= set(certified["result"]["rules"]) and (price["against"] == "uncertified").all()
+    assert (means["p_holm"] >= means["p_value"] - 1e-12).all()
+    for r in means.itertuples():
+        assert r.verdict == saving_verdict(r.lower, r.upper, r.p_holm, r.level)
+    per_target = rows[rows["metric"] == "saving_pct"]
+    for r in per_target.itertuples():
+        assert r.verdict == saving_verdict(r.lower, r.upper, None, r.level)

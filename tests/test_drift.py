@@ -6,7 +6,8 @@ import pytest
 
 from cr2.channel import sample_states
 from cr2.config import load_config, load_state_distribution
-from cr2.drift import DriftReport, drift_test, holm_adjust, state_features
+from cr2.bootstrap import holm_adjust
+from cr2.drift import DriftReport, drift_test, state_features
 from cr2.errors import DataValidationError, UnknownNameError
 
 N = 2000  # states per sample: a few seconds of a deployment's traffic, a realistic monitoring window

@@ -65,6 +65,7 @@ def test_second_run_with_nothing_changed_does_no_work(pipeline):
     assert all(step["cached"] for step in again["prepare"].values())
     assert again["train"]["cached"] and again["calibrate"]["cached"] and again["evaluate"]["cached"]
     assert again["baselines"]["cached"] and again["intervals"]["cached"] and again["certify"]["cached"]
+    assert again["equal_risk"]["cached"]
     assert again["calibrate"]["version"] == pipeline["first"]["calibrate"]["version"]
 
 

@@ -37,6 +37,7 @@ def slice_run(tmp_path_factory, one_torch_thread):
     from tasks.ablation import ABLATION
     from tasks.certify import CERTIFY
     from tasks.common import tracked_run
+    from tasks.equal_risk import EQUAL_RISK
     from tasks.intervals import INTERVALS
     from tasks.pools import POOL_SUMMARY
     from tasks.premise import PREMISE_INPUTS
@@ -57,7 +58,8 @@ def slice_run(tmp_path_factory, one_torch_thread):
     done = run_stages_to_evaluate(run)
     ingested, trained, calibrated = done["ingest"], done["train"], done["calibrate"]
     baselines, evaluated = done["baselines"], done["evaluate"]
-    run(CERTIFY, trained, baselines, evaluated)
+    certified = run(CERTIFY, trained, baselines, evaluated)
+    run(EQUAL_RISK, evaluated, certified)
     run(INTERVALS, trained, evaluated)
     ablated = run(ABLATION, trained, evaluated)
     counts = {b: row["queries"] for b, row in ingested["benchmarks"].items()}
@@ -70,7 +72,7 @@ def slice_run(tmp_path_factory, one_torch_thread):
 
 STAGE_NAMES = ("ingest-queries", "prepare-embeddings", "prepare-splits", "prepare-states", "prepare-labels",
                "prepare-costs", "train-cr2", "calibrate-cr2", "fit-baselines", "evaluate", "intervals", "ablation",
-               "certify", "report", "pool-summary", "evaluate-recalibration", "premise-inputs")
+               "certify", "equal-risk", "report", "pool-summary", "evaluate-recalibration", "premise-inputs")
 
 
 @pytest.mark.parametrize("name", STAGE_NAMES)
@@ -172,6 +174,7 @@ ROW_EDITS = {  # every row of each table a key fingerprints, in columns its read
     "labels": (("correct", "output_tokens"), "UPDATE labels SET output_tokens = output_tokens + 1, correct = NOT correct"),
     "costs": (("cost_norm", "cost_est_norm"), "UPDATE costs SET cost_norm = cost_norm * 2, cost_est_norm = cost_est_norm * 2"),
     "decisions": (("chosen_model",), "UPDATE decisions SET chosen_model = chosen_model || '-x'"),
+    "equal_risk": (("estimate",), "UPDATE equal_risk SET estimate = estimate + 1"),
 }
 
 

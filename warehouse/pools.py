@@ -33,6 +33,14 @@ def write_pool(wh: Warehouse, study_id: str, pool: str, run: dict[str, Any], row
         wh.insert_df("pool_results", res, con)
 
 
+def pool_equal_risk(wh: Warehouse, study_id: str) -> pd.DataFrame:
+    """The equal-risk mean savings of every pool of one study (pool_results rows `equal-risk:<question>`): pool,
+    question, subject (side a), other (side b), estimate, lower, upper, n (targets both reach)."""
+    return wh.df("SELECT pool, substr(metric, length('equal-risk:') + 1) AS question, subject, other, estimate, lower, "
+                 "upper, n FROM pool_results WHERE study_id = ? AND starts_with(metric, 'equal-risk:') "
+                 "ORDER BY question, subject, other, pool", [study_id])
+
+
 def pool_savings(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """v_pool_savings of one study: per pool and method, the mean saving vs KNN / best single with its interval."""
     return wh.df("SELECT * FROM v_pool_savings WHERE study_id = ? ORDER BY pool, method, reference", [study_id])

@@ -359,12 +359,17 @@ INTERVAL_COLUMNS = ("run_id", "method", "lam", "alpha", "benchmark", "metric", "
                     "level", "n_resamples", "n_targets", "seed")
 
 
-def run_decisions(wh: Warehouse, run_id: str, skip_kinds: Sequence[str] = ()) -> pd.DataFrame:
-    """The per-query decisions of evaluation run `run_id` (method, λ, α, query, chosen model, gate acceptance),
-    without those of the methods whose `methods.kind` is one of `skip_kinds`."""
-    return wh.df("SELECT method, lam, alpha, query_id, chosen_model, accepted_local, gate_accept FROM decisions "
+def run_decisions(wh: Warehouse, run_id: str, skip_kinds: Sequence[str] = (), *,
+                  only: tuple[Sequence[str], Sequence[str]] | None = None) -> pd.DataFrame:
+    """The per-query decisions of evaluation run `run_id` (method, λ, α, query, chosen model, gate acceptance; text
+    columns as Categoricals), without those of the methods whose `methods.kind` is one of `skip_kinds`;
+    only=(kinds, methods): just those of the methods of these kinds and of these methods."""
+    kinds, methods = only if only is not None else ((), ())
+    return wh.coded_df("SELECT method, lam, alpha, query_id, chosen_model, accepted_local, gate_accept FROM decisions "
                  "WHERE run_id = ? AND method NOT IN (SELECT method FROM methods WHERE run_id = ? "
-                 "AND list_contains(?::VARCHAR[], kind))", [run_id, run_id, list(skip_kinds)])
+                 "AND list_contains(?::VARCHAR[], kind)) AND (NOT ? OR list_contains(?::VARCHAR[], method) OR method IN "
+                 "(SELECT method FROM methods WHERE run_id = ? AND list_contains(?::VARCHAR[], kind)))",
+                 [run_id, run_id, list(skip_kinds), only is not None, list(methods), run_id, list(kinds)])
 
 
 def _nan_to_null(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -380,6 +385,24 @@ def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
     with wh.transaction() as con:
         wh.delete_where("intervals", {"run_id": run_id}, con)
         wh.insert_df("intervals", rows[list(INTERVAL_COLUMNS)], con)
+
+
+EQUAL_RISK_COLUMNS = ("run_id", "question", "router", "against", "rule", "alpha", "method_a", "method_b", "metric",
+                      "target", "estimate", "lower", "upper", "level", "n_resamples", "n_targets", "p_value", "p_holm",
+                      "verdict", "seed")
+
+
+def write_equal_risk(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
+    """Replace the equal-risk comparison of evaluation run `run_id` (cr2.equal_risk)."""
+    rows = _nan_to_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value", "p_holm"))
+    with wh.transaction() as con:
+        wh.delete_where("equal_risk", {"run_id": run_id}, con)
+        wh.insert_df("equal_risk", rows[list(EQUAL_RISK_COLUMNS)], con)
+
+
+def run_equal_risk(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """The `equal_risk` rows of evaluation run `run_id`."""
+    return wh.df("SELECT * FROM equal_risk WHERE run_id = ?", [run_id])
 
 
 def run_intervals(wh: Warehouse, run_id: str) -> pd.DataFrame:

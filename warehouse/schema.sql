@@ -270,6 +270,33 @@ CREATE TABLE IF NOT EXISTS intervals (
     seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
 );
 
+-- cr2 run's equal-risk stage (cr2.equal_risk): every certified router's cost at fixed accuracy with risk ≤ α, and
+-- CR² against each baseline in three questions — gate-quality (uncertified vs uncertified), guarantee-price
+-- (a router certified vs itself uncertified), certified-score (certified vs certified, same rule and α) — as paired
+-- bootstrap savings over the test queries on the evaluation's shared index
+CREATE TABLE IF NOT EXISTS equal_risk (
+    run_id      VARCHAR NOT NULL,        -- the evaluation run whose decisions the sides are
+    question    VARCHAR NOT NULL,        -- cost | gate-quality | guarantee-price | certified-score
+    router      VARCHAR NOT NULL,        -- the router of side a
+    against     VARCHAR,                 -- the baseline of side b, 'uncertified' (guarantee-price), NULL for cost
+    rule        VARCHAR,                 -- the calibration rule of the certified side(s); NULL for gate-quality
+    alpha       DOUBLE,                  -- the risk level α of the certified side(s)
+    method_a    VARCHAR NOT NULL,        -- side a's method (e.g. cr2@crc-avoidable, knn@uncertified, cr2-fixed-0.5)
+    method_b    VARCHAR,                 -- side b's method; NULL for cost
+    metric      VARCHAR NOT NULL,        -- cost_at_accuracy | saving_pct (a's saving vs b, %) | mean_saving_pct
+    target      DOUBLE,                  -- target accuracy; NULL for the mean over the targets both reach
+    estimate    DOUBLE,
+    lower       DOUBLE,                  -- percentile interval at `level` over the finite resamples
+    upper       DOUBLE,
+    level       DOUBLE NOT NULL,
+    n_resamples INTEGER NOT NULL,
+    n_targets   INTEGER,                 -- mean saving: how many targets both reach
+    p_value     DOUBLE,                  -- mean saving: two-sided p of "saving = 0" (bootstrap standard error)
+    p_holm      DOUBLE,                  -- … Holm-adjusted over the question's family (every baseline × rule × α)
+    verdict     VARCHAR,                 -- cheaper | dearer | no difference detected (mean saving: interval and Holm)
+    seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
+);
+
 -- cr2 study seeds (issue 25): one row per (study, seed) — which evaluation run the seed produced, and where
 CREATE TABLE IF NOT EXISTS seed_runs (
     study_id    VARCHAR NOT NULL,

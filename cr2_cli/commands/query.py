@@ -15,14 +15,21 @@ from cr2_cli.render import print_frame
 def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tables (default: grids.default_alpha)"),
             label_source: Optional[str] = typer.Option(None, help="newest run of this label source (default: newest)"),
             paper: bool = typer.Option(False, "--paper", help="also the paper's numbers beside ours"),
+            equal_risk: bool = typer.Option(False, "--equal-risk", help="only the equal-risk comparison: every "
+                                            "certified router's cost with risk ≤ α, and CR² vs each baseline split "
+                                            "into gate quality, price of the guarantee and certified score"),
             targets: Optional[str] = typer.Option(None, "--targets", help="fixed-accuracy targets, comma-separated "
                                                   "(0.50 … 0.99 in steps of 0.01; default: the paper's 0.79–0.82, or "
                                                   "the four highest CR² and KNN both reach when they do not reach 0.82)"),
             config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
     from cr2.config import load_config
-    from cr2_cli.results import comparison_markdown, parse_targets, results_markdown
+    from cr2_cli.results import comparison_markdown, equal_risk_markdown, parse_targets, results_markdown
 
+    if equal_risk:
+        target = parse_targets(targets)[0] if targets is not None else 0.80
+        emit(equal_risk_markdown(home_dir(home, create=False), label_source, target))
+        return
     chosen = parse_targets(targets) if targets is not None else None  # a bad list fails before the warehouse opens
     a = alpha if alpha is not None else load_config(config).grids.default_alpha
     h = home_dir(home, create=False)

@@ -1,0 +1,65 @@
+"""Equal-risk task: every certified router compared at the same risk bound, and CR²'s result decomposed (cr2.equal_risk).
+
+Reads the evaluation run's decisions of the certified routers (`<router>@<rule>` at every λ × α of certify.alphas),
+of their uncertified sides (`<router>@uncertified`, CR²'s `cr2-fixed-0.5`) and the test rows; draws the
+evaluation's bootstrap index (evaluation.bootstrap: the same n_resamples and seed as the intervals task, so the
+same resamples) and writes table `equal_risk`: each side's cost at every target accuracy, and the three questions'
+paired savings with their bootstrap p-values, Holm-adjusted per question. The key covers the run's decisions, the
+test rows, the bootstrap and certify config and the code the task can run.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+from prefect import task
+
+from cr2.config import Config
+from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage
+from warehouse.db import Warehouse
+
+
+@task(name="equal-risk")
+def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: dict) -> dict:
+    """Cost at fixed accuracy with risk ≤ α of every certified router, and the decomposition of CR² vs each baseline."""
+    from cr2.bootstrap import resample_counts, resample_indices
+    from cr2.equal_risk import CR2_UNCERTIFIED, Side, certified_side, decomposition, equal_risk_rows, uncertified_side
+    from cr2.evaluation import CERTIFIED_KINDS
+    from cr2.fixed_accuracy import VIEW_TARGETS
+    from cr2.intervals import method_outcomes
+    from cr2.metrics import evaluable_mask
+    from tasks.inputs import load_sets
+    from tasks.intervals import operating_points
+    from warehouse.repository import run_decisions, write_equal_risk
+
+    t0 = time.perf_counter()
+    spec = config.evaluation.bootstrap
+    run_id = evaluated["run_id"]
+    test = load_sets(config, home)["test"]
+    with Warehouse(home, read_only=True) as wh:
+        decisions = run_decisions(wh, run_id, only=(CERTIFIED_KINDS, (CR2_UNCERTIFIED,)))
+    keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
+    by_side: dict[Side, list] = {}
+    for p in operating_points(decisions, test.query_id, test.model_ids):
+        by_side.setdefault(Side(p.method, p.alpha), []).append(p)
+    outcomes = {side: method_outcomes(points, test, keep) for side, points in by_side.items()}
+    routers, rules, alphas = certified["routers"], certified["rules"], [float(a) for a in config.certify.alphas]
+    sides = {uncertified_side(r): (r, None) for r in routers}
+    sides.update({certified_side(r, rule, a): (r, rule) for r in routers for rule in rules for a in alphas})
+    idx = resample_indices(len(test), spec.n_resamples, np.random.default_rng(spec.seed))  # the intervals' index
+    rows = equal_risk_rows(outcomes, decomposition(routers, rules, alphas), sides, VIEW_TARGETS,
+                           resample_counts(idx, len(test)), spec.level)
+    frame = pd.DataFrame(rows).assign(level=spec.level, seed=spec.seed)
+    with Warehouse(home) as wh:
+        write_equal_risk(wh, run_id, frame)
+    return {"run_id": run_id, "rows": len(frame), "sides": len(outcomes), "n_resamples": spec.n_resamples,
+            "seconds": round(time.perf_counter() - t0, 2)}
+
+
+EQUAL_RISK = Stage(compare_equal_risk, Reads(
+    config=("evaluation", "certify", "models", "routing.decision_cost", *ROUTING_CONFIG),
+    rows=(Rows("decisions", where=lambda c, evaluated, certified: {"run_id": evaluated["run_id"]}),
+          RoutingRows(("test",))),
+    upstream=("methods", "eval_runs"), writes=("equal_risk",)),
+    upstream=lambda evaluated, certified: [evaluated["run_id"], certified["routers"], certified["rules"]])
