@@ -104,3 +104,32 @@ def test_holm_is_applied_over_each_questions_family():
     fam = [r for r in rows if r["metric"] == MEAN_SAVING]
     assert len(fam) == 3
     np.testing.assert_allclose([r["p_holm"] for r in fam], holm_adjust(np.array([r["p_value"] for r in fam])))
+
+
+def test_bound_verdict_is_the_three_se_rule():
+    from cr2.metrics import bound_verdict
+
+    assert bound_verdict(np.array([0.009, 0.0105]), np.array([0.0002, 0.0002]), 0.01) == "holds"
+    assert bound_verdict(np.array([0.009, 0.0107]), np.array([0.0002, 0.0002]), 0.01) == "fails"
+    assert bound_verdict(np.array([np.nan]), np.array([0.1]), 0.01) is None
+
+
+@pytest.mark.slow
+def test_the_results_generator_prints_every_section_from_a_run(pipeline_slice, tmp_path):
+    """docs/scripts/results_equal_risk.py on the shared slice run: every table, and every word it prints is one the
+    verdict functions produce."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(repo / "docs/scripts/results_equal_risk.py"), "--scenario",
+                          f"slice={pipeline_slice['home']}", "--alpha", "0.01"], capture_output=True, text=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(repo)}, check=True).stdout
+    for part in ("gate quality (both uncertified)", "Price of the guarantee", "Validity over random",
+                 "Which router should I deploy?"):
+        assert part in out
+    words = set(re.findall(r"\*\*(\w[\w ]*)\*\*", out))
+    assert words <= {"cheaper", "dearer"}, words
+    assert set(re.findall(r"\| (holds|fails) \|", out)) <= {"holds", "fails"}

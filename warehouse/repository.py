@@ -405,6 +405,15 @@ def run_equal_risk(wh: Warehouse, run_id: str) -> pd.DataFrame:
     return wh.df("SELECT * FROM equal_risk WHERE run_id = ?", [run_id])
 
 
+def certified_validity(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """The certified routers' validity over re-splits in run `run_id`: per (method, λ, α) the mean test risk over the
+    random calibration/test re-splits and its Monte-Carlo standard error (metrics resplit_risk_mean / _se)."""
+    return wh.df("SELECT method, lam, alpha, max(value) FILTER (WHERE metric = 'resplit_risk_mean') AS risk_mean, "
+                 "max(value) FILTER (WHERE metric = 'resplit_risk_se') AS risk_se FROM metrics WHERE run_id = ? "
+                 "AND benchmark = 'all' AND metric IN ('resplit_risk_mean', 'resplit_risk_se') AND contains(method, '@') "
+                 "GROUP BY ALL ORDER BY method, alpha, lam", [run_id])
+
+
 def run_intervals(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The `intervals` rows of evaluation run `run_id`."""
     return wh.df("SELECT * FROM intervals WHERE run_id = ?", [run_id])

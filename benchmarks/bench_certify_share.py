@@ -1,0 +1,57 @@
+"""What certifying every router costs a `cr2 run`: the certify and equal-risk stages' share of a warm and a cold run.
+
+Reads the home's newest `cr2 run` (its cold run: run `cr2 run` there first, e.g. `make run`, idle) for the cold
+share; then, `--repeats` times, copies the home and times a warm `cr2 run` with nothing changed (whole process,
+Prefect's temporary server included) and the time its certify and equal-risk tasks took. Target: certifying adds at
+most 20 % to a warm run. Writes benchmarks/results/certify_share.json.
+    .venv/bin/python benchmarks/bench_certify_share.py --home var [--repeats 3]
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import figure, fresh_env, parse_args, target, write_result
+from bench_pipeline import cli, last_flow_run
+
+CERTIFY_TASKS = ("certify", "equal-risk")
+
+
+def _certify_s(run: dict) -> float:
+    return sum(t["seconds"] for t in run["tasks"] if t["task"] in CERTIFY_TASKS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__, argv, home={"default": "var", "help": "the built home (default var/)"})
+    home = Path(args.home).resolve()
+    if not (home / "cr2.duckdb").is_file():
+        raise SystemExit(f"no warehouse in {home}: run `cr2 run` there first")
+    reps = args.repeats or (1 if args.quick else 3)
+    cold = last_flow_run(home / "prefect", "cr2-run")
+    warm = []
+    with tempfile.TemporaryDirectory(prefix="cr2-bench-certify-") as tmp:
+        copy = Path(tmp) / "home"
+        shutil.copytree(home, copy)
+        env = {**fresh_env(Path(tmp) / "env"), "CR2_HOME": str(copy), "PREFECT_HOME": str(copy / "prefect")}
+        for i in range(reps):
+            warm.append(cli(["run"], env, "cr2-run"))
+            print(f"  warm run {i + 1}/{reps}: {warm[-1]['wall_s']:.1f} s wall, certify + equal-risk "
+                  f"{_certify_s(warm[-1]):.2f} s (load before {warm[-1]['load_avg_before']})", flush=True)
+    figures = [
+        figure("warm.wall_s", "warm `cr2 run`, nothing changed, whole process", [w["wall_s"] for w in warm], "s"),
+        figure("warm.certify_s", "… of which the certify and equal-risk tasks (cached)", [_certify_s(w) for w in warm], "s"),
+        figure("warm.certify_share_pct", "certify + equal-risk as a share of the warm run",
+               [100 * _certify_s(w) / w["wall_s"] for w in warm], "%", target("<=", 20, "≤ 20 %")),
+        figure("cold.certify_s", "the home's cold run: certify + equal-risk", [_certify_s(cold)], "s"),
+        figure("cold.certify_share_pct", "… as a share of the cold run's flow", [100 * _certify_s(cold) / cold["flow_s"]], "%"),
+    ]
+    write_result("certify_share", {"title": "Certifying every router: share of a warm and a cold `cr2 run`",
+                                   "home": str(home), "quick": args.quick,
+                                   "warm_load_avg_before": [w["load_avg_before"] for w in warm], "figures": figures})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Print the equal-risk sections of docs/results.md ("Equal-risk comparison", "Which router should I deploy?").
+
+    PYTHONPATH=. python docs/scripts/results_equal_risk.py --scenario default=var --scenario MMLU-Pro=var/mmlu-pro \
+        [--pools var/mmlu-pro-sample] [--alpha 0.01]
+
+Every number comes from the table equal_risk of each scenario's newest evaluation run (cr2.equal_risk; `cr2 run`
+writes it), the scenario's newest seed study (seed_results rows `equal-risk:<question>`, `cr2 study seeds`) and the
+newest pool sweep of --pools (pool_results rows `equal-risk:<question>`, `cr2 study pools`). Every verdict word comes
+from cr2.bootstrap's verdict functions: a mean saving is a direction only where its 95 % interval excludes 0 and its
+Holm-adjusted p (over its question's family) is below 0.05; a seed spread only where the t-interval over seeds
+excludes 0; a pool family only from Holm-adjusted signed-rank tests.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cr2.bootstrap import NO_DIFFERENCE, saving_verdict
+from cr2.labels import is_simulated
+from cr2_cli.results import _md, ci_cell
+from warehouse.db import Warehouse
+from cr2.metrics import bound_verdict
+from warehouse.repository import certified_validity, eval_run, newest_eval_run, run_equal_risk
+
+NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
+         "llmrank-bench": "LLMRank + benchmark id"}
+RULE_RISK = {"crc": "teacher disagreement", "crc-oracle": "oracle disagreement", "crc-avoidable": "avoidable error"}
+
+
+def _cell(r) -> str:
+    """'estimate [lower, upper]' with the stored verdict's word; an interval that excludes 0 without a word (the
+    family-wise test does not confirm it) shows its Holm-adjusted p."""
+    if r is None:
+        return "–"
+    text = ci_cell(r["estimate"], r["lower"], r["upper"])
+    if r["verdict"] not in (None, NO_DIFFERENCE):
+        return f"{text} **{r['verdict']}**"
+    if saving_verdict(r["lower"], r["upper"]) not in (None, NO_DIFFERENCE) and pd.notna(r.get("p_holm")):
+        return f"{text} (Holm p = {r['p_holm']:.2g})"
+    return text
+
+
+def _one(df: pd.DataFrame, **where) -> dict | None:
+    d = df
+    for k, v in where.items():
+        d = d[d[k].isna()] if v is None else d[(d[k] - v).abs() < 1e-12] if isinstance(v, float) else d[d[k] == v]
+    return None if d.empty else d.iloc[0].to_dict()
+
+
+def scenario_tables(name: str, home: str, alpha: float) -> tuple[str, pd.DataFrame]:
+    """The decomposition of one scenario at α (markdown) and its mean-saving rows (for the deploy table)."""
+    with Warehouse(home, read_only=True) as wh:
+        run_id = newest_eval_run(wh)
+        rows = run_equal_risk(wh, run_id)
+        source = eval_run(wh, run_id)["label_source"]
+    label = "SIMULATED" if is_simulated(source) else "MEASURED"
+    means = rows[rows["metric"] == "mean_saving_pct"]
+    rules = [r for r in RULE_RISK if r in set(means["rule"].dropna())]
+    baselines = list(dict.fromkeys(means.loc[means["question"] == "gate-quality", "against"]))
+    fam = {q: int((means["question"] == q).sum()) for q in ("gate-quality", "guarantee-price", "certified-score")}
+    out = [f"#### {name} — {label} labels (`{source}`), run `{run_id}`, α = {alpha:g}\n",
+           f"Mean fixed-accuracy saving of CR² against each baseline, % [95 % CI] (positive: CR² cheaper); "
+           f"Holm families: gate quality {fam['gate-quality']} tests, certified score {fam['certified-score']}.\n"]
+    t = []
+    for b in baselines:
+        row = {"baseline": NAMES.get(b, b),
+               "gate quality (both uncertified)": _cell(_one(means, question="gate-quality", against=b))}
+        for rule in rules:
+            row[f"certified at α, {rule} ({RULE_RISK[rule]})"] = _cell(
+                _one(means, question="certified-score", against=b, rule=rule, alpha=alpha))
+        t.append(row)
+    out.append(_md(pd.DataFrame(t)))
+    t = []
+    for r in ["cr2", *baselines]:
+        row = {"router": NAMES.get(r, r)}
+        for rule in rules:
+            row[f"{rule} ({RULE_RISK[rule]})"] = _cell(_one(means, question="guarantee-price", router=r, rule=rule,
+                                                            alpha=alpha))
+        t.append(row)
+    out.append(f"\nPrice of the guarantee at α = {alpha:g}: each router certified vs itself uncertified, mean saving % "
+               f"[95 % CI] (negative: the guarantee costs; Holm family {fam['guarantee-price']} tests).\n")
+    out.append(_md(pd.DataFrame(t)))
+    with Warehouse(home, read_only=True) as wh:
+        valid = certified_validity(wh, run_id)
+    if len(valid):
+        v = valid[(valid["alpha"] - alpha).abs() < 1e-12].copy()
+        v["router"], v["rule"] = zip(*v["method"].str.split("@", n=1))
+        t = []
+        for (router, rule), g in v.groupby(["router", "rule"], sort=False):
+            worst = g.loc[g["risk_mean"].idxmax()]
+            t.append({"router": NAMES.get(router, router), "rule": rule,
+                      "worst λ": f"{worst['lam']:.3g}", "mean risk over re-splits at the worst λ": f"{worst['risk_mean']:.4f}",
+                      "MC se": f"{worst['risk_se']:.4f}", f"≤ α = {alpha:g} (within 3 se) at every λ":
+                          bound_verdict(g["risk_mean"], g["risk_se"], alpha)})
+        out.append(f"\nValidity over random calibration/test re-splits at α = {alpha:g} (each rule's own risk; the "
+                   f"promise is E[risk] ≤ α at every λ):\n")
+        out.append(_md(pd.DataFrame(t)))
+    return "\n".join(out), means.assign(scenario=name)
+
+
+def seed_table(name: str, home: str) -> str:
+    """CR²'s equal-risk savings over the seeds of the newest seed study: mean ± sd and the 95 % t-interval."""
+    with Warehouse(home, read_only=True) as wh:
+        study = wh.scalar("SELECT study_id FROM seed_runs ORDER BY created_at DESC LIMIT 1")
+        if study is None:
+            return ""
+        d = wh.df("SELECT seed, method, alpha, metric, value FROM seed_results WHERE study_id = ? "
+                  "AND starts_with(metric, 'equal-risk:') AND method LIKE 'cr2%'", [study])
+    if d.empty:
+        return f"_{name}: seed study `{study}` has no equal-risk rows (made before the equal-risk stage)._\n"
+    from scipy.stats import t as student_t
+
+    rows = []
+    for (metric, method, alpha), g in d.groupby(["metric", "method", "alpha"], dropna=False, sort=True):
+        v = g["value"].dropna().to_numpy(dtype=float)
+        if len(v) < 2:
+            continue
+        half = student_t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+        lo, hi = v.mean() - half, v.mean() + half
+        word = saving_verdict(lo, hi)
+        rows.append({"question": metric.split(":", 1)[1], "comparison": method,
+                     "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seeds": len(v),
+                     "mean ± sd": f"{v.mean():+.1f} ± {v.std(ddof=1):.1f}",
+                     "95 % t-interval over seeds": f"[{lo:+.1f}, {hi:+.1f}]",
+                     "verdict": "" if word == NO_DIFFERENCE else f"**{word}**"})
+    return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; a word only "
+            f"where the t-interval over seeds excludes 0):\n\n" + _md(pd.DataFrame(rows)))
+
+
+def deploy_table(means: pd.DataFrame, alpha: float) -> str:
+    """Which certified router to deploy per scenario and risk at α: CR² unless a baseline is detectably cheaper."""
+    rows = []
+    for (scenario, rule), g in means[(means["question"] == "certified-score")
+                                     & ((means["alpha"] - alpha).abs() < 1e-12)].groupby(["scenario", "rule"], sort=False):
+        cheaper = g[g["verdict"] == "dearer"]  # CR² detectably dearer than these (Holm)
+        best = g.loc[g["estimate"].idxmin()]  # the baseline with the lowest CR² saving: the cheapest point estimate
+        if len(cheaper):
+            pick = cheaper.loc[cheaper["estimate"].idxmin()]
+            choice = f"{NAMES.get(pick['against'], pick['against'])}@{rule} (CR² detectably dearer)"
+        elif (g["verdict"] == "cheaper").all():
+            choice = f"CR²@{rule} (detectably cheaper than every baseline)"
+        else:
+            choice = f"any of CR² and the baselines @{rule}: no difference detected"
+        rows.append({"scenario": scenario, "risk bounded at α": f"{RULE_RISK.get(rule, rule)} ({rule})",
+                     "deploy": choice,
+                     "cheapest baseline by point estimate: CR²'s saving vs it, % [95 % CI]":
+                         f"{NAMES.get(best['against'], best['against'])}: {_cell(best.to_dict())}"})
+    return _md(pd.DataFrame(rows))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", action="append", required=True, help="NAME=HOME (repeatable)")
+    ap.add_argument("--pools", default=None, help="the warehouse home of the pool sweep (its newest study)")
+    ap.add_argument("--alpha", type=float, default=0.01)
+    a = ap.parse_args()
+    all_means = []
+    for spec in a.scenario:
+        name, home = spec.split("=", 1)
+        if not (Path(home) / "cr2.duckdb").is_file():
+            raise SystemExit(f"--scenario {spec}: no warehouse at {home}")
+        text, means = scenario_tables(name, home, a.alpha)
+        print(text)
+        print(seed_table(name, home))
+        all_means.append(means)
+    if a.pools:
+        from cr2_cli.study_pools import equal_risk_pools_markdown
+
+        with Warehouse(a.pools, read_only=True) as wh:
+            study = wh.scalar("SELECT study_id FROM pool_runs WHERE starts_with(study_id, 'pools') "
+                              "ORDER BY created_at DESC LIMIT 1")
+        print(f"\n#### The MMLU-Pro pools (study `{study}`), at grids.default_alpha\n")
+        print(equal_risk_pools_markdown(Path(a.pools), study))
+    print(f"\n#### Which router should I deploy? (α = {a.alpha:g})\n")
+    print(deploy_table(pd.concat(all_means, ignore_index=True), a.alpha))
+
+
+if __name__ == "__main__":
+    main()
