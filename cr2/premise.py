@@ -11,14 +11,18 @@ device's speed and on the channel. A premise-map cell re-prices every (query, st
 recomputes ĉ (pre-execution, what routers decide with) and c (realised, what the chosen model costs) exactly
 as `cr2 prepare` does, and evaluates on the test split, over the config's λ grid:
 
-- CR² re-calibrated only: the base gate and teacher frozen, thresholds τ*(λ; α) from CRC on the cell's val;
+- CR² re-calibrated only: the base gate and teacher frozen, thresholds τ*(λ; α) on the cell's val by the config's
+  calibration rule (config.calibration.rule; CRC by default);
 - CR² retrained: the gate re-distilled on the cell's train costs from the same frozen teacher (the teacher
   predicts p_m(x) and never sees a cost), then calibrated the same way. `retrain_from` "scratch" (default):
   a fresh gate with the config's own schedule, what `cr2 train` would fit on that cell; "base": the base gate
   fine-tuned for `retrain_epochs` epochs (cheaper; checkpoint of lowest dev loss either way);
 - every baseline: one-shot argmax p̂ − λ ĉ on the cell's ĉ. Routers whose p̂ does not depend on costs (KNN,
   EmbedLLM, LLMRank) keep the base fit; routers that take costs as inputs (MLP) are re-trained on the cell's
-  costs the same way (refitted, or fine-tuned from their base fit); Always-m for every model.
+  costs the same way (refitted, or fine-tuned from their base fit); Always-m for every model;
+- KNN certified (`knn@<rule>`, cr2.certify): the margin of its p̂ calibrated on the cell's val at the same α and
+  by the same rule as CR² (config.calibration.rule), so a cell also answers "at equal risk, is CR² cheaper than
+  KNN?" — and, against one-shot KNN, what KNN's guarantee costs in that cell.
 
 Outcomes are compared at fixed accuracy with paired-bootstrap intervals (cr2.fixed_accuracy.saving_intervals,
 the same resample indices for every method): test-query noise only; training and calibration held fixed.
@@ -61,6 +65,7 @@ class PremiseInputs:
     teacher_proba: np.ndarray  # [n, M] float, the frozen teacher's p_m(x)
     model_ids: tuple[str, ...]  # pool order
     p_hat_test: dict[str, np.ndarray] = field(default_factory=dict)  # router → [n_test, M] p̂ (cost-independent fits)
+    p_hat_val: dict[str, np.ndarray] = field(default_factory=dict)  # router → [n_val, M] p̂, the same fits (certified)
 
     def __post_init__(self) -> None:
         n, m = len(self.query_id), len(self.model_ids)
@@ -70,10 +75,12 @@ class PremiseInputs:
                 raise DataValidationError(f"PremiseInputs.{name} has shape {np.shape(getattr(self, name))}, expected {shape}")
         if self.embedding.ndim != 2 or self.embedding.shape[0] != n:
             raise DataValidationError(f"PremiseInputs.embedding has shape {self.embedding.shape}, expected ({n}, d)")
-        n_test = int((self.split == "test").sum())
-        for name, p in self.p_hat_test.items():
-            if np.shape(p) != (n_test, m):
-                raise DataValidationError(f"p̂ of '{name}' has shape {np.shape(p)}, expected ({n_test}, {m}) (test rows)")
+        for split, p_hat in (("test", self.p_hat_test), ("val", self.p_hat_val)):
+            n_split = int((self.split == split).sum())
+            for name, p in p_hat.items():
+                if np.shape(p) != (n_split, m):
+                    raise DataValidationError(f"{split} p̂ of '{name}' has shape {np.shape(p)}, expected "
+                                              f"({n_split}, {m}) ({split} rows)")
 
     def __len__(self) -> int:
         return len(self.query_id)
@@ -84,14 +91,17 @@ class PremiseInputs:
                                              "output_tokens", "teacher_proba")}
         out["model_ids"] = np.asarray(self.model_ids)
         out.update({f"p_hat:{k}": v for k, v in self.p_hat_test.items()})
+        out.update({f"p_hat_val:{k}": v for k, v in self.p_hat_val.items()})
         return {k: (np.asarray(v).astype(str) if np.asarray(v).dtype == object else np.asarray(v)) for k, v in out.items()}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "PremiseInputs":
         base = {k: arrays[k] for k in ("query_id", "benchmark", "split", "embedding", "correct", "prompt_tokens",
                                        "output_tokens", "teacher_proba")}
+        # a file written before val p̂ was stored has no p_hat_val: entries (the certified layer is then skipped)
         return cls(**base, model_ids=tuple(str(m) for m in arrays["model_ids"]),
-                   p_hat_test={k[6:]: arrays[k] for k in arrays if k.startswith("p_hat:")})
+                   p_hat_test={k[len("p_hat:"):]: arrays[k] for k in arrays if k.startswith("p_hat:")},
+                   p_hat_val={k[len("p_hat_val:"):]: arrays[k] for k in arrays if k.startswith("p_hat_val:")})
 
 
 @dataclass(frozen=True)
@@ -174,8 +184,9 @@ class Sweep:
     """One method's choices over the λ grid on the test split: [n_test, k] chosen model index."""
 
     chosen: np.ndarray  # [n_test, k] int
-    risk: np.ndarray | None = None  # [k] test false-acceptance risk (CR² only; solvable rows)
+    risk: np.ndarray | None = None  # [k] test risk of the rule at α (calibrated methods only; solvable rows)
     risk_all: np.ndarray | None = None  # [k] over every test row
+    tau: np.ndarray | None = None  # [k] τ(λ; α) per λ (certified routers)
 
     def outcomes(self, test: RoutingSet, keep: np.ndarray) -> MethodOutcomes:
         rows = np.flatnonzero(keep)
@@ -185,22 +196,64 @@ class Sweep:
                               cost=np.asarray(test.cost, dtype=np.float64)[r, ch])
 
 
-def cr2_sweep(router: Any, val: RoutingSet, test: RoutingSet, proba_test: np.ndarray, lams: Sequence[float],
-              alpha: float, keep: np.ndarray, dist_id: str, label_source: str) -> Sweep:
-    """CR² calibrated by CRC on `val` at α for every λ, routed on test (Algorithm 1), with its test risk per λ."""
-    from cr2.utility import disagree_label
+def realised_risk(accepted: np.ndarray, labels: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(risk [k] over the solvable rows `keep`, risk_all [k] over every row) of local acceptances [n, k] on test.
 
-    router.calibrate(val, lams, [alpha], dist_id=dist_id, label_source=label_source)
-    chosen, risk, risk_all = [], [], []
+    labels [n, k]: the calibration rule's risk label r_i(λ) on test (cr2.certify.calibration_risks).
+    """
+    # the controlled risk (paper §VI-F): R(λ) = mean_i 1[accepted_i(λ)] · r_i(λ)
+    bad = np.asarray(accepted, dtype=bool) & np.asarray(labels, dtype=bool)
+    risk = bad[keep].mean(axis=0) if keep.any() else np.full(bad.shape[1], np.nan)
+    return np.asarray(risk, dtype=np.float64), bad.mean(axis=0).astype(np.float64)
+
+
+def cr2_sweep(router: Any, val: RoutingSet, test: RoutingSet, proba_test: np.ndarray, lams: Sequence[float],
+              alpha: float, keep: np.ndarray, dist_id: str, label_source: str, rule: str = "crc",
+              delta: float | None = None) -> Sweep:
+    """CR² calibrated by `rule` on `val` at α for every λ, routed on test (Algorithm 1), with its test risk per λ."""
+    from cr2.certify import calibration_risks
+
+    router.calibrate(val, lams, [alpha], dist_id=dist_id, label_source=label_source, rule=rule, delta=delta)
+    chosen, accepted = [], []
     for lam in lams:
         dec = router.decide(test.embedding, test.decision_cost, lam, alpha, proba=proba_test)
         chosen.append(dec.chosen)
-        accepted = np.asarray(dec.extra.get("gate_accept", dec.chosen == 0), dtype=bool)
-        # false-acceptance risk (paper §VI-F): 1[accepted] · 1[m_full* ≠ m0] under the frozen teacher
-        bad = accepted & np.asarray(disagree_label(proba_test, test.decision_cost, lam), dtype=bool)
-        risk.append(float(bad[keep].mean()) if keep.any() else float("nan"))
-        risk_all.append(float(bad.mean()))
-    return Sweep(np.stack(chosen, axis=1), np.asarray(risk), np.asarray(risk_all))
+        accepted.append(np.asarray(dec.extra.get("gate_accept", dec.chosen == 0), dtype=bool))
+    # the rule's risk label on test under the frozen teacher (crc: 1[m_full* ≠ m0], teacher disagreement)
+    labels = calibration_risks(rule, test, lams, proba_test)
+    risk, risk_all = realised_risk(np.stack(accepted, axis=1), labels, keep)
+    return Sweep(np.stack(chosen, axis=1), risk, risk_all)
+
+
+def certified_sweep(p_hat_val: np.ndarray, p_hat_test: np.ndarray, val: RoutingSet, test: RoutingSet,
+                    teacher_proba_val: np.ndarray, teacher_proba_test: np.ndarray, lams: Sequence[float],
+                    alpha: float, rule: str, keep: np.ndarray, *, delta: float | None, dist_id: str,
+                    label_source: str) -> Sweep:
+    """A router certified by `rule` at α (cr2.certify) over the λ grid: its p̂ margin calibrated on `val`, routed on
+    test, with τ(λ; α) and its test risk per λ.
+
+    p_hat_val [n_val, M], p_hat_test [n_test, M]: the router's p̂ (cost-independent: the cell's ĉ enters through
+    the margin); teacher_proba_*: the frozen teacher's p on each split, which the teacher-disagreement rules label
+    risks with (the same teacher as CR²'s, so both risks mean the same thing).
+    """
+    from cr2.certify import calibrate_certified, calibration_risks, certified_decisions, margin_score
+    from cr2.hashing import content_fingerprint
+
+    lam_arr = np.asarray(lams, dtype=np.float64)
+    s_val = margin_score(p_hat_val, val.decision_cost, lam_arr)
+    s_test = margin_score(p_hat_test, test.decision_cost, lam_arr)
+    table = calibrate_certified(s_val, calibration_risks(rule, val, lam_arr, teacher_proba_val), lam_arr, [alpha],
+                                fingerprint=content_fingerprint("premise-certified", arrays={"p_hat_val": p_hat_val}),
+                                dist_id=dist_id, label_source=label_source, rule=rule, delta=delta)
+    tau = np.array([table.taus[table.lam_index(float(lam)), 0] for lam in lam_arr], dtype=np.float64)
+    chosen, accepted = [], []
+    for j, lam in enumerate(lam_arr):
+        dec = certified_decisions(s_test[:, j], float(tau[j]), p_hat_test, test.decision_cost, float(lam))
+        chosen.append(dec.chosen)
+        accepted.append(np.asarray(dec.extra["gate_accept"], dtype=bool))
+    risk, risk_all = realised_risk(np.stack(accepted, axis=1), calibration_risks(rule, test, lam_arr, teacher_proba_test),
+                               keep)
+    return Sweep(np.stack(chosen, axis=1), risk, risk_all, tau)
 
 
 def one_shot_sweep(p_hat: np.ndarray, cost_est: np.ndarray, lams: Sequence[float]) -> Sweep:
@@ -208,6 +261,18 @@ def one_shot_sweep(p_hat: np.ndarray, cost_est: np.ndarray, lams: Sequence[float
     from cr2.routers.base import one_shot_choice
 
     return Sweep(np.stack([one_shot_choice(p_hat, cost_est, float(lam)) for lam in lams], axis=1))
+
+
+def certified_knn_name(rule: str, inputs: PremiseInputs) -> str | None:
+    """The certified KNN of a cell, `knn@<rule>`, or None when it cannot be built: the rule is not calibrated from
+    risks, or KNN's p̂ is not cost-independent on both val and test (refitted per cell, or inputs stored without
+    val p̂)."""
+    from cr2.certify import certified_name
+    from cr2.crc import rule_spec
+
+    if not rule_spec(rule).calibrated or "knn" not in inputs.p_hat_val or "knn" not in inputs.p_hat_test:
+        return None
+    return certified_name("knn", rule)
 
 
 @dataclass
@@ -273,10 +338,11 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
     lams = [float(v) for v in config.grids.lam.values()]
     alpha = float(config.grids.default_alpha)
     proba = {s: inputs.teacher_proba[inputs.split == s] for s in SPLITS}
+    rule, delta = config.calibration.rule, config.calibration.delta  # CR²'s rule, and the certified KNN's
     params = {"alpha": alpha, "variant": config.routing.deferred_variant, "num_threads": num_threads,
               "teacher_spec": config.teacher, "gate_spec": config.gate}
     sweeps: dict[str, Sweep] = {}
-    common = {"dist_id": cell.channel.dist_id, "label_source": config.labels.source}
+    common = {"dist_id": cell.channel.dist_id, "label_source": config.labels.source, "rule": rule, "delta": delta}
     sweeps[CR2_RECAL] = cr2_sweep(CR2Router.from_fitted(teacher, base_gate, inputs.model_ids, **params), val, test,
                                   proba["test"], lams, alpha, keep, **common)
     t_gate = time.perf_counter()
@@ -306,15 +372,25 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
         cost=np.concatenate([outcomes[f"always-{m}"].cost for m in inputs.model_ids], axis=1))
     if "knn" not in outcomes:
         raise ConfigError("the premise map compares against KNN; add 'knn' to baselines.routers")
+    certified = certified_knn_name(rule, inputs)
+    if certified is not None:  # after every other method, so their rows keep their order
+        sweeps[certified] = certified_sweep(inputs.p_hat_val["knn"], inputs.p_hat_test["knn"], val, test, proba["val"],
+                                            proba["test"], lams, alpha, rule, keep, delta=delta,
+                                            dist_id=common["dist_id"], label_source=common["label_source"])
+        outcomes[certified] = sweeps[certified].outcomes(test, keep)
     idx = resample_indices(int(keep.sum()), n_resamples, np.random.default_rng(seed))
     targets = sorted(set(SWEEP_TARGETS) | set(PAPER_TARGETS))
     pairs = [(m, "knn") for m in outcomes if m != "knn" and not m.startswith("always-")]
     pairs += [(CR2_RECAL, BEST_SINGLE), (CR2_RETRAIN, BEST_SINGLE), (CR2_RECAL, CR2_RETRAIN)]
+    if certified is not None:  # CR² against KNN certified at the same α and rule: the equal-risk question
+        pairs += [(CR2_RETRAIN, certified), (CR2_RECAL, certified)]
     rows = compare(outcomes, pairs, targets, idx)
-    for method in (CR2_RECAL, CR2_RETRAIN):
+    for method in (CR2_RECAL, CR2_RETRAIN, *([certified] if certified is not None else [])):
         sw = sweeps[method]
-        pos = np.asarray(lams) > 0  # at λ = 0 CR² defers everything: risk 0 by construction
-        # the test risk at α over the λ > 0 grid: its worst λ and its mean (solvable rows; risk_all: every row)
+        # at λ = 0 CR² defers everything (risk 0 by construction), so its risk is read over λ > 0; a certified
+        # router's score is defined at every λ, its risk over the whole grid
+        pos = np.asarray(lams) > 0 if method in (CR2_RECAL, CR2_RETRAIN) else np.ones(len(lams), dtype=bool)
+        # the test risk at α over those λ: its worst λ and its mean (solvable rows; risk_all: every row)
         rows.append({"method": method, "reference": None, "metric": "risk_max", "target": None,
                      "estimate": float(np.nanmax(sw.risk[pos])), "lower": None, "upper": None, "n_resamples": 0})
         rows.append({"method": method, "reference": None, "metric": "risk_all_max", "target": None,

@@ -1,8 +1,8 @@
 """Premise-map tasks (issue 25): the cost-independent inputs once, then one cached task per grid cell.
 
 `premise_inputs_task` gathers what no cell changes — embeddings, labels, splits, token counts, the frozen
-teacher's p_m(x) and the test p̂ of every baseline whose predictions do not read costs — into one .npz under
-<cache>/premise/, so a cell never re-embeds or re-reads the warehouse. `premise_cell_task` prices, routes and
+teacher's p_m(x) and the val and test p̂ of every baseline whose predictions do not read costs (the certified KNN
+calibrates on val) — into one .npz under <cache>/premise/, so a cell never re-embeds or re-reads the warehouse. `premise_cell_task` prices, routes and
 bootstraps one (device speed, channel) cell (cr2.premise.run_cell) and returns its rows; the flow writes them
 (DuckDB admits one writing process, so Dask workers only compute, as labeling's do).
 
@@ -24,7 +24,8 @@ from tasks.inputs import baseline_threads, cr2_router, fit_threads, load_sets
 from warehouse.db import Warehouse
 
 CELL_SECTIONS = ("models", "reference_model", "communication", "power", "cost", "hardware", "channel", "grids",
-                 "routing", "evaluation", "gate", "teacher", "baselines", "fit", "labels", "splits", "seed")
+                 "routing", "evaluation", "calibration", "gate", "teacher", "baselines", "fit", "labels", "splits",
+                 "seed")
 COST_PROBE = 0.5  # costs × this factor: a router whose p̂ moves reads costs
 
 
@@ -66,19 +67,20 @@ def premise_inputs_task(config: Config, home: str, base: dict, baselines: dict) 
                                        dict(config.cost.default_output_tokens))
     embedding = np.concatenate([p.embedding for p in parts])
     teacher = cr2_router(config, base, home)
-    p_hat, cost_aware = {}, []
+    p_hat, p_hat_val, cost_aware = {}, {}, []
     for name, art in baselines.items():
         router = load_router(art["path"])
         if reads_costs(router, sets["test"]):
             cost_aware.append(name)
         else:
             p_hat[name] = np.asarray(router.predict_proba(sets["test"]), dtype=np.float64)
+            p_hat_val[name] = np.asarray(router.predict_proba(sets["val"]), dtype=np.float64)
     inputs = PremiseInputs(query_id=query_id, benchmark=np.concatenate([p.benchmark for p in parts]).astype(str),
                            split=np.concatenate([np.full(len(p), s) for s, p in zip(SPLITS, parts)]),
                            embedding=embedding, correct=np.concatenate([p.correct for p in parts]),
                            prompt_tokens=prompt, output_tokens=out_tok,
                            teacher_proba=np.asarray(teacher.proba(embedding), dtype=np.float64),
-                           model_ids=model_ids, p_hat_test=p_hat)
+                           model_ids=model_ids, p_hat_test=p_hat, p_hat_val=p_hat_val)
     path = inputs_path(home, key)
     tmp = path.with_name(path.name + ".tmp.npz")
     with open(tmp, "wb") as fh:
@@ -92,7 +94,8 @@ def premise_inputs_task(config: Config, home: str, base: dict, baselines: dict) 
 def premise_cell_task(config: Config, home: str, inputs: dict, base: dict, baselines: dict,
                       speed_factor: float, channel: str, n_resamples: int, seed: int, retrain_epochs: int,
                       retrain_from: str = "scratch") -> dict:
-    """One cell of the premise map: costs re-priced, CR² re-calibrated and retrained, baselines routed, bootstrapped."""
+    """One cell of the premise map: costs re-priced, CR² re-calibrated and retrained, baselines routed, KNN
+    certified, bootstrapped."""
     from cr2.premise import Cell, PremiseInputs, run_cell
     from cr2.routers import load_router
     from cr2.routers import get_router

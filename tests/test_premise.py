@@ -6,13 +6,14 @@ import pytest
 
 from cr2.config import load_config, load_state_distribution
 from cr2.premise import (BEST_SINGLE, CR2_RECAL, CR2_RETRAIN, PAPER_TARGETS, Cell, PremiseInputs, cell_costs,
-                         device_edge_ratio, run_cell, scaled_device)
+                         certified_knn_name, certified_sweep, device_edge_ratio, run_cell, scaled_device)
 from cr2.testing import make_routing_set
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
-def _inputs(n: int = 400, seed: int = 0, p_hat: dict | None = None, teacher=None) -> PremiseInputs:
+def _inputs(n: int = 400, seed: int = 0, p_hat: dict | None = None, teacher=None,
+            p_hat_val: dict | None = None) -> PremiseInputs:
     rs = make_routing_set(n, seed)
     rng = np.random.default_rng(seed)
     split = np.array(["train", "dev", "val", "test"])[rng.choice(4, n, p=[0.55, 0.1, 0.15, 0.2])]
@@ -20,7 +21,7 @@ def _inputs(n: int = 400, seed: int = 0, p_hat: dict | None = None, teacher=None
     return PremiseInputs(query_id=rs.query_id, benchmark=np.array(["mmlu"] * n), split=split, embedding=rs.embedding,
                          correct=rs.correct, prompt_tokens=rng.integers(40, 600, n).astype(float),
                          output_tokens=rng.integers(1, 300, (n, 4)).astype(float), teacher_proba=np.asarray(proba, float),
-                         model_ids=rs.model_ids, p_hat_test=p_hat or {})
+                         model_ids=rs.model_ids, p_hat_test=p_hat or {}, p_hat_val=p_hat_val or {})
 
 
 def test_cost_ratio_falls_monotonically_as_the_device_gets_faster():
@@ -64,10 +65,11 @@ def test_one_cell_compares_every_method_with_intervals_and_identical_gates_diffe
     cfg = load_config(overrides={"grids": {"lam": {"min": 0.05, "max": 20.0, "n_log": 8, "extra": [0.0, 1.0]}},
                                  "splits": {"seed": 0}})
     draft = _inputs(600)
-    sets = {s: make_routing_set(600, 0).subset(np.flatnonzero(draft.split == s)) for s in ("train", "dev", "test")}
+    sets = {s: make_routing_set(600, 0).subset(np.flatnonzero(draft.split == s)) for s in ("train", "dev", "val", "test")}
     teacher = fit_teacher(sets["train"], sets["dev"], cfg.teacher.model_copy(update={"epochs": 2}))
     knn = get_router("knn").fit(sets["train"], sets["dev"])
-    inputs = _inputs(600, teacher=teacher, p_hat={"knn": knn.predict_proba(sets["test"])})
+    inputs = _inputs(600, teacher=teacher, p_hat={"knn": knn.predict_proba(sets["test"])},
+                     p_hat_val={"knn": knn.predict_proba(sets["val"])})
     proba = {s: inputs.teacher_proba[inputs.split == s] for s in ("train", "dev")}
     c, c_est, d = cell_costs(inputs, Cell(1.0, load_state_distribution("default")), cfg)
     from cr2.premise import routing_sets
@@ -95,8 +97,69 @@ def test_one_cell_compares_every_method_with_intervals_and_identical_gates_diffe
             assert r["lower"] <= r["estimate"] + 1e-9 or r["n_resamples"] < 200
     assert {r["target"] for r in rows if r["metric"] == "local_rate"} == set(PAPER_TARGETS)
     risks = [r["estimate"] for r in rows if r["metric"] == "risk_max"]
-    assert len(risks) == 2 and all(0.0 <= v <= 1.0 for v in risks)
+    assert len(risks) == 3 and all(0.0 <= v <= 1.0 for v in risks)  # CR² re-calibrated, retrained, certified KNN
     assert 0.0 < out.summary["cost_ratio_est"] and out.summary["n_resamples"] == 200
+    _check_certified_knn(rows, cfg.grids.default_alpha, out.summary["n_evaluable"])
+
+
+def _check_certified_knn(rows, alpha: float, n_evaluable: int) -> None:
+    """A cell holds KNN certified at CR²'s α and rule: its savings vs KNN, CR² against it, and its test risk at α."""
+    from cr2.metrics import risk_tolerance
+
+    certified = "knn@crc"  # the default config's rule
+    pairs = {(r["method"], r["reference"]) for r in rows if r["metric"] == "mean_saving_pct"}
+    assert {(certified, "knn"), (CR2_RETRAIN, certified), (CR2_RECAL, certified)} <= pairs
+    per_target = [r for r in rows if (r["method"], r["reference"]) == (CR2_RETRAIN, certified)
+                  and r["metric"] == "saving_pct"]
+    assert {round(r["target"], 2) for r in per_target} >= set(PAPER_TARGETS)
+    risk = {r["metric"]: r["estimate"] for r in rows if r["method"] == certified and r["reference"] is None
+            and r["target"] is None}
+    assert {"risk_max", "risk_all_max", "risk_mean", "local_rate_max"} <= set(risk)
+    assert all(np.isfinite(risk[m]) and 0.0 <= risk[m] <= 1.0 for m in ("risk_max", "risk_all_max", "risk_mean"))
+    assert risk["risk_mean"] <= risk["risk_max"]
+    if n_evaluable * alpha >= 1.0:  # enough test queries to resolve a risk of α: the mean over λ stays near it
+        # one-sided, 3 binomial standard errors (cr2.metrics.risk_tolerance): CRC bounds the expected risk by α
+        assert risk["risk_mean"] <= alpha + risk_tolerance(alpha, n_evaluable)
+
+
+def test_certified_sweep_is_certify_applied_per_lambda():
+    """With an oracle-perfect p̂ the certified sweep's τ is calibrate_certified's and its choices are
+    certified_decisions' at every λ; its test risk is the rule's risk of those acceptances."""
+    from cr2.certify import calibrate_certified, calibration_risks, certified_decisions, margin_score
+
+    val, test = make_routing_set(400, 3), make_routing_set(300, 4)
+    p_val, p_test = val.correct.astype(np.float64), test.correct.astype(np.float64)  # the oracle's p̂
+    t_val, t_test = np.clip(val.correct * 0.8 + 0.1, 0, 1), np.clip(test.correct * 0.8 + 0.1, 0, 1)
+    lams = np.array([0.0, 0.1, 0.5, 1.0, 2.0, 8.0])
+    alpha, keep = 0.1, np.ones(len(test), dtype=bool)
+    sweep = certified_sweep(p_val, p_test, val, test, t_val, t_test, lams, alpha, "crc", keep, delta=None,
+                            dist_id="d", label_source="s")
+    table = calibrate_certified(margin_score(p_val, val.decision_cost, lams),
+                                calibration_risks("crc", val, lams, t_val), lams, [alpha], fingerprint="f",
+                                dist_id="d", label_source="s", rule="crc")
+    np.testing.assert_array_equal(sweep.tau, table.taus[:, 0])
+    s_test = margin_score(p_test, test.decision_cost, lams)
+    labels = calibration_risks("crc", test, lams, t_test)
+    for j, lam in enumerate(lams):
+        dec = certified_decisions(s_test[:, j], float(table.taus[j, 0]), p_test, test.decision_cost, float(lam))
+        np.testing.assert_array_equal(sweep.chosen[:, j], dec.chosen)
+        assert sweep.risk[j] == sweep.risk_all[j] == np.mean(dec.extra["gate_accept"] & labels[:, j])
+    assert 0 < (sweep.chosen == 0).mean() < 1  # the gate both accepts and defers: the check is not vacuous
+
+
+def test_inputs_keep_val_p_hat_through_a_file_and_read_files_without_it():
+    base = _inputs(200)
+    n_val, n_test = int((base.split == "val").sum()), int((base.split == "test").sum())
+    inputs = _inputs(200, p_hat={"knn": np.full((n_test, 4), 0.5)}, p_hat_val={"knn": np.full((n_val, 4), 0.25)})
+    back = PremiseInputs.from_arrays(inputs.arrays())
+    np.testing.assert_array_equal(back.p_hat_val["knn"], inputs.p_hat_val["knn"])
+    np.testing.assert_array_equal(back.p_hat_test["knn"], inputs.p_hat_test["knn"])
+    assert certified_knn_name("crc", back) == "knn@crc"
+    old = {k: v for k, v in inputs.arrays().items() if not k.startswith("p_hat_val:")}  # written before val p̂
+    older = PremiseInputs.from_arrays(old)
+    assert older.p_hat_val == {} and certified_knn_name("crc", older) is None  # the certified layer is skipped
+    with pytest.raises(Exception, match="val p̂ of 'knn'"):
+        _inputs(200, p_hat_val={"knn": np.full((0, 4), 0.5)})  # not one row per val query
 
 
 # ---------------------------------------------------------------- the study flow on a slice (slow)
@@ -132,8 +195,16 @@ def test_study_on_a_slice_fills_a_2x2_grid_with_intervals_and_a_report(study):
     mean = view[view["mean_over_targets"]]
     for (f, ch), g in mean.groupby(["speed_factor", "channel"]):
         assert {("cr2-retrain", "knn"), ("cr2-recal", "knn"), ("cr2-recal", "cr2-retrain"),
-                ("cr2-retrain", "best-single")} <= set(zip(g["method"], g["reference"]))
+                ("cr2-retrain", "best-single"), ("cr2-retrain", "knn@crc"), ("cr2-recal", "knn@crc"),
+                ("knn@crc", "knn")} <= set(zip(g["method"], g["reference"]))
         assert g["verdict"].isin(["cheaper", "dearer", "no difference detected", "not reached"]).all()
+    with Warehouse(home, read_only=True) as wh:
+        results = wh.df("SELECT * FROM premise_results WHERE study_id = ?", [first["study_id"]])
+    for (f, ch), g in results.groupby(["speed_factor", "channel"]):
+        rows = [{k: (None if isinstance(v, float) and np.isnan(v) and k in ("reference", "target") else v)
+                 for k, v in r.items()} for r in g.to_dict("records")]
+        n_evaluable = int(cells.set_index(["speed_factor", "channel"]).loc[(f, ch), "n_evaluable"])
+        _check_certified_knn(rows, float(cells["alpha"].iloc[0]), n_evaluable)
     base = mean[(mean["speed_factor"] == 1.0) & (mean["channel"] == "default") & (mean["method"] == "cr2-recal")
                 & (mean["reference"] == "cr2-retrain")].iloc[0]
     assert base["saving_pct"] == 0.0 and base["verdict"] == "no difference detected"  # base cell: the same gate
