@@ -61,7 +61,8 @@ def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS
     for ch in channels:
         load_state_distribution(ch)  # a misspelt channel fails before any work
     base, baselines = _base(config, home)
-    sid = study_id(config, base, baselines)
+    sid = study_id(config, base, baselines, speeds=speeds, channels=channels, n_resamples=n_resamples, seed=seed,
+                   retrain_from=retrain_from, retrain_epochs=retrain_epochs)
     shared = inputs(config, home, base, baselines)
     print(f"premise study {sid}: {len(speeds)} speeds × {len(channels)} channels = {len(speeds) * len(channels)} cells; "
           f"base run {base['run_id']}; refitted per cell: {shared['cost_aware'] or 'none'}")

@@ -29,10 +29,14 @@ CELL_SECTIONS = ("models", "reference_model", "communication", "power", "cost", 
 COST_PROBE = 0.5  # costs × this factor: a router whose p̂ moves reads costs
 
 
-def study_id(config: Config, base: dict, baselines: dict) -> str:
-    """The study a cell belongs to: what it varies (labels, gate, teacher, baselines, config), not the code."""
+def study_id(config: Config, base: dict, baselines: dict, *, speeds, channels, n_resamples: int, seed: int,
+             retrain_from: str, retrain_epochs: int) -> str:
+    """The study a cell belongs to: everything that changes its numbers (labels, gate, teacher, baselines, config,
+    the grid, the bootstrap, how cells retrain), not the code — so two studies never write over each other."""
+    how = ("scratch",) if retrain_from == "scratch" else (retrain_from, int(retrain_epochs))  # scratch: config epochs
     return make_key("premise", config.labels.source, base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
-                    sorted((k, v["fingerprint"]) for k, v in baselines.items()), config.section_hash())
+                    sorted((k, v["fingerprint"]) for k, v in baselines.items()), config.section_hash(),
+                    [f"{float(f):.6g}" for f in speeds], list(channels), int(n_resamples), int(seed), how)
 
 
 def inputs_path(home: str, key: str):

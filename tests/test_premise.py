@@ -282,3 +282,23 @@ def test_study_premise_rejects_bad_options_with_one_clear_error(args, message, t
     res = CliRunner().invoke(app, ["study", "premise", "--home", str(tmp_path), *args])
     assert res.exit_code == 2
     assert message in res.output and "Traceback" not in res.output
+
+
+def test_studies_that_change_numbers_never_share_an_id():
+    """Retraining mode and epochs, the grid, the bootstrap and its seed are all in the study id, so a from-scratch
+    re-run never writes over a fine-tuned study (and each stays queryable)."""
+    from cr2.config import load_config
+    from tasks.premise import study_id
+
+    cfg = load_config()
+    base = {"teacher": {"fingerprint": "t"}, "gate": {"fingerprint": "g"}}
+    bl = {"knn": {"fingerprint": "k"}}
+    common = dict(speeds=(1.0, 2.0), channels=("default",), n_resamples=1000, seed=0)
+    scratch = study_id(cfg, base, bl, **common, retrain_from="scratch", retrain_epochs=4)
+    assert scratch == study_id(cfg, base, bl, **common, retrain_from="scratch", retrain_epochs=8)  # epochs unused
+    ids = {scratch, study_id(cfg, base, bl, **common, retrain_from="base", retrain_epochs=4),
+           study_id(cfg, base, bl, **common, retrain_from="base", retrain_epochs=8),
+           study_id(cfg, base, bl, **{**common, "speeds": (1.0,)}, retrain_from="scratch", retrain_epochs=4),
+           study_id(cfg, base, bl, **{**common, "seed": 1}, retrain_from="scratch", retrain_epochs=4),
+           study_id(cfg, base, bl, **{**common, "n_resamples": 200}, retrain_from="scratch", retrain_epochs=4)}
+    assert len(ids) == 6
