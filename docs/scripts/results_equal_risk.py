@@ -103,32 +103,44 @@ def scenario_tables(name: str, home: str, alpha: float) -> tuple[str, pd.DataFra
 
 
 def seed_table(name: str, home: str) -> str:
-    """CR²'s equal-risk savings over the seeds of the newest seed study: mean ± sd and the 95 % t-interval."""
+    """The equal-risk savings over the seeds of the newest seed study: mean ± sd, the 95 % t-interval over seeds and
+    a one-sample t-test against 0, Holm-adjusted per question (the seeds' comparisons are read together)."""
     with Warehouse(home, read_only=True) as wh:
         study = wh.scalar("SELECT study_id FROM seed_runs ORDER BY created_at DESC LIMIT 1")
         if study is None:
             return ""
         d = wh.df("SELECT seed, method, alpha, metric, value FROM seed_results WHERE study_id = ? "
-                  "AND starts_with(metric, 'equal-risk:') AND method LIKE 'cr2%'", [study])
+                  "AND starts_with(metric, 'equal-risk:')", [study])
     if d.empty:
         return f"_{name}: seed study `{study}` has no equal-risk rows (made before the equal-risk stage)._\n"
     from scipy.stats import t as student_t
+
+    from cr2.bootstrap import holm_adjust
 
     rows = []
     for (metric, method, alpha), g in d.groupby(["metric", "method", "alpha"], dropna=False, sort=True):
         v = g["value"].dropna().to_numpy(dtype=float)
         if len(v) < 2:
             continue
-        half = student_t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-        lo, hi = v.mean() - half, v.mean() + half
-        word = saving_verdict(lo, hi)
+        se = v.std(ddof=1) / math.sqrt(len(v))
+        half = student_t.ppf(0.975, len(v) - 1) * se
+        p = float(2 * student_t.sf(abs(v.mean()) / se, len(v) - 1)) if se > 0 else (0.0 if v.mean() else 1.0)
         rows.append({"question": metric.split(":", 1)[1], "comparison": method,
                      "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seeds": len(v),
-                     "mean ± sd": f"{v.mean():+.1f} ± {v.std(ddof=1):.1f}",
-                     "95 % t-interval over seeds": f"[{lo:+.1f}, {hi:+.1f}]",
-                     "verdict": "" if word == NO_DIFFERENCE else f"**{word}**"})
-    return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; a word only "
-            f"where the t-interval over seeds excludes 0):\n\n" + _md(pd.DataFrame(rows)))
+                     "mean ± sd": f"{v.mean():+.1f} ± {v.std(ddof=1):.1f}", "lo": v.mean() - half,
+                     "hi": v.mean() + half, "p": p})
+    t = pd.DataFrame(rows)
+    t["p, Holm per question"] = np.nan
+    for q, idx in t.groupby("question").groups.items():
+        t.loc[idx, "p, Holm per question"] = holm_adjust(t.loc[idx, "p"].to_numpy())
+    t["95 % t-interval over seeds"] = [f"[{lo:+.1f}, {hi:+.1f}]" for lo, hi in zip(t["lo"], t["hi"])]
+    t["verdict"] = [(lambda w: "" if w == NO_DIFFERENCE else f"**{w}**")(saving_verdict(lo, hi, ph))
+                    for lo, hi, ph in zip(t["lo"], t["hi"], t["p, Holm per question"])]
+    t = t[["question", "comparison", "α", "seeds", "mean ± sd", "95 % t-interval over seeds", "p, Holm per question",
+           "verdict"]]
+    return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; labels and "
+            f"states fixed): a word only where the t-interval over seeds excludes 0 and the t-test's Holm-adjusted p "
+            f"(per question) is below 0.05.\n\n" + _md(t, 2))
 
 
 def deploy_table(means: pd.DataFrame, alpha: float) -> str:
