@@ -136,6 +136,27 @@ def bootstrap_p_value(estimate: float, samples: np.ndarray) -> float:
     return float(math.erfc(abs(estimate) / se / math.sqrt(2.0)))
 
 
+def interval_p_value(estimate: float, lower: float, upper: float, level: float = 0.95) -> float:
+    """Two-sided p-value of "the statistic is 0" read off a stored interval: the normal approximation of
+    bootstrap_p_value with the standard error the interval's width implies, (upper − lower) / (2 z_(1+level)/2);
+    for results whose resamples were not kept. NaN where the interval is undefined."""
+    if not all(v is not None and np.isfinite(v) for v in (estimate, lower, upper)):
+        return float("nan")
+    z = math.sqrt(2.0) * _erfinv(level)
+    se = (upper - lower) / (2.0 * z)
+    if se <= 0:
+        return 1.0 if estimate == 0 else 0.0
+    return float(math.erfc(abs(estimate) / se / math.sqrt(2.0)))
+
+
+def _erfinv(y: float) -> float:
+    """erf⁻¹(y) for y in (0, 1), by Newton's method on math.erf (no SciPy needed)."""
+    x = 0.0
+    for _ in range(60):
+        x -= (math.erf(x) - y) / (2.0 / math.sqrt(math.pi) * math.exp(-x * x))
+    return x
+
+
 def holm_adjust(p_values: np.ndarray) -> np.ndarray:
     """Return Holm's step-down adjusted p-values: p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)) (NaN stays NaN and
     does not count in m). Valid under any dependence between the tests."""

@@ -133,3 +133,12 @@ def test_the_results_generator_prints_every_section_from_a_run(pipeline_slice, t
     words = set(re.findall(r"\*\*(\w[\w ]*)\*\*", out))
     assert words <= {"cheaper", "dearer"}, words
     assert set(re.findall(r"\| (holds|fails) \|", out)) <= {"holds", "fails"}
+
+
+def test_interval_p_value_inverts_a_normal_interval():
+    from cr2.bootstrap import interval_p_value
+
+    assert interval_p_value(1.96, 0.0, 3.92) == pytest.approx(0.05, rel=1e-6)
+    assert interval_p_value(0.0, -1.0, 1.0) == pytest.approx(1.0)
+    assert interval_p_value(5.0, 4.0, 6.0) < 1e-10
+    assert math.isnan(interval_p_value(1.0, float("nan"), 2.0))

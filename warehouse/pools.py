@@ -33,6 +33,11 @@ def write_pool(wh: Warehouse, study_id: str, pool: str, run: dict[str, Any], row
         wh.insert_df("pool_results", res, con)
 
 
+def newest_pool_study(wh: Warehouse) -> str | None:
+    """The id of the newest pool sweep (`cr2 study pools`) in the warehouse, or None."""
+    return wh.scalar("SELECT study_id FROM pool_runs WHERE starts_with(study_id, 'pools') ORDER BY created_at DESC LIMIT 1")
+
+
 def pool_equal_risk(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """The equal-risk mean savings of every pool of one study (pool_results rows `equal-risk:<question>`): pool,
     question, subject (side a), other (side b), estimate, lower, upper, n (targets both reach)."""

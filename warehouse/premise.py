@@ -89,6 +89,13 @@ def write_premise_cell(wh: Warehouse, study_id: str, label_source: str, key: str
         wh.insert_df("premise_results", res, con)
 
 
+def newest_premise_study(wh: Warehouse, reference: str | None = None) -> str | None:
+    """The id of the newest premise study (with rows against `reference`, e.g. a certified KNN, when given)."""
+    return wh.scalar("SELECT study_id FROM premise_cells c WHERE ? IS NULL OR EXISTS (SELECT 1 FROM premise_results r "
+                     "WHERE r.study_id = c.study_id AND r.reference = ?) ORDER BY created_at DESC LIMIT 1",
+                     [reference, reference])
+
+
 def premise_view(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """The rows of v_premise for one study."""
     return wh.df("SELECT * FROM v_premise WHERE study_id = ? ORDER BY speed_factor, channel, method, reference, target",

@@ -453,10 +453,21 @@ def write_seed_result(wh: Warehouse, run: dict[str, Any], results: pd.DataFrame)
                                               "target", "value", "lower", "upper"]], con)
 
 
+def newest_seed_study(wh: Warehouse) -> str | None:
+    """The id of the newest seed study in the warehouse, or None."""
+    return wh.scalar("SELECT study_id FROM seed_runs ORDER BY created_at DESC LIMIT 1")
+
+
+def seed_equal_risk(wh: Warehouse, study_id: str) -> pd.DataFrame:
+    """Every seed's equal-risk mean savings in a seed study (seed_results rows `equal-risk:<question>`)."""
+    return wh.df("SELECT seed, method, alpha, metric, value FROM seed_results WHERE study_id = ? "
+                 "AND starts_with(metric, 'equal-risk:')", [study_id])
+
+
 def seed_spread(wh: Warehouse, study_id: str | None = None) -> pd.DataFrame:
     """v_seed_spread of `study_id` (default: the newest seed study); empty when there is none."""
     if study_id is None:
-        study_id = wh.scalar("SELECT study_id FROM seed_runs ORDER BY created_at DESC LIMIT 1")
+        study_id = newest_seed_study(wh)
         if study_id is None:
             return pd.DataFrame()
     return wh.df("SELECT * FROM v_seed_spread WHERE study_id = ?", [study_id])

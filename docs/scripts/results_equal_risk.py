@@ -24,7 +24,8 @@ from cr2.labels import is_simulated
 from cr2_cli.results import _md, ci_cell
 from warehouse.db import Warehouse
 from cr2.metrics import bound_verdict
-from warehouse.repository import certified_validity, eval_run, newest_eval_run, run_equal_risk
+from warehouse.repository import (certified_validity, eval_run, newest_eval_run, newest_seed_study, run_equal_risk,
+                                  seed_equal_risk)
 
 NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
          "llmrank-bench": "LLMRank + benchmark id"}
@@ -106,11 +107,10 @@ def seed_table(name: str, home: str) -> str:
     """The equal-risk savings over the seeds of the newest seed study: mean ± sd, the 95 % t-interval over seeds and
     a one-sample t-test against 0, Holm-adjusted per question (the seeds' comparisons are read together)."""
     with Warehouse(home, read_only=True) as wh:
-        study = wh.scalar("SELECT study_id FROM seed_runs ORDER BY created_at DESC LIMIT 1")
+        study = newest_seed_study(wh)
         if study is None:
             return ""
-        d = wh.df("SELECT seed, method, alpha, metric, value FROM seed_results WHERE study_id = ? "
-                  "AND starts_with(metric, 'equal-risk:')", [study])
+        d = seed_equal_risk(wh, study)
     if d.empty:
         return f"_{name}: seed study `{study}` has no equal-risk rows (made before the equal-risk stage)._\n"
     from scipy.stats import t as student_t
@@ -164,11 +164,43 @@ def deploy_table(means: pd.DataFrame, alpha: float) -> str:
     return _md(pd.DataFrame(rows))
 
 
+def premise_deploy_table(home: str, rule: str = "crc") -> str:
+    """By device/edge cost ratio: in every cell of the newest premise study with a certified KNN, CR² retrained vs
+    KNN certified at the same α and rule (mean saving [95 % CI]); p-values read off the stored intervals
+    (cr2.bootstrap.interval_p_value) and Holm-adjusted over the cells, which are read together."""
+    from cr2.bootstrap import holm_adjust, interval_p_value
+    from warehouse.premise import newest_premise_study, premise_view
+
+    certified = f"knn@{rule}"
+    with Warehouse(home, read_only=True) as wh:
+        study = newest_premise_study(wh, certified)
+        if study is None:
+            return f"_(no premise study with a certified KNN in {home}: run `cr2 study premise`)_\n"
+        v = premise_view(wh, study)
+    d = v[(v["method"] == "cr2-retrain") & (v["reference"] == certified) & v["mean_over_targets"]].copy()
+    d = d.sort_values(["cost_ratio_est"])
+    d["p"] = [interval_p_value(e, lo, hi) for e, lo, hi in zip(d["saving_pct"], d["saving_lower_pct"],
+                                                                 d["saving_upper_pct"])]
+    d["p_holm"] = holm_adjust(d["p"].to_numpy())
+    rows = []
+    for r in d.itertuples():
+        word = saving_verdict(r.saving_lower_pct, r.saving_upper_pct, r.p_holm)
+        choice = {"cheaper": "CR²", "dearer": f"KNN@{rule}"}.get(word, "either: no difference detected")
+        rows.append({"device speed": f"×{r.speed_factor:g}", "channel": r.channel,
+                     "ĉ device / cheapest edge": f"{r.cost_ratio_est:.3f}",
+                     "CR² vs certified KNN, mean saving % [95 % CI]": ci_cell(r.saving_pct, r.saving_lower_pct,
+                                                                              r.saving_upper_pct),
+                     "p, Holm over the cells": f"{r.p_holm:.2g}", "deploy (certified, same α and rule)": choice})
+    return (f"Premise study `{study}` (CR² retrained per cell; KNN certified by `{rule}` at the same α; {len(rows)} "
+            f"cells, sorted by the device/edge cost ratio):\n\n" + _md(pd.DataFrame(rows)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", action="append", required=True, help="NAME=HOME (repeatable)")
     ap.add_argument("--pools", default=None, help="the warehouse home of the pool sweep (its newest study)")
     ap.add_argument("--alpha", type=float, default=0.01)
+    ap.add_argument("--premise", action="append", default=[], help="NAME=HOME of a premise study (repeatable)")
     a = ap.parse_args()
     all_means = []
     for spec in a.scenario:
@@ -182,13 +214,18 @@ def main() -> None:
     if a.pools:
         from cr2_cli.study_pools import equal_risk_pools_markdown
 
+        from warehouse.pools import newest_pool_study
+
         with Warehouse(a.pools, read_only=True) as wh:
-            study = wh.scalar("SELECT study_id FROM pool_runs WHERE starts_with(study_id, 'pools') "
-                              "ORDER BY created_at DESC LIMIT 1")
+            study = newest_pool_study(wh)
         print(f"\n#### The MMLU-Pro pools (study `{study}`), at grids.default_alpha\n")
         print(equal_risk_pools_markdown(Path(a.pools), study))
     print(f"\n#### Which router should I deploy? (α = {a.alpha:g})\n")
     print(deploy_table(pd.concat(all_means, ignore_index=True), a.alpha))
+    for spec in a.premise:
+        name, home = spec.split("=", 1)
+        print(f"\n**By device/edge cost ratio — {name}**\n")
+        print(premise_deploy_table(home))
 
 
 if __name__ == "__main__":
