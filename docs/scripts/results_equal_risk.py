@@ -195,6 +195,32 @@ def premise_deploy_table(home: str, rule: str = "crc") -> str:
             f"cells, sorted by the device/edge cost ratio):\n\n" + _md(pd.DataFrame(rows)))
 
 
+def answers(means: pd.DataFrame, alpha: float) -> str:
+    """The three questions answered in counts of verdicts over the scenarios (each verdict from the stored row:
+    interval and Holm per scenario and question), at α, then over every α."""
+    lines = []
+    titles = {"gate-quality": "Gate quality (CR² vs each baseline, both uncertified)",
+              "guarantee-price": "Price of the guarantee (each router certified vs itself uncertified)",
+              "certified-score": "Which score certifies cheaper (CR² vs each baseline, both certified, same rule and α)"}
+    for q, title in titles.items():
+        d = means[means["question"] == q]
+        at = d if q == "gate-quality" else d[(d["alpha"] - alpha).abs() < 1e-12]
+        parts = []
+        for label, sub in (((f"at α = {alpha:g}", at),) if q == "gate-quality" else
+                           ((f"at α = {alpha:g}", at), ("over every α of certify.alphas", d))):
+            c = sub["verdict"].value_counts()
+            side = "CR²" if q != "guarantee-price" else "the certified router"
+            parts.append(f"{label}: {side} cheaper in {int(c.get('cheaper', 0))}, dearer in {int(c.get('dearer', 0))}, "
+                         f"no difference detected in {int(c.get(NO_DIFFERENCE, 0))} of {len(sub)} comparisons")
+        lines.append(f"- **{title}** — " + "; ".join(parts if q != "gate-quality" else parts[:1]) + ".")
+        dearer = at[at["verdict"] == "dearer"]
+        if len(dearer):
+            lines.append("  Dearer: " + ", ".join(sorted(
+                f"{r.scenario}: {NAMES.get(r.router, r.router)} vs {NAMES.get(r.against, r.against)}"
+                + (f" ({r.rule})" if isinstance(r.rule, str) else "") for r in dearer.itertuples())) + ".")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", action="append", required=True, help="NAME=HOME (repeatable)")
@@ -202,15 +228,18 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=0.01)
     ap.add_argument("--premise", action="append", default=[], help="NAME=HOME of a premise study (repeatable)")
     a = ap.parse_args()
-    all_means = []
+    all_means, texts = [], []
     for spec in a.scenario:
         name, home = spec.split("=", 1)
         if not (Path(home) / "cr2.duckdb").is_file():
             raise SystemExit(f"--scenario {spec}: no warehouse at {home}")
         text, means = scenario_tables(name, home, a.alpha)
-        print(text)
-        print(seed_table(name, home))
+        texts.append(text + "\n" + seed_table(name, home))
         all_means.append(means)
+    print(f"**The three questions over the {len(a.scenario)} scenarios** (each scenario's verdicts as stored: 95 % "
+          f"interval and Holm per question):\n")
+    print(answers(pd.concat(all_means, ignore_index=True), a.alpha))
+    print("\n".join(texts))
     if a.pools:
         from cr2_cli.study_pools import equal_risk_pools_markdown
 
