@@ -42,6 +42,16 @@ def parse_args(doc: str | None, argv: Sequence[str] | None = None, **extra: dict
     return args
 
 
+def built_home(doc: str | None, argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Path]:
+    """The arguments of a benchmark that reads a built home (--home, default var/) and that home, which must hold
+    a warehouse (`cr2 run` there first)."""
+    args = parse_args(doc, argv, home={"default": "var", "help": "the built home (default var/)"})
+    home = Path(args.home).resolve()
+    if not (home / "cr2.duckdb").is_file():
+        raise SystemExit(f"no warehouse in {home}: run `cr2 run` there first")
+    return args, home
+
+
 def limit_threads(n: int) -> dict:
     """Limit BLAS/OpenMP (and torch, once imported) to n threads; return what was set.
 

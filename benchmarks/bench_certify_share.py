@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import figure, fresh_env, parse_args, target, write_result
+from _common import built_home, figure, fresh_env, target, write_result
 from bench_pipeline import cli, last_flow_run
 
 CERTIFY_TASKS = ("certify", "equal-risk")
@@ -34,10 +34,7 @@ def _home_only(root: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__, argv, home={"default": "var", "help": "the built home (default var/)"})
-    home = Path(args.home).resolve()
-    if not (home / "cr2.duckdb").is_file():
-        raise SystemExit(f"no warehouse in {home}: run `cr2 run` there first")
+    args, home = built_home(__doc__, argv)
     reps = args.repeats or (1 if args.quick else 3)
     cold = last_flow_run(home / "prefect", "cr2-run")
     warm = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pandas as pd
 from prefect import task
 
@@ -23,23 +22,19 @@ from warehouse.db import Warehouse
 @task(name="equal-risk")
 def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: dict) -> dict:
     """Cost at fixed accuracy with risk ≤ α of every certified router, and the decomposition of CR² vs each baseline."""
-    from cr2.bootstrap import resample_counts, resample_indices
     from cr2.equal_risk import CR2_UNCERTIFIED, Side, certified_side, decomposition, equal_risk_rows, uncertified_side
     from cr2.evaluation import CERTIFIED_KINDS
     from cr2.fixed_accuracy import VIEW_TARGETS
     from cr2.intervals import method_outcomes
-    from cr2.metrics import evaluable_mask
-    from tasks.inputs import load_sets
-    from tasks.intervals import operating_points
+    from tasks.intervals import operating_points, test_sample
     from warehouse.repository import run_decisions, write_equal_risk
 
     t0 = time.perf_counter()
     spec = config.evaluation.bootstrap
     run_id = evaluated["run_id"]
-    test = load_sets(config, home)["test"]
+    test, keep, counts = test_sample(config, home)  # the intervals' rows and resamples: every difference paired
     with Warehouse(home, read_only=True) as wh:
         decisions = run_decisions(wh, run_id, only=(CERTIFIED_KINDS, (CR2_UNCERTIFIED,)))
-    keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     by_side: dict[Side, list] = {}
     for p in operating_points(decisions, test.query_id, test.model_ids):
         by_side.setdefault(Side(p.method, p.alpha), []).append(p)
@@ -47,9 +42,7 @@ def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: di
     routers, rules, alphas = certified["routers"], certified["rules"], [float(a) for a in config.certify.alphas]
     sides = {uncertified_side(r): (r, None) for r in routers}
     sides.update({certified_side(r, rule, a): (r, rule) for r in routers for rule in rules for a in alphas})
-    idx = resample_indices(len(test), spec.n_resamples, np.random.default_rng(spec.seed))  # the intervals' index
-    rows = equal_risk_rows(outcomes, decomposition(routers, rules, alphas), sides, VIEW_TARGETS,
-                           resample_counts(idx, len(test)), spec.level)
+    rows = equal_risk_rows(outcomes, decomposition(routers, rules, alphas), sides, VIEW_TARGETS, counts, spec.level)
     frame = pd.DataFrame(rows).assign(level=spec.level, seed=spec.seed)
     with Warehouse(home) as wh:
         write_equal_risk(wh, run_id, frame)

@@ -62,31 +62,40 @@ def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: t
                            gate_accept=accept[g]) for g, (m, lam, a) in enumerate(keys)]
 
 
+def test_sample(config: Config, home: str):
+    """The evaluation's test rows, the rows its metrics count (queries some model solves, unless configured
+    otherwise) and the resample counts of its ONE bootstrap index (evaluation.bootstrap), shared by every method."""
+    from cr2.bootstrap import resample_counts, resample_indices
+    from cr2.metrics import evaluable_mask
+    from tasks.inputs import load_sets
+
+    spec = config.evaluation.bootstrap
+    test = load_sets(config, home)["test"]
+    keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
+    idx = resample_indices(len(test), spec.n_resamples, np.random.default_rng(spec.seed))
+    return test, keep, resample_counts(idx, len(test))
+
+
 @task(name="intervals")
 def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Paired bootstrap intervals of every operating point and every learned method's saving vs KNN."""
-    from cr2.bootstrap import resample_counts, resample_indices
     from cr2.evaluation import CERTIFIED_KINDS
     from cr2.fixed_accuracy import VIEW_TARGETS
     from cr2.intervals import method_outcomes, metric_intervals, saving_interval_rows
-    from cr2.metrics import evaluable_mask
-    from tasks.inputs import cr2_router, load_sets
+    from tasks.inputs import cr2_router
     from warehouse.repository import methods_of_run, run_decisions, write_intervals
 
     t0 = time.perf_counter()
     spec = config.evaluation.bootstrap
     run_id = evaluated["run_id"]
-    test = load_sets(config, home)["test"]
+    test, keep, counts = test_sample(config, home)
     with Warehouse(home, read_only=True) as wh:
         # certified routers (cr2.certify) are compared at equal risk, not point by point: their many operating
         # points (router × rule × α × λ) stay out of the per-point intervals
         decisions = run_decisions(wh, run_id, skip_kinds=CERTIFIED_KINDS)
         methods = methods_of_run(wh, run_id)
     proba = cr2_router(config, trained, home).proba(test.embedding)
-    keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     points = operating_points(decisions, test.query_id, test.model_ids)
-    idx = resample_indices(len(test), spec.n_resamples, np.random.default_rng(spec.seed))  # ONE index, every method
-    counts = resample_counts(idx, len(test))
     rows = metric_intervals(points, test, proba, keep, counts, spec.level, per_benchmark=spec.per_benchmark)
     # the learned methods v_fixed_accuracy compares (kind cr2, or a learned baseline / baseline variant)
     learned = methods[(methods["kind"] == "cr2") | (methods["kind"].isin(["baseline", "baseline-variant"])
