@@ -15,10 +15,12 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -c "import cr2, prefect, torch, duckdb" 
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+# one pip call installs cr2 with its test extras (a fresh venv resolves everything once); it marks the plain
+# install done too, so `make run` after `make test` installs nothing
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PIP) -e '.[dev,dask]'
-	$(PY) -c "import pytest, xdist, hypothesis, prefect_dask, schemathesis"
-	touch $@
+	$(PY) -c "import cr2, prefect, torch, duckdb, pytest, xdist, hypothesis, prefect_dask, schemathesis"
+	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
@@ -45,9 +47,10 @@ study-pools: install
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 XDIST  := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# every test but the full-size runs (slices of every scenario, the slow end-to-end ones included); what CI runs
+# every test but the full-size runs (slices of every scenario, the slow end-to-end ones included); what CI runs.
+# It lists the 20 slowest tests at the end, so a run shows where its time went.
 test: install-dev chromium
-	$(PY) -m pytest -q -m "not fullsize" $(XDIST)
+	$(PY) -m pytest -q -m "not fullsize" $(XDIST) --durations=20
 
 # headless Chromium for tests/test_report_browser.py: installed on CI (CI=true) when missing (Debian's package);
 # elsewhere that one test is skipped, with the reason, when chromium is absent

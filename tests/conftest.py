@@ -215,6 +215,27 @@ def pipeline_slice(prefect_harness) -> dict:
             "first": pickle.loads((folder / "first.pkl").read_bytes())}
 
 
+@pytest.fixture(scope="session")
+def measured_slice(prefect_harness) -> dict:
+    """The real `cr2 run -c configs/mmlu-pro-measured.yaml` on a 70-question slice (5 per category), run once for
+    the whole test run: {"home": the warehouse home as the run left it, "first": the run's summary}. Shared as
+    pipeline_slice is: read it, or copy it (`copy_of`) to write."""
+    import pickle
+
+    def build(folder: Path) -> None:
+        from flows.run import run_flow
+        from tests.test_measured import MEASURED_CONFIG, SLICE, _slice
+
+        data = _slice(folder / "data", per_category=5)
+        cfg = folder / "slice.yaml"
+        cfg.write_text(SLICE.format(base=MEASURED_CONFIG, data=data))
+        first = run_flow(config_path=str(cfg), home=str(folder / "mmlu-pro"))
+        (folder / "first.pkl").write_bytes(pickle.dumps(first))
+
+    folder = built_once("measured-slice", build)
+    return {"home": folder / "mmlu-pro", "first": pickle.loads((folder / "first.pkl").read_bytes())}
+
+
 def run_stages_to_evaluate(run) -> dict:
     """The stages of `cr2 run` from ingest to evaluate, each through `run(stage, *inputs)` (the test's way of running
     one: a tracked run, the bare task body, …); returns each stage's result by name."""

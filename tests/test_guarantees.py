@@ -4,7 +4,9 @@ The long test (marked slow) is the MAPIE-style theoretical-validity check (house
 re-splits of a synthetic pool with the default labels' structure (cr2/testing.py). Tolerances
 are one-sided and stated at each assert; with fixed seeds the outcome is deterministic, and the margins
 are chosen so that a correct implementation passes with room (a z of 3.4 is the one-sided 0.05 level
-Bonferroni-corrected over the 140 (λ, α) cells).
+Bonferroni-corrected over the 140 (λ, α) cells). The 500 re-splits are computed once per test run, with the
+realised-risk rules of issue 26 beside the others (`long_resplits`): tests/test_realised_risk.py's long test reads
+the same records (a rule's records do not depend on which other rules run: the re-splits draw nothing else).
 """
 from __future__ import annotations
 
@@ -21,15 +23,35 @@ from warehouse.db import Warehouse
 LAMS = np.array(LambdaGrid(min=0.1, max=20.0, n_log=24, extra=[0.5, 1.0, 2.0, 8.0]).values())
 ALPHAS = [0.002, 0.005, 0.01, 0.02, 0.05]
 Z_CELLS = 3.4  # one-sided z for 140 cells at family level 0.05 (Bonferroni)
+REALISED_RULES = ("crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable")  # issue 26's, on real-label risks
 
 
-def _run(n_pool: int, n_calib: int, n_resplits: int, seed: int) -> pd.DataFrame:
+def _run(n_pool: int, n_calib: int, n_resplits: int, seed: int, realised: bool = False) -> pd.DataFrame:
+    """Validity records of every rule over re-splits of a synthetic pool; realised: the issue-26 rules too
+    (crc-/ltt- on the oracle-disagreement and avoidable-error labels)."""
     pool = make_pool(n_pool, LAMS, seed)
     target, budget = default_targets(pool.correct, pool.cost)
     spec = ResplitSpec(n_calib=n_calib, n_resplits=n_resplits, delta=0.1, target_accuracy=target, budget=budget)
+    labels = None
+    if realised:
+        from cr2.utility import risk_label
+
+        labels = {k: risk_label(k, LAMS, correct=pool.correct, decision_cost=pool.cost)
+                  for k in ("oracle-disagreement", "avoidable-error")}
     recs = resplit_validity(pool.score, pool.risk, pool.proba, pool.cost, pool.correct, pool.benchmark, LAMS, ALPHAS,
-                            spec, np.random.default_rng(seed + 1))
+                            spec, np.random.default_rng(seed + 1), realised=labels)
     return pd.DataFrame(recs)
+
+
+def long_resplits() -> pd.DataFrame:
+    """The long tests' records: 500 re-splits of a 20,000-query pool into 2,150 calibration queries (the default val
+    size) and the rest, every rule (the realised-risk ones included), computed once for the whole test run."""
+    from tests.conftest import built_once
+
+    def build(folder):
+        _run(20_000, 2_150, 500, seed=21, realised=True).to_pickle(folder / "records.pkl")
+
+    return pd.read_pickle(built_once("resplits-500", build) / "records.pkl")
 
 
 def test_validity_records_land_in_the_views(home):
@@ -81,7 +103,8 @@ def test_every_rule_keeps_its_promise_over_500_resplits():
     Plus the contrasts that make the test able to fail: plain CRC violates the simultaneous bound in most
     re-splits and the per-group bound on gpqa, and LTT costs local rate beside CRC.
     """
-    df = _run(20_000, 2_150, 500, seed=21)
+    df = long_resplits()
+    df = df[~df.rule.isin(REALISED_RULES)]  # tests/test_realised_risk.py checks those
     B, se_delta = 500, np.sqrt(0.1 * 0.9 / 500)
     crc = df[df.check_name == "crc_mean_risk"]
     assert len(crc) == len(LAMS) * len(ALPHAS)

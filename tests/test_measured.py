@@ -148,15 +148,10 @@ evaluation: {{n_resplits: 10}}
 
 
 @pytest.mark.flow
-def test_measured_scenario_end_to_end_on_a_slice(prefect_harness, tmp_path):
-    """`cr2 run -c configs/mmlu-pro-measured.yaml` on 70 questions: its own warehouse, MEASURED everywhere, no Qwen3."""
-    from flows.run import run_flow
-
-    data = _slice(tmp_path / "data", per_category=5)
-    cfg = tmp_path / "slice.yaml"
-    cfg.write_text(SLICE.format(base=MEASURED_CONFIG, data=data))
-    home = tmp_path / "mmlu-pro"
-    out = run_flow(config_path=str(cfg), home=str(home))
+def test_measured_scenario_end_to_end_on_a_slice(measured_slice):
+    """`cr2 run -c configs/mmlu-pro-measured.yaml` on 70 questions: its own warehouse, MEASURED everywhere, no Qwen3.
+    The run is the test run's shared measured slice (conftest.measured_slice; the browser test opens its report)."""
+    out, home = measured_slice["first"], measured_slice["home"]
     assert list(out["ingest"]["benchmarks"]) == ["mmlu_pro"] and out["ingest"]["benchmarks"]["mmlu_pro"]["queries"] == 70
     with Warehouse(home, read_only=True) as wh:
         assert wh.scalar("SELECT count(DISTINCT source) FROM labels") == 1

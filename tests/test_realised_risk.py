@@ -213,10 +213,11 @@ def test_new_rules_hold_on_a_slice_and_land_in_the_views(home):
 def test_new_rules_keep_their_promise_over_500_resplits():
     """500 re-splits of a 20,000-query pool, 2,150 calibration queries: crc-oracle / crc-avoidable mean test risk
     ≤ α + 3.4 SE in every (λ, α) cell; ltt-oracle / ltt-avoidable share of re-splits with any λ over α (pool
-    risk) ≤ δ + 3 SE; and the contrast that lets it fail: plain CRC's avoidable error exceeds α."""
-    from tests.test_guarantees import ALPHAS, LAMS, Z_CELLS
+    risk) ≤ δ + 3 SE; and the contrast that lets it fail: plain CRC's avoidable error exceeds α. The records are
+    test_guarantees' long run (the same re-splits, computed once per test run)."""
+    from tests.test_guarantees import ALPHAS, LAMS, Z_CELLS, long_resplits
 
-    df = _realised_run(20_000, 2_150, 500, seed=26, lams=LAMS, alphas=ALPHAS)
+    df = long_resplits()
     crc = df[(df.check_name == "crc_mean_risk") & df.rule.isin(["crc-oracle", "crc-avoidable"])]
     assert len(crc) == 2 * len(LAMS) * len(ALPHAS)
     assert (crc.value <= crc.bound + Z_CELLS * crc.se.fillna(0)).all(), crc.nlargest(3, "value")

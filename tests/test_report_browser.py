@@ -1,5 +1,6 @@
 """The reports in a real browser (issue 30, item 5): headless Chromium opens the default (SIMULATED) and the
-measured (MEASURED) report, each built here on a small slice by the real `cr2 run`.
+measured (MEASURED) report, each built by the real `cr2 run` on the test run's shared slices (conftest:
+pipeline_slice, measured_slice), read here and never written.
 
 For each page Chromium (Debian's `chromium` package; no downloaded browser) loads a copy of the report with
 one appended script that, after the load event, records every image's naturalWidth, the label banner's box,
@@ -23,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_small_benchmarks
 from warehouse.db import Warehouse
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -32,14 +32,6 @@ pytestmark = [pytest.mark.flow, pytest.mark.slow,
                                  "chromium`; `make test` installs it when CI=true)")]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
          "--no-first-run", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
-DEFAULT_SLICE = """extends: default
-data_dir: {data}
-teacher: {{epochs: 3}}
-gate: {{epochs: 3}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0, 8.0]}}}}
-baselines: {{routers: [always, knn, mlp], params: {{mlp: {{epochs: 3}}, knn: {{k_grid: [3]}}}}}}
-evaluation: {{n_resplits: 10}}
-"""  # ≈ 100 queries: too few training queries for LLMRank's 48 clusters, so the slice compares KNN and MLP
 CHECK = """<script>
 window.addEventListener('load', () => {
   const links = [...document.querySelectorAll('a[href]')].map(a => {
@@ -94,20 +86,10 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def reports(prefect_harness, tmp_path_factory) -> dict:
+def reports(pipeline_slice, measured_slice) -> dict:
     """{scenario: (report index.html, label source)} for the default and the measured scenario on slices."""
-    from flows.run import run_flow
-    from tests.test_measured import MEASURED_CONFIG, SLICE, _slice
-
-    root = tmp_path_factory.mktemp("browser-reports")
-    data = write_small_benchmarks(root / "default-data", per_subset=8, subsets_per_benchmark=3)
-    (root / "default.yaml").write_text(DEFAULT_SLICE.format(data=data))
-    mdata = _slice(root / "measured-data", per_category=5)
-    (root / "measured.yaml").write_text(SLICE.format(base=MEASURED_CONFIG, data=mdata))
     out = {}
-    for scenario in ("default", "measured"):
-        home = root / scenario
-        run_flow(config_path=str(root / f"{scenario}.yaml"), home=str(home))
+    for scenario, home in (("default", pipeline_slice["home"]), ("measured", measured_slice["home"])):
         with Warehouse(home, read_only=True) as wh:
             source = wh.scalar("SELECT min(label_source) FROM eval_runs")
         out[scenario] = (home / "report" / "index.html", source)

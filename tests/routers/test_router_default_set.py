@@ -3,7 +3,9 @@
 The label simulator makes part of each item's difficulty predictable from the query, so a router that
 learns the embedding → correctness map must pick a better model than the device model alone. Labels are
 simulated on the whole default set (so per-benchmark accuracies match their targets); a seeded slice of
-3,000 queries is embedded and split 80/10/10 with cr2.splits. One-sided check, fixed seeds.
+2,000 queries is embedded and split 80/10/10 with cr2.splits. One-sided check, fixed seeds: on this slice every
+learned baseline clears the +0.05 bar by 0.19 or more (≈ 5 SE of the 184-query test split; 3,000 queries gave
+0.17 or more, for half as much again embedding time).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 from cr2.routers import LEARNED_BASELINES, get_router
 
 pytestmark = pytest.mark.slow
-N_SLICE = 3000
+N_SLICE = 2000
 
 
 @pytest.fixture(scope="module")
