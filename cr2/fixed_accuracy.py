@@ -38,26 +38,18 @@ def frontier(accuracy: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def frontier_cost_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """[t] cost on the interpolated monotone frontier at each target accuracy; NaN where not reached."""
-    fa, fc = frontier(accuracy, cost)
+    """[t] cost on the interpolated monotone frontier at each target accuracy; NaN where not reached (one sweep:
+    `frontier_cost_at_each` of a single row)."""
+    a, c = _points(accuracy, cost)
     t = np.asarray(targets, dtype=np.float64)
-    out = np.full(t.shape, np.nan)
-    if fa.size == 0:
-        return out
-    j = np.searchsorted(fa, t - _EPS, side="left")  # first frontier point with accuracy ≥ target
-    ok = j < fa.size
-    jj = np.minimum(j, fa.size - 1)
-    first = ok & (jj == 0)
-    out[first] = fc[0]
-    mid = ok & (jj > 0)
-    a1, a2, c1, c2 = fa[jj[mid] - 1], fa[jj[mid]], fc[jj[mid] - 1], fc[jj[mid]]
-    out[mid] = c1 + (t[mid] - a1) * (c2 - c1) / (a2 - a1)
-    return out
+    return frontier_cost_at_each(a[None, :], c[None, :], t.ravel())[0].reshape(t.shape)
 
 
 def frontier_cost_at_each(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """`frontier_cost_at` of every row of accuracy, cost [B, k] at once: [B, t], the same values row by row (the
-    same operations on the same numbers, vectorised; a non-finite point is off every frontier)."""
+    """The cost on each row's interpolated monotone frontier at each target: accuracy, cost [B, k] (one sweep per row,
+    e.g. per resample) → [B, t]; NaN where a row does not reach the target, and a non-finite point is off every
+    frontier. The frontier is `frontier`'s (ascending cost, strictly rising accuracy); a target at or below the
+    cheapest frontier point costs that point, one between two frontier points is linear between them."""
     a = np.asarray(accuracy, dtype=np.float64)
     c = np.asarray(cost, dtype=np.float64)
     if a.ndim != 2 or a.shape != c.shape:

@@ -44,3 +44,20 @@ def test_a_uniformly_cheaper_method_is_detected():
     _, mean = saving_intervals(cheaper, ref, np.array([0.5, 0.6, 0.7]), idx)
     assert mean.estimate == pytest.approx(20.0)
     assert mean.lower > 0
+
+
+def test_the_frontier_cost_of_many_sweeps_is_each_sweeps_own():
+    """frontier_cost_at_each over [B, k] equals frontier_cost_at row by row, exactly: ties in accuracy and cost,
+    points not finite (a resample that draws no row of a scope), empty and single-point sweeps."""
+    from cr2.fixed_accuracy import frontier_cost_at_each
+
+    rng = np.random.default_rng(0)
+    t = np.arange(50, 100) / 100
+    for trial in range(300):
+        b, k = int(rng.integers(1, 30)), int(rng.integers(0, 12))
+        acc = rng.choice(np.linspace(0.5, 1, 11), (b, k)) if trial % 2 else rng.uniform(0.5, 1, (b, k))
+        cost = rng.choice(np.linspace(0.1, 1, 6), (b, k)) if trial % 3 == 0 else rng.uniform(0.1, 1, (b, k))
+        if trial % 5 == 0 and k:
+            acc[rng.random((b, k)) < 0.2] = np.nan
+        rows = np.stack([frontier_cost_at(acc[i], cost[i], t) for i in range(b)])
+        np.testing.assert_array_equal(frontier_cost_at_each(acc, cost, t), rows)
