@@ -121,6 +121,13 @@ def bootstrap(statistic: Callable[[np.ndarray], float], idx: np.ndarray, level: 
     return percentile_interval(samples, est, level)
 
 
+def _normal_p(estimate: float, se: float) -> float:
+    """Two-sided p-value of "the statistic is 0" for an estimate with standard error se (normal approximation)."""
+    if se <= 0.0:
+        return 1.0 if estimate == 0 else 0.0
+    return float(math.erfc(abs(estimate) / se / math.sqrt(2.0)))
+
+
 def bootstrap_p_value(estimate: float, samples: np.ndarray) -> float:
     """Two-sided p-value of "the statistic is 0" from its bootstrap standard error (normal approximation):
     p = 2 Φ(−|estimate| / sd(finite resamples)). A percentile p-value cannot go below 2 / (B + 1) — with B = 1,000
@@ -130,31 +137,18 @@ def bootstrap_p_value(estimate: float, samples: np.ndarray) -> float:
     s = s[np.isfinite(s)]
     if s.size < 2 or not np.isfinite(estimate):
         return float("nan")
-    se = float(s.std(ddof=1))
-    if se == 0.0:
-        return 1.0 if estimate == 0 else 0.0
-    return float(math.erfc(abs(estimate) / se / math.sqrt(2.0)))
+    return _normal_p(estimate, float(s.std(ddof=1)))
 
 
 def interval_p_value(estimate: float, lower: float, upper: float, level: float = 0.95) -> float:
-    """Two-sided p-value of "the statistic is 0" read off a stored interval: the normal approximation of
-    bootstrap_p_value with the standard error the interval's width implies, (upper − lower) / (2 z_(1+level)/2);
-    for results whose resamples were not kept. NaN where the interval is undefined."""
+    """Two-sided p-value of "the statistic is 0" read off a stored interval: bootstrap_p_value's normal approximation
+    with the standard error the interval's width implies, (upper − lower) / (2 z), z the (1 + level)/2 normal
+    quantile; for results whose resamples were not kept. NaN where the interval is undefined."""
+    from statistics import NormalDist
+
     if not all(v is not None and np.isfinite(v) for v in (estimate, lower, upper)):
         return float("nan")
-    z = math.sqrt(2.0) * _erfinv(level)
-    se = (upper - lower) / (2.0 * z)
-    if se <= 0:
-        return 1.0 if estimate == 0 else 0.0
-    return float(math.erfc(abs(estimate) / se / math.sqrt(2.0)))
-
-
-def _erfinv(y: float) -> float:
-    """erf⁻¹(y) for y in (0, 1), by Newton's method on math.erf (no SciPy needed)."""
-    x = 0.0
-    for _ in range(60):
-        x -= (math.erf(x) - y) / (2.0 / math.sqrt(math.pi) * math.exp(-x * x))
-    return x
+    return _normal_p(estimate, (upper - lower) / (2.0 * NormalDist().inv_cdf((1.0 + level) / 2.0)))
 
 
 def holm_adjust(p_values: np.ndarray) -> np.ndarray:
