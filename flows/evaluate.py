@@ -24,6 +24,26 @@ def intervals(config: Config, home: Path, trained: dict, evaluated: dict) -> dic
     return run_stage(INTERVALS, config, home, trained, evaluated)
 
 
+def study_run(config: Config, home: Path) -> dict:
+    """What a study re-runs per pool or seed, each stage cached in `home`: prepare → train → calibrate → baselines →
+    evaluate → certify → equal-risk → intervals, in `cr2 run`'s order (no ablation, no report); the evaluation's
+    result with its equal-risk and intervals results."""
+    from flows.baselines import fit_baselines
+    from flows.calibrate import calibrate
+    from flows.certify import certify, equal_risk
+    from flows.prepare import prepare
+    from flows.train import train
+
+    prepare(config, home)
+    trained = train(config, home)
+    baselines = fit_baselines(config, home)
+    evaluated = evaluate(config, home, trained, calibrate(config, home, trained), baselines)
+    certified = certify(config, home, trained, baselines, evaluated)  # every router certified, as in `cr2 run`
+    evaluated["equal_risk"] = equal_risk(config, home, evaluated, certified)
+    evaluated["intervals"] = intervals(config, home, trained, evaluated)
+    return evaluated
+
+
 @flow(name="cr2-evaluate", log_prints=True)
 def evaluate_flow(config_path: str | None = None, home: str | None = None) -> dict:
     from cr2.config import load_config

@@ -53,24 +53,13 @@ def pool_home(home: Path, pool: str) -> Path:
 
 
 def run_pool(config: Config, home: Path) -> dict:
-    """The pipeline stages of one pool, each a cached task in `home`: ingest (the pool's models) … intervals."""
-    from flows.calibrate import calibrate
-    from flows.certify import certify, equal_risk
+    """The pipeline stages of one pool, each a cached task in `home`: ingest (the pool's models), then prepare …
+    intervals (flows.evaluate.study_run)."""
+    from flows.evaluate import study_run
     from flows.ingest import ingest
-    from flows.baselines import fit_baselines
-    from flows.evaluate import evaluate, intervals
-    from flows.prepare import prepare
-    from flows.train import train
 
     ingest(config, home)  # registers the pool's models (the queries are the base's, unchanged)
-    prepare(config, home)
-    trained = train(config, home)
-    baselines = fit_baselines(config, home)
-    evaluated = evaluate(config, home, trained, calibrate(config, home, trained), baselines)
-    certified = certify(config, home, trained, baselines, evaluated)  # every router certified, as in `cr2 run`
-    evaluated["equal_risk"] = equal_risk(config, home, evaluated, certified)
-    evaluated["intervals"] = intervals(config, home, trained, evaluated)
-    return evaluated
+    return study_run(config, home)
 
 
 def summarise(config: Config, home: Path, run_id: str) -> dict:

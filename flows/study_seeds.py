@@ -56,22 +56,10 @@ def seed_home(home: Path, seed: int) -> Path:
 
 
 def run_seed(config: Config, home: Path) -> dict:
-    """The pipeline stages a seed re-runs (each a cached task in `home`): prepare … intervals."""
-    from flows.calibrate import calibrate
-    from flows.certify import certify, equal_risk
-    from flows.baselines import fit_baselines
-    from flows.evaluate import evaluate, intervals
-    from flows.prepare import prepare
-    from flows.train import train
+    """The pipeline stages a seed re-runs (each a cached task in `home`): prepare … intervals (flows.evaluate.study_run)."""
+    from flows.evaluate import study_run
 
-    prepare(config, home)
-    trained = train(config, home)
-    baselines = fit_baselines(config, home)
-    evaluated = evaluate(config, home, trained, calibrate(config, home, trained), baselines)
-    certified = certify(config, home, trained, baselines, evaluated)  # every router certified, as in `cr2 run`
-    evaluated["equal_risk"] = equal_risk(config, home, evaluated, certified)
-    evaluated["intervals"] = intervals(config, home, trained, evaluated)
-    return evaluated
+    return study_run(config, home)
 
 
 def study_id_of(config: Config, seeds: list[int]) -> str:

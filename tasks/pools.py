@@ -40,6 +40,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     """Comparisons with intervals, the headroom and the label diagnostics of evaluation run `run_id`."""
     from cr2.bootstrap import resample_counts, resample_indices
     from cr2.diagnostics import label_rows, oracle_sweep, predictability_rows
+    from cr2.equal_risk import study_statistics
     from cr2.fixed_accuracy import VIEW_TARGETS, MethodOutcomes
     from cr2.intervals import method_outcomes
     from cr2.metrics import evaluable_mask
@@ -47,7 +48,6 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     from cr2.premise import device_edge_ratio
     from tasks.intervals import operating_points
     from tasks.inputs import load_sets
-    from cr2.equal_risk import study_statistics
     from warehouse.repository import methods_of_run, run_decisions, run_equal_risk
 
     t0 = time.perf_counter()
@@ -57,6 +57,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     with Warehouse(home, read_only=True) as wh:
         decisions = run_decisions(wh, run_id)
         methods = methods_of_run(wh, run_id)
+        equal = run_equal_risk(wh, run_id)  # the run's equal-risk stage: kept below, at the default α
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     by_method: dict[str, list] = {}
     for p in operating_points(decisions, test.query_id, test.model_ids):
@@ -79,9 +80,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     counts = resample_counts(idx, len(test))
     compared = [*learned_methods(methods), ORACLE]
     rows = comparison_rows(outcomes, [m for m in compared if m in outcomes] + ["knn"], VIEW_TARGETS, counts, spec.level)
-    # the equal-risk decomposition of the run (its equal-risk stage), at the default α: one mean saving per comparison
-    with Warehouse(home, read_only=True) as wh:
-        equal = run_equal_risk(wh, run_id)
+    # the equal-risk decomposition at the default α: one mean saving per comparison
     rows += [{"subject": r["method_a"], "other": r["method_b"], "metric": f"{EQUAL_RISK_METRIC}{r['question']}",
               "target": None, "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"], "n": r["n_targets"]}
              for r in study_statistics(equal.to_dict("records"), config.grids.default_alpha)]
