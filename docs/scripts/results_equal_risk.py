@@ -29,7 +29,8 @@ from warehouse.repository import (certified_validity, eval_run, newest_eval_run,
 
 NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
          "llmrank-bench": "LLMRank + benchmark id"}
-RULE_RISK = {"crc": "teacher disagreement", "crc-oracle": "oracle disagreement", "crc-avoidable": "avoidable error"}
+RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracle": "oracle disagreement, on the labels",
+             "crc-avoidable": "avoidable error, on the labels"}
 
 
 def _cell(r) -> str:
@@ -93,7 +94,7 @@ def scenario_tables(name: str, home: str, alpha: float) -> tuple[str, pd.DataFra
         t = []
         for (router, rule), g in v.groupby(["router", "rule"], sort=False):
             worst = g.loc[g["risk_mean"].idxmax()]
-            t.append({"router": NAMES.get(router, router), "rule": rule,
+            t.append({"router": NAMES.get(router, router), "rule (its risk)": f"{rule} ({RULE_RISK.get(rule, rule)})",
                       "worst λ": f"{worst['lam']:.3g}", "mean risk over re-splits at the worst λ": f"{worst['risk_mean']:.4f}",
                       "MC se": f"{worst['risk_se']:.4f}", f"≤ α = {alpha:g} (within 3 se) at every λ":
                           bound_verdict(g["risk_mean"], g["risk_se"], alpha)})
