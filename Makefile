@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
 PIP    := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: run run-measured run-gemma run-qwen study-pools test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down chromium
+.PHONY: results-doc run run-measured run-gemma run-qwen study-pools test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,11 @@ test-fast: install-dev
 # the full-size runs: `cr2 run` on the whole default set and the whole measured scenario, checked (≈ 25 min)
 test-full: install-dev
 	$(PY) -m pytest -q -m fullsize
+
+# docs/results.md from the stored runs of the warehouses above (cr2_cli/resultsdoc); `git diff docs/results.md`
+# after it is empty when the warehouses hold the runs the page was made from
+results-doc: install
+	$(PY) -m cr2_cli.resultsdoc
 
 bench: install-dev
 	$(PY) benchmarks/run_all.py

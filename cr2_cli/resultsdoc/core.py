@@ -1,0 +1,116 @@
+"""The frame of the generated docs/results.md: which warehouses it reads, and the one way a verdict word gets in.
+
+Every word that states a result (cheaper, dearer, no difference detected, holds, fails, larger, smaller) reaches the
+page through `Doc.word` — the output of cr2's verdict functions on a stored interval or a corrected test — and is
+marked while the page is rendered. `unbacked_words` finds any such word that was typed instead; the generator refuses
+to write a page that has one. Hand-written text explains method and meaning; where it must name a word (a
+definition), it quotes it ("cheaper") or sets it as code.
+"""
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from cr2.bootstrap import saving_verdict, test_verdict
+from cr2.labels import is_simulated
+from cr2.metrics import bound_verdict
+
+VERDICT_WORDS = ("no difference detected", "cheaper", "dearer", "holds", "fails", "larger", "smaller")
+OPEN, CLOSE = "\u2e22", "\u2e23"  # ⸢word⸣: produced by a verdict function; removed from the written page
+_WORD = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in VERDICT_WORDS) + r")(?![\w-])", re.IGNORECASE)
+_EXEMPT = re.compile(OPEN + r"[^" + CLOSE + r"]*" + CLOSE + r"|`[^`\n]*`|\"[^\"\n]*\"|<!--.*?-->", re.DOTALL)
+
+# the warehouses of the shipped results: key → default home (relative to the repository root) and the command that
+# builds it; `make results-doc` reads these, a test passes other homes
+HOMES = {
+    "default": ("var", "make run"),
+    "mmlu-pro": ("var/mmlu-pro", "make run-measured"),
+    "zeroeval-qwen": ("var/zeroeval-qwen", "make run-qwen"),
+    "zeroeval-gemma": ("var/zeroeval-gemma", "make run-gemma"),
+    "pools": ("var/mmlu-pro-sample", "make study-pools"),
+}
+
+
+def mark(word: str) -> str:
+    return f"{OPEN}{word}{CLOSE}"
+
+
+def unbacked_words(text: str) -> list[str]:
+    """Every verdict word of `text` that no verdict function produced (outside marks, code spans, quotes and HTML
+    comments), each with a few words of context."""
+    rest = _EXEMPT.sub(" ", text)
+    return [rest[max(m.start() - 40, 0):m.end() + 20].replace("\n", " ") for m in _WORD.finditer(rest)]
+
+
+def unmark(text: str) -> str:
+    return text.replace(OPEN, "").replace(CLOSE, "")
+
+
+def label_kind(source: str) -> str:
+    """SIMULATED or MEASURED: every section names the kind of labels its numbers rest on."""
+    return "SIMULATED" if is_simulated(source) else "MEASURED"
+
+
+@dataclass
+class Doc:
+    """What a section renders with: the warehouse homes (key → folder) and the marked verdict words."""
+
+    homes: dict[str, Path]
+    repo: Path = field(default_factory=lambda: Path(__file__).resolve().parents[2])
+
+    # ---- verdict words: the only way one reaches the page
+    def word(self, verdict: str | None) -> str:
+        """A verdict function's output, marked; '–' where it had none (no finite interval)."""
+        if verdict is None:
+            return "–"
+        if verdict.lower() not in VERDICT_WORDS:
+            raise ValueError(f"{verdict!r} is not a verdict word ({', '.join(VERDICT_WORDS)})")
+        return mark(verdict)
+
+    def saving(self, lower: float, upper: float, p_adjusted: float | None = None) -> str:
+        """cheaper / dearer / no difference detected of a saving's interval (and its family-wise p where given)."""
+        return self.word(saving_verdict(lower, upper, p_adjusted))
+
+    def test(self, direction: float, p_adjusted: float) -> str:
+        """The word of a corrected test: its direction where p_adjusted < 0.05, else no difference detected."""
+        return self.word(test_verdict(direction, p_adjusted))
+
+    def bound(self, values, ses, bound: float, z: float = 3.0) -> str:
+        """holds / fails: every Monte-Carlo mean within z standard errors of its bound (cr2.metrics.bound_verdict)."""
+        return self.word(bound_verdict(np.asarray(values, dtype=float), np.asarray(ses, dtype=float), bound, z))
+
+    def compare(self, lower: float, upper: float) -> str:
+        """larger / smaller / no difference detected of a difference's 95 % interval (a change, not a saving)."""
+        w = saving_verdict(lower, upper)
+        return self.word({"cheaper": "larger", "dearer": "smaller"}.get(w, w) if w else None)
+
+    # ---- warehouses
+    def has(self, key: str) -> bool:
+        home = self.homes.get(key)
+        return home is not None and (home / "cr2.duckdb").is_file()
+
+    @contextmanager
+    def warehouse(self, key: str) -> Iterator:
+        from warehouse.db import Warehouse
+
+        with Warehouse(self.homes[key], read_only=True) as wh:
+            yield wh
+
+    def missing(self, key: str, what: str = "") -> str:
+        """The line a section prints when its warehouse (or the run it needs) is not there."""
+        home, command = HOMES.get(key, (str(self.homes.get(key, key)), "cr2 run"))
+        return (f"_Not in this checkout{(': ' + what) if what else ''} — build the warehouse `{home}` with "
+                f"`{command}` and run `make results-doc` again._\n")
+
+
+def md_table(df: pd.DataFrame, digits: int = 4, why: str = "no rows") -> str:
+    """The one markdown table writer of the page (cr2_cli.results._md)."""
+    from cr2_cli.results import _md
+
+    return _md(df, digits, why)
