@@ -249,3 +249,32 @@ def signed_rank_test(x: np.ndarray, y: np.ndarray | None = None) -> SignedRank:
     var = n * (n + 1) * (2 * n + 1) / 24.0 - float((ties ** 3 - ties).sum()) / 48.0
     z = (min(w_plus, w_minus) - mean) / np.sqrt(var)
     return SignedRank(n, w_plus, w_minus, float(min(1.0, 2.0 * norm.cdf(z))), "normal", med)
+
+
+# ---------------------------------------------------------------- across seeds: the t-interval of a mean
+@dataclass(frozen=True)
+class SeedInterval:
+    """The mean of a statistic over training seeds with its Student-t interval and a one-sample t-test against 0."""
+
+    n: int  # seeds with a finite value
+    mean: float
+    sd: float  # sample standard deviation (ddof = 1)
+    lower: float
+    upper: float
+    p_value: float  # two-sided, H0: mean = 0
+
+
+def t_interval(values: np.ndarray, level: float = 0.95) -> SeedInterval | None:
+    """The `level` t-interval of the mean over seeds (finite values only) and the t-test's two-sided p; None with
+    fewer than two seeds. A zero spread gives a zero-width interval and p = 0 (or 1 when the mean is 0)."""
+    from scipy.stats import t as student_t
+
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return None
+    mean, sd = float(v.mean()), float(v.std(ddof=1))
+    se = sd / math.sqrt(v.size)
+    half = float(student_t.ppf(0.5 + level / 2, v.size - 1)) * se
+    p = float(2 * student_t.sf(abs(mean) / se, v.size - 1)) if se > 0 else (0.0 if mean else 1.0)
+    return SeedInterval(int(v.size), mean, sd, mean - half, mean + half, p)

@@ -89,12 +89,13 @@ def signed_rank_markdown(knn: pd.DataFrame) -> str:
 
 POOL_DEPENDENCE = ("\n\nThe pools are not independent: they share the questions, the split and the resample index, and "
                    "several share edge models; the signed-rank test treats them as independent units, so its p-values are "
-                   "optimistic. Holm's correction holds under any dependence between the tests of the family.\n")
+                   "optimistic. Holm's correction is valid under any dependence between the tests of the family.\n")
 
 
-def equal_risk_pools_markdown(home: Path, study_id: str) -> str:
+def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "—") -> str:
     """Across pools, per equal-risk comparison (cr2.equal_risk, at grids.default_alpha): the pools' mean savings
-    [95 % CI] summarised, a signed-rank test of the savings against 0, Holm-adjusted over each question's family."""
+    [95 % CI] summarised, a signed-rank test of the savings against 0, Holm-adjusted over each question's family.
+    `word` renders each verdict (docs/results.md marks the ones its verdict functions produce)."""
     from cr2.bootstrap import holm_adjust, saving_verdict, signed_rank_test, test_verdict
     from cr2.errors import InvalidValueError
     from warehouse.db import Warehouse
@@ -117,7 +118,7 @@ def equal_risk_pools_markdown(home: Path, study_id: str) -> str:
             tests.append((a, b, len(g), float(g["estimate"].median()), counts, t))
         holm = iter(holm_adjust([t.p_value for *_, t in tests if t is not None]))
         lines += [f"**{question}** (across pools; {len(tests)} tests in the family)", "",
-                  "| side a | side b | pools | median saving % | pools cheaper / dearer / n.d. (per-pool 95 % CI) | "
+                  "| side a | side b | pools | median saving % | pools \"cheaper\" / \"dearer\" / n.d. (per-pool 95 % CI) | "
                   "p (signed rank) | p, Holm | verdict |", "|" + " --- |" * 8]
         for a, b, n, med, counts, t in tests:
             if t is None:
@@ -125,7 +126,7 @@ def equal_risk_pools_markdown(home: Path, study_id: str) -> str:
                 continue
             p_holm = next(holm)
             lines.append(f"| {a} | {b} | {n} | {med:+.1f} | {counts} | {t.p_value:.3g} | {p_holm:.3g} | "
-                         f"{test_verdict(t.median_diff, p_holm)} |")
+                         f"{word(test_verdict(t.median_diff, p_holm))} |")
         lines.append("")
     return "\n".join(lines) + POOL_DEPENDENCE
 

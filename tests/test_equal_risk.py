@@ -114,27 +114,6 @@ def test_bound_verdict_is_the_three_se_rule():
     assert bound_verdict(np.array([np.nan]), np.array([0.1]), 0.01) is None
 
 
-@pytest.mark.slow
-def test_the_results_generator_prints_every_section_from_a_run(pipeline_slice, tmp_path):
-    """docs/scripts/results_equal_risk.py on the shared slice run: every table, and every word it prints is one the
-    verdict functions produce."""
-    import re
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, str(repo / "docs/scripts/results_equal_risk.py"), "--scenario",
-                          f"slice={pipeline_slice['home']}", "--alpha", "0.01"], capture_output=True, text=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(repo)}, check=True).stdout
-    for part in ("gate quality (both uncertified)", "Price of the guarantee", "Validity over random",
-                 "Which router should I deploy?"):
-        assert part in out
-    words = set(re.findall(r"\] \*\*([^*]+)\*\*", out)) | set(re.findall(r"\| \*\*([^*]+)\*\* \|", out))
-    assert words <= {"cheaper", "dearer"}, words  # a verdict cell's word, after its interval or alone
-    assert set(re.findall(r"\| (holds|fails) \|", out)) <= {"holds", "fails"}
-
-
 def test_interval_p_value_inverts_a_normal_interval():
     from cr2.bootstrap import interval_p_value
 

@@ -102,6 +102,17 @@ class Doc:
         with Warehouse(self.homes[key], read_only=True) as wh:
             yield wh
 
+    @staticmethod
+    def newest_run(wh) -> str | None:
+        """The newest evaluation run of a warehouse, None where it has none."""
+        from cr2.errors import DataValidationError
+        from warehouse.repository import newest_eval_run
+
+        try:
+            return newest_eval_run(wh)
+        except DataValidationError:
+            return None
+
     def missing(self, key: str, what: str = "") -> str:
         """The line a section prints when its warehouse (or the run it needs) is not there."""
         home, command = HOMES.get(key, (str(self.homes.get(key, key)), "cr2 run"))
