@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -113,14 +112,6 @@ def percentile_intervals(samples: np.ndarray, estimates: np.ndarray, level: floa
     return lower, upper, n_ok
 
 
-def bootstrap(statistic: Callable[[np.ndarray], float], idx: np.ndarray, level: float = 0.95) -> Interval:
-    """Interval of any statistic of the test rows: statistic(row_indices) -> float, on all rows and on each resample."""
-    n = idx.shape[1]
-    est = float(statistic(np.arange(n)))
-    samples = np.array([statistic(row) for row in idx], dtype=np.float64)
-    return percentile_interval(samples, est, level)
-
-
 def _normal_p(estimate: float, se: float) -> float:
     """Two-sided p-value of "the statistic is 0" for an estimate with standard error se (normal approximation)."""
     if se <= 0.0:
@@ -192,13 +183,6 @@ def test_verdict(direction: float, p_adjusted: float, level: float = 0.95) -> st
     if p_adjusted < 1.0 - level and direction != 0:
         return CHEAPER if direction > 0 else DEARER
     return NO_DIFFERENCE
-
-
-def verdict(diff: Interval, better: str, worse: str) -> str:
-    """Words for a paired difference (method − reference): `better` if the interval is all < 0 … `worse` if all > 0."""
-    if not diff.excludes_zero:
-        return NO_DIFFERENCE
-    return better if diff.upper < 0 else worse
 
 
 # ---------------------------------------------------------------- across pools: the Wilcoxon signed-rank test

@@ -2,8 +2,7 @@
 import numpy as np
 import pytest
 
-from cr2.bootstrap import (NO_DIFFERENCE, bootstrap, percentile_interval, resample_indices, resampled_means,
-                           verdict)
+from cr2.bootstrap import NO_DIFFERENCE, percentile_interval, resample_indices, resampled_means, saving_verdict
 from cr2.errors import InvalidValueError
 
 
@@ -31,7 +30,7 @@ def test_identical_methods_give_an_interval_at_zero():
     diff = resampled_means(cost, idx) - resampled_means(cost.copy(), idx)  # the same resample for both: paired
     iv = percentile_interval(diff, 0.0)
     assert iv.lower == 0.0 == iv.upper
-    assert verdict(iv, "cheaper", "dearer") == NO_DIFFERENCE
+    assert saving_verdict(-iv.upper, -iv.lower) == NO_DIFFERENCE  # the saving is the negated cost difference
 
 
 def test_a_clear_difference_is_detected_and_a_small_one_is_not():
@@ -39,18 +38,10 @@ def test_a_clear_difference_is_detected_and_a_small_one_is_not():
     base = rng.random(2000)
     idx = resample_indices(2000, 1000, np.random.default_rng(5))
     big = percentile_interval(resampled_means(base - 0.2, idx) - resampled_means(base, idx), -0.2)
-    assert verdict(big, "cheaper", "dearer") == "cheaper"
+    assert saving_verdict(-big.upper, -big.lower) == "cheaper"
     noisy = base + rng.normal(0, 0.5, 2000)  # no true difference, only noise
     small = percentile_interval(resampled_means(noisy, idx) - resampled_means(base, idx), float((noisy - base).mean()))
     assert small.lower < 0 < small.upper
-
-
-def test_generic_statistic_matches_resampled_means():
-    x = np.random.default_rng(6).random(50)
-    idx = resample_indices(50, 200, np.random.default_rng(7))
-    a = bootstrap(lambda rows: float(x[rows].mean()), idx)
-    b = percentile_interval(resampled_means(x, idx), float(x.mean()))
-    assert a.lower == pytest.approx(b.lower) and a.upper == pytest.approx(b.upper)
 
 
 def test_bad_inputs_are_named():
@@ -59,3 +50,23 @@ def test_bad_inputs_are_named():
     with pytest.raises(InvalidValueError, match="level"):
         percentile_interval(np.ones(3), 1.0, level=1.5)
     assert np.isnan(percentile_interval(np.array([np.nan]), 1.0).lower)
+
+
+def test_the_sql_verdict_is_the_python_verdict():
+    """The views' macro saving_verdict (warehouse/macros.sql) and cr2.bootstrap.saving_verdict agree on every kind of
+    interval: either side of 0, touching it, undefined (NULL, NaN, ±inf)."""
+    import itertools
+
+    import duckdb
+
+    from warehouse.db import MACROS_FILE
+
+    con = duckdb.connect()
+    con.execute(MACROS_FILE.read_text())
+    ends = [None, float("nan"), float("inf"), -float("inf"), -2.0, -0.5, -0.0, 0.0, 1e-12, 0.5, 2.0]
+    pairs = [(lo, hi) for lo, hi in itertools.product(ends, ends)
+             if lo is None or hi is None or not (lo == lo and hi == hi) or lo <= hi]
+    got = con.execute("SELECT saving_verdict(lo, hi) FROM (SELECT unnest(?::DOUBLE[]) AS lo, unnest(?::DOUBLE[]) AS hi)",
+                      [[p[0] for p in pairs], [p[1] for p in pairs]]).fetchall()
+    assert [g[0] for g in got] == [saving_verdict(lo, hi) for lo, hi in pairs]
+

@@ -87,14 +87,12 @@ def test_fixed_accuracy_arrays_equal_v_fixed_accuracy_on_a_real_evaluation(slice
 
 
 def test_verdicts_use_the_bootstrap_module_words(slice_run):
-    from cr2.bootstrap import Interval, verdict
+    from cr2.bootstrap import saving_verdict
 
     with Warehouse(slice_run["home"], read_only=True) as wh:
         fa = wh.df("SELECT saving_vs_knn_pct, saving_lower, saving_upper, verdict FROM v_fixed_accuracy_ci")
-    # saving > 0 is cheaper: the bootstrap module's verdict on the cost difference (the negated saving)
     for r in fa.itertuples():
-        words = verdict(Interval(-r.saving_vs_knn_pct, -r.saving_upper, -r.saving_lower), "cheaper", "dearer")
-        assert r.verdict == words
+        assert r.verdict == saving_verdict(r.saving_lower, r.saving_upper)
 
 
 def test_intervals_shrink_as_the_test_set_grows_on_the_warehouse(slice_run):

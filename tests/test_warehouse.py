@@ -107,3 +107,13 @@ def test_schema_4_costs_without_a_split_seed_are_dropped_by_the_migration(home):
         assert wh.count("costs") == 0
         assert "split_seed" in set(wh.df("DESCRIBE costs")["column_name"])
         assert "split_seed" in set(wh.df("DESCRIBE eval_runs")["column_name"])
+
+
+def test_views_are_created_after_the_views_they_read():
+    from warehouse.db import _READ_FROM, view_names, view_sql
+
+    order = view_names()
+    assert sorted(order) == sorted(set(order))
+    for i, name in enumerate(order):
+        for dep in set(_READ_FROM.findall(view_sql(name))) & set(order) - {name}:
+            assert order.index(dep) < i, (name, dep)

@@ -45,6 +45,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, a
 READABLE_OLD_VERSIONS = ("1", "2", "3", "4", "5")  # opened read-only as they are (readers treat missing columns as defaults)
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 VIEWS_DIR = Path(__file__).with_name("views")
+MACROS_FILE = Path(__file__).with_name("macros.sql")  # SQL functions the views call, created before them
 DB_NAME = "cr2.duckdb"
 LOCK_WAIT_ENV = "CR2_LOCK_WAIT_S"
 DEFAULT_LOCK_WAIT_S = 300.0
@@ -140,14 +141,30 @@ def _view_names() -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1)
 def schema_digest() -> str:
     """Hash of schema.sql and every view file (read once per process): what a writable open makes sure is applied."""
-    h = hashlib.sha256(SCHEMA_FILE.read_bytes())
+    h = hashlib.sha256(SCHEMA_FILE.read_bytes() + b"\x1d" + MACROS_FILE.read_bytes())
     for name in view_names():
         h.update(b"\x1f" + name.encode() + b"\x1e" + (VIEWS_DIR / f"{name}.sql").read_bytes())
     return h.hexdigest()[:16]
 
 
 def view_names() -> list[str]:
-    return list(_view_names())
+    """Every view, each after the views its SQL reads (FROM / JOIN), so creating them in this order never names a
+    view that does not exist yet; ties by name."""
+    names = set(_view_names())
+    done: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in done:
+            return
+        if name in path:
+            raise WarehouseError(f"views read each other in a circle: {' → '.join((*path, name))}")
+        for dep in sorted(set(_READ_FROM.findall(view_sql(name))) & names - {name}):
+            visit(dep, (*path, name))
+        done.append(name)
+
+    for name in sorted(names):
+        visit(name, ())
+    return done
 
 
 @functools.lru_cache(maxsize=4096)
@@ -321,6 +338,7 @@ class Warehouse:
         """(Re)create every view and record the digest of the schema and view files they were made from, so the
         next writable open skips the DDL while those files are unchanged (issue 30: ≈ 0.1 s per open)."""
         with self.transaction():
+            self.con.execute(MACROS_FILE.read_text())
             for name in view_names():  # a view's SQL is the file's own text; its name a validated identifier
                 self.con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS\n{view_sql(name)}")
             self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_digest', ?)", [schema_digest()])

@@ -13,10 +13,7 @@ SELECT i.run_id,
        i.upper    AS saving_upper,
        i.level,
        i.n_resamples,
-       CASE WHEN i.lower IS NULL OR i.upper IS NULL THEN NULL
-            WHEN i.lower > 0 THEN 'cheaper'
-            WHEN i.upper < 0 THEN 'dearer'
-            ELSE 'no difference detected' END AS verdict
+       saving_verdict(i.lower, i.upper) AS verdict
 FROM intervals i
 JOIN methods m USING (run_id, method)
 JOIN eval_runs r USING (run_id)

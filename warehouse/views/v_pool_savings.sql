@@ -6,9 +6,8 @@ SELECT r.study_id, r.pool, p.label_source, p.label_source LIKE 'simulated%' AS l
        p.cost_ratio_realised, p.cost_ratio_est, p.n_test, p.n_evaluable,
        r.subject AS method, r.other AS reference, r.estimate AS mean_saving_pct, r.lower AS lower_pct,
        r.upper AS upper_pct, r.n AS n_targets,
-       CASE WHEN r.estimate IS NULL OR r.lower IS NULL OR r.upper IS NULL THEN 'not reached'
-            WHEN r.lower > 0 THEN 'cheaper' WHEN r.upper < 0 THEN 'dearer'
-            ELSE 'no difference detected' END AS verdict
+       CASE WHEN r.estimate IS NULL OR isnan(r.estimate) THEN 'not reached'
+            ELSE coalesce(saving_verdict(r.lower, r.upper), 'not reached') END AS verdict
 FROM pool_results r
 JOIN pool_runs p USING (study_id, pool)
 WHERE r.metric = 'mean_saving_pct'

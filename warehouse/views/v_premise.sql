@@ -10,10 +10,8 @@ WITH r AS (
 ),
 pick AS (
     SELECT study_id, speed_factor, channel, method, reference, metric, target, estimate, lower, upper,
-           CASE WHEN estimate IS NULL OR isnan(estimate) OR lower IS NULL OR upper IS NULL OR isnan(lower)
-                     OR isnan(upper) THEN 'not reached'
-                WHEN lower > 0 THEN 'cheaper' WHEN upper < 0 THEN 'dearer'
-                ELSE 'no difference detected' END AS verdict
+           CASE WHEN estimate IS NULL OR isnan(estimate) THEN 'not reached'
+                ELSE coalesce(saving_verdict(lower, upper), 'not reached') END AS verdict
     FROM r
     WHERE metric IN ('saving_pct', 'mean_saving_pct')
       AND (target IS NULL OR round(target, 2) IN (0.79, 0.80, 0.81, 0.82))
