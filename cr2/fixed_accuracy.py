@@ -97,8 +97,11 @@ def saving_pct(cost: np.ndarray, reference_cost: np.ndarray) -> np.ndarray:
     return 100.0 * (1.0 - np.asarray(cost, dtype=np.float64) / np.asarray(reference_cost, dtype=np.float64))
 
 
-#: the target accuracies of warehouse/views/v_fixed_accuracy.sql (range(50, 100) / 100)
+#: the one grid of target accuracies every fixed-accuracy saving is read at, 0.50 … 0.99 in steps of 0.01 (SQL twin:
+#: the table macro target_grid() of warehouse/macros.sql, which v_fixed_accuracy reads)
 VIEW_TARGETS = np.arange(50, 100) / 100.0
+#: the paper's fixed-accuracy targets (§VII, Fig. dumbbell_cost_saving; SQL twin: paper_targets())
+PAPER_TARGETS = (0.79, 0.80, 0.81, 0.82)
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,8 @@ from cr2.bootstrap import Interval, resample_indices
 from cr2.config import Config, HardwareProfile, ModelSpec, StateDistribution
 from cr2.data import RoutingSet
 from cr2.errors import ConfigError, DataValidationError
-from cr2.fixed_accuracy import MethodOutcomes, saving_intervals
+from cr2.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS, MethodOutcomes, saving_intervals
 
-#: the paper's fixed-accuracy targets (§VII, Fig. dumbbell_cost_saving) and the sweep the mean is taken over
-PAPER_TARGETS = (0.79, 0.80, 0.81, 0.82)
-SWEEP_TARGETS = tuple(round(v / 100.0, 2) for v in range(50, 100))  # 0.50 … 0.99, as v_fixed_accuracy
 CR2_RECAL = "cr2-recal"  # CR² with the base gate, re-calibrated on the cell
 CR2_RETRAIN = "cr2-retrain"  # CR² with the gate re-distilled on the cell's costs
 BEST_SINGLE = "best-single"  # the Always-m points of the pool as one frontier (the best single model per target)
@@ -379,7 +376,7 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
                                             dist_id=common["dist_id"], label_source=common["label_source"])
         outcomes[certified] = sweeps[certified].outcomes(test, keep)
     idx = resample_indices(int(keep.sum()), n_resamples, np.random.default_rng(seed))
-    targets = sorted(set(SWEEP_TARGETS) | set(PAPER_TARGETS))
+    targets = sorted(set(map(float, VIEW_TARGETS)) | set(PAPER_TARGETS))
     pairs = [(m, "knn") for m in outcomes if m != "knn" and not m.startswith("always-")]
     pairs += [(CR2_RECAL, BEST_SINGLE), (CR2_RETRAIN, BEST_SINGLE), (CR2_RECAL, CR2_RETRAIN)]
     if certified is not None:  # CR² against KNN certified at the same α and rule: the equal-risk question

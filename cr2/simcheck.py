@@ -21,9 +21,9 @@ import numpy as np
 
 from cr2.data import RoutingSet
 from cr2.errors import InvalidValueError
+from cr2.fixed_accuracy import VIEW_TARGETS
 
 LEARNED = ("knn", "mlp", "embedllm", "llmrank")
-ACCURACY_TARGETS = tuple(np.round(np.arange(0.50, 1.00, 0.01), 2))
 
 
 def _row(statistic: str, value: float, model: str = "", other: str = "", lam: float | None = None,
@@ -96,7 +96,7 @@ def split_sets(data: RoutingSet, split: np.ndarray, dev: np.ndarray) -> SplitSet
 
 
 def fixed_accuracy_savings(points: dict[str, list[tuple[float, float]]],
-                           targets: Sequence[float] = ACCURACY_TARGETS) -> list[dict]:
+                           targets: Sequence[float] = tuple(VIEW_TARGETS)) -> list[dict]:
     """Saving vs KNN (%) of each router at each target it and KNN reach: 100·(1 − min cost / KNN's min cost).
 
     points: {router: [(accuracy, cost), …]}; the same rule as warehouse/views/v_fixed_accuracy.sql (best

@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
+from cr2.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
 from cr2.labels import is_simulated
 
-PAPER_TARGETS = (0.79, 0.80, 0.81, 0.82)  # the paper's fixed-accuracy comparison range
 TARGETS = PAPER_TARGETS
-VIEW_TARGET_RANGE = (0.50, 0.99)  # the targets v_fixed_accuracy evaluates, in steps of 0.01
+VIEW_TARGET_RANGE = (float(VIEW_TARGETS[0]), float(VIEW_TARGETS[-1]))  # the targets v_fixed_accuracy evaluates
 NO_MEAN_SAVING = ("no learned method reaches a target together with KNN, or the run has no intervals "
                   "(`cr2 run` stores them)")
 COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45

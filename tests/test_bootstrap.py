@@ -70,3 +70,15 @@ def test_the_sql_verdict_is_the_python_verdict():
                       [[p[0] for p in pairs], [p[1] for p in pairs]]).fetchall()
     assert [g[0] for g in got] == [saving_verdict(lo, hi) for lo, hi in pairs]
 
+
+
+def test_the_sql_target_grids_are_the_python_ones():
+    import duckdb
+
+    from cr2.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
+    from warehouse.db import MACROS_FILE
+
+    con = duckdb.connect()
+    con.execute(MACROS_FILE.read_text())
+    assert [r[0] for r in con.execute("SELECT target FROM target_grid() ORDER BY target").fetchall()] == list(VIEW_TARGETS)
+    assert [r[0] for r in con.execute("SELECT target FROM paper_targets() ORDER BY target").fetchall()] == list(PAPER_TARGETS)

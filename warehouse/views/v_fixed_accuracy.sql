@@ -24,7 +24,7 @@ segments AS (  -- consecutive frontier points (c1, a1) → (c2, a2), ascending c
     FROM frontier
     WINDOW w AS (PARTITION BY run_id, method ORDER BY cost, accuracy)
 ),
-targets AS (SELECT range / 100.0 AS target FROM range(50, 100)),
+targets AS (SELECT target FROM target_grid()),
 interpolated AS (
     SELECT s.run_id, s.method, s.kind, s.reference, t.target,
            min(CASE WHEN s.a1 IS NULL OR s.a1 >= t.target - 1e-12 THEN s.c2

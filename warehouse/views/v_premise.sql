@@ -14,7 +14,7 @@ pick AS (
                 ELSE coalesce(saving_verdict(lower, upper), 'not reached') END AS verdict
     FROM r
     WHERE metric IN ('saving_pct', 'mean_saving_pct')
-      AND (target IS NULL OR round(target, 2) IN (0.79, 0.80, 0.81, 0.82))
+      AND (target IS NULL OR round(target, 2) IN (SELECT round(target, 2) FROM paper_targets()))
 )
 SELECT c.study_id, c.label_source, c.label_source LIKE 'simulated%' AS labels_simulated,
        c.speed_factor, c.channel, c.mean_distance_m, c.cost_ratio_est, c.cost_ratio_realised,
