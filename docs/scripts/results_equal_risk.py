@@ -13,7 +13,6 @@ excludes 0; a pool family only from Holm-adjusted signed-rank tests.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 import numpy as np
@@ -114,22 +113,16 @@ def seed_table(name: str, home: str) -> str:
         d = seed_equal_risk(wh, study)
     if d.empty:
         return f"_{name}: seed study `{study}` has no equal-risk rows (made before the equal-risk stage)._\n"
-    from scipy.stats import t as student_t
-
-    from cr2.bootstrap import holm_adjust
+    from cr2.bootstrap import holm_adjust, seed_t_interval
 
     rows = []
     for (metric, method, alpha), g in d.groupby(["metric", "method", "alpha"], dropna=False, sort=True):
-        v = g["value"].dropna().to_numpy(dtype=float)
-        if len(v) < 2:
+        s = seed_t_interval(g["value"].to_numpy(dtype=float))
+        if s.n < 2:
             continue
-        se = v.std(ddof=1) / math.sqrt(len(v))
-        half = student_t.ppf(0.975, len(v) - 1) * se
-        p = float(2 * student_t.sf(abs(v.mean()) / se, len(v) - 1)) if se > 0 else (0.0 if v.mean() else 1.0)
         rows.append({"question": metric.split(":", 1)[1], "comparison": method,
-                     "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seeds": len(v),
-                     "mean ± sd": f"{v.mean():+.1f} ± {v.std(ddof=1):.1f}", "lo": v.mean() - half,
-                     "hi": v.mean() + half, "p": p})
+                     "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seeds": s.n,
+                     "mean ± sd": f"{s.mean:+.1f} ± {s.sd:.1f}", "lo": s.lower, "hi": s.upper, "p": s.p_value})
     t = pd.DataFrame(rows)
     t["p, Holm per question"] = np.nan
     for q, idx in t.groupby("question").groups.items():
