@@ -155,6 +155,55 @@ def holm_adjust(p_values: np.ndarray) -> np.ndarray:
     return adjusted
 
 
+# ---------------------------------------------------------------- over seeds: the t-interval
+@dataclass(frozen=True)
+class SeedInterval:
+    """A statistic over independent re-runs (seeds): mean, sd, the t-interval of the mean and the one-sample t-test
+    of "the mean is 0" (two-sided). NaN interval and p with fewer than two seeds."""
+
+    n: int  # seeds with a value
+    mean: float
+    sd: float  # sample standard deviation (ddof = 1)
+    lower: float  # mean − t_{n−1, (1+level)/2} · sd / √n
+    upper: float
+    p_value: float
+    level: float = 0.95
+
+
+def t_interval(mean: float, sd: float, n: int, level: float = 0.95) -> SeedInterval:
+    """The Student-t interval and t-test of a mean over n seeds from its summary (mean, sample sd, n) — what
+    v_seed_spread stores. A seed-spread conclusion is only ever drawn from this interval (or its Holm-adjusted p),
+    never from mean ± sd."""
+    from scipy.stats import t as student_t
+
+    if not 0.0 < level < 1.0:
+        raise InvalidValueError(f"level must be in (0, 1), got {level}")
+    n = int(n)
+    if n < 2 or not (np.isfinite(mean) and np.isfinite(sd)):
+        return SeedInterval(n, float(mean), float("nan") if n < 2 else float(sd), float("nan"), float("nan"),
+                            float("nan"), level)
+    se = float(sd) / math.sqrt(n)
+    half = float(student_t.ppf((1.0 + level) / 2.0, n - 1)) * se
+    p = float(2.0 * student_t.sf(abs(mean) / se, n - 1)) if se > 0 else (0.0 if mean else 1.0)
+    return SeedInterval(n, float(mean), float(sd), float(mean) - half, float(mean) + half, p, level)
+
+
+def seed_t_interval(values: np.ndarray, level: float = 0.95) -> SeedInterval:
+    """t_interval of the finite values (one per seed)."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return SeedInterval(0, float("nan"), float("nan"), float("nan"), float("nan"), float("nan"), level)
+    return t_interval(float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else float("nan"), int(v.size), level)
+
+
+def holm_of_intervals(estimates, lowers, uppers, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """(p [k], Holm-adjusted p [k]) of a family of k stored intervals read together: each p read off its interval
+    (interval_p_value), then Holm over the family (undefined intervals stay NaN and do not count)."""
+    p = np.array([interval_p_value(e, lo, hi, level) for e, lo, hi in zip(estimates, lowers, uppers)], dtype=float)
+    return p, holm_adjust(p)
+
+
 #: the words of a saving (positive: the method is cheaper than what it is compared with)
 CHEAPER, DEARER = "cheaper", "dearer"
 
@@ -234,31 +283,3 @@ def signed_rank_test(x: np.ndarray, y: np.ndarray | None = None) -> SignedRank:
     z = (min(w_plus, w_minus) - mean) / np.sqrt(var)
     return SignedRank(n, w_plus, w_minus, float(min(1.0, 2.0 * norm.cdf(z))), "normal", med)
 
-
-# ---------------------------------------------------------------- across seeds: the t-interval of a mean
-@dataclass(frozen=True)
-class SeedInterval:
-    """The mean of a statistic over training seeds with its Student-t interval and a one-sample t-test against 0."""
-
-    n: int  # seeds with a finite value
-    mean: float
-    sd: float  # sample standard deviation (ddof = 1)
-    lower: float
-    upper: float
-    p_value: float  # two-sided, H0: mean = 0
-
-
-def t_interval(values: np.ndarray, level: float = 0.95) -> SeedInterval | None:
-    """The `level` t-interval of the mean over seeds (finite values only) and the t-test's two-sided p; None with
-    fewer than two seeds. A zero spread gives a zero-width interval and p = 0 (or 1 when the mean is 0)."""
-    from scipy.stats import t as student_t
-
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return None
-    mean, sd = float(v.mean()), float(v.std(ddof=1))
-    se = sd / math.sqrt(v.size)
-    half = float(student_t.ppf(0.5 + level / 2, v.size - 1)) * se
-    p = float(2 * student_t.sf(abs(mean) / se, v.size - 1)) if se > 0 else (0.0 if mean else 1.0)
-    return SeedInterval(int(v.size), mean, sd, mean - half, mean + half, p)

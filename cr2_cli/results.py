@@ -267,6 +267,24 @@ PAPER_COMPLEXITY = {"mlp": (235_204, "469.2 k"), "knn": (None, "13.826 M"), "emb
 
 def comparison_markdown(home: str | Path, alpha: float, label_source: str | None = None) -> str:
     """Paper beside ours for every comparable number, from the newest evaluation run in `home`."""
+    f = comparison_frames(home, alpha, label_source)
+    fa, rows = f["fixed_accuracy"], f["fixed"].copy()
+    cr2 = fa[fa["method"] == "cr2"].assign(t=lambda d: d["target"].round(2)).set_index("t")
+    rows.insert(3, "verdict", [cr2.loc[float(t), "verdict"] if float(t) in cr2.index
+                               and pd.notna(cr2.loc[float(t), "verdict"]) else "–" for t in rows["target accuracy"]])
+    return "\n".join([
+        f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{_md(rows)}",
+        f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{_md(f['local'])}",
+        f"**Gate-error decomposition at α = {alpha:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
+        f"cost is nearest c̄)**\n\n{_md(f['gate_errors'])}",
+        f"**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**\n\n{_md(f['complexity'])}",
+    ])
+
+
+def comparison_frames(home: str | Path, alpha: float, label_source: str | None = None) -> dict:
+    """The paper-beside-ours tables of the newest evaluation run in `home`, as frames: fixed (the paper's targets:
+    paper, ours interpolated with its interval, ours at the grid point, every other router), local, gate_errors,
+    complexity; and fixed_accuracy (the stored rows behind `fixed`, interval and view verdict included) and run_id."""
     from warehouse.db import Warehouse
     from warehouse.repository import headline_results, newest_eval_run, view_for_run
 
@@ -284,7 +302,6 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
                                                             d.loc[m].get("saving_lower"), d.loc[m].get("saving_upper"))
         rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
                      "ours CR² vs KNN % (interp.) [95 % CI]": ci("cr2"),
-                     "verdict": "–" if "cr2" not in d.index or pd.isna(d.loc["cr2"].get("verdict")) else d.loc["cr2", "verdict"],
                      "ours CR² vs KNN % (grid)": cell("cr2", "saving_vs_knn_grid_pct"),
                      **{f"ours {m} vs KNN % (interp.) [95 % CI]": ci(m)
                         for m in sorted(set(fa["method"]) - {"cr2", "knn"})}})
@@ -323,13 +340,8 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
         crows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
                       "ours params": f"{int(cx.loc[kind, 'params']):,}" if kind in cx.index else "–",
                       "ours FLOPs": f"{int(cx.loc[kind, 'flops']):,}" if kind in cx.index else "–"})
-    return "\n".join([
-        f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{_md(pd.DataFrame(rows))}",
-        f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{_md(pd.DataFrame(lrows))}",
-        f"**Gate-error decomposition at α = {alpha:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
-        f"cost is nearest c̄)**\n\n{_md(pd.DataFrame(erows))}",
-        f"**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**\n\n{_md(pd.DataFrame(crows))}",
-    ])
+    return {"run_id": run_id, "fixed_accuracy": fa, "fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows),
+            "gate_errors": pd.DataFrame(erows), "complexity": pd.DataFrame(crows)}
 
 
 QUESTION_TITLES = {

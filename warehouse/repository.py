@@ -458,6 +458,11 @@ def newest_seed_study(wh: Warehouse) -> str | None:
     return wh.scalar("SELECT study_id FROM seed_runs ORDER BY created_at DESC LIMIT 1")
 
 
+def seed_study_runs(wh: Warehouse, study_id: str) -> pd.DataFrame:
+    """The seeds of seed study `study_id`: seed, evaluation run, home (relative: '.' is the base seed's), test size."""
+    return wh.df("SELECT seed, run_id, home, n_test FROM seed_runs WHERE study_id = ? ORDER BY seed", [study_id])
+
+
 def seed_equal_risk(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """Every seed's equal-risk mean savings in a seed study (seed_results rows `equal-risk:<question>`)."""
     return wh.df("SELECT seed, method, alpha, metric, value FROM seed_results WHERE study_id = ? "

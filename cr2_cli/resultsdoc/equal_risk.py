@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, interval_p_value, saving_verdict, t_interval
+from cr2.bootstrap import CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, interval_p_value, saving_verdict, seed_t_interval
 from cr2_cli.results import ci_cell
 from cr2_cli.resultsdoc.core import Doc, label_kind, md_table
 
@@ -143,8 +143,8 @@ def seed_table(doc: Doc, key: str) -> str:
         return f"_Seed study `{study}` has no equal-risk rows (made before the equal-risk stage)._\n"
     rows = []
     for (metric, method, alpha), g in d.groupby(["metric", "method", "alpha"], dropna=False, sort=True):
-        ti = t_interval(g["value"].to_numpy(dtype=float))
-        if ti is None:
+        ti = seed_t_interval(g["value"].to_numpy(dtype=float))
+        if ti.n < 2:
             continue
         rows.append({"question": metric.split(":", 1)[1], "comparison": method,
                      "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seeds": ti.n,

@@ -1,0 +1,207 @@
+"""What the sections intervals, default_scenario and measured share (not a section): the stored run and seed study of
+one scenario warehouse, and the two rules that turn stored numbers into words —
+
+- a family of savings read together (routers, or targets × routers): each saving's word from its 95 % interval, then
+  again with its Holm-adjusted p over the family (p read off the interval, cr2.bootstrap.holm_of_intervals);
+- a saving over seeds: the 95 % t-interval over the seeds of the seed study and the one-sample t-test, Holm-adjusted
+  over the family read together (cr2.bootstrap.t_interval); mean ± sd is shown, never read as a word.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from cr2.bootstrap import holm_adjust, holm_of_intervals, saving_verdict, t_interval
+from cr2_cli.resultsdoc.core import Doc, label_kind
+
+NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
+         "llmrank-bench": "LLMRank + benchmark id"}
+LEARNED = ("cr2", "mlp", "embedllm", "llmrank", "llmrank-bench")  # every learned router compared with KNN
+ALPHA = 0.01  # the α the tables quote (the paper's headline α)
+
+
+def name(method: str) -> str:
+    return NAMES.get(method, method)
+
+
+def num(v, fmt: str = "+.1f") -> str:
+    return "–" if v is None or pd.isna(v) else format(float(v), fmt)
+
+
+@dataclass
+class Scenario:
+    """One scenario warehouse as the sections read it: its newest evaluation run and newest seed study."""
+
+    key: str
+    run_id: str
+    source: str  # label source
+    kind: str  # SIMULATED / MEASURED
+    run: dict
+    mean_saving: pd.DataFrame  # v_mean_saving_ci
+    fixed: pd.DataFrame  # v_fixed_accuracy_ci, every target
+    points: pd.DataFrame  # v_operating_points_ci, pooled over benchmarks
+    study: str | None
+    seed_runs: pd.DataFrame  # the study's seeds and their runs
+    spread: pd.DataFrame  # v_seed_spread of the study
+    queries: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_seeds(self) -> int:
+        return int(self.seed_runs["seed"].nunique()) if len(self.seed_runs) else 0
+
+    @property
+    def n_resamples(self) -> int | None:
+        """The paired resamples of the test queries (every unconditional interval keeps all of them)."""
+        v = self.points["n_resamples"].dropna()
+        return int(v.max()) if len(v) else None
+
+    def test_sizes(self) -> tuple[int, int]:
+        """(test queries for the risk, test queries some model solves): CR²'s operating points."""
+        c = self.points[self.points["method"] == "cr2"]
+        return int(c["n_risk"].max()), int(c["n"].max())
+
+
+def load(doc: Doc, key: str) -> Scenario | None:
+    """The scenario in warehouse `key`, or None when the warehouse or its evaluation run is not there."""
+    from warehouse.reads import query_counts
+    from warehouse.repository import (eval_run, newest_eval_run, newest_seed_study, seed_spread, seed_study_runs,
+                                      view_for_run)
+
+    if not doc.has(key):
+        return None
+    with doc.warehouse(key) as wh:
+        run_id = newest_eval_run(wh, full_only=True)
+        if run_id is None:
+            return None
+        run = eval_run(wh, run_id)
+        ops = view_for_run(wh, "v_operating_points_ci", run_id)
+        study = newest_seed_study(wh) if _has(wh, "seed_runs") else None
+        return Scenario(key=key, run_id=run_id, source=run["label_source"], kind=label_kind(run["label_source"]),
+                        run=run, mean_saving=view_for_run(wh, "v_mean_saving_ci", run_id),
+                        fixed=view_for_run(wh, "v_fixed_accuracy_ci", run_id),
+                        points=ops[ops["benchmark"] == "all"].reset_index(drop=True), study=study,
+                        seed_runs=seed_study_runs(wh, study) if study else pd.DataFrame(),
+                        spread=seed_spread(wh, study) if study else pd.DataFrame(), queries=query_counts(wh))
+
+
+def _has(wh, table: str) -> bool:
+    from warehouse.reads import has_table
+
+    return has_table(wh, table)
+
+
+def banner(s: Scenario) -> str:
+    """The label-source line every table of a scenario sits under."""
+    if s.kind == "SIMULATED":
+        return f"**SIMULATED labels `{s.source}` — not measured.**"
+    return f"**MEASURED labels `{s.source}`.**"
+
+
+# ---------------------------------------------------------------- a family of stored intervals
+def interval_family(doc: Doc, df: pd.DataFrame, est: str, lower: str, upper: str) -> pd.DataFrame:
+    """df with p (read off each interval), p_holm (Holm over the rows: the family), verdict / verdict_holm (the raw
+    words, for counting) and word / word_holm (the marked words, for the page)."""
+    d = df.copy()
+    p, ph = holm_of_intervals(d[est].to_numpy(float), d[lower].to_numpy(float), d[upper].to_numpy(float))
+    d["p"], d["p_holm"] = p, ph
+    d["verdict"] = [saving_verdict(lo, hi) for lo, hi in zip(d[lower], d[upper])]
+    d["verdict_holm"] = [saving_verdict(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], ph)]
+    d["word"] = [doc.saving(lo, hi) for lo, hi in zip(d[lower], d[upper])]
+    d["word_holm"] = [doc.saving(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], ph)]
+    return d
+
+
+def counts(verdicts) -> str:
+    """'k / k / k' of the verdicts "cheaper" / "dearer" / "no difference detected" (undefined ones left out)."""
+    v = [x for x in verdicts if x is not None]
+    return " / ".join(str(sum(x == w for x in v)) for w in ("cheaper", "dearer", "no difference detected"))
+
+
+COUNTS_HEAD = '"cheaper" / "dearer" / "no difference detected"'
+
+
+def changed(d: pd.DataFrame, label) -> list[str]:
+    """The statements of a family whose word changes under Holm: 'label: word → word under Holm'."""
+    return [f"{label(r)}: {r.word} → {r.word_holm} (Holm p = {r.p_holm:.2g})"
+            for r in d.itertuples() if r.verdict != r.verdict_holm]
+
+
+def holm_line(d: pd.DataFrame, label, family: str) -> str:
+    """One sentence: how many tests the family has and which statements Holm changes (a family with targets: per
+    router, the targets whose word changes)."""
+    n = int(np.isfinite(d["p"].to_numpy(float)).sum())
+    if "target" in d.columns:
+        ch = []
+        for (m, _, _), g in d[d["verdict"] != d["verdict_holm"]].groupby(["method", "verdict", "verdict_holm"], sort=False):
+            ts = ", ".join(f"{t:.2f}" for t in g["target"])
+            ch.append(f"{name(m)} at {len(g)} target(s) ({ts}): {g['word'].iloc[0]} → {g['word_holm'].iloc[0]} "
+                      f"(smallest Holm p {g['p_holm'].min():.2g})")
+    else:
+        ch = changed(d, label)
+    if not ch:
+        return f"Under Holm over the {n} tests of {family}, no statement changes."
+    return f"Under Holm over the {n} tests of {family}, {len(ch)} statement(s) change: " + "; ".join(ch) + "."
+
+
+# ---------------------------------------------------------------- over seeds
+def seed_family(doc: Doc, spread: pd.DataFrame) -> pd.DataFrame:
+    """Rows of v_seed_spread with their 95 % t-interval over seeds (lo, hi), the t-test p, its Holm adjustment over
+    the rows (the family read together) and the word (only from the t-interval and the Holm-adjusted p)."""
+    d = spread.copy()
+    ivs = [t_interval(m, sd, n) for m, sd, n in zip(d["seed_mean"], d["seed_sd"], d["n_seeds"])]
+    d["lo"], d["hi"], d["p_t"] = [i.lower for i in ivs], [i.upper for i in ivs], [i.p_value for i in ivs]
+    d["p_t_holm"] = holm_adjust(d["p_t"].to_numpy(float)) if len(d) else []
+    d["seed_verdict"] = [saving_verdict(lo, hi, q) for lo, hi, q in zip(d["lo"], d["hi"], d["p_t_holm"])]
+    d["seed_word"] = [doc.saving(lo, hi, q) for lo, hi, q in zip(d["lo"], d["hi"], d["p_t_holm"])]
+    return d
+
+
+def mean_sd(r, fmt: str = "+.1f") -> str:
+    return f"{num(r.seed_mean, fmt)} ± {num(r.seed_sd, fmt.lstrip('+'))}"
+
+
+def t_cell(r, fmt: str = "+.1f") -> str:
+    return "–" if pd.isna(r.lo) else f"[{num(r.lo, fmt)}, {num(r.hi, fmt)}]"
+
+
+def pick(df: pd.DataFrame, **where) -> pd.DataFrame:
+    """Rows of df matching every column = value (None: the column is NULL; floats to 1e-9)."""
+    d = df
+    for k, v in where.items():
+        if v is None:
+            d = d[d[k].isna()]
+        elif isinstance(v, float):
+            d = d[(d[k] - v).abs() < 1e-9]
+        else:
+            d = d[d[k] == v]
+    return d
+
+
+def target_family(doc: Doc, s: Scenario) -> pd.DataFrame:
+    """Every learned router's saving vs KNN at every target both reach (v_fixed_accuracy_ci), read together: one
+    family (targets × routers) for Holm, the same on every section that counts or quotes these words."""
+    d = s.fixed[s.fixed["method"].isin(LEARNED)].sort_values(["method", "target"]).reset_index(drop=True)
+    return interval_family(doc, d, "saving_vs_knn_pct", "saving_lower", "saving_upper")
+
+
+def router_family(doc: Doc, s: Scenario) -> pd.DataFrame:
+    """Every learned router's mean saving vs KNN over the targets both reach (v_mean_saving_ci), read together."""
+    d = s.mean_saving[s.mean_saving["method"].isin(LEARNED)].copy()
+    d["order"] = d["method"].map(LEARNED.index)
+    d = d.sort_values("order").reset_index(drop=True)
+    return interval_family(doc, d, "mean_saving_vs_knn_pct", "saving_lower", "saving_upper")
+
+
+def seed_routers(doc: Doc, s: Scenario) -> pd.DataFrame:
+    """The mean saving vs KNN over seeds, per learned router, read together (Holm over the routers)."""
+    if s.spread.empty:
+        return pd.DataFrame()
+    d = s.spread[(s.spread["metric"] == "mean_saving_vs_knn_pct") & s.spread["method"].isin(LEARNED)].copy()
+    d["order"] = d["method"].map(LEARNED.index)
+    return seed_family(doc, d.sort_values("order").reset_index(drop=True))
+
+
+def kept(v) -> str:
+    return "–" if v is None or pd.isna(v) else f"{int(v):,}"
