@@ -211,3 +211,65 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
             rows.append({**base, "metric": "mean_saving_pct", "target": None, "estimate": mean.estimate,
                          "lower": mean.lower, "upper": mean.upper, "n": n_both})
     return rows
+
+
+# ---------------------------------------------------------------- label diagnostics of every pool (pure)
+def pool_label_table(correct: np.ndarray, names: list[str], pools: list[Pool]) -> list[dict[str, Any]]:
+    """One row per pool from the measured correctness of every model (scripts/pool_label_diagnostics.py):
+    accuracy of each model in pool order, φ of device and m_ref, the mean φ over the pool's pairs, P(device right |
+    m_ref wrong), P(m_ref right | device wrong) and the share some pool model solves, over the questions every pool
+    model answered.
+
+    correct: [n, K] float (1 right, 0 wrong, NaN no output); names: the K model names of its columns."""
+    from cr2.diagnostics import label_rows
+
+    col = {n: i for i, n in enumerate(names)}
+    rows = []
+    for pool in pools:
+        missing = [m.name for m in pool.models if m.name not in col]
+        if missing:
+            raise ConfigError(f"pool {pool.pool_id}: no measured outputs for {missing}")
+        y = correct[:, [col[m.name] for m in pool.models]]
+        y = y[np.isfinite(y).all(axis=1)].astype(bool)
+        ids = [m.pool_id for m in pool.models]
+        ref = [m.name for m in pool.models].index(pool.reference.name)
+        r = {(x["metric"], x["subject"], x["other"]): x["estimate"] for x in label_rows(y, ids, 0, ref)}
+        rows.append({"pool": pool.pool_id, "n": int(len(y)), "models": [m.name for m in pool.models],
+                     "edges": sorted(e.name for e in pool.edges), "reference": pool.reference.name,
+                     "accuracy": [float(r[("accuracy", i, None)]) for i in ids],
+                     "phi_device_ref": float(r[("phi", ids[0], ids[ref])]),
+                     "phi_mean": float(np.mean([v for (m, _, _), v in r.items() if m == "phi"])),
+                     "p_device_right_given_ref_wrong":
+                         float(r[("p_device_right_given_largest_wrong", ids[0], ids[ref])]),
+                     "p_ref_right_given_device_wrong":
+                         float(r[("p_largest_right_given_device_wrong", ids[ref], ids[0])]),
+                     "solvable": float(r[("solvable_rate", "any", None)])})
+    return rows
+
+
+def reference_accuracy_gaps(correct: np.ndarray, names: list[str], pools: list[Pool], idx: np.ndarray,
+                            level: float = 0.95) -> list[dict[str, Any]]:
+    """Per pool and every other model of it: accuracy(m_ref) − accuracy(model) over the questions every pool model
+    answered, with its paired-bootstrap percentile interval (`idx`: cr2.bootstrap.resample_indices over all n
+    questions, one index for every pool and model).
+
+    correct: [n, K] float (1 right, 0 wrong, NaN no output); names: the K model names of its columns."""
+    from cr2.bootstrap import percentile_interval, resample_counts, resampled_means
+
+    col = {n: i for i, n in enumerate(names)}
+    counts = resample_counts(idx, correct.shape[0])
+    rows = []
+    for pool in pools:
+        y = correct[:, [col[m.name] for m in pool.models]]
+        rows_ok = np.isfinite(y).all(axis=1)
+        ref = [m.name for m in pool.models].index(pool.reference.name)
+        d = np.nan_to_num(y[:, [ref]] - y)  # [n, M]: m_ref − each model (0 off the answered rows)
+        samples = resampled_means(d, None, rows_ok, counts=counts)
+        for j, m in enumerate(pool.models):
+            if j == ref:
+                continue
+            iv = percentile_interval(samples[:, j], float(d[rows_ok, j].mean()), level)
+            rows.append({"pool": pool.pool_id, "reference": pool.reference.name, "model": m.name,
+                         "role": "device" if m is pool.device else "edge", "estimate": iv.estimate,
+                         "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples})
+    return rows

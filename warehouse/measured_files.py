@@ -72,6 +72,20 @@ def read_measured_pool(data_dir: str | Path, measured_names: dict[str, str]) -> 
     )
 
 
+def read_measured_correctness(data_dir: str | Path) -> tuple[list[str], np.ndarray]:
+    """(model names of the outputs file, [n_questions, n_models] float: 1 right, 0 wrong, NaN no output) of every
+    model on every MMLU-Pro question, question ids sorted; the extraction rule of docs/measured.md (a null `pred`
+    counts as wrong)."""
+    opath = Path(data_dir) / OUTPUTS_FILE
+    if not opath.is_file():
+        raise DataValidationError(f"{opath}: measured MMLU-Pro outputs not found (data/README.md, 'Measured MMLU-Pro "
+                                  "outputs')")
+    out = pd.read_parquet(opath, columns=["model", "question_id", "pred", "correct"])
+    out["ok"] = (out["correct"].fillna(False).astype(bool) & out["pred"].notna()).astype(np.float64)
+    wide = out.pivot(index="question_id", columns="model", values="ok").sort_index()
+    return [str(c) for c in wide.columns], wide.to_numpy(dtype=np.float64)
+
+
 def text_keys(texts: Sequence[str]) -> np.ndarray:
     """[n] str: sha256 (first 32 hex) of each text, the key of its cached embedding."""
     return np.array([hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts])

@@ -90,3 +90,18 @@ def copy_embeddings(wh: Warehouse, source_home: str | Path, encoder: str) -> int
         finally:
             con.unregister("_cr2_src_embeddings")
     return after - before
+
+
+# ---------------------------------------------------------------- reads of the generated docs/results.md
+def newest_study(wh: Warehouse, prefix: str) -> str | None:
+    """The newest study id of pool_runs starting with `prefix` ('pools', 'diagnostics'), or None."""
+    from warehouse.routing_data import named_query
+
+    return wh.scalar(named_query("doc_newest_study"), {"prefix": prefix})
+
+
+def pool_study_runs(wh: Warehouse, study_id: str) -> pd.DataFrame:
+    """The stored pools of one study: label source, models (JSON), m_ref, run id, home, test rows, resamples."""
+    from warehouse.routing_data import named_query
+
+    return wh.df(named_query("doc_pool_runs"), {"study_id": study_id})

@@ -1,0 +1,335 @@
+"""docs/results.md, "CR² across measured pools" (issue 27): the label diagnostics of every pool on all MMLU-Pro
+questions (a pure function over the packaged outputs file), the stored pool sweep (`cr2 study pools`: savings with
+paired-bootstrap intervals, Holm over the pools × methods family, the across-pool signed-rank tests with Holm) and
+the pool diagnostics (view v_pool_diagnostics).
+
+The helpers below (cells, Holm verdicts, shared edge models) serve the ZeroEval and simulator sections too.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from cr2_cli.resultsdoc.core import Doc, label_kind
+
+KEY = "pools"
+ROUTERS = ("cr2", "mlp", "embedllm", "llmrank", "llmrank-bench")  # learned methods: the family a verdict counts in
+ORACLE = "full-information"
+POOLS_COMMAND = "cr2 study pools -c configs/mmlu-pro-pools-sample.yaml --home var/mmlu-pro-sample"
+LABELS_COMMAND = "python scripts/pool_label_diagnostics.py"
+RESAMPLES_LABELS = 1000  # paired resamples of the questions for the m_ref accuracy gaps (seed 0)
+
+
+# ---------------------------------------------------------------- small formatting helpers (shared)
+def num(v, spec: str = ".1f") -> str:
+    """A number, '–' where there is none; a minus sign for negatives."""
+    if v is None or pd.isna(v):
+        return "–"
+    return format(float(v), spec).replace("-", "−")
+
+
+def cell(estimate, lower, upper, spec: str = "+.1f") -> str:
+    """'estimate [lower, upper]', '–' without an estimate."""
+    if estimate is None or pd.isna(estimate):
+        return "–"
+    if lower is None or upper is None or pd.isna(lower) or pd.isna(upper):
+        return num(estimate, spec)
+    return f"{num(estimate, spec)} [{num(lower, spec)}, {num(upper, spec)}]"
+
+
+def span(values: Iterable, spec: str = ".3f") -> str:
+    """'min–max' of the finite values ('x' when they agree, '–' when there are none)."""
+    v = [float(x) for x in values if x is not None and not pd.isna(x)]
+    if not v:
+        return "–"
+    lo, hi = num(min(v), spec), num(max(v), spec)
+    return lo if lo == hi else f"{lo} to {hi}" if min(v) < 0 else f"{lo}–{hi}"
+
+
+def with_holm(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
+    """The frame with p (cr2.bootstrap.interval_p_value of each interval), p_holm (Holm over all its rows: one
+    family) and the verdicts without (word) and with (word_holm) the family-wise correction, unmarked."""
+    from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict
+
+    out = df.copy()
+    out["p"] = [interval_p_value(e, a, b) for e, a, b in zip(out[est], out[lo], out[hi])]
+    out["p_holm"] = holm_adjust(out["p"].to_numpy(dtype=float)) if len(out) else []
+    out["word"] = [saving_verdict(a, b) for a, b in zip(out[lo], out[hi])]
+    out["word_holm"] = [saving_verdict(a, b, p) for a, b, p in zip(out[lo], out[hi], out["p_holm"])]
+    return out
+
+
+def shared_edges(models_json: Iterable[str]) -> tuple[int, list[str]]:
+    """(how many pools share the most common set of edge models, that set's names) from pool_runs.models."""
+    sets = Counter(tuple(sorted(m.get("name") or m["id"] for m in json.loads(s) if m.get("role") == "edge"))
+                   for s in models_json)
+    if not sets:
+        return 0, []
+    edges, n = max(sets.items(), key=lambda kv: (kv[1], kv[0]))
+    return n, list(edges)
+
+
+def count_words(words: Iterable[str | None]) -> str:
+    """'c / d / n': how many are cheaper / dearer / no difference detected (verdict function outputs)."""
+    w = list(words)
+    return f"{w.count('cheaper')} / {w.count('dearer')} / {w.count('no difference detected')}"
+
+
+def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label: str = "pool") -> str:
+    """Per pool (row) and method (column): mean saving vs `ref` [95 % CI] and its Holm verdict (family: every
+    learned method × pool of this table; the full-information reference is a bound, not in the family)."""
+    sub = sav[sav["reference"] == ref]
+    fam = with_holm(sub[sub["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct", "upper_pct")
+    methods = [m for m in (*ROUTERS, ORACLE) if m in set(sub["method"])]
+    head = [label, "c_dev/c_edge", *(f"{m} vs {ref}" for m in methods)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for pool, g in sub.groupby("pool", sort=True):
+        cells = []
+        for m in methods:
+            r = g[g["method"] == m]
+            if r.empty:
+                cells.append("–")
+                continue
+            r = r.iloc[0]
+            c = cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)
+            if m in ROUTERS:
+                h = fam[(fam["pool"] == pool) & (fam["method"] == m)].iloc[0]
+                c += f" {doc.saving(h.lower_pct, h.upper_pct, h.p_holm)}"
+            cells.append(c)
+        lines.append("| " + " | ".join([pool, num(ratio.get(pool), ".2f"), *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def verdict_counts(doc: Doc, sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataFrame]:
+    """Per learned method: pools cheaper / dearer / no difference detected vs `ref`, by the per-pool 95 % interval
+    and by Holm over the pools × methods family; and the rows whose word changes under Holm."""
+    sub = sav[(sav["reference"] == ref) & sav["method"].isin(ROUTERS)]
+    fam = with_holm(sub, "mean_saving_pct", "lower_pct", "upper_pct")
+    lines = [f"| method | pools | per-pool 95 % interval: \"cheaper\" / \"dearer\" / \"no difference detected\" | "
+             f"Holm over the {len(fam)} tests: the same three |",
+             "| --- | --- | --- | --- |"]
+    for m in [m for m in ROUTERS if m in set(fam["method"])]:
+        g = fam[fam["method"] == m]
+        lines.append(f"| {m} | {len(g)} | {count_words(g['word'])} | {count_words(g['word_holm'])} |")
+    changed = fam[fam["word"] != fam["word_holm"]]
+    return "\n".join(lines) + "\n", changed
+
+
+def changed_sentence(doc: Doc, changed: pd.DataFrame, what: str, label: str = "pool") -> str:
+    """Which verdicts change under Holm (each with its interval, p and Holm p)."""
+    if changed.empty:
+        return f"Under Holm no verdict of {what} changes.\n"
+    items = "; ".join(f"{r.method} on {label} {r.pool}: {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)}, "
+                      f"{doc.word(r.word)} by its own interval (p = {r.p:.3g}), {doc.word(r.word_holm)} under Holm "
+                      f"(p = {r.p_holm:.3g})" for r in changed.itertuples(index=False))
+    return f"Verdicts of {what} that change under Holm ({len(changed)}): {items}.\n"
+
+
+# ---------------------------------------------------------------- the label diagnostics (pure, packaged data)
+def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], list[dict]]:
+    from cr2.bootstrap import resample_indices
+    from cr2.pools import load_pool_rule, pool_label_table, reference_accuracy_gaps, select_pools
+    from warehouse.measured_files import read_measured_correctness
+
+    rule = load_pool_rule(doc.repo / "configs" / "pools" / "mmlu-pro.yaml")
+    pools = select_pools(rule)
+    names, correct = read_measured_correctness(doc.repo / "data")
+    rows = pool_label_table(correct, names, pools)
+    idx = resample_indices(correct.shape[0], RESAMPLES_LABELS, np.random.default_rng(0))
+    gaps = reference_accuracy_gaps(correct, names, pools, idx)
+    return "measured-mmlu-pro", rows, gaps
+
+
+def _labels_part(doc: Doc) -> str:
+    from cr2.errors import Cr2Error
+
+    try:
+        source, rows, gaps = _label_diagnostics(doc)
+    except (OSError, Cr2Error) as e:  # the packaged outputs file or the rule is missing or unreadable here
+        return f"_Label diagnostics not available: {type(e).__name__}: {e}_\n"
+    n_q = sorted({r["n"] for r in rows})
+    out = [f"### Label diagnostics of the {len(rows)} pools (all {'/'.join(f'{n:,}' for n in n_q)} questions)", "",
+           f"`{LABELS_COMMAND}` — {label_kind(source)} labels (data/measured/mmlu_pro_outputs.parquet, the "
+           "extraction "
+           "rule of docs/measured.md). The page calls the same pure function (cr2.pools.pool_label_table) on the "
+           "packaged file. Per pool: each model's accuracy in pool order (device, then the edge models by size, "
+           "m_ref last), the φ correlation of device and m_ref correctness, the mean φ over the pool's pairs, "
+           "P(device right | m_ref wrong), P(m_ref right | device wrong) and the share of questions some pool model "
+           "solves.", "",
+           "| pool | n | accuracy (device / edges… / m_ref) | φ device–m_ref | mean φ | P(dev ✓ \\| ref ✗) | "
+           "P(ref ✓ \\| dev ✗) | solvable |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        out.append(f"| {r['pool']} | {r['n']} | {' / '.join(f'{a:.3f}' for a in r['accuracy'])} | "
+                   f"{r['phi_device_ref']:.2f} | {r['phi_mean']:.2f} | {r['p_device_right_given_ref_wrong']:.3f} | "
+                   f"{r['p_ref_right_given_device_wrong']:.3f} | {r['solvable']:.3f} |")
+    n_shared, edges = shared_edges(json.dumps([{"name": e, "role": "edge"} for e in r["edges"]]) for r in rows)
+    dev_top = [r for r in rows if r["accuracy"][0] == max(r["accuracy"])]
+    below_dev = [r for r in rows if any(a < r["accuracy"][0] for a in r["accuracy"][1:])]
+    out += ["", f"{n_shared} of the {len(rows)} pools share the same three edge models ({', '.join(edges)}): the "
+            "file has few models between the device sizes and the largest edge platform, so the rule picks the same "
+            "ones again.", "",
+            f"What the labels say before any router runs (point accuracies over all the questions, the whole "
+            f"benchmark, no sampling): in {len(below_dev)} of the {len(rows)} pools at least one edge model is less "
+            f"accurate than the device, and in {len(dev_top)} pool(s) "
+            f"({', '.join(r['pool'] for r in dev_top) or 'none'}) the device is the most accurate model of the pool. "
+            f"The device is right on {span((r['p_device_right_given_ref_wrong'] for r in rows), '.3f')} of the "
+            f"questions m_ref gets wrong, and device–m_ref correctness has φ "
+            f"{span((r['phi_device_ref'] for r in rows), '.2f')}: the labels leave routing room in every pool; "
+            "whether a router can find it from the text is what the k-NN AUCs of the sweep below measure.", ""]
+    out.append(_gap_part(doc, gaps))
+    return "\n".join(out)
+
+
+def _gap_part(doc: Doc, gaps: list[dict]) -> str:
+    """m_ref against every other model of its pool: where m_ref is not the most accurate, with intervals."""
+    g = with_holm(pd.DataFrame(gaps))
+    below = g[g["word_holm"] == "dearer"]  # a negative gap: m_ref less accurate than that model
+    lines = [f"Is m_ref the most accurate model of its pool? accuracy(m_ref) − accuracy(other model), 95 % paired "
+             f"bootstrap interval over the questions ({RESAMPLES_LABELS:,} resamples, seed 0), Holm over the "
+             f"{len(g)} comparisons. Pools where m_ref's accuracy is below another model's (the interval under 0 "
+             "and Holm p < 0.05), and the verdict of that difference:", ""]
+    if below.empty:
+        lines.append("_(none: in every pool m_ref's accuracy is at least that of every other model)_")
+        return "\n".join(lines) + "\n"
+    lines += ["| pool | m_ref | other model | role | accuracy gap, points | p, Holm | m_ref's accuracy is |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in below.itertuples(index=False):
+        lines.append(f"| {r.pool} | {r.reference} | {r.model} | {r.role} | "
+                     f"{cell(100 * r.estimate, 100 * r.lower, 100 * r.upper)} | {r.p_holm:.3g} | "
+                     f"{doc.compare(r.lower, r.upper)} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- the sweep
+def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    from cr2.bootstrap import holm_adjust, signed_rank_test
+    from cr2.errors import InvalidValueError
+
+    wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
+    if "cr2" not in wide or len(wide) < 2:
+        return "_(signed-rank test: fewer than 2 pools with a CR² saving)_\n", pd.DataFrame()
+    found = []
+    for b in ["knn"] + [m for m in ROUTERS[1:] if m in wide]:
+        other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
+        both = wide["cr2"].notna() & other.notna()
+        try:
+            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
+        except InvalidValueError:
+            continue
+        found.append({"baseline": b, "pools": int(both.sum()), "median": t.median_diff, "w_plus": t.w_plus,
+                      "w_minus": t.w_minus, "p": t.p_value, "method": t.method})
+    tests = pd.DataFrame(found)
+    tests["p_holm"] = holm_adjust(tests["p"].to_numpy(dtype=float))
+    lines = [f"Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), "
+             f"the {len(tests)} tests read together, so Holm-adjusted as one family. The word is the corrected "
+             "test's, for CR² against that baseline.", "",
+             "| CR² against | pools | median(CR² − baseline), points | W⁺ | W⁻ | p (two-sided) | p, Holm | CR² is "
+             "| test |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in tests.itertuples(index=False):
+        lines.append(f"| {r.baseline} | {r.pools} | {num(r.median, '+.1f')} | {r.w_plus:g} | {r.w_minus:g} | "
+                     f"{r.p:.3g} | {r.p_holm:.3g} | {doc.test(r.median, r.p_holm)} | {r.method} |")
+    raw = tests[tests["p"] < 0.05]
+    flip = tests[(tests["p"] < 0.05) & (tests["p_holm"] >= 0.05)]
+    lines += ["", f"Uncorrected, {len(raw)} of the {len(tests)} tests have p < 0.05"
+              + (f" ({', '.join(f'{r.baseline}: {r.p:.3g}' for r in raw.itertuples(index=False))})" if len(raw) else "")
+              + f"; under Holm {int((tests['p_holm'] < 0.05).sum())} do"
+              + (f" — the statement changes for {', '.join(flip['baseline'])} (smallest Holm p "
+                 f"{tests['p_holm'].min():.3g})" if len(flip) else "") + "."]
+    return "\n".join(lines) + "\n", tests
+
+
+def _sweep_part(doc: Doc) -> str:
+    from cr2_cli.study_pools import diagnostics_markdown
+    from warehouse.pools import newest_study, pool_diagnostics, pool_savings, pool_study_runs
+
+    with doc.warehouse(KEY) as wh:
+        sid = newest_study(wh, "pools")
+        if sid is None:
+            return doc.missing(KEY, "no pool study (`cr2 study pools`) is stored in this warehouse")
+        runs, sav, diag = pool_study_runs(wh, sid), pool_savings(wh, sid), pool_diagnostics(wh, sid)
+    kinds = sorted({label_kind(s) for s in runs["label_source"]})
+    n_shared, edges = shared_edges(runs["models"])
+    ratio = diag.set_index("pool")["cost_ratio_realised"]
+    out = [f"### The sweep on the {span(runs['n_queries'], ',.0f')}-question sample — all {len(runs)} pools", "",
+           f"Study `{sid}` ({' / '.join(kinds)} labels: {', '.join(sorted(set(runs['label_source'])))}); "
+           f"`{POOLS_COMMAND}` "
+           f"(= `make study-pools`), tables printed by the command from the views v_pool_savings and "
+           f"v_pool_diagnostics. Test questions per pool {span(runs['n_test'], 'g')}, of which some pool model solves "
+           f"{span(runs['n_evaluable'], 'g')}; {span(runs['n_resamples'], ',.0f')} paired resamples of the test "
+           f"questions; **test-query noise only — training, calibration and the split held fixed**. Evaluation runs "
+           f"per pool: {', '.join(f'{p} `{r}`' for p, r in zip(runs['pool'], runs['run_id']))}.", "",
+           f"**Dependence.** {n_shared} of the {len(runs)} pools share the same three edge models "
+           f"({', '.join(edges)}), and all share the questions, the split and the resample index: the pools are not "
+           "independent draws. Per-pool intervals are the primary result; anything pooled across pools (the "
+           "counts and the signed-rank tests below) overstates the evidence, and Holm's correction, valid under any "
+           "dependence between the tests, guards only the family-wise error, not the dependence of the units.", "",
+           "Mean fixed-accuracy saving (%) over the targets both reach [95 % paired-bootstrap interval], positive = "
+           "the method costs less; the word after each learned method's cell is its verdict with Holm over that "
+           "table's pools × methods family (interval p-values, cr2.bootstrap.interval_p_value). c_dev/c_edge = "
+           "E[c_device] / E[min edge c] on the test rows (realised cost). The full-information reference is a bound, "
+           "shown without a word. Each mean's interval uses only the resamples on which every one of its targets is "
+           "reached; the study stores how many targets each mean covers, not how many resamples were kept.", ""]
+    for ref in ("knn", "best-single"):
+        out += [savings_table(doc, sav, ref, ratio), ""]
+    for ref, what in (("knn", "KNN"), ("best-single", "the best single model")):
+        table, changed = verdict_counts(doc, sav, ref)
+        out += [f"Pools per verdict against {what}:", "", table,
+                changed_sentence(doc, changed, f"the savings against {what}"), ""]
+    knn = sav[sav["reference"] == "knn"]
+    sr, tests = _signed_rank_part(doc, knn)
+    out += [sr, "", f"Diagnostics (all {span(runs['n_queries'], ',.0f')} sample questions; view v_pool_diagnostics; "
+            "headroom = the full-information reference's mean saving vs KNN):", "",
+            diagnostics_markdown(doc.homes[KEY], sid), "", _reading(doc, sav, diag, tests)]
+    return "\n".join(out)
+
+
+def _reading(doc: Doc, sav: pd.DataFrame, diag: pd.DataFrame, tests: pd.DataFrame) -> str:
+    """What the sweep says, every number and word from the rows above."""
+    knn = with_holm(sav[(sav["reference"] == "knn") & sav["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct",
+                    "upper_pct")
+    cr2 = knn[knn["method"] == "cr2"]
+    parts = []
+    for w in ("cheaper", "dearer"):
+        hit = cr2[cr2["word_holm"] == w]
+        parts.append(f"{doc.word(w)} on {len(hit)}" + (
+            " (" + "; ".join(f"{r.pool} {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} %"
+                            for r in hit.itertuples(index=False)) + ")" if len(hit) else ""))
+    nd = int((cr2["word_holm"] == "no difference detected").sum())
+    head = (f"**Where CR² stands against KNN, pool by pool (Holm over the pools × methods family).** CR² is "
+            f"{parts[0]} and {parts[1]} of the {len(cr2)} pools; {doc.word('no difference detected')} on {nd}.")
+    ratio = diag["cost_ratio_realised"]
+    above = int((ratio > 1).sum())
+    why = (f" Why, from the diagnostics: the full-information reference's mean saving vs KNN is "
+           f"{span(diag['headroom_vs_knn_pct'], '.1f')} % across pools (lower interval ends "
+           f"{span(diag['headroom_lower_pct'], '.1f')} %), so the labels leave room; but (1) c_dev/c_edge is above 1 "
+           f"in {above} of the {len(diag)} pools ({span(ratio, '.2f')}): there the device is on average the costlier "
+           "option, and CR²'s local-first rule starts from that side; (2) the 20-NN AUC of device ≠ m_ref from the "
+           f"text, what the gate needs, is {span(diag['auc_disagree_device_ref'], '.3f')}; (3) correctness itself "
+           f"has AUC {span(pd.concat([diag['auc_device_correct'], diag['auc_ref_correct']]), '.3f')}.")
+    low = diag.nsmallest(2, "headroom_vs_knn_pct")
+    tail = (" The least headroom: " + "; ".join(
+        f"{r.pool} {cell(r.headroom_vs_knn_pct, r.headroom_lower_pct, r.headroom_upper_pct)} % (m_ref {r.m_ref}, "
+        f"accuracy {r.ref_accuracy:.3f} on the sample, device {r.device_accuracy:.3f})"
+        for r in low.itertuples(index=False)) + "; how m_ref compares with each edge model is in the label "
+        "diagnostics above.") if len(low) else ""
+    return head + why + tail + "\n"
+
+
+def render(doc: Doc) -> str:
+    head = ["## CR² across measured pools (issue 27)", "",
+            "The pools come from the rule in `configs/pools/mmlu-pro.yaml`, committed before any pool was run "
+            "(docs/pools.md): each model of ≤ 8B parameters on the device, with the edge models nearest 2×, 5× and "
+            "10× its size (active parameters, log scale), m_ref the pool's largest edge model. Labels: the MMLU-Pro "
+            "authors' published outputs (docs/measured.md). This section is printed by `make results-doc` "
+            "(cr2_cli/resultsdoc/pools.py) from the pools warehouse and the packaged outputs file.", "",
+            "Commands that rebuild what it reads:", "", "```bash",
+            f"{POOLS_COMMAND}   # = make study-pools", f"{LABELS_COMMAND}   # the label diagnostics, all questions",
+            "make results-doc", "```", "", _labels_part(doc), ""]
+    if not doc.has(KEY):
+        return "\n".join(head + [doc.missing(KEY, "the pool sweep")])
+    return "\n".join(head + [_sweep_part(doc)])

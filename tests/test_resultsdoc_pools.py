@@ -1,0 +1,194 @@
+"""The generated sections "CR² across measured pools", "The ZeroEval device-class ladders" and "Simulator check"
+(cr2_cli/resultsdoc/pools.py, zeroeval.py, simcheck.py): they render without any warehouse, on small stored studies
+and sim-to-real runs, with every verdict word from a verdict function; and their helpers."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cr2_cli.resultsdoc import render_sections
+from cr2_cli.resultsdoc.core import HOMES, OPEN, Doc, unbacked_words
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS = ("pools", "zeroeval", "simcheck")
+
+
+def _doc(homes: dict[str, Path], tmp: Path) -> Doc:
+    return Doc({k: homes.get(k, tmp / "absent" / k) for k in HOMES}, REPO)
+
+
+def test_sections_render_with_no_warehouse_and_say_what_is_missing(tmp_path):
+    page = render_sections(_doc({}, tmp_path), SECTIONS, marked=True)
+    assert unbacked_words(page) == []
+    assert page.count("## ") >= 3 and "_Not in this checkout" in page
+    # the label diagnostics need no warehouse: the packaged outputs file gives all 13 pools
+    assert "### Label diagnostics of the 13 pools (all 12,032 questions)" in page
+    assert "9 of the 13 pools share the same three edge models" in page
+    # the Yi pools' m_ref is below two of its edge models on all questions, and the page says so with an interval
+    yi = [line for line in page.splitlines() if line.startswith("| yi-6b |")]
+    assert len(yi) == 3  # the diagnostics row and two m_ref-gap rows
+    assert all(f"{OPEN}smaller" in line for line in yi[1:])
+
+
+# ---------------------------------------------------------------- small stored studies and runs
+def _models(device: str, edges: list[str]) -> list[dict]:
+    return [{"id": device, "name": device, "role": "device"}] + [{"id": e, "name": e, "role": "edge"} for e in edges]
+
+
+def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[float, float, float]]) -> None:
+    from warehouse.pools import write_pool
+
+    run = {"label_source": "measured-mmlu-pro-v1", "models": _models(pool, edges), "reference": edges[-1],
+           "run_id": f"eval-{pool}", "home": ".", "n_test": 600, "n_evaluable": 400, "n_queries": 2000,
+           "cost_ratio_realised": 2.0, "cost_ratio_est": 2.0, "n_resamples": 1000, "seconds": 1.0}
+    rows = []
+    for ref in ("knn", "best-single"):
+        for m, (e, lo, hi) in savings.items():
+            rows.append({"subject": m, "other": ref, "metric": "mean_saving_pct", "target": None, "estimate": e,
+                         "lower": lo, "upper": hi, "n": 20})
+    rows.append({"subject": pool, "other": None, "metric": "accuracy", "target": None, "estimate": 0.3, "lower": None,
+                 "upper": None, "n": 600})
+    write_pool(wh, study, pool, run, rows)
+
+
+def _simcheck(wh, run_id: str, routing: bool, fresh_fit: bool) -> None:
+    from warehouse.repository import write_simcheck
+
+    ids = ["dev", "mid", "big"]
+    rows = []
+    for source, seed, shift in (("measured", None, 0.0), ("simulated-irt-v2", 0, 0.01), ("simulated-irt-v2", 1, 0.01),
+                                ("simulated-irt-v1", 0, 0.2), ("simulated-irt-v1", 1, 0.2)):
+        def add(section, statistic, value, model="", other="", lam=None, target=None):
+            rows.append({"source": source, "seed": seed, "section": section, "statistic": statistic, "model": model,
+                         "other": other, "lam": lam, "target": target, "value": value})
+        add("structure", "solvable_share", 0.7 + shift)
+        for i, m in enumerate(ids):
+            add("structure", "accuracy", 0.3 + 0.1 * i, m)
+            add("structure", "accuracy_on_solvable", 0.5 + 0.1 * i, m)
+            add("diagnostics", "knn_auc_correct", 0.6 - shift, m)
+        for a, b in (("dev", "mid"), ("dev", "big"), ("mid", "big")):
+            add("structure", "correlation", 0.4 + shift, a, b)
+            add("diagnostics", "knn_auc_disagree", 0.55 - shift, a, b)
+        add("structure", "p_device_given_largest_wrong", 0.2 - shift, "dev", "big")
+        if routing:
+            for lam in (0.5, 2.0, 8.0):
+                add("routing", "accuracy", 0.6, "cr2", lam=lam)
+                add("routing", "risk", 0.0, "cr2", lam=lam)
+            for t in (0.6, 0.7):
+                for r in ("cr2", "mlp"):
+                    sign = -1.0 if source == "simulated-irt-v1" else 1.0  # v1 gets every sign wrong
+                    add("routing", "saving_vs_knn_pct", sign * (-5.0 if r == "cr2" else 1.0), r, target=t)
+    write_simcheck(wh, run_id, 2000, shape={"fresh_fit": {"latent_correlation": 0.5} if fresh_fit else None},
+                   pool={m: m.upper() for m in ids}, rows=rows)
+
+
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory) -> dict[str, Path]:
+    """A pools warehouse with a 3-pool study (two share their edge models), two ladder warehouses with a
+    diagnostics study and a sim-to-real run with routing, and an MMLU-Pro warehouse with a `cr2 simcheck` run."""
+    from warehouse.db import Warehouse
+
+    root = tmp_path_factory.mktemp("resultsdoc-pools")
+    h = {k: root / k for k in ("pools", "zeroeval-gemma", "zeroeval-qwen", "mmlu-pro")}
+    with Warehouse(h["pools"]) as wh:
+        same = ["e1", "e2", "e3"]
+        # cr2's interval excludes 0 on one pool only by a hair: 'dearer' alone, 'no difference detected' under Holm
+        _pool(wh, "pools-x", "p1", same, {"cr2": (-3.0, -6.0, -0.1), "mlp": (0.5, -2.0, 3.0),
+                                          "full-information": (40.0, 35.0, 45.0)})
+        _pool(wh, "pools-x", "p2", same, {"cr2": (-1.0, -4.0, 2.0), "mlp": (0.2, -2.0, 2.5),
+                                          "full-information": (40.0, 35.0, 45.0)})
+        _pool(wh, "pools-x", "p3", ["e4", "e5", "e6"], {"cr2": (-2.0, -5.0, 1.0), "mlp": (0.1, -2.0, 2.0),
+                                                       "full-information": (40.0, 35.0, 45.0)})
+    for key in ("zeroeval-gemma", "zeroeval-qwen"):
+        with Warehouse(h[key]) as wh:
+            _pool(wh, "diagnostics-x", key, ["e1", "e2", "e3"], {"cr2": (-2.0, -6.0, 2.0), "mlp": (8.0, 5.0, 11.0),
+                                                                 "full-information": (30.0, 25.0, 35.0)})
+            _simcheck(wh, "simcheck-w-x", routing=True, fresh_fit=False)
+    with Warehouse(h["mmlu-pro"]) as wh:
+        _simcheck(wh, "simcheck-x", routing=True, fresh_fit=True)
+    return h
+
+
+def test_sections_render_on_small_stored_studies_with_backed_words_only(homes, tmp_path):
+    page = render_sections(_doc(homes, tmp_path), SECTIONS, marked=True)
+    assert unbacked_words(page) == []
+    assert "Study `pools-x`" in page and "2 of the 3 pools share the same three edge models (e1, e2, e3)" in page
+    # the per-pool 'dearer' of p1 does not survive Holm over the pools × methods family, and the page says so
+    assert f"cr2 on pool p1: −3.0 [−6.0, −0.1], {OPEN}dearer" in page
+    assert "| cr2 | 3 | 0 / 1 / 2 | 0 / 0 / 3 |" in page
+    # the ladders: mlp's clear saving keeps its word under Holm
+    assert f"+8.0 [+5.0, +11.0] {OPEN}cheaper" in page
+    # sim-to-real: met / missed recomputed from the tolerances (v2 within, v1 outside)
+    assert "Run `simcheck-x`" in page
+    assert "| share some model solves | 0.700 | 0.710 | 0.900 | ± 0.020 | met | missed |" in page
+    assert "| cr2 | 2 of 2 | −5.0 / −5.0 |" in page
+    assert "simcheck-w-x" in page
+
+
+# ---------------------------------------------------------------- helpers
+def test_shared_edges_counts_the_most_common_edge_set():
+    from cr2_cli.resultsdoc.pools import shared_edges
+
+    pools = [json.dumps(_models("a", ["x", "y", "z"])), json.dumps(_models("b", ["z", "y", "x"])),
+             json.dumps(_models("c", ["x", "y", "w"]))]
+    assert shared_edges(pools) == (2, ["x", "y", "z"])
+    assert shared_edges([]) == (0, [])
+
+
+def test_with_holm_keeps_a_clear_direction_and_drops_a_marginal_one():
+    from cr2_cli.resultsdoc.pools import with_holm
+
+    df = pd.DataFrame({"estimate": [10.0, -2.0, 0.5], "lower": [6.0, -4.0, -1.0], "upper": [14.0, -0.05, 2.0]})
+    out = with_holm(df)
+    assert list(out["word"]) == ["cheaper", "dearer", "no difference detected"]
+    assert list(out["word_holm"]) == ["cheaper", "no difference detected", "no difference detected"]
+    assert (out["p_holm"] >= out["p"]).all()
+
+
+def test_met_uses_the_tolerance_and_counts_several_targets():
+    from cr2_cli.resultsdoc.simcheck import met, met_word
+
+    rows = pd.DataFrame({"mean": [0.51, 0.60, 0.3], "measured": [0.50, 0.50, 0.1], "tolerance": [0.02, 0.02, np.nan]})
+    assert list(met(rows).iloc[:2]) == [True, False] and pd.isna(met(rows).iloc[2])
+    assert met_word(met(rows.iloc[:1])) == "met" and met_word(met(rows.iloc[1:2])) == "missed"
+    assert met_word(met(rows)) == "1 of 2" and met_word(met(rows.iloc[2:])) == "–"
+
+
+def test_pool_label_table_and_reference_gaps_on_a_hand_made_file():
+    from cr2.bootstrap import resample_indices
+    from cr2.pools import Pool, PoolModel, pool_label_table, reference_accuracy_gaps
+
+    def pm(name, params):
+        return PoolModel(name=name, hf_name=name, params=params, chat=False)
+
+    dev, e1, ref = pm("dev", 1e9), pm("e1", 2e9), pm("ref", 9e9)
+    pool = Pool(device=dev, edges=(e1, ref), reference=ref)
+    y = np.array([[1, 1, 0], [0, 1, 1], [0, 1, 0], [1, 0, 0], [np.nan, 1, 1]], dtype=float)  # dev, e1, ref
+    row = pool_label_table(y, ["dev", "e1", "ref"], [pool])[0]
+    assert row["n"] == 4 and row["accuracy"] == [0.5, 0.75, 0.25]  # the unanswered question drops out
+    assert row["p_device_right_given_ref_wrong"] == pytest.approx(2 / 3)
+    assert row["solvable"] == 1.0
+    gaps = reference_accuracy_gaps(y, ["dev", "e1", "ref"], [pool], resample_indices(5, 200, np.random.default_rng(0)))
+    by = {g["model"]: g for g in gaps}
+    assert by["dev"]["estimate"] == pytest.approx(-0.25) and by["e1"]["estimate"] == pytest.approx(-0.5)
+    assert all(g["lower"] <= g["estimate"] <= g["upper"] for g in gaps)
+
+
+def test_sections_render_on_warehouses_that_hold_none_of_their_runs(tmp_path):
+    """Warehouses of the current schema without a pool study, a diagnostics study or a sim-to-real run (as the
+    test slice's default-scenario warehouse): each part says what is missing instead of failing."""
+    from warehouse.db import Warehouse
+
+    homes = {}
+    for key in ("pools", "zeroeval-gemma", "zeroeval-qwen", "mmlu-pro"):
+        with Warehouse(tmp_path / key):
+            homes[key] = tmp_path / key
+    page = render_sections(_doc(homes, tmp_path), SECTIONS, marked=True)
+    assert unbacked_words(page) == []
+    assert "no pool study (`cr2 study pools`) is stored" in page
+    assert "no `cr2 study diagnostics` of the gemma ladder is stored" in page
+    assert "no `cr2 simcheck` run is stored" in page and "no sim-to-real run with routing on the qwen ladder" in page

@@ -1,0 +1,17 @@
+"""Reads of the sim-to-real runs (tables simcheck, simcheck_runs; view v_simcheck) for docs/results.md."""
+from __future__ import annotations
+
+import pandas as pd
+
+from warehouse.db import Warehouse
+from warehouse.routing_data import named_query
+
+
+def simcheck_runs(wh: Warehouse) -> pd.DataFrame:
+    """Every sim-to-real run, newest first: run_id, n_questions, pool, created_at, has_routing, has_fresh_fit."""
+    return wh.df(named_query("doc_simcheck_runs"))
+
+
+def simcheck_rows(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Every statistic of sim-to-real run `run_id`: measured beside each simulated source's mean over seeds."""
+    return wh.df(named_query("doc_simcheck_rows"), {"run_id": run_id})
