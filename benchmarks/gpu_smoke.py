@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="JSON file (default benchmarks/results/gpu_smoke.json; --tiny: temporary)")
     args = p.parse_args(argv)
 
-    import cr2  # noqa: F401  (offline switches before anything loads a model)
+    from cr2.env import apply_offline_env
+
+    apply_offline_env()  # offline switches before anything loads a model
     import torch
 
     from cr2.config import load_config

@@ -3,6 +3,9 @@
 Run: PYTHONPATH=. python benchmarks/sim_gpqa_v1_v2.py  (embeds the 448 questions once, cached under <home>/cache/simcheck).
 Prints mean / min / max over seeds of accuracy, pairwise correlations, P(device right | largest wrong), solvable share.
 """
+from cr2.env import apply_offline_env
+
+apply_offline_env()  # offline, and OMP_WAIT_POLICY before torch loads
 import numpy as np, pandas as pd, time
 from pathlib import Path
 from cr2.config import load_config

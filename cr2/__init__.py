@@ -1,6 +1,7 @@
-"""cr2 — cost-aware, risk-controlled device–edge LLM routing (CR²), as a pure library."""
-from cr2.env import apply_offline_env
+"""cr2 — cost-aware, risk-controlled device–edge LLM routing (CR²), as a pure library.
 
-apply_offline_env()
+Importing it changes nothing outside it: the offline / no-telemetry environment (cr2/env.py) is set by the entry
+points — the `cr2` command, the flows/, tasks/ and warehouse/ packages, the benchmarks and the tests.
+"""
 
 __version__ = "0.1.0"

@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from cr2.boundary import load_yaml_file
 from cr2.errors import ConfigError, InvalidValueError, did_you_mean
+from cr2.shipped import CONFIG_DIR
 
-CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "configs" / "benchmarks"
+CATALOGUE_DIR = CONFIG_DIR / "benchmarks"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 

@@ -21,9 +21,9 @@ from cr2.catalogue import BenchmarkDef, OutputLengthDist
 from cr2.errors import ConfigError, Cr2Error, InvalidValueError
 from cr2.labeling.spec import LabelingSpec
 from cr2.names import ModelId, SourceName, StateName
+# configs/ and the repository root (cr2.shipped: the checkout's, or the installed wheel's packaged configs)
+from cr2.shipped import CONFIG_DIR, REPO_ROOT, shipped_path  # noqa: F401  (REPO_ROOT: re-exported)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = REPO_ROOT / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
 # the λ every summary quotes (`cr2 run`'s table, `cr2 results`, the report, the Prefect artefacts); on the default grid
 HEADLINE_LAMS: tuple[float, ...] = (0.5, 2.0, 8.0)
@@ -644,7 +644,8 @@ class ServingSpec(_Strict):
 
 class Config(_Strict):
     seed: int = 0
-    data_dir: str = Field("data", description="folder of the shipped data, relative to the repo root")
+    data_dir: str = Field("data", description="folder of the shipped data, relative to the repo root (an installed "
+                                               "wheel: the current folder, else its packaged data)")
     models: list[ModelSpec] = Field(min_length=2)
     reference_model: str | None = Field(None, description="m_ref; default: the model with the most parameters")
     communication: CommunicationSpec
@@ -775,8 +776,7 @@ class Config(_Strict):
 
     @property
     def data_path(self) -> Path:
-        p = Path(self.data_dir)
-        return p if p.is_absolute() else REPO_ROOT / p
+        return shipped_path(self.data_dir)
 
     def benchmark_def(self, name: str) -> BenchmarkDef:
         """The catalogue entry of a benchmark of this config (or the catalogue's, for one it does not list)."""
@@ -805,8 +805,8 @@ def resolve_named(ref: str | Path, kind: str) -> Path:
         if p.is_file():
             return p
         candidate = CONFIG_DIR / kind / p.name
-        if not p.is_absolute() and (REPO_ROOT / p).is_file():
-            return REPO_ROOT / p
+        if not p.is_absolute() and shipped_path(p).is_file():
+            return shipped_path(p)
         if candidate.is_file():
             return candidate
         raise ConfigError(f"{kind} file '{ref}' not found; pass a path to a YAML file or one of: {_names(kind)}")
@@ -880,8 +880,14 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
-    """Load and validate a cr2 config (None → configs/default.yaml); raises ConfigError naming file and key."""
+    """Load and validate a cr2 config (None → configs/default.yaml; a name or a configs/ path not in the current folder
+    → the shipped file, resolve_config_path); raises ConfigError naming file and key."""
     cfg_path = Path(path) if path is not None else DEFAULT_CONFIG
+    if not cfg_path.is_file():
+        try:
+            cfg_path = resolve_config_path(cfg_path)
+        except ConfigError:
+            pass  # reading it below names the missing file
     data = _resolve_extends(cfg_path, _read_yaml(cfg_path), seen=(cfg_path.resolve(),))
     if overrides:
         data = _deep_merge(data, overrides)
@@ -933,7 +939,7 @@ def resolve_config_path(ref: str | Path) -> Path:
     if p.suffix not in (".yaml", ".yml"):
         p = CONFIG_DIR / f"{ref}.yaml"
     elif not p.is_absolute() and not p.is_file():
-        p = REPO_ROOT / p
+        p = shipped_path(p)
     if not p.is_file():
         names = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml"))) or "(none)"
         raise ConfigError(f"config '{ref}' not found; pass a YAML path or one of: {names}")

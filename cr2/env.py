@@ -1,7 +1,10 @@
 """The one place where cr2 switches off every network access and telemetry of its dependencies.
 
-Imported first by `cr2/__init__.py`, so any entry point (CLI, flows, tests, Prefect workers) runs offline:
-the Hugging Face hub and datasets never reach out, Prefect sends no telemetry, and GX stays quiet.
+`import cr2` sets nothing: each entry point calls `apply_offline_env()` before it imports anything else — the
+`cr2` command (cr2_cli/__init__.py), the flows/, tasks/ and warehouse/ packages (a Prefect worker imports a flow
+without the command line; each deployment's entrypoint file, which Prefect loads by path, imports flows/ first),
+benchmarks/_common.py and tests/conftest.py — so every one of them runs offline: the Hugging Face hub and datasets
+never reach out, Prefect sends no telemetry, and GX stays quiet (tests/test_env.py checks each, before torch loads).
 A value already set by the user wins (setdefault), so a GPU machine with hub access can opt back in
 (e.g. `HF_HUB_OFFLINE=0 cr2 label ...`).
 """
@@ -28,7 +31,7 @@ OFFLINE_ENV: dict[str, str] = {
 # OpenMP threads with no work sleep instead of spinning: where more threads are runnable than there are cores (fits
 # started ahead beside the flow, a busy machine), a spinning thread takes the core a working one needs and a
 # 2-thread fit runs several times slower. How threads wait never changes a number (cr2/fitting.py). It binds only
-# before torch loads OpenMP, hence here.
+# before torch loads OpenMP, hence here, applied by each entry point before its first import of torch.
 THREAD_ENV: dict[str, str] = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 

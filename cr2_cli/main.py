@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import typer
 
-import cr2  # noqa: F401  (applies the offline / no-telemetry switches first)
 from cr2_cli.commands import checks, config, deploy, labels, pipeline, query, recalibrate
 from cr2_cli.console import friendly
 from cr2_cli.label import label_command

@@ -20,7 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-import cr2  # noqa: F401  (cr2/env.py: the offline, no-telemetry environment the server inherits)
 
 _proc: subprocess.Popen | None = None
 _url: str | None = None

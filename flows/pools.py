@@ -101,9 +101,9 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
 
     embeddings_from: another warehouse home (e.g. the full measured scenario's, var/mmlu-pro) whose e(x) of the
     same questions (same text, same encoder) are copied before prepare, so nothing is embedded twice."""
-    from cr2.config import REPO_ROOT
     from cr2.errors import InvalidValueError
     from cr2.pools import load_pool_rule, pool_overrides, select_pools
+    from cr2.shipped import shipped_path
     from flows.ingest import ingest
     from flows.prepare import prepare
     from tasks.common import file_hash
@@ -114,7 +114,7 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
         raise InvalidValueError("a pool sweep needs a measured config (labels.measured), e.g. "
                                 "configs/mmlu-pro-measured.yaml")
     h = Path(home) if home else default_home()
-    rp = Path(rule_path) if Path(rule_path).is_absolute() or Path(rule_path).is_file() else REPO_ROOT / rule_path
+    rp = Path(rule_path) if Path(rule_path).is_absolute() or Path(rule_path).is_file() else shipped_path(rule_path)
     rule = load_pool_rule(rp)
     chosen = select_pools(rule)
     if pools:

@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow
 
+import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/env.py)
 from cr2.config import Config, load_config
 
 STUDY_DIR = Path("studies") / "seeds"  # seed homes, relative to the warehouse home

