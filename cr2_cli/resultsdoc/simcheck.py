@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from cr2.config import HEADLINE_LAMS
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2_cli.resultsdoc.pools import num, span
 
@@ -16,7 +17,7 @@ V2, V1 = "simulated-irt-v2", "simulated-irt-v1"
 PHI_POOL = "phi-3-mini-4k-instruct"
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
 ROUTERS = ("cr2", "mlp", "embedllm", "llmrank")
-LAMS = (0.5, 2.0, 8.0)
+LAMS = HEADLINE_LAMS
 DUMP = ("python -c \"from cr2.config import load_config; from cr2.pools import load_pool_rule, select_pools, "
         "pool_overrides; from flows.pools import pool_config; r = load_pool_rule('configs/pools/mmlu-pro.yaml'); "
         "p = next(p for p in select_pools(r) if p.pool_id == '{pool}'); print(pool_config(load_config("
