@@ -44,6 +44,8 @@ def premise_command(
     dask_address: Optional[str] = typer.Option(None, "--dask-address", help="an existing Dask scheduler"),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)"),
     home: Optional[Path] = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)"),
+    record_only: bool = typer.Option(False, "--record-only", help="run no cell: record these settings under their "
+                                     "study id (premise_studies) — for a study run before cr2 recorded its settings"),
 ) -> None:
     """The premise map: CR² vs the baselines over a grid of device speed × channel, with bootstrap intervals."""
     from cr2.errors import ConfigError, did_you_mean
@@ -57,6 +59,19 @@ def premise_command(
     if not names:
         raise ConfigError("--channels needs at least one state distribution")
     h = home_dir(home)
+    if record_only:
+        from cr2.config import load_config
+        from flows.premise import record_study
+
+        rec = record_study(load_config(config), h, _floats(speeds), names, resamples, seed, retrain_epochs, retrain_from,
+                           str(config) if config else None, only_if_stored=True)
+        if not rec["recorded"]:
+            raise ConfigError(f"no cell of premise study {rec['study_id']} (these settings on base run "
+                              f"{rec['base_run']}) is stored in {h}: nothing recorded — check the settings, or run the "
+                              "command without --record-only")
+        console.print(f"premise study {rec['study_id']} recorded (base run {rec['base_run']}; {rec['n_cells']} cells "
+                      "stored under this id)", highlight=False)
+        return
     t0 = time.perf_counter()
     out = run_premise(str(config) if config else None, h, _floats(speeds), names, resamples, seed, task_runner, workers,
                       dask_address, retrain_epochs, retrain_from)

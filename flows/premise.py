@@ -12,6 +12,8 @@ baselines at fixed accuracy, with paired-bootstrap intervals:
                retrained; every baseline routed on the cell's ĉ (the ones that read costs refitted); the
                savings vs KNN and vs the best single model, the loss of re-calibration vs retraining, the risk
                at α; fanned out on the task runner (threads, or Dask when asked for, as labeling does),
+0. record    — the study's settings (premise_studies: grid, bootstrap, retrain mode, config), so a results page
+               names the command that reproduces the study (`--record-only` records a study run before cr2 did),
 4. write     — each finished cell's rows into premise_cells / premise_results (the view v_premise),
 5. report    — <home>/premise-report/index.html: the view's table and two heatmaps.
 
@@ -51,18 +53,55 @@ def inputs(config: Config, home: Path, base: dict, baselines: dict) -> dict:
     return run_stage(PREMISE_INPUTS, config, home, base, baselines)
 
 
-def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS,
-            channels: Sequence[str] = DEFAULT_CHANNELS, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-            retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM) -> dict:
-    """Run (or resume) the premise map inside the current flow; returns the study id and each cell's summary."""
-    from warehouse.premise import write_premise_cell
+def config_name(config_path: str | None) -> str | None:
+    """The config file as a results page names it: relative to the repository when inside it (None: the default)."""
+    from cr2.config import REPO_ROOT
 
-    t0 = time.perf_counter()
+    if not config_path:
+        return None
+    p = Path(config_path)
+    try:
+        return str(p.resolve().relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        return str(p)
+
+
+def record_study(config: Config, home: Path, speeds: Sequence[float], channels: Sequence[str], n_resamples: int,
+                 seed: int, retrain_epochs: int, retrain_from: str, config_path: str | None = None,
+                 only_if_stored: bool = False) -> dict:
+    """The study id of these settings on the warehouse's base, recorded in premise_studies (with `only_if_stored`,
+    only when the warehouse already holds cells under that id: settings that do not match a stored study record
+    nothing); returns {study_id, base_run, n_cells, recorded}."""
+    from warehouse.premise import write_premise_study
+
     for ch in channels:
         load_state_distribution(ch)  # a misspelt channel fails before any work
     base, baselines = _base(config, home)
     sid = study_id(config, base, baselines, speeds=speeds, channels=channels, n_resamples=n_resamples, seed=seed,
                    retrain_from=retrain_from, retrain_epochs=retrain_epochs)
+    with Warehouse(home) as wh:
+        n = wh.scalar("SELECT count(*) FROM premise_cells WHERE study_id = ?", [sid])
+        if only_if_stored and not n:
+            return {"study_id": sid, "base_run": base["run_id"], "n_cells": 0, "recorded": False}
+        write_premise_study(wh, {"study_id": sid, "label_source": config.labels.source,
+                                 "config": config_name(config_path), "speeds": speeds, "channels": channels,
+                                 "n_resamples": int(n_resamples), "seed": int(seed), "retrain_from": retrain_from,
+                                 "retrain_epochs": int(retrain_epochs) if retrain_from == "base" else None,
+                                 "base_run": base["run_id"]})
+    return {"study_id": sid, "base_run": base["run_id"], "n_cells": int(n or 0), "recorded": True, "base": base,
+            "baselines": baselines}
+
+
+def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS,
+            channels: Sequence[str] = DEFAULT_CHANNELS, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+            retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM,
+            config_path: str | None = None) -> dict:
+    """Run (or resume) the premise map inside the current flow; returns the study id and each cell's summary."""
+    from warehouse.premise import write_premise_cell
+
+    t0 = time.perf_counter()
+    rec = record_study(config, home, speeds, channels, n_resamples, seed, retrain_epochs, retrain_from, config_path)
+    base, baselines, sid = rec["base"], rec["baselines"], rec["study_id"]
     shared = inputs(config, home, base, baselines)
     print(f"premise study {sid}: {len(speeds)} speeds × {len(channels)} channels = {len(speeds) * len(channels)} cells; "
           f"base run {base['run_id']}; refitted per cell: {shared['cost_aware'] or 'none'}")
@@ -124,7 +163,7 @@ def premise_flow(config_path: str | None = None, home: str | None = None, speeds
 
     return premise(load_config(config_path), Path(home) if home else default_home(),
                    tuple(speeds or DEFAULT_SPEEDS), tuple(channels or DEFAULT_CHANNELS), n_resamples, seed, retrain_epochs,
-                   retrain_from)
+                   retrain_from, config_path)
 
 
 def run_premise(config_path: str | None, home: Path, speeds: Sequence[float], channels: Sequence[str], n_resamples: int,

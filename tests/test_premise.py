@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cr2.config import load_config, load_state_distribution
@@ -222,6 +223,28 @@ def test_a_second_study_run_reuses_every_cell(study):
     assert second["n_cached"] == second["n_cells"] == 4 and second["inputs"]["cached"]
     with Warehouse(study["home"], read_only=True) as wh:
         assert wh.scalar("SELECT count(*) FROM premise_cells") == 4  # re-written, not duplicated
+
+
+@pytest.mark.slow
+@pytest.mark.flow
+def test_the_study_records_its_settings_and_the_results_page_shows_it(study):
+    """premise_studies names how the study was run (issue 36), and docs/results.md's premise section renders it with
+    its command, every verdict word backed."""
+    from cr2_cli.resultsdoc import render_sections
+    from cr2_cli.resultsdoc.core import Doc, unbacked_words
+    from warehouse.db import Warehouse
+    from warehouse.premise import premise_studies
+
+    sid = study["first"]["study_id"]
+    with Warehouse(study["home"], read_only=True) as wh:
+        st = premise_studies(wh)
+    assert st["study_id"].tolist() == [sid] and int(st["n_cells"].iloc[0]) == 4
+    row = st.iloc[0]
+    assert row["retrain_from"] == "scratch" and pd.isna(row["retrain_epochs"]) and row["config"] == str(study["cfg"])
+    page = render_sections(Doc({"default": study["home"]}), ("premise",), marked=True)
+    assert unbacked_words(page) == [] and f"Study `{sid}`" in page
+    assert f"cr2 study premise -c {study['cfg']} --home var --speeds 1,4 --channels default,premise-beyond-edge" in page
+    assert "(trend test)" in page and "⸢" in page
 
 
 @pytest.mark.slow

@@ -100,3 +100,40 @@ def premise_view(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """The rows of v_premise for one study."""
     return wh.df("SELECT * FROM v_premise WHERE study_id = ? ORDER BY speed_factor, channel, method, reference, target",
                  [study_id])
+
+
+# ---------------------------------------------------------------- the studies' settings (issue 36)
+STUDY_COLUMNS = ("study_id", "label_source", "config", "speeds", "channels", "n_resamples", "seed", "retrain_from",
+                 "retrain_epochs", "base_run", "created_at")
+
+
+def write_premise_study(wh: Warehouse, study: dict[str, Any]) -> None:
+    """Record a study's settings (premise_studies); a study already recorded keeps its first row (its id covers
+    every setting, so a second record could only repeat it)."""
+    row = {**{c: study.get(c) for c in STUDY_COLUMNS}, "created_at": utc_now()}
+    row["speeds"], row["channels"] = json.dumps([float(f) for f in study["speeds"]]), json.dumps(list(study["channels"]))
+    with wh.transaction() as con:
+        seen = con.execute("SELECT count(*) FROM premise_studies WHERE study_id = ?", [row["study_id"]]).fetchall()
+        if seen[0][0]:
+            return
+        wh.insert_df("premise_studies", pd.DataFrame([row]), con)
+
+
+def _has_table(wh: Warehouse, name: str) -> bool:
+    return bool(wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]))
+
+
+def premise_studies(wh: Warehouse) -> pd.DataFrame:
+    """Every premise study of the warehouse, oldest first: its cells (count, cell seconds, first and last write) and
+    its recorded settings (premise_studies; NULL for a study run before cr2 recorded them)."""
+    if not _has_table(wh, "premise_cells"):
+        return pd.DataFrame(columns=["study_id", "label_source", "n_cells", "cell_seconds", *STUDY_COLUMNS[2:]])
+    settings = ("s.config, s.speeds, s.channels, s.n_resamples, s.seed, s.retrain_from, s.retrain_epochs, s.base_run"
+                if _has_table(wh, "premise_studies") else
+                "NULL AS config, NULL AS speeds, NULL AS channels, NULL AS n_resamples, NULL AS seed, "
+                "NULL AS retrain_from, NULL AS retrain_epochs, NULL AS base_run")
+    join = "LEFT JOIN premise_studies s USING (study_id)" if _has_table(wh, "premise_studies") else ""
+    return wh.df(f"SELECT c.study_id, any_value(c.label_source) AS label_source, count(*) AS n_cells, "
+                 f"sum(c.cell_seconds) AS cell_seconds, min(c.created_at) AS first_cell_at, "
+                 f"max(c.created_at) AS last_cell_at, {settings} "
+                 f"FROM premise_cells c {join} GROUP BY ALL ORDER BY min(c.created_at), c.study_id")

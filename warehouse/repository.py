@@ -311,6 +311,38 @@ def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
             wh.df("SELECT * FROM v_guarantee_price WHERE run_id = ?", [run_id]))
 
 
+def guarantee_runs(wh: Warehouse, label_source: str | None = None) -> pd.DataFrame:
+    """The validity runs (`cr2 guarantees`) of the warehouse, newest first (of `label_source` when given); empty
+    when there is none or the warehouse predates the table."""
+    from warehouse.routing_data import named_query
+
+    if getattr(wh, "schema_version", "2") == "1":
+        return pd.DataFrame(columns=["run_id", "source", "label_source", "n_resplits", "n_calib", "created_at"])
+    df = wh.df(named_query("resultsdoc_guarantee_runs"))
+    return df if label_source is None else df[df["label_source"] == label_source].reset_index(drop=True)
+
+
+def guarantee_cells(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Every bounded cell (rule, check, λ, α) of one validity run: Monte-Carlo mean, SE and bound."""
+    from warehouse.routing_data import named_query
+
+    return wh.df(named_query("resultsdoc_guarantee_cells"), {"run_id": run_id})
+
+
+def guarantee_price(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """v_guarantee_price of one validity run: each rule's mean local rate, cost, accuracy and risks over re-splits."""
+    return wh.df("SELECT * FROM v_guarantee_price WHERE run_id = ? ORDER BY lam, alpha, rule", [run_id])
+
+
+def realised_risk_ci(wh: Warehouse, run_id: str, alpha: float, lams: Sequence[float]) -> pd.DataFrame:
+    """CR² under every rule at (α, λ ∈ lams): the teacher-referenced and realised risks, local rate, cost and accuracy,
+    each with its stored 95 % paired-bootstrap interval (issue 26's table, issue 36's page)."""
+    from warehouse.routing_data import named_query
+
+    return wh.df(named_query("resultsdoc_realised_risk_ci"),
+                 {"run_id": run_id, "alpha": float(alpha), "lams": [float(v) for v in lams]})
+
+
 # ---------------------------------------------------------------- headline results (docs/results.md)
 def newest_eval_run(wh: Warehouse, label_source: str | None = None, *, full_only: bool = False) -> str | None:
     """The run_id of the newest full evaluation run (of `label_source` when given): one that evaluated KNN, the

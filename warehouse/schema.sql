@@ -345,6 +345,22 @@ CREATE TABLE IF NOT EXISTS premise_cells (
     PRIMARY KEY (study_id, speed_factor, channel)
 );
 
+-- study premise (issue 36): one row per study — the settings its id covers, so a page can name the command that
+-- reproduces it (added after the first studies: a study run before has no row until `--record-only` records it)
+CREATE TABLE IF NOT EXISTS premise_studies (
+    study_id       VARCHAR PRIMARY KEY,
+    label_source   VARCHAR NOT NULL,
+    config         VARCHAR,              -- the config file as given to the command (NULL: configs/default.yaml)
+    speeds         VARCHAR NOT NULL,     -- JSON list of device speed factors
+    channels       VARCHAR NOT NULL,     -- JSON list of state distribution names, near → far
+    n_resamples    INTEGER NOT NULL,
+    seed           INTEGER NOT NULL,
+    retrain_from   VARCHAR NOT NULL,     -- scratch | base
+    retrain_epochs INTEGER,              -- fine-tuning epochs (retrain_from = base); NULL: the config's schedule
+    base_run       VARCHAR NOT NULL,     -- the evaluation run the study varies
+    created_at     TIMESTAMP NOT NULL    -- first recorded
+);
+
 -- tidy: per cell, method and comparison, a statistic with its 95 % paired-bootstrap interval
 CREATE TABLE IF NOT EXISTS premise_results (
     study_id     VARCHAR NOT NULL,

@@ -1,0 +1,404 @@
+"""docs/results.md, "When CR² pays: the premise map" (issue 25): per cell of the device-speed × channel grid, CR²'s
+fixed-accuracy saving vs KNN and vs the best single model, what re-calibration alone loses against retraining, the
+risk at α — for every stored premise study of the default and the MMLU-Pro warehouse (fine-tuned and from-scratch
+retraining side by side, each named by its study id and the command that reproduces it), a cell-by-cell
+comparison of the two retraining modes, and a tested trend of the saving with device speed.
+
+Every number comes from v_premise / premise_cells / premise_studies (warehouse.premise); every verdict word from
+cr2's verdict functions through `Doc`: per interval, and under Holm over the family the page reads together (the
+cells of one study, per comparison; cells × paper targets; the trend tests of the page). p-values of stored
+intervals: cr2.bootstrap.interval_p_value; the trend: cr2.bootstrap.spearman_permutation_test (seeded).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test, test_verdict
+from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind, md_table
+
+SCENARIOS = (("default", "Default scenario", None),
+             ("mmlu-pro", "Measured scenario (MMLU-Pro)", "configs/mmlu-pro-measured.yaml"))
+PAPER_TARGETS = (0.79, 0.80, 0.81, 0.82)
+TREND_SEED = 0  # the permutation test's generator (the page is deterministic)
+TREND_PERMUTATIONS = 10_000
+COMPARISONS = (("cr2-retrain", "knn", 1.0, "CR² retrained vs KNN"),
+               ("cr2-retrain", "best-single", 1.0, "CR² retrained vs best single"),
+               ("cr2-recal", "cr2-retrain", -1.0, "loss of re-calibration only vs retraining"))
+
+
+# ---------------------------------------------------------------- reading the studies
+def studies(doc: Doc, key: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """Every premise study of a warehouse (warehouse.premise.premise_studies) and its v_premise rows."""
+    from warehouse.premise import premise_studies, premise_view
+
+    with doc.warehouse(key) as wh:
+        st = premise_studies(wh)
+        return st, {sid: premise_view(wh, sid) for sid in st["study_id"]}
+
+
+def mode(row) -> str:
+    """How a study's retrained variant was trained, from its recorded settings."""
+    if row.retrain_from is None or pd.isna(row.retrain_from):
+        return "retraining not recorded"
+    if row.retrain_from == "base":
+        return f"fine-tuned from the base fits ({int(row.retrain_epochs)} epochs)"
+    return "from scratch (the command's default)"
+
+
+def command(key: str, config: str | None, row) -> str | None:
+    """The command that reproduces a study from its recorded settings (None where none were recorded)."""
+    from flows.premise import DEFAULT_CHANNELS, DEFAULT_RESAMPLES, DEFAULT_SPEEDS
+
+    if row.retrain_from is None or pd.isna(row.retrain_from):
+        return None
+    cfg = row.config if isinstance(row.config, str) and row.config else config
+    parts = ["cr2 study premise"] + ([f"-c {cfg}"] if cfg else []) + [f"--home {HOMES[key][0]}"]
+    speeds, channels = json.loads(row.speeds), json.loads(row.channels)
+    if [float(s) for s in speeds] != [float(s) for s in DEFAULT_SPEEDS]:
+        parts.append("--speeds " + ",".join(f"{s:g}" for s in speeds))
+    if list(channels) != list(DEFAULT_CHANNELS):
+        parts.append("--channels " + ",".join(channels))
+    if int(row.n_resamples) != DEFAULT_RESAMPLES:
+        parts.append(f"--resamples {int(row.n_resamples)}")
+    if int(row.seed) != 0:
+        parts.append(f"--seed {int(row.seed)}")
+    if row.retrain_from == "base":
+        parts.append(f"--retrain-from base --retrain-epochs {int(row.retrain_epochs)}")
+    return " ".join(parts)
+
+
+def cells(v: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: coordinates, ĉ ratio, and per comparison the mean saving over targets with its interval
+    (sign: positive = CR² cheaper; the re-calibration loss signed so that positive = re-calibration alone dearer),
+    the interval's p, and the worst-λ / mean risk of both CR² variants."""
+    rows = []
+    for (f, ch), g in v.groupby(["speed_factor", "channel"], sort=False):
+        first = g.iloc[0]
+        row = {"speed_factor": float(f), "channel": ch, "mean_distance_m": float(first.mean_distance_m),
+               "cost_ratio": float(first.cost_ratio_est), "n_evaluable": int(first.n_evaluable),
+               "n_resamples": int(first.n_resamples), "alpha": float(first.alpha)}
+        for method, ref, sign, _ in COMPARISONS:
+            m = g[(g["method"] == method) & (g["reference"] == ref) & g["mean_over_targets"]]
+            tag = f"{method}|{ref}"
+            if m.empty or not np.isfinite(m.iloc[0].saving_pct):
+                row.update({tag: np.nan, tag + "|lo": np.nan, tag + "|hi": np.nan, tag + "|p": np.nan})
+                continue
+            r = m.iloc[0]
+            lo, hi = sorted((sign * r.saving_lower_pct, sign * r.saving_upper_pct))
+            row.update({tag: sign * r.saving_pct + 0.0, tag + "|lo": lo + 0.0, tag + "|hi": hi + 0.0,
+                        tag + "|p": interval_p_value(sign * r.saving_pct, lo, hi)})
+            for t in PAPER_TARGETS:
+                tt = g[(g["method"] == method) & (g["reference"] == ref) & np.isclose(g["target"], t)]
+                ok = not tt.empty and np.isfinite(tt.iloc[0].saving_pct) and np.isfinite(tt.iloc[0].saving_lower_pct)
+                est, tlo, thi = ((sign * tt.iloc[0].saving_pct, *sorted((sign * tt.iloc[0].saving_lower_pct,
+                                                                         sign * tt.iloc[0].saving_upper_pct)))
+                                 if ok else (np.nan, np.nan, np.nan))
+                row.update({f"{tag}@{t:.2f}": est, f"{tag}@{t:.2f}|lo": tlo, f"{tag}@{t:.2f}|hi": thi,
+                            f"{tag}@{t:.2f}|p": interval_p_value(est, tlo, thi) if ok else np.nan})
+        for method in ("cr2-retrain", "cr2-recal"):
+            r = g[(g["method"] == method) & g["mean_over_targets"]]
+            row[f"{method}|risk_max"] = float(r.iloc[0].risk_max) if len(r) and pd.notna(r.iloc[0].risk_max) else np.nan
+            row[f"{method}|risk_mean"] = float(r.iloc[0].risk_mean) if len(r) and pd.notna(r.iloc[0].risk_mean) else np.nan
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    for method, ref, _, _ in COMPARISONS:  # Holm over the study's cells, one family per comparison
+        tag = f"{method}|{ref}"
+        if tag + "|p" in out:
+            out[tag + "|holm"] = holm_adjust(out[tag + "|p"].to_numpy(dtype=float))
+            cols = [f"{tag}@{t:.2f}|p" for t in PAPER_TARGETS if f"{tag}@{t:.2f}|p" in out]
+            if cols:  # cells × paper targets: one family per comparison
+                flat = holm_adjust(out[cols].to_numpy(dtype=float).ravel()).reshape(len(out), len(cols))
+                for j, c in enumerate(cols):
+                    out[c.replace("|p", "|holm")] = flat[:, j]
+    return out.sort_values(["cost_ratio", "speed_factor", "channel"]).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- words and cells of the tables
+def _ci(est, lo, hi) -> str:
+    if est is None or pd.isna(est):
+        return "not reached"
+    if pd.isna(lo) or pd.isna(hi):
+        return f"{est:+.1f}"
+    return f"{est:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+
+
+def _word(doc: Doc, c, tag: str, holm: bool = False) -> str:
+    if pd.isna(c.get(tag)):
+        return "not reached"
+    return doc.saving(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
+
+
+def _loss_word(doc: Doc, c, tag: str, holm: bool = False) -> str:
+    """The re-calibration loss (positive = re-calibration alone dearer) in the words of a change: larger / smaller."""
+    if pd.isna(c.get(tag)):
+        return "not reached"
+    w = saving_verdict(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
+    return doc.word({"cheaper": "larger", "dearer": "smaller"}.get(w, w) if w else None)
+
+
+def _target_counts(doc: Doc, c, tag: str, holm: bool) -> tuple[str, dict]:
+    """'cheaper / dearer / n.d. / not reached' counts over the paper targets, each from a verdict function."""
+    counts = {"cheaper": 0, "dearer": 0, "no difference detected": 0, "not reached": 0}
+    for t in PAPER_TARGETS:
+        k = f"{tag}@{t:.2f}"
+        if k not in c or pd.isna(c[k]) or pd.isna(c[k + "|lo"]):
+            counts["not reached"] += 1
+            continue
+        counts[saving_verdict(c[k + "|lo"], c[k + "|hi"], c[k + "|holm"] if holm else None)] += 1
+    return " / ".join(str(v) for v in counts.values()), counts
+
+
+def _cell_name(c) -> str:
+    return f"×{c['speed_factor']:g} / {c['channel']}"
+
+
+def _verdict_counts(doc: Doc, cs: pd.DataFrame, tag: str, holm: bool, loss: bool = False) -> dict:
+    out: dict[str, int] = {}
+    for _, c in cs.iterrows():
+        if pd.isna(c.get(tag)):
+            out["not reached"] = out.get("not reached", 0) + 1
+            continue
+        w = saving_verdict(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
+        if loss:
+            w = {"cheaper": "larger", "dearer": "smaller"}.get(w, w)
+        out[w] = out.get(w, 0) + 1
+    return out
+
+
+def _counts_text(doc: Doc, counts: dict) -> str:
+    order = ("cheaper", "dearer", "larger", "smaller", "no difference detected", "not reached")
+    return ", ".join(f"{doc.word(w) if w != 'not reached' else w} in {counts[w]}" for w in order if counts.get(w))
+
+
+# ---------------------------------------------------------------- one study
+def _study_tables(doc: Doc, cs: pd.DataFrame) -> str:
+    kt, bt, lt = (f"{m}|{r}" for m, r, _, _ in COMPARISONS)
+    rows = []
+    for _, c in cs.iterrows():
+        knn_counts, _ = _target_counts(doc, c, kt, holm=False)
+        best_counts, _ = _target_counts(doc, c, bt, holm=False)
+        rows.append({"ĉ ratio": f"{c['cost_ratio']:.3f}", "cell": _cell_name(c),
+                     "CR² vs KNN, mean": _ci(c[kt], c[kt + "|lo"], c[kt + "|hi"]),
+                     "verdict": _word(doc, c, kt), f"Holm ({len(cs)} cells)": _word(doc, c, kt, True),
+                     "paper targets vs KNN: \"cheaper\" / \"dearer\" / n.d. / not reached": knn_counts,
+                     "CR² vs best single, mean": _ci(c[bt], c[bt + "|lo"], c[bt + "|hi"]),
+                     "verdict ": _word(doc, c, bt), f"Holm ({len(cs)} cells) ": _word(doc, c, bt, True),
+                     "paper targets vs best single: \"cheaper\" / \"dearer\" / n.d. / not reached": best_counts})
+    answer = md_table(pd.DataFrame(rows))
+    rows = []
+    for _, c in cs.sort_values(["speed_factor", "mean_distance_m"]).iterrows():
+        rows.append({"speed": f"×{c['speed_factor']:g}", "channel": c["channel"], "ĉ ratio": f"{c['cost_ratio']:.3f}",
+                     "loss of re-calibration only, mean": _ci(c[lt], c[lt + "|lo"], c[lt + "|hi"]),
+                     "verdict": _loss_word(doc, c, lt), f"Holm ({len(cs)} cells)": _loss_word(doc, c, lt, True),
+                     "risk at α, worst λ: retrained / re-calibrated":
+                         f"{c['cr2-retrain|risk_max']:.4f} / {c['cr2-recal|risk_max']:.4f}"})
+    recal = md_table(pd.DataFrame(rows))
+    return (f"Cells in order of the device / edge cost ratio; CR² retrained:\n\n{answer}\n"
+            f"**Re-calibration without retraining** (mean extra cost of the frozen base gate re-calibrated on the cell "
+            f"over the gate retrained on it, %; positive: re-calibration alone costs more; the word is that of the "
+            f"change):\n\n{recal}")
+
+
+def _answer(doc: Doc, cs: pd.DataFrame, kind: str) -> str:
+    kt, bt, lt = (f"{m}|{r}" for m, r, _, _ in COMPARISONS)
+    n = len(cs)
+    lines = [f"**In numbers ({kind}).** {n} cells, ĉ ratio {cs['cost_ratio'].min():.3f} … "
+             f"{cs['cost_ratio'].max():.3f}; {int(cs['n_evaluable'].iloc[0]):,} evaluable test queries, "
+             f"{int(cs['n_resamples'].iloc[0]):,} resamples, α = {cs['alpha'].iloc[0]:g}."]
+    for tag, name, loss in ((kt, "CR² retrained vs KNN (mean over targets)", False),
+                            (bt, "CR² retrained vs the best single model", False),
+                            (lt, "What re-calibration alone loses against retraining", True)):
+        a = _verdict_counts(doc, cs, tag, holm=False, loss=loss)
+        h = _verdict_counts(doc, cs, tag, holm=True, loss=loss)
+        est = cs[tag].dropna()
+        rng = f"; point estimates {est.min():+.1f} … {est.max():+.1f} %" if len(est) else ""
+        lines.append(f"- {name}: by each interval {_counts_text(doc, a)}; under Holm over the {n} cells "
+                     f"{_counts_text(doc, h)}{rng}.")
+    for tag, name in ((kt, "KNN"), (bt, "the best single model")):
+        a, h = {}, {}
+        for _, c in cs.iterrows():
+            for k, v in _target_counts(doc, c, tag, holm=False)[1].items():
+                a[k] = a.get(k, 0) + v
+            for k, v in _target_counts(doc, c, tag, holm=True)[1].items():
+                h[k] = h.get(k, 0) + v
+        lines.append(f"- At the paper's targets {PAPER_TARGETS[0]:.2f}–{PAPER_TARGETS[-1]:.2f} vs {name} "
+                     f"({n * len(PAPER_TARGETS)} (cell, target) pairs): by each interval {_counts_text(doc, a)}; "
+                     f"under Holm over the pairs {_counts_text(doc, h)}.")
+    rmax, rmean = cs["cr2-retrain|risk_max"].dropna(), cs["cr2-retrain|risk_mean"].dropna()
+    if len(rmax):
+        lines.append(f"- CR²'s (retrained) test risk at α = {cs['alpha'].iloc[0]:g}: mean over the λ grid "
+                     f"{rmean.min():.4f} … {rmean.max():.4f} per cell, worst λ {rmax.min():.4f} … {rmax.max():.4f} "
+                     "(one test draw per λ).")
+    changed = []
+    for tag, name, loss in ((kt, "vs KNN", False), (bt, "vs best single", False), (lt, "re-calibration loss", True)):
+        for _, c in cs.iterrows():
+            if pd.isna(c.get(tag)):
+                continue
+            if saving_verdict(c[tag + "|lo"], c[tag + "|hi"]) != saving_verdict(c[tag + "|lo"], c[tag + "|hi"],
+                                                                                 c[tag + "|holm"]):
+                wf = _loss_word if loss else _word
+                changed.append(f"{_cell_name(c)} {name} ({wf(doc, c, tag)} by its interval, p = {c[tag + '|p']:.2g}; "
+                               f"{wf(doc, c, tag, True)} under Holm, p̃ = {c[tag + '|holm']:.2g})")
+    lines.append("- Statements that change under Holm (mean over targets): "
+                 + ("; ".join(changed) if changed else "none") + ".")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- across studies: trend, fine-tune vs scratch
+def trend(cs: pd.DataFrame) -> tuple[float, float, int, str]:
+    """Spearman's ρ of device speed with CR²'s mean saving vs KNN over a study's cells, and its permutation p."""
+    tag = "cr2-retrain|knn"
+    d = cs[["speed_factor", tag]].dropna()
+    if len(d) < 3:
+        return float("nan"), float("nan"), len(d), "–"
+    t = spearman_permutation_test(d["speed_factor"].to_numpy(), d[tag].to_numpy(), np.random.default_rng(TREND_SEED),
+                                  TREND_PERMUTATIONS)
+    return t.rho, t.p_value, t.n, t.method
+
+
+def _trends(doc: Doc, found: list) -> str:
+    if not found:
+        return ""
+    rows = [(title, sid, *trend(cs)) for title, sid, cs in found]
+    p_holm = holm_adjust(np.array([r[3] for r in rows], dtype=float))
+    out = ["### Does CR²'s saving vs KNN change with device speed? (trend test)\n",
+           "Spearman's ρ between the device speed factor and CR²'s mean saving vs KNN over a study's cells, with a "
+           f"two-sided permutation p ({TREND_PERMUTATIONS:,} seeded permutations of the savings; "
+           "cr2.bootstrap.spearman_permutation_test), Holm over the studies below. The word is the direction of "
+           "CR²'s saving as the device gets faster (\"cheaper\": the saving grows, \"dearer\": the deficit grows). The "
+           "cells share their test queries and base fits, so the test is of the ordering across this grid, not of "
+           "independent draws.\n"]
+    tab = []
+    for (title, sid, rho, p, n, method), ph in zip(rows, p_holm):
+        tab.append({"study": f"{title}: `{sid}`", "cells": n, "ρ (speed, saving vs KNN)": f"{rho:+.3f}",
+                    "permutation p": f"{p:.4f}", f"Holm ({len(rows)} tests)": f"{ph:.4f}",
+                    "as the device gets faster, CR² vs KNN": doc.test(rho, ph)})
+    out.append(md_table(pd.DataFrame(tab)))
+    return "\n".join(out)
+
+
+def _compare_modes(doc: Doc, title: str, a: tuple, b: tuple) -> str:
+    """Cell by cell: the same comparisons in two studies that differ only in how the retrained variant is trained."""
+    (sa, ma, ca), (sb, mb, cb) = a, b
+    j = ca.merge(cb, on=["speed_factor", "channel"], suffixes=("_a", "_b"))
+    if j.empty:
+        return f"_{title}: the two studies share no cell._\n"
+    j = j.sort_values(["speed_factor", "mean_distance_m_a"]).reset_index(drop=True)
+
+    def side(c, suffix: str) -> pd.Series:
+        return pd.Series({k[:-2]: v for k, v in c.items() if k.endswith(suffix)})
+
+    rows, summary = [], []
+    stats = {tag: {"same": 0, "both": 0, "only_a": 0, "only_b": 0, "above": 0}
+             for tag in (f"{m}|{r}" for m, r, _, _ in COMPARISONS)}
+    for _, c in j.iterrows():
+        ra, rb = side(c, "_a"), side(c, "_b")
+        row = {"cell": f"×{c['speed_factor']:g} / {c['channel']}"}
+        for method, ref, _, name in COMPARISONS:
+            tag = f"{method}|{ref}"
+            wf = _loss_word if method == "cr2-recal" else _word
+            va = saving_verdict(ra[tag + "|lo"], ra[tag + "|hi"], ra[tag + "|holm"]) if pd.notna(ra[tag]) else None
+            vb = saving_verdict(rb[tag + "|lo"], rb[tag + "|hi"], rb[tag + "|holm"]) if pd.notna(rb[tag]) else None
+            st = stats[tag]
+            st["same"] += va == vb
+            da, db = va not in (None, "no difference detected"), vb not in (None, "no difference detected")
+            st["both"] += da and db
+            st["only_a"] += da and not db
+            st["only_b"] += db and not da
+            st["above"] += bool(pd.notna(ra[tag]) and pd.notna(rb[tag]) and rb[tag] > ra[tag])
+            short = {"cr2-retrain|knn": "vs KNN", "cr2-retrain|best-single": "vs best single",
+                     "cr2-recal|cr2-retrain": "re-calibration loss"}[tag]
+            row[f"{short}, fine-tuned" if "fine-tuned" in ma else f"{short}, A"] = (
+                f"{_ci(ra[tag], ra[tag + '|lo'], ra[tag + '|hi'])} {wf(doc, ra, tag, True)}")
+            row[f"{short}, from scratch" if "scratch" in mb else f"{short}, B"] = (
+                f"{_ci(rb[tag], rb[tag + '|lo'], rb[tag + '|hi'])} {wf(doc, rb, tag, True)}")
+        rows.append(row)
+    for method, ref, _, name in COMPARISONS:
+        st = stats[f"{method}|{ref}"]
+        summary.append(f"- {name}: the same word (Holm) in {st['same']} of {len(j)} cells; a direction detected in "
+                       f"both studies in {st['both']}, only fine-tuned in {st['only_a']}, only from scratch in "
+                       f"{st['only_b']}; the from-scratch point estimate is above the fine-tuned one in {st['above']} "
+                       f"of {len(j)} cells.")
+    return (f"{title}: `{sa}` ({ma}) vs `{sb}` ({mb}), {len(j)} common cells, mean over targets, %. Each study's own "
+            "interval and word, Holm within its study; the difference between the two studies has no stored "
+            "interval, so it is not judged — only counted.\n\n" + md_table(pd.DataFrame(rows)) + "\n"
+            + "\n".join(summary) + "\n")
+
+
+# ---------------------------------------------------------------- the section
+def _scenario(doc: Doc, key: str, title: str, config: str | None, trends: list) -> str:
+    if not doc.has(key):
+        return f"### {title}\n\n" + doc.missing(key, "the premise studies of this scenario")
+    st, views = studies(doc, key)
+    cmd_first = f"cr2 study premise{(' -c ' + config) if config else ''} --home {HOMES[key][0]}"
+    if st.empty:
+        return f"### {title}\n\n" + doc.missing(key, f"a premise study — `{cmd_first}` stores one")
+    kind = label_kind(str(st["label_source"].iloc[0]))
+    out = [f"### {title} — {kind} labels\n",
+           f"_Every number in this subsection rests on **{kind}** correctness labels "
+           f"(`{st['label_source'].iloc[0]}`); warehouse `{HOMES[key][0]}` (`{HOMES[key][1]}`)._\n", "Studies stored:\n"]
+    parsed = []
+    for row in st.itertuples():
+        cmd = command(key, config, row)
+        cs = cells(views[row.study_id]) if len(views[row.study_id]) else pd.DataFrame()
+        out.append(f"- `{row.study_id}` — retrained variant {mode(row)}; {int(row.n_cells)} cells "
+                   f"({float(row.cell_seconds):,.0f} s of cell time, stored); base run `{row.base_run}`; "
+                   + (f"`{cmd}`" if cmd else "settings not recorded (a study run before cr2 recorded them: "
+                                             "`cr2 study premise … --record-only` records them)"))
+        parsed.append((row, cmd, cs))
+    out.append("")
+    by_mode = {}
+    for row, cmd, cs in parsed:
+        if not cs.empty:
+            by_mode.setdefault(str(row.retrain_from), (row, cmd, cs))  # oldest of each mode: st is oldest first
+    order = [m for m in ("scratch", "base") if m in by_mode] + [m for m in by_mode if m not in ("scratch", "base")]
+    for m in order:
+        row, cmd, cs = by_mode[m]
+        out.append(f"#### Study `{row.study_id}` — retrained {mode(row)}\n")
+        out.append(f"_Reproduce: `{HOMES[key][1]}`, then `{cmd or 'settings not recorded'}`; this page: "
+                   "`make results-doc`._\n")
+        out.append(_study_tables(doc, cs))
+        out.append(_answer(doc, cs, kind))
+        trends.append((f"{title}, {mode(row)}", row.study_id, cs))
+    if "scratch" in by_mode and "base" in by_mode:
+        a, b = by_mode["base"], by_mode["scratch"]
+        out.append(f"#### Fine-tuned vs from-scratch retraining, cell by cell\n")
+        out.append(_compare_modes(doc, title, (a[0].study_id, mode(a[0]), a[2]), (b[0].study_id, mode(b[0]), b[2])))
+    return "\n".join(out)
+
+
+def render(doc: Doc) -> str:
+    text = ["## When CR² pays: the premise map (issue 25)\n",
+            "`cr2 study premise` (docs/operations.md) re-prices every (query, state) of a warehouse over a grid of "
+            "**device speed** (the device platform's prefill throughput and memory bandwidth scaled; edge platforms "
+            "unchanged) × **channel** (state distributions of growing distance to the access point, Rayleigh, "
+            "Table I path loss; configs/states/), and in every cell compares CR² with the baselines at fixed "
+            "accuracy. Tables: view `v_premise` of each study (warehouse.premise); heatmaps in "
+            "`HOME/premise-report/index.html`.\n",
+            "**How to read them.** Savings are in %, positive: CR² costs less; \"mean\" = the mean over every target "
+            "accuracy both methods reach; `[a, b]` = the stored 95 % paired-bootstrap interval over the test queries "
+            "(the same resamples for every method; each frontier recomputed per resample). The word beside it is "
+            "cr2.bootstrap.saving_verdict of that interval (\"cheaper\" / \"dearer\" only where it excludes 0); the "
+            "Holm column also asks Holm's family-wise p (from the interval) below 0.05 over the study's cells. The "
+            "intervals cover test-query noise only — training and calibration are held fixed, one split, one seed. "
+            "\"ĉ ratio\" = E[ĉ_device] / E[min edge ĉ] over all (query, state) rows of the cell (below 1: the device "
+            "is the cheap option on average). \"Best single\" = the Always-m points of the pool as one interpolated "
+            "frontier, the cheapest routing that does not look at the query. **Retrained** = the gate re-distilled on "
+            "the cell's train costs (same frozen teacher, which never sees a cost) and MLP (the one baseline whose "
+            "inputs include costs) refitted on the cell — from scratch, or fine-tuned from the base fits, as each "
+            "study records; KNN, EmbedLLM and LLMRank keep their base p̂ and route it with the cell's ĉ. "
+            "**Re-calibrated only** = the base gate frozen, τ*(λ; α) from CRC on the cell's val.\n"]
+    trends: list = []
+    for key, title, config in SCENARIOS:
+        text.append(_scenario(doc, key, title, config, trends))
+    text.append(_trends(doc, trends))
+    text.append("**What the premise map does not cover.** One split and one training seed per study (test-query "
+                "noise only); one state per query; a fixed α; channels differ only in distance (Rayleigh, Table I "
+                "path loss); only the device platform is scaled. The gate sees only (e(x), λ), never the state ξ: "
+                "where answering locally depends mostly on the per-query channel draw rather than on the query, a "
+                "channel-blind gate cannot follow it, while the one-shot baselines route on each query's ĉ — our "
+                "reading, not tested separately.\n")
+    return "\n".join(text)

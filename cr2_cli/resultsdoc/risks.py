@@ -1,0 +1,259 @@
+"""docs/results.md, "What α bounds, and the risks users feel" (issue 26): per rule, the teacher-referenced risk the
+paper's α bounds beside the realised risks on the real test labels, at one α and the headline λ values, for the
+default scenario and MMLU-Pro; the validity of every rule over the stored re-splits (`cr2 guarantees`, the 3-SE
+rule) and its price over the same re-splits.
+
+Every number is read from the stored evaluation run (v_realised_risk with v_operating_points_ci's intervals) and
+the newest stored validity run (guarantees, v_guarantee_price); every verdict word comes from cr2's verdict
+functions through `Doc` (one rule's own risk against α: the interval of risk − α, and Holm over the family of rules
+× λ of one scenario; validity: cr2.metrics.bound_verdict).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict
+from cr2.config import HEADLINE_LAMS
+from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind, md_table
+
+ALPHA = 0.01  # the α of the per-rule table (the paper's default α)
+PRICE_ALPHA = 0.01  # the α of the price table (`cr2 guarantees` prices at the config's grids.default_alpha)
+SCENARIOS = (("default", "Default scenario", None), ("mmlu-pro", "Measured scenario — MMLU-Pro",
+                                                      "configs/mmlu-pro-measured.yaml"))
+RISK_OF_RULE = {"": "teacher_risk", "oracle": "oracle_risk", "avoidable": "avoidable_risk"}  # a rule's own risk
+RISK_NAME = {"teacher_risk": "teacher disagreement", "oracle_risk": "oracle disagreement",
+             "avoidable_risk": "avoidable error"}
+RESPLITS = 500  # the re-splits the page's validity command asks for (the stored run says how many it made)
+
+
+def own_risk(rule: str) -> str:
+    """The risk a rule calibrates: crc / ltt the teacher disagreement, *-oracle / *-avoidable their real-label risk."""
+    suffix = rule.split("-", 1)[1] if "-" in rule else ""
+    return RISK_OF_RULE.get(suffix, "teacher_risk")
+
+
+def _ci(est, lo, hi, fmt: str = ".4f") -> str:
+    if est is None or pd.isna(est):
+        return "–"
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return format(float(est), fmt)
+    return f"{float(est):{fmt}} [{float(lo):{fmt}}, {float(hi):{fmt}}]"
+
+
+def _cfg(config: str | None) -> str:
+    return f" -c {config}" if config else ""
+
+
+def _home(key: str) -> str:
+    return HOMES[key][0]
+
+
+def vs_alpha(rr: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """Per row: its own risk − α with the interval, the interval's p-value and its Holm-adjusted p over the rows
+    (the family: every rule × λ of one scenario)."""
+    out = rr.copy()
+    col = out["rule"].map(own_risk)
+    out["own"] = col
+    out["d"] = [float(r[c]) - alpha for (_, r), c in zip(out.iterrows(), col)]
+    out["d_lower"] = [float(r[f"{c}_lower"]) - alpha for (_, r), c in zip(out.iterrows(), col)]
+    out["d_upper"] = [float(r[f"{c}_upper"]) - alpha for (_, r), c in zip(out.iterrows(), col)]
+    out["p"] = [interval_p_value(d, lo, hi) for d, lo, hi in zip(out["d"], out["d_lower"], out["d_upper"])]
+    out["p_holm"] = holm_adjust(out["p"].to_numpy())
+    return out
+
+
+def _size_word(doc: Doc, lower: float, upper: float, p_adjusted: float | None = None) -> str:
+    """larger / smaller / no difference detected of (risk − α), from the one verdict rule (with Holm's p when given)."""
+    w = saving_verdict(lower, upper, p_adjusted)
+    return doc.word({"cheaper": "larger", "dearer": "smaller"}.get(w, w) if w else None)
+
+
+def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
+    from warehouse.repository import eval_run, newest_eval_run, realised_risk_ci
+
+    if not doc.has(key):
+        return f"### {title}\n\n" + doc.missing(key, "the evaluation run of the per-rule risks")
+    with doc.warehouse(key) as wh:
+        run_id = newest_eval_run(wh, full_only=True)
+        if run_id is None:
+            return f"### {title}\n\n" + doc.missing(key, "a full evaluation run (`cr2 run`)")
+        run = eval_run(wh, run_id)
+        rr = realised_risk_ci(wh, run_id, ALPHA, HEADLINE_LAMS)
+    kind = label_kind(run["label_source"])
+    head = (f"### {title} — {kind} labels\n\n"
+            f"_Run `{run_id}` of `{_home(key)}` (labels `{run['label_source']}`, **{kind}**"
+            + (": the \"real\" labels are the simulator's, so the realised risks are simulated errors, not "
+               "measurements" if kind == "SIMULATED" else "") + "); reproduce the warehouse with "
+            f"`{HOMES[key][1]}`, this page with `make results-doc`._\n")
+    if rr.empty:
+        return head + doc.missing(key, f"rows of v_realised_risk at α = {ALPHA:g} in run `{run_id}`")
+    v = vs_alpha(rr, ALPHA)
+    rows = []
+    for r in v.itertuples():
+        rows.append({"λ": f"{r.lam:g}", "rule": f"**{r.rule}**" if r.method == "cr2" else r.rule,
+                     "teacher disagreement": _ci(r.teacher_risk, r.teacher_risk_lower, r.teacher_risk_upper),
+                     "oracle disagreement (real labels)": _ci(r.oracle_risk, r.oracle_risk_lower, r.oracle_risk_upper),
+                     "avoidable error": _ci(r.avoidable_risk, r.avoidable_risk_lower, r.avoidable_risk_upper),
+                     "local acc.": "–" if pd.isna(r.local_accuracy) else f"{r.local_accuracy:.3f}",
+                     "local rate": _ci(r.local_rate, r.local_rate_lower, r.local_rate_upper, ".3f"),
+                     "cost": _ci(r.cost, r.cost_lower, r.cost_upper),
+                     "accuracy": _ci(r.accuracy, r.accuracy_lower, r.accuracy_upper),
+                     "own risk": RISK_NAME[r.own],
+                     "own risk − α": _ci(r.d, r.d_lower, r.d_upper, "+.4f"),
+                     "vs α (interval)": _size_word(doc, r.d_lower, r.d_upper),
+                     f"vs α (Holm, {len(v)} tests)": _size_word(doc, r.d_lower, r.d_upper, r.p_holm)})
+    n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())
+    text = [head, f"N_test = {n_test:,} (risks), {n_eval:,} solvable (local rate, cost, accuracy); intervals: "
+                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {ALPHA:g}.\n", md_table(pd.DataFrame(rows))]
+    text.append(_read_risks(doc, v))
+    return "\n".join(text)
+
+
+def _read_risks(doc: Doc, v: pd.DataFrame) -> str:
+    """The sentences under a per-rule table: every number from `v`, every word from a verdict function."""
+    crc = v[v["method"] == "cr2"].sort_values("lam")
+    paper = crc["rule"].iloc[0] if len(crc) else "crc"
+    parts = []
+    if len(crc):
+        lams = " / ".join(f"{x:g}" for x in crc["lam"])
+        parts.append(f"Under the deployed rule (`{paper}`) at λ = {lams}: teacher disagreement "
+                     + " / ".join(f"{x:.4f}" for x in crc["teacher_risk"])
+                     + ", oracle disagreement " + " / ".join(f"{x:.4f}" for x in crc["oracle_risk"])
+                     + ", avoidable error " + " / ".join(f"{x:.4f}" for x in crc["avoidable_risk"])
+                     + ", local rate " + " / ".join(f"{x:.3f}" for x in crc["local_rate"]) + ".")
+    words = {}
+    for r in v.itertuples():
+        words.setdefault(r.rule, []).append(f"{r.lam:g}: {_size_word(doc, r.d_lower, r.d_upper, r.p_holm)}")
+    parts.append("Each rule's own risk against α (Holm over the table's rules × λ), by λ — "
+                 + "; ".join(f"`{rule}` {', '.join(ws)}" for rule, ws in words.items()) + ".")
+    changed = []
+    for r in v.itertuples():
+        a, b = saving_verdict(r.d_lower, r.d_upper), saving_verdict(r.d_lower, r.d_upper, r.p_holm)
+        if a != b:
+            changed.append(f"`{r.rule}` at λ = {r.lam:g} ({_size_word(doc, r.d_lower, r.d_upper)} by its interval, "
+                           f"p = {r.p:.3g}; {_size_word(doc, r.d_lower, r.d_upper, r.p_holm)} under Holm, "
+                           f"p̃ = {r.p_holm:.3g})")
+    parts.append("Statements that change under Holm: " + ("; ".join(changed) if changed else "none") + ".")
+    return "\n" + "\n\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------- validity and price over re-splits
+def _newest_guarantees(doc: Doc, key: str):
+    from warehouse.repository import guarantee_cells, guarantee_price, guarantee_runs
+
+    with doc.warehouse(key) as wh:
+        runs = guarantee_runs(wh)
+        if runs.empty:
+            return None, None, None
+        run = runs.iloc[0]
+        return run, guarantee_cells(wh, str(run.run_id)), guarantee_price(wh, str(run.run_id))
+
+
+def _validity(doc: Doc) -> str:
+    text = ["### Validity over re-splits of val + test\n",
+            "Each stored `cr2 guarantees` run re-splits val + test at random (N_calib = the val size), re-calibrates "
+            "every rule on each calibration part and measures it on the rest. Per (rule, check, α) the cell shown is "
+            "the worst over the λ grid (Monte-Carlo mean over re-splits ± its SE; crc rules: mean test risk, bound "
+            "α; ltt rules: share of re-splits where some λ's risk exceeds α, bound δ); the word is "
+            "cr2.metrics.bound_verdict over every λ of that α: \"holds\" when every cell is within 3 SE of its "
+            "bound. The 3-SE rule is itself the family-wise allowance for the many cells of one run.\n"]
+    prices = []
+    for key, title, config in SCENARIOS:
+        command = f"cr2 guarantees --resplits {RESPLITS}{_cfg(config)} --home {_home(key)}"
+        if not doc.has(key):
+            text.append(f"**{title}.** " + doc.missing(key, "the validity run"))
+            continue
+        run, cells, price = _newest_guarantees(doc, key)
+        if run is None or cells.empty:
+            text.append(f"**{title}.** " + doc.missing(key, f"a stored validity run — `{command}` stores one"))
+            continue
+        kind = label_kind(str(run.label_source))
+        text.append(f"**{title} — {kind} labels** (`{run.label_source}`): run `{run.run_id}`, "
+                    f"{int(run.n_resplits):,} re-splits, N_calib = {int(run.n_calib):,}; reproduce with `{command}` "
+                    f"(after `{HOMES[key][1]}`).\n")
+        text.append(_validity_table(doc, cells))
+        prices.append((title, kind, price))
+    text.append(_price(doc, prices))
+    return "\n".join(text)
+
+
+def _validity_table(doc: Doc, cells: pd.DataFrame) -> str:
+    cells = cells[cells["group"].isna()] if "group" in cells else cells  # Mondrian's per-group cells: docs/guarantees.md
+    alphas = sorted(cells["alpha"].dropna().unique()) + ([None] if cells["alpha"].isna().any() else [])
+    rows, verdicts = [], []
+    for (check, rule), g in cells.groupby(["check_name", "rule"], sort=True):
+        row = {"rule": rule, "check": f"`{check}`"}
+        for a in alphas:
+            name = f"α = {a:g}" if a is not None else "no α (a target's miss share, bound δ)"
+            ga = g[g["alpha"].isna()] if a is None else g[np.isclose(g["alpha"], a)]
+            if ga.empty:
+                row[name] = "–"
+                continue
+            z = (ga["value"] - ga["bound"]) / ga["se"].where(ga["se"] > 0)
+            worst = ga.loc[z.fillna(-np.inf).idxmax()] if z.notna().any() else ga.loc[ga["value"].idxmax()]
+            word = doc.bound(ga["value"], ga["se"].fillna(0.0), float(ga["bound"].max()))
+            verdicts.append(word)
+            row[name] = f"{worst['value']:.4f} ± {worst['se']:.4f} (bound {worst['bound']:.3g}) {word}"
+        rows.append(row)
+    return md_table(pd.DataFrame(rows)) + "\n"
+
+
+def _price(doc: Doc, prices: list) -> str:
+    if not prices:
+        return ""
+    text = [f"### Price over the same re-splits (α = {PRICE_ALPHA:g})\n",
+            "v_guarantee_price: per rule, the Monte-Carlo mean over re-splits of the test local rate, the mean cost "
+            "(the pre-execution ĉ the validity check accounts) and the accuracy over **all** test rows (hence other "
+            "values than the per-query tables above, which count solvable rows), and the mean of each risk. Means "
+            "only: the page prints no comparison between rules here (the paired re-split differences are not "
+            "stored).\n"]
+    for title, kind, p in prices:
+        p = p[p["target"].isna() & np.isclose(p["alpha"], PRICE_ALPHA) & p["lam"].round(6).isin(
+            [round(x, 6) for x in HEADLINE_LAMS])] if not p.empty else p
+        if p.empty:
+            text.append(f"**{title}** ({kind}): _(no price rows at α = {PRICE_ALPHA:g} and λ = "
+                        f"{', '.join(f'{x:g}' for x in HEADLINE_LAMS)} in this run)_\n")
+            continue
+        tab = pd.DataFrame({"λ": p["lam"].map(lambda x: f"{x:g}"), "rule": p["rule"],
+                            "local rate": [f"{a:.4f} ± {b:.4f}" for a, b in zip(p["local_rate"], p["local_rate_se"])],
+                            "mean cost": [f"{a:.4f} ± {b:.4f}" for a, b in zip(p["mean_cost"], p["mean_cost_se"])],
+                            "accuracy (all rows)": [f"{a:.4f}" for a in p["accuracy"]],
+                            "teacher disagreement": [f"{a:.4f}" for a in p["teacher_risk"]],
+                            "oracle disagreement": [f"{a:.4f}" for a in p["oracle_risk"]],
+                            "avoidable error": [f"{a:.4f}" for a in p["avoidable_risk"]]})
+        text.append(f"**{title}** ({kind}):\n\n" + md_table(tab))
+        crc = p[p["rule"] == "crc"].set_index("lam")
+        if len(crc):
+            lams = sorted(crc.index)
+            text.append(f"Under the paper's rule, over the re-splits, the avoidable error is "
+                        + " / ".join(f"{crc.loc[x, 'avoidable_risk']:.4f}" for x in lams)
+                        + " and the teacher disagreement " + " / ".join(f"{crc.loc[x, 'teacher_risk']:.4f}" for x in lams)
+                        + f" at λ = {' / '.join(f'{x:g}' for x in lams)} ({kind} labels): α = {PRICE_ALPHA:g} bounds "
+                        "the teacher disagreement, not the answers users get.\n")
+    return "\n".join(text)
+
+
+def render(doc: Doc) -> str:
+    text = ["## What α bounds, and the risks users feel (issue 26)\n",
+            "CR²'s CRC, as the paper defines it (eq. disagree_label), bounds **teacher disagreement**: how often the "
+            "gate accepts a query locally while the teacher — a learned selector — prefers an edge model. Beside it "
+            "every evaluated rule carries two **realised risks on the real test labels** (docs/guarantees.md): "
+            "**oracle disagreement** (accepted locally while argmax_m y_m − λ·ĉ_m over the real correctness is an "
+            "edge model) and **avoidable error** (accepted locally, the device wrong, some edge model right), and the "
+            "**local accuracy** (the device's accuracy on what it accepted). The rules `crc-oracle` / "
+            "`crc-avoidable` (and `ltt-oracle` / `ltt-avoidable`) calibrate the same gate on the val split's real "
+            "labels with those losses.\n",
+            "How to read the tables: risks are over every test query (the population the guarantees are stated "
+            "for); local rate, cost and accuracy over the test queries some model solves (paper §VII-A). `[a, b]` is "
+            "the stored 95 % paired-bootstrap interval over test queries (cr2.bootstrap: test-query noise only, gate "
+            "and calibration held fixed). \"own risk − α\" is the risk the rule calibrates minus α: its word is "
+            "\"larger\" / \"smaller\" where the interval excludes 0, with the Holm column requiring Holm's "
+            "family-wise p (from the interval, cr2.bootstrap.interval_p_value) below 0.05 across the scenario's "
+            "rules × λ. One calibration split: a rule's risk may land above α on it (its promise is in expectation "
+            "over calibration sets); the re-split check below tests the promise. The paired differences between "
+            "rules (Δ local rate, Δ cost vs crc) are not stored in the warehouse, so the page prints none.\n"]
+    for key, title, config in SCENARIOS:
+        text.append(_risk_table(doc, key, title, config))
+    text.append(_validity(doc))
+    return "\n".join(text)
