@@ -216,7 +216,8 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
     """By device/edge cost ratio: in every cell of the newest premise study with a certified KNN, CR² retrained vs
     KNN certified at the same α and rule (mean saving [95 % CI]); p-values read off the stored intervals and
     Holm-adjusted over the cells, which are read together."""
-    from warehouse.premise import newest_premise_study, premise_view
+    from cr2_cli.resultsdoc.premise import command, mode
+    from warehouse.premise import newest_premise_study, premise_studies, premise_view
 
     certified = f"knn@{rule}"
     with doc.warehouse("default") as wh:
@@ -224,6 +225,10 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
         if study is None:
             return doc.missing("default", "a premise study with a certified KNN (`cr2 study premise --home var`)")
         v = premise_view(wh, study)
+        settings = premise_studies(wh)
+    row = next(settings[settings["study_id"] == study].itertuples(), None)
+    how = f"{mode(row)}; `{command('default', None, row)}`" if row is not None and command("default", None, row) else \
+        "its settings were not recorded"
     d = v[(v["method"] == "cr2-retrain") & (v["reference"] == certified) & v["mean_over_targets"]].copy()
     d = d.sort_values(["cost_ratio_est"])
     d["p"] = [interval_p_value(e, lo, hi) for e, lo, hi in zip(d["saving_pct"], d["saving_lower_pct"],
@@ -239,8 +244,8 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
                      "CR² vs certified KNN, mean saving % [95 % CI]": ci_cell(r.saving_pct, r.saving_lower_pct,
                                                                               r.saving_upper_pct),
                      "p, Holm over the cells": f"{r.p_holm:.2g}", "deploy (certified, same α and rule)": choice})
-    return (f"Premise study `{study}` (CR² retrained per cell; KNN certified by `{rule}` at the same α; {len(rows)} "
-            f"cells, sorted by the device/edge cost ratio; `cr2 study premise`, docs/premise.md):\n\n"
+    return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
+            f"{len(rows)} cells, sorted by the device/edge cost ratio; the premise section below has every study):\n\n"
             + md_table(pd.DataFrame(rows)))
 
 
