@@ -47,12 +47,15 @@ def _row_word(doc: Doc, r: dict) -> str:
     return doc.saving(r["lower"], r["upper"], r.get("p_holm"))
 
 
-def _cell(doc: Doc, r: dict | None) -> str:
+def _cell(doc: Doc, r: dict | None, b: int | None = None) -> str:
     """'estimate [lower, upper]' with its word where it has a direction; an interval that excludes 0 without a word
-    (the family-wise test does not confirm it) shows its Holm-adjusted p."""
+    (the family-wise test does not confirm it) shows its Holm-adjusted p; with `b` (the resamples drawn), the resamples
+    the interval kept when fewer (a resample that misses one of the averaged targets drops out)."""
     if r is None:
         return "–"
     text = ci_cell(r["estimate"], r["lower"], r["upper"])
+    if b is not None and pd.notna(r.get("n_resamples")) and int(r["n_resamples"]) < b:
+        text += f" ⟨{int(r['n_resamples']):,} kept⟩"
     word = saving_verdict(r["lower"], r["upper"], r.get("p_holm"))
     if word not in (None, NO_DIFFERENCE):
         return f"{text} **{doc.word(word)}**"
@@ -91,16 +94,21 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
     rules = [r for r in RULE_RISK if r in set(means["rule"].dropna())]
     baselines = list(dict.fromkeys(means.loc[means["question"] == "gate-quality", "against"]))
     fam = {q: int((means["question"] == q).sum()) for q in QUESTIONS}
+    b = int(rows["n_resamples"].max())  # the resamples drawn: the most any interval of the run kept
+    kept = means["n_resamples"].astype(int)
     out = [f"#### {name} — {label_kind(source)} labels (`{source}`), run `{run_id}`, α = {alpha:g}\n",
            f"Mean fixed-accuracy saving of CR² against each baseline, % [95 % CI] (positive: CR² at the lower cost); "
-           f"Holm families: gate quality {fam['gate-quality']} tests, certified score {fam['certified-score']}.\n"]
+           f"Holm families: gate quality {fam['gate-quality']} tests, certified score {fam['certified-score']}. Each "
+           f"mean is over the targets both sides reach; a resample that misses one of them drops out, so each interval "
+           f"is conditional on the resamples it kept: {kept.min():,} to {kept.max():,} of the {b:,} drawn over this "
+           f"run's comparisons, and ⟨N kept⟩ marks a cell that kept fewer than all.\n"]
     t = []
-    for b in baselines:
-        row = {"baseline": NAMES.get(b, b),
-               "gate quality (both uncertified)": _cell(doc, _one(means, question="gate-quality", against=b))}
+    for base in baselines:
+        row = {"baseline": NAMES.get(base, base),
+               "gate quality (both uncertified)": _cell(doc, _one(means, question="gate-quality", against=base), b)}
         for rule in rules:
             row[f"certified at α, {rule} ({RULE_RISK[rule]})"] = _cell(
-                doc, _one(means, question="certified-score", against=b, rule=rule, alpha=alpha))
+                doc, _one(means, question="certified-score", against=base, rule=rule, alpha=alpha), b)
         t.append(row)
     out.append(md_table(pd.DataFrame(t)))
     t = []
@@ -108,7 +116,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
         row = {"router": NAMES.get(r, r)}
         for rule in rules:
             row[f"{rule} ({RULE_RISK[rule]})"] = _cell(doc, _one(means, question="guarantee-price", router=r, rule=rule,
-                                                                 alpha=alpha))
+                                                                 alpha=alpha), b)
         t.append(row)
     out.append(f"\nPrice of the guarantee at α = {alpha:g}: each router certified vs itself uncertified, mean saving % "
                f"[95 % CI] (negative: the guarantee costs; Holm family {fam['guarantee-price']} tests).\n")
