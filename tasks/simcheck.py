@@ -182,7 +182,7 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
 
 def build_simcheck_page(home: str, run_id: str) -> str:
     """Write <home>/report/simcheck.html for one simcheck run; returns its path."""
-    from cr2.simcheck_report import render_simcheck_html
+    from cr2.report.simcheck import render_simcheck_html
     from warehouse.routing_data import named_query
 
     with Warehouse(home, read_only=True) as wh:
