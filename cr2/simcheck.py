@@ -9,13 +9,14 @@ Two families of statistics, each a list of tidy rows {statistic, model, other, l
   accuracy–cost frontier), the fixed-accuracy saving of each learned router vs KNN, and CR²'s test
   false-acceptance risk and local rate per λ at one α — with the library's routers, metrics and CRC.
 
-Arrays in, rows out; the caller (tasks/simcheck.py) reads the measured data, embeds, simulates, and
-writes the rows. `summarise` turns rows over simulator seeds into mean / sd / 5–95 % per statistic.
+`label_sweep` runs the check: the measured labels and every simulated source × seed through both families.
+Arrays in, rows out; the callers (tasks/simcheck.py on the MMLU-Pro files, tasks/simcheck_measured.py on a
+measured warehouse) read the data, embed, price and write the rows; the view v_simcheck summarises over seeds.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -75,6 +76,12 @@ class RoutingCheckSpec:
     router_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     num_threads: int = 1
     exclude_unsolvable: bool = True  # as the pipeline's evaluation (paper §VII-A)
+
+    @classmethod
+    def from_config(cls, config: Any) -> "RoutingCheckSpec":
+        """The check as the pipeline evaluates: its default α, baseline parameters and solvable-rows rule."""
+        return cls(alpha=config.grids.default_alpha, router_params=config.baselines.params,
+                   exclude_unsolvable=config.evaluation.exclude_unsolvable)
 
 
 @dataclass(frozen=True)
@@ -165,18 +172,82 @@ def routing_outcomes(sets: SplitSets, spec: RoutingCheckSpec, teacher_spec: Any,
     return rows
 
 
-# ---------------------------------------------------------------- Monte-Carlo summary
-def summarise(rows: Sequence[dict]) -> list[dict]:
-    """Rows {source, seed, section, statistic, model, other, lam, target, value} → one row per statistic and
-    source with n_seeds, mean, sd, q05, q95 over seeds."""
-    import pandas as pd
+# ---------------------------------------------------------------- the sweep
+def group_accuracy(correct: np.ndarray, groups: np.ndarray, model_ids: Sequence[str]) -> dict[tuple[str, str], float]:
+    """{(model, group): accuracy} of labels [n, M]: the targets every simulated label set is matched to."""
+    y = np.asarray(correct)
+    return {(m, g): float(y[groups == g, j].mean()) for j, m in enumerate(model_ids) for g in np.unique(groups)}
 
-    df = pd.DataFrame(list(rows))
-    keys = ["source", "section", "statistic", "model", "other", "lam", "target"]
-    df[["lam", "target"]] = df[["lam", "target"]].fillna(-1.0)
-    out = (df.groupby(keys, dropna=False)["value"]
-           .agg(n_seeds="count", mean="mean", sd="std",
-                q05=lambda v: float(np.quantile(v, 0.05)), q95=lambda v: float(np.quantile(v, 0.95)))
-           .reset_index())
-    out[["lam", "target"]] = out[["lam", "target"]].where(out[["lam", "target"]] >= 0)
-    return out.to_dict("records")
+
+def simulate_source(source: str, seed: int, sim: Any, ids: np.ndarray, groups: np.ndarray, texts: list[str],
+                    embedding: np.ndarray, n_choices: np.ndarray, model_ids: list[str], params: list[float],
+                    targets: dict) -> np.ndarray:
+    """[n, M] simulated correctness of `source` (v1 or v2) at `seed`, matched to `targets` per (model, group);
+    `sim` is the config's labels.simulator."""
+    from cr2.errors import ConfigError, did_you_mean
+
+    if source == "simulated-irt-v2":
+        from cr2.labels.simulator_v2 import simulate_labels_v2
+
+        if sim.shape is None:
+            raise ConfigError("labels.simulator.shape is not set; name the fitted shape, e.g. "
+                              "`shape: simulated-irt-v2` (configs/labels/simulated-irt-v2.yaml)")
+        return simulate_labels_v2(ids, groups, groups, embedding, n_choices, model_ids, targets, sim, sim.shape,
+                                  model_params=params, seed=seed, with_output_tokens=False).correct
+    if source == "simulated-irt-v1":
+        from cr2.config import OutputTokenDist
+        from cr2.labels.simulator import simulate_labels
+
+        lengths = {g: OutputTokenDist(median_tokens=1, sigma=0, max_tokens=1) for g in set(groups.tolist())}
+        spec = sim.model_copy(update={"seed": seed, "output_tokens": lengths})
+        return simulate_labels(ids, groups, groups, texts, model_ids, targets, spec, model_params=params).correct
+    raise did_you_mean("simulated label source", source, ["simulated-irt-v2", "simulated-irt-v1"])
+
+
+def label_sweep(measured: np.ndarray, groups: np.ndarray, model_ids: Sequence[str], largest: str,
+                simulate: Callable[[str, int, dict], np.ndarray], sources: Sequence[str], structure_seeds: int,
+                routing_seeds: int, sets: Callable[[np.ndarray], SplitSets] | None = None,
+                routing: tuple[RoutingCheckSpec, Any, Any, int] | None = None,
+                extra: Callable[[np.ndarray], list[tuple[str, list[dict]]]] | None = None,
+                progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Rows {source, seed, section, statistic, model, other, lam, target, value} of the check: the measured labels
+    [n, M] and, for every simulated source × seed < structure_seeds, labels from `simulate(source, seed, targets)`
+    matched to the measured accuracy of every (model, group).
+
+    Each label set gets its `structure` rows and, per label set, the (section, rows) of `extra(labels)`; with `sets`
+    (labels → the train/dev/val/test SplitSets) and `routing` (spec, teacher spec, gate spec, seed), the measured
+    labels and the simulated ones of seeds < routing_seeds also get `routing` rows (routing_outcomes).
+    """
+    out: list[dict] = []
+
+    def add(source: str, seed: int | None, section: str, stats: list[dict]) -> None:
+        out.extend({"source": source, "seed": seed, "section": section, **r} for r in stats)
+
+    def describe(source: str, seed: int | None, y: np.ndarray) -> None:
+        add(source, seed, "structure", label_structure(y, model_ids, largest))
+        for section, stats in extra(y) if extra is not None else []:
+            add(source, seed, section, stats)
+
+    targets = group_accuracy(measured, groups, model_ids)
+    describe("measured", None, measured)
+    labels = {("measured", None): measured}
+    for source in sources:
+        for seed in range(structure_seeds):
+            y = simulate(source, seed, targets)
+            describe(source, seed, y)
+            if seed < routing_seeds:
+                labels[(source, seed)] = y
+    if sets is not None and routing is not None:
+        spec, teacher_spec, gate_spec, fit_seed = routing
+        for (source, seed), y in labels.items():
+            if progress is not None:
+                progress(f"simcheck: routing on {source}{'' if seed is None else f' seed {seed}'}")
+            add(source, seed, "routing", routing_outcomes(sets(y), spec, teacher_spec, gate_spec, seed=fit_seed))
+    return out
+
+
+def shape_record(simulated: Any, fresh_fit: Any = None, **more: Any) -> dict:
+    """The run's `shape` record: the configured simulator shape the labels were drawn with and the fresh fit (if any)."""
+    return {"simulated": None if simulated is None else simulated.model_dump(mode="json"),
+            "fresh_fit": None if fresh_fit is None else {k: v for k, v in fresh_fit.__dict__.items() if k != "path"},
+            **more}

@@ -22,6 +22,7 @@ import pandas as pd
 
 from cr2.config import HEADLINE_LAMS, Config
 from cr2.labels import is_simulated
+from cr2.report.markdown import markdown_table
 from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
 
@@ -46,14 +47,8 @@ def _records(df: pd.DataFrame) -> list[dict]:
 
 
 def _md_table(df: pd.DataFrame, columns: dict[str, str]) -> str:
-    lines = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
-    for row in df.itertuples(index=False):
-        cells = []
-        for c in columns:
-            v = getattr(row, c)
-            cells.append(f"{v:.4g}" if isinstance(v, float) else str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    """The `columns` of df (column → header) as a markdown table (cr2.report.markdown)."""
+    return markdown_table(df[list(columns)].rename(columns=columns)).rstrip("\n")
 
 
 def _headline(df: pd.DataFrame) -> pd.DataFrame:

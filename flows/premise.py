@@ -128,7 +128,7 @@ def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS
 
 def premise_report(config: Config, home: Path, sid: str) -> str:
     """Write <home>/premise-report/index.html (v_premise as a table, the two heatmaps); returns its path."""
-    from cr2.report import premise_page
+    from cr2.report.premise import premise_page
     from warehouse.premise import premise_view
 
     with Warehouse(home, read_only=True) as wh:

@@ -70,8 +70,8 @@ def test_validity_records_land_in_the_views(home):
     assert ltt_price.crc_local_rate is not None and ltt_price.local_rate <= ltt_price.crc_local_rate + 1e-12
     oracle = price[price.rule == "target-accuracy"].iloc[0]
     assert np.isfinite(oracle.crc_mean_cost)  # joined with the CRC oracle point at the same target
-    # the report's tables (cr2.report) from these views: one row per promise, prices beside CRC
-    from cr2.report import guarantee_price_table, guarantee_validity_table
+    # the report's tables (cr2.report.tables) from these views: one row per promise, prices beside CRC
+    from cr2.report.tables import guarantee_price_table, guarantee_validity_table
 
     vt = guarantee_validity_table(v)
     assert set(vt["rule"]) >= {"crc", "ltt", "mondrian-crc", "target-accuracy", "target-budget"}

@@ -203,7 +203,7 @@ def test_new_rules_hold_on_a_slice_and_land_in_the_views(home):
     assert set(NEW_RULES) <= set(v.rule) and v.holds.notna().all()
     row = p[(p.rule == "crc-oracle") & (p.lam == 0.5)].iloc[0]
     assert np.isfinite(row.crc_local_rate) and np.isfinite(row.oracle_risk) and np.isfinite(row.avoidable_risk)
-    from cr2.report import guarantee_validity_table
+    from cr2.report.tables import guarantee_validity_table
 
     vt = guarantee_validity_table(v)
     assert vt.loc[vt.rule == "crc-avoidable", "promise"].str.contains("avoidable error").all()

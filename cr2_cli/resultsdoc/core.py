@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import pandas as pd
 
 from cr2.bootstrap import saving_verdict, test_verdict
 from cr2.labels import is_simulated
@@ -119,9 +118,3 @@ class Doc:
         return (f"_Not in this checkout{(': ' + what) if what else ''} — build the warehouse `{home}` with "
                 f"`{command}` and run `make results-doc` again._\n")
 
-
-def md_table(df: pd.DataFrame, digits: int = 4, why: str = "no rows") -> str:
-    """The one markdown table writer of the page (cr2_cli.results._md)."""
-    from cr2_cli.results import _md
-
-    return _md(df, digits, why)

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 from cr2.bootstrap import CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, interval_p_value, saving_verdict, seed_t_interval
-from cr2_cli.results import ci_cell
-from cr2_cli.resultsdoc.core import Doc, label_kind, md_table
+from cr2.report.markdown import markdown_table
+from cr2.report.tables import ci_cell
+from cr2_cli.resultsdoc.core import Doc, label_kind
 
 NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
          "llmrank-bench": "LLMRank + benchmark id"}
@@ -110,7 +111,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
             row[f"certified at α, {rule} ({RULE_RISK[rule]})"] = _cell(
                 doc, _one(means, question="certified-score", against=base, rule=rule, alpha=alpha), b)
         t.append(row)
-    out.append(md_table(pd.DataFrame(t)))
+    out.append(markdown_table(pd.DataFrame(t)))
     t = []
     for r in ["cr2", *baselines]:
         row = {"router": NAMES.get(r, r)}
@@ -120,7 +121,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
         t.append(row)
     out.append(f"\nPrice of the guarantee at α = {alpha:g}: each router certified vs itself uncertified, mean saving % "
                f"[95 % CI] (negative: the guarantee costs; Holm family {fam['guarantee-price']} tests).\n")
-    out.append(md_table(pd.DataFrame(t)))
+    out.append(markdown_table(pd.DataFrame(t)))
     if len(valid):
         v = valid[(valid["alpha"] - alpha).abs() < 1e-12].copy()
         v["router"], v["rule"] = zip(*v["method"].str.split("@", n=1))
@@ -133,7 +134,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
                       f"≤ α = {alpha:g} (within 3 se) at every λ": doc.bound(g["risk_mean"], g["risk_se"], alpha)})
         out.append(f"\nValidity over random calibration/test re-splits at α = {alpha:g} (each rule's own risk; the "
                    f"promise is E[risk] ≤ α at every λ):\n")
-        out.append(md_table(pd.DataFrame(t)))
+        out.append(markdown_table(pd.DataFrame(t)))
     return "\n".join(out), means.assign(scenario=name)
 
 
@@ -168,7 +169,7 @@ def seed_table(doc: Doc, key: str) -> str:
            "verdict"]]
     return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; labels and "
             f"states fixed): a word only where the t-interval over seeds excludes 0 and the t-test's Holm-adjusted p "
-            f"(per question) is below 0.05.\n\n" + md_table(t, 2))
+            f"(per question) is below 0.05.\n\n" + markdown_table(t, 2))
 
 
 def answers(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
@@ -217,7 +218,7 @@ def deploy_table(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
                      "deploy": choice,
                      "lowest-cost baseline by point estimate: CR²'s saving vs it, % [95 % CI]":
                          f"{NAMES.get(best['against'], best['against'])}: {_cell(doc, best.to_dict())}"})
-    return md_table(pd.DataFrame(rows))
+    return markdown_table(pd.DataFrame(rows))
 
 
 def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
@@ -254,7 +255,7 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
                      "p, Holm over the cells": f"{r.p_holm:.2g}", "deploy (certified, same α and rule)": choice})
     return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
             f"{len(rows)} cells, sorted by the device/edge cost ratio; the premise section below has every study):\n\n"
-            + md_table(pd.DataFrame(rows)))
+            + markdown_table(pd.DataFrame(rows)))
 
 
 def render(doc: Doc) -> str:
