@@ -16,8 +16,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test, test_verdict
-from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind, md_table
+from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test
+from cr2.report.markdown import markdown_table
+from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
 SCENARIOS = (("default", "Default scenario", None),
              ("mmlu-pro", "Measured scenario (MMLU-Pro)", "configs/mmlu-pro-measured.yaml"))
@@ -187,7 +188,7 @@ def _study_tables(doc: Doc, cs: pd.DataFrame) -> str:
                      "CR² vs best single, mean": _ci(c[bt], c[bt + "|lo"], c[bt + "|hi"]),
                      "verdict ": _word(doc, c, bt), f"Holm ({len(cs)} cells) ": _word(doc, c, bt, True),
                      "paper targets vs best single: \"cheaper\" / \"dearer\" / n.d. / not reached": best_counts})
-    answer = md_table(pd.DataFrame(rows))
+    answer = markdown_table(pd.DataFrame(rows))
     rows = []
     for _, c in cs.sort_values(["speed_factor", "mean_distance_m"]).iterrows():
         rows.append({"speed": f"×{c['speed_factor']:g}", "channel": c["channel"], "ĉ ratio": f"{c['cost_ratio']:.3f}",
@@ -195,7 +196,7 @@ def _study_tables(doc: Doc, cs: pd.DataFrame) -> str:
                      "verdict": _loss_word(doc, c, lt), f"Holm ({len(cs)} cells)": _loss_word(doc, c, lt, True),
                      "risk at α, worst λ: retrained / re-calibrated":
                          f"{c['cr2-retrain|risk_max']:.4f} / {c['cr2-recal|risk_max']:.4f}"})
-    recal = md_table(pd.DataFrame(rows))
+    recal = markdown_table(pd.DataFrame(rows))
     return (f"Cells in order of the device / edge cost ratio; CR² retrained:\n\n{answer}\n"
             f"**Re-calibration without retraining** (mean extra cost of the frozen base gate re-calibrated on the cell "
             f"over the gate retrained on it, %; positive: re-calibration alone costs more; the word is that of the "
@@ -276,7 +277,7 @@ def _trends(doc: Doc, found: list) -> str:
         tab.append({"study": f"{title}: `{sid}`", "cells": n, "ρ (speed, saving vs KNN)": f"{rho:+.3f}",
                     "permutation p": f"{p:.4f}", f"Holm ({len(rows)} tests)": f"{ph:.4f}",
                     "as the device gets faster, CR² vs KNN": doc.test(rho, ph)})
-    out.append(md_table(pd.DataFrame(tab)))
+    out.append(markdown_table(pd.DataFrame(tab)))
     return "\n".join(out)
 
 
@@ -324,7 +325,7 @@ def _compare_modes(doc: Doc, title: str, a: tuple, b: tuple) -> str:
                        f"of {len(j)} cells.")
     return (f"{title}: `{sa}` ({ma}) vs `{sb}` ({mb}), {len(j)} common cells, mean over targets, %. Each study's own "
             "interval and word, Holm within its study; the difference between the two studies has no stored "
-            "interval, so it is not judged — only counted.\n\n" + md_table(pd.DataFrame(rows)) + "\n"
+            "interval, so it is not judged — only counted.\n\n" + markdown_table(pd.DataFrame(rows)) + "\n"
             + "\n".join(summary) + "\n")
 
 
@@ -365,7 +366,7 @@ def _scenario(doc: Doc, key: str, title: str, config: str | None, trends: list) 
         trends.append((f"{title}, {mode(row)}", row.study_id, cs))
     if "scratch" in by_mode and "base" in by_mode:
         a, b = by_mode["base"], by_mode["scratch"]
-        out.append(f"#### Fine-tuned vs from-scratch retraining, cell by cell\n")
+        out.append("#### Fine-tuned vs from-scratch retraining, cell by cell\n")
         out.append(_compare_modes(doc, title, (a[0].study_id, mode(a[0]), a[2]), (b[0].study_id, mode(b[0]), b[2])))
     return "\n".join(out)
 

@@ -15,7 +15,8 @@ import pandas as pd
 
 from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict
 from cr2.config import HEADLINE_LAMS
-from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind, md_table
+from cr2.report.markdown import markdown_table
+from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
 ALPHA = 0.01  # the α of the per-rule table (the paper's default α)
 PRICE_ALPHA = 0.01  # the α of the price table (`cr2 guarantees` prices at the config's grids.default_alpha)
@@ -105,7 +106,7 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
                      f"vs α (Holm, {len(v)} tests)": _size_word(doc, r.d_lower, r.d_upper, r.p_holm)})
     n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())
     text = [head, f"N_test = {n_test:,} (risks), {n_eval:,} solvable (local rate, cost, accuracy); intervals: "
-                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {ALPHA:g}.\n", md_table(pd.DataFrame(rows))]
+                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {ALPHA:g}.\n", markdown_table(pd.DataFrame(rows))]
     text.append(_read_risks(doc, v))
     return "\n".join(text)
 
@@ -196,7 +197,7 @@ def _validity_table(doc: Doc, cells: pd.DataFrame) -> str:
             verdicts.append(word)
             row[name] = f"{worst['value']:.4f} ± {worst['se']:.4f} (bound {worst['bound']:.3g}) {word}"
         rows.append(row)
-    return md_table(pd.DataFrame(rows)) + "\n"
+    return markdown_table(pd.DataFrame(rows)) + "\n"
 
 
 def _price(doc: Doc, prices: list) -> str:
@@ -222,11 +223,11 @@ def _price(doc: Doc, prices: list) -> str:
                             "teacher disagreement": [f"{a:.4f}" for a in p["teacher_risk"]],
                             "oracle disagreement": [f"{a:.4f}" for a in p["oracle_risk"]],
                             "avoidable error": [f"{a:.4f}" for a in p["avoidable_risk"]]})
-        text.append(f"**{title}** ({kind}):\n\n" + md_table(tab))
+        text.append(f"**{title}** ({kind}):\n\n" + markdown_table(tab))
         crc = p[p["rule"] == "crc"].set_index("lam")
         if len(crc):
             lams = sorted(crc.index)
-            text.append(f"Under the paper's rule, over the re-splits, the avoidable error is "
+            text.append("Under the paper's rule, over the re-splits, the avoidable error is "
                         + " / ".join(f"{crc.loc[x, 'avoidable_risk']:.4f}" for x in lams)
                         + " and the teacher disagreement " + " / ".join(f"{crc.loc[x, 'teacher_risk']:.4f}" for x in lams)
                         + f" at λ = {' / '.join(f'{x:g}' for x in lams)} ({kind} labels): α = {PRICE_ALPHA:g} bounds "
