@@ -300,6 +300,15 @@ def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
     return wh.df(f"SELECT * FROM {relation(view)}")
 
 
+GUARANTEE_COLUMNS = ("run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
+                     "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at")
+
+
+def replace_guarantee_run(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
+    """Replace the rows of validity run `run_id` in `guarantees`."""
+    wh.replace_where("guarantees", rows[list(GUARANTEE_COLUMNS)], {"run_id": run_id})
+
+
 def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
     """v_guarantees and v_guarantee_price of the newest validity run (empty frames when there is none)."""
     if getattr(wh, "schema_version", "2") == "1":  # an old warehouse read as it is has no guarantees table
