@@ -19,8 +19,8 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, task_code_hash
-from tasks.inputs import (artifacts_dir, cr2_router, fit_threads, fit_workers, inputs_key, load_sets, remember, reusable,
-                          rows_digest)
+from tasks.inputs import (artifacts_dir, cr2_router, fit_threads, fit_workers, inputs_key, load_sets, remember,
+                          reusable, rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 

@@ -13,17 +13,18 @@ from __future__ import annotations
 import inspect
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from prefect import task
 
 from cr2.config import Config
+from cr2.data import RoutingSet
 from cr2.fitting import fit_router
+from cr2.reads import config_digest
 from tasks.common import (ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
                           home_relative, in_home, stage_key, task_code_hash)
-from cr2.data import RoutingSet
-from cr2.reads import config_digest
 from tasks.inputs import (artifacts_dir, baseline_threads, fit_workers, inputs_key, load_sets, remember, reusable,
                           rows_digest)
 from warehouse.db import Warehouse
@@ -61,7 +62,7 @@ def router_inputs_key(config: Config, name: str, train: RoutingSet, dev: Routing
                       params, config_digest(config, ("models",)), code, catalogue)
 
 
-def reusable_router(home: str, key: str) -> tuple[object, dict] | None:
+def reusable_router(home: str, key: str) -> tuple[Any, dict] | None:
     """(fitted baseline, record) fitted earlier for `key`, or None."""
     from cr2.routers import load_router
 

@@ -24,11 +24,10 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.errors import ConfigError
-from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home
-from tasks.evaluate import decision_frame
 from cr2.data import RoutingSet
-from tasks.common import cache_dir, make_key
+from cr2.errors import ConfigError
+from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, cache_dir, catalogue_paths, in_home, make_key
+from tasks.evaluate import decision_frame
 from tasks.inputs import cr2_router, fit_workers, load_sets, remember_scores, rows_fingerprint
 from warehouse.db import Warehouse
 from warehouse.repository import write_certified

@@ -15,10 +15,11 @@ from typing import Any
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
 from cr2.data import RoutingSet
 from cr2.reads import config_digest
-from tasks.inputs import artifacts_dir, cr2_trainer, fit_threads, inputs_key, load_sets, remember, reusable, rows_digest
+from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
+from tasks.inputs import (artifacts_dir, cr2_trainer, fit_threads, inputs_key, load_sets, remember, reusable,
+                          rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now
 
