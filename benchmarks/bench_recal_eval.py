@@ -35,7 +35,7 @@ def main(argv=None) -> None:
     from cr2.evaluation import Evaluation, evaluate_cr2, evaluate_table
     from cr2.metrics import evaluable_mask
     from tasks.inputs import cr2_router, load_sets
-    from tasks.scores import remember_scores
+    from tasks.inputs import remember_scores
     from warehouse.db import Warehouse
     from warehouse.repository import load_threshold_table
 

@@ -7,7 +7,7 @@ the evaluation run. The full CR² gate, the α sweep, the calibration rule and t
 the evaluation itself; the view v_ablation picks every configuration's operating point nearest the cost
 anchor c̄ = 0.45. The ablated gates' fits need only the train/dev rows and the teacher: `cr2 run` starts them ahead
 (start_ablation_fits, tasks/ahead.py) while it calibrates and evaluates, and a fitted gate is kept by its inputs
-(tasks/reuse.py), so a re-run that changes nothing it reads does not fit it again.
+(its record: tasks/inputs.py), so a re-run that changes nothing it reads does not fit it again.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, task_code_hash
-from tasks.inputs import artifacts_dir, cr2_router, fit_threads, fit_workers, load_sets
+from tasks.inputs import (artifacts_dir, cr2_router, fit_threads, fit_workers, inputs_key, load_sets, remember,
+                          reusable, rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 
@@ -36,7 +37,6 @@ def _fit_jobs(config: Config, home: str, full, train, dev) -> tuple[dict, dict, 
     the gate fitted earlier for it (or None) and the fit job that makes it."""
     from cr2.checkpoint import fingerprint
     from cr2.gate import load_gate
-    from tasks.reuse import inputs_key, reusable, rows_digest
 
     params = {k: v for k, v in full.get_params().items() if k not in ("teacher_spec", "gate_spec")}
     digest, code = rows_digest(train, dev, costs=True), task_code_hash(run_ablation)
@@ -73,7 +73,6 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
     from cr2.metrics import evaluable_mask
     from cr2.routers.cr2_router import CR2Router
     from tasks import ahead
-    from tasks.reuse import remember
 
     sets = load_sets(config, home)
     train, dev, val, test = sets["train"], sets["dev"], sets["val"], sets["test"]

@@ -3,7 +3,7 @@
 `cr2 run` is a chain of stages, but several fits do not depend on the stages before them: the baselines need only
 the prepared rows, the ablation gates only those and the teacher. Inside `fits_ahead(config)` a flow may start
 them early (tasks.baselines.start_baseline_fits, tasks.ablation.start_ablation_fits): each missing fit is
-submitted to one cr2.fitting.FitPool of `fit.workers` processes under its inputs key (tasks/reuse.py), and the
+submitted to one cr2.fitting.FitPool of `fit.workers` processes under its inputs key (tasks/inputs.inputs_key), and the
 stage that needs it later takes the running fit by that key (`take`) instead of fitting it itself. A fit
 runs at `fit.torch_threads` threads in its own process, so where it runs and when changes no number. A stage
 run without a flow around it (or whose fit was not started) fits inline as before. A fit nobody took is

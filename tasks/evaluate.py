@@ -15,8 +15,7 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home, stage_key, task_code_hash
-from tasks.inputs import cr2_router, load_sets
-from tasks.scores import remember_scores
+from tasks.inputs import cr2_router, load_sets, remember_scores
 from warehouse.db import Warehouse
 from warehouse.repository import baseline_proba, load_threshold_table, utc_now, write_evaluation
 from warehouse.routing_data import table_groups

@@ -20,10 +20,8 @@ from prefect import task
 
 from cr2.config import Config
 from warehouse.db import Warehouse
+from warehouse.repository import replace_guarantee_run
 from warehouse.routing_data import query_groups
-
-GUARANTEE_COLUMNS = ["run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
-                     "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at"]
 
 
 def validity_pool(config: Config, home: str | Path) -> dict:
@@ -87,5 +85,5 @@ def write_guarantees(home: str | Path, records: list[dict], run_id: str, source:
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     df = pd.DataFrame(records).assign(run_id=run_id, source=source, label_source=label_source, created_at=now)
     with Warehouse(home) as wh:
-        wh.replace_where("guarantees", df[GUARANTEE_COLUMNS], {"run_id": run_id})
+        replace_guarantee_run(wh, run_id, df)
     return {"run_id": run_id, "rows": len(df), "source": source}

@@ -15,9 +15,9 @@ from prefect import task
 from cr2.config import Config
 from cr2.errors import DataValidationError
 from tasks.common import Reads, Rows, Stage
-from warehouse.labels_import import import_label_frame
 from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from warehouse.inputs import benchmark_query_ids
+from warehouse.labels_import import import_label_frame
 
 @task(name="prepare-measured-labels")
 def import_measured_labels_task(config: Config, home: str) -> dict:
@@ -30,7 +30,7 @@ def import_measured_labels_task(config: Config, home: str) -> dict:
         raise DataValidationError(f"{path}: measured outputs file not found; restore it (data/README.md) or fix "
                                   "labels.measured.outputs_file")
     with Warehouse(home, read_only=True) as wh:
-        ingested = {b: set(wh.df(named_query("measured_ingested_ids"), [b])["query_id"]) for b in spec.benchmarks}
+        ingested = {b: benchmark_query_ids(wh, b) for b in spec.benchmarks}
     frames = []
     for bench in spec.benchmarks:
         file = config.benchmark_file(bench)

@@ -151,5 +151,4 @@ PREMISE_INPUTS = Stage(premise_inputs_task, Reads(
     rows=(RoutingRows(), Rows("labels", where=lambda c, base, baselines: {"source": c.labels.source}),
           Rows("queries", columns=("query_id", "benchmark", "prompt_tokens"))),
     upstream=("artifacts",)), upstream=_fingerprints, outputs=lambda home, r: [r["path"]])
-PREMISE_CELL = Stage(premise_cell_task, Reads(config=CELL_SECTIONS), upstream=_cell,
-                     in_warehouse=False)
+PREMISE_CELL = Stage(premise_cell_task, Reads(config=CELL_SECTIONS), upstream=_cell)  # no table: runs on a worker

@@ -147,13 +147,6 @@ def _has_router_column(wh: Warehouse) -> bool:
     return getattr(wh, "schema_version", None) not in READABLE_OLD_VERSIONS
 
 
-def threshold_router(wh: Warehouse, version: int) -> str | None:
-    """The router threshold-table `version` deploys ('cr2', or a certified '<router>@<rule>'), or None when there is none."""
-    if not _has_router_column(wh):
-        return CR2_ROUTER if wh.scalar("SELECT count(*) FROM thresholds WHERE version = ?", [int(version)]) else None
-    return wh.scalar("SELECT any_value(router) FROM thresholds WHERE version = ?", [int(version)])
-
-
 def newest_threshold_dist(wh: Warehouse) -> str | None:
     """The state distribution CR²'s newest threshold table was calibrated under (None: no table yet)."""
     from warehouse.routing_data import named_query
@@ -298,6 +291,15 @@ def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
     from warehouse.db import relation
 
     return wh.df(f"SELECT * FROM {relation(view)}")
+
+
+GUARANTEE_COLUMNS = ("run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
+                     "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at")
+
+
+def replace_guarantee_run(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
+    """Replace the rows of validity run `run_id` in `guarantees`."""
+    wh.replace_where("guarantees", rows[list(GUARANTEE_COLUMNS)], {"run_id": run_id})
 
 
 def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:

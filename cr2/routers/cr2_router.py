@@ -133,7 +133,7 @@ class CR2Router:
 
         Both functions are batch-independent (float64 evaluation rounded once to float32), so remembered values
         are bit-identical to recomputed ones; they must come from this router's gate and teacher (e.g.
-        tasks/scores.py reads them from a cache keyed by both fingerprints). A λ not remembered is computed.
+        tasks/inputs.remember_scores reads them from a cache keyed by both fingerprints). A λ not remembered is computed.
         """
         self._check_fitted()
         lam_arr = np.asarray(lams, dtype=np.float64)
