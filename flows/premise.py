@@ -72,7 +72,7 @@ def record_study(config: Config, home: Path, speeds: Sequence[float], channels: 
     """The study id of these settings on the warehouse's base, recorded in premise_studies (with `only_if_stored`,
     only when the warehouse already holds cells under that id: settings that do not match a stored study record
     nothing); returns {study_id, base_run, n_cells, recorded}."""
-    from warehouse.premise import write_premise_study
+    from warehouse.premise import premise_cell_count, write_premise_study
 
     for ch in channels:
         load_state_distribution(ch)  # a misspelt channel fails before any work
@@ -80,7 +80,7 @@ def record_study(config: Config, home: Path, speeds: Sequence[float], channels: 
     sid = study_id(config, base, baselines, speeds=speeds, channels=channels, n_resamples=n_resamples, seed=seed,
                    retrain_from=retrain_from, retrain_epochs=retrain_epochs)
     with Warehouse(home) as wh:
-        n = wh.scalar("SELECT count(*) FROM premise_cells WHERE study_id = ?", [sid])
+        n = premise_cell_count(wh, sid)
         if only_if_stored and not n:
             return {"study_id": sid, "base_run": base["run_id"], "n_cells": 0, "recorded": False}
         write_premise_study(wh, {"study_id": sid, "label_source": config.labels.source,

@@ -145,12 +145,10 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
 def build_simcheck_page(home: str, run_id: str) -> str:
     """Write <home>/report/simcheck.html for one simcheck run; returns its path."""
     from cr2.report.simcheck import render_simcheck_html
-    from warehouse.routing_data import named_query
+    from warehouse.simcheck import simcheck_page_frames
 
     with Warehouse(home, read_only=True) as wh:
-        frames = {name: wh.con.sql(named_query(f"simcheck_{name}"), params={"run_id": run_id}).df()
-                  for name in ("structure", "savings", "cr2", "points", "fit")}
-        run = wh.df(named_query("simcheck_run"), [run_id]).iloc[0]
+        frames, run = simcheck_page_frames(wh, run_id)
     meta = {"run_id": run_id, "questions": f"{int(run['n_questions']):,} MMLU-Pro questions",
             "pool (model id → measured name)": run["pool"], "shape simulated / fresh fit": run["shape"],
             "created (UTC)": str(run["created_at"])[:19]}

@@ -137,3 +137,8 @@ def premise_studies(wh: Warehouse) -> pd.DataFrame:
                  f"sum(c.cell_seconds) AS cell_seconds, min(c.created_at) AS first_cell_at, "
                  f"max(c.created_at) AS last_cell_at, {settings} "
                  f"FROM premise_cells c {join} GROUP BY ALL ORDER BY min(c.created_at), c.study_id")
+
+
+def premise_cell_count(wh: Warehouse, study_id: str) -> int:
+    """How many cells of a premise study are stored."""
+    return int(wh.scalar("SELECT count(*) FROM premise_cells WHERE study_id = ?", [study_id]) or 0)

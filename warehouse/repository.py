@@ -510,3 +510,18 @@ def seed_spread(wh: Warehouse, study_id: str | None = None) -> pd.DataFrame:
         if study_id is None:
             return pd.DataFrame()
     return wh.df("SELECT * FROM v_seed_spread WHERE study_id = ?", [study_id])
+
+
+def artifact_frames(wh: Warehouse, run_id: str, alpha: float, lam: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The Prefect artefacts of an evaluation run: CR²'s operating points at α and every method at λ."""
+    from warehouse.routing_data import named_query
+
+    return (wh.df(named_query("artifact_operating_points"), {"run_id": run_id, "alpha": alpha}),
+            wh.df(named_query("artifact_router_comparison"), {"run_id": run_id, "lam": lam, "alpha": alpha}))
+
+
+def recalibration_frame(wh: Warehouse, before: str, after: str, alpha: float) -> pd.DataFrame:
+    """CR² on test at α before and after a re-calibration (the two evaluation runs side by side)."""
+    from warehouse.routing_data import named_query
+
+    return wh.df(named_query("artifact_recalibration"), {"before": before, "after": after, "alpha": alpha})
