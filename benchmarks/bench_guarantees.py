@@ -1,4 +1,4 @@
-"""Guarantees users can choose (issue 21): does each calibration rule keep its promise, and what does it cost?
+"""Guarantees users can choose: does each calibration rule keep its promise, and what does it cost?
 
 Over --resplits random calibration/test re-splits (default 500) of one exchangeable pool:
   crc       mean test false-acceptance risk per (λ, α) ≤ α                      (worst cell's z = (mean − α)/SE)

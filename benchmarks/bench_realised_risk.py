@@ -1,4 +1,4 @@
-"""What α bounds and what users feel (issue 26): CR²'s teacher-referenced risk beside the realised risks, per rule.
+"""What α bounds and what users feel: CR²'s teacher-referenced risk beside the realised risks, per rule.
 
 For a warehouse's deployed gate and teacher (newest threshold table; nothing is retrained), on its fixed val/test
 split: CR² under the deployed rule (`cr2`, normally the paper's crc) and under every compared rule of

@@ -1,4 +1,4 @@
-"""`cr2 serve` at the encoder's ceiling (issue 30, item 3): /route throughput and latency at 1, 16 and 64
+"""`cr2 serve` at the encoder's ceiling: /route throughput and latency at 1, 16 and 64
 concurrent clients, without and with length-bucketed micro-batching, for the fp32 and the int8 ONNX encoder,
 each beside the encoder's own batch throughput measured in the same run.
 

@@ -1,4 +1,4 @@
-"""Safety load test of `cr2 serve` on loopback (issue 19): a bounded mix of good and hostile requests must get no 5xx.
+"""Safety load test of `cr2 serve` on loopback: a bounded mix of good and hostile requests must get no 5xx.
 (The throughput benchmark of issue 22 is bench_serve.py.)
 
 A child process serves the real HTTP app (cr2_cli/serve/) around a real OnlineRouter — the MiniLM

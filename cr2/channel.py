@@ -91,7 +91,7 @@ def fading_power(u_magnitude: np.ndarray, u_phase: np.ndarray, k_factor: float |
 
 
 # the longest UE–edge distance a routing request may name (100 km, far beyond any cell): the rates and costs stay
-# finite and warning-free below it, while d = 1e308 m would make them 0 and ∞ (issue 28)
+# finite and warning-free below it, while d = 1e308 m would make them 0 and ∞
 MAX_DISTANCE_M = 1e5
 # the shortest: the path-loss model's reference distance d0 in every shipped state distribution. Nearer than that
 # the far-field model does not apply, and d = 1e-300 m would overflow the gain to ∞

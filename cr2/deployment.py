@@ -272,7 +272,7 @@ class OnlineRouter:
         return self.deployment.calibration_set()
 
     def _tau(self, lam: float, alpha: float, benchmark: str | None = None) -> float:
-        """τ*(λ; α) of the deployed table — of the query's own group for a Mondrian table (issue 21); an off-grid λ
+        """τ*(λ; α) of the deployed table — of the query's own group for a Mondrian table; an off-grid λ
         is calibrated by the router on the deployment's calibration split when routing.on_demand_calibration is set
         (else the router's error names the grid)."""
         table = self.router.threshold_table_
@@ -358,7 +358,7 @@ class OnlineRouter:
                         "utility": float(util[i])} for i, m in enumerate(model_ids)],
         }
 
-    # ------------------------------------------------------------ operate by target (issue 21)
+    # ------------------------------------------------------------ operate by target
     def choose_target(self, target_accuracy: float | None, budget: float | None) -> dict:
         """Return the certified (λ, α, τ) for an accuracy target or a cost budget (cached per target and version).
 
@@ -378,7 +378,7 @@ class OnlineRouter:
         lams = np.asarray(table.scored_lams)
         proba = self.router.proba(val.embedding)
         # [cr2 decision] the certified choice decides and accounts with the pre-execution cost ĉ: the only cost
-        # known for a query before it runs (issue 16); a budget is therefore a bound on the mean estimated cost
+        # known for a query before it runs; a budget is therefore a bound on the mean estimated cost
         cost = np.asarray(val.decision_cost, dtype=np.float64)
         cal = cfg.calibration
         # issue 26: the candidates control the same risk as the deployed table (CRC on its label), and say so

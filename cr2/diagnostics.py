@@ -1,4 +1,4 @@
-"""Label diagnostics of a pool (issue 27 item 3): what the labels allow any router to gain, so a result can be explained.
+"""Label diagnostics of a pool: what the labels allow any router to gain, so a result can be explained.
 
 - headroom: the full-information reference's fixed-accuracy saving vs KNN — the oracle that knows every y_m(x) and
   c_m(x, ξ) and picks argmax_m y_m − λ·c_m (cr2.utility.oracle_choice) over a λ sweep. No router can beat it, so its

@@ -8,7 +8,7 @@ calibrates every rule on the calibration set and measures on the test set:
 - ltt       share of re-splits where ANY λ has test risk > α ≤ δ              (with prob. ≥ 1 − δ, all λ at once)
 - mondrian  per group, mean test risk per (λ, α) ≤ α                        (in expectation, within each group)
 - target    share of re-splits where the chosen point misses the target ≤ δ (with prob. ≥ 1 − δ)
-- crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable (issue 26, when `realised` risk labels are given): the
+- crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable (when `realised` risk labels are given): the
   crc / ltt promises above for the realised risks on the real labels — each calibrated on its own label and
   checked against the test mean (crc) or the pool's exact risk (ltt) of that same label
 
@@ -112,7 +112,7 @@ def resplit_validity(
 
     score, risk: [n, n_lam] (λ ascending); proba, cost, correct: [n, M]; groups: [n] str. realised: risk name
     (cr2.crc.RISKS, e.g. "oracle-disagreement") → its [n, n_lam] bool label on the pool; each adds the rules
-    crc-<…> and ltt-<…> calibrated on it (issue 26).
+    crc-<…> and ltt-<…> calibrated on it.
     """
     lams = np.asarray(lams, dtype=np.float64)
     alphas = np.asarray(sorted(alphas), dtype=np.float64)

@@ -1,4 +1,4 @@
-"""Paired bootstrap intervals of one evaluation run (issue 25): every operating point and every saving vs KNN.
+"""Paired bootstrap intervals of one evaluation run: every operating point and every saving vs KNN.
 
 The unit of resampling is the test query. One index array (cr2.bootstrap.resample_indices over all n test
 rows) serves every method, operating point, benchmark and metric, so every difference is paired. Per

@@ -3,7 +3,7 @@
 Test queries that no model answers correctly are excluded from test metrics (paper §VII-A):
 `evaluable_mask` gives the rows to keep.
 
-Risks (issue 26). "Accepted locally" is the gate's own acceptance 1[s ≥ τ] where the router has a gate
+Risks. "Accepted locally" is the gate's own acceptance 1[s ≥ τ] where the router has a gate
 (Decisions.extra["gate_accept"], the event every CR² guarantee is about), else the choice of m0. Three risks:
 - teacher disagreement (`risk`, the paper's eq. disagree_label): accepted while the teacher's m_full* is an
   edge model — agreement with a learned selector, not a statement about answers;

@@ -1,5 +1,5 @@
 """One pattern for every name a user gives that cr2 stores or prints: state distributions, label sources,
-model ids (issue 28, F9).
+model ids.
 
 A name is checked before anything is written, so a command either completes or leaves the warehouse as it
 was; names are also safe inside run ids (`import:<source>:<model>:…`), file names and console tables.

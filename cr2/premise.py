@@ -1,4 +1,4 @@
-"""The premise map: when does CR² pay? One cell of a device-speed × channel grid, in arrays (issue 25).
+"""The premise map: when does CR² pay? One cell of a device-speed × channel grid, in arrays.
 
 CR²'s two-stage rule rests on a premise — answering on the device is the cheap option — that depends on the
 device's speed and on the channel. A premise-map cell re-prices every (query, state) under

@@ -378,7 +378,7 @@ class DeviceGate:
 
     def decide_target(self, embedding: np.ndarray, target_accuracy: float | None = None,
                       budget: float | None = None) -> DeviceDecision:
-        """Return the decision at the exported operating point certified for this target (issue 21)."""
+        """Return the decision at the exported operating point certified for this target."""
         t = self.thresholds.target(target_accuracy, budget)
         score = self.score(embedding, float(t["lam"]))
         # eq. (cr2_rule) at the certified (λ, α, τ) of the target

@@ -119,7 +119,7 @@ class TargetChoice:
 
     @property
     def risk(self) -> str | None:
-        """The risk the candidates' α bounds (issue 26): teacher-disagreement, oracle-disagreement or avoidable-error."""
+        """The risk the candidates' α bounds: teacher-disagreement, oracle-disagreement or avoidable-error."""
         r = rule_risk(self.rule)
         return None if r is None else r.name
 

@@ -103,7 +103,7 @@ def disagree_label(proba: np.ndarray, cost: np.ndarray, lam: float | np.ndarray)
     return full_information_choice(proba, cost, lam) != DEVICE_INDEX
 
 
-# ---------------------------------------------------------------- realised risks on real labels (issue 26)
+# ---------------------------------------------------------------- realised risks on real labels
 def oracle_choice(correct: np.ndarray, cost: np.ndarray, lam: float | np.ndarray) -> np.ndarray:
     """Return m_oracle* = argmax_{m ∈ M} u_m = y_m − λ·c_m over the real correctness, [n] or [n, n_lam] int64.
 

@@ -1,4 +1,4 @@
-"""`cr2 study premise`: the premise map — when does CR² pay, over device speed × channel (issue 25)."""
+"""`cr2 study premise`: the premise map — when does CR² pay, over device speed × channel."""
 from __future__ import annotations
 
 import time

@@ -1,4 +1,4 @@
-"""Operate by target (issue 21): the CLI's entry points; the certified choice is cr2.deployment.OnlineRouter.choose_target."""
+"""Operate by target: the CLI's entry points; the certified choice is cr2.deployment.OnlineRouter.choose_target."""
 from __future__ import annotations
 
 from pathlib import Path

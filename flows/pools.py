@@ -1,4 +1,4 @@
-"""cr2 study pools: does CR² beat the baselines over many measured pools, not just one? (issue 27)
+"""cr2 study pools: does CR² beat the baselines over many measured pools, not just one?
 
 The pools come from a rule written down before any pool was run (configs/pools/<name>.yaml, cr2/pools.py,
 docs/pools.md). For each pool the study runs, in the pool's own warehouse

@@ -1,4 +1,4 @@
-"""Study premise: when does CR² pay? A grid of device speed × channel over any warehouse (issue 25).
+"""Study premise: when does CR² pay? A grid of device speed × channel over any warehouse.
 
 CR²'s two-stage rule assumes answering on the device is the cheap option. The premise map varies what decides
 that — how fast the device is (its platform's prefill throughput and memory bandwidth × f) and how far the

@@ -1,4 +1,4 @@
-"""Guarantee validity task (issue 21): re-split val + test of the deployed gate and check every rule's promise.
+"""Guarantee validity task: re-split val + test of the deployed gate and check every rule's promise.
 
 Loads the deployed gate and teacher (those of the newest threshold table), scores the val and test
 queries of the deployment's calibration split (cr2.deployment.calibration_split: the table's own states and
@@ -38,7 +38,7 @@ def validity_pool(config: Config, home: str | Path) -> dict:
     with Warehouse(home, read_only=True) as wh:
         groups = query_groups(wh, qid, config.calibration.group or "benchmark")
     emb = np.concatenate([s.embedding for s in pool])
-    cost = np.concatenate([s.decision_cost for s in pool]).astype(np.float64)  # routers decide with ĉ (issue 16)
+    cost = np.concatenate([s.decision_cost for s in pool]).astype(np.float64)  # routers decide with ĉ
     lams = np.asarray(table.scored_lams)
     proba = router.proba(emb)
     correct = np.concatenate([s.correct for s in pool])

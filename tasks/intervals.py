@@ -1,4 +1,4 @@
-"""Intervals task (issue 25): paired bootstrap intervals of an evaluation run, stored tidy in `intervals`.
+"""Intervals task: paired bootstrap intervals of an evaluation run, stored tidy in `intervals`.
 
 Reads the run's per-query decisions, the test routing set and the frozen teacher's p_m(x) (the risk is defined
 under it); draws ONE resample index over the test queries (evaluation.bootstrap: n_resamples, seed) and hands it

@@ -1,4 +1,4 @@
-"""Premise-map tasks (issue 25): the cost-independent inputs once, then one cached task per grid cell.
+"""Premise-map tasks: the cost-independent inputs once, then one cached task per grid cell.
 
 `premise_inputs_task` gathers what no cell changes — embeddings, labels, splits, token counts, the frozen
 teacher's p_m(x) and the val and test p̂ of every baseline whose predictions do not read costs (the certified KNN

@@ -1,6 +1,6 @@
 """Re-calibration's before/after evaluation task: CR² on test under the new states with the old and the new table.
 
-One task, one pass (issue 30): the test rows are read once, the frozen teacher's p and the gate's scores come
+One task, one pass: the test rows are read once, the frozen teacher's p and the gate's scores come
 from the per-gate score cache (tasks/inputs.remember_scores: they do not depend on ξ), and each threshold table is evaluated
 with cr2.evaluation.evaluate_table — the "cr2" rows the full evaluation records, without its comparison rows.
 Each table's run is written as its own evaluation run (`eval_runs`, `methods`, `decisions`, `metrics`) in one

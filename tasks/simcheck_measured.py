@@ -1,4 +1,4 @@
-"""The sim-to-real check on ANY measured warehouse (issue 27 item 4): its measured labels vs the simulator's.
+"""The sim-to-real check on ANY measured warehouse: its measured labels vs the simulator's.
 
 `cr2 simcheck` reads the MMLU-Pro files directly; this task reads a prepared measured warehouse instead — any
 scenario built with `labels.measured` (MMLU-Pro, the ZeroEval ladders, a pool of your own): the pool's queries,

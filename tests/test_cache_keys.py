@@ -125,7 +125,7 @@ def test_editing_the_train_task_keeps_the_other_stages_caches(project_copy):
 
 def test_editing_the_shared_task_inputs_reruns_every_stage_that_reads_them(project_copy):
     # the validity check (tasks.guarantees) loads the deployed router through cr2/deployment.py and
-    # warehouse/deployment.py (issue 29), not through the task inputs: an edit there re-runs it instead
+    # warehouse/deployment.py, not through the task inputs: an edit there re-runs it instead
     readers = ("tasks.train", *(m for m in DOWNSTREAM_OF_TRAINING if m != "tasks.guarantees"))
     before = _task_hashes(project_copy)
     after = _hashes_after_edit(project_copy, "tasks/inputs.py")

@@ -1,4 +1,4 @@
-"""Bring-your-own pool through the CLI, as a newcomer meets it (issue 27 item 5): `cr2 labels import` says that the
+"""Bring-your-own pool through the CLI, as a newcomer meets it: `cr2 labels import` says that the
 pool comes from `cr2 ingest -c CONFIG` and takes that config; `cr2 sql` runs a single PIVOT and averages the
 labels' correctness through v_labels; `cr2 results` picks targets the routers reach and says why a table is empty.
 """

@@ -1,4 +1,4 @@
-"""Guarantee validity (issue 21): each rule's promise over random re-splits, its price, and the warehouse views.
+"""Guarantee validity: each rule's promise over random re-splits, its price, and the warehouse views.
 
 The long test (marked slow) is the MAPIE-style theoretical-validity check (house style, §10): 500 seeded
 re-splits of a synthetic pool with the default labels' structure (cr2/testing.py). Tolerances

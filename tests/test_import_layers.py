@@ -1,4 +1,4 @@
-"""The house's layers and no import circles, as an import-linter contract (.importlinter; issue 29).
+"""The house's layers and no import circles, as an import-linter contract (.importlinter).
 
 cr2_cli > flows > tasks > warehouse > cr2: no module imports from a layer above its own (directly or through
 another module; imports inside functions count), cr2 imports none of the others, and no two sibling modules of

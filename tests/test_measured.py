@@ -1,4 +1,4 @@
-"""The measured scenario (issue 17): MMLU-Pro questions and the authors' published outputs as MEASURED labels.
+"""The measured scenario: MMLU-Pro questions and the authors' published outputs as MEASURED labels.
 
 Fast: the shipped copies and their conversion, the label table of the pool, the import's rejections (warehouse
 unchanged), and the whole `cr2 run` on a 70-question slice into its own warehouse. Slow: the full scenario.

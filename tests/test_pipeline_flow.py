@@ -51,7 +51,7 @@ def test_first_run_fills_every_stage(pipeline):
         always = wh.df("SELECT * FROM operating_points WHERE method = 'always-qwen3-1.7b' AND benchmark = 'all'")
     from cr2.config import load_config
 
-    # one λ sweep for every method (issue 16): the baselines on exactly CR²'s grid, λ = 0 included
+    # one λ sweep for every method: the baselines on exactly CR²'s grid, λ = 0 included
     assert sorted(base["lam"]) == sorted(set(ops["lam"])) == load_config(pipeline["cfg"]).grids.lam.values()
     assert base["alpha"].isna().all()
     assert (always["local_rate"] == 1.0).all()  # Always-1.7B answers everything on the device

@@ -1,5 +1,5 @@
 """Routers decide before any model runs: with the pre-execution cost ĉ (estimated output length), never with
-the realised cost c, which is used only to account the chosen model (issue 16, paper §IV-C)."""
+the realised cost c, which is used only to account the chosen model (paper §IV-C)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The premise map (issue 25): cell pricing, one cell end to end in arrays, and the study flow on a slice."""
+"""The premise map: cell pricing, one cell end to end in arrays, and the study flow on a slice."""
 from __future__ import annotations
 
 import numpy as np
@@ -228,7 +228,7 @@ def test_a_second_study_run_reuses_every_cell(study):
 @pytest.mark.slow
 @pytest.mark.flow
 def test_the_study_records_its_settings_and_the_results_page_shows_it(study):
-    """premise_studies names how the study was run (issue 36), and docs/results.md's premise section renders it with
+    """premise_studies names how the study was run, and docs/results.md's premise section renders it with
     its command, every verdict word backed."""
     from cr2_cli.resultsdoc import render_sections
     from cr2_cli.resultsdoc.core import Doc, unbacked_words

@@ -205,7 +205,7 @@ def test_the_runtime_imports_neither_torch_nor_training_code(setup):
     modules = set(json.loads(proc.stdout.strip().splitlines()[-1]))
     heavy = {"torch", "onnx", "onnxscript", "scipy", "pandas", "pydantic", "yaml", "prefect", "duckdb", "transformers"}
     assert not heavy & {m.split(".")[0] for m in modules}
-    # the thresholds are cr2.crc's own table (issue 29: one lookup for host and device); cr2.crc imports only numpy
+    # the thresholds are cr2.crc's own table (one lookup for host and device); cr2.crc imports only numpy
     crc = {"cr2.crc", "cr2.crc.catalogue", "cr2.crc.rules", "cr2.crc.table", "cr2.crc.mondrian"}
     assert {m for m in modules if m == "cr2" or m.startswith("cr2.")} <= {"cr2", "cr2.errors", "cr2.runtime", *crc}
     assert "onnxruntime" in modules

@@ -1,4 +1,4 @@
-"""`cr2 serve`'s embedding cache, length buckets and Prometheus /metrics (issue 30, item 3).
+"""`cr2 serve`'s embedding cache, length buckets and Prometheus /metrics.
 
 The cache and bucket tests embed with the real all-MiniLM-L6-v2 encoder (torch backend, a router stand-in
 that records the embedding each decision was made on); the /metrics test uses the stub router of

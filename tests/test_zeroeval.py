@@ -1,4 +1,4 @@
-"""The ZeroEval data (issue 27): the shipped copies, the GSM8K / CRUXEval / MATH-L5 benchmark files derived from
+"""The ZeroEval data: the shipped copies, the GSM8K / CRUXEval / MATH-L5 benchmark files derived from
 them, and their catalogue entries."""
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_conversion_rejects_missing_answers_and_repeated_ids(questions):
         zeroeval_benchmark_frame(dup, "cruxeval")
 
 
-# ---------------------------------------------------------------- the two scenarios (issue 27 item 1)
+# ---------------------------------------------------------------- the two scenarios
 from cr2.config import load_config  # noqa: E402
 from cr2.measured import join_measured_labels  # noqa: E402
 

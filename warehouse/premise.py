@@ -1,4 +1,4 @@
-"""Warehouse I/O of the premise map (issue 25): the base cell's inputs and artefacts, and the per-cell results."""
+"""Warehouse I/O of the premise map: the base cell's inputs and artefacts, and the per-cell results."""
 from __future__ import annotations
 
 import json
@@ -102,7 +102,7 @@ def premise_view(wh: Warehouse, study_id: str) -> pd.DataFrame:
                  [study_id])
 
 
-# ---------------------------------------------------------------- the studies' settings (issue 36)
+# ---------------------------------------------------------------- the studies' settings
 STUDY_COLUMNS = ("study_id", "label_source", "config", "speeds", "channels", "n_resamples", "seed", "retrain_from",
                  "retrain_epochs", "base_run", "created_at")
 

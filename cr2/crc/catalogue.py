@@ -16,7 +16,7 @@ LAM_RTOL = 1e-9  # relative tolerance when matching a requested λ (or α) to th
 # ---------------------------------------------------------------- the catalogue: rules and the risk each controls
 @dataclass(frozen=True)
 class RiskSpec:
-    """A 0/1 risk label r_i(λ) a calibration rule can control: R(τ) = E[r · 1[s ≥ τ]] (issue 26)."""
+    """A 0/1 risk label r_i(λ) a calibration rule can control: R(τ) = E[r · 1[s ≥ τ]]."""
 
     name: str  # the stored / exported name, e.g. "oracle-disagreement"
     display: str  # the words every output uses, e.g. "oracle disagreement on real labels"

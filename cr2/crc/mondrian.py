@@ -1,4 +1,4 @@
-"""Mondrian (group-conditional) thresholds: one ThresholdTable per value of a query attribute (issue 21).
+"""Mondrian (group-conditional) thresholds: one ThresholdTable per value of a query attribute.
 
 calibrate_group_tables calibrates each group on its own calibration queries; table_from_records is the
 one loader of stored threshold records, pooled or Mondrian.

@@ -40,8 +40,8 @@ class ReportInputs:
     extra_tables: list[TableBlock] = field(default_factory=list)
     guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantees rows of the newest validity run
     guarantee_price: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantee_price rows of that run
-    realised_risk: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_realised_risk rows of the run (issue 26)
-    mean_saving: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_mean_saving_ci rows of the run (issue 25)
+    realised_risk: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_realised_risk rows of the run
+    mean_saving: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_mean_saving_ci rows of the run
     operating_points_ci: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_operating_points_ci, 'all', the run
 
 

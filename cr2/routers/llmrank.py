@@ -26,7 +26,7 @@ Hand-crafted features φ(x) [cr2 decisions; computable from the embedding and th
   (a row's own label never enters its features). An unseen benchmark (or use_benchmark=False) gets a
   zero one-hot and the global accuracy.
 
-Inputs (issue 16, baseline parity): by default LLMRank gets what every other router gets, e(x) only —
+Inputs (baseline parity): by default LLMRank gets what every other router gets, e(x) only —
 `use_benchmark=False`, so the task-type one-hot and task proxy carry no benchmark identity. The variant
 with the benchmark label and per-benchmark train accuracy is the catalogue entry `llmrank-bench`
 (kind baseline-variant), evaluated and reported under its own name, never compared as a peer.

@@ -30,8 +30,8 @@ def render(doc: Doc) -> str:
     cmp = comparison_frames(doc.homes[KEY], ALPHA)
     tf = target_family(doc, s)
     return "\n\n".join([intro(s, pool), full_run(doc, s, f, tf), beside(doc, s, f, cmp, tf, risk),
-                        "### What the protocol change did (issue 16)\n\nThe before/after table of the protocol change "
-                        "(issue 16) was measured on runs made by code older than this warehouse, which are not stored; "
+                        "### What the protocol change did\n\nThe before/after table of the protocol change "
+                        " was measured on runs made by code older than this warehouse, which are not stored; "
                         "it is in the git history of docs/results.md before the page was generated."]) + "\n"
 
 

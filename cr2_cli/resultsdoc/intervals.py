@@ -24,7 +24,7 @@ SCENARIOS = {
 }
 OP_METRICS = ("accuracy", "cost", "local_rate", "risk")
 
-INTRO = """## Is a difference real? 95 % intervals and seed variability (issue 25)
+INTRO = """## Is a difference real? 95 % intervals and seed variability
 
 Every comparison below is one number from one split and one training seed. Two kinds of noise, measured
 separately (docs/method.md, "How sure is a comparison?"):

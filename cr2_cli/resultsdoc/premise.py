@@ -1,4 +1,4 @@
-"""docs/results.md, "When CR² pays: the premise map" (issue 25): per cell of the device-speed × channel grid, CR²'s
+"""docs/results.md, "When CR² pays: the premise map": per cell of the device-speed × channel grid, CR²'s
 fixed-accuracy saving vs KNN and vs the best single model, what re-calibration alone loses against retraining, the
 risk at α — for every stored premise study of the default and the MMLU-Pro warehouse (fine-tuned and from-scratch
 retraining side by side, each named by its study id and the command that reproduces it), a cell-by-cell
@@ -372,7 +372,7 @@ def _scenario(doc: Doc, key: str, title: str, config: str | None, trends: list) 
 
 
 def render(doc: Doc) -> str:
-    text = ["## When CR² pays: the premise map (issue 25)\n",
+    text = ["## When CR² pays: the premise map\n",
             "`cr2 study premise` (docs/operations.md) re-prices every (query, state) of a warehouse over a grid of "
             "**device speed** (the device platform's prefill throughput and memory bandwidth scaled; edge platforms "
             "unchanged) × **channel** (state distributions of growing distance to the access point, Rayleigh, "

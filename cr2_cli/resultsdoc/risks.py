@@ -1,4 +1,4 @@
-"""docs/results.md, "What α bounds, and the risks users feel" (issue 26): per rule, the teacher-referenced risk the
+"""docs/results.md, "What α bounds, and the risks users feel": per rule, the teacher-referenced risk the
 paper's α bounds beside the realised risks on the real test labels, at one α and the headline λ values, for the
 default scenario and MMLU-Pro; the validity of every rule over the stored re-splits (`cr2 guarantees`, the 3-SE
 rule) and its price over the same re-splits.
@@ -236,7 +236,7 @@ def _price(doc: Doc, prices: list) -> str:
 
 
 def render(doc: Doc) -> str:
-    text = ["## What α bounds, and the risks users feel (issue 26)\n",
+    text = ["## What α bounds, and the risks users feel\n",
             "CR²'s CRC, as the paper defines it (eq. disagree_label), bounds **teacher disagreement**: how often the "
             "gate accepts a query locally while the teacher — a learned selector — prefers an edge model. Beside it "
             "every evaluated rule carries two **realised risks on the real test labels** (docs/guarantees.md): "

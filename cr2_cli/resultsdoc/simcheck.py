@@ -229,7 +229,7 @@ def _out_of_pool_part(doc: Doc) -> str:
     from warehouse.db import Warehouse
     from warehouse.pools import newest_study, pool_study_runs
 
-    head = ["### The simulator on a pool it was not fitted on (issue 27 item 4: out of pool)", ""]
+    head = ["### The simulator on a pool it was not fitted on (out of pool)", ""]
     if not doc.has("pools"):
         return "\n".join(head + [doc.missing("pools", "the out-of-pool check")])
     with doc.warehouse("pools") as wh:
@@ -265,7 +265,7 @@ def _out_of_pool_part(doc: Doc) -> str:
 
 
 def _ladder_part(doc: Doc) -> str:
-    out = ["### The simulator out of sample: the ZeroEval ladders (issue 27 item 4)", "",
+    out = ["### The simulator out of sample: the ZeroEval ladders", "",
            f"{V2} keeps the shape it fitted on MMLU-Pro (configs/labels/simulated-irt-v2.yaml) and takes each "
            "model's measured accuracy per benchmark as its marginal; everything else is out of sample: new models, "
            "new benchmarks, generative answers. With routing, every learned router and CR² is fitted on the measured "
