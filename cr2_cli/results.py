@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
-from cr2.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
+from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
 from cr2.labels import is_simulated
 from cr2.report.markdown import markdown_table
 from cr2.report.tables import ci_cell, mean_saving_table
@@ -29,7 +29,7 @@ def _num(v, fmt: str) -> str:
 
 def parse_targets(text: str) -> tuple[float, ...]:
     """`--targets 0.7,0.75`: target accuracies on v_fixed_accuracy's grid (0.50 … 0.99 in steps of 0.01)."""
-    from cr2.errors import InvalidValueError
+    from cr2.core.errors import InvalidValueError
 
     lo, hi = VIEW_TARGET_RANGE
     try:

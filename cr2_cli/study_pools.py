@@ -60,8 +60,8 @@ def savings_markdown(home: Path, study_id: str) -> str:
 def signed_rank_markdown(knn: pd.DataFrame) -> str:
     """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), the
     tests Holm-adjusted as one family (they are read together)."""
-    from cr2.bootstrap import holm_adjust, signed_rank_test, test_verdict
-    from cr2.errors import InvalidValueError
+    from cr2.evaluation.statistics import holm_adjust, signed_rank_test, test_verdict
+    from cr2.core.errors import InvalidValueError
 
     wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
     if "cr2" not in wide or len(wide) < 2:
@@ -96,11 +96,11 @@ POOL_DEPENDENCE = ("\n\nThe pools are not independent: they share the questions,
 
 
 def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "—") -> str:
-    """Across pools, per equal-risk comparison (cr2.equal_risk, at grids.default_alpha): the pools' mean savings
+    """Across pools, per equal-risk comparison (cr2.evaluation.equal_risk, at grids.default_alpha): the pools' mean savings
     [95 % CI] summarised, a signed-rank test of the savings against 0, Holm-adjusted over each question's family.
     `word` renders each verdict (docs/results.md marks the ones its verdict functions produce)."""
-    from cr2.bootstrap import holm_adjust, saving_verdict, signed_rank_test, test_verdict
-    from cr2.errors import InvalidValueError
+    from cr2.evaluation.statistics import holm_adjust, saving_verdict, signed_rank_test, test_verdict
+    from cr2.core.errors import InvalidValueError
     from warehouse.db import Warehouse
     from warehouse.pools import pool_equal_risk
 

@@ -11,7 +11,7 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage
 from tasks.inputs import cr2_router, load_sets, remember_scores
 from warehouse.db import Warehouse

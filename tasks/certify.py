@@ -1,4 +1,4 @@
-"""Certify task: every router certified under every configured rule (cr2.certify), appended to the evaluation run.
+"""Certify task: every router certified under every configured rule (cr2.routers.certify), appended to the evaluation run.
 
 For each router of `certify.routers` (default: every fitted baseline that predicts p̂, and CR² by its gate score) and
 each rule of `certify.rules`, the threshold table τ(λ; α) over grids.lam × certify.alphas is calibrated on val — the
@@ -24,8 +24,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.data import RoutingSet
-from cr2.errors import ConfigError
+from cr2.core.data import RoutingSet
+from cr2.core.errors import ConfigError
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, cache_dir, catalogue_paths, in_home, make_key
 from tasks.evaluate import decision_frame
 from tasks.inputs import cr2_router, fit_workers, load_sets, remember_scores, rows_fingerprint
@@ -70,7 +70,7 @@ def router_proba(router, fingerprint: str, home: str | Path, data: RoutingSet) -
 def certified_routers(config: Config, fitted: dict) -> list[str]:
     """The routers to certify, in catalogue order: `certify.routers`, or every certifiable router that was fitted
     (baselines that predict p̂) and CR²; a configured name that cannot be certified or was not fitted is an error."""
-    from cr2.certify import certifiable_routers, parse_certified_name
+    from cr2.routers.certify import certifiable_routers, parse_certified_name
     from cr2.routers import use_catalogues
 
     use_catalogues(config.baselines.catalogues)
@@ -87,11 +87,11 @@ def certified_routers(config: Config, fitted: dict) -> list[str]:
 @task(name="certify")
 def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated: dict) -> dict:
     """Calibrate and evaluate every certified router `<router>@<rule>`; store its tables and rows."""
-    from cr2.certify import calibrate_certified, calibration_risks, certified_name, local_scores, score_fingerprint
+    from cr2.routers.certify import calibrate_certified, calibration_risks, certified_name, local_scores, score_fingerprint
     from cr2.crc import rule_spec
-    from cr2.evaluation import Evaluation, certified_rows, method_rows
-    from cr2.fitting import run_fits
-    from cr2.metrics import evaluable_mask
+    from cr2.evaluation.sweep import Evaluation, certified_rows, method_rows
+    from cr2.routers.fitting import run_fits
+    from cr2.evaluation.metrics import evaluable_mask
     from cr2.routers import load_router
 
     fitted = baselines["routers"]

@@ -1,8 +1,8 @@
 """Guarantee validity task: re-split val + test of the deployed gate and check every rule's promise.
 
 Loads the deployed gate and teacher (those of the newest threshold table), scores the val and test
-queries of the deployment's calibration split (cr2.deployment.calibration_split: the table's own states and
-labels) at the calibrated λ grid, and runs cr2.guarantees.resplit_validity: CRC mean risk per λ, LTT's
+queries of the deployment's calibration split (cr2.deploy.deployment.calibration_split: the table's own states and
+labels) at the calibrated λ grid, and runs cr2.evaluation.guarantees.resplit_validity: CRC mean risk per λ, LTT's
 share of re-splits with any λ over α, Mondrian per-group mean risk, the target mode's miss share, the same
 crc / ltt checks for the rules on the real labels (crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable;
 issue 26), and each rule's local rate / cost / accuracy and realised risks beside plain CRC. One run is one `run_id` in `guarantees`;
@@ -26,8 +26,8 @@ from warehouse.routing_data import query_groups
 
 def validity_pool(config: Config, home: str | Path) -> dict:
     """The val + test queries of the deployed gate: scores and risks at the calibrated λ grid, teacher p, costs, labels."""
-    from cr2.deployment import deployed_router
-    from cr2.utility import disagree_label, risk_label
+    from cr2.deploy.deployment import deployed_router
+    from cr2.method.utility import disagree_label, risk_label
     from warehouse.deployment import read_deployment
 
     deployment = read_deployment(home, config)
@@ -65,7 +65,7 @@ def default_targets(correct: np.ndarray, cost: np.ndarray) -> tuple[float, float
 @task(name="check-guarantees")
 def check_guarantees(config: Config, home: str, n_resplits: int | None = None, seed: int | None = None) -> dict:
     """Run the re-split validity check on the warehouse's val + test and write it to `guarantees`."""
-    from cr2.guarantees import ResplitSpec, resplit_validity
+    from cr2.evaluation.guarantees import ResplitSpec, resplit_validity
 
     pool = validity_pool(config, home)
     target, budget = default_targets(pool["correct"], pool["cost"])

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from cr2.benchmarks import QUERY_COLUMNS, answer_checks, prompt_texts, select_queries
+from cr2.inputs.datasets import QUERY_COLUMNS, answer_checks, prompt_texts, select_queries
 from cr2.config import Config
-from cr2.tokenizer import folder_token_counter, qwen_token_counter
+from cr2.inputs.tokenizer import folder_token_counter, qwen_token_counter
 from tasks.common import Reads, Stage, cache_dir
 from warehouse.db import Warehouse
 from warehouse.inputs import replace_queries

@@ -37,14 +37,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from cr2.config import Config
-from cr2.data import RoutingSet
+from cr2.core.data import RoutingSet
 from tasks.common import cache_dir, home_relative, in_home, make_key, routing_args
 from warehouse.db import Warehouse
 from warehouse.routing_data import load_routing_sets
 
 
 def fit_threads(config: Config) -> int:
-    """torch threads of every fit: `fit.torch_threads`, never the machine's core count (cr2/fitting.py)."""
+    """torch threads of every fit: `fit.torch_threads`, never the machine's core count (cr2/routers/fitting.py)."""
     return int(config.fit.torch_threads)
 
 
@@ -55,7 +55,7 @@ def baseline_threads(config: Config) -> int:
 
 def fit_workers(config: Config) -> int:
     """Independent fits at once (`fit.workers`, default the available cores ÷ fit.torch_threads)."""
-    from cr2.fitting import fit_workers as workers
+    from cr2.routers.fitting import fit_workers as workers
 
     return workers(config.fit.torch_threads, config.fit.workers)
 

@@ -9,7 +9,7 @@ Writing a chunk replaces any label of the same (source, query, model), so a chun
 (killed between commit and file removal) leaves exactly one row per query.
 
 No Prefect result caching here (NO_CACHE): resumption is the warehouse's job — a run id is
-deterministic (cr2.labeling.runs), and a task labels only the queries its run has not written yet.
+deterministic (cr2.labels.lmeval.runs), and a task labels only the queries its run has not written yet.
 Retries sit on the (model, shard) task, the one that does I/O with a model.
 """
 from __future__ import annotations
@@ -34,15 +34,15 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from cr2.config import Config
-from cr2.errors import DataValidationError, did_you_mean
-from cr2.labeling.backends import backend_plan, is_local, local_revision
-from cr2.labeling.docs import mbpp_fewshot_docs
-from cr2.labeling.estimate import ModelRates, build_lm, measure_rates, resolve_shape
-from cr2.labeling.runner import ChunkResult, Progress, run_shard
-from cr2.labeling.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
-from cr2.labeling.spec import LabelingSpec
-from cr2.labeling.taskdefs import task_config_hash
-from cr2.shipped import DATA_DIR
+from cr2.core.errors import DataValidationError, did_you_mean
+from cr2.labels.lmeval.backends import backend_plan, is_local, local_revision
+from cr2.labels.lmeval.docs import mbpp_fewshot_docs
+from cr2.labels.lmeval.estimate import ModelRates, build_lm, measure_rates, resolve_shape
+from cr2.labels.lmeval.runner import ChunkResult, Progress, run_shard
+from cr2.labels.lmeval.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
+from cr2.config.labeling import LabelingSpec
+from cr2.labels.lmeval.taskdefs import task_config_hash
+from cr2.core.shipped import DATA_DIR
 from tasks.common import cache_dir
 from warehouse.db import Warehouse
 from warehouse.labels import (LABEL_COLUMNS, done_query_ids, finish_label_run, label_runs, label_task_queries,
@@ -414,7 +414,7 @@ def estimate_model_rates(
     spec: LabelingSpec, architectures: str | None = None,
 ) -> ModelRates:
     """Build a random-weight model of `model_id`'s shape and time `sample` queries of every benchmark with it."""
-    from cr2.labeling.architectures import load_architectures
+    from cr2.labels.lmeval.architectures import load_architectures
 
     model = next(m for m in config.models if m.id == model_id)
     shape = resolve_shape(model_id, model.hf_name, spec.model_paths.get(model_id), load_architectures(architectures))

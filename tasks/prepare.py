@@ -17,7 +17,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from tasks.common import Reads, Rows, Stage, cache_dir, stage_key
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 from warehouse.db import Warehouse
@@ -40,13 +40,13 @@ def _choices(column: pd.Series) -> list[list[str] | None]:
 
 
 # ------------------------------------------------------------------ embeddings
-EMBED_CODE = "cr2.embed"  # keyed by encoder + text: an edit outside the encoder never re-embeds
+EMBED_CODE = "cr2.inputs.embed"  # keyed by encoder + text: an edit outside the encoder never re-embeds
 
 
 @task(name="prepare-embeddings")
 def embed_queries(config: Config, home: str) -> dict:
     """e(x) for every query whose text is new or changed since it was last embedded (incremental)."""
-    from cr2.embed import embed_texts, load_encoder, router_texts
+    from cr2.inputs.embed import embed_texts, load_encoder, router_texts
 
     enc = config.embedding.store_name
     with Warehouse(home) as wh:
@@ -73,7 +73,7 @@ def embed_queries(config: Config, home: str) -> dict:
 @task(name="prepare-splits")
 def assign_splits_task(config: Config, home: str) -> dict:
     """train / dev / val / test for every query under the configured seed (hash-based: stable under additions)."""
-    from cr2.splits import assign_splits
+    from cr2.inputs.splits import assign_splits
 
     with Warehouse(home, read_only=True) as wh:
         q = split_inputs(wh)
@@ -92,7 +92,7 @@ def assign_splits_task(config: Config, home: str) -> dict:
 @task(name="prepare-states")
 def sample_states_task(config: Config, home: str) -> dict:
     """ξ for every query (draws_per_query draws) under the configured, versioned state distribution."""
-    from cr2.channel import rates, sample_states
+    from cr2.system.channel import rates, sample_states
 
     dist = config.channel.distribution
     with Warehouse(home, read_only=True) as wh:
@@ -119,7 +119,7 @@ def sample_states_task(config: Config, home: str) -> dict:
 def simulate_labels_task(config: Config, home: str) -> dict:
     """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under the configured simulator
     (simulated-irt-v1, or simulated-irt-v2 with its fitted shape)."""
-    from cr2.embed import router_texts
+    from cr2.inputs.embed import router_texts
     from cr2.labels.simulator import load_accuracy_targets, simulate_labels, with_catalogue_targets
 
     source = config.labels.source
@@ -194,7 +194,7 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
 @task(name="prepare-costs")
 def compute_costs_task(config: Config, home: str) -> dict:
     """c_m(x, ξ) for every (query, draw, model): latency, energy, raw and normalised cost (docs/cost-model.md)."""
-    from cr2.cost import compute_costs, device_dearer_share, estimated_output_tokens, output_token_estimates
+    from cr2.system.cost import compute_costs, device_dearer_share, estimated_output_tokens, output_token_estimates
 
     dist_id = config.channel.distribution.dist_id
     source = config.labels.source

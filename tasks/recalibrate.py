@@ -2,7 +2,7 @@
 
 One task, one pass: the test rows are read once, the frozen teacher's p and the gate's scores come
 from the per-gate score cache (tasks/inputs.remember_scores: they do not depend on ξ), and each threshold table is evaluated
-with cr2.evaluation.evaluate_table — the "cr2" rows the full evaluation records, without its comparison rows.
+with cr2.evaluation.sweep.evaluate_table — the "cr2" rows the full evaluation records, without its comparison rows.
 Each table's run is written as its own evaluation run (`eval_runs`, `methods`, `decisions`, `metrics`) in one
 transaction, so v_recalibration and `cr2 results` read them like any run. The key covers the test rows, the
 trained artefacts, both threshold versions, the config sections read and the code the task can run.
@@ -25,8 +25,8 @@ from warehouse.routing_data import table_groups
 def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dict[str, dict]) -> dict:
     """CR² at every (λ, α) of each threshold table ({"before": calibrated, "after": calibrated}) on test under
     config's states; returns {phase: evaluation summary}."""
-    from cr2.evaluation import Evaluation, evaluate_table, method_rows
-    from cr2.metrics import evaluable_mask
+    from cr2.evaluation.sweep import Evaluation, evaluate_table, method_rows
+    from cr2.evaluation.metrics import evaluable_mask
 
     key = stage_key(EVALUATE_RECALIBRATION, config, home, trained, tables)
     test = load_sets(config, home)["test"]

@@ -1,8 +1,8 @@
 """The sim-to-real check as a task: measured MMLU-Pro labels vs simulated ones on the same questions.
 
 Reads data/measured/ (warehouse.measured_files), embeds the questions (cached under <home>/cache/simcheck),
-computes the measured pool's costs (cr2.cost with the pool config), fits the v2 shape afresh (for the
-record), simulates every configured source over several seeds, runs cr2.simcheck, and writes tidy rows
+computes the measured pool's costs (cr2.system.cost with the pool config), fits the v2 shape afresh (for the
+record), simulates every configured source over several seeds, runs cr2.studies.simcheck, and writes tidy rows
 to the `simcheck` table (view v_simcheck). docs/labels.md describes the check and its results.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_config, resolve_config_path
-from cr2.errors import ConfigError
+from cr2.core.errors import ConfigError
 from tasks.common import Reads, Stage, cache_dir, stage_key
 from warehouse.db import Warehouse
 from warehouse.repository import write_simcheck
@@ -24,7 +24,7 @@ EMBED_CHUNK = 250  # questions embedded between two writes of the cache (progres
 
 def subsample_rows(question_ids: np.ndarray, n: int | None) -> np.ndarray:
     """[n] sorted row indices of the stable subsample: the n questions with the smallest salted hash."""
-    from cr2.hashing import stable_u64_array
+    from cr2.core.hashing import stable_u64_array
 
     if n is None or n >= len(question_ids):
         return np.arange(len(question_ids))
@@ -42,7 +42,7 @@ def cached_embeddings(texts: list[str], config: Config, home: Path, progress: bo
     have = read_embedding_cache(path)
     todo = [i for i, k in enumerate(keys) if k not in have]
     if todo:
-        from cr2.embed import embed_texts, load_encoder
+        from cr2.inputs.embed import embed_texts, load_encoder
 
         encoder = load_encoder(emb_spec.max_seq_length, backend=emb_spec.backend, cache_dir=cache_dir(home) / "encoders")
         for start in range(0, len(todo), EMBED_CHUNK):
@@ -59,9 +59,9 @@ def cached_embeddings(texts: list[str], config: Config, home: Path, progress: bo
 def pool_costs(pool_cfg: Config, question_ids: np.ndarray, texts: list[str], generated_chars: np.ndarray,
                chars_per_token: float, home: Path) -> np.ndarray:
     """Normalised costs c_m(x, ξ) [n, M] of the measured pool: Qwen3-BPE prompt tokens, measured answer lengths."""
-    from cr2.channel import rates, sample_channel
-    from cr2.cost import costs_from_config
-    from cr2.tokenizer import qwen_token_counter
+    from cr2.system.channel import rates, sample_channel
+    from cr2.system.cost import costs_from_config
+    from cr2.inputs.tokenizer import qwen_token_counter
 
     prompt_tokens = np.maximum(qwen_token_counter(cache_dir(home) / "tokenizers").count(texts), 1)
     # L_out,m(x) from the measured answer length [cr2 decision: chars_per_token, docs/labels.md]
@@ -74,10 +74,10 @@ def pool_costs(pool_cfg: Config, question_ids: np.ndarray, texts: list[str], gen
 @task(name="simcheck")
 def simcheck_task(config: Config, home: str, full: bool = False, routing: bool = True) -> dict:
     """Measured vs simulated labels on MMLU-Pro: label structure and routing outcomes, tidy rows → `simcheck`."""
-    from cr2.data import RoutingSet
+    from cr2.core.data import RoutingSet
     from cr2.labels.fit_shape import fit_shape
-    from cr2.simcheck import RoutingCheckSpec, label_sweep, shape_record, simulate_source, split_sets
-    from cr2.splits import assign_splits
+    from cr2.studies.simcheck import RoutingCheckSpec, label_sweep, shape_record, simulate_source, split_sets
+    from cr2.inputs.splits import assign_splits
     from warehouse.measured_files import read_measured_pool
 
     home_p = Path(home)

@@ -5,9 +5,9 @@ scenario built with `labels.measured` (MMLU-Pro, the ZeroEval ladders, a pool of
 embeddings, splits, costs and MEASURED correctness. It simulates every source of `simcheck.sources` (the
 configured, MMLU-Pro-fitted simulated-irt-v2 shape) on the same queries, matched to the measured accuracy of every
 (model, benchmark), over `simcheck.structure_seeds` seeds, and compares
-  - label structure (cr2.simcheck.label_structure),
-  - the label diagnostics of issue 27 (cr2.diagnostics: φ, P(device right | largest wrong), k-NN AUCs),
-  - routing outcomes (cr2.simcheck.routing_outcomes: every learned router and CR² fitted per label set, on the
+  - label structure (cr2.studies.simcheck.label_structure),
+  - the label diagnostics of issue 27 (cr2.studies.diagnostics: φ, P(device right | largest wrong), k-NN AUCs),
+  - routing outcomes (cr2.studies.simcheck.routing_outcomes: every learned router and CR² fitted per label set, on the
     warehouse's own train/dev/val/test split and costs), for `simcheck.routing_seeds` seeds,
 writing tidy rows to `simcheck` (view v_simcheck) under run id `simcheck-w-…`.
 """
@@ -28,7 +28,7 @@ SPLITS = ("train", "dev", "val", "test")
 
 def diagnostic_rows(correct: np.ndarray, embedding: np.ndarray, model_ids: list[str], largest: int) -> list[dict]:
     """The issue-27 diagnostics in simcheck's row shape {statistic, model, other, lam, target, value}."""
-    from cr2.diagnostics import label_rows, predictability_rows
+    from cr2.studies.diagnostics import label_rows, predictability_rows
 
     rows = label_rows(correct, model_ids, device=0, largest=largest) + predictability_rows(embedding, correct, model_ids)
     return [{"statistic": r["metric"], "model": r["subject"], "other": r["other"] or "", "lam": None, "target": None,
@@ -38,8 +38,8 @@ def diagnostic_rows(correct: np.ndarray, embedding: np.ndarray, model_ids: list[
 @task(name="simcheck-measured")
 def simcheck_measured_task(config: Config, home: str, routing: bool = True) -> dict:
     """Measured vs simulated labels on a measured warehouse's own queries: tidy rows → `simcheck`."""
-    from cr2.errors import ConfigError
-    from cr2.simcheck import RoutingCheckSpec, SplitSets, label_sweep, shape_record, simulate_source
+    from cr2.core.errors import ConfigError
+    from cr2.studies.simcheck import RoutingCheckSpec, SplitSets, label_sweep, shape_record, simulate_source
     from tasks.inputs import load_sets
 
     if config.labels.measured is None:

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cr2.bootstrap import spearman_permutation_test
-from cr2.errors import InvalidValueError
+from cr2.evaluation.statistics import spearman_permutation_test
+from cr2.core.errors import InvalidValueError
 
 
 # ---------------------------------------------------------------- (b) the trend test

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from cr2.config import GateSpec, TeacherSpec
-from cr2.evaluation import Evaluation, evaluate_cr2, evaluate_table
+from cr2.evaluation.sweep import Evaluation, evaluate_cr2, evaluate_table
 from cr2.routers.cr2_router import CR2Router
-from cr2.testing import make_routing_set
+from cr2.evaluation.synthetic import make_routing_set
 
 TEACHER = TeacherSpec(epochs=2, batch_size=64, lr=3e-3)
 GATE = GateSpec(epochs=2, batch_size=64, lr=3e-3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.simcheck import fixed_accuracy_savings, label_structure
+from cr2.studies.simcheck import fixed_accuracy_savings, label_structure
 
 MODELS = ("dev", "e1", "big")
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from cr2.config import REPO_ROOT
-from cr2.errors import WarehouseError
+from cr2.core.errors import WarehouseError
 from warehouse.db import DB_NAME, Warehouse
 
 ROW = {"model_id": "m", "hf_name": "h", "params": 1.0, "platform": "p", "role": "device", "position": 0}

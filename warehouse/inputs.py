@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from warehouse.db import Warehouse
 from warehouse.repository import cost_scales_key
 from warehouse.routing_data import named_query

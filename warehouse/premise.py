@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from warehouse.db import Warehouse, note_read
 from warehouse.files import in_home
 from warehouse.repository import deployed_artifacts, utc_now

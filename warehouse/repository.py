@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.crc import GroupedThresholdTable, ThresholdTable, table_from_records
-from cr2.errors import DataValidationError, UncalibratedOperatingPointError
+from cr2.core.errors import DataValidationError, UncalibratedOperatingPointError
 from warehouse.db import Warehouse, relation
 from warehouse.files import in_home
 
@@ -122,7 +122,7 @@ THRESHOLDS_VERSION_FILE = "thresholds.version"
 
 def write_thresholds(wh: Warehouse, table: ThresholdTable | GroupedThresholdTable, router: str = CR2_ROUTER) -> int:
     """Store `table` (pooled, or Mondrian: one block per group) as the next version of `thresholds`, under the name of
-    the router it deploys (CR²: 'cr2'; a certified router: '<router>@<rule>', cr2.certify); return the version.
+    the router it deploys (CR²: 'cr2'; a certified router: '<router>@<rule>', cr2.routers.certify); return the version.
     Only CR²'s versions are announced to a running `cr2 serve` (THRESHOLDS_VERSION_FILE)."""
     with wh.transaction() as con:
         version = _insert_thresholds(wh, con, table, router)
@@ -427,7 +427,7 @@ EQUAL_RISK_COLUMNS = ("run_id", "question", "router", "against", "rule", "alpha"
 
 
 def write_equal_risk(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
-    """Replace the equal-risk comparison of evaluation run `run_id` (cr2.equal_risk)."""
+    """Replace the equal-risk comparison of evaluation run `run_id` (cr2.evaluation.equal_risk)."""
     rows = _nan_to_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value", "p_holm"))
     with wh.transaction() as con:
         wh.delete_where("equal_risk", {"run_id": run_id}, con)

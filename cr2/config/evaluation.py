@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from cr2.errors import InvalidValueError
+from cr2.core.errors import InvalidValueError
 from cr2.config.base import StrictModel
 
 

@@ -10,10 +10,10 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from cr2.crc.catalogue import Rule, rule_spec
+from cr2.crc.registry import Rule, rule_spec
 from cr2.crc.rules import _scores_array, ltt_delta_per_lam, min_n_calib
 from cr2.crc.table import ThresholdTable, _optional, _sorted_unique, calibrate_table
-from cr2.errors import DataValidationError, GroupTooSmallError, InvalidValueError, UncalibratedOperatingPointError
+from cr2.core.errors import DataValidationError, GroupTooSmallError, InvalidValueError, UncalibratedOperatingPointError
 
 # ---------------------------------------------------------------- Mondrian (group-conditional) calibration
 SMALL_GROUP_POLICIES = ("error", "defer")

@@ -24,7 +24,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 
 _TRUE = {"1", "1.0", "true"}
 _FALSE = {"0", "0.0", "false"}

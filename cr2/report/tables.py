@@ -88,7 +88,7 @@ def benchmark_table(at_cost: pd.DataFrame, st: MethodStyles) -> pd.DataFrame:
 def risk_check_table(risk: pd.DataFrame) -> pd.DataFrame:
     """Per α: the largest test-split risk over the λ grid against α + 3 binomial standard errors, and the
     largest Monte-Carlo mean over re-splits (the quantity the CRC guarantee bounds by α)."""
-    from cr2.metrics import risk_tolerance
+    from cr2.evaluation.metrics import risk_tolerance
 
     rows = []
     for alpha, d in risk.groupby("alpha"):

@@ -16,9 +16,9 @@ from typing import Iterator
 
 import numpy as np
 
-from cr2.bootstrap import saving_verdict, test_verdict
+from cr2.evaluation.statistics import saving_verdict, test_verdict
 from cr2.labels import is_simulated
-from cr2.metrics import bound_verdict
+from cr2.evaluation.metrics import bound_verdict
 
 VERDICT_WORDS = ("no difference detected", "cheaper", "dearer", "holds", "fails", "larger", "smaller")
 OPEN, CLOSE = "\u2e22", "\u2e23"  # ⸢word⸣: produced by a verdict function; removed from the written page
@@ -81,7 +81,7 @@ class Doc:
         return self.word(test_verdict(direction, p_adjusted))
 
     def bound(self, values, ses, bound: float, z: float = 3.0) -> str:
-        """holds / fails: every Monte-Carlo mean within z standard errors of its bound (cr2.metrics.bound_verdict)."""
+        """holds / fails: every Monte-Carlo mean within z standard errors of its bound (cr2.evaluation.metrics.bound_verdict)."""
         return self.word(bound_verdict(np.asarray(values, dtype=float), np.asarray(ses, dtype=float), bound, z))
 
     def compare(self, lower: float, upper: float) -> str:
@@ -104,7 +104,7 @@ class Doc:
     @staticmethod
     def newest_run(wh) -> str | None:
         """The newest evaluation run of a warehouse, None where it has none."""
-        from cr2.errors import DataValidationError
+        from cr2.core.errors import DataValidationError
         from warehouse.repository import newest_eval_run
 
         try:

@@ -1,6 +1,6 @@
 """Section "Equal-risk comparison" and "Which router should I deploy?": every router certified under the same rules.
 
-Numbers: table equal_risk of each scenario's newest evaluation run (cr2.equal_risk; `cr2 run` writes it), the
+Numbers: table equal_risk of each scenario's newest evaluation run (cr2.evaluation.equal_risk; `cr2 run` writes it), the
 scenario's newest seed study (seed_results rows `equal-risk:<question>`), the newest pool sweep (pool_results rows
 `equal-risk:<question>`) and the newest premise study with a certified KNN. Words: a mean saving is a direction only
 where its 95 % interval excludes 0 and its Holm-adjusted p (over its question's family) is below 0.05; a seed spread
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, interval_p_value, saving_verdict, seed_t_interval
+from cr2.evaluation.statistics import CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, interval_p_value, saving_verdict, seed_t_interval
 from cr2.report.markdown import markdown_table
 from cr2.report.tables import ci_cell
 from cr2_cli.resultsdoc.core import Doc, label_kind

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cr2.bootstrap import holm_adjust, saving_verdict, t_interval
+from cr2.evaluation.statistics import holm_adjust, saving_verdict, t_interval
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
 from cr2.report.tables import ci_cell
@@ -40,7 +40,7 @@ separately (docs/method.md, "How sure is a comparison?"):
 A saving is called "cheaper" (or "dearer") only where its 95 % interval excludes 0; every other comparison is
 "no difference detected". Where several savings are read together (the learned routers' mean savings; every
 target × router), each is read a second time with its p-value taken from its interval
-(`cr2.bootstrap.interval_p_value`) and Holm-adjusted over the family: a direction then also needs the adjusted p
+(`cr2.evaluation.statistics.interval_p_value`) and Holm-adjusted over the family: a direction then also needs the adjusted p
 below 0.05, and the statements that change are listed. Over seeds, a word comes only from the 95 % t-interval of
 the mean over the seeds and its one-sample t-test, Holm-adjusted over the family read together; mean ± sd is shown
 beside it and carries no word."""

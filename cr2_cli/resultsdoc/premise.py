@@ -7,7 +7,7 @@ comparison of the two retraining modes, and a tested trend of the saving with de
 Every number comes from v_premise / premise_cells / premise_studies (warehouse.premise); every verdict word from
 cr2's verdict functions through `Doc`: per interval, and under Holm over the family the page reads together (the
 cells of one study, per comparison; cells × paper targets; the trend tests of the page). p-values of stored
-intervals: cr2.bootstrap.interval_p_value; the trend: cr2.bootstrap.spearman_permutation_test (seeded).
+intervals: cr2.evaluation.statistics.interval_p_value; the trend: cr2.evaluation.statistics.spearman_permutation_test (seeded).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test
+from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
@@ -268,7 +268,7 @@ def _trends(doc: Doc, found: list) -> str:
     out = ["### Does CR²'s saving vs KNN change with device speed? (trend test)\n",
            "Spearman's ρ between the device speed factor and CR²'s mean saving vs KNN over a study's cells, with a "
            f"two-sided permutation p ({TREND_PERMUTATIONS:,} seeded permutations of the savings; "
-           "cr2.bootstrap.spearman_permutation_test), Holm over the studies below. The word is the direction of "
+           "cr2.evaluation.statistics.spearman_permutation_test), Holm over the studies below. The word is the direction of "
            "CR²'s saving as the device gets faster (\"cheaper\": the saving grows, \"dearer\": the deficit grows). The "
            "cells share their test queries and base fits, so the test is of the ordering across this grid, not of "
            "independent draws.\n"]
@@ -382,7 +382,7 @@ def render(doc: Doc) -> str:
             "**How to read them.** Savings are in %, positive: CR² costs less; \"mean\" = the mean over every target "
             "accuracy both methods reach; `[a, b]` = the stored 95 % paired-bootstrap interval over the test queries "
             "(the same resamples for every method; each frontier recomputed per resample). The word beside it is "
-            "cr2.bootstrap.saving_verdict of that interval (\"cheaper\" / \"dearer\" only where it excludes 0); the "
+            "cr2.evaluation.statistics.saving_verdict of that interval (\"cheaper\" / \"dearer\" only where it excludes 0); the "
             "Holm column also asks Holm's family-wise p (from the interval) below 0.05 over the study's cells. The "
             "intervals cover test-query noise only — training and calibration are held fixed, one split, one seed. "
             "\"ĉ ratio\" = E[ĉ_device] / E[min edge ĉ] over all (query, state) rows of the cell (below 1: the device "

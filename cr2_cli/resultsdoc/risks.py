@@ -6,14 +6,14 @@ rule) and its price over the same re-splits.
 Every number is read from the stored evaluation run (v_realised_risk with v_operating_points_ci's intervals) and
 the newest stored validity run (guarantees, v_guarantee_price); every verdict word comes from cr2's verdict
 functions through `Doc` (one rule's own risk against α: the interval of risk − α, and Holm over the family of rules
-× λ of one scenario; validity: cr2.metrics.bound_verdict).
+× λ of one scenario; validity: cr2.evaluation.metrics.bound_verdict).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict
+from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
@@ -157,7 +157,7 @@ def _validity(doc: Doc) -> str:
             "every rule on each calibration part and measures it on the rest. Per (rule, check, α) the cell shown is "
             "the worst over the λ grid (Monte-Carlo mean over re-splits ± its SE; crc rules: mean test risk, bound "
             "α; ltt rules: share of re-splits where some λ's risk exceeds α, bound δ); the word is "
-            "cr2.metrics.bound_verdict over every λ of that α: \"holds\" when every cell is within 3 SE of its "
+            "cr2.evaluation.metrics.bound_verdict over every λ of that α: \"holds\" when every cell is within 3 SE of its "
             "bound. The 3-SE rule is itself the family-wise allowance for the many cells of one run.\n"]
     prices = []
     for key, title, config in SCENARIOS:
@@ -247,10 +247,10 @@ def render(doc: Doc) -> str:
             "labels with those losses.\n",
             "How to read the tables: risks are over every test query (the population the guarantees are stated "
             "for); local rate, cost and accuracy over the test queries some model solves (paper §VII-A). `[a, b]` is "
-            "the stored 95 % paired-bootstrap interval over test queries (cr2.bootstrap: test-query noise only, gate "
+            "the stored 95 % paired-bootstrap interval over test queries (cr2.evaluation.statistics: test-query noise only, gate "
             "and calibration held fixed). \"own risk − α\" is the risk the rule calibrates minus α: its word is "
             "\"larger\" / \"smaller\" where the interval excludes 0, with the Holm column requiring Holm's "
-            "family-wise p (from the interval, cr2.bootstrap.interval_p_value) below 0.05 across the scenario's "
+            "family-wise p (from the interval, cr2.evaluation.statistics.interval_p_value) below 0.05 across the scenario's "
             "rules × λ. One calibration split: a rule's risk may land above α on it (its promise is in expectation "
             "over calibration sets); the re-split check below tests the promise. The paired differences between "
             "rules (Δ local rate, Δ cost vs crc) are not stored in the warehouse, so the page prints none.\n"]

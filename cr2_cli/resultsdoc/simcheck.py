@@ -18,7 +18,7 @@ PHI_POOL = "phi-3-mini-4k-instruct"
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
 ROUTERS = ("cr2", "mlp", "embedllm", "llmrank")
 LAMS = HEADLINE_LAMS
-DUMP = ("python -c \"from cr2.config import load_config; from cr2.pools import load_pool_rule, select_pools, "
+DUMP = ("python -c \"from cr2.config import load_config; from cr2.studies.pools import load_pool_rule, select_pools, "
         "pool_overrides; from flows.pools import pool_config; r = load_pool_rule('configs/pools/mmlu-pro.yaml'); "
         "p = next(p for p in select_pools(r) if p.pool_id == '{pool}'); print(pool_config(load_config("
         "'configs/mmlu-pro-pools-sample.yaml'), pool_overrides(p, r)).to_yaml())\" > var/pool-configs/{pool}.yaml")
@@ -328,6 +328,6 @@ def render(doc: Doc) -> str:
            "make results-doc", "```", "",
            _mmlu_part(doc), "",
            "The default Qwen3 scenario is run under simulated-irt-v2 only; the label-level comparison of v1 and v2 "
-           "on GPQA is `python benchmarks/sim_gpqa_v1_v2.py` (it embeds the questions, so it is not part of this "
+           "on GPQA is `python scripts/sim_gpqa_v1_v2.py` (it embeds the questions, so it is not part of this "
            "page).", "", _out_of_pool_part(doc), "", _ladder_part(doc)]
     return "\n".join(out)

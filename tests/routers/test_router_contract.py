@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.data import Router, RoutingSet
-from cr2.errors import DataValidationError, NotFittedError
+from cr2.core.data import Router, RoutingSet
+from cr2.core.errors import DataValidationError, NotFittedError
 from cr2.config import GateSpec, TeacherSpec
 from cr2.routers import available_routers, get_router
 
