@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": round(wall_s, 1), "selection": counts.to_dict("records"),
             "rates": [r for r in results if "benchmark" in r], "models": [r for r in results if "benchmark" not in r],
         }
-        out = Path(args.out) if args.out else (None if args.tiny else HERE / "results" / "gpu_smoke.json")
+        out = Path(args.out) if args.out else (None if args.tiny else REPO / "benchmarks" / "results" / "gpu_smoke.json")
         if out is not None:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(payload, indent=2, default=str) + "\n")

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from cr2.labels.measured import mmlu_pro_benchmark_frame
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 if __name__ == "__main__":
     frame = mmlu_pro_benchmark_frame(pd.read_parquet(ROOT / "data/measured/mmlu_pro_questions.parquet"))

@@ -14,7 +14,7 @@ import pandas as pd
 
 from tasks.simcheck import subsample_rows
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 N_QUESTIONS = 2000
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from cr2.labels.zeroeval import BENCHMARKS, zeroeval_benchmark_frame
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 if __name__ == "__main__":
     questions = pd.read_parquet(ROOT / "data/measured/zeroeval/zeroeval_questions.parquet")
