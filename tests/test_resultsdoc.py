@@ -66,8 +66,12 @@ def test_every_section_says_what_is_missing_without_warehouses(tmp_path):
 def test_check_mode_and_the_atomic_write(tmp_path, monkeypatch):
     from cr2_cli.resultsdoc import __main__ as cli
 
+    from cr2_cli.resultsdoc.core import HOMES
+
     out = tmp_path / "results.md"
-    args = ["--out", str(out), "--sections", "header", "--home", f"default={tmp_path / 'none'}"]
+    args = ["--out", str(out), "--sections", "header"]
+    for key in HOMES:  # no warehouse anywhere: the page says what is missing
+        args += ["--home", f"{key}={tmp_path / 'none' / key}"]
     assert cli.main(args) == 0 and out.read_text().startswith("# Results")
     assert cli.main([*args, "--check"]) == 0
     out.write_text(out.read_text() + "typed by hand\n")

@@ -123,20 +123,26 @@ def _has_table(wh: Warehouse, name: str) -> bool:
     return bool(wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]))
 
 
+_STUDIES_SQL = (
+    "SELECT c.study_id, any_value(c.label_source) AS label_source, count(*) AS n_cells, "
+    "sum(c.cell_seconds) AS cell_seconds, min(c.created_at) AS first_cell_at, max(c.created_at) AS last_cell_at, "
+    "s.config, s.speeds, s.channels, s.n_resamples, s.seed, s.retrain_from, s.retrain_epochs, s.base_run "
+    "FROM premise_cells c LEFT JOIN premise_studies s USING (study_id) "
+    "GROUP BY ALL ORDER BY min(c.created_at), c.study_id")
+# a warehouse read as it is, from before studies recorded their settings
+_STUDIES_SQL_UNRECORDED = (
+    "SELECT c.study_id, any_value(c.label_source) AS label_source, count(*) AS n_cells, "
+    "sum(c.cell_seconds) AS cell_seconds, min(c.created_at) AS first_cell_at, max(c.created_at) AS last_cell_at, "
+    "NULL AS config, NULL AS speeds, NULL AS channels, NULL AS n_resamples, NULL AS seed, NULL AS retrain_from, "
+    "NULL AS retrain_epochs, NULL AS base_run FROM premise_cells c GROUP BY ALL ORDER BY min(c.created_at), c.study_id")
+
+
 def premise_studies(wh: Warehouse) -> pd.DataFrame:
     """Every premise study of the warehouse, oldest first: its cells (count, cell seconds, first and last write) and
     its recorded settings (premise_studies; NULL for a study run before cr2 recorded them)."""
     if not _has_table(wh, "premise_cells"):
         return pd.DataFrame(columns=["study_id", "label_source", "n_cells", "cell_seconds", *STUDY_COLUMNS[2:]])
-    settings = ("s.config, s.speeds, s.channels, s.n_resamples, s.seed, s.retrain_from, s.retrain_epochs, s.base_run"
-                if _has_table(wh, "premise_studies") else
-                "NULL AS config, NULL AS speeds, NULL AS channels, NULL AS n_resamples, NULL AS seed, "
-                "NULL AS retrain_from, NULL AS retrain_epochs, NULL AS base_run")
-    join = "LEFT JOIN premise_studies s USING (study_id)" if _has_table(wh, "premise_studies") else ""
-    return wh.df(f"SELECT c.study_id, any_value(c.label_source) AS label_source, count(*) AS n_cells, "
-                 f"sum(c.cell_seconds) AS cell_seconds, min(c.created_at) AS first_cell_at, "
-                 f"max(c.created_at) AS last_cell_at, {settings} "
-                 f"FROM premise_cells c {join} GROUP BY ALL ORDER BY min(c.created_at), c.study_id")
+    return wh.df(_STUDIES_SQL if _has_table(wh, "premise_studies") else _STUDIES_SQL_UNRECORDED)
 
 
 def premise_cell_count(wh: Warehouse, study_id: str) -> int:
