@@ -115,11 +115,13 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "�
                 t = signed_rank_test(g["estimate"].to_numpy(dtype=float))
             except InvalidValueError:
                 t = None
+            kept = [int(x) for x in g["n_resamples"] if not pd.isna(x)]  # each pool's interval: resamples it kept
+            counts += f" | {min(kept):,}–{max(kept):,}" if kept else " | not stored"
             tests.append((a, b, len(g), float(g["estimate"].median()), counts, t))
         holm = iter(holm_adjust([t.p_value for *_, t in tests if t is not None]))
         lines += [f"**{question}** (across pools; {len(tests)} tests in the family)", "",
                   "| side a | side b | pools | median saving % | pools \"cheaper\" / \"dearer\" / n.d. (per-pool 95 % CI) | "
-                  "p (signed rank) | p, Holm | verdict |", "|" + " --- |" * 8]
+                  "resamples kept per pool (min–max) | p (signed rank) | p, Holm | verdict |", "|" + " --- |" * 9]
         for a, b, n, med, counts, t in tests:
             if t is None:
                 lines.append(f"| {a} | {b} | {n} | {med:+.1f} | {counts} | — | — | — |")
