@@ -38,7 +38,7 @@ run-gemma: install
 run-qwen: install
 	$(VENV)/bin/cr2 run -c configs/zeroeval-qwen.yaml --home var/zeroeval-qwen
 
-# the MMLU-Pro pool sweep (issue 27, docs/pools.md): 13 pools of a written-down rule on a 2,000-question sample
+# the MMLU-Pro pool sweep (docs/pools.md): 13 pools of a written-down rule on a 2,000-question sample
 study-pools: install
 	$(VENV)/bin/cr2 study pools -c configs/mmlu-pro-pools-sample.yaml --home var/mmlu-pro-sample
 

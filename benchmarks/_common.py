@@ -27,7 +27,7 @@ THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 if str(REPO) not in sys.path:  # tests/serve_helpers.py (fake model endpoints) lives outside the installed packages
     sys.path.append(str(REPO))
 
-from cr2.env import apply_offline_env  # noqa: E402
+from cr2.core.env import apply_offline_env  # noqa: E402
 
 apply_offline_env()  # every benchmark imports this module first: offline, and OMP_WAIT_POLICY before torch loads
 

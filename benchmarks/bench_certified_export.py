@@ -1,13 +1,13 @@
 """Certified KNN's device export: its size in bytes and its per-query lookup time, beside CR²'s fused gate.
 
-At the default train size (17,200 synthetic train queries, cr2/testing.py, k chosen on dev as in `cr2 run`), a KNN
+At the default train size (17,200 synthetic train queries, cr2/evaluation/synthetic.py, k chosen on dev as in `cr2 run`), a KNN
 router is certified under crc-avoidable on a synthetic val split over the default λ grid × certify.alphas and
-exported with cr2.export.export_certified, the function behind `cr2 export-gate --router knn --rule crc-avoidable`.
+exported with cr2.deploy.export.export_certified, the function behind `cr2 export-gate --router knn --rule crc-avoidable`.
 Figures, batch 1, one thread:
 
   - export size: every file of the export (router.npz — the index: train embeddings [n_train, 384] float32 and
     their correctness [n_train, M] —, thresholds.json, costs.json) and their total, bytes;
-  - certified decision: cr2.runtime.DeviceCertifiedRouter.decide(e, ĉ, λ, α) on the loaded export (neighbour
+  - certified decision: cr2.deploy.runtime.DeviceCertifiedRouter.decide(e, ĉ, λ, α) on the loaded export (neighbour
     search, p̂, margin, τ lookup and comparison, best edge model), µs per query;
   - KNN p̂ alone: the neighbour search and mean (KNNRouter.predict_proba), µs per query;
   - CR²'s gate beside it, measured in the same process and interleaved: FusedGate (float32) score_one(e) ≥ τ*
@@ -33,15 +33,15 @@ def main() -> None:
     limit_threads(1)
     import numpy as np
 
-    from cr2.certify import CertifiedRouter
+    from cr2.routers.certify import CertifiedRouter
     from cr2.config import load_config
-    from cr2.deployment import Deployment, decision_cost_inputs
-    from cr2.certified_export import export_certified
-    from cr2.fused_gate import FusedGate
-    from cr2.gate import MarginGate
+    from cr2.deploy.deployment import Deployment, decision_cost_inputs
+    from cr2.deploy.certified_export import export_certified
+    from cr2.method.fused_gate import FusedGate
+    from cr2.method.gate import MarginGate
     from cr2.routers import get_router
-    from cr2.certified_export import DeviceCertifiedRouter
-    from cr2.testing import make_routing_set
+    from cr2.deploy.certified_export import DeviceCertifiedRouter
+    from cr2.evaluation.synthetic import make_routing_set
 
     cfg = load_config()
     n_train = 2_000 if args.quick else args.n_train
@@ -68,7 +68,7 @@ def main() -> None:
     emb32 = [np.ascontiguousarray(probe.embedding[i], dtype=np.float32) for i in range(per_repeat)]
     emb_rows = [probe.embedding[i : i + 1] for i in range(per_repeat)]
     cost_rows = [probe.decision_cost[i : i + 1] for i in range(per_repeat)]
-    from cr2.certify import request_set
+    from cr2.routers.certify import request_set
 
     batches = [request_set(emb_rows[i], cost_rows[i], knn.model_ids_) for i in range(per_repeat)]
     calls = {
@@ -100,7 +100,7 @@ def main() -> None:
                     "parity": manifest["parity"],
                     "command": "benchmarks/bench_certified_export.py" + (" --quick" if args.quick else "")},
         "notes": ["Each sample is the median µs per query over queries_per_repeat batch-1 calls; the paths are "
-                  "interleaved per repeat. Synthetic embeddings (cr2/testing.py) at the default train size: the "
+                  "interleaved per repeat. Synthetic embeddings (cr2/evaluation/synthetic.py) at the default train size: the "
                   "index size and the search cost depend on n_train and d = 384, not on the data."],
     })
 

@@ -3,10 +3,10 @@
 Three parts, all at batch 1 on --threads threads (default 1):
 
 A. The gate alone against KNN, in the same process and interleaved (so load drift hits both alike), on
-   the default-size synthetic set (17,200 train queries, cr2/testing.py; a 2-epoch CR² router — the
+   the default-size synthetic set (17,200 train queries, cr2/evaluation/synthetic.py; a 2-epoch CR² router — the
    weights do not change the cost): KNN (KNNRouter.route), the torch gate (gate.score + τ lookup + accept,
-   what the evaluation runs), the exported ONNX gate through cr2.runtime (DeviceGate.decide: input checks,
-   τ lookup, onnxruntime), the raw onnxruntime session, and the fused NumPy gate (cr2.fused_gate, FiLM
+   what the evaluation runs), the exported ONNX gate through cr2.deploy.runtime (DeviceGate.decide: input checks,
+   τ lookup, onnxruntime), the raw onnxruntime session, and the fused NumPy gate (cr2.method.fused_gate, FiLM
    folded for the fixed λ; float64 and float32; τ*(λ; α) of the fixed operating point looked up once, and
    per call). Targets: ≤ 20 µs per decision; KNN time ÷ its time ≥ the counted-FLOP ratio (64×).
 B. End to end: text → tokenise → MiniLM (torch, onnx, onnx-int8) → fused gate → τ* comparison, on real
@@ -44,7 +44,7 @@ def _sample_texts(cfg, n: int, seed: int = 0) -> list[str]:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from cr2.embed import router_texts
+    from cr2.inputs.embed import router_texts
 
     per = max(1, n // len(cfg.enabled_benchmarks))
     rng = np.random.default_rng(seed)
@@ -65,12 +65,12 @@ def part_a(args, cfg, figures, tables, notes, details):
     import torch
 
     from cr2.crc import accept
-    from cr2.export import export_gate
-    from cr2.fused_gate import FusedGate
+    from cr2.deploy.export import export_gate
+    from cr2.method.fused_gate import FusedGate
     from cr2.routers import get_router
     from cr2.routers.cr2_router import CR2Router
-    from cr2.runtime import DeviceGate
-    from cr2.testing import make_routing_set
+    from cr2.deploy.runtime import DeviceGate
+    from cr2.evaluation.synthetic import make_routing_set
 
     alpha = cfg.grids.default_alpha
     train, dev, val, pool = (make_routing_set(args.n_train, seed=1), make_routing_set(max(args.n_train // 10, 200), seed=2),
@@ -116,7 +116,7 @@ def part_a(args, cfg, figures, tables, notes, details):
         "knn": ("KNNRouter.route (exact, 17,200 train queries)", knn.flops_per_query(), lambda i: knn.route(singles[i], LAM)),
         "torch gate": ("gate.score + table.tau + accept (what the evaluation runs)", gate.flops_per_query(),
                        lambda i: accept(gate.score(e32[i], LAM), table.tau(LAM, alpha, fp))),
-        "onnx runtime": ("cr2.runtime DeviceGate.decide(e, λ, α): checks, τ lookup, onnxruntime", gate.flops_per_query(),
+        "onnx runtime": ("cr2.deploy.runtime DeviceGate.decide(e, λ, α): checks, τ lookup, onnxruntime", gate.flops_per_query(),
                          lambda i: device.decide(e32[i], LAM, alpha)),
         "onnx session": ("onnxruntime session.run alone (no checks, no τ)", gate.flops_per_query(),
                          lambda i: session.run(None, {"embedding": e32[i], "lam": lam1})),
@@ -176,7 +176,7 @@ def part_a(args, cfg, figures, tables, notes, details):
 def part_b(args, cfg, fused, tau, figures, tables, notes, details, cache):
     import numpy as np
 
-    from cr2.embed import embed_texts, load_encoder
+    from cr2.inputs.embed import embed_texts, load_encoder
 
     texts = _sample_texts(cfg, 60 if args.quick else args.texts)
     encoders = {b: load_encoder(cfg.embedding.max_seq_length, num_threads=args.threads, backend=b, cache_dir=cache)
@@ -236,9 +236,9 @@ def part_b(args, cfg, fused, tau, figures, tables, notes, details, cache):
 def part_c(args, cfg, encoders, figures, tables, notes, details):
     import numpy as np
 
-    from cr2.embed import embed_texts, router_texts
-    from cr2.metrics import accuracy, evaluable_mask, false_acceptance_risk, local_rate, mean_cost
-    from cr2.routing import route
+    from cr2.inputs.embed import embed_texts, router_texts
+    from cr2.evaluation.metrics import accuracy, evaluable_mask, false_acceptance_risk, local_rate, mean_cost
+    from cr2.method.routing import route
     from cr2_cli.online import load_deployed_router
     from tasks.inputs import routing_args
     from warehouse.db import Warehouse
@@ -357,7 +357,7 @@ def main(argv=None) -> None:
     if "b" in args.parts:
         encoders = part_b(args, cfg, fused, tau, figures, tables, notes, details, cache)
     elif "c" in args.parts:
-        from cr2.embed import load_encoder
+        from cr2.inputs.embed import load_encoder
 
         encoders = {b: load_encoder(cfg.embedding.max_seq_length, num_threads=args.threads, backend=b, cache_dir=cache)
                     for b in ("onnx", "onnx-int8")}

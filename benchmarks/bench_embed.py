@@ -23,9 +23,9 @@ def main(argv=None) -> None:
                                               "help": "torch threads (default: all CPUs, as `cr2 prepare`)"})
     import torch
 
-    from cr2.benchmarks import select_queries
+    from cr2.inputs.datasets import select_queries
     from cr2.config import load_config
-    from cr2.embed import embed_texts, load_encoder, router_texts
+    from cr2.inputs.embed import embed_texts, load_encoder, router_texts
 
     repeats = args.repeats or (2 if args.quick else 1)
     cfg = load_config()

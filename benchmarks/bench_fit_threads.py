@@ -2,7 +2,7 @@
 
 The margin gate is fitted on synthetic routing sets the size of the default train/dev split (15,504 / 1,695 rows,
 4 models), a few epochs, at 1 thread and at 2 threads (the same process, alternating, `repeats` times each); then
-two 1-thread fits in two processes at once (cr2.fitting.run_fits), which is what the default does with the second
+two 1-thread fits in two processes at once (cr2.routers.fitting.run_fits), which is what the default does with the second
 core. Writes benchmarks/results/fit_threads.json. Take it on an idle machine: a busy core slows a 2-thread fit
 far more than a 1-thread one, and that is part of what it shows, not something to average over.
     .venv/bin/python benchmarks/bench_fit_threads.py [--epochs 3] [--repeats 3]
@@ -18,8 +18,8 @@ from _common import figure, fmt, parse_args, write_result
 def _fit(threads: int, epochs: int, seed: int = 0) -> float:
     """Seconds of one gate fit at `threads` torch threads (module level: run in spawned processes too)."""
     from cr2.config import GateSpec
-    from cr2.gate import fit_gate
-    from cr2.testing import make_routing_set
+    from cr2.method.gate import fit_gate
+    from cr2.evaluation.synthetic import make_routing_set
 
     train, dev = make_routing_set(15504, seed=1), make_routing_set(1695, seed=2)
     rng = __import__("numpy").random.default_rng(seed)
@@ -31,7 +31,7 @@ def _fit(threads: int, epochs: int, seed: int = 0) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__, argv, epochs={"type": int, "default": 3, "help": "gate epochs per fit (default 3)"})
-    from cr2.fitting import available_cores, run_fits
+    from cr2.routers.fitting import available_cores, run_fits
 
     reps = args.repeats or (1 if args.quick else 3)
     epochs = 1 if args.quick else args.epochs

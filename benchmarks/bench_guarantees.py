@@ -1,4 +1,4 @@
-"""Guarantees users can choose (issue 21): does each calibration rule keep its promise, and what does it cost?
+"""Guarantees users can choose: does each calibration rule keep its promise, and what does it cost?
 
 Over --resplits random calibration/test re-splits (default 500) of one exchangeable pool:
   crc       mean test false-acceptance risk per (λ, α) ≤ α                      (worst cell's z = (mean − α)/SE)
@@ -9,7 +9,7 @@ with Monte-Carlo standard errors, and each rule's mean local rate, cost and accu
 
 Pool: with --warehouse HOME, the val + test queries of that warehouse's deployed gate and teacher
 (calibration size = the val size), exactly what `cr2 guarantees` checks; without it, a synthetic pool
-with the default labels' structure and the default val + test sizes (cr2/testing.py).
+with the default labels' structure and the default val + test sizes (cr2/evaluation/synthetic.py).
 The summary is written to results/guarantees.json; with --warehouse every record (one per check × rule × λ
 × α × group) is also stored in `guarantees` (views v_guarantees, v_guarantee_price; shown in the report).
 """
@@ -37,17 +37,17 @@ def _pool(args):
         p = validity_pool(load_config(args.config), args.warehouse)
         return p, "warehouse val+test", p["label_source"]
     from cr2.config import load_config
-    from cr2.testing import make_pool
+    from cr2.evaluation.synthetic import make_pool
 
     lams = np.asarray(load_config().grids.lam.values())
     pool = make_pool(N_POOL_SYNTH, lams, seed=args.seed)
-    from cr2.utility import risk_label
+    from cr2.method.utility import risk_label
 
     realised = {k: risk_label(k, lams, correct=pool.correct, decision_cost=pool.cost)
                 for k in ("oracle-disagreement", "avoidable-error")}  # issue 26: the rules on the real labels
     return ({"score": pool.score, "risk": pool.risk, "proba": pool.proba, "cost": pool.cost, "correct": pool.correct,
              "groups": pool.benchmark, "lams": lams, "alphas": np.asarray(ALPHAS), "n_val": N_CALIB_SYNTH,
-             "group_by": "benchmark", "realised": realised}, "synthetic (cr2/testing.py)", "synthetic-irt-like")
+             "group_by": "benchmark", "realised": realised}, "synthetic (cr2/evaluation/synthetic.py)", "synthetic-irt-like")
 
 
 def main() -> None:
@@ -59,7 +59,7 @@ def main() -> None:
     import numpy as np
     import pandas as pd
 
-    from cr2.guarantees import ResplitSpec, resplit_validity
+    from cr2.evaluation.guarantees import ResplitSpec, resplit_validity
     from tasks.guarantees import default_targets
 
     B = args.resplits or (50 if args.quick else 500)

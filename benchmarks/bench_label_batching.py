@@ -1,6 +1,6 @@
 """Batch sizing of the hf labeling backend under `batch_size: auto`, on CPU with a small Qwen3-shaped model.
 
-What lm-eval's auto batch size does with cr2's generation tasks, and what cr2's hf model (cr2/labeling/
+What lm-eval's auto batch size does with cr2's generation tasks, and what cr2's hf model (cr2/labels/lmeval/
 hf_batching.py) does instead, on the same queries through the labeling path (ChunkEvaluator →
 lm_eval.simple_evaluate with cr2's BBH and MBPP tasks, max_gen_toks 256, the real Qwen3 tokenizer):
 
@@ -41,7 +41,7 @@ BYTES_PER_LOGIT = 2  # bf16 on the GPU being emulated
 def _queries(benchmarks: list[str], n: int):
     import pandas as pd
 
-    from cr2.labeling.runs import select_queries
+    from cr2.labels.lmeval.runs import select_queries
 
     cols = ["query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup"]
     frames = []
@@ -83,8 +83,8 @@ def _instrument(lm, vocab: int, budget_bytes: float, log: dict) -> None:
 def run_mode(mode: str, model, tokenizer, spec, samples: dict, fewshot: dict, budget_bytes: float, work: Path) -> dict:
     from lm_eval.models.huggingface import HFLM
 
-    from cr2.labeling.hf_batching import sized_hflm_class
-    from cr2.labeling.runner import ChunkEvaluator
+    from cr2.labels.lmeval.hf_batching import sized_hflm_class
+    from cr2.labels.lmeval.runner import ChunkEvaluator
 
     cls = HFLM if mode == "stock" else sized_hflm_class()
     lm = cls(pretrained=model, tokenizer=tokenizer, batch_size="auto", max_batch_size=spec.hf.max_batch_size)
@@ -124,9 +124,9 @@ def main() -> None:
     threads = limit_threads(1)
     import torch  # noqa: F401
 
-    from cr2.labeling.architectures import load_architectures, qwen3_tokenizer, random_model
-    from cr2.labeling.docs import mbpp_fewshot_docs
-    from cr2.labeling.spec import LabelingSpec
+    from cr2.labels.lmeval.architectures import load_architectures, qwen3_tokenizer, random_model
+    from cr2.labels.lmeval.docs import mbpp_fewshot_docs
+    from cr2.config.labeling import LabelingSpec
 
     n = 4 if args.quick else 16
     benchmarks = ["bbh", "mbpp"]

@@ -10,7 +10,7 @@ Reported per mode: end to end (recalibrate started → first answer of the new v
 time, the swap lag after it (the server's poll, `serving.reload_interval_s`, plus loading the new teacher and
 gate), /route p50 / p99 latency before and during the swap window (recalibrate start → 2 s after the swap),
 failed requests (target: none), and the load average.
-Targets (issue 38, idle 2-core machine, default set): end to end ≤ 15 s with a server, ≤ 20 s without.
+Targets (idle 2-core machine, default set): end to end ≤ 15 s with a server, ≤ 20 s without.
 
     python benchmarks/bench_live_swap.py --home var [--repeats 3] [--modes server,ephemeral]
 """

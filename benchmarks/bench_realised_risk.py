@@ -1,15 +1,15 @@
-"""What α bounds and what users feel (issue 26): CR²'s teacher-referenced risk beside the realised risks, per rule.
+"""What α bounds and what users feel: CR²'s teacher-referenced risk beside the realised risks, per rule.
 
 For a warehouse's deployed gate and teacher (newest threshold table; nothing is retrained), on its fixed val/test
 split: CR² under the deployed rule (`cr2`, normally the paper's crc) and under every compared rule of
-cr2.evaluation.COMPARED_RULES (ltt, crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable; calibrated on val), at
+cr2.evaluation.sweep.COMPARED_RULES (ltt, crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable; calibrated on val), at
 one α and a few λ. Per cell: teacher disagreement (what crc's α bounds), oracle disagreement on the real test
 labels, avoidable error — each over every test query, with a 95 % paired-bootstrap interval over test queries
-(cr2.bootstrap; test-query noise only, gate and calibration held fixed) — and local accuracy, local rate, mean
+(cr2.evaluation.statistics; test-query noise only, gate and calibration held fixed) — and local accuracy, local rate, mean
 cost and accuracy over the solvable test queries (paper §VII-A), with the paired interval of each rule's local
 rate and cost minus crc's.
 
-This is cr2.evaluation.evaluate_cr2, the code `cr2 run` evaluates with, run in memory on the stored
+This is cr2.evaluation.sweep.evaluate_cr2, the code `cr2 run` evaluates with, run in memory on the stored
 artefacts, so the table is what the next `cr2 run` writes to operating_points / v_realised_risk.
 Writes results/realised_risk_<label source>.json and prints a markdown table. With --store it also runs the
 evaluate and report tasks of `cr2 run` on the stored gate, teacher, thresholds and baselines (no retraining:
@@ -37,10 +37,10 @@ def main() -> None:
     limit_threads(1)
     import numpy as np
 
-    from cr2.bootstrap import percentile_interval, resample_indices, resampled_means
+    from cr2.evaluation.statistics import percentile_interval, resample_indices, resampled_means
     from cr2.config import load_config
-    from cr2.evaluation import COMPARED_RULES, Evaluation, evaluate_cr2
-    from cr2.metrics import evaluable_mask, local_accuracy_terms, risk_per_query
+    from cr2.evaluation.sweep import COMPARED_RULES, Evaluation, evaluate_cr2
+    from cr2.evaluation.metrics import evaluable_mask, local_accuracy_terms, risk_per_query
     from cr2_cli.online import load_deployed_router
     from tasks.inputs import routing_args
     from warehouse.db import Warehouse
@@ -160,7 +160,7 @@ def _store(cfg, home: str, table, version: int) -> dict:
 
 
 def _sub(dec, idx):
-    from cr2.evaluation import subset_decisions
+    from cr2.evaluation.sweep import subset_decisions
 
     return subset_decisions(dec, idx)
 

@@ -32,10 +32,10 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from cr2.config import load_config
-    from cr2.evaluation import Evaluation, evaluate_cr2, evaluate_table
-    from cr2.metrics import evaluable_mask
+    from cr2.evaluation.sweep import Evaluation, evaluate_cr2, evaluate_table
+    from cr2.evaluation.metrics import evaluable_mask
     from tasks.inputs import cr2_router, load_sets
-    from tasks.scores import remember_scores
+    from tasks.inputs import remember_scores
     from warehouse.db import Warehouse
     from warehouse.repository import load_threshold_table
 

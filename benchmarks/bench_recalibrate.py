@@ -8,7 +8,7 @@ Modes:
   ephemeral  no server: the command starts one temporary API server (cr2_cli/prefect_api.py) on the home's own
              Prefect state (<home>/prefect, written by the `cr2 run` that built the home — as an operator has it)
   full       server, with --bands --baselines: what every recalibration did before (Monte-Carlo bands + baselines)
-Targets (issue 30, idle 2-core machine): `server` median ≤ 10 s and `ephemeral` ≤ 20 s on the default set, with
+Targets (idle 2-core machine): `server` median ≤ 10 s and `ephemeral` ≤ 20 s on the default set, with
 at most one temporary server start. Every sample records wall AND CPU time (user + sys, the process and its
 temporary server) and the load average, since a loaded machine inflates wall times; a no-op flow measures
 Prefect's own start — in a fresh PREFECT_HOME (the server creates and migrates its database: once per home) and
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from _common import CR2, REPO, figure, fresh_env, parse_args, run_measured, target, write_result
 
-# not read by a recalibration; the cache is: checkpoints and the per-gate score cache (issue 30). The home's
+# not read by a recalibration; the cache is: checkpoints and the per-gate score cache. The home's
 # Prefect state (<home>/prefect) is copied for the ephemeral mode only: its temporary server runs on it.
 SKIP = {"prefect", "report", "export", "prefect-stack"}
 

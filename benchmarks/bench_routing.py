@@ -10,9 +10,9 @@ at batch 1 (median over many single-query calls, each on the next query of one s
 batch 1024 (time per query). Routers take turns inside every repeat, so drift in the machine's load
 hits them alike. All run on --threads threads (torch and BLAS; default 1: a device decides one query at
 a time, and on a shared 2-core machine a multi-threaded BLAS call at batch 1 mostly measures scheduler
-contention). FLOPs are the counted ones (flops_per_query(), cr2.complexity convention).
+contention). FLOPs are the counted ones (flops_per_query(), cr2.core.complexity convention).
 
-Data: synthetic routing sets (cr2/testing.py) with the default split sizes — 17,200 train queries
+Data: synthetic routing sets (cr2/evaluation/synthetic.py) with the default split sizes — 17,200 train queries
 (train + dev of the default set), so KNN searches as many vectors as in the paper's setting — or, with
 --warehouse HOME, the prepared train/dev/val/test splits of that warehouse.
 
@@ -20,7 +20,7 @@ Target: the gate decision ≥ 100× faster than KNN at batch 1 with the default 
 
 Diagnostics (not shipped code; each is checked to give the same float32 scores as gate.score): the
 gate with its float64 twin built once instead of on every call, and a numpy forward pass with the FiLM
-(γ, β) of each λ cached — what a fix in cr2/gate.py would buy.
+(γ, β) of each λ cached — what a fix in cr2/method/gate.py would buy.
 """
 from __future__ import annotations
 
@@ -68,11 +68,11 @@ def _data(args, cfg):
         with Warehouse(args.warehouse, read_only=True) as wh:
             sets = load_routing_sets(wh, tuple(m.id for m in cfg.models), **routing_args(cfg))
         return sets["train"], sets["dev"], sets["val"], sets["test"], f"warehouse {args.warehouse}"
-    from cr2.testing import make_routing_set
+    from cr2.evaluation.synthetic import make_routing_set
 
     n = args.n_train
     return (make_routing_set(n, seed=1), make_routing_set(max(n // 10, 200), seed=2),
-            make_routing_set(max(n // 8, 500), seed=3), make_routing_set(2048, seed=4), "synthetic (cr2/testing.py)")
+            make_routing_set(max(n // 8, 500), seed=3), make_routing_set(2048, seed=4), "synthetic (cr2/evaluation/synthetic.py)")
 
 
 def main(argv=None) -> None:
@@ -90,7 +90,7 @@ def main(argv=None) -> None:
     from cr2.crc import accept
     from cr2.routers import LEARNED_BASELINES, get_router
     from cr2.routers.cr2_router import CR2Router
-    from cr2.routing import deferred_choice
+    from cr2.method.routing import deferred_choice
 
     repeats = args.repeats or (3 if args.quick else 5)
     n_b1 = 100 if args.quick else 400  # single-query calls per repeat and router

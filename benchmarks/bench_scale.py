@@ -3,11 +3,11 @@
 One subprocess per size (so each size's peak RSS is its own), each running the pipeline's stages after
 `prepare`'s text encoder, through the same library functions the tasks call:
 
-  generate    random unit embeddings clustered by topic (as cr2/testing.py), four benchmarks, prompt
+  generate    random unit embeddings clustered by topic (as cr2/evaluation/synthetic.py), four benchmarks, prompt
               and output lengths, and correctness simulated from a latent difficulty (IRT-style)
-  splits      cr2.splits.assign_splits (stratified, seeded per query id)
-  states      cr2.channel.sample_channel (one generator per query id, as the pipeline does)
-  costs       cr2.channel.rates + cr2.cost.compute_costs (the config's pool, hardware, power, T0/E0)
+  splits      cr2.inputs.splits.assign_splits (stratified, seeded per query id)
+  states      cr2.system.channel.sample_channel (one generator per query id, as the pipeline does)
+  costs       cr2.system.channel.rates + cr2.system.cost.compute_costs (the config's pool, hardware, power, T0/E0)
   train       CR2Router.fit: teacher then gate — with --epochs (default 2) each, not the config's 20
   calibrate   CR2Router.calibrate on val over the default λ × α grids
   baselines   KNN (exact where it is affordable, and the opt-in approximate indexes: faiss IVF and HNSW) and
@@ -82,10 +82,10 @@ def knn_only_worker(n: int, index: str) -> dict:
     import numpy as np
 
     from cr2.config import load_config
-    from cr2.data import RoutingSet
+    from cr2.core.data import RoutingSet
     from cr2.routers import get_router
     from cr2.routers.base import l2_normalise
-    from cr2.splits import assign_splits
+    from cr2.inputs.splits import assign_splits
 
     cfg = load_config()
     stages, out = {}, {"n": n, "knn_only": True}
@@ -132,15 +132,15 @@ def worker(n: int, epochs: int, indexes: list[str], train_cap: int) -> dict:
     """Run every stage on n synthetic queries; return {stage: {seconds, peak_rss_gb}} and the outcomes."""
     import numpy as np
 
-    from cr2.channel import rates, sample_channel
+    from cr2.system.channel import rates, sample_channel
     from cr2.config import load_config
-    from cr2.cost import compute_costs
-    from cr2.data import RoutingSet
-    from cr2.metrics import accuracy, false_acceptance_risk, local_rate, mean_cost
+    from cr2.system.cost import compute_costs
+    from cr2.core.data import RoutingSet
+    from cr2.evaluation.metrics import accuracy, false_acceptance_risk, local_rate, mean_cost
     from cr2.routers import get_router
     from cr2.routers.base import l2_normalise
     from cr2.routers.cr2_router import CR2Router
-    from cr2.splits import assign_splits
+    from cr2.inputs.splits import assign_splits
 
     cfg = load_config()
     stages, out = {}, {"n": n}

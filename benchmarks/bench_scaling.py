@@ -27,7 +27,7 @@ CHUNK = 25_000  # synthetic rows generated per call (bounds the generator's floa
 def _concat(sets):
     import numpy as np
 
-    from cr2.data import RoutingSet
+    from cr2.core.data import RoutingSet
 
     return RoutingSet(
         query_id=np.concatenate([s.query_id for s in sets]), benchmark=np.concatenate([s.benchmark for s in sets]),
@@ -49,7 +49,7 @@ def main(argv=None) -> None:
     from cr2.crc import accept
     from cr2.routers import get_router
     from cr2.routers.cr2_router import CR2Router
-    from cr2.testing import make_routing_set
+    from cr2.evaluation.synthetic import make_routing_set
 
     if args.sizes:
         sizes = [int(float(s)) for s in args.sizes.split(",")]
@@ -138,7 +138,7 @@ def main(argv=None) -> None:
         "title": "KNN vs the CR² gate as the train set grows",
         "quick": args.quick,
         "config": {"threads": args.threads, "repeats": repeats, "single_query_calls_per_repeat": n_b1, "batch": BATCH,
-                   "knn_k": K, "sizes": sizes, "lam": LAM, "data": "synthetic (cr2/testing.py)",
+                   "knn_k": K, "sizes": sizes, "lam": LAM, "data": "synthetic (cr2/evaluation/synthetic.py)",
                    "generate_seconds": round(gen_s, 1)},
         "figures": figures,
         "tables": [{"title": f"Per-query decision time (µs, median [IQR] over {repeats} repeats) and memory (MB)",

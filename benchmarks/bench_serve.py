@@ -1,4 +1,4 @@
-"""`cr2 serve` at the encoder's ceiling (issue 30, item 3): /route throughput and latency at 1, 16 and 64
+"""`cr2 serve` at the encoder's ceiling: /route throughput and latency at 1, 16 and 64
 concurrent clients, without and with length-bucketed micro-batching, for the fp32 and the int8 ONNX encoder,
 each beside the encoder's own batch throughput measured in the same run.
 
@@ -114,7 +114,7 @@ def _serve(home: str, cfg_path: Path, port: int, log: Path) -> subprocess.Popen:
 
 def _ceiling(encoder, texts: list[str], batch: int) -> dict:
     """The encoder's own batch throughput on `texts` (sorted by length, batches of `batch`), and the embeddings."""
-    from cr2.embed import embed_texts
+    from cr2.inputs.embed import embed_texts
 
     embed_texts(texts[:batch], batch_size=batch, progress=False, encoder=encoder,
                 max_seq_length=encoder.max_seq_length)  # warm-up
@@ -224,7 +224,7 @@ def main(argv=None) -> None:
     if args.quick:
         args.requests, args.seconds, args.ceiling = 200, 5.0, 64
     from cr2.config import load_config
-    from cr2.embed import load_encoder
+    from cr2.inputs.embed import load_encoder
     from tasks.common import cache_dir
 
     config = load_config(args.config) if args.config else load_config()

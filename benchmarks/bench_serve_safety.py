@@ -1,9 +1,9 @@
-"""Safety load test of `cr2 serve` on loopback (issue 19): a bounded mix of good and hostile requests must get no 5xx.
+"""Safety load test of `cr2 serve` on loopback: a bounded mix of good and hostile requests must get no 5xx.
 (The throughput benchmark of issue 22 is bench_serve.py.)
 
 A child process serves the real HTTP app (cr2_cli/serve/) around a real OnlineRouter — the MiniLM
 encoder, the Qwen token counter, a CR² teacher and gate fitted for one epoch on synthetic routing sets
-(cr2/testing.py) and their CRC threshold table — with fake OpenAI-compatible model endpoints (in the
+(cr2/evaluation/synthetic.py) and their CRC threshold table — with fake OpenAI-compatible model endpoints (in the
 same child). The parent sends `--requests` requests from `--clients` concurrent clients, in a fixed
 rotation:
   route        POST /route, λ on the grid                                  → 200
@@ -52,13 +52,13 @@ def serve_child(port: int, max_concurrency: int) -> None:
     import uvicorn
 
     from cr2.config import load_config
-    from cr2.embed import load_encoder
+    from cr2.inputs.embed import load_encoder
     from cr2.routers.cr2_router import CR2Router
-    from cr2.tokenizer import qwen_token_counter
+    from cr2.inputs.tokenizer import qwen_token_counter
     from cr2_cli.serve import create_app
     from tasks.common import cache_dir
     from cr2_cli.online import OnlineRouter
-    from cr2.testing import make_routing_set
+    from cr2.evaluation.synthetic import make_routing_set
     from tests.serve_helpers import fake_model_endpoint, running
 
     cfg = load_config()

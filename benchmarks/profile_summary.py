@@ -1,4 +1,4 @@
-"""Where the time goes: a py-spy speedscope profile summarised by pipeline stage (issue 30).
+"""Where the time goes: a py-spy speedscope profile summarised by pipeline stage.
 
     py-spy record --rate 25 --format speedscope -o prof.json -- python .venv/bin/cr2 run
     python benchmarks/profile_summary.py prof.json [--json out.json]

@@ -23,18 +23,18 @@ import click
 import typer
 from rich.console import Console
 
-from cr2.errors import Cr2Error
+from cr2.core.errors import Cr2Error
 
 
 class SafeConsole(Console):
     """A Rich console whose printed text can never drive the terminal: every text segment passes through
-    cr2.boundary.printable (ESC / CSI / OSC sequences and other control characters removed) after layout, while
+    cr2.core.boundary.printable (ESC / CSI / OSC sequences and other control characters removed) after layout, while
     Rich's own styles and cursor controls (progress bars) are kept. Every console of the CLI is one of these."""
 
     def _render_buffer(self, buffer):
         from rich.segment import Segment
 
-        from cr2.boundary import printable
+        from cr2.core.boundary import printable
 
         return super()._render_buffer(seg if seg.control else Segment(printable(seg.text), seg.style, seg.control)
                                       for seg in buffer)
@@ -50,7 +50,7 @@ def emit(text: str) -> None:
     """Print a block of plain text (markdown tables) on stdout as it is, less any terminal control characters."""
     import sys
 
-    from cr2.boundary import printable
+    from cr2.core.boundary import printable
 
     sys.stdout.write(printable(text) + "\n")
 
@@ -127,7 +127,7 @@ def print_error(message: str) -> None:
 
 def printable_path(path) -> str:
     """A file name for an error line: at most 120 characters, control characters removed."""
-    from cr2.boundary import printable
+    from cr2.core.boundary import printable
 
     text = printable(str(path))
     return text if len(text) <= 120 else text[:117] + "…"

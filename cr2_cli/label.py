@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from cr2.errors import ConfigError
+from cr2.core.errors import ConfigError
 from cr2_cli.options import home_dir
 
 from cr2_cli.console import SafeConsole
@@ -44,8 +44,8 @@ def load_labeling_file(path: Path) -> dict[str, Any]:
     """A YAML file of labeling settings: either the `labeling:` section itself or a file that contains one."""
     import yaml
 
-    from cr2.boundary import load_yaml_file
-    from cr2.errors import InvalidValueError
+    from cr2.core.boundary import load_yaml_file
+    from cr2.core.errors import InvalidValueError
 
     try:
         data = load_yaml_file(path) or {}
@@ -62,7 +62,7 @@ def load_labeling_file(path: Path) -> dict[str, Any]:
 def _spec(config: Any, labeling: Optional[Path], model_paths: dict[str, str]):
     from pydantic import ValidationError
 
-    from cr2.labeling.spec import LabelingSpec, labeling_spec
+    from cr2.config.labeling import LabelingSpec, labeling_spec
 
     base = labeling_spec(config)
     if labeling is None and not model_paths:

@@ -55,10 +55,10 @@ study_app.command("simcheck")(friendly(simcheck_command, flow=True))
 
 
 def check_arguments(args: list[str]) -> None:
-    """Every command-line argument is UTF-8 text (cr2.boundary.check_text): bytes that are not UTF-8 reach Python
+    """Every command-line argument is UTF-8 text (cr2.core.boundary.check_text): bytes that are not UTF-8 reach Python
     as surrogate escapes, which no command could print, store or route; refused here, before any command runs."""
-    from cr2.boundary import check_text
-    from cr2.errors import InvalidValueError
+    from cr2.core.boundary import check_text
+    from cr2.core.errors import InvalidValueError
     from cr2_cli.console import print_error
 
     for i, arg in enumerate(args, start=1):

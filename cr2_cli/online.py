@@ -1,7 +1,7 @@
 """Route queries online with a deployed router (CR², or a certified '<router>@<rule>'): the CLI's loaders around
-cr2.deployment.
+cr2.deploy.deployment.
 
-cr2/deployment.py defines the deployed router (its table, the split it calibrates on, OnlineRouter, target
+cr2/deploy/deployment.py defines the deployed router (its table, the split it calibrates on, OnlineRouter, target
 selection, route-input validation); warehouse/deployment.py reads a deployment. Here: the two compose.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cr2.config import Config
-from cr2.deployment import CR2, OnlineRouter, check_route_inputs, deployed_router  # noqa: F401  (re-exported)
+from cr2.deploy.deployment import CR2, OnlineRouter, check_route_inputs, deployed_router  # noqa: F401  (re-exported)
 from tasks.common import cache_dir
 from warehouse.deployment import read_deployment
 

@@ -16,9 +16,9 @@ RuleOpt = typer.Option(None, "--rule", help="the calibration rule of a certified
 
 
 def deployed(config, router: str, rule: Optional[str]) -> str:
-    """The deployed router's name from --router / --rule ('cr2' or '<router>@<rule>'; cr2.deployment.deployed_name),
+    """The deployed router's name from --router / --rule ('cr2' or '<router>@<rule>'; cr2.deploy.deployment.deployed_name),
     with the config's extra router catalogues registered, so a router added from outside the package is found."""
-    from cr2.deployment import deployed_name
+    from cr2.deploy.deployment import deployed_name
     from cr2.routers import use_catalogues
 
     use_catalogues(config.baselines.catalogues)

@@ -1,4 +1,4 @@
-"""Prefect's temporary API server for a flow command, started as early as possible (issue 30).
+"""Prefect's temporary API server for a flow command, started as early as possible.
 
 Without a configured API (PREFECT_API_URL in the environment or the Prefect profile), Prefect starts a temporary
 API server — a uvicorn subprocess serving `prefect.server.api.server:create_app` — the first time a flow needs

@@ -109,7 +109,7 @@ def print_operating_points(home: Path, config_path: Optional[Path], evaluated: d
         note = label_note(wh, evaluated["label_source"])
     df = df[_on(df["lam"], lams)]
     # risk, accuracy, cost and local rate on the paper's test set (the queries some model solves); risk_all over
-    # every test query, the population CRC's guarantee is stated for (issue 16)
+    # every test query, the population CRC's guarantee is stated for
     table = Table(title=f"CR² on test, α = {alpha:g} (risk, local rate, accuracy, cost over the "
                         f"{evaluated['n_evaluable']:,} test queries some model solves; risk also over all "
                         f"{evaluated['n_test']:,}); {note}")
@@ -180,7 +180,7 @@ def print_recalibration(home: Path, out: dict, alpha: float, lams=HEADLINE_LAMS)
 
 # ------------------------------------------------------------------ deployment
 def risk_line(out: dict, alpha: float) -> str:
-    """What the threshold's α bounds, in words (issue 26): the rule and the risk it controls."""
+    """What the threshold's α bounds, in words: the rule and the risk it controls."""
     from cr2.crc import RULE_CATALOGUE
 
     rule = out.get("rule", "crc")
@@ -193,7 +193,7 @@ def risk_line(out: dict, alpha: float) -> str:
 
 
 def print_target_choice(out: dict) -> None:
-    """The certified (λ, α, τ) a target chose (issue 21)."""
+    """The certified (λ, α, τ) a target chose."""
     c = out["target_choice"]
     console.print(f"target {c['mode']} {c['target']:g}: chose λ={out['lam']:g}, α={out['alpha']:g} (τ = {c['tau']:.4f}) "
                   f"— certified with probability ≥ {1 - c['delta']:g} (LTT over {c['n_certified']} passing points, N = "

@@ -10,8 +10,10 @@ from pathlib import Path
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
-from cr2.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
+from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
 from cr2.labels import is_simulated
+from cr2.report.markdown import markdown_table
+from cr2.report.tables import ci_cell, mean_saving_table
 
 TARGETS = PAPER_TARGETS
 VIEW_TARGET_RANGE = (float(VIEW_TARGETS[0]), float(VIEW_TARGETS[-1]))  # the targets v_fixed_accuracy evaluates
@@ -21,36 +23,13 @@ COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45
 LAMS = HEADLINE_LAMS  # the λ the summary quotes (cr2.config)
 
 
-def _md(df: pd.DataFrame, digits: int = 4, why: str = "this run has none here") -> str:
-    """A markdown table; an empty one says why it is empty."""
-    if df.empty:
-        return f"_(no rows: {why})_\n"
-    df = df.copy()
-    for c in df.columns:
-        if pd.api.types.is_float_dtype(df[c]):
-            df[c] = df[c].map(lambda v: "–" if pd.isna(v) else f"{v:.{digits}g}")
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    sep = "| " + " | ".join("---" for _ in df.columns) + " |"
-    rows = ["| " + " | ".join(map(str, r)) + " |" for r in df.itertuples(index=False)]
-    return "\n".join([head, sep, *rows]) + "\n"
-
-
 def _num(v, fmt: str) -> str:
     return "–" if v is None or pd.isna(v) else format(float(v), fmt)
 
 
-def ci_cell(estimate, lower, upper, fmt: str = "+.1f") -> str:
-    """'estimate [lower, upper]' (the 95 % paired bootstrap interval), '–' where there is no estimate."""
-    if estimate is None or pd.isna(estimate):
-        return "–"
-    if lower is None or upper is None or pd.isna(lower) or pd.isna(upper):
-        return _num(estimate, fmt)
-    return f"{_num(estimate, fmt)} [{_num(lower, fmt)}, {_num(upper, fmt)}]"
-
-
 def parse_targets(text: str) -> tuple[float, ...]:
     """`--targets 0.7,0.75`: target accuracies on v_fixed_accuracy's grid (0.50 … 0.99 in steps of 0.01)."""
-    from cr2.errors import InvalidValueError
+    from cr2.core.errors import InvalidValueError
 
     lo, hi = VIEW_TARGET_RANGE
     try:
@@ -117,14 +96,6 @@ def verdict_table(fa: pd.DataFrame, method: str = "cr2") -> pd.DataFrame:
                          "verdict": d["verdict"].fillna("–")})
 
 
-def mean_saving_table(ms: pd.DataFrame) -> pd.DataFrame:
-    """Every learned method's mean saving vs KNN over the targets both reach, with interval and verdict."""
-    return pd.DataFrame({"method": ms["method"], "targets both reach": ms["n_targets"],
-                         "mean saving vs KNN % [95 % CI]": [ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower,
-                                                                    r.saving_upper) for r in ms.itertuples()],
-                         "verdict": ms["verdict"].fillna("–")})
-
-
 def points_table(df: pd.DataFrame, first: tuple[str, ...]) -> pd.DataFrame:
     """Operating points with each metric as 'estimate [lower, upper]' (v_operating_points_ci)."""
     out = df[list(first)].copy()
@@ -169,11 +140,11 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
         f"Study `{sp['study_id'].iloc[0]}`: each seed re-ran split, teacher, gate, learned baselines, calibration and "
         "evaluation; the base seed's interval resamples the test queries only.\n",
         f"**Mean saving vs KNN over the targets both reach, %: spread across seeds (v_seed_spread)**\n\n"
-        f"{_md(pd.DataFrame(spread_rows(ms, lambda r: {'method': r.method})))}",
+        f"{markdown_table(pd.DataFrame(spread_rows(ms, lambda r: {'method': r.method})))}",
         f"**CR² saving vs KNN at {_which(targets)}, %: spread across seeds**\n\n"
-        f"{_md(pd.DataFrame(spread_rows(tg.sort_values('target'), lambda r: {'target': f'{r.target:.2f}'})))}",
+        f"{markdown_table(pd.DataFrame(spread_rows(tg.sort_values('target'), lambda r: {'target': f'{r.target:.2f}'})))}",
         f"**CR² at α = {float(a):g}: spread across seeds**\n\n"
-        f"{_md(pd.DataFrame(spread_rows(op, lambda r: {'λ': f'{r.lam:g}', 'metric': r.metric}, '.4f')))}",
+        f"{markdown_table(pd.DataFrame(spread_rows(op, lambda r: {'λ': f'{r.lam:g}', 'metric': r.metric}, '.4f')))}",
     ]
     return "\n".join(parts)
 
@@ -218,25 +189,25 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         "interval excludes 0, otherwise \"no difference detected\".\n",
         f"{targets_line}\n",
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
-        f"\n\n{_md(fixed, 3, no_target)}",
-        f"**CR² vs KNN at {_which(targets)} (v_fixed_accuracy_ci)**\n\n{_md(verdict_table(fa), why=no_target)}",
+        f"\n\n{markdown_table(fixed, 3, no_target)}",
+        f"**CR² vs KNN at {_which(targets)} (v_fixed_accuracy_ci)**\n\n{markdown_table(verdict_table(fa), why=no_target)}",
         f"**Mean saving vs KNN over the targets both reach, % [95 % CI] (v_mean_saving_ci)**\n\n"
-        f"{_md(mean_saving_table(f['mean_saving']), why=NO_MEAN_SAVING)}",
+        f"{markdown_table(mean_saving_table(f['mean_saving']), why=NO_MEAN_SAVING)}",
         f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)**\n\n"
-        f"{_md(grid, 3, no_target)}",
-        f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{_md(f['local_at_cost'])}",
+        f"{markdown_table(grid, 3, no_target)}",
+        f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{markdown_table(f['local_at_cost'])}",
         f"**CR² at α = {alpha:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**\n\n"
-        f"{_md(points_table(f['operating_points'], ('lam', 'alpha')))}",
+        f"{markdown_table(points_table(f['operating_points'], ('lam', 'alpha')))}",
         f"**Every router at λ ∈ {{{', '.join(f'{v:g}' for v in LAMS)}}} [95 % CI] (v_operating_points_ci; CR² at α = "
-        f"{alpha:g})**\n\n{_md(points_table(f['at_lams'], ('method', 'lam')))}",
+        f"{alpha:g})**\n\n{markdown_table(points_table(f['at_lams'], ('method', 'lam')))}",
         f"**What α bounds and what users feel: CR² at α = {alpha:g} under each rule (v_realised_risk)** — "
         f"teacher_risk is teacher disagreement (the paper's risk); oracle_risk (oracle disagreement on real labels) and "
         f"avoidable_risk (device wrong, an edge model right) are on the {'SIMULATED' if simulated else 'measured'} test "
-        f"labels; risks over all test rows\n\n{_md(f['realised_risk'])}",
-        f"**Largest local rate and smallest cost over the λ sweep, α = {alpha:g} (operating_points)**\n\n{_md(f['sweep'])}",
+        f"labels; risks over all test rows\n\n{markdown_table(f['realised_risk'])}",
+        f"**Largest local rate and smallest cost over the λ sweep, α = {alpha:g} (operating_points)**\n\n{markdown_table(f['sweep'])}",
         f"**Ablation at c̄ ≈ 0.45 (v_ablation)**\n\n"
-        f"{_md(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",
-        f"**Router complexity (v_router_complexity)**\n\n{_md(f['complexity'][['kind', 'params', 'flops']])}",
+        f"{markdown_table(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",
+        f"**Router complexity (v_router_complexity)**\n\n{markdown_table(f['complexity'][['kind', 'params', 'flops']])}",
     ]
     from warehouse.reads import has_seed_study
 
@@ -273,11 +244,11 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
     rows.insert(3, "verdict", [cr2.loc[float(t), "verdict"] if float(t) in cr2.index
                                and pd.notna(cr2.loc[float(t), "verdict"]) else "–" for t in rows["target accuracy"]])
     return "\n".join([
-        f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{_md(rows)}",
-        f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{_md(f['local'])}",
+        f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{markdown_table(rows)}",
+        f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{markdown_table(f['local'])}",
         f"**Gate-error decomposition at α = {alpha:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
-        f"cost is nearest c̄)**\n\n{_md(f['gate_errors'])}",
-        f"**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**\n\n{_md(f['complexity'])}",
+        f"cost is nearest c̄)**\n\n{markdown_table(f['gate_errors'])}",
+        f"**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**\n\n{markdown_table(f['complexity'])}",
     ])
 
 
@@ -390,7 +361,7 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None, targe
         table = c.pivot_table(index="router", columns="side", values="cell", aggfunc="first")[order].reset_index()
         parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "
                      f"c̄ on the router's frontier; `uncertified`: no bound; teacher disagreement for crc, oracle "
-                     f"disagreement for crc-oracle, avoidable error for crc-avoidable)\n\n{_md(table)}")
+                     f"disagreement for crc-oracle, avoidable error for crc-avoidable)\n\n{markdown_table(table)}")
     for question, title in QUESTION_TITLES.items():
         q = means[means["question"] == question].copy()
         if q.empty:
@@ -404,5 +375,5 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None, targe
             q["α"] = q["alpha"].map(lambda a: f"α = {a:g}")
             table = q.pivot_table(index=[key, "rule"], columns="α", values="cell", aggfunc="first").reset_index()
             table = table.rename(columns={"against": "baseline"})
-        parts.append(f"**{title}** ({len(q)} tests in the family)\n\n{_md(table, 3)}")
+        parts.append(f"**{title}** ({len(q)} tests in the family)\n\n{markdown_table(table, 3)}")
     return "\n".join(parts)

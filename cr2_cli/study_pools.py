@@ -13,6 +13,7 @@ from typing import Optional
 import pandas as pd
 import typer
 
+from cr2.report.markdown import markdown_table
 from cr2_cli.console import SafeConsole, emit
 
 console = SafeConsole()
@@ -20,6 +21,11 @@ console = SafeConsole()
 
 def _fmt(v, spec: str = ".1f") -> str:
     return "—" if v is None or pd.isna(v) else format(float(v), spec)
+
+
+def _table(rows: list[list], columns: list[str]) -> str:
+    """Rows of cells already written as text, as a markdown table (cr2.report.markdown)."""
+    return markdown_table(pd.DataFrame(rows, columns=columns, dtype=object))
 
 
 def savings_markdown(home: Path, study_id: str) -> str:
@@ -37,13 +43,9 @@ def savings_markdown(home: Path, study_id: str) -> str:
     lines = []
     for ref in ("knn", "best-single"):
         sub = sav[sav["reference"] == ref].pivot(index="pool", columns="method", values="cell")
-        head = ["pool", "c_dev/c_edge"] + [f"{m} vs {ref}" for m in methods]
-        lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         ratio = diag.set_index("pool")["cost_ratio_realised"]
-        for pool, row in sub.iterrows():
-            lines.append("| " + " | ".join([pool, _fmt(ratio.get(pool), ".2f")] + [row.get(m, "—") for m in methods])
-                         + " |")
-        lines.append("")
+        rows = [[pool, _fmt(ratio.get(pool), ".2f")] + [row.get(m, "—") for m in methods] for pool, row in sub.iterrows()]
+        lines.append(_table(rows, ["pool", "c_dev/c_edge"] + [f"{m} vs {ref}" for m in methods]))
     knn = sav[sav["reference"] == "knn"]
     counts = knn.groupby("method")["verdict"].value_counts().unstack(fill_value=0)
     lines.append("pools where a method is detectably cheaper / dearer than KNN / no difference detected:")
@@ -58,8 +60,8 @@ def savings_markdown(home: Path, study_id: str) -> str:
 def signed_rank_markdown(knn: pd.DataFrame) -> str:
     """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), the
     tests Holm-adjusted as one family (they are read together)."""
-    from cr2.bootstrap import holm_adjust, signed_rank_test, test_verdict
-    from cr2.errors import InvalidValueError
+    from cr2.evaluation.statistics import holm_adjust, signed_rank_test, test_verdict
+    from cr2.core.errors import InvalidValueError
 
     wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
     if "cr2" not in wide or len(wide) < 2:
@@ -74,17 +76,18 @@ def signed_rank_markdown(knn: pd.DataFrame) -> str:
             found.append((b, int(both.sum()), e))
     tested = [t for _, _, t in found if not isinstance(t, Exception)]
     holm = iter(holm_adjust([t.p_value for t in tested]))
-    lines = ["| CR² against | pools | median(CR² − baseline), pts | W⁺ | W⁻ | p (two-sided) | p, Holm over the family | "
-             "verdict | test |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = []
     for b, n, t in found:
         if isinstance(t, Exception):
-            lines.append(f"| {b} | {n} | — | — | — | — | — | — | {t} |")
+            rows.append([b, n, "—", "—", "—", "—", "—", "—", t])
             continue
         p_holm = next(holm)
         word = (test_verdict(t.median_diff, p_holm) or "—").replace("cheaper", "CR² cheaper").replace("dearer", "CR² dearer")
-        lines.append(f"| {b} | {n} | {t.median_diff:+.1f} | {t.w_plus:g} | {t.w_minus:g} | {t.p_value:.3g} | "
-                     f"{p_holm:.3g} | {word} | {t.method} |")
-    return "\n".join(lines) + POOL_DEPENDENCE
+        rows.append([b, n, f"{t.median_diff:+.1f}", f"{t.w_plus:g}", f"{t.w_minus:g}", f"{t.p_value:.3g}", f"{p_holm:.3g}",
+                     word, t.method])
+    head = ["CR² against", "pools", "median(CR² − baseline), pts", "W⁺", "W⁻", "p (two-sided)", "p, Holm over the family",
+            "verdict", "test"]
+    return _table(rows, head).rstrip("\n") + POOL_DEPENDENCE
 
 
 POOL_DEPENDENCE = ("\n\nThe pools are not independent: they share the questions, the split and the resample index, and "
@@ -93,11 +96,11 @@ POOL_DEPENDENCE = ("\n\nThe pools are not independent: they share the questions,
 
 
 def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "—") -> str:
-    """Across pools, per equal-risk comparison (cr2.equal_risk, at grids.default_alpha): the pools' mean savings
+    """Across pools, per equal-risk comparison (cr2.evaluation.equal_risk, at grids.default_alpha): the pools' mean savings
     [95 % CI] summarised, a signed-rank test of the savings against 0, Holm-adjusted over each question's family.
     `word` renders each verdict (docs/results.md marks the ones its verdict functions produce)."""
-    from cr2.bootstrap import holm_adjust, saving_verdict, signed_rank_test, test_verdict
-    from cr2.errors import InvalidValueError
+    from cr2.evaluation.statistics import holm_adjust, saving_verdict, signed_rank_test, test_verdict
+    from cr2.core.errors import InvalidValueError
     from warehouse.db import Warehouse
     from warehouse.pools import pool_equal_risk
 
@@ -116,20 +119,21 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "�
             except InvalidValueError:
                 t = None
             kept = [int(x) for x in g["n_resamples"] if not pd.isna(x)]  # each pool's interval: resamples it kept
-            counts += f" | {min(kept):,}–{max(kept):,}" if kept else " | not stored"
+            counts = [counts, f"{min(kept):,}–{max(kept):,}" if kept else "not stored"]
             tests.append((a, b, len(g), float(g["estimate"].median()), counts, t))
         holm = iter(holm_adjust([t.p_value for *_, t in tests if t is not None]))
-        lines += [f"**{question}** (across pools; {len(tests)} tests in the family)", "",
-                  "| side a | side b | pools | median saving % | pools \"cheaper\" / \"dearer\" / n.d. (per-pool 95 % CI) | "
-                  "resamples kept per pool (min–max) | p (signed rank) | p, Holm | verdict |", "|" + " --- |" * 9]
+        rows = []
         for a, b, n, med, counts, t in tests:
             if t is None:
-                lines.append(f"| {a} | {b} | {n} | {med:+.1f} | {counts} | — | — | — |")
+                rows.append([a, b, n, f"{med:+.1f}", *counts, "—", "—", "—"])
                 continue
             p_holm = next(holm)
-            lines.append(f"| {a} | {b} | {n} | {med:+.1f} | {counts} | {t.p_value:.3g} | {p_holm:.3g} | "
-                         f"{word(test_verdict(t.median_diff, p_holm))} |")
-        lines.append("")
+            rows.append([a, b, n, f"{med:+.1f}", *counts, f"{t.p_value:.3g}", f"{p_holm:.3g}",
+                         word(test_verdict(t.median_diff, p_holm))])
+        head = ["side a", "side b", "pools", "median saving %",
+                'pools "cheaper" / "dearer" / n.d. (per-pool 95 % CI)', "resamples kept per pool (min–max)",
+                "p (signed rank)", "p, Holm", "verdict"]
+        lines += [f"**{question}** (across pools; {len(tests)} tests in the family)", "", _table(rows, head)]
     return "\n".join(lines) + POOL_DEPENDENCE
 
 
@@ -142,15 +146,12 @@ def diagnostics_markdown(home: Path, study_id: str) -> str:
         d = pool_diagnostics(wh, study_id)
     cols = ["pool", "headroom vs KNN %", "acc dev", "acc m_ref", "P(dev ✓ | ref ✗)", "φ dev–ref", "φ mean",
             "AUC dev ✓", "AUC ref ✓", "AUC dev≠ref", "AUC ≠ mean"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
-    for r in d.itertuples(index=False):
-        lines.append("| " + " | ".join([
-            r.pool, f"{_fmt(r.headroom_vs_knn_pct)} [{_fmt(r.headroom_lower_pct)}, {_fmt(r.headroom_upper_pct)}]",
-            _fmt(r.device_accuracy, ".3f"), _fmt(r.ref_accuracy, ".3f"), _fmt(r.p_device_right_given_ref_wrong, ".3f"),
-            _fmt(r.phi_device_ref, ".2f"), _fmt(r.phi_mean, ".2f"), _fmt(r.auc_device_correct, ".3f"),
-            _fmt(r.auc_ref_correct, ".3f"), _fmt(r.auc_disagree_device_ref, ".3f"), _fmt(r.auc_disagree_mean, ".3f")])
-            + " |")
-    return "\n".join(lines)
+    rows = [[r.pool, f"{_fmt(r.headroom_vs_knn_pct)} [{_fmt(r.headroom_lower_pct)}, {_fmt(r.headroom_upper_pct)}]",
+             _fmt(r.device_accuracy, ".3f"), _fmt(r.ref_accuracy, ".3f"), _fmt(r.p_device_right_given_ref_wrong, ".3f"),
+             _fmt(r.phi_device_ref, ".2f"), _fmt(r.phi_mean, ".2f"), _fmt(r.auc_device_correct, ".3f"),
+             _fmt(r.auc_ref_correct, ".3f"), _fmt(r.auc_disagree_device_ref, ".3f"), _fmt(r.auc_disagree_mean, ".3f")]
+            for r in d.itertuples(index=False)]
+    return _table(rows, cols).rstrip("\n")
 
 
 def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"), "--rule",
@@ -200,20 +201,21 @@ def simcheck_markdown(home: Path, run_id: str) -> str:
 
     with Warehouse(home, read_only=True) as wh:
         v, sav = simcheck_structure(wh, run_id), simcheck_savings(wh, run_id)
-    lines = ["| source | statistic | model | other | measured | simulated mean [5–95 %] | diff | tolerance | met |",
-             "|" + " --- |" * 9]
-    for r in v.itertuples(index=False):
-        lines.append(f"| {r.source} | {r.statistic} | {r.model} | {r.other} | {_fmt(r.measured, '.3f')} | "
-                     f"{_fmt(r.mean, '.3f')} [{_fmt(r.q05, '.3f')}, {_fmt(r.q95, '.3f')}] | {_fmt(r.diff, '+.3f')} | "
-                     f"{_fmt(r.tolerance, '.3f')} | {'' if r.meets_target is None or pd.isna(r.meets_target) else ('yes' if r.meets_target else 'NO')} |")
+    rows = [[r.source, r.statistic, r.model, r.other, _fmt(r.measured, ".3f"),
+             f"{_fmt(r.mean, '.3f')} [{_fmt(r.q05, '.3f')}, {_fmt(r.q95, '.3f')}]", _fmt(r.diff, "+.3f"),
+             _fmt(r.tolerance, ".3f"),
+             "" if r.meets_target is None or pd.isna(r.meets_target) else ("yes" if r.meets_target else "NO")]
+            for r in v.itertuples(index=False)]
+    out = _table(rows, ["source", "statistic", "model", "other", "measured", "simulated mean [5–95 %]", "diff",
+                        "tolerance", "met"])
     if len(sav):
         g = sav.groupby(["source", "model"]).agg(n=("meets_target", "size"), same_sign=("meets_target", "sum"),
                                                  measured=("measured", "mean"), simulated=("mean", "mean"))
-        lines += ["", "| source | router | targets | same sign as measured | mean saving vs KNN measured | simulated |",
-                  "|" + " --- |" * 6]
-        for (src, model), r in g.iterrows():
-            lines.append(f"| {src} | {model} | {int(r.n)} | {int(r.same_sign)} | {_fmt(r.measured)} | {_fmt(r.simulated)} |")
-    return "\n".join(lines)
+        rows = [[src, model, int(r.n), int(r.same_sign), _fmt(r.measured), _fmt(r.simulated)]
+                for (src, model), r in g.iterrows()]
+        out += "\n" + _table(rows, ["source", "router", "targets", "same sign as measured",
+                                    "mean saving vs KNN measured", "simulated"])
+    return out.rstrip("\n")
 
 
 def simcheck_command(config: Optional[Path] = typer.Option(None, "--config", "-c", help="the measured scenario's "

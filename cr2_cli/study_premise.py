@@ -1,4 +1,4 @@
-"""`cr2 study premise`: the premise map — when does CR² pay, over device speed × channel (issue 25)."""
+"""`cr2 study premise`: the premise map — when does CR² pay, over device speed × channel."""
 from __future__ import annotations
 
 import time
@@ -16,7 +16,7 @@ console = SafeConsole()
 
 
 def _floats(text: str) -> list[float]:
-    from cr2.errors import ConfigError
+    from cr2.core.errors import ConfigError
 
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
@@ -48,7 +48,7 @@ def premise_command(
                                      "study id (premise_studies) — for a study run before cr2 recorded its settings"),
 ) -> None:
     """The premise map: CR² vs the baselines over a grid of device speed × channel, with bootstrap intervals."""
-    from cr2.errors import ConfigError, did_you_mean
+    from cr2.core.errors import ConfigError, did_you_mean
     from flows.premise import run_premise
 
     if retrain_from not in ("scratch", "base"):

@@ -1,10 +1,10 @@
-"""Operate by target (issue 21): the CLI's entry points; the certified choice is cr2.deployment.OnlineRouter.choose_target."""
+"""Operate by target: the CLI's entry points; the certified choice is cr2.deploy.deployment.OnlineRouter.choose_target."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from cr2.config import Config
-from cr2.deployment import OnlineRouter
+from cr2.deploy.deployment import OnlineRouter
 
 
 def choose_target(router: OnlineRouter, target_accuracy: float | None, budget: float | None) -> dict:

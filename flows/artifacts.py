@@ -22,8 +22,9 @@ import pandas as pd
 
 from cr2.config import HEADLINE_LAMS, Config
 from cr2.labels import is_simulated
+from cr2.report.markdown import markdown_table
 from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from warehouse.repository import artifact_frames, recalibration_frame
 
 COMPARE_LAM = 2.0  # the λ of the router-comparison table
 
@@ -46,14 +47,8 @@ def _records(df: pd.DataFrame) -> list[dict]:
 
 
 def _md_table(df: pd.DataFrame, columns: dict[str, str]) -> str:
-    lines = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
-    for row in df.itertuples(index=False):
-        cells = []
-        for c in columns:
-            v = getattr(row, c)
-            cells.append(f"{v:.4g}" if isinstance(v, float) else str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    """The `columns` of df (column → header) as a markdown table (cr2.report.markdown)."""
+    return markdown_table(df[list(columns)].rename(columns=columns)).rstrip("\n")
 
 
 def _headline(df: pd.DataFrame) -> pd.DataFrame:
@@ -67,8 +62,7 @@ def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict
 
     alpha, run_id, source = config.grids.default_alpha, evaluated["run_id"], evaluated["label_source"]
     with Warehouse(home, read_only=True) as wh:
-        ops = wh.df(named_query("artifact_operating_points"), {"run_id": run_id, "alpha": alpha})
-        compare = wh.df(named_query("artifact_router_comparison"), {"run_id": run_id, "lam": COMPARE_LAM, "alpha": alpha})
+        ops, compare = artifact_frames(wh, run_id, alpha, COMPARE_LAM)
     sim = " — SIMULATED labels" if is_simulated(source) else ""
     create_table_artifact(_records(ops), key="cr2-operating-points",
                           description=f"CR² on test at α = {alpha:g}, run {run_id}, labels {source}{sim}")
@@ -113,8 +107,7 @@ def publish_recalibration(config: Config, home: Path, out: dict) -> list[str]:
     else:
         old, new = out["old_thresholds"], out["new_thresholds"]
         with Warehouse(home, read_only=True) as wh:
-            both = wh.df(named_query("artifact_recalibration"),
-                         {"before": out["before"]["run_id"], "after": out["after"]["run_id"], "alpha": alpha})
+            both = recalibration_frame(wh, out["before"]["run_id"], out["after"]["run_id"], alpha)
         create_table_artifact(_records(both), key="cr2-recalibration",
                               description=f"CR² on test under {out['new_dist_id']} at α = {alpha:g}: thresholds "
                                           f"v{old['version']} (before) vs v{new['version']} (after){sim}")

@@ -2,7 +2,7 @@
 
 Reference: the val split's states (the calibration set) under the distribution of the newest threshold
 table, read from the warehouse (warehouse/drift.py). Sample: n fresh states from the candidate distribution.
-Two-sample KS per feature with Holm correction (cr2.drift). Used by the recalibrate flow and `cr2 drift`.
+Two-sample KS per feature with Holm correction (cr2.deploy.drift). Used by the recalibrate flow and `cr2 drift`.
 """
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 
 from cr2.config import Config, load_state_distribution
-from cr2.drift import DriftReport, drift_test, state_features
+from cr2.deploy.drift import DriftReport, drift_test, state_features
 from warehouse.db import Warehouse
 from warehouse.drift import calibration_states
 
 
 def drift_check(config: Config, home: str | Path, states: str | Path, n: int = 2000, alpha: float = 0.05) -> DriftReport:
     """KS drift test of n states drawn from `states` against the deployed calibration states."""
-    from cr2.channel import sample_states
+    from cr2.system.channel import sample_states
 
     with Warehouse(home, read_only=True) as wh:
         reference = calibration_states(wh, config.splits.seed, default_dist_id=config.channel.distribution.dist_id)

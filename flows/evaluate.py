@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/env.py)
+import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import Config
 from tasks.common import run_stage
 from tasks.evaluate import EVALUATE

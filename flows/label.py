@@ -26,13 +26,13 @@ import pandas as pd
 from prefect import flow
 from pydantic import ValidationError
 
-from cr2 import catalogue
+from cr2.config import benchmark_catalogue as catalogue
 from cr2.config import Config
-from cr2.errors import ConfigError, did_you_mean
-from cr2.labeling.runner import Progress
-from cr2.labeling.runs import LabelingError, ShardJob
-from cr2.labeling.spec import BACKENDS, LabelingSpec, TaskRunnerSpec, labeling_spec
-from cr2.labeling.estimate import ModelRates, projection_table
+from cr2.core.errors import ConfigError, did_you_mean
+from cr2.labels.lmeval.runner import Progress
+from cr2.labels.lmeval.runs import LabelingError, ShardJob
+from cr2.config.labeling import BACKENDS, LabelingSpec, TaskRunnerSpec, labeling_spec
+from cr2.labels.lmeval.estimate import ModelRates, projection_table
 from tasks.label import (
     add_progress_hook,
     estimate_model_rates,
@@ -253,7 +253,7 @@ def estimate_labeling(
     chunk_size: int | None = None,
     architectures: str | Path | None = None,
 ) -> LabelingEstimate:
-    """How long `cr2 label` with the same arguments would take here (cr2/labeling/estimate.py); writes nothing."""
+    """How long `cr2 label` with the same arguments would take here (cr2/labels/lmeval/estimate.py); writes nothing."""
     spec = spec or labeling_spec(config)
     backend = backend or spec.backend
     if backend != "hf":

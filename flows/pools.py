@@ -1,6 +1,6 @@
-"""cr2 study pools: does CR² beat the baselines over many measured pools, not just one? (issue 27)
+"""cr2 study pools: does CR² beat the baselines over many measured pools, not just one?
 
-The pools come from a rule written down before any pool was run (configs/pools/<name>.yaml, cr2/pools.py,
+The pools come from a rule written down before any pool was run (configs/pools/<name>.yaml, cr2/studies/pools.py,
 docs/pools.md). For each pool the study runs, in the pool's own warehouse
   prepare (labels and costs of the pool; embeddings, splits and states reused) → train → calibrate →
   baselines → evaluate → certify → equal-risk → intervals → pool summary (comparisons vs KNN and vs the best
@@ -101,9 +101,9 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
 
     embeddings_from: another warehouse home (e.g. the full measured scenario's, var/mmlu-pro) whose e(x) of the
     same questions (same text, same encoder) are copied before prepare, so nothing is embedded twice."""
-    from cr2.errors import InvalidValueError
-    from cr2.pools import load_pool_rule, pool_overrides, select_pools
-    from cr2.shipped import shipped_path
+    from cr2.core.errors import InvalidValueError
+    from cr2.studies.pools import load_pool_rule, pool_overrides, select_pools
+    from cr2.core.shipped import shipped_path
     from flows.ingest import ingest
     from flows.prepare import prepare
     from tasks.common import file_hash
@@ -157,7 +157,7 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
 @flow(name="cr2-study-diagnostics", log_prints=True, validate_parameters=False)
 def study_diagnostics_flow(config_path: str | None = None, home: str | None = None) -> dict:
     """The pool summary (comparisons, headroom, label diagnostics) of the newest evaluation run of one warehouse."""
-    from cr2.errors import DataValidationError
+    from cr2.core.errors import DataValidationError
     from warehouse.db import default_home
 
     config = load_config(config_path)

@@ -1,4 +1,4 @@
-"""Study premise: when does CR² pay? A grid of device speed × channel over any warehouse (issue 25).
+"""Study premise: when does CR² pay? A grid of device speed × channel over any warehouse.
 
 CR²'s two-stage rule assumes answering on the device is the cheap option. The premise map varies what decides
 that — how fast the device is (its platform's prefill throughput and memory bandwidth × f) and how far the
@@ -72,7 +72,7 @@ def record_study(config: Config, home: Path, speeds: Sequence[float], channels: 
     """The study id of these settings on the warehouse's base, recorded in premise_studies (with `only_if_stored`,
     only when the warehouse already holds cells under that id: settings that do not match a stored study record
     nothing); returns {study_id, base_run, n_cells, recorded}."""
-    from warehouse.premise import write_premise_study
+    from warehouse.premise import premise_cell_count, write_premise_study
 
     for ch in channels:
         load_state_distribution(ch)  # a misspelt channel fails before any work
@@ -80,7 +80,7 @@ def record_study(config: Config, home: Path, speeds: Sequence[float], channels: 
     sid = study_id(config, base, baselines, speeds=speeds, channels=channels, n_resamples=n_resamples, seed=seed,
                    retrain_from=retrain_from, retrain_epochs=retrain_epochs)
     with Warehouse(home) as wh:
-        n = wh.scalar("SELECT count(*) FROM premise_cells WHERE study_id = ?", [sid])
+        n = premise_cell_count(wh, sid)
         if only_if_stored and not n:
             return {"study_id": sid, "base_run": base["run_id"], "n_cells": 0, "recorded": False}
         write_premise_study(wh, {"study_id": sid, "label_source": config.labels.source,
@@ -128,7 +128,7 @@ def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS
 
 def premise_report(config: Config, home: Path, sid: str) -> str:
     """Write <home>/premise-report/index.html (v_premise as a table, the two heatmaps); returns its path."""
-    from cr2.report import premise_page
+    from cr2.report.premise import premise_page
     from warehouse.premise import premise_view
 
     with Warehouse(home, read_only=True) as wh:
@@ -143,7 +143,7 @@ def premise_report(config: Config, home: Path, sid: str) -> str:
 
 def task_runner(kind: str = "threads", workers: int = 1, dask_address: str | None = None) -> Any:
     """The Prefect task runner the cells fan out on: threads (default, `workers` at once) or a Dask cluster."""
-    from cr2.labeling.spec import TaskRunnerSpec
+    from cr2.config.labeling import TaskRunnerSpec
     from flows.label import build_task_runner
 
     if kind == "threads":

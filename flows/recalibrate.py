@@ -11,7 +11,7 @@ deployed artefact to renew is the threshold table (paper §VI-F), not the gate:
    (the previous one stays queryable),
 5. test is evaluated twice under the new states: with the old thresholds (before) and the new (after).
 
-At operator speed by default (issue 30): the before/after evaluation is CR² alone at every (λ, α) of each table —
+At operator speed by default: the before/after evaluation is CR² alone at every (λ, α) of each table —
 the rows the before/after table and v_recalibration read — in one task that reads the test rows once and takes
 the gate's scores from the per-gate cache (they do not depend on ξ); `bands=True` or `baselines=True` runs the
 full evaluation of each table instead (comparison rows, the Monte-Carlo re-split bands, the baselines). The run publishes Prefect artifacts
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/env.py)
+import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import Config, load_config, load_state_distribution
 from flows.calibrate import calibrate
 from flows.baselines import fit_baselines

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/env.py)
+import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import load_config
 from flows.ablation import ablation
 from flows.artifacts import publish_evaluation

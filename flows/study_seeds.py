@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/env.py)
+import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import Config, load_config
 
 STUDY_DIR = Path("studies") / "seeds"  # seed homes, relative to the warehouse home
@@ -74,9 +74,9 @@ def study_id_of(config: Config, seeds: list[int]) -> str:
 def study_seeds_flow(config_path: str | None = None, home: str | None = None, n: int = 5,
                      seeds: list[int] | None = None) -> dict:
     """Re-run split + training + calibration + evaluation for N seeds; per-seed results in `seed_results`."""
-    from cr2.errors import InvalidValueError
+    from cr2.core.errors import InvalidValueError
     from warehouse.db import Warehouse, default_home
-    from cr2.equal_risk import study_statistics
+    from cr2.evaluation.equal_risk import study_statistics
     from warehouse.repository import run_equal_risk, run_intervals, utc_now, write_seed_result
 
     config = load_config(config_path)

@@ -2,12 +2,12 @@
 
 Each ablated gate is distilled from the same frozen teacher with one loss change (sign loss only; + margin
 loss; w_mono ∈ {0.5, 2}), calibrated with CRC on val at the default α over the λ grid, and evaluated on
-test (cr2.evaluation.evaluate_ablation_gate); its rows land in `metrics` under method 'ablation:<name>' of
+test (cr2.evaluation.sweep.evaluate_ablation_gate); its rows land in `metrics` under method 'ablation:<name>' of
 the evaluation run. The full CR² gate, the α sweep, the calibration rule and the deferred path come from
 the evaluation itself; the view v_ablation picks every configuration's operating point nearest the cost
 anchor c̄ = 0.45. The ablated gates' fits need only the train/dev rows and the teacher: `cr2 run` starts them ahead
 (start_ablation_fits, tasks/ahead.py) while it calibrates and evaluates, and a fitted gate is kept by its inputs
-(tasks/reuse.py), so a re-run that changes nothing it reads does not fit it again.
+(its record: tasks/inputs.py), so a re-run that changes nothing it reads does not fit it again.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, task_code_hash
-from tasks.inputs import artifacts_dir, cr2_router, fit_threads, fit_workers, load_sets
+from tasks.inputs import (artifacts_dir, cr2_router, fit_threads, fit_workers, inputs_key, load_sets, remember,
+                          reusable, rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 
@@ -34,9 +35,8 @@ ABLATIONS: dict[str, dict] = {
 def _fit_jobs(config: Config, home: str, full, train, dev) -> tuple[dict, dict, dict]:
     """Per ablated gate: its inputs key (rows with costs, the router and gate settings, the teacher, code, threads),
     the gate fitted earlier for it (or None) and the fit job that makes it."""
-    from cr2.checkpoint import fingerprint
-    from cr2.gate import load_gate
-    from tasks.reuse import inputs_key, reusable, rows_digest
+    from cr2.core.checkpoint import fingerprint
+    from cr2.method.gate import load_gate
 
     params = {k: v for k, v in full.get_params().items() if k not in ("teacher_spec", "gate_spec")}
     digest, code = rows_digest(train, dev, costs=True), task_code_hash(run_ablation)
@@ -53,7 +53,7 @@ def _fit_jobs(config: Config, home: str, full, train, dev) -> tuple[dict, dict, 
 def start_ablation_fits(config: Config, home: str | Path, trained: dict) -> list[str]:
     """Inside a tasks.ahead block: start the ablated gates' fits (those not fitted before for the same inputs) as
     soon as the teacher exists, so they run while the flow calibrates and evaluates; returns the gates started."""
-    from cr2.fitting import fit_gate_variant
+    from cr2.routers.fitting import fit_gate_variant
     from tasks import ahead
 
     if not ahead.active():
@@ -67,13 +67,12 @@ def start_ablation_fits(config: Config, home: str | Path, trained: dict) -> list
 @task(name="ablation")
 def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Train, calibrate and evaluate each ablated gate; append its metrics to the evaluation run."""
-    from cr2.evaluation import Evaluation, evaluate_ablation_gate, method_rows
-    from cr2.fitting import fit_gate_variant
-    from cr2.gate import save_gate
-    from cr2.metrics import evaluable_mask
+    from cr2.evaluation.sweep import Evaluation, evaluate_ablation_gate, method_rows
+    from cr2.routers.fitting import fit_gate_variant
+    from cr2.method.gate import save_gate
+    from cr2.evaluation.metrics import evaluable_mask
     from cr2.routers.cr2_router import CR2Router
     from tasks import ahead
-    from tasks.reuse import remember
 
     sets = load_sets(config, home)
     train, dev, val, test = sets["train"], sets["dev"], sets["val"], sets["test"]

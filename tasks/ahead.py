@@ -3,7 +3,7 @@
 `cr2 run` is a chain of stages, but several fits do not depend on the stages before them: the baselines need only
 the prepared rows, the ablation gates only those and the teacher. Inside `fits_ahead(config)` a flow may start
 them early (tasks.baselines.start_baseline_fits, tasks.ablation.start_ablation_fits): each missing fit is
-submitted to one cr2.fitting.FitPool of `fit.workers` processes under its inputs key (tasks/reuse.py), and the
+submitted to one cr2.routers.fitting.FitPool of `fit.workers` processes under its inputs key (tasks/inputs.inputs_key), and the
 stage that needs it later takes the running fit by that key (`take`) instead of fitting it itself. A fit
 runs at `fit.torch_threads` threads in its own process, so where it runs and when changes no number. A stage
 run without a flow around it (or whose fit was not started) fits inline as before. A fit nobody took is
@@ -22,7 +22,7 @@ _STARTED: dict[str, Any] = {}  # inputs key → the started fit's handle
 def fits_ahead(workers: int) -> Iterator[None]:
     """A block in which stages' fits may be started ahead, in `workers` processes; stops the leftovers at exit."""
     global _POOL
-    from cr2.fitting import FitPool
+    from cr2.routers.fitting import FitPool
 
     if _POOL is not None:  # nested: the outer block owns the pool
         yield
@@ -52,8 +52,8 @@ def take(key: str) -> Any | None:
 
 def collect(fit: Callable[..., Any], jobs: dict[str, tuple], keys: dict[str, str], workers: int) -> dict[str, Any]:
     """{name: fit(*jobs[name])}: the fits started ahead under keys[name] are taken, the others run here
-    (cr2.fitting.run_fits in `workers` processes); the same results either way."""
-    from cr2.fitting import run_fits
+    (cr2.routers.fitting.run_fits in `workers` processes); the same results either way."""
+    from cr2.routers.fitting import run_fits
 
     started = {name: take(keys[name]) for name in jobs}
     inline = [name for name in jobs if started[name] is None]

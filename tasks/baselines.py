@@ -5,7 +5,7 @@ Every router of `baselines.routers` ('always' expands to Always-m for each model
 its parameters, per-query FLOPs and fit time, and its p̂_m(x) on the test split recorded in
 `predictions`. The key covers the train/dev/test rows, the baselines config and the routers' code.
 After a change of the channel-state distribution only the routers that read costs (catalogue `reads_costs`,
-the MLP) are fitted again; the others are reused (tasks/reuse.py) and only predict on test. `cr2 run` starts the
+the MLP) are fitted again; the others are reused (their records: tasks/inputs.py) and only predict on test. `cr2 run` starts the
 fits ahead, as soon as the rows are prepared (start_baseline_fits, tasks/ahead.py); this task collects them.
 """
 from __future__ import annotations
@@ -13,17 +13,20 @@ from __future__ import annotations
 import inspect
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.fitting import fit_router
+from cr2.core.data import RoutingSet
+from cr2.routers.fitting import fit_router
+from cr2.core.reads import config_digest
 from tasks.common import (ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
                           home_relative, in_home, stage_key, task_code_hash)
-from tasks.inputs import artifacts_dir, baseline_threads, fit_workers, load_sets
-from tasks.reuse import remember, reusable_router, router_inputs_key
+from tasks.inputs import (artifacts_dir, baseline_threads, fit_workers, inputs_key, load_sets, remember, reusable,
+                          rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, write_baselines
 
@@ -45,6 +48,25 @@ def _kwargs(name: str, config: Config) -> dict:
     if "num_threads" in inspect.signature(router_class(name).__init__).parameters:
         kwargs.setdefault("num_threads", baseline_threads(config))
     return kwargs
+
+
+# ---------------------------------------------------------------- a baseline's reuse record (tasks/inputs.py)
+def router_inputs_key(config: Config, name: str, train: RoutingSet, dev: RoutingSet, code: str, catalogue: str) -> str:
+    """Key of what baseline `name` is fitted on: rows (with costs unless its catalogue entry says it never reads
+    them), its parameters, the pool, the routers' code and catalogues, threads."""
+    from cr2.routers import router_entry
+
+    entry = router_entry(name)
+    params = sorted((k, repr(v)) for k, v in config.baselines.params.get(entry.name, {}).items())
+    return inputs_key("router", rows_digest(train, dev, costs=entry.reads_costs), baseline_threads(config), name,
+                      params, config_digest(config, ("models",)), code, catalogue)
+
+
+def reusable_router(home: str, key: str) -> tuple[Any, dict] | None:
+    """(fitted baseline, record) fitted earlier for `key`, or None."""
+    from cr2.routers import load_router
+
+    return reusable(home, key, load_router, lambda r: r.fingerprint())
 
 
 def _fit_jobs(config: Config, home: str, train, dev) -> tuple[dict, dict, dict]:

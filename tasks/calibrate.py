@@ -11,10 +11,9 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage
-from tasks.inputs import cr2_router, load_sets
-from tasks.scores import remember_scores
+from tasks.inputs import cr2_router, load_sets, remember_scores
 from warehouse.db import Warehouse
 from warehouse.repository import write_thresholds
 

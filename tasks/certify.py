@@ -1,4 +1,4 @@
-"""Certify task: every router certified under every configured rule (cr2.certify), appended to the evaluation run.
+"""Certify task: every router certified under every configured rule (cr2.routers.certify), appended to the evaluation run.
 
 For each router of `certify.routers` (default: every fitted baseline that predicts p̂, and CR² by its gate score) and
 each rule of `certify.rules`, the threshold table τ(λ; α) over grids.lam × certify.alphas is calibrated on val — the
@@ -7,34 +7,70 @@ same cr2.crc functions as CR²'s own table, teacher disagreement under CR²'s fr
 with its validity over random val ∪ test re-splits (metrics resplit_risk_*), and a router whose score is its margin
 also as `<router>@uncertified` (its own one-shot decision: the decomposition's uncertified side). Metric rows and
 per-query decisions land in the evaluation run like CR²'s. A baseline's p̂ on val and test is computed once per
-router and set and cached by content (tasks/scores.router_proba); CR²'s gate scores come from the gate's score cache.
+router and set and cached by content (router_proba, below); CR²'s gate scores come from the gate's score cache.
 The key covers the val/test rows, the certify/grids/evaluation config, the trained and fitted routers' fingerprints,
 the evaluation run it appends to and the code the task can run.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import uuid
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.errors import ConfigError
-from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home
+from cr2.core.data import RoutingSet
+from cr2.core.errors import ConfigError
+from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, cache_dir, catalogue_paths, in_home, make_key
 from tasks.evaluate import decision_frame
-from tasks.inputs import cr2_router, fit_workers, load_sets
-from tasks.scores import remember_scores, router_proba
+from tasks.inputs import cr2_router, fit_workers, load_sets, remember_scores, rows_fingerprint
 from warehouse.db import Warehouse
 from warehouse.repository import write_certified
 
 CR2 = "cr2"
 
 
+# ---------------------------------------------------------------- a certified router's p̂, cached by content
+def predict_rows_fingerprint(data: RoutingSet) -> str:
+    """Content hash of everything a router may read when it predicts (pre-execution inputs only): query ids,
+    benchmarks, embeddings and the decision cost ĉ (the MLP reads ĉ; LLMRank + benchmark id reads the benchmark)."""
+    h = hashlib.sha256(rows_fingerprint(data).encode())
+    h.update("\x1f".join(map(str, data.benchmark)).encode())
+    h.update(np.ascontiguousarray(data.decision_cost, dtype=np.float64).tobytes())
+    return h.hexdigest()[:24]
+
+
+def router_proba(router, fingerprint: str, home: str | Path, data: RoutingSet) -> tuple[np.ndarray, bool]:
+    """(p̂ [n, M] as the router predicts it, cache hit) of a fitted router on `data`, computed once per router and set.
+
+    Stored at <cache>/router-proba/<key>.npz, the key covering the router's fingerprint and the rows' pre-execution
+    content (predict_rows_fingerprint), so a re-run that keeps both reads it and every change recomputes it.
+    """
+    folder = cache_dir(Path(home)) / "router-proba"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{make_key('router-proba', fingerprint, predict_rows_fingerprint(data))}.npz"
+    if path.is_file():
+        try:
+            with np.load(path) as f:
+                return f["p_hat"], True
+        except (OSError, ValueError, KeyError):  # a damaged file is recomputed, not trusted
+            pass
+    p_hat = np.asarray(router.predict_proba(data))
+    tmp = folder / f".{uuid.uuid4().hex}.npz"
+    np.savez(tmp, p_hat=p_hat)
+    os.replace(tmp, path)  # atomic: a killed run never leaves a half-written file under the key
+    return p_hat, False
+
+
 def certified_routers(config: Config, fitted: dict) -> list[str]:
     """The routers to certify, in catalogue order: `certify.routers`, or every certifiable router that was fitted
     (baselines that predict p̂) and CR²; a configured name that cannot be certified or was not fitted is an error."""
-    from cr2.certify import certifiable_routers, parse_certified_name
+    from cr2.routers.certify import certifiable_routers, parse_certified_name
     from cr2.routers import use_catalogues
 
     use_catalogues(config.baselines.catalogues)
@@ -51,11 +87,11 @@ def certified_routers(config: Config, fitted: dict) -> list[str]:
 @task(name="certify")
 def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated: dict) -> dict:
     """Calibrate and evaluate every certified router `<router>@<rule>`; store its tables and rows."""
-    from cr2.certify import calibrate_certified, calibration_risks, certified_name, local_scores, score_fingerprint
+    from cr2.routers.certify import calibrate_certified, calibration_risks, certified_name, local_scores, score_fingerprint
     from cr2.crc import rule_spec
-    from cr2.evaluation import Evaluation, certified_rows, method_rows
-    from cr2.fitting import run_fits
-    from cr2.metrics import evaluable_mask
+    from cr2.evaluation.sweep import Evaluation, certified_rows, method_rows
+    from cr2.routers.fitting import run_fits
+    from cr2.evaluation.metrics import evaluable_mask
     from cr2.routers import load_router
 
     fitted = baselines["routers"]

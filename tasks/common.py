@@ -3,7 +3,7 @@
 Prefect's default cache policy includes the flow-run id, so it caches only within one run. Each cr2 task
 is instead one `Stage`: the task, the reads it declares, and the files its result points at. A stage's
 `Reads` name, in one place, everything its task reads:
-  - the config fields (dotted paths; cr2.reads),
+  - the config fields (dotted paths; cr2.core.reads),
   - the warehouse rows (`Rows`: a table with a filter and columns; `RoutingRows`: the routing view),
   - the files (benchmark files, accuracy targets),
   - the tables whose rows its upstream results name (their content fingerprints are in those results),
@@ -11,8 +11,10 @@ and the key (`Stage.key`, Prefect's cache_key_fn) is computed from exactly that 
 at the declared paths, the content fingerprint of each declared row set and file, the upstream results'
 fingerprints (`Stage.upstream`), the hash of the source code the task can run (`code_hash`) and the
 warehouse's epoch (a random id written when the warehouse file is created, so a deleted or replaced warehouse
-never reuses results computed for another one). Nothing is listed twice, so a key cannot miss a read the
-declaration has; `tracked_run` runs a task on a read-tracking view of the config and of the warehouse, and
+never reuses results computed for another one). Every key is built by the same code (`Reads.key_parts`), which opens
+the warehouse only for a stage that reads or writes tables; one that touches none (a premise cell, computed on a
+Dask worker) keys on its config and its upstream results, which carry the epoch. Nothing is listed twice, so a
+key cannot miss a read the declaration has; `tracked_run` runs a task on a read-tracking view of the config and of the warehouse, and
 its check fails on any read outside the declaration (tests/test_stage_reads.py runs it for every stage).
 `run_stage` runs a stage inside a flow (cached, or recomputed when an output file went missing) and marks
 its result `cached`. Results (small JSON-able summaries) persist under <home>/prefect-results.
@@ -31,7 +33,7 @@ from typing import Any
 
 from prefect import Task
 
-from cr2.reads import TrackedConfig, config_digest, undeclared
+from cr2.core.reads import TrackedConfig, config_digest, undeclared
 
 from warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
 
@@ -299,11 +301,29 @@ class Reads:
             out |= r.tables
         return frozenset(out)
 
+    @property
+    def in_warehouse(self) -> bool:
+        """Whether the task reads or writes warehouse tables: then its results belong to one warehouse (the key
+        carries its epoch) and its key reads the declared rows' fingerprints there."""
+        return bool(self.rows or self.upstream or self.writes)
+
     def config_hash(self, config: Any) -> str:
         """Hash of the config values it reads (what evaluation runs record as their config)."""
         return config_digest(config, self.config)
 
-    def key_parts(self, config: Any, wh: Any, *args: Any) -> list[str]:
+    def key_parts(self, config: Any, home: str | Path, *args: Any) -> tuple[list[str], str]:
+        """(the key parts of what it reads under (config, *args), the warehouse epoch): the values and content
+        fingerprints of its declarations. The one place a key opens the warehouse, and only when it reads or
+        writes warehouse tables (`in_warehouse`); otherwise the epoch is '' (its upstream results carry theirs)."""
+        if not self.in_warehouse:
+            return self._parts(config, None, *args), ""
+        from warehouse.db import Warehouse
+        from warehouse.repository import warehouse_epoch
+
+        with Warehouse(home) as wh:
+            return self._parts(config, wh, *args), warehouse_epoch(wh)
+
+    def _parts(self, config: Any, wh: Any, *args: Any) -> list[str]:
         parts = [self.config_hash(config)] + [r.fingerprint(config, wh, *args) for r in self.rows]
         if self.files is not None:
             parts.append(file_hash(*self.files(config)))
@@ -321,8 +341,6 @@ class Stage:
     reads:    what the task reads (Reads): its key covers exactly that;
     upstream: upstream(*inputs) -> key parts of its upstream results (their content fingerprints), or None;
     code:     the modules whose code closure keys it (default: the task's own module);
-    in_warehouse: False for a stage that reads no rows and runs where the warehouse is not opened (a Dask worker):
-              its key then has no epoch of its own, which its upstream key carries;
     outputs:  the files a result points at, outputs(home, result) -> paths; a cached result with one of them
               missing (deleted since) is recomputed.
     """
@@ -332,7 +350,6 @@ class Stage:
     upstream: Callable[..., Iterable[Any]] | None = None
     code: tuple[str, ...] | None = None
     outputs: Callable[[Path, dict], Iterable[str | Path]] | None = None
-    in_warehouse: bool = True
 
     @property
     def name(self) -> str:
@@ -340,20 +357,10 @@ class Stage:
 
     def key(self, config: Any, home: str | Path, *inputs: Any, **kw: Any) -> str:
         """The cache key of running the task on (config, home, *inputs): the declared reads' values and
-        fingerprints, the upstream results' fingerprints, the code hash and the warehouse epoch."""
-        from warehouse.db import Warehouse
-        from warehouse.repository import warehouse_epoch
-
+        fingerprints and the warehouse epoch (Reads.key_parts), the upstream results' fingerprints and the code hash."""
         inputs = inputs + tuple(kw.values())
         code = code_hash(*self.code) if self.code else task_code_hash(self.task)
-        if self.in_warehouse:
-            with Warehouse(home) as wh:
-                parts = self.reads.key_parts(config, wh, *inputs)
-                epoch = warehouse_epoch(wh)
-        else:
-            if self.reads.rows:
-                raise ValueError(f"stage {self.name} declares warehouse rows but does not open the warehouse")
-            parts, epoch = self.reads.key_parts(config, None, *inputs), ""
+        parts, epoch = self.reads.key_parts(config, home, *inputs)
         if self.upstream is not None:
             parts += [str(p) for p in self.upstream(*inputs)]
         return make_key(self.name, *parts, code, epoch)
@@ -392,7 +399,7 @@ class ReadCheck:
 
 def tracked_run(stage: Stage, config: Any, home: str | Path, *inputs: Any) -> ReadCheck:
     """Run the stage's task body (no Prefect, no cache) and its key on a read-tracking view of the config
-    (cr2.reads.TrackedConfig) and of the warehouse (warehouse.db.recording_reads); `.verify()` on the returned
+    (cr2.core.reads.TrackedConfig) and of the warehouse (warehouse.db.recording_reads); `.verify()` on the returned
     check fails on any read outside the stage's Reads."""
     from warehouse.db import recording_reads
 

@@ -1,4 +1,4 @@
-"""Equal-risk task: every certified router compared at the same risk bound, and CR²'s result decomposed (cr2.equal_risk).
+"""Equal-risk task: every certified router compared at the same risk bound, and CR²'s result decomposed (cr2.evaluation.equal_risk).
 
 Reads the evaluation run's decisions of the certified routers (`<router>@<rule>` at every λ × α of certify.alphas),
 of their uncertified sides (`<router>@uncertified`, CR²'s `cr2-fixed-0.5`) and the test rows; draws the
@@ -22,10 +22,10 @@ from warehouse.db import Warehouse
 @task(name="equal-risk")
 def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: dict) -> dict:
     """Cost at fixed accuracy with risk ≤ α of every certified router, and the decomposition of CR² vs each baseline."""
-    from cr2.equal_risk import CR2_UNCERTIFIED, Side, certified_side, decomposition, equal_risk_rows, uncertified_side
-    from cr2.evaluation import CERTIFIED_KINDS
-    from cr2.fixed_accuracy import VIEW_TARGETS
-    from cr2.intervals import method_outcomes
+    from cr2.evaluation.equal_risk import CR2_UNCERTIFIED, Side, certified_side, decomposition, equal_risk_rows, uncertified_side
+    from cr2.evaluation.sweep import CERTIFIED_KINDS
+    from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
+    from cr2.evaluation.intervals import method_outcomes
     from tasks.intervals import operating_points, test_sample
     from warehouse.repository import run_decisions, write_equal_risk
 

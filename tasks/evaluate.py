@@ -1,7 +1,7 @@
 """Evaluate task: every method on the test split over the λ grid (and the α grid for CR²), as tidy metrics.
 
 Reads the routing sets, the CR² router (trained checkpoints + the calibrated threshold table) and the
-baselines' recorded p̂; runs the evaluation loop of the library (cr2.evaluation); writes one `eval_runs`
+baselines' recorded p̂; runs the evaluation loop of the library (cr2.evaluation.sweep); writes one `eval_runs`
 row, the `methods` evaluated (from the router catalogue), the per-query `decisions` and the tidy
 `metrics` in one transaction. Test queries no model answers correctly are excluded from accuracy, cost
 and local rate (paper §VII-A). The key covers the test rows, the trained artefacts, the threshold table
@@ -15,8 +15,7 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home, stage_key, task_code_hash
-from tasks.inputs import cr2_router, load_sets
-from tasks.scores import remember_scores
+from tasks.inputs import cr2_router, load_sets, remember_scores
 from warehouse.db import Warehouse
 from warehouse.repository import baseline_proba, load_threshold_table, utc_now, write_evaluation
 from warehouse.routing_data import table_groups
@@ -57,8 +56,8 @@ def decision_frame(ev) -> pd.DataFrame:
 @task(name="evaluate")
 def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselines: dict) -> dict:
     """CR² at every calibrated (λ, α) and each baseline over the same λ grid (grids.lam), on the test split."""
-    from cr2.evaluation import Evaluation, evaluate_baseline, evaluate_cr2, method_rows
-    from cr2.metrics import evaluable_mask
+    from cr2.evaluation.sweep import Evaluation, evaluate_baseline, evaluate_cr2, method_rows
+    from cr2.evaluation.metrics import evaluable_mask
     from cr2.routers import load_router, router_entry, use_catalogues
 
     key = stage_key(EVALUATE, config, home, trained, calibrated, baselines)

@@ -1,8 +1,8 @@
-"""Guarantee validity task (issue 21): re-split val + test of the deployed gate and check every rule's promise.
+"""Guarantee validity task: re-split val + test of the deployed gate and check every rule's promise.
 
 Loads the deployed gate and teacher (those of the newest threshold table), scores the val and test
-queries of the deployment's calibration split (cr2.deployment.calibration_split: the table's own states and
-labels) at the calibrated λ grid, and runs cr2.guarantees.resplit_validity: CRC mean risk per λ, LTT's
+queries of the deployment's calibration split (cr2.deploy.deployment.calibration_split: the table's own states and
+labels) at the calibrated λ grid, and runs cr2.evaluation.guarantees.resplit_validity: CRC mean risk per λ, LTT's
 share of re-splits with any λ over α, Mondrian per-group mean risk, the target mode's miss share, the same
 crc / ltt checks for the rules on the real labels (crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable;
 issue 26), and each rule's local rate / cost / accuracy and realised risks beside plain CRC. One run is one `run_id` in `guarantees`;
@@ -20,16 +20,14 @@ from prefect import task
 
 from cr2.config import Config
 from warehouse.db import Warehouse
+from warehouse.repository import replace_guarantee_run
 from warehouse.routing_data import query_groups
-
-GUARANTEE_COLUMNS = ["run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
-                     "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at"]
 
 
 def validity_pool(config: Config, home: str | Path) -> dict:
     """The val + test queries of the deployed gate: scores and risks at the calibrated λ grid, teacher p, costs, labels."""
-    from cr2.deployment import deployed_router
-    from cr2.utility import disagree_label, risk_label
+    from cr2.deploy.deployment import deployed_router
+    from cr2.method.utility import disagree_label, risk_label
     from warehouse.deployment import read_deployment
 
     deployment = read_deployment(home, config)
@@ -40,7 +38,7 @@ def validity_pool(config: Config, home: str | Path) -> dict:
     with Warehouse(home, read_only=True) as wh:
         groups = query_groups(wh, qid, config.calibration.group or "benchmark")
     emb = np.concatenate([s.embedding for s in pool])
-    cost = np.concatenate([s.decision_cost for s in pool]).astype(np.float64)  # routers decide with ĉ (issue 16)
+    cost = np.concatenate([s.decision_cost for s in pool]).astype(np.float64)  # routers decide with ĉ
     lams = np.asarray(table.scored_lams)
     proba = router.proba(emb)
     correct = np.concatenate([s.correct for s in pool])
@@ -67,7 +65,7 @@ def default_targets(correct: np.ndarray, cost: np.ndarray) -> tuple[float, float
 @task(name="check-guarantees")
 def check_guarantees(config: Config, home: str, n_resplits: int | None = None, seed: int | None = None) -> dict:
     """Run the re-split validity check on the warehouse's val + test and write it to `guarantees`."""
-    from cr2.guarantees import ResplitSpec, resplit_validity
+    from cr2.evaluation.guarantees import ResplitSpec, resplit_validity
 
     pool = validity_pool(config, home)
     target, budget = default_targets(pool["correct"], pool["cost"])
@@ -87,5 +85,5 @@ def write_guarantees(home: str | Path, records: list[dict], run_id: str, source:
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     df = pd.DataFrame(records).assign(run_id=run_id, source=source, label_source=label_source, created_at=now)
     with Warehouse(home) as wh:
-        wh.replace_where("guarantees", df[GUARANTEE_COLUMNS], {"run_id": run_id})
+        replace_guarantee_run(wh, run_id, df)
     return {"run_id": run_id, "rows": len(df), "source": source}

@@ -7,13 +7,12 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from cr2.benchmarks import QUERY_COLUMNS, answer_checks, prompt_texts, select_queries
+from cr2.inputs.datasets import QUERY_COLUMNS, answer_checks, prompt_texts, select_queries
 from cr2.config import Config
-from cr2.errors import DataValidationError
-from cr2.tokenizer import folder_token_counter, qwen_token_counter
+from cr2.inputs.tokenizer import folder_token_counter, qwen_token_counter
 from tasks.common import Reads, Stage, cache_dir
 from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from warehouse.inputs import replace_queries
 from warehouse.validation import validate_frame
 
 def _token_counter(config: Config, home: Path):
@@ -55,14 +54,8 @@ def ingest_queries(config: Config, home: str) -> dict:
     df = build_query_frame(config, Path(home))
     validate_frame("queries", validation_view(config, df), benchmarks=config.enabled_benchmarks)
     expected = df.groupby("benchmark").size().to_dict()
-    with Warehouse(home) as wh, wh.transaction() as con:
-        wh.delete_where("queries", None, con)
-        wh.delete_where("models", None, con)
-        wh.insert_df("queries", df, con)
-        wh.insert_df("models", models_frame(config), con)
-        written = dict(con.execute(named_query("ingest_written_per_benchmark")).fetchall())
-        if written != expected:  # rolls back: per-benchmark counts must equal the source's
-            raise DataValidationError(f"queries written per benchmark {written} differ from the source counts {expected}")
+    with Warehouse(home) as wh:  # per-benchmark counts must equal the source's, or nothing is written
+        replace_queries(wh, df, models_frame(config), expected)
     return summarise(df)
 
 

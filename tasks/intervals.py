@@ -1,9 +1,9 @@
-"""Intervals task (issue 25): paired bootstrap intervals of an evaluation run, stored tidy in `intervals`.
+"""Intervals task: paired bootstrap intervals of an evaluation run, stored tidy in `intervals`.
 
 Reads the run's per-query decisions, the test routing set and the frozen teacher's p_m(x) (the risk is defined
 under it); draws ONE resample index over the test queries (evaluation.bootstrap: n_resamples, seed) and hands it
-to every method; writes the interval of every per-query metric at every operating point (cr2.metrics
-.PER_QUERY_METRICS) and of every learned method's fixed-accuracy saving vs KNN (cr2.intervals). The key covers
+to every method; writes the interval of every per-query metric at every operating point (cr2.evaluation.metrics
+.PER_QUERY_METRICS) and of every learned method's fixed-accuracy saving vs KNN (cr2.evaluation.intervals). The key covers
 the run's decisions, the test rows, the evaluation config section and the code the task can run.
 """
 from __future__ import annotations
@@ -31,8 +31,8 @@ def _positions(index: pd.Index, column: pd.Series) -> np.ndarray:
 
 def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: tuple[str, ...]) -> list:
     """The run's decisions as one OperatingPoint per (method, λ, α), rows in test order."""
-    from cr2.errors import DataValidationError
-    from cr2.intervals import OperatingPoint
+    from cr2.core.errors import DataValidationError
+    from cr2.evaluation.intervals import OperatingPoint
 
     row = _positions(pd.Index(query_id), decisions["query_id"])
     model = _positions(pd.Index(model_ids), decisions["chosen_model"])
@@ -65,8 +65,8 @@ def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: t
 def test_sample(config: Config, home: str):
     """The evaluation's test rows, the rows its metrics count (queries some model solves, unless configured
     otherwise) and the resample counts of its ONE bootstrap index (evaluation.bootstrap), shared by every method."""
-    from cr2.bootstrap import resample_counts, resample_indices
-    from cr2.metrics import evaluable_mask
+    from cr2.evaluation.statistics import resample_counts, resample_indices
+    from cr2.evaluation.metrics import evaluable_mask
     from tasks.inputs import load_sets
 
     spec = config.evaluation.bootstrap
@@ -79,9 +79,9 @@ def test_sample(config: Config, home: str):
 @task(name="intervals")
 def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Paired bootstrap intervals of every operating point and every learned method's saving vs KNN."""
-    from cr2.evaluation import CERTIFIED_KINDS
-    from cr2.fixed_accuracy import VIEW_TARGETS
-    from cr2.intervals import method_outcomes, metric_intervals, saving_interval_rows
+    from cr2.evaluation.sweep import CERTIFIED_KINDS
+    from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
+    from cr2.evaluation.intervals import method_outcomes, metric_intervals, saving_interval_rows
     from tasks.inputs import cr2_router
     from warehouse.repository import methods_of_run, run_decisions, write_intervals
 
@@ -90,7 +90,7 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
     run_id = evaluated["run_id"]
     test, keep, counts = test_sample(config, home)
     with Warehouse(home, read_only=True) as wh:
-        # certified routers (cr2.certify) are compared at equal risk, not point by point: their many operating
+        # certified routers (cr2.routers.certify) are compared at equal risk, not point by point: their many operating
         # points (router × rule × α × λ) stay out of the per-point intervals
         decisions = run_decisions(wh, run_id, skip_kinds=CERTIFIED_KINDS)
         methods = methods_of_run(wh, run_id)

@@ -9,7 +9,7 @@ Writing a chunk replaces any label of the same (source, query, model), so a chun
 (killed between commit and file removal) leaves exactly one row per query.
 
 No Prefect result caching here (NO_CACHE): resumption is the warehouse's job — a run id is
-deterministic (cr2.labeling.runs), and a task labels only the queries its run has not written yet.
+deterministic (cr2.labels.lmeval.runs), and a task labels only the queries its run has not written yet.
 Retries sit on the (model, shard) task, the one that does I/O with a model.
 """
 from __future__ import annotations
@@ -34,33 +34,21 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from cr2.config import Config
-from cr2.errors import DataValidationError, did_you_mean
-from cr2.labeling.backends import backend_plan, is_local, local_revision
-from cr2.labeling.docs import mbpp_fewshot_docs
-from cr2.labeling.estimate import ModelRates, build_lm, measure_rates, resolve_shape
-from cr2.labeling.runner import ChunkResult, Progress, run_shard
-from cr2.labeling.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
-from cr2.labeling.spec import LabelingSpec
-from cr2.labeling.taskdefs import task_config_hash
-from cr2.shipped import DATA_DIR
+from cr2.core.errors import DataValidationError, did_you_mean
+from cr2.labels.lmeval.backends import backend_plan, is_local, local_revision
+from cr2.labels.lmeval.docs import mbpp_fewshot_docs
+from cr2.labels.lmeval.estimate import ModelRates, build_lm, measure_rates, resolve_shape
+from cr2.labels.lmeval.runner import ChunkResult, Progress, run_shard
+from cr2.labels.lmeval.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
+from cr2.config.labeling import LabelingSpec
+from cr2.labels.lmeval.taskdefs import task_config_hash
+from cr2.core.shipped import DATA_DIR
 from tasks.common import cache_dir
 from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from warehouse.labels import (LABEL_COLUMNS, done_query_ids, finish_label_run, label_runs, label_task_queries,
+                              start_label_run, write_label_chunk)
 
 QUERY_COLUMNS = ["query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup"]
-LABEL_COLUMNS = ["source", "query_id", "model_id", "correct", "output_tokens", "run_id"]
-
-# the statements of the labeling task: warehouse/queries/label_*.sql, loaded by name
-SQL_SELECT_QUERIES = named_query("label_select_queries")
-SQL_DONE_IDS = named_query("label_done_ids")
-SQL_ALREADY_IN_CHUNK = named_query("label_already_in_chunk")
-SQL_DELETE_REPLACED = named_query("label_delete_replaced")
-SQL_RUN_EXISTS = named_query("label_run_exists")
-SQL_RUN_INSERT = named_query("label_run_insert")
-SQL_RUN_RESTART = named_query("label_run_restart")
-SQL_RUN_PROGRESS = named_query("label_run_progress")
-SQL_RUNS_SUMMARY = named_query("label_runs_summary")
-SQL_RUN_FINISH = named_query("label_run_finish")
 
 # one writer per process: thread-runner tasks share the flow's DuckDB instance
 _WRITE_LOCK = threading.RLock()
@@ -166,18 +154,10 @@ def write_chunk(wh: Warehouse, rows: pd.DataFrame) -> int:
     """One transaction: replace the labels of the chunk's queries for its (source, model), update the run's done."""
     if rows.empty:
         return 0
-    (source,), (model_id,), (rid,) = rows["source"].unique(), rows["model_id"].unique(), rows["run_id"].unique()
     labels = rows[LABEL_COLUMNS].copy()
     labels["output_tokens"] = labels["output_tokens"].astype("Int64")
-    with _WRITE_LOCK, wh.transaction() as con:
-        con.register("_cr2_chunk", labels[["query_id"]])
-        try:
-            already = con.execute(SQL_ALREADY_IN_CHUNK, [rid]).fetchall()[0][0]  # a replayed chunk adds nothing
-            con.execute(SQL_DELETE_REPLACED, [source, model_id])
-        finally:
-            con.unregister("_cr2_chunk")
-        wh.insert_df("labels", labels, con)
-        con.execute(SQL_RUN_PROGRESS, [len(labels) - int(already), rid])
+    with _WRITE_LOCK:
+        write_label_chunk(wh, labels)
     return len(labels)
 
 
@@ -203,7 +183,7 @@ def ingest_staged(home: str, staging: str) -> int:
 # ---------------------------------------------------------------- export and plan
 def _selection(wh: Warehouse, home: str, benchmarks: list[str], limit: int | None) -> pd.DataFrame:
     """The queries a labeling call covers: the first `limit` per benchmark, round-robin over subsets."""
-    df = wh.df(SQL_SELECT_QUERIES, [list(benchmarks)])
+    df = label_task_queries(wh, benchmarks)
     present = set(df["benchmark"].unique())
     missing = [b for b in benchmarks if b not in present]
     if missing:
@@ -302,16 +282,12 @@ def plan_label_runs(
                 for b in benchmarks:
                     rid = rids[(b, shard)]
                     ids = queries.loc[(queries["benchmark"] == b) & (queries["shard"] == shard), "query_id"].tolist()
-                    done = set(wh.df(SQL_DONE_IDS, [rid])["query_id"])
+                    done = done_query_ids(wh, rid)
                     pending = tuple(q for q in ids if q not in done)
                     bjobs.append(BenchmarkJob(b, rid, hashes[b], pending, len(ids)))
-                    n_done = len(ids) - len(pending)
-                    with wh.transaction() as con:
-                        if con.execute(SQL_RUN_EXISTS, [rid]).fetchall()[0][0]:
-                            con.execute(SQL_RUN_RESTART, [plan.args_json(), len(ids), n_done, rid])
-                        else:
-                            con.execute(SQL_RUN_INSERT, [rid, spec.source, mid, revision, backend, plan.args_json(),
-                                                         version, hashes[b], _now(), n_done, len(ids)])
+                    start_label_run(wh, rid, source=spec.source, model_id=mid, revision=revision, backend=backend,
+                                    backend_args=plan.args_json(), lm_eval_version=version, task_config_hash=hashes[b],
+                                    started_at=_now(), done=len(ids) - len(pending), total=len(ids))
                 jobs.append(ShardJob(mid, plan, revision, shard, spec.shards, tuple(bjobs), fewshot))
     return jobs
 
@@ -356,7 +332,7 @@ def label_shard(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: s
         done = staged_ids(staging_path, bj.run_id)
         if home is not None:
             with _writer(home) as wh:
-                done |= set(wh.df(SQL_DONE_IDS, [bj.run_id])["query_id"])
+                done |= done_query_ids(wh, bj.run_id)
         return done
 
     def sink(bj: BenchmarkJob, result: ChunkResult) -> None:
@@ -397,13 +373,8 @@ def finish_label_runs(home: str, queries_path: str, jobs: list[ShardJob], failed
                 before[bj.run_id] = bj.total - len(bj.pending)
                 bench[bj.run_id] = bj.benchmark
                 ids = selected.loc[shard & (selected["benchmark"] == bj.benchmark), ["query_id"]]
-                with wh.transaction() as con:
-                    con.register("_cr2_selected", ids)
-                    try:
-                        con.execute(SQL_RUN_FINISH, {"rid": bj.run_id, "now": now, "ok": ok})
-                    finally:
-                        con.unregister("_cr2_selected")
-        runs = wh.df(SQL_RUNS_SUMMARY, [rids])
+                finish_label_run(wh, bj.run_id, ids, now, ok)
+        runs = label_runs(wh, rids)
     runs.insert(3, "benchmark", runs["run_id"].map(bench))
     runs["written"] = [int(d) - before[r] for r, d in zip(runs["run_id"], runs["done"])]
     return runs
@@ -430,7 +401,7 @@ def estimate_selection(
                 total = unlabelled = 0
                 for s in range(spec.shards):
                     ids = queries.loc[(queries["benchmark"] == b) & (shard == s), "query_id"]
-                    done = set(wh.df(SQL_DONE_IDS, [rids[(b, s)]])["query_id"])
+                    done = done_query_ids(wh, rids[(b, s)])
                     total += len(ids)
                     unlabelled += int((~ids.isin(done)).sum())
                 rows.append({"model_id": mid, "benchmark": b, "total": total, "unlabelled": unlabelled})
@@ -443,7 +414,7 @@ def estimate_model_rates(
     spec: LabelingSpec, architectures: str | None = None,
 ) -> ModelRates:
     """Build a random-weight model of `model_id`'s shape and time `sample` queries of every benchmark with it."""
-    from cr2.labeling.architectures import load_architectures
+    from cr2.labels.lmeval.architectures import load_architectures
 
     model = next(m for m in config.models if m.id == model_id)
     shape = resolve_shape(model_id, model.hf_name, spec.model_paths.get(model_id), load_architectures(architectures))

@@ -1,7 +1,7 @@
 """Measured labels task: published model outputs (data/measured/) → the configured label source.
 
 Reads the outputs file named by `labels.measured` (any measured pool), matches its items onto the ingested
-queries through `labels.measured.join` and its model names onto the pool (cr2.measured), and writes the labels through the same validated, all-or-nothing
+queries through `labels.measured.join` and its model names onto the pool (cr2.labels.measured), and writes the labels through the same validated, all-or-nothing
 path as `cr2 labels import`, with a `label_runs` row per model recording the origin (repository, commit,
 files, extraction rule, characters per token). Cached: same file, pool, mapping and queries → no work.
 """
@@ -13,16 +13,16 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from tasks.common import Reads, Rows, Stage
-from warehouse.labels_import import import_label_frame
 from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from warehouse.inputs import benchmark_query_ids
+from warehouse.labels_import import import_label_frame
 
 @task(name="prepare-measured-labels")
 def import_measured_labels_task(config: Config, home: str) -> dict:
     """MEASURED y_m(x) and L_out,m(x) of the pool's models under labels.source (replacing that source's rows)."""
-    from cr2.measured import join_measured_labels
+    from cr2.labels.measured import join_measured_labels
 
     spec = config.labels.measured
     path = config.data_path / spec.outputs_file
@@ -30,7 +30,7 @@ def import_measured_labels_task(config: Config, home: str) -> dict:
         raise DataValidationError(f"{path}: measured outputs file not found; restore it (data/README.md) or fix "
                                   "labels.measured.outputs_file")
     with Warehouse(home, read_only=True) as wh:
-        ingested = {b: set(wh.df(named_query("measured_ingested_ids"), [b])["query_id"]) for b in spec.benchmarks}
+        ingested = {b: benchmark_query_ids(wh, b) for b in spec.benchmarks}
     frames = []
     for bench in spec.benchmarks:
         file = config.benchmark_file(bench)

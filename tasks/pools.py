@@ -5,7 +5,7 @@ Reads the run's per-query decisions and the pool's routing sets (every split), a
     saving vs KNN and vs the best single model at every target 0.50 … 0.99 both reach and averaged over them,
     with paired-bootstrap intervals over the test queries (evaluation.bootstrap: one index for every method);
     the full-information reference's saving vs KNN is the headroom;
-  - the label diagnostics of cr2.diagnostics over all of the pool's queries (accuracy, pairwise φ,
+  - the label diagnostics of cr2.studies.diagnostics over all of the pool's queries (accuracy, pairwise φ,
     P(device right | largest wrong), cross-validated k-NN AUC of correctness and of each pair's disagreement);
   - the device / cheapest-edge cost ratio under the realised c and the pre-execution ĉ (test rows);
   - the run's equal-risk decomposition (table equal_risk: gate quality, and the price of the guarantee and the
@@ -38,14 +38,14 @@ def learned_methods(methods) -> list[str]:
 @task(name="pool-summary")
 def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     """Comparisons with intervals, the headroom and the label diagnostics of evaluation run `run_id`."""
-    from cr2.bootstrap import resample_counts, resample_indices
-    from cr2.diagnostics import label_rows, oracle_sweep, predictability_rows
-    from cr2.equal_risk import study_statistics
-    from cr2.fixed_accuracy import VIEW_TARGETS, MethodOutcomes
-    from cr2.intervals import method_outcomes
-    from cr2.metrics import evaluable_mask
-    from cr2.pools import BEST_SINGLE, ORACLE, comparison_rows
-    from cr2.premise import device_edge_ratio
+    from cr2.evaluation.statistics import resample_counts, resample_indices
+    from cr2.studies.diagnostics import label_rows, oracle_sweep, predictability_rows
+    from cr2.evaluation.equal_risk import study_statistics
+    from cr2.evaluation.fixed_accuracy import VIEW_TARGETS, MethodOutcomes
+    from cr2.evaluation.intervals import method_outcomes
+    from cr2.evaluation.metrics import evaluable_mask
+    from cr2.studies.pools import BEST_SINGLE, ORACLE, comparison_rows
+    from cr2.studies.premise import device_edge_ratio
     from tasks.intervals import operating_points
     from tasks.inputs import load_sets
     from warehouse.repository import methods_of_run, run_decisions, run_equal_risk
@@ -66,7 +66,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     always = [f"always-{m}" for m in test.model_ids]
     missing = [a for a in always + ["knn"] if a not in outcomes]
     if missing:
-        from cr2.errors import DataValidationError
+        from cr2.core.errors import DataValidationError
 
         raise DataValidationError(f"run {run_id} lacks {missing}; the pool summary needs KNN and every Always-m "
                                   "(baselines.routers: always, knn)")

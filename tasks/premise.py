@@ -1,9 +1,9 @@
-"""Premise-map tasks (issue 25): the cost-independent inputs once, then one cached task per grid cell.
+"""Premise-map tasks: the cost-independent inputs once, then one cached task per grid cell.
 
 `premise_inputs_task` gathers what no cell changes — embeddings, labels, splits, token counts, the frozen
 teacher's p_m(x) and the val and test p̂ of every baseline whose predictions do not read costs (the certified KNN
 calibrates on val) — into one .npz under <cache>/premise/, so a cell never re-embeds or re-reads the warehouse. `premise_cell_task` prices, routes and
-bootstraps one (device speed, channel) cell (cr2.premise.run_cell) and returns its rows; the flow writes them
+bootstraps one (device speed, channel) cell (cr2.studies.premise.run_cell) and returns its rows; the flow writes them
 (DuckDB admits one writing process, so Dask workers only compute, as labeling's do).
 
 A baseline "takes costs as inputs" when its p̂ on test changes with the costs it is given (MLP with its
@@ -57,7 +57,7 @@ def reads_costs(router, test) -> bool:
 @task(name="premise-inputs")
 def premise_inputs_task(config: Config, home: str, base: dict, baselines: dict) -> dict:
     """The cost-independent inputs of every cell as one .npz; which baselines read costs (refitted per cell)."""
-    from cr2.premise import SPLITS, PremiseInputs
+    from cr2.studies.premise import SPLITS, PremiseInputs
     from cr2.routers import load_router
     from warehouse.premise import query_tokens
 
@@ -100,7 +100,7 @@ def premise_cell_task(config: Config, home: str, inputs: dict, base: dict, basel
                       retrain_from: str = "scratch") -> dict:
     """One cell of the premise map: costs re-priced, CR² re-calibrated and retrained, baselines routed, KNN
     certified, bootstrapped."""
-    from cr2.premise import Cell, PremiseInputs, run_cell
+    from cr2.studies.premise import Cell, PremiseInputs, run_cell
     from cr2.routers import load_router
     from cr2.routers import get_router
     from tasks.baselines import _kwargs
@@ -151,5 +151,4 @@ PREMISE_INPUTS = Stage(premise_inputs_task, Reads(
     rows=(RoutingRows(), Rows("labels", where=lambda c, base, baselines: {"source": c.labels.source}),
           Rows("queries", columns=("query_id", "benchmark", "prompt_tokens"))),
     upstream=("artifacts",)), upstream=_fingerprints, outputs=lambda home, r: [r["path"]])
-PREMISE_CELL = Stage(premise_cell_task, Reads(config=CELL_SECTIONS), upstream=_cell,
-                     in_warehouse=False)
+PREMISE_CELL = Stage(premise_cell_task, Reads(config=CELL_SECTIONS), upstream=_cell)  # no table: runs on a worker

@@ -17,12 +17,14 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from tasks.common import Reads, Rows, Stage, cache_dir, stage_key
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
-from warehouse.repository import cost_scales_key
 from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from warehouse.inputs import (cost_inputs, embedded_count, queries_to_embed, query_count, query_embeddings, query_ids,
+                              split_inputs, write_costs, write_embeddings, write_splits, write_states)
+from warehouse.labels import (label_coverage, label_source_counts, output_tokens, replace_label_source,
+                              simulator_inputs)
 from warehouse.validation import validate_frame
 
 SIMULATED_SOURCES = (SIMULATED_SOURCE, "simulated-irt-v2")  # built-in simulators (docs/labels.md)
@@ -38,20 +40,17 @@ def _choices(column: pd.Series) -> list[list[str] | None]:
 
 
 # ------------------------------------------------------------------ embeddings
-EMBED_CODE = "cr2.embed"  # keyed by encoder + text: an edit outside the encoder never re-embeds
+EMBED_CODE = "cr2.inputs.embed"  # keyed by encoder + text: an edit outside the encoder never re-embeds
 
 
 @task(name="prepare-embeddings")
 def embed_queries(config: Config, home: str) -> dict:
     """e(x) for every query whose text is new or changed since it was last embedded (incremental)."""
-    from cr2.embed import embed_texts, load_encoder, router_texts
+    from cr2.inputs.embed import embed_texts, load_encoder, router_texts
 
     enc = config.embedding.store_name
     with Warehouse(home) as wh:
-        todo = wh.df(
-            named_query("prepare_embed_todo"),
-            [enc],
-        )
+        todo = queries_to_embed(wh, enc)
     if len(todo):
         texts = router_texts(list(todo["question"]), _choices(todo["choices"]))
         encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
@@ -61,13 +60,10 @@ def embed_queries(config: Config, home: str) -> dict:
         rows = pd.DataFrame({"query_id": todo["query_id"], "encoder": enc, "content_hash": todo["content_hash"],
                              "vector": list(vectors)})
         validate_frame("embeddings", rows.assign(norm=np.linalg.norm(vectors, axis=1)))
-        with Warehouse(home) as wh, wh.transaction() as con:
-            con.register("_new_ids", rows[["query_id"]])
-            con.execute(named_query("prepare_embed_delete_new"), [enc])
-            con.unregister("_new_ids")
-            wh.insert_df("embeddings", rows, con)
+        with Warehouse(home) as wh:
+            write_embeddings(wh, enc, rows)
     with Warehouse(home, read_only=True) as wh:
-        total = int(wh.scalar(named_query("prepare_embed_total"), [enc]))
+        total = embedded_count(wh, enc)
     return {"encoder": enc, "embedded": int(len(todo)), "total": total}
 
 
@@ -77,16 +73,16 @@ def embed_queries(config: Config, home: str) -> dict:
 @task(name="prepare-splits")
 def assign_splits_task(config: Config, home: str) -> dict:
     """train / dev / val / test for every query under the configured seed (hash-based: stable under additions)."""
-    from cr2.splits import assign_splits
+    from cr2.inputs.splits import assign_splits
 
     with Warehouse(home, read_only=True) as wh:
-        q = wh.df(named_query("prepare_split_inputs"))
+        q = split_inputs(wh)
     result = assign_splits(q["query_id"].to_numpy(), q["benchmark"].to_numpy(), q["subset"].to_numpy(), config.splits)
     rows = pd.DataFrame({"query_id": q["query_id"], "seed": config.splits.seed, "split": result.table_split(),
                          "stratum": result.stratum})
     validate_frame("splits", rows, n_queries=len(q))
     with Warehouse(home) as wh:
-        wh.replace_where("splits", rows, {"seed": config.splits.seed})
+        write_splits(wh, config.splits.seed, rows)
     return {"seed": config.splits.seed, "counts": rows.groupby("split").size().to_dict()}
 
 
@@ -96,11 +92,11 @@ def assign_splits_task(config: Config, home: str) -> dict:
 @task(name="prepare-states")
 def sample_states_task(config: Config, home: str) -> dict:
     """ξ for every query (draws_per_query draws) under the configured, versioned state distribution."""
-    from cr2.channel import rates, sample_states
+    from cr2.system.channel import rates, sample_states
 
     dist = config.channel.distribution
     with Warehouse(home, read_only=True) as wh:
-        ids = wh.df(named_query("prepare_query_ids"))["query_id"].to_numpy()
+        ids = query_ids(wh)
     st = sample_states(dist, ids, draws_per_query=config.channel.draws_per_query, seed=config.channel.seed)
     rate_ul_bps, rate_dl_bps = rates(st, config.communication)
     rows = pd.DataFrame({
@@ -111,11 +107,8 @@ def sample_states_task(config: Config, home: str) -> dict:
     validate_frame("states", rows, low_m=dist.distance.low_m, high_m=dist.distance.high_m)
     meta = pd.DataFrame([{"dist_id": dist.dist_id, "name": dist.name, "version": dist.version,
                           "spec": json.dumps(dist.model_dump(mode="json"), sort_keys=True), "created_at": _now()}])
-    with Warehouse(home) as wh, wh.transaction() as con:
-        wh.delete_where("states", {"dist_id": dist.dist_id}, con)
-        wh.delete_where("state_distributions", {"dist_id": dist.dist_id}, con)
-        wh.insert_df("state_distributions", meta, con)
-        wh.insert_df("states", rows, con)
+    with Warehouse(home) as wh:
+        write_states(wh, dist.dist_id, meta, rows)
     return {"dist_id": dist.dist_id, "rows": len(rows), "mean_distance_m": float(rows["distance_m"].mean())}
 
 
@@ -126,16 +119,15 @@ def sample_states_task(config: Config, home: str) -> dict:
 def simulate_labels_task(config: Config, home: str) -> dict:
     """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under the configured simulator
     (simulated-irt-v1, or simulated-irt-v2 with its fitted shape)."""
-    from cr2.embed import router_texts
+    from cr2.inputs.embed import router_texts
     from cr2.labels.simulator import load_accuracy_targets, simulate_labels, with_catalogue_targets
 
     source = config.labels.source
     if source not in SIMULATED_SOURCES:
         raise DataValidationError(f"labels.source '{source}' is not a simulator ({', '.join(SIMULATED_SOURCES)})")
     with Warehouse(home, read_only=True) as wh:
-        q = wh.df(named_query("prepare_label_inputs"))
-        emb = (wh.df(named_query("prepare_query_embeddings"),
-                     [config.embedding.store_name]) if source == "simulated-irt-v2" else None)
+        q = simulator_inputs(wh)
+        emb = query_embeddings(wh, config.embedding.store_name) if source == "simulated-irt-v2" else None
     sim = config.labels.simulator
     targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
     targets = with_catalogue_targets(targets, config.models, {
@@ -175,24 +167,19 @@ def simulate_labels_task(config: Config, home: str) -> dict:
                           "backend_args": json.dumps(sim.model_dump(mode="json"), sort_keys=True, default=str), "lm_eval_version": None,
                           "task_config_hash": None, "started_at": now, "finished_at": now, "status": "finished",
                           "done": len(q), "total": len(q)} for m in model_ids])
-    with Warehouse(home) as wh, wh.transaction() as con:
-        wh.delete_where("labels", {"source": source}, con)
-        con.execute(named_query("prepare_delete_label_runs"), [source])
-        wh.insert_df("label_runs", runs, con)
-        wh.insert_df("labels", rows, con)
+    with Warehouse(home) as wh:
+        replace_label_source(wh, source, runs, rows)
     return {"source": source, "rows": len(rows)}
 
 
 def check_label_source(config: Config, wh: Warehouse) -> str:
     """The configured label source, which must cover every (query, model) pair; a clear error otherwise."""
     source = config.labels.source
-    n_q = wh.count("queries")
+    n_q = query_count(wh)
     n_m = len(config.models)
-    have = int(wh.scalar(
-        named_query("prepare_label_coverage"),
-        [source, [m.id for m in config.models]]))
+    have = label_coverage(wh, source, [m.id for m in config.models])
     if have != n_q * n_m:
-        known = wh.df(named_query("prepare_label_sources"))
+        known = label_source_counts(wh)
         listing = ", ".join(f"{s} ({n:,} rows)" for s, n in zip(known["source"], known["n"])) or "none"
         raise DataValidationError(
             f"label source '{source}' covers {have:,} of {n_q * n_m:,} (query, model) pairs; sources in the warehouse: "
@@ -207,15 +194,15 @@ def check_label_source(config: Config, wh: Warehouse) -> str:
 @task(name="prepare-costs")
 def compute_costs_task(config: Config, home: str) -> dict:
     """c_m(x, ξ) for every (query, draw, model): latency, energy, raw and normalised cost (docs/cost-model.md)."""
-    from cr2.cost import compute_costs, device_dearer_share, estimated_output_tokens, output_token_estimates
+    from cr2.system.cost import compute_costs, device_dearer_share, estimated_output_tokens, output_token_estimates
 
     dist_id = config.channel.distribution.dist_id
     source = config.labels.source
     seed = int(config.splits.seed)
     model_ids = [m.id for m in config.models]
     with Warehouse(home, read_only=True) as wh:
-        st = wh.df(named_query("prepare_cost_states"), [seed, dist_id])
-        lab = wh.df(named_query("prepare_cost_output_tokens"), [source])
+        st = cost_inputs(wh, dist_id, seed)
+        lab = output_tokens(wh, source)
     if st.empty:
         raise DataValidationError(f"no channel states for '{dist_id}'; run `cr2 prepare` (states come before costs)")
     out_tok = lab.pivot(index="query_id", columns="model_id", values="output_tokens").reindex(columns=model_ids)
@@ -254,11 +241,8 @@ def compute_costs_task(config: Config, home: str) -> dict:
     dearer = {"realised": device_dearer_share(br.cost_norm), "estimated": device_dearer_share(est.cost_norm)}
     scales = json.dumps({"t0_s": float(br.t0_s), "e0_j": float(br.e0_j), "normalisation": config.cost.normalisation,
                          "output_token_estimates": estimates, "model_ids": model_ids, "device_dearer_share": dearer})
-    with Warehouse(home) as wh, wh.transaction() as con:
-        wh.delete_where("costs", {"dist_id": dist_id, "label_source": source, "split_seed": seed}, con)
-        wh.insert_df("costs", rows, con)
-        # T0/E0 used, so online routing normalises a new query exactly as the stored costs were
-        con.execute(named_query("prepare_store_cost_scales"), [cost_scales_key(dist_id, source, seed), scales])
+    with Warehouse(home) as wh:  # with the T0/E0 used, so online routing normalises a new query as the costs were
+        write_costs(wh, dist_id, source, seed, rows, scales)
     return {"dist_id": dist_id, "label_source": source, "split_seed": seed, "rows": len(rows), "t0_s": float(br.t0_s), "e0_j": float(br.e0_j),
             "device_dearer_share": dearer}
 

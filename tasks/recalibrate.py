@@ -1,8 +1,8 @@
 """Re-calibration's before/after evaluation task: CR² on test under the new states with the old and the new table.
 
-One task, one pass (issue 30): the test rows are read once, the frozen teacher's p and the gate's scores come
-from the per-gate score cache (tasks/scores.py: they do not depend on ξ), and each threshold table is evaluated
-with cr2.evaluation.evaluate_table — the "cr2" rows the full evaluation records, without its comparison rows.
+One task, one pass: the test rows are read once, the frozen teacher's p and the gate's scores come
+from the per-gate score cache (tasks/inputs.remember_scores: they do not depend on ξ), and each threshold table is evaluated
+with cr2.evaluation.sweep.evaluate_table — the "cr2" rows the full evaluation records, without its comparison rows.
 Each table's run is written as its own evaluation run (`eval_runs`, `methods`, `decisions`, `metrics`) in one
 transaction, so v_recalibration and `cr2 results` read them like any run. The key covers the test rows, the
 trained artefacts, both threshold versions, the config sections read and the code the task can run.
@@ -16,21 +16,17 @@ from prefect import task
 from cr2.config import Config
 from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, make_key, stage_key, task_code_hash
 from tasks.evaluate import decision_frame
-from tasks.inputs import cr2_router, load_sets
-from tasks.scores import remember_scores
+from tasks.inputs import cr2_router, load_sets, remember_scores
 from warehouse.db import Warehouse
 from warehouse.repository import load_threshold_table, utc_now, write_evaluation
 from warehouse.routing_data import table_groups
-
-PHASES = ("before", "after")
-
 
 @task(name="evaluate-recalibration")
 def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dict[str, dict]) -> dict:
     """CR² at every (λ, α) of each threshold table ({"before": calibrated, "after": calibrated}) on test under
     config's states; returns {phase: evaluation summary}."""
-    from cr2.evaluation import Evaluation, evaluate_table, method_rows
-    from cr2.metrics import evaluable_mask
+    from cr2.evaluation.sweep import Evaluation, evaluate_table, method_rows
+    from cr2.evaluation.metrics import evaluable_mask
 
     key = stage_key(EVALUATE_RECALIBRATION, config, home, trained, tables)
     test = load_sets(config, home)["test"]

@@ -1,6 +1,6 @@
 """Report task: the paper's §VII figures and tables from the warehouse views of one evaluation run.
 
-Reads each view (warehouse/views/v_*.sql) for the run, builds the figures and tables (cr2.report),
+Reads each view (warehouse/views/v_*.sql) for the run, builds the figures and tables (cr2.report.evaluation),
 and writes <home>/report/index.html (self-contained) plus tables/<name>.csv and .tex — into a
 temporary folder first, swapped in at the end, so a failed build never leaves a half-written report.
 """
@@ -31,7 +31,8 @@ def report_dir(home: str | Path) -> Path:
 def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, trained: dict, baselines: dict,
                  ablated: dict | None = None) -> dict:
     """Write the HTML report and its CSV/LaTeX tables; returns the page's path and what it contains."""
-    from cr2.report import ReportInputs, build_figures, build_tables, render_html, to_latex
+    from cr2.report.evaluation import ReportInputs, build_figures, build_tables, render_html
+    from cr2.report.latex import to_latex
 
     run_id = evaluated["run_id"]
     with Warehouse(home, read_only=True) as wh:

@@ -1,8 +1,8 @@
 """The sim-to-real check as a task: measured MMLU-Pro labels vs simulated ones on the same questions.
 
 Reads data/measured/ (warehouse.measured_files), embeds the questions (cached under <home>/cache/simcheck),
-computes the measured pool's costs (cr2.cost with the pool config), fits the v2 shape afresh (for the
-record), simulates every configured source over several seeds, runs cr2.simcheck, and writes tidy rows
+computes the measured pool's costs (cr2.system.cost with the pool config), fits the v2 shape afresh (for the
+record), simulates every configured source over several seeds, runs cr2.studies.simcheck, and writes tidy rows
 to the `simcheck` table (view v_simcheck). docs/labels.md describes the check and its results.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_config, resolve_config_path
-from cr2.errors import ConfigError
+from cr2.core.errors import ConfigError
 from tasks.common import Reads, Stage, cache_dir, stage_key
 from warehouse.db import Warehouse
 from warehouse.repository import write_simcheck
@@ -24,7 +24,7 @@ EMBED_CHUNK = 250  # questions embedded between two writes of the cache (progres
 
 def subsample_rows(question_ids: np.ndarray, n: int | None) -> np.ndarray:
     """[n] sorted row indices of the stable subsample: the n questions with the smallest salted hash."""
-    from cr2.hashing import stable_u64_array
+    from cr2.core.hashing import stable_u64_array
 
     if n is None or n >= len(question_ids):
         return np.arange(len(question_ids))
@@ -42,7 +42,7 @@ def cached_embeddings(texts: list[str], config: Config, home: Path, progress: bo
     have = read_embedding_cache(path)
     todo = [i for i, k in enumerate(keys) if k not in have]
     if todo:
-        from cr2.embed import embed_texts, load_encoder
+        from cr2.inputs.embed import embed_texts, load_encoder
 
         encoder = load_encoder(emb_spec.max_seq_length, backend=emb_spec.backend, cache_dir=cache_dir(home) / "encoders")
         for start in range(0, len(todo), EMBED_CHUNK):
@@ -59,9 +59,9 @@ def cached_embeddings(texts: list[str], config: Config, home: Path, progress: bo
 def pool_costs(pool_cfg: Config, question_ids: np.ndarray, texts: list[str], generated_chars: np.ndarray,
                chars_per_token: float, home: Path) -> np.ndarray:
     """Normalised costs c_m(x, ξ) [n, M] of the measured pool: Qwen3-BPE prompt tokens, measured answer lengths."""
-    from cr2.channel import rates, sample_channel
-    from cr2.cost import costs_from_config
-    from cr2.tokenizer import qwen_token_counter
+    from cr2.system.channel import rates, sample_channel
+    from cr2.system.cost import costs_from_config
+    from cr2.inputs.tokenizer import qwen_token_counter
 
     prompt_tokens = np.maximum(qwen_token_counter(cache_dir(home) / "tokenizers").count(texts), 1)
     # L_out,m(x) from the measured answer length [cr2 decision: chars_per_token, docs/labels.md]
@@ -71,38 +71,13 @@ def pool_costs(pool_cfg: Config, question_ids: np.ndarray, texts: list[str], gen
     return costs_from_config(pool_cfg, prompt_tokens, output_tokens, r_ul, r_dl).cost_norm.astype(np.float32)
 
 
-def simulate_source(source: str, seed: int, config: Config, ids: np.ndarray, groups: np.ndarray, texts: list[str],
-                    embedding: np.ndarray, n_choices: np.ndarray, model_ids: list[str], params: list[float],
-                    targets: dict) -> np.ndarray:
-    """[n, M] simulated correctness of `source` (v1 or v2) at `seed`, matched to `targets` per (model, group)."""
-    sim = config.labels.simulator
-    if source == "simulated-irt-v2":
-        from cr2.labels.simulator_v2 import simulate_labels_v2
-
-        if sim.shape is None:
-            raise ConfigError("labels.simulator.shape is not set; name the fitted shape, e.g. "
-                              "`shape: simulated-irt-v2` (configs/labels/simulated-irt-v2.yaml)")
-        return simulate_labels_v2(ids, groups, groups, embedding, n_choices, model_ids, targets, sim, sim.shape,
-                                  model_params=params, seed=seed, with_output_tokens=False).correct
-    if source == "simulated-irt-v1":
-        from cr2.config import OutputTokenDist
-        from cr2.labels.simulator import simulate_labels
-
-        lengths = {g: OutputTokenDist(median_tokens=1, sigma=0, max_tokens=1) for g in set(groups.tolist())}
-        spec = sim.model_copy(update={"seed": seed, "output_tokens": lengths})
-        return simulate_labels(ids, groups, groups, texts, model_ids, targets, spec, model_params=params).correct
-    from cr2.errors import did_you_mean
-
-    raise did_you_mean("simulated label source", source, ["simulated-irt-v2", "simulated-irt-v1"])
-
-
 @task(name="simcheck")
 def simcheck_task(config: Config, home: str, full: bool = False, routing: bool = True) -> dict:
     """Measured vs simulated labels on MMLU-Pro: label structure and routing outcomes, tidy rows → `simcheck`."""
+    from cr2.core.data import RoutingSet
     from cr2.labels.fit_shape import fit_shape
-    from cr2.simcheck import RoutingCheckSpec, label_structure, routing_outcomes, split_sets
-    from cr2.data import RoutingSet
-    from cr2.splits import assign_splits
+    from cr2.studies.simcheck import RoutingCheckSpec, label_sweep, shape_record, simulate_source, split_sets
+    from cr2.inputs.splits import assign_splits
     from warehouse.measured_files import read_measured_pool
 
     home_p = Path(home)
@@ -122,8 +97,6 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
     y_meas = pool.correct[rows_idx]
     embedding = cached_embeddings(texts, config, home_p)
     params = [m.params for m in pool_cfg.models]
-    largest = pool_cfg.ref_model_id
-    targets = {(m, g): float(y_meas[groups == g, j].mean()) for j, m in enumerate(model_ids) for g in np.unique(groups)}
 
     # the fresh fit (on every question for r; on the embedded subsample for ρ and w_s), recorded beside the
     # configured shape the simulation uses
@@ -141,40 +114,29 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
                for k in ("latent_correlation", "predictable_share", "subset_share", "measured_r2", "fitted_r2",
                          "r2_between")]
 
-    def add(source: str, seed: int | None, section: str, stats: list[dict]) -> None:
-        out.extend({"source": source, "seed": seed, "section": section, **r} for r in stats)
-
-    add("measured", None, "structure", label_structure(y_meas, model_ids, largest))
-    labels = {("measured", None): y_meas}
-    for source in spec.sources:
-        for seed in range(spec.structure_seeds):
-            y = simulate_source(source, seed, config, sub_ids, groups, texts, embedding, n_choices, model_ids, params,
-                                targets)
-            add(source, seed, "structure", label_structure(y, model_ids, largest))
-            if seed < spec.routing_seeds:
-                labels[(source, seed)] = y
+    def routing_sets(y: np.ndarray):
+        data = RoutingSet(query_id=sub_ids.astype(object), benchmark=np.full(len(sub_ids), "mmlu_pro", dtype=object),
+                          embedding=embedding, correct=y, cost=cost, model_ids=tuple(model_ids))
+        return split_sets(data, split.split, split.dev)
 
     if routing:
         cost = pool_costs(pool_cfg, sub_ids, texts, pool.generated_chars[rows_idx], spec.chars_per_token, home_p)
         split = assign_splits([f"mmlu_pro/{g}/{q}" for g, q in zip(groups, sub_ids)], np.full(len(sub_ids), "mmlu_pro"),
                               groups, config.splits)
-        rspec = RoutingCheckSpec(alpha=config.grids.default_alpha, router_params=config.baselines.params,
-                                 exclude_unsolvable=config.evaluation.exclude_unsolvable)
-        for (source, seed), y in labels.items():
-            print(f"simcheck: routing on {source}{'' if seed is None else f' seed {seed}'}", flush=True)
-            data = RoutingSet(query_id=sub_ids.astype(object), benchmark=np.full(len(sub_ids), "mmlu_pro", dtype=object),
-                              embedding=embedding, correct=y, cost=cost, model_ids=tuple(model_ids))
-            add(source, seed, "routing",
-                routing_outcomes(split_sets(data, split.split, split.dev), rspec, config.teacher, config.gate,
-                                 seed=config.seed))
+
+    sim = config.labels.simulator
+    out += label_sweep(
+        y_meas, groups, model_ids, pool_cfg.ref_model_id,
+        lambda source, seed, targets: simulate_source(source, seed, sim, sub_ids, groups, texts, embedding, n_choices,
+                                                      model_ids, params, targets),
+        spec.sources, spec.structure_seeds, spec.routing_seeds, sets=routing_sets if routing else None,
+        routing=(RoutingCheckSpec.from_config(config), config.teacher, config.gate, config.seed),
+        progress=lambda line: print(line, flush=True))
 
     run_id = f"simcheck-{stage_key(SIMCHECK, config, home, full, routing)[-16:]}"
-    shape = config.labels.simulator.shape
     with Warehouse(home_p) as wh:
-        n_rows = write_simcheck(
-            wh, run_id, len(rows_idx), pool={m: spec.measured_names[m] for m in model_ids}, rows=out,
-            shape={"simulated": None if shape is None else shape.model_dump(mode="json"),
-                   "fresh_fit": None if fit is None else {k: v for k, v in fit.__dict__.items() if k != "path"}})
+        n_rows = write_simcheck(wh, run_id, len(rows_idx), pool={m: spec.measured_names[m] for m in model_ids},
+                                rows=out, shape=shape_record(sim.shape, fit))
     return {"run_id": run_id, "n_questions": int(len(rows_idx)), "rows": n_rows,
             "fit": {} if fit is None else {k: getattr(fit, k) for k in ("latent_correlation", "predictable_share",
                                                                         "subset_share")}}
@@ -182,13 +144,11 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
 
 def build_simcheck_page(home: str, run_id: str) -> str:
     """Write <home>/report/simcheck.html for one simcheck run; returns its path."""
-    from cr2.simcheck_report import render_simcheck_html
-    from warehouse.routing_data import named_query
+    from cr2.report.simcheck import render_simcheck_html
+    from warehouse.simcheck import simcheck_page_frames
 
     with Warehouse(home, read_only=True) as wh:
-        frames = {name: wh.con.sql(named_query(f"simcheck_{name}"), params={"run_id": run_id}).df()
-                  for name in ("structure", "savings", "cr2", "points", "fit")}
-        run = wh.df(named_query("simcheck_run"), [run_id]).iloc[0]
+        frames, run = simcheck_page_frames(wh, run_id)
     meta = {"run_id": run_id, "questions": f"{int(run['n_questions']):,} MMLU-Pro questions",
             "pool (model id → measured name)": run["pool"], "shape simulated / fresh fit": run["shape"],
             "created (UTC)": str(run["created_at"])[:19]}

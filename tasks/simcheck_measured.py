@@ -1,13 +1,13 @@
-"""The sim-to-real check on ANY measured warehouse (issue 27 item 4): its measured labels vs the simulator's.
+"""The sim-to-real check on ANY measured warehouse: its measured labels vs the simulator's.
 
 `cr2 simcheck` reads the MMLU-Pro files directly; this task reads a prepared measured warehouse instead — any
 scenario built with `labels.measured` (MMLU-Pro, the ZeroEval ladders, a pool of your own): the pool's queries,
 embeddings, splits, costs and MEASURED correctness. It simulates every source of `simcheck.sources` (the
 configured, MMLU-Pro-fitted simulated-irt-v2 shape) on the same queries, matched to the measured accuracy of every
 (model, benchmark), over `simcheck.structure_seeds` seeds, and compares
-  - label structure (cr2.simcheck.label_structure: the issue-18 statistics),
-  - the label diagnostics of issue 27 (cr2.diagnostics: φ, P(device right | largest wrong), k-NN AUCs),
-  - routing outcomes (cr2.simcheck.routing_outcomes: every learned router and CR² fitted per label set, on the
+  - label structure (cr2.studies.simcheck.label_structure),
+  - the label diagnostics of issue 27 (cr2.studies.diagnostics: φ, P(device right | largest wrong), k-NN AUCs),
+  - routing outcomes (cr2.studies.simcheck.routing_outcomes: every learned router and CR² fitted per label set, on the
     warehouse's own train/dev/val/test split and costs), for `simcheck.routing_seeds` seeds,
 writing tidy rows to `simcheck` (view v_simcheck) under run id `simcheck-w-…`.
 """
@@ -28,7 +28,7 @@ SPLITS = ("train", "dev", "val", "test")
 
 def diagnostic_rows(correct: np.ndarray, embedding: np.ndarray, model_ids: list[str], largest: int) -> list[dict]:
     """The issue-27 diagnostics in simcheck's row shape {statistic, model, other, lam, target, value}."""
-    from cr2.diagnostics import label_rows, predictability_rows
+    from cr2.studies.diagnostics import label_rows, predictability_rows
 
     rows = label_rows(correct, model_ids, device=0, largest=largest) + predictability_rows(embedding, correct, model_ids)
     return [{"statistic": r["metric"], "model": r["subject"], "other": r["other"] or "", "lam": None, "target": None,
@@ -38,9 +38,8 @@ def diagnostic_rows(correct: np.ndarray, embedding: np.ndarray, model_ids: list[
 @task(name="simcheck-measured")
 def simcheck_measured_task(config: Config, home: str, routing: bool = True) -> dict:
     """Measured vs simulated labels on a measured warehouse's own queries: tidy rows → `simcheck`."""
-    from cr2.errors import ConfigError
-    from cr2.simcheck import RoutingCheckSpec, SplitSets, label_structure, routing_outcomes
-    from tasks.simcheck import simulate_source
+    from cr2.core.errors import ConfigError
+    from cr2.studies.simcheck import RoutingCheckSpec, SplitSets, label_sweep, shape_record, simulate_source
     from tasks.inputs import load_sets
 
     if config.labels.measured is None:
@@ -60,41 +59,26 @@ def simcheck_measured_task(config: Config, home: str, routing: bool = True) -> d
         n_choices, texts = query_choices(wh, ids)
     model_ids = list(parts[0].model_ids)
     params = [m.params for m in config.models]
-    largest = config.ref_model_id
-    big = model_ids.index(largest)
-    targets = {(m, b): float(y_meas[bench == b, j].mean()) for j, m in enumerate(model_ids) for b in np.unique(bench)}
-    out: list[dict] = []
+    big = model_ids.index(config.ref_model_id)
+    sim = config.labels.simulator
 
-    def add(source: str, seed: int | None, section: str, stats: list[dict]) -> None:
-        out.extend({"source": source, "seed": seed, "section": section, **r} for r in stats)
+    def split_sets(y: np.ndarray) -> SplitSets:
+        return SplitSets(**{s: replace(sets[s], correct=y[split == s]) for s in SPLITS})
 
-    add("measured", None, "structure", label_structure(y_meas, model_ids, largest))
-    add("measured", None, "diagnostics", diagnostic_rows(y_meas, emb, model_ids, big))
-    labels = {("measured", None): y_meas}
-    for source in spec.sources:
-        for seed in range(spec.structure_seeds):
-            y = simulate_source(source, seed, config, ids, bench, texts, emb, n_choices, model_ids, params,
-                                targets)
-            add(source, seed, "structure", label_structure(y, model_ids, largest))
-            add(source, seed, "diagnostics", diagnostic_rows(y, emb, model_ids, big))
-            if seed < spec.routing_seeds:
-                labels[(source, seed)] = y
-    if routing:
-        rspec = RoutingCheckSpec(alpha=config.grids.default_alpha, router_params=config.baselines.params,
-                                 exclude_unsolvable=config.evaluation.exclude_unsolvable)
-        for (source, seed), y in labels.items():
-            print(f"simcheck: routing on {source}{'' if seed is None else f' seed {seed}'}", flush=True)
-            split_y = {s: y[split == s] for s in SPLITS}
-            ss = SplitSets(**{s: replace(sets[s], correct=split_y[s]) for s in SPLITS})
-            add(source, seed, "routing", routing_outcomes(ss, rspec, config.teacher, config.gate, seed=config.seed))
+    out = label_sweep(
+        y_meas, bench, model_ids, config.ref_model_id,
+        lambda source, seed, targets: simulate_source(source, seed, sim, ids, bench, texts, emb, n_choices, model_ids,
+                                                      params, targets),
+        spec.sources, spec.structure_seeds, spec.routing_seeds, sets=split_sets if routing else None,
+        routing=(RoutingCheckSpec.from_config(config), config.teacher, config.gate, config.seed),
+        extra=lambda y: [("diagnostics", diagnostic_rows(y, emb, model_ids, big))],
+        progress=lambda line: print(line, flush=True))
     key = stage_key(SIMCHECK_MEASURED, config, home, routing)
     run_id = f"simcheck-w-{key[-14:]}"
-    shape = config.labels.simulator.shape
     with Warehouse(home) as wh:
-        n_rows = write_simcheck(
-            wh, run_id, len(ids), pool=config.labels.measured.models, rows=out,
-            shape={"simulated": None if shape is None else shape.model_dump(mode="json"), "fresh_fit": None,
-                   "warehouse": str(home), "benchmarks": sorted(set(bench.tolist()))})
+        n_rows = write_simcheck(wh, run_id, len(ids), pool=config.labels.measured.models, rows=out,
+                                shape=shape_record(sim.shape, None, warehouse=str(home),
+                                                   benchmarks=sorted(set(bench.tolist()))))
     return {"run_id": run_id, "n_questions": int(len(ids)), "rows": n_rows,
             "benchmarks": sorted(set(bench.tolist()))}
 

@@ -10,15 +10,45 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from prefect import task
 
 from cr2.config import Config
+from cr2.core.data import RoutingSet
+from cr2.core.reads import config_digest
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
-from tasks.inputs import artifacts_dir, cr2_trainer, load_sets
-from tasks.reuse import record_teacher, reusable_teacher, teacher_inputs_key
+from tasks.inputs import (artifacts_dir, cr2_trainer, fit_threads, inputs_key, load_sets, remember, reusable,
+                          rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now
+
+TEACHER_CONFIG = ("teacher", "models")  # what a teacher fit reads of the config (within the train stage's reads)
+
+
+# ---------------------------------------------------------------- the teacher's reuse record (tasks/inputs.py)
+def teacher_inputs_key(config: Config, train: RoutingSet, dev: RoutingSet, code: str) -> str:
+    """Key of what the teacher is fitted on: rows without costs, the teacher and pool config, code, threads."""
+    return inputs_key("teacher", rows_digest(train, dev, costs=False), fit_threads(config),
+                      config_digest(config, TEACHER_CONFIG), code)
+
+
+def reusable_teacher(home: str, key: str) -> tuple[Any, dict] | None:
+    """(teacher, record) fitted earlier for `key` (its training history restored), or None."""
+    from cr2.core.checkpoint import fingerprint
+    from cr2.method.teacher import load_teacher
+
+    found = reusable(home, key, load_teacher, fingerprint)
+    if found is not None:
+        teacher, rec = found
+        teacher.history_, teacher.best_epoch_ = rec["history"], int(rec["best_epoch"])
+    return found
+
+
+def record_teacher(home: str, key: str, saved: dict, teacher: Any, fit_seconds: float) -> None:
+    """Remember that `teacher` (saved as saved["path"], saved["fingerprint"]) was fitted for `key`."""
+    remember(home, key, saved["path"], saved["fingerprint"], fit_seconds, history=teacher.history_,
+             best_epoch=int(teacher.best_epoch_))
 
 
 @task(name="train-cr2")

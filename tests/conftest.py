@@ -25,14 +25,14 @@ os.environ["CR2_CACHE"] = str(_RUN_TMP / "cache")
 # OpenMP threads that have no work sleep instead of spinning. Parallel workers (and the processes the tests start)
 # keep more threads runnable than there are cores; a spinning thread then takes the core a working one needs, and
 # a 2-thread fit runs up to 10× slower. How threads wait never changes a result: a fit's numbers depend on its
-# thread count only (cr2/fitting.py).
+# thread count only (cr2/routers/fitting.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ["CR2_HOME"] = str(_SESSION_TMP / "home")
 os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect")
 os.environ["HF_HOME"] = str(_SESSION_TMP / "hf")
 (_SESSION_TMP / "prefect").mkdir(parents=True, exist_ok=True)
 
-from cr2.env import apply_offline_env  # noqa: E402
+from cr2.core.env import apply_offline_env  # noqa: E402
 
 apply_offline_env()  # the offline switches every entry point sets, before any test module imports torch or prefect
 
@@ -49,7 +49,7 @@ def pytest_configure(config):
     if XDIST_WORKERS > 1 and "PYTEST_XDIST_WORKER" in os.environ:
         import torch
 
-        from cr2.fitting import available_cores
+        from cr2.routers.fitting import available_cores
 
         torch.set_num_threads(max(1, available_cores() // XDIST_WORKERS))
 

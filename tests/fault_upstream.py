@@ -1,4 +1,4 @@
-"""A fault-injecting OpenAI-compatible upstream for the `cr2 serve` tests (issue 28).
+"""A fault-injecting OpenAI-compatible upstream for the `cr2 serve` tests.
 
 A raw ASGI app (no framework between the test and the bytes on the wire): POST …/chat/completions answers
 according to the request body's `fault` field, which `cr2 serve` forwards unchanged, so concurrent requests

@@ -1,4 +1,4 @@
-"""cr2.batching.MicroBatcher: concurrent callers share route_batch calls and each gets its own result."""
+"""cr2.deploy.batching.MicroBatcher: concurrent callers share route_batch calls and each gets its own result."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from cr2.batching import BatcherClosedError, MicroBatcher
+from cr2.deploy.batching import BatcherClosedError, MicroBatcher
 
 
 def test_each_caller_gets_its_own_result_under_concurrency():

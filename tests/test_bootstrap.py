@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from cr2.bootstrap import NO_DIFFERENCE, percentile_interval, resample_indices, resampled_means, saving_verdict
-from cr2.errors import InvalidValueError
+from cr2.evaluation.statistics import NO_DIFFERENCE, percentile_interval, resample_indices, resampled_means, saving_verdict
+from cr2.core.errors import InvalidValueError
 
 
 def _mean_interval(x: np.ndarray, seed: int = 0):
@@ -53,7 +53,7 @@ def test_bad_inputs_are_named():
 
 
 def test_the_sql_verdict_is_the_python_verdict():
-    """The views' macro saving_verdict (warehouse/macros.sql) and cr2.bootstrap.saving_verdict agree on every kind of
+    """The views' macro saving_verdict (warehouse/macros.sql) and cr2.evaluation.statistics.saving_verdict agree on every kind of
     interval: either side of 0, touching it, undefined (NULL, NaN, ±inf)."""
     import itertools
 
@@ -75,7 +75,7 @@ def test_the_sql_verdict_is_the_python_verdict():
 def test_the_sql_target_grids_are_the_python_ones():
     import duckdb
 
-    from cr2.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
+    from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
     from warehouse.db import MACROS_FILE
 
     con = duckdb.connect()

@@ -69,7 +69,7 @@ def test_the_copy_hashes_like_the_repository(project_copy, before):
 
 def test_editing_a_transitive_dependency_of_evaluate_reruns_it(project_copy, before):
     # cr2/routers/base.py holds the one-shot choice argmax p̂ − λc: evaluate reaches it only through
-    # cr2.evaluation → cr2.routers.base (the hand-kept list of old missed it)
+    # cr2.evaluation.sweep → cr2.routers.base (the hand-kept list of old missed it)
     changed = _edited(project_copy, "cr2/routers/base.py", before)
     assert changed["tasks.evaluate:evaluate"] and changed["tasks.train:train_cr2"]
     assert not changed["tasks.prepare:EMBED_CODE"]  # embeddings stay keyed by encoder + text
@@ -87,9 +87,9 @@ def test_editing_a_catalogue_entry_reruns_evaluation(project_copy, before):
 
 def test_an_unrelated_edit_keeps_the_cache(project_copy, before):
     # the MBPP sandbox runs only when labeling: no routing stage can execute it
-    changed = _edited(project_copy, "cr2/labeling/sandbox.py", before)
+    changed = _edited(project_copy, "cr2/labels/lmeval/sandbox.py", before)
     assert not any(changed.values()), changed
-    changed = _edited(project_copy, "cr2/cost.py", before)
+    changed = _edited(project_copy, "cr2/system/cost.py", before)
     assert not changed["tasks.evaluate:evaluate"] and not changed["tasks.report:build_report"]
 
 
@@ -124,12 +124,12 @@ def test_editing_the_train_task_keeps_the_other_stages_caches(project_copy):
 
 
 def test_editing_the_shared_task_inputs_reruns_every_stage_that_reads_them(project_copy):
-    # the validity check (tasks.guarantees) loads the deployed router through cr2/deployment.py and
-    # warehouse/deployment.py (issue 29), not through the task inputs: an edit there re-runs it instead
+    # the validity check (tasks.guarantees) loads the deployed router through cr2/deploy/deployment.py and
+    # warehouse/deployment.py, not through the task inputs: an edit there re-runs it instead
     readers = ("tasks.train", *(m for m in DOWNSTREAM_OF_TRAINING if m != "tasks.guarantees"))
     before = _task_hashes(project_copy)
     after = _hashes_after_edit(project_copy, "tasks/inputs.py")
     assert all(after[m] != before[m] for m in readers), after
     assert after["tasks.guarantees"] == before["tasks.guarantees"]
-    for rel in ("cr2/deployment.py", "warehouse/deployment.py"):
+    for rel in ("cr2/deploy/deployment.py", "warehouse/deployment.py"):
         assert _hashes_after_edit(project_copy, rel)["tasks.guarantees"] != before["tasks.guarantees"], rel

@@ -58,8 +58,8 @@ def deployed(tmp_path_factory, one_torch_thread):
 
 
 def _library_router(deployed, name: str = NAME):
-    """The certified router as the library builds it from the stored artefacts, without cr2.deployment."""
-    from cr2.certify import CertifiedRouter
+    """The certified router as the library builds it from the stored artefacts, without cr2.deploy.deployment."""
+    from cr2.routers.certify import CertifiedRouter
     from cr2.routers import load_router
     from warehouse.files import in_home
     from warehouse.repository import load_threshold_table
@@ -72,7 +72,7 @@ def _library_router(deployed, name: str = NAME):
 
 
 def _embedding(config, question, choices):
-    from cr2.embed import embed_texts, load_encoder, router_text
+    from cr2.inputs.embed import embed_texts, load_encoder, router_text
 
     encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend)
     return embed_texts([router_text(question, choices)], progress=False, encoder=encoder,
@@ -85,7 +85,7 @@ def _invoke(deployed, *args):
 
 # ---------------------------------------------------------------- serve
 def test_served_certified_decision_is_the_library_decision_with_cr2s_fields(deployed):
-    from cr2.certify import request_set
+    from cr2.routers.certify import request_set
     from cr2_cli.serve import create_app
 
     config, home = deployed["config"], deployed["home"]
@@ -172,7 +172,7 @@ def test_cli_route_errors_name_the_fix(deployed, args, message):
 
 # ---------------------------------------------------------------- export
 def test_export_certified_knn_is_self_contained_and_decides_like_the_host(deployed, tmp_path):
-    from cr2.certified_export import DeviceCertifiedRouter
+    from cr2.deploy.certified_export import DeviceCertifiedRouter
     from warehouse.routing_data import load_routing_sets
 
     out = tmp_path / "knn-export"

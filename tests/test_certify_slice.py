@@ -131,7 +131,7 @@ def test_certified_cr2_reproduces_cr2s_own_calibration(certified):
 
 def test_deferred_queries_go_to_the_routers_own_best_edge_model_and_uncertified_is_its_one_shot_rule(certified):
     from cr2.routers.base import one_shot_choice
-    from cr2.routing import deferred_choice
+    from cr2.method.routing import deferred_choice
     from tasks.inputs import load_sets
     from warehouse.repository import baseline_proba
 
@@ -176,8 +176,8 @@ def test_every_certified_router_is_compared_at_equal_risk_under_every_question(c
     """The equal-risk stage on the slice: a cost-at-accuracy row for every certified side (the toy router's too), the
     three questions for CR² against every other certified router, Holm-adjusted p ≥ raw p, verdict words only from
     the one verdict rule."""
-    from cr2.bootstrap import saving_verdict
-    from cr2.equal_risk import QUESTIONS
+    from cr2.evaluation.statistics import saving_verdict
+    from cr2.evaluation.equal_risk import QUESTIONS
 
     routers = certified["result"]["routers"]
     with Warehouse(certified["home"], read_only=True) as wh:

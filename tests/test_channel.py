@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cr2.channel import (
+from cr2.system.channel import (
     ChannelStates,
     channel_gain,
     fading_power,

@@ -1,4 +1,4 @@
-"""Every `cr2` command ends cleanly (issue 30 item 4): run as a user runs it — a real process, on a small slice
+"""Every `cr2` command ends cleanly: run as a user runs it — a real process, on a small slice
 warehouse — each command's stderr holds only its own messages: no traceback, no Prefect log line about an error
 the command reports itself, no "nanobind: leaked …" lines from the DuckDB binding at interpreter exit.
 

@@ -1,5 +1,5 @@
 """Bad inputs end cleanly: every CLI error path exits non-zero with one message, no traceback, and leaves the
-warehouse exactly as it was (issue 19: an empty label file imported with exit 0, `cr2 route ""` ended in a
+warehouse exactly as it was (an empty label file imported with exit 0, `cr2 route ""` ended in a
 traceback, a COPY through `cr2 sql` overwrote the warehouse).
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cr2.errors import ConfigError
+from cr2.core.errors import ConfigError
 from cr2_cli.console import HideCr2Tracebacks
 
 

@@ -1,4 +1,4 @@
-"""Bring-your-own pool through the CLI, as a newcomer meets it (issue 27 item 5): `cr2 labels import` says that the
+"""Bring-your-own pool through the CLI, as a newcomer meets it: `cr2 labels import` says that the
 pool comes from `cr2 ingest -c CONFIG` and takes that config; `cr2 sql` runs a single PIVOT and averages the
 labels' correctness through v_labels; `cr2 results` picks targets the routers reach and says why a table is empty.
 """
@@ -120,7 +120,8 @@ def test_a_pivot_that_is_not_one_read_is_still_refused(imported, sql, message):
 
 
 def test_results_targets_default_to_what_the_methods_reach():
-    from cr2_cli.results import PAPER_TARGETS, _md, _why_no_target, default_targets, parse_targets
+    from cr2.report.markdown import markdown_table
+    from cr2_cli.results import PAPER_TARGETS, _why_no_target, default_targets, parse_targets
 
     reached = pd.DataFrame({"method": ["cr2", "knn"], "max_target": [0.84, 0.86]})
     assert default_targets(reached)[0] == PAPER_TARGETS  # the paper's range where both reach it
@@ -131,7 +132,7 @@ def test_results_targets_default_to_what_the_methods_reach():
     assert default_targets(none)[0] == PAPER_TARGETS and "no common target" in default_targets(none)[1]
     why = _why_no_target(low, PAPER_TARGETS)
     assert "0.79" in why and "--targets" in why
-    assert _md(pd.DataFrame(), why=why) == f"_(no rows: {why})_\n"
+    assert markdown_table(pd.DataFrame(), why=why) == f"_(no rows: {why})_\n"
     assert parse_targets("0.7, 0.75,0.7") == (0.7, 0.75)
 
 

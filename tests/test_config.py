@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from cr2.config import DEFAULT_CONFIG, load_config, load_state_distribution
-from cr2.errors import ConfigError
+from cr2.core.errors import ConfigError
 
 
 def test_table_one_values_as_loaded():
@@ -136,7 +136,7 @@ def test_extends_merges_a_small_override_file_over_the_default(tmp_path):
 
 def test_extends_errors_name_the_file(tmp_path):
     from cr2.config import load_config
-    from cr2.errors import ConfigError
+    from cr2.core.errors import ConfigError
 
     f = tmp_path / "bad.yaml"
     f.write_text("extends: nowhere\n")
@@ -149,7 +149,7 @@ def test_extends_errors_name_the_file(tmp_path):
 
 
 def test_n_resplits_is_zero_for_no_bands_or_at_least_ten():
-    from cr2.errors import ConfigError
+    from cr2.core.errors import ConfigError
 
     assert load_config(overrides={"evaluation": {"n_resplits": 0}}).evaluation.n_resplits == 0
     with pytest.raises(ConfigError, match="n_resplits=3: use 0"):

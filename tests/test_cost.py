@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cr2.channel import ChannelStates, channel_gain, rates
+from cr2.system.channel import ChannelStates, channel_gain, rates
 from cr2.config import load_config
-from cr2.cost import (
+from cr2.system.cost import (
     beta_decode_s_per_flop,
     beta_prefill_s_per_flop,
     compute_costs,

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from cr2.checkpoint import fingerprint
+from cr2.core.checkpoint import fingerprint
 from cr2.config import GateSpec, TeacherSpec
 from cr2.crc import calibrate_threshold
-from cr2.data import Router
-from cr2.errors import FingerprintMismatchError, NotFittedError, UncalibratedOperatingPointError
+from cr2.core.data import Router
+from cr2.core.errors import FingerprintMismatchError, NotFittedError, UncalibratedOperatingPointError
 from cr2.routers.cr2_router import CR2Router
-from cr2.utility import disagree_label
-from cr2.testing import make_routing_set
+from cr2.method.utility import disagree_label
+from cr2.evaluation.synthetic import make_routing_set
 
 TEACHER = TeacherSpec(epochs=2, batch_size=64, lr=3e-3)
 GATE = GateSpec(epochs=2, batch_size=64, lr=3e-3)
@@ -112,10 +112,10 @@ def test_save_load_round_trip_keeps_every_decision(router, sets, tmp_path):
 
 
 def test_evaluation_routes_a_mondrian_table_per_group_and_reports_pooled_and_group_metrics(router, sets):
-    """Issue 29: cr2.evaluation.evaluate_cr2 evaluates a Mondrian (per-benchmark) table — each test query at its own
+    """Issue 29: cr2.evaluation.sweep.evaluate_cr2 evaluates a Mondrian (per-benchmark) table — each test query at its own
     group's τ — instead of refusing it; the metric rows are pooled ('all') and per benchmark (= per group)."""
     from cr2.crc import GroupedThresholdTable
-    from cr2.evaluation import Evaluation, evaluate_cr2
+    from cr2.evaluation.sweep import Evaluation, evaluate_cr2
 
     import dataclasses
 

@@ -18,7 +18,7 @@ from cr2.crc import (
     fixed_threshold,
     rate_threshold,
 )
-from cr2.errors import DataValidationError, FingerprintMismatchError, InvalidValueError, UncalibratedOperatingPointError
+from cr2.core.errors import DataValidationError, FingerprintMismatchError, InvalidValueError, UncalibratedOperatingPointError
 
 F32 = np.float32
 HAND_SCORES = np.array([0.9, 0.8, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1], dtype=F32)
@@ -293,7 +293,7 @@ from cr2.crc import (  # noqa: E402
     ltt_threshold,
     table_from_records,
 )
-from cr2.errors import GroupTooSmallError  # noqa: E402
+from cr2.core.errors import GroupTooSmallError  # noqa: E402
 
 
 def _exact_cdf(k: int, n: int, p: Fraction) -> Fraction:

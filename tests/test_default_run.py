@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cr2.config import load_config
-from cr2.metrics import risk_tolerance
+from cr2.evaluation.metrics import risk_tolerance
 from warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.slow, pytest.mark.flow, pytest.mark.fullsize]  # `make test-full`

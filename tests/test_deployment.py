@@ -1,4 +1,4 @@
-"""Issue 29: cr2.deployment — one definition of the deployed router's calibration split, and a pure library module."""
+"""Issue 29: cr2.deploy.deployment — one definition of the deployed router's calibration split, and a pure library module."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ import pytest
 
 from cr2.config import load_config
 from cr2.crc import calibrate_group_tables, calibrate_table
-from cr2.deployment import CalibrationSplit, Deployment, calibration_split, check_route_inputs
-from cr2.errors import DataValidationError
+from cr2.deploy.deployment import CalibrationSplit, Deployment, calibration_split, check_route_inputs
+from cr2.core.errors import DataValidationError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -65,7 +65,7 @@ def test_route_inputs_are_validated_once_with_errors_naming_the_input():
 
 
 def test_the_deployment_module_imports_no_database_orchestrator_or_upper_layer():
-    code = "import json, sys; import cr2.deployment; print(json.dumps(sorted(sys.modules)))"
+    code = "import json, sys; import cr2.deploy.deployment; print(json.dumps(sorted(sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr

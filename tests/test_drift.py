@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.channel import sample_states
+from cr2.system.channel import sample_states
 from cr2.config import load_config, load_state_distribution
-from cr2.bootstrap import holm_adjust
-from cr2.drift import DriftReport, drift_test, state_features
-from cr2.errors import DataValidationError, UnknownNameError
+from cr2.evaluation.statistics import holm_adjust
+from cr2.deploy.drift import DriftReport, drift_test, state_features
+from cr2.core.errors import DataValidationError, UnknownNameError
 
 N = 2000  # states per sample: a few seconds of a deployment's traffic, a realistic monitoring window
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.embed import embed_texts, load_encoder, router_text, router_texts
+from cr2.inputs.embed import embed_texts, load_encoder, router_text, router_texts
 
 TEXTS = [
     "What is the capital of France?",
@@ -102,7 +102,7 @@ def test_int8_backend_loads_from_a_cached_atomic_quantised_export_and_stays_clos
     again = embed_texts(TEXTS, progress=False, encoder=load_encoder(backend="onnx-int8", cache_dir=tmp_path))
     np.testing.assert_allclose(again, got, atol=1e-6)  # rebuilt: deterministic quantisation
     # activations are quantised per call over the whole padded batch: a text's int8 embedding depends on its
-    # batch companions (unlike fp32, where they only move float32 rounding) — documented in cr2/embed.py
+    # batch companions (unlike fp32, where they only move float32 rounding) — documented in cr2/inputs/embed.py
     alone = embed_texts(TEXTS[:1], progress=False, encoder=enc)
     assert float((alone[0] * got[0]).sum()) > 0.95
 

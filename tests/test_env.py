@@ -1,6 +1,6 @@
 """`import cr2` leaves the environment alone; every entry point sets the offline environment before its heavy imports.
 
-Each check runs a fresh interpreter with none of cr2/env.py's variables set (pytest's own process has them from
+Each check runs a fresh interpreter with none of cr2/core/env.py's variables set (pytest's own process has them from
 tests/conftest.py). A meta-path probe records the environment at the first import of each heavy dependency, so
 "set before torch loads OpenMP / before Prefect reads its settings" is checked, not only "set at the end".
 """
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from cr2.config import REPO_ROOT, load_config
-from cr2.env import OFFLINE_ENV, THREAD_ENV
+from cr2.core.env import OFFLINE_ENV, THREAD_ENV
 
 EXPECTED = {**OFFLINE_ENV, **THREAD_ENV}
 HEAVY = ("torch", "prefect", "duckdb", "transformers", "sentence_transformers", "great_expectations", "typer")
@@ -54,7 +54,7 @@ if args:
 
 
 def clean_env() -> dict[str, str]:
-    """The test process's environment without cr2/env.py's variables, with the checkout importable."""
+    """The test process's environment without cr2/core/env.py's variables, with the checkout importable."""
     env = {k: v for k, v in os.environ.items() if k not in EXPECTED}
     env["PYTHONPATH"] = str(REPO_ROOT)
     return env

@@ -1,5 +1,5 @@
-"""The equal-risk comparison (cr2.equal_risk) on synthetic sweeps: the three questions' comparisons, paired savings
-with bootstrap p-values, Holm per question, and the one verdict rule (cr2.bootstrap.saving_verdict)."""
+"""The equal-risk comparison (cr2.evaluation.equal_risk) on synthetic sweeps: the three questions' comparisons, paired savings
+with bootstrap p-values, Holm per question, and the one verdict rule (cr2.evaluation.statistics.saving_verdict)."""
 from __future__ import annotations
 
 import math
@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from cr2.bootstrap import CHEAPER, DEARER, NO_DIFFERENCE, bootstrap_p_value, holm_adjust, resample_counts, \
+from cr2.evaluation.statistics import CHEAPER, DEARER, NO_DIFFERENCE, bootstrap_p_value, holm_adjust, resample_counts, \
     resample_indices, saving_verdict
-from cr2.equal_risk import (COST, CR2_UNCERTIFIED, MEAN_SAVING, SAVING, Side, certified_side, decomposition,
+from cr2.evaluation.equal_risk import (COST, CR2_UNCERTIFIED, MEAN_SAVING, SAVING, Side, certified_side, decomposition,
                             equal_risk_rows, uncertified_side)
-from cr2.fixed_accuracy import MethodOutcomes, frontier_cost_at, saving_pct
+from cr2.evaluation.fixed_accuracy import MethodOutcomes, frontier_cost_at, saving_pct
 
 
 def test_the_decomposition_names_its_sides_and_covers_every_baseline_rule_and_alpha():
@@ -107,7 +107,7 @@ def test_holm_is_applied_over_each_questions_family():
 
 
 def test_bound_verdict_is_the_three_se_rule():
-    from cr2.metrics import bound_verdict
+    from cr2.evaluation.metrics import bound_verdict
 
     assert bound_verdict(np.array([0.009, 0.0105]), np.array([0.0002, 0.0002]), 0.01) == "holds"
     assert bound_verdict(np.array([0.009, 0.0107]), np.array([0.0002, 0.0002]), 0.01) == "fails"
@@ -115,7 +115,7 @@ def test_bound_verdict_is_the_three_se_rule():
 
 
 def test_interval_p_value_inverts_a_normal_interval():
-    from cr2.bootstrap import interval_p_value
+    from cr2.evaluation.statistics import interval_p_value
 
     assert interval_p_value(1.96, 0.0, 3.92) == pytest.approx(0.05, rel=1e-6)
     assert interval_p_value(0.0, -1.0, 1.0) == pytest.approx(1.0)

@@ -1,4 +1,4 @@
-"""Fits do not depend on the machine (cr2/fitting.py): the same config gives bit-identical teacher, gate and
+"""Fits do not depend on the machine (cr2/routers/fitting.py): the same config gives bit-identical teacher, gate and
 baselines whether 1 or 2 cores are available, whatever the BLAS/OpenMP environment, and whether independent fits
 run one after another or in parallel processes."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cr2.fitting import available_cores, fit_router, fit_workers, run_fits
-from cr2.testing import make_routing_set
+from cr2.routers.fitting import available_cores, fit_router, fit_workers, run_fits
+from cr2.evaluation.synthetic import make_routing_set
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ FIT = textwrap.dedent("""
     if os.environ.get("FAKE_CPU_COUNT"):  # a machine with that many cores, as os.cpu_count() reports them
         os.cpu_count = lambda: int(os.environ["FAKE_CPU_COUNT"])
     from cr2.config import load_config
-    from cr2.testing import make_routing_set
+    from cr2.evaluation.synthetic import make_routing_set
     from tasks.inputs import cr2_trainer
     from tasks.baselines import _kwargs
     from cr2.routers import get_router

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from cr2.bootstrap import resample_indices
-from cr2.fixed_accuracy import (MethodOutcomes, frontier, frontier_cost_at, grid_cost_at, saving_intervals,
+from cr2.evaluation.statistics import resample_indices
+from cr2.evaluation.fixed_accuracy import (MethodOutcomes, frontier, frontier_cost_at, grid_cost_at, saving_intervals,
                                 saving_pct)
 
 
@@ -49,7 +49,7 @@ def test_a_uniformly_cheaper_method_is_detected():
 def test_the_frontier_cost_of_many_sweeps_is_each_sweeps_own():
     """frontier_cost_at_each over [B, k] equals frontier_cost_at row by row, exactly: ties in accuracy and cost,
     points not finite (a resample that draws no row of a scope), empty and single-point sweeps."""
-    from cr2.fixed_accuracy import frontier_cost_at_each
+    from cr2.evaluation.fixed_accuracy import frontier_cost_at_each
 
     rng = np.random.default_rng(0)
     t = np.arange(50, 100) / 100

@@ -1,13 +1,13 @@
-"""The fused NumPy gate (cr2.fused_gate) computes the torch gate's scores and decisions at a fixed λ."""
+"""The fused NumPy gate (cr2.method.fused_gate) computes the torch gate's scores and decisions at a fixed λ."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from cr2.errors import DataValidationError
-from cr2.fused_gate import FusedGate
-from cr2.gate import MarginGate
+from cr2.core.errors import DataValidationError
+from cr2.method.fused_gate import FusedGate
+from cr2.method.gate import MarginGate
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +67,10 @@ def test_bad_inputs_are_clear_errors(gate, emb):
 
 
 def test_device_gate_fused_reads_the_export_and_equals_its_scores(gate, emb, tmp_path):
-    from cr2.checkpoint import fingerprint
+    from cr2.core.checkpoint import fingerprint
     from cr2.crc import calibrate_table
-    from cr2.export import export_gate
-    from cr2.runtime import DeviceGate
+    from cr2.deploy.export import export_gate
+    from cr2.deploy.runtime import DeviceGate
 
     lams = np.array([0.5, 1.0, 2.0])
     rng = np.random.default_rng(2)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from cr2.checkpoint import fingerprint
+from cr2.core.checkpoint import fingerprint
 from cr2.config import GateSpec
-from cr2.gate import MarginGate, fit_gate, gate_loss, load_gate, save_gate
-from cr2.utility import sign_label, teacher_margin
-from cr2.testing import make_routing_set
+from cr2.method.gate import MarginGate, fit_gate, gate_loss, load_gate, save_gate
+from cr2.method.utility import sign_label, teacher_margin
+from cr2.evaluation.synthetic import make_routing_set
 
 SMALL = GateSpec(epochs=3, batch_size=64, lr=3e-3, seed=0)
 

@@ -1,7 +1,7 @@
-"""Guarantee validity (issue 21): each rule's promise over random re-splits, its price, and the warehouse views.
+"""Guarantee validity: each rule's promise over random re-splits, its price, and the warehouse views.
 
 The long test (marked slow) is the MAPIE-style theoretical-validity check (house style, §10): 500 seeded
-re-splits of a synthetic pool with the default labels' structure (cr2/testing.py). Tolerances
+re-splits of a synthetic pool with the default labels' structure (cr2/evaluation/synthetic.py). Tolerances
 are one-sided and stated at each assert; with fixed seeds the outcome is deterministic, and the margins
 are chosen so that a correct implementation passes with room (a z of 3.4 is the one-sided 0.05 level
 Bonferroni-corrected over the 140 (λ, α) cells). The 500 re-splits are computed once per test run, with the
@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from cr2.config import LambdaGrid
-from cr2.guarantees import ResplitSpec, resplit_validity
+from cr2.evaluation.guarantees import ResplitSpec, resplit_validity
 from tasks.guarantees import default_targets, write_guarantees
-from cr2.testing import make_pool
+from cr2.evaluation.synthetic import make_pool
 from warehouse.db import Warehouse
 
 LAMS = np.array(LambdaGrid(min=0.1, max=20.0, n_log=24, extra=[0.5, 1.0, 2.0, 8.0]).values())
@@ -34,7 +34,7 @@ def _run(n_pool: int, n_calib: int, n_resplits: int, seed: int, realised: bool =
     spec = ResplitSpec(n_calib=n_calib, n_resplits=n_resplits, delta=0.1, target_accuracy=target, budget=budget)
     labels = None
     if realised:
-        from cr2.utility import risk_label
+        from cr2.method.utility import risk_label
 
         labels = {k: risk_label(k, LAMS, correct=pool.correct, decision_cost=pool.cost)
                   for k in ("oracle-disagreement", "avoidable-error")}
@@ -70,8 +70,8 @@ def test_validity_records_land_in_the_views(home):
     assert ltt_price.crc_local_rate is not None and ltt_price.local_rate <= ltt_price.crc_local_rate + 1e-12
     oracle = price[price.rule == "target-accuracy"].iloc[0]
     assert np.isfinite(oracle.crc_mean_cost)  # joined with the CRC oracle point at the same target
-    # the report's tables (cr2.report) from these views: one row per promise, prices beside CRC
-    from cr2.report import guarantee_price_table, guarantee_validity_table
+    # the report's tables (cr2.report.tables) from these views: one row per promise, prices beside CRC
+    from cr2.report.tables import guarantee_price_table, guarantee_validity_table
 
     vt = guarantee_validity_table(v)
     assert set(vt["rule"]) >= {"crc", "ltt", "mondrian-crc", "target-accuracy", "target-budget"}
@@ -129,14 +129,14 @@ def test_every_rule_keeps_its_promise_over_500_resplits():
 
 
 def test_device_thresholds_carry_delta_groups_and_targets():
-    """thresholds.json (cr2.export) round-trips δ, Mondrian grids and target points into cr2.runtime exactly;
+    """thresholds.json (cr2.deploy.export) round-trips δ, Mondrian grids and target points into cr2.deploy.runtime exactly;
     a reader that ignores groups sees τ = +inf (defer), never some group's threshold."""
     import json
 
     from cr2.crc import calibrate_group_tables, calibrate_table
-    from cr2.errors import UncalibratedOperatingPointError
-    from cr2.export import thresholds_json
-    from cr2.runtime import DeviceThresholds
+    from cr2.core.errors import UncalibratedOperatingPointError
+    from cr2.deploy.export import thresholds_json
+    from cr2.deploy.runtime import DeviceThresholds
 
     pool = make_pool(3000, LAMS, seed=8)
     kw = dict(gate_fingerprint="fp", dist_id="d", label_source="s")
@@ -162,7 +162,7 @@ def test_device_thresholds_carry_delta_groups_and_targets():
 def test_calibration_config_and_cli_overrides():
     """calibration.rule/delta/group are typed config; `--rule ltt` needs δ, `--rule crc` drops a configured δ."""
     from cr2.config import load_config
-    from cr2.errors import ConfigError
+    from cr2.core.errors import ConfigError
     from cr2_cli.commands.pipeline import calibration_overrides
 
     cfg = load_config()

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cr2.config import load_config
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from warehouse.repository import warehouse_epoch
 from tasks.ingest import INGEST, ingest_queries
 from warehouse.db import Warehouse

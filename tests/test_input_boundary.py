@@ -1,4 +1,4 @@
-"""The input boundary (cr2/boundary.py) and what it closes on the command line.
+"""The input boundary (cr2/core/boundary.py) and what it closes on the command line.
 
 N3 (text that is not UTF-8), N4 (terminal control sequences), N7 (YAML alias bombs, /dev/zero), the minor
 points (a missing --home creates nothing, d = 1e-300 m, credentials in endpoint URLs), and a hypothesis
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cr2.boundary import check_text, check_texts, load_yaml, parse_number, printable
-from cr2.errors import ConfigError, InvalidValueError
+from cr2.core.boundary import check_text, check_texts, load_yaml, parse_number, printable
+from cr2.core.errors import ConfigError, InvalidValueError
 from cr2_cli.main import main
 
 BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x, x]"] +

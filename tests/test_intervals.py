@@ -1,14 +1,14 @@
-"""Intervals of one evaluation (cr2.intervals): estimates are the metrics table's values, the index is shared,
+"""Intervals of one evaluation (cr2.evaluation.intervals): estimates are the metrics table's values, the index is shared,
 identical methods centre on 0, intervals shrink with the test set, and a row subset is a paired ratio mean."""
 import numpy as np
 import pytest
 
-from cr2.bootstrap import percentile_intervals, resample_counts, resample_indices, resampled_means
-from cr2.data import Decisions, RoutingSet
-from cr2.evaluation import metric_rows
-from cr2.intervals import (MEAN_SAVING, SAVING, OperatingPoint, method_outcomes, metric_intervals,
+from cr2.evaluation.statistics import percentile_intervals, resample_counts, resample_indices, resampled_means
+from cr2.core.data import Decisions, RoutingSet
+from cr2.evaluation.sweep import metric_rows
+from cr2.evaluation.intervals import (MEAN_SAVING, SAVING, OperatingPoint, method_outcomes, metric_intervals,
                            saving_interval_rows)
-from cr2.metrics import PER_QUERY_METRICS, PerQueryMetric, evaluable_mask
+from cr2.evaluation.metrics import PER_QUERY_METRICS, PerQueryMetric, evaluable_mask
 
 
 def _test_set(n: int, seed: int = 0) -> tuple[RoutingSet, np.ndarray]:
@@ -98,7 +98,7 @@ def test_row_subset_means_are_paired_ratio_means():
 
 
 def test_vectorised_intervals_match_the_scalar_ones_and_drop_missing_resamples():
-    from cr2.bootstrap import percentile_interval
+    from cr2.evaluation.statistics import percentile_interval
 
     rng = np.random.default_rng(5)
     s = rng.normal(size=(500, 3))

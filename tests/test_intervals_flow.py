@@ -1,7 +1,7 @@
 """Intervals and the seed study on a real slice run (slow: a real Prefect flow in a temporary warehouse).
 
 The intervals table is filled by the run; its estimates are the views' point values; cr2/fixed_accuracy's
-full-sample frontier cost equals v_fixed_accuracy's; the verdict column uses cr2.bootstrap.verdict's words;
+full-sample frontier cost equals v_fixed_accuracy's; the verdict column uses cr2.evaluation.statistics.verdict's words;
 intervals shrink as the (sub-sampled) test set grows; `cr2 study seeds --n 2` stores two seeds' results.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_estimates_equal_the_point_values_of_the_views(slice_run):
 
 
 def test_fixed_accuracy_arrays_equal_v_fixed_accuracy_on_a_real_evaluation(slice_run):
-    from cr2.fixed_accuracy import VIEW_TARGETS, frontier_cost_at, grid_cost_at
+    from cr2.evaluation.fixed_accuracy import VIEW_TARGETS, frontier_cost_at, grid_cost_at
 
     run_id = slice_run["out"]["evaluate"]["run_id"]
     with Warehouse(slice_run["home"], read_only=True) as wh:
@@ -87,7 +87,7 @@ def test_fixed_accuracy_arrays_equal_v_fixed_accuracy_on_a_real_evaluation(slice
 
 
 def test_verdicts_use_the_bootstrap_module_words(slice_run):
-    from cr2.bootstrap import saving_verdict
+    from cr2.evaluation.statistics import saving_verdict
 
     with Warehouse(slice_run["home"], read_only=True) as wh:
         fa = wh.df("SELECT saving_vs_knn_pct, saving_lower, saving_upper, verdict FROM v_fixed_accuracy_ci")
@@ -97,10 +97,10 @@ def test_verdicts_use_the_bootstrap_module_words(slice_run):
 
 def test_intervals_shrink_as_the_test_set_grows_on_the_warehouse(slice_run):
     """The run's own decisions, half of the test queries vs all of them: the mean interval width shrinks."""
-    from cr2.bootstrap import resample_counts, resample_indices
+    from cr2.evaluation.statistics import resample_counts, resample_indices
     from cr2.config import load_config
-    from cr2.intervals import metric_intervals
-    from cr2.metrics import PER_QUERY_METRICS, evaluable_mask
+    from cr2.evaluation.intervals import metric_intervals
+    from cr2.evaluation.metrics import PER_QUERY_METRICS, evaluable_mask
     from tasks.intervals import operating_points
     from tasks.inputs import load_sets
     from warehouse.repository import run_decisions

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from cr2.labels.imported import validate_imported_labels
 
 QUERIES = ["mmlu/anatomy/00000", "mmlu/anatomy/00001", "mbpp/11"]

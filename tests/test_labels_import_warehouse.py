@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from tasks.ingest import ingest_queries
 from warehouse.labels_import import import_labels
 from warehouse.db import Warehouse

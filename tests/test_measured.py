@@ -1,4 +1,4 @@
-"""The measured scenario (issue 17): MMLU-Pro questions and the authors' published outputs as MEASURED labels.
+"""The measured scenario: MMLU-Pro questions and the authors' published outputs as MEASURED labels.
 
 Fast: the shipped copies and their conversion, the label table of the pool, the import's rejections (warehouse
 unchanged), and the whole `cr2 run` on a 70-question slice into its own warehouse. Slow: the full scenario.
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from cr2.config import REPO_ROOT, load_config
-from cr2.errors import DataValidationError
-from cr2.measured import measured_label_frame, mmlu_pro_benchmark_frame
+from cr2.core.errors import DataValidationError
+from cr2.labels.measured import measured_label_frame, mmlu_pro_benchmark_frame
 from warehouse.db import Warehouse
 
 DATA = REPO_ROOT / "data"
@@ -79,7 +79,7 @@ def test_measured_config_pool_and_source():
     assert cfg.model_ids == ["phi-3-mini", "llama-3.1-8b-instruct", "mixtral-8x7b-instruct", "llama-3.1-70b-instruct"]
     assert cfg.ref_model_id == "llama-3.1-70b-instruct" and cfg.device_model.platform == "jetson-agx-orin"
     assert cfg.enabled_benchmarks == ["mmlu_pro"] and cfg.labels.source == "measured-mmlu-pro-v1"
-    from cr2.errors import ConfigError
+    from cr2.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="labels.measured.models must name every pool model"):
         load_config(MEASURED_CONFIG, overrides={"labels": {"measured": {"models": {"gemma-7b": "gemma-7b"}}}})

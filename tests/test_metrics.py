@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cr2.data import Decisions, RoutingSet
-from cr2.metrics import (
+from cr2.core.data import Decisions, RoutingSet
+from cr2.evaluation.metrics import (
     accuracy,
     evaluable_mask,
     false_acceptance_risk,

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cr2 import catalogue
+from cr2.config import benchmark_catalogue as catalogue
 from cr2.config import load_config
-from cr2.errors import ConfigError, DataValidationError
+from cr2.core.errors import ConfigError, DataValidationError
 from tasks.ingest import ingest_queries
 from tasks.prepare import assign_splits_task, compute_costs_task, embed_queries, sample_states_task, simulate_labels_task
 from warehouse.db import Warehouse
@@ -114,9 +114,9 @@ def test_toy_benchmarks_run_through_ingest_and_prepare(toy_config, tmp_path):
 
 
 def test_toy_benchmarks_have_lm_eval_tasks(toy_config, tmp_path):
-    from cr2.labeling.docs import build_docs
-    from cr2.labeling.spec import LabelingSpec
-    from cr2.labeling.taskdefs import task_config
+    from cr2.labels.lmeval.docs import build_docs
+    from cr2.config.labeling import LabelingSpec
+    from cr2.labels.lmeval.taskdefs import task_config
 
     spec = LabelingSpec()
     frames = _toy_frames()

@@ -51,7 +51,7 @@ def test_first_run_fills_every_stage(pipeline):
         always = wh.df("SELECT * FROM operating_points WHERE method = 'always-qwen3-1.7b' AND benchmark = 'all'")
     from cr2.config import load_config
 
-    # one λ sweep for every method (issue 16): the baselines on exactly CR²'s grid, λ = 0 included
+    # one λ sweep for every method: the baselines on exactly CR²'s grid, λ = 0 included
     assert sorted(base["lam"]) == sorted(set(ops["lam"])) == load_config(pipeline["cfg"]).grids.lam.values()
     assert base["alpha"].isna().all()
     assert (always["local_rate"] == 1.0).all()  # Always-1.7B answers everything on the device
@@ -84,7 +84,7 @@ def test_new_state_distribution_recomputes_only_states_and_costs(pipeline):
 
 def test_route_one_query_with_the_deployed_artefacts(pipeline):
     from cr2.config import load_config
-    from cr2.errors import UncalibratedOperatingPointError
+    from cr2.core.errors import UncalibratedOperatingPointError
     from cr2_cli.online import route_query
 
     cfg = load_config(pipeline["cfg"])
@@ -249,8 +249,8 @@ def test_export_gate_for_the_device_and_drift_check(pipeline, tmp_path):
     import numpy as np
     from typer.testing import CliRunner
 
-    from cr2.gate import load_gate
-    from cr2.runtime import DeviceGate
+    from cr2.method.gate import load_gate
+    from cr2.deploy.runtime import DeviceGate
     from cr2_cli.main import app
 
     runner = CliRunner()
@@ -318,8 +318,8 @@ def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_
 
     from cr2.config import load_config
     from cr2.crc import GroupedThresholdTable
-    from cr2.errors import TargetInfeasibleError
-    from cr2.runtime import DeviceThresholds
+    from cr2.core.errors import TargetInfeasibleError
+    from cr2.deploy.runtime import DeviceThresholds
     from cr2_cli.main import app
     from flows.calibrate import calibrate_flow
     from warehouse.repository import load_threshold_table
@@ -416,7 +416,7 @@ def test_mondrian_cr2_run_evaluates_each_group_with_its_own_thresholds(pipeline)
 
     from cr2.config import load_config
     from cr2.crc import GroupedThresholdTable
-    from cr2.deployment import deployed_router
+    from cr2.deploy.deployment import deployed_router
     from flows.run import run_flow
     from warehouse.deployment import read_deployment
 
@@ -457,7 +457,7 @@ def test_mondrian_per_subset_cr2_run_routes_each_query_at_its_subsets_threshold(
 
     from cr2.config import load_config
     from cr2.crc import GroupedThresholdTable
-    from cr2.deployment import deployed_router
+    from cr2.deploy.deployment import deployed_router
     from flows.run import run_flow
     from warehouse.deployment import read_deployment
     from warehouse.routing_data import query_groups

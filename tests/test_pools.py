@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from cr2.config import REPO_ROOT
-from cr2.errors import InvalidValueError
+from cr2.core.errors import InvalidValueError
 
 RULE = REPO_ROOT / "configs" / "pools" / "mmlu-pro.yaml"
 
 
 # ---------------------------------------------------------------- the rule
 def test_shipped_rule_gives_at_least_12_pools_of_a_small_device_and_three_larger_edges():
-    from cr2.pools import edge_platform, load_pool_rule, select_pools
+    from cr2.studies.pools import edge_platform, load_pool_rule, select_pools
 
     rule = load_pool_rule(RULE)
     pools = select_pools(rule)
@@ -28,7 +28,7 @@ def test_shipped_rule_gives_at_least_12_pools_of_a_small_device_and_three_larger
 
 
 def test_rule_picks_the_edge_nearest_each_ratio_on_a_log_scale_with_the_chat_tie_break():
-    from cr2.pools import PoolRule, select_pools
+    from cr2.studies.pools import PoolRule, select_pools
 
     plat = [{"platform": "big", "memory_bytes": 1e13, "server_power_w": 1.0}]
     models = [{"name": "dev", "hf_name": "d", "params": 1e9, "chat": True},
@@ -46,7 +46,7 @@ def test_rule_picks_the_edge_nearest_each_ratio_on_a_log_scale_with_the_chat_tie
 
 # ---------------------------------------------------------------- diagnostics on hand-computable data
 def test_diagnostics_on_a_hand_computed_table():
-    from cr2.diagnostics import correctness_correlation, label_rows, p_right_given_wrong, roc_auc
+    from cr2.studies.diagnostics import correctness_correlation, label_rows, p_right_given_wrong, roc_auc
 
     y = np.array([[1, 1], [1, 0], [0, 0], [0, 1]], dtype=bool)  # independent columns: φ = 0
     assert correctness_correlation(y)[0, 1] == pytest.approx(0.0)
@@ -61,7 +61,7 @@ def test_diagnostics_on_a_hand_computed_table():
 
 
 def test_knn_auc_sees_text_that_predicts_correctness_and_not_noise():
-    from cr2.diagnostics import predictability_rows
+    from cr2.studies.diagnostics import predictability_rows
 
     rng = np.random.default_rng(0)
     n = 600
@@ -77,7 +77,7 @@ def test_knn_auc_sees_text_that_predicts_correctness_and_not_noise():
 
 
 def test_full_information_reference_is_never_dearer_than_any_router_at_its_accuracy():
-    from cr2.diagnostics import oracle_sweep
+    from cr2.studies.diagnostics import oracle_sweep
 
     rng = np.random.default_rng(1)
     y = rng.random((300, 3)) < [0.4, 0.6, 0.8]
@@ -95,9 +95,9 @@ def test_full_information_reference_is_never_dearer_than_any_router_at_its_accur
 def test_comparison_rows_keep_the_resamples_of_every_interval():
     """A mean saving's interval keeps only the resamples on which every averaged target is reached: its row says
     how many (n_resamples) beside the number of targets (n); a per-target row keeps its own count in both."""
-    from cr2.bootstrap import resample_counts, resample_indices
-    from cr2.fixed_accuracy import MethodOutcomes, saving_samples
-    from cr2.pools import BEST_SINGLE, comparison_rows
+    from cr2.evaluation.fixed_accuracy import MethodOutcomes, saving_samples
+    from cr2.evaluation.statistics import resample_counts, resample_indices
+    from cr2.studies.pools import BEST_SINGLE, comparison_rows
 
     rng = np.random.default_rng(3)
     n, k = 40, 6
@@ -127,7 +127,7 @@ def test_comparison_rows_keep_the_resamples_of_every_interval():
 def test_signed_rank_exact_matches_scipy(n, seed):
     from scipy.stats import wilcoxon
 
-    from cr2.bootstrap import signed_rank_test
+    from cr2.evaluation.statistics import signed_rank_test
 
     x = np.random.default_rng(seed).normal(0.3, 1.0, n)
     ours, ref = signed_rank_test(x), wilcoxon(x)
@@ -139,7 +139,7 @@ def test_signed_rank_exact_matches_scipy(n, seed):
 def test_signed_rank_with_ties_and_zeros_matches_scipys_normal_approximation():
     from scipy.stats import wilcoxon
 
-    from cr2.bootstrap import signed_rank_test
+    from cr2.evaluation.statistics import signed_rank_test
 
     x = np.array([1, 2, 0, -1, 3, 3, 2, 0.5])
     y = np.zeros_like(x)

@@ -1,16 +1,16 @@
 """Routers decide before any model runs: with the pre-execution cost ĉ (estimated output length), never with
-the realised cost c, which is used only to account the chosen model (issue 16, paper §IV-C)."""
+the realised cost c, which is used only to account the chosen model (paper §IV-C)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from cr2.config import load_config
-from cr2.cost import device_dearer_share, estimated_output_tokens, output_token_estimates
-from cr2.data import Decisions, RoutingSet
-from cr2.errors import InvalidValueError
-from cr2.evaluation import Evaluation, evaluate_baseline
-from cr2.metrics import mean_cost
+from cr2.system.cost import device_dearer_share, estimated_output_tokens, output_token_estimates
+from cr2.core.data import Decisions, RoutingSet
+from cr2.core.errors import InvalidValueError
+from cr2.evaluation.sweep import Evaluation, evaluate_baseline
+from cr2.evaluation.metrics import mean_cost
 from cr2.routers.base import one_shot_choice
 
 CFG = load_config()

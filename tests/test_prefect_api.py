@@ -1,4 +1,4 @@
-"""The temporary Prefect API a flow command starts itself (cr2_cli/prefect_api.py, issue 30)."""
+"""The temporary Prefect API a flow command starts itself (cr2_cli/prefect_api.py)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""The premise map (issue 25): cell pricing, one cell end to end in arrays, and the study flow on a slice."""
+"""The premise map: cell pricing, one cell end to end in arrays, and the study flow on a slice."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from cr2.config import load_config, load_state_distribution
-from cr2.premise import (BEST_SINGLE, CR2_RECAL, CR2_RETRAIN, PAPER_TARGETS, Cell, PremiseInputs, cell_costs,
+from cr2.studies.premise import (BEST_SINGLE, CR2_RECAL, CR2_RETRAIN, PAPER_TARGETS, Cell, PremiseInputs, cell_costs,
                          certified_knn_name, certified_sweep, device_edge_ratio, run_cell, scaled_device)
-from cr2.testing import make_routing_set
+from cr2.evaluation.synthetic import make_routing_set
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
@@ -59,9 +59,9 @@ def test_scaling_the_device_leaves_an_edge_model_on_the_same_platform_alone():
 
 
 def test_one_cell_compares_every_method_with_intervals_and_identical_gates_differ_by_zero():
-    from cr2.gate import fit_gate
+    from cr2.method.gate import fit_gate
     from cr2.routers import get_router
-    from cr2.teacher import fit_teacher
+    from cr2.method.teacher import fit_teacher
 
     cfg = load_config(overrides={"grids": {"lam": {"min": 0.05, "max": 20.0, "n_log": 8, "extra": [0.0, 1.0]}},
                                  "splits": {"seed": 0}})
@@ -73,7 +73,7 @@ def test_one_cell_compares_every_method_with_intervals_and_identical_gates_diffe
                      p_hat_val={"knn": knn.predict_proba(sets["val"])})
     proba = {s: inputs.teacher_proba[inputs.split == s] for s in ("train", "dev")}
     c, c_est, d = cell_costs(inputs, Cell(1.0, load_state_distribution("default")), cfg)
-    from cr2.premise import routing_sets
+    from cr2.studies.premise import routing_sets
 
     cell_sets = routing_sets(inputs, c, c_est, d)
     gate = fit_gate(cell_sets["train"], cell_sets["dev"], proba["train"], proba["dev"],
@@ -105,7 +105,7 @@ def test_one_cell_compares_every_method_with_intervals_and_identical_gates_diffe
 
 def _check_certified_knn(rows, alpha: float, n_evaluable: int) -> None:
     """A cell holds KNN certified at CR²'s α and rule: its savings vs KNN, CR² against it, and its test risk at α."""
-    from cr2.metrics import risk_tolerance
+    from cr2.evaluation.metrics import risk_tolerance
 
     certified = "knn@crc"  # the default config's rule
     pairs = {(r["method"], r["reference"]) for r in rows if r["metric"] == "mean_saving_pct"}
@@ -119,14 +119,14 @@ def _check_certified_knn(rows, alpha: float, n_evaluable: int) -> None:
     assert all(np.isfinite(risk[m]) and 0.0 <= risk[m] <= 1.0 for m in ("risk_max", "risk_all_max", "risk_mean"))
     assert risk["risk_mean"] <= risk["risk_max"]
     if n_evaluable * alpha >= 1.0:  # enough test queries to resolve a risk of α: the mean over λ stays near it
-        # one-sided, 3 binomial standard errors (cr2.metrics.risk_tolerance): CRC bounds the expected risk by α
+        # one-sided, 3 binomial standard errors (cr2.evaluation.metrics.risk_tolerance): CRC bounds the expected risk by α
         assert risk["risk_mean"] <= alpha + risk_tolerance(alpha, n_evaluable)
 
 
 def test_certified_sweep_is_certify_applied_per_lambda():
     """With an oracle-perfect p̂ the certified sweep's τ is calibrate_certified's and its choices are
     certified_decisions' at every λ; its test risk is the rule's risk of those acceptances."""
-    from cr2.certify import calibrate_certified, calibration_risks, certified_decisions, margin_score
+    from cr2.routers.certify import calibrate_certified, calibration_risks, certified_decisions, margin_score
 
     val, test = make_routing_set(400, 3), make_routing_set(300, 4)
     p_val, p_test = val.correct.astype(np.float64), test.correct.astype(np.float64)  # the oracle's p̂
@@ -228,7 +228,7 @@ def test_a_second_study_run_reuses_every_cell(study):
 @pytest.mark.slow
 @pytest.mark.flow
 def test_the_study_records_its_settings_and_the_results_page_shows_it(study):
-    """premise_studies names how the study was run (issue 36), and docs/results.md's premise section renders it with
+    """premise_studies names how the study was run, and docs/results.md's premise section renders it with
     its command, every verdict word backed."""
     from cr2_cli.resultsdoc import render_sections
     from cr2_cli.resultsdoc.core import Doc, unbacked_words
@@ -269,8 +269,8 @@ def test_the_base_cell_prices_exactly_as_prepare_did(study):
 
 def test_the_cheaper_retrain_fine_tunes_from_the_base_fits():
     """retrain_from 'base': the gate starts from the base gate (same shape required), MLP continues its fit."""
-    from cr2.errors import ConfigError
-    from cr2.gate import fit_gate
+    from cr2.core.errors import ConfigError
+    from cr2.method.gate import fit_gate
     from cr2.routers import get_router
 
     cfg = load_config(None)

@@ -55,7 +55,7 @@ def test_only_new_or_changed_queries_are_embedded(small_config, tmp_path):
 
 
 def test_costs_need_labels_from_the_configured_source(small_config, tmp_path):
-    from cr2.errors import DataValidationError
+    from cr2.core.errors import DataValidationError
     from tasks.prepare import check_label_source
 
     home = tmp_path / "h"

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from cr2.crc import RISKS, RULE_CATALOGUE, RULES, calibrate_table, max_risky_count, rule_risk, rule_spec
-from cr2.data import Decisions, RoutingSet
-from cr2.metrics import (avoidable_error_per_query, avoidable_error_risk, local_accuracy, local_accuracy_terms,
+from cr2.core.data import Decisions, RoutingSet
+from cr2.evaluation.metrics import (avoidable_error_per_query, avoidable_error_risk, local_accuracy, local_accuracy_terms,
                          oracle_disagreement_per_query, oracle_disagreement_risk, risk_per_query)
-from cr2.utility import avoidable_error_label, oracle_choice, oracle_disagree_label, risk_label
+from cr2.method.utility import avoidable_error_label, oracle_choice, oracle_disagree_label, risk_label
 
 # ---------------------------------------------------------------- the hand-computed example
 # three models: device m0, edge m1, edge m2; COST is the decision cost ĉ (what the teacher's reference uses too).
@@ -51,7 +51,7 @@ def test_labels_on_the_hand_computed_example():
     np.testing.assert_array_equal(oracle_disagree_label(CORRECT, COST, 0.0), [0, 1, 0, 1, 1, 0])
     np.testing.assert_array_equal(avoidable_error_label(CORRECT), [0, 1, 0, 0, 1, 0])
     # the oracle is the paper's reference with the teacher replaced by the real labels: same costs, same ties
-    from cr2.utility import disagree_label
+    from cr2.method.utility import disagree_label
 
     for lam in (0.0, 1.0, 4.0):
         np.testing.assert_array_equal(disagree_label(CORRECT.astype(float), COST, lam), oracle_disagree_label(CORRECT, COST, lam))
@@ -88,7 +88,7 @@ def test_per_query_risks_and_their_means_on_the_hand_computed_example():
 
 
 def test_metric_rows_carry_the_realised_risks_for_every_method():
-    from cr2.evaluation import metric_rows
+    from cr2.evaluation.sweep import metric_rows
 
     data, dec = _example()
     rows = pd.DataFrame(metric_rows("r", "knn", 1.0, None, data, dec, np.full((6, 3), 0.5), np.ones(6, dtype=bool)))
@@ -120,7 +120,7 @@ def test_one_rule_catalogue_names_the_risk_of_every_rule():
 
 def test_config_selects_the_new_rules_and_checks_delta():
     from cr2.config import CalibrationSpec
-    from cr2.errors import InvalidValueError
+    from cr2.core.errors import InvalidValueError
 
     assert CalibrationSpec(rule="crc-oracle").rule == "crc-oracle"
     assert CalibrationSpec(rule="ltt-avoidable", delta=0.1).delta == 0.1
@@ -136,7 +136,7 @@ def test_config_selects_the_new_rules_and_checks_delta():
 
 def test_new_rules_calibrate_on_their_own_labels_exactly():
     """crc-avoidable's τ on a slice is the CRC threshold of the avoidable-error label — not of the teacher's."""
-    from cr2.testing import make_pool
+    from cr2.evaluation.synthetic import make_pool
 
     lams = np.array([0.5, 2.0, 8.0])
     pool = make_pool(800, lams, seed=4)
@@ -164,8 +164,8 @@ NEW_RULES = ("crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable")
 
 
 def _realised_run(n_pool: int, n_calib: int, n_resplits: int, seed: int, lams=LAMS_V, alphas=ALPHAS_V) -> pd.DataFrame:
-    from cr2.guarantees import ResplitSpec, resplit_validity
-    from cr2.testing import make_pool
+    from cr2.evaluation.guarantees import ResplitSpec, resplit_validity
+    from cr2.evaluation.synthetic import make_pool
 
     pool = make_pool(n_pool, lams, seed)
     realised = {k: risk_label(k, lams, correct=pool.correct, decision_cost=pool.cost)
@@ -203,7 +203,7 @@ def test_new_rules_hold_on_a_slice_and_land_in_the_views(home):
     assert set(NEW_RULES) <= set(v.rule) and v.holds.notna().all()
     row = p[(p.rule == "crc-oracle") & (p.lam == 0.5)].iloc[0]
     assert np.isfinite(row.crc_local_rate) and np.isfinite(row.oracle_risk) and np.isfinite(row.avoidable_risk)
-    from cr2.report import guarantee_validity_table
+    from cr2.report.tables import guarantee_validity_table
 
     vt = guarantee_validity_table(v)
     assert vt.loc[vt.rule == "crc-avoidable", "promise"].str.contains("avoidable error").all()
@@ -232,9 +232,9 @@ def test_new_rules_keep_their_promise_over_500_resplits():
 def test_thresholds_export_and_runtime_carry_the_risk_name():
     import json
 
-    from cr2.export import thresholds_json
-    from cr2.runtime import DeviceThresholds
-    from cr2.testing import make_pool
+    from cr2.deploy.export import thresholds_json
+    from cr2.deploy.runtime import DeviceThresholds
+    from cr2.evaluation.synthetic import make_pool
 
     lams = np.array([0.5, 2.0])
     pool = make_pool(600, lams, seed=9)

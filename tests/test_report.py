@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cr2.metrics import risk_tolerance
-from cr2.evaluation import method_rows
-from cr2.report import MethodStyles, benchmark_table, risk_check_table, to_latex
+from cr2.evaluation.metrics import risk_tolerance
+from cr2.evaluation.sweep import method_rows
+from cr2.report.latex import to_latex
+from cr2.report.styles import MethodStyles
+from cr2.report.tables import benchmark_table, risk_check_table
 
 
 def test_risk_tolerance_is_three_binomial_standard_errors():

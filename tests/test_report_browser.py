@@ -1,4 +1,4 @@
-"""The reports in a real browser (issue 30, item 5): headless Chromium opens the default (SIMULATED) and the
+"""The reports in a real browser: headless Chromium opens the default (SIMULATED) and the
 measured (MEASURED) report, each built by the real `cr2 run` on the test run's shared slices (conftest:
 pipeline_slice, measured_slice), read here and never written.
 

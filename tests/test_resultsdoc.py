@@ -35,7 +35,7 @@ def test_doc_words_come_from_the_verdict_functions():
 
 
 def test_the_seed_t_interval_is_students():
-    from cr2.bootstrap import seed_t_interval
+    from cr2.evaluation.statistics import seed_t_interval
 
     t = seed_t_interval(np.array([1.0, 2.0, 3.0, np.nan]))
     assert (t.n, t.mean, t.sd) == (3, 2.0, 1.0)

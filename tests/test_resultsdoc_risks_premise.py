@@ -1,4 +1,4 @@
-"""docs/results.md's "What α bounds" (risks) and "When CR² pays" (premise) sections, generated (issue 36): they
+"""docs/results.md's "What α bounds" (risks) and "When CR² pays" (premise) sections, generated: they
 render on a slice warehouse with every verdict word backed; the trend test they use is exact on small cases and
 seeded on larger ones; a validity run of `cr2 guarantees` is stored and read back into the page; a premise study's
 settings are recorded and name the command that reproduces it."""
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cr2.bootstrap import spearman_permutation_test
-from cr2.errors import InvalidValueError
+from cr2.evaluation.statistics import spearman_permutation_test
+from cr2.core.errors import InvalidValueError
 
 
 # ---------------------------------------------------------------- (b) the trend test

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cr2.bootstrap import holm_of_intervals, seed_t_interval, t_interval
+from cr2.evaluation.statistics import holm_of_intervals, seed_t_interval, t_interval
 from cr2_cli.resultsdoc import UnbackedVerdict, render_sections
 from cr2_cli.resultsdoc.core import OPEN, Doc, unbacked_words
 

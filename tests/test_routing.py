@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.errors import UnknownNameError
-from cr2.routing import deferred_choice, route
+from cr2.core.errors import UnknownNameError
+from cr2.method.routing import deferred_choice, route
 
 LAM = 0.5
 # three queries over (m0, m1, m2, m3); teacher utilities û = p − λ c at λ = 0.5 written beside each row

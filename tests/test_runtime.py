@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cr2.checkpoint import fingerprint
+from cr2.core.checkpoint import fingerprint
 from cr2.config import GateSpec
 from cr2.crc import accept, calibrate_table
-from cr2.errors import DataValidationError, FingerprintMismatchError, UncalibratedOperatingPointError
-from cr2.export import OPSET, PARITY_ATOL, export_gate, read_threshold_table
-from cr2.gate import MarginGate, fit_gate
-from cr2.runtime import DeviceGate, sha256_file
-from cr2.utility import disagree_label
-from cr2.testing import make_routing_set
+from cr2.core.errors import DataValidationError, FingerprintMismatchError, UncalibratedOperatingPointError
+from cr2.deploy.export import OPSET, PARITY_ATOL, export_gate, read_threshold_table
+from cr2.method.gate import MarginGate, fit_gate
+from cr2.deploy.runtime import DeviceGate, sha256_file
+from cr2.method.utility import disagree_label
+from cr2.evaluation.synthetic import make_routing_set
 
 SMALL = GateSpec(epochs=3, batch_size=64, lr=3e-3, seed=0)
 LAMS = tuple(np.geomspace(0.1, 20.0, 8))
@@ -101,7 +101,7 @@ def test_onnx_gelu_matches_torch_to_float64_rounding():
     import torch
     from torch.nn import functional as F
 
-    from cr2.export import _score_graph
+    from cr2.deploy.export import _score_graph
 
     graph = _score_graph(MarginGate().eval())
     x = torch.linspace(-40.0, 40.0, 400_001, dtype=torch.float64)
@@ -194,7 +194,7 @@ def test_the_runtime_imports_neither_torch_nor_training_code(setup):
     code = (
         "import json, sys\n"
         "import numpy as np\n"
-        "from cr2.runtime import DeviceGate\n"
+        "from cr2.deploy.runtime import DeviceGate\n"
         f"g = DeviceGate.load({str(setup['dir'])!r})\n"
         "d = g.decide(np.ones((3, 384), np.float32) / 384 ** 0.5, g.thresholds.lams[0], g.thresholds.alphas[1])\n"
         "print(json.dumps(sorted(sys.modules)))\n"
@@ -205,9 +205,9 @@ def test_the_runtime_imports_neither_torch_nor_training_code(setup):
     modules = set(json.loads(proc.stdout.strip().splitlines()[-1]))
     heavy = {"torch", "onnx", "onnxscript", "scipy", "pandas", "pydantic", "yaml", "prefect", "duckdb", "transformers"}
     assert not heavy & {m.split(".")[0] for m in modules}
-    # the thresholds are cr2.crc's own table (issue 29: one lookup for host and device); cr2.crc imports only numpy
-    crc = {"cr2.crc", "cr2.crc.catalogue", "cr2.crc.rules", "cr2.crc.table", "cr2.crc.mondrian"}
-    assert {m for m in modules if m == "cr2" or m.startswith("cr2.")} <= {"cr2", "cr2.errors", "cr2.runtime", *crc}
+    # the thresholds are cr2.crc's own table (one lookup for host and device); cr2.crc imports only numpy
+    crc = {"cr2.crc", "cr2.crc.registry", "cr2.crc.rules", "cr2.crc.table", "cr2.crc.mondrian"}
+    assert {m for m in modules if m == "cr2" or m.startswith("cr2.")} <= {"cr2", "cr2.core.errors", "cr2.deploy.runtime", *crc}
     assert "onnxruntime" in modules
 
 
@@ -222,7 +222,7 @@ def test_export_refuses_a_table_of_another_gate(setup, tmp_path):
 def test_export_replaces_a_previous_export_but_never_foreign_files(setup, tmp_path, monkeypatch):
     d = _copy(setup, tmp_path)
     before = {p.name: p.read_bytes() for p in d.iterdir()}
-    import cr2.export as export_mod
+    import cr2.deploy.export as export_mod
 
     # a failed export (here: parity out of tolerance) leaves the previous export untouched
     monkeypatch.setattr(export_mod, "_write_onnx", lambda gate, path, fp: path.write_bytes(b"not a model"))

@@ -1,7 +1,7 @@
 """Issue 30: the per-gate score cache behind re-calibration at operator speed.
 
 The gate's scores and the teacher's p do not depend on the channel state, so they are computed once per gate and
-reused (CR2Router.remember, tasks/scores.py); what a user relies on is that nothing changes: the thresholds and
+reused (CR2Router.remember, tasks/inputs.remember_scores); what a user relies on is that nothing changes: the thresholds and
 every CR² metric are bit-identical to recomputing them, and a different gate never reads another gate's scores.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from cr2.config import GateSpec, TeacherSpec
-from cr2.evaluation import Evaluation, evaluate_cr2, evaluate_table
+from cr2.evaluation.sweep import Evaluation, evaluate_cr2, evaluate_table
 from cr2.routers.cr2_router import CR2Router
-from cr2.testing import make_routing_set
+from cr2.evaluation.synthetic import make_routing_set
 
 TEACHER = TeacherSpec(epochs=2, batch_size=64, lr=3e-3)
 GATE = GateSpec(epochs=2, batch_size=64, lr=3e-3)
@@ -66,7 +66,7 @@ def test_remembered_scores_are_the_computed_ones_and_unknown_lambdas_are_compute
 
 
 def test_cached_scores_give_the_same_thresholds_and_metrics_on_new_states(fitted, sets, tmp_path, monkeypatch):
-    from tasks.scores import remember_scores
+    from tasks.inputs import remember_scores
 
     monkeypatch.delenv("CR2_CACHE", raising=False)
     val, test = _with_new_costs(sets["val"], 1), _with_new_costs(sets["test"], 2)
@@ -95,7 +95,7 @@ def test_cached_scores_give_the_same_thresholds_and_metrics_on_new_states(fitted
 
 
 def test_another_gate_never_reads_these_scores(fitted, sets, tmp_path, monkeypatch):
-    from tasks.scores import remember_scores, scores_key
+    from tasks.inputs import remember_scores, scores_key
 
     monkeypatch.delenv("CR2_CACHE", raising=False)
     other = CR2Router(TEACHER, GATE.model_copy(update={"seed": GATE.seed + 1}), alpha=0.05).fit(

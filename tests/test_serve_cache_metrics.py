@@ -1,4 +1,4 @@
-"""`cr2 serve`'s embedding cache, length buckets and Prometheus /metrics (issue 30, item 3).
+"""`cr2 serve`'s embedding cache, length buckets and Prometheus /metrics.
 
 The cache and bucket tests embed with the real all-MiniLM-L6-v2 encoder (torch backend, a router stand-in
 that records the embedding each decision was made on); the /metrics test uses the stub router of
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from cr2.config import load_config
-from cr2.errors import ConfigError, InvalidValueError
+from cr2.core.errors import ConfigError, InvalidValueError
 from cr2_cli.serve import create_app
 from cr2_cli.serve.batching import Decider, RouteCall, length_buckets
 from cr2_cli.serve.cache import EmbeddingCache
@@ -98,7 +98,7 @@ class EncodingRouter:
 
 @pytest.fixture(scope="module")
 def encoder():
-    from cr2.embed import load_encoder
+    from cr2.inputs.embed import load_encoder
 
     return load_encoder(load_config().embedding.max_seq_length, backend="torch")
 
@@ -108,7 +108,7 @@ def _serving(**kw):
 
 
 def test_a_repeated_query_is_embedded_once_and_gets_the_same_embedding(encoder):
-    from cr2.embed import embed_texts
+    from cr2.inputs.embed import embed_texts
 
     cfg = load_config()
     router = EncodingRouter(encoder, cfg)
@@ -127,7 +127,7 @@ def test_a_repeated_query_is_embedded_once_and_gets_the_same_embedding(encoder):
 
 
 def test_a_bucketed_batch_embeds_like_the_encoder_and_routes_each_request(encoder):
-    from cr2.embed import embed_texts
+    from cr2.inputs.embed import embed_texts
 
     cfg = load_config()
     router = EncodingRouter(encoder, cfg)

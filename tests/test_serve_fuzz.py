@@ -1,4 +1,4 @@
-"""HTTP fuzz of `cr2 serve` from its own OpenAPI schema (schemathesis; issue 28): on a small budget, valid
+"""HTTP fuzz of `cr2 serve` from its own OpenAPI schema (schemathesis): on a small budget, valid
 and invalid requests to every operation, and none is answered 500 — every answer is 2xx, 4xx, 502, 503
 or 504, and an error carries a one-line JSON `detail`. The router is the stub of tests/test_serve_faults.py;
 /v1/chat/completions forwards to the fault upstream in its plain mode.

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from cr2.config import load_config
-from cr2.errors import ConfigError, UncalibratedOperatingPointError
+from cr2.core.errors import ConfigError, UncalibratedOperatingPointError
 from cr2_cli.serve import create_app
 from tests.serve_helpers import fake_model_endpoint, running
 

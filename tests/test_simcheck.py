@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from cr2.simcheck import fixed_accuracy_savings, label_structure, summarise
+from cr2.studies.simcheck import fixed_accuracy_savings, label_structure
 
 MODELS = ("dev", "e1", "big")
 
@@ -49,14 +48,6 @@ def test_fixed_accuracy_savings_rule():
     assert got[("mlp", 0.70)] == pytest.approx(100 * (1 - 0.4 / 0.5))
     assert got[("mlp", 0.75)] == pytest.approx(100 * (1 - 1.0 / 0.8))  # negative: mlp needs its costly point
     assert ("mlp", 0.85) not in got  # KNN never reaches 0.85: no saving is defined
-
-
-def test_summarise_over_seeds():
-    rows = [{"source": "s", "section": "structure", "statistic": "x", "model": "", "other": "", "lam": None,
-             "target": None, "value": v, "seed": i} for i, v in enumerate((1.0, 2.0, 3.0))]
-    (out,) = summarise(rows)
-    assert out["n_seeds"] == 3 and out["mean"] == pytest.approx(2.0) and out["sd"] == pytest.approx(1.0)
-    assert pd.isna(out["lam"])
 
 
 @pytest.fixture()

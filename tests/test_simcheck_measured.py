@@ -1,4 +1,4 @@
-"""`cr2 study simcheck` on a measured warehouse that is not MMLU-Pro (issue 27 item 4): a ZeroEval Qwen2.5 slice."""
+"""`cr2 study simcheck` on a measured warehouse that is not MMLU-Pro: a ZeroEval Qwen2.5 slice."""
 from __future__ import annotations
 
 import pandas as pd

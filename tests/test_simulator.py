@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.benchmarks import select_queries
+from cr2.inputs.datasets import select_queries
 from cr2.config import load_config
-from cr2.embed import router_texts
-from cr2.errors import DataValidationError, UnknownNameError
+from cr2.inputs.embed import router_texts
+from cr2.core.errors import DataValidationError, UnknownNameError
 from cr2.labels import SIMULATED_SOURCE, get_label_source
 from cr2.labels.simulator import length_factors, load_accuracy_targets, simulate_labels
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.benchmarks import select_queries
+from cr2.inputs.datasets import select_queries
 from cr2.config import SplitSpec, load_config
-from cr2.splits import SPLITS, assign_splits, block_pattern, split_fractions
+from cr2.inputs.splits import SPLITS, assign_splits, block_pattern, split_fractions
 
 CFG = load_config()
 SPEC = CFG.splits

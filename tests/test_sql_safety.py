@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from cr2.config import REPO_ROOT
-from cr2.errors import Cr2Error, UnknownNameError, WarehouseError
+from cr2.core.errors import Cr2Error, UnknownNameError, WarehouseError
 from warehouse.db import Warehouse, ident, relation, table_names
 
 SCANNED = ("cr2", "tasks", "flows", "warehouse", "cr2_cli", "benchmarks", "tests")

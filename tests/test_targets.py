@@ -1,4 +1,4 @@
-"""Operating by target (cr2.targets): hand-computed certification, fixed-sequence order, infeasibility, the recipe."""
+"""Operating by target (cr2.method.targets): hand-computed certification, fixed-sequence order, infeasibility, the recipe."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 
 from cr2.config import LambdaGrid
 from cr2.crc import calibrate_table
-from cr2.errors import DataValidationError, TargetInfeasibleError
-from cr2.targets import Outcomes, choose_by_target, operating_outcomes, select_by_target, split_for_target
-from cr2.testing import make_pool
+from cr2.core.errors import DataValidationError, TargetInfeasibleError
+from cr2.method.targets import Outcomes, choose_by_target, operating_outcomes, select_by_target, split_for_target
+from cr2.evaluation.synthetic import make_pool
 
 LAMS = np.array([1.0, 2.0])
 ALPHAS = np.array([0.01, 0.05])

@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from cr2.checkpoint import fingerprint
+from cr2.core.checkpoint import fingerprint
 from cr2.config import TeacherSpec
-from cr2.errors import DataValidationError
-from cr2.gate import MarginGate, save_gate
-from cr2.teacher import TeacherSelector, _dataset_loss, fit_teacher, load_teacher, save_teacher, teacher_loss
-from cr2.testing import make_routing_set
+from cr2.core.errors import DataValidationError
+from cr2.method.gate import MarginGate, save_gate
+from cr2.method.teacher import TeacherSelector, _dataset_loss, fit_teacher, load_teacher, save_teacher, teacher_loss
+from cr2.evaluation.synthetic import make_routing_set
 
 SMALL = TeacherSpec(epochs=3, batch_size=64, lr=3e-3, seed=0)
 

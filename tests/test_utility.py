@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cr2.utility import (
+from cr2.method.utility import (
     disagree_label,
     full_information_choice,
     sign_label,

@@ -5,7 +5,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from cr2.errors import WarehouseError
+from cr2.core.errors import WarehouseError
 from warehouse.db import SCHEMA_VERSION, Warehouse, table_names
 
 LATER_TABLES = {"labels", "label_runs", "splits", "embeddings", "state_distributions", "states", "costs",

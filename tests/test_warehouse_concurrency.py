@@ -1,4 +1,4 @@
-"""Readers never break a writer (issue 19: a `cr2 sql` during `cr2 calibrate` made it fail after 26 s of work;
+"""Readers never break a writer (a `cr2 sql` during `cr2 calibrate` made it fail after 26 s of work;
 3 of 15 reads failed while a writer ran), a lock and a damaged file are told apart, the file is owner-only.
 
 Other processes hold the warehouse here: DuckDB's file lock is per process.
@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from cr2.config import REPO_ROOT
-from cr2.errors import WarehouseError
+from cr2.core.errors import WarehouseError
 from warehouse.db import DB_NAME, Warehouse
 
 ROW = {"model_id": "m", "hf_name": "h", "params": 1.0, "platform": "p", "role": "device", "position": 0}

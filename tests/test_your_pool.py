@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from cr2.config import REPO_ROOT, load_config
-from cr2.errors import ConfigError, DataValidationError
+from cr2.core.errors import ConfigError, DataValidationError
 
 GUIDE = REPO_ROOT / "docs" / "your_pool.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
@@ -144,8 +144,8 @@ def test_empty_target_is_refused_even_when_optional(tmp_path, target, declared):
 
 
 def test_lm_eval_docs_refuse_queries_without_a_target():
-    from cr2.labeling.docs import build_docs
-    from cr2.labeling.spec import TemplateSpec
+    from cr2.labels.lmeval.docs import build_docs
+    from cr2.config.labeling import TemplateSpec
 
     rows = pd.DataFrame({"query_id": ["gsm8k/test/00000"], "benchmark": ["gsm8k"], "subset": ["test"],
                          "question": ["1 + 1?"], "choices": [None], "target": [None], "tests": [None],
@@ -210,7 +210,7 @@ def test_closed_set_answers_are_checked_against_choices_or_answer_set(tmp_path):
     _toy_questions(tmp_path, ["(C)", "12"], choices=[["(A)", "(B)"], ["10", "12", "14"]])
     with pytest.raises(DataValidationError, match=r"target '\(C\)' not among its answers \['\(A\)', '\(B\)'\]"):
         _ingest(tmp_path, definition)
-    from cr2.catalogue import read_definition
+    from cr2.config.benchmark_catalogue import read_definition
 
     path = tmp_path / "toy_acc.yaml"
     path.write_text("file: x.parquet\nanswer: closed-set\nlm_eval: {metric: acc}\ndefault_output_tokens: 4\n")

@@ -1,4 +1,4 @@
-"""The ZeroEval data (issue 27): the shipped copies, the GSM8K / CRUXEval / MATH-L5 benchmark files derived from
+"""The ZeroEval data: the shipped copies, the GSM8K / CRUXEval / MATH-L5 benchmark files derived from
 them, and their catalogue entries."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from cr2 import catalogue
+from cr2.config import benchmark_catalogue as catalogue
 from cr2.config import REPO_ROOT
-from cr2.errors import DataValidationError
-from cr2.zeroeval import BENCHMARKS, zeroeval_benchmark_frame
+from cr2.core.errors import DataValidationError
+from cr2.labels.zeroeval import BENCHMARKS, zeroeval_benchmark_frame
 
 ZE = REPO_ROOT / "data" / "measured" / "zeroeval"
 SHA256 = {"zeroeval_questions.parquet": "9205446913587f3f70377aa42dfc50a2098786e36bbf00cd0c4ea40ae0c20dc4",
@@ -58,9 +58,9 @@ def test_conversion_rejects_missing_answers_and_repeated_ids(questions):
         zeroeval_benchmark_frame(dup, "cruxeval")
 
 
-# ---------------------------------------------------------------- the two scenarios (issue 27 item 1)
+# ---------------------------------------------------------------- the two scenarios
 from cr2.config import load_config  # noqa: E402
-from cr2.measured import join_measured_labels  # noqa: E402
+from cr2.labels.measured import join_measured_labels  # noqa: E402
 
 SCENARIOS = {"gemma": REPO_ROOT / "configs" / "zeroeval-gemma.yaml", "qwen": REPO_ROOT / "configs" / "zeroeval-qwen.yaml"}
 # mean of `correct` per (pool model, benchmark): data/measured/zeroeval/README.md, "Models and accuracy"

@@ -31,8 +31,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from cr2.errors import Cr2SqlError, WarehouseError
-from cr2.shipped import default_home as _shipped_home
+from cr2.core.errors import Cr2SqlError, WarehouseError
+from cr2.core.shipped import default_home as _shipped_home
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ SCHEMA_VERSION = "7"  # 2: thresholds.delta and thresholds."group" (LTT, Mondria
 # 3: costs.cost_est_norm (pre-execution ĉ), eval_runs.decision_cost, table methods (the router catalogue);
 # 4: queries.target nullable (a benchmark without gold answers, whose labels are imported);
 # 5: costs.split_seed (the splits ĉ was estimated from, part of the key), eval_runs.split_seed;
-# 6: thresholds.router (whose score a table calibrates: 'cr2' or a certified router, cr2.certify)
+# 6: thresholds.router (whose score a table calibrates: 'cr2' or a certified router, cr2.routers.certify)
 # 7: pool_results.n_resamples (the resamples each interval kept: a mean saving's are those where every target is reached)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, applied in one transaction each
 READABLE_OLD_VERSIONS = ("1", "2", "3", "4", "5", "6")  # opened read-only as they are (readers treat missing columns as defaults)
@@ -93,7 +93,7 @@ def relation(name: str) -> str:
     """A schema table or view (schema.sql, views/*.sql) as a quoted identifier; any other name is an error."""
     known = set(table_names()) | set(view_names())
     if name not in known:
-        from cr2.errors import did_you_mean
+        from cr2.core.errors import did_you_mean
 
         raise did_you_mean("table", str(name), sorted(known))
     return ident(name)

@@ -1,25 +1,25 @@
 """Read a deployment from the warehouse: the threshold table, its trained artefacts, states, cost scales and rows.
 
 The one reader behind `cr2 route`, `cr2 serve`, `cr2 export-gate`, target selection and the guarantee
-validity task; what it returns (cr2.deployment.Deployment) is plain data the library takes. Which rows a
-deployment calibrates on is decided by cr2.deployment.calibration_split, not here.
+validity task; what it returns (cr2.deploy.deployment.Deployment) is plain data the library takes. Which rows a
+deployment calibrates on is decided by cr2.deploy.deployment.calibration_split, not here.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from cr2.config import Config
-from cr2.deployment import CR2, Deployment, calibration_split
-from cr2.data import RoutingSet
+from cr2.deploy.deployment import CR2, Deployment, calibration_split
+from cr2.core.data import RoutingSet
 from warehouse.db import Warehouse
-from cr2.errors import UncalibratedOperatingPointError
+from cr2.core.errors import UncalibratedOperatingPointError
 from warehouse.repository import (certified_table_names, cost_scales, deployed_artifacts, fitted_router_artifact,
                                   load_threshold_table, newest_threshold_version, state_distribution_spec)
 from warehouse.routing_data import load_routing_sets
 
 
 def read_deployment(home: str | Path, config: Config, version: int | None = None, router: str = CR2) -> Deployment:
-    """Return the deployment of `router` ('cr2', or a certified '<router>@<rule>', cr2.deployment.deployed_name) at
+    """Return the deployment of `router` ('cr2', or a certified '<router>@<rule>', cr2.deploy.deployment.deployed_name) at
     its threshold-table `version` (default: its newest) in the warehouse at `home`."""
     with Warehouse(home, read_only=True) as wh:
         if version is None:

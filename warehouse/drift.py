@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from warehouse.db import Warehouse
 from warehouse.routing_data import named_query
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 
 
 def read_table_file(path: str | Path) -> pd.DataFrame:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from cr2.labels import LABEL_SOURCES
 from cr2.labels.imported import validate_imported_labels
-from cr2.names import check_name
+from cr2.core.names import check_name
 from warehouse.db import Warehouse
 from warehouse.files import read_table_file
 
@@ -38,7 +38,7 @@ def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin:
                        replace: bool = False) -> dict:
     """Validate the label table `raw` and write it under `source` in one transaction, with one `label_runs`
     row per model whose backend_args record `origin` (file, repository, commit, extraction rule, …)."""
-    check_name(source, "label source")  # before anything is read or written (issue 28, F9)
+    check_name(source, "label source")  # before anything is read or written
     if source in LABEL_SOURCES:
         raise DataValidationError(f"'{source}' names a built-in label source; pick another name for imported labels")
     # validate on a read-only connection: a refused import does not even open the file for writing
@@ -59,7 +59,7 @@ def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin:
                               "done": int((rows["model_id"] == m).sum()), "total": int((rows["model_id"] == m).sum())}
                              for m, rid in run_ids.items()])
         out = rows.assign(source=source, run_id=rows["model_id"].map(run_ids))
-        # Int64 as validated (0 … MAX_OUTPUT_TOKENS): no narrowing cast here, which wrapped 2^31 + 5 (issue 28, F7)
+        # Int64 as validated (0 … MAX_OUTPUT_TOKENS): no narrowing cast here, which wrapped 2^31 + 5
         with wh.transaction() as con:
             # the check that decides, inside the lock and the transaction that writes: of N importers of one source
             # started at once, the first writes and every later one finds its rows and refuses

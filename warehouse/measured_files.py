@@ -1,6 +1,6 @@
 """Reading the measured MMLU-Pro files (data/measured/) and the sim-to-real embedding cache.
 
-All file I/O of the simulator check lives here; cr2/simcheck.py only sees arrays.
+All file I/O of the simulator check lives here; cr2/studies/simcheck.py only sees arrays.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 
 QUESTIONS_FILE = "measured/mmlu_pro_questions.parquet"
 OUTPUTS_FILE = "measured/mmlu_pro_outputs.parquet"
@@ -36,7 +36,7 @@ class MeasuredPool:
 
 def read_measured_pool(data_dir: str | Path, measured_names: dict[str, str]) -> MeasuredPool:
     """The measured labels of `measured_names` ({model_id: name in the outputs file}, pool order)."""
-    from cr2.embed import router_text
+    from cr2.inputs.embed import router_text
 
     data_dir = Path(data_dir)
     qpath, opath = data_dir / QUESTIONS_FILE, data_dir / OUTPUTS_FILE

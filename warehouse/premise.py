@@ -1,4 +1,4 @@
-"""Warehouse I/O of the premise map (issue 25): the base cell's inputs and artefacts, and the per-cell results."""
+"""Warehouse I/O of the premise map: the base cell's inputs and artefacts, and the per-cell results."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from warehouse.db import Warehouse, note_read
 from warehouse.files import in_home
 from warehouse.repository import deployed_artifacts, utc_now
@@ -102,7 +102,7 @@ def premise_view(wh: Warehouse, study_id: str) -> pd.DataFrame:
                  [study_id])
 
 
-# ---------------------------------------------------------------- the studies' settings (issue 36)
+# ---------------------------------------------------------------- the studies' settings
 STUDY_COLUMNS = ("study_id", "label_source", "config", "speeds", "channels", "n_resamples", "seed", "retrain_from",
                  "retrain_epochs", "base_run", "created_at")
 
@@ -137,3 +137,8 @@ def premise_studies(wh: Warehouse) -> pd.DataFrame:
                  f"sum(c.cell_seconds) AS cell_seconds, min(c.created_at) AS first_cell_at, "
                  f"max(c.created_at) AS last_cell_at, {settings} "
                  f"FROM premise_cells c {join} GROUP BY ALL ORDER BY min(c.created_at), c.study_id")
+
+
+def premise_cell_count(wh: Warehouse, study_id: str) -> int:
+    """How many cells of a premise study are stored."""
+    return int(wh.scalar("SELECT count(*) FROM premise_cells WHERE study_id = ?", [study_id]) or 0)

@@ -1,6 +1,6 @@
 """Named reads the `cr2` command line prints: one function per question, the SQL in warehouse/queries/*.sql.
 
-cr2_cli/ holds no SQL text (issue 29): its commands and its rendering call these functions.
+cr2_cli/ holds no SQL text: its commands and its rendering call these functions.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.crc import GroupedThresholdTable, ThresholdTable, table_from_records
-from cr2.errors import DataValidationError, UncalibratedOperatingPointError
+from cr2.core.errors import DataValidationError, UncalibratedOperatingPointError
 from warehouse.db import Warehouse, relation
 from warehouse.files import in_home
 
@@ -122,7 +122,7 @@ THRESHOLDS_VERSION_FILE = "thresholds.version"
 
 def write_thresholds(wh: Warehouse, table: ThresholdTable | GroupedThresholdTable, router: str = CR2_ROUTER) -> int:
     """Store `table` (pooled, or Mondrian: one block per group) as the next version of `thresholds`, under the name of
-    the router it deploys (CR²: 'cr2'; a certified router: '<router>@<rule>', cr2.certify); return the version.
+    the router it deploys (CR²: 'cr2'; a certified router: '<router>@<rule>', cr2.routers.certify); return the version.
     Only CR²'s versions are announced to a running `cr2 serve` (THRESHOLDS_VERSION_FILE)."""
     with wh.transaction() as con:
         version = _insert_thresholds(wh, con, table, router)
@@ -146,13 +146,6 @@ def _has_router_column(wh: Warehouse) -> bool:
 
     version = getattr(wh, "schema_version", None)
     return not (version in READABLE_OLD_VERSIONS and int(version) < 6)
-
-
-def threshold_router(wh: Warehouse, version: int) -> str | None:
-    """The router threshold-table `version` deploys ('cr2', or a certified '<router>@<rule>'), or None when there is none."""
-    if not _has_router_column(wh):
-        return CR2_ROUTER if wh.scalar("SELECT count(*) FROM thresholds WHERE version = ?", [int(version)]) else None
-    return wh.scalar("SELECT any_value(router) FROM thresholds WHERE version = ?", [int(version)])
 
 
 def newest_threshold_dist(wh: Warehouse) -> str | None:
@@ -301,6 +294,15 @@ def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
     return wh.df(f"SELECT * FROM {relation(view)}")
 
 
+GUARANTEE_COLUMNS = ("run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
+                     "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at")
+
+
+def replace_guarantee_run(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
+    """Replace the rows of validity run `run_id` in `guarantees`."""
+    wh.replace_where("guarantees", rows[list(GUARANTEE_COLUMNS)], {"run_id": run_id})
+
+
 def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
     """v_guarantees and v_guarantee_price of the newest validity run (empty frames when there is none)."""
     if getattr(wh, "schema_version", "2") == "1":  # an old warehouse read as it is has no guarantees table
@@ -426,7 +428,7 @@ EQUAL_RISK_COLUMNS = ("run_id", "question", "router", "against", "rule", "alpha"
 
 
 def write_equal_risk(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
-    """Replace the equal-risk comparison of evaluation run `run_id` (cr2.equal_risk)."""
+    """Replace the equal-risk comparison of evaluation run `run_id` (cr2.evaluation.equal_risk)."""
     rows = _nan_to_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value", "p_holm"))
     with wh.transaction() as con:
         wh.delete_where("equal_risk", {"run_id": run_id}, con)
@@ -509,3 +511,18 @@ def seed_spread(wh: Warehouse, study_id: str | None = None) -> pd.DataFrame:
         if study_id is None:
             return pd.DataFrame()
     return wh.df("SELECT * FROM v_seed_spread WHERE study_id = ?", [study_id])
+
+
+def artifact_frames(wh: Warehouse, run_id: str, alpha: float, lam: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The Prefect artefacts of an evaluation run: CR²'s operating points at α and every method at λ."""
+    from warehouse.routing_data import named_query
+
+    return (wh.df(named_query("artifact_operating_points"), {"run_id": run_id, "alpha": alpha}),
+            wh.df(named_query("artifact_router_comparison"), {"run_id": run_id, "lam": lam, "alpha": alpha}))
+
+
+def recalibration_frame(wh: Warehouse, before: str, after: str, alpha: float) -> pd.DataFrame:
+    """CR² on test at α before and after a re-calibration (the two evaluation runs side by side)."""
+    from warehouse.routing_data import named_query
+
+    return wh.df(named_query("artifact_recalibration"), {"before": before, "after": after, "alpha": alpha})

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cr2.data import EMBED_DIM, RoutingSet
-from cr2.errors import DataValidationError
+from cr2.core.data import EMBED_DIM, RoutingSet
+from cr2.core.errors import DataValidationError
 from warehouse.db import Warehouse, note_read
 
 QUERIES_DIR = Path(__file__).resolve().parent / "queries"

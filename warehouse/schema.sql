@@ -140,7 +140,7 @@ CREATE TABLE IF NOT EXISTS thresholds (
     created_at       TIMESTAMP NOT NULL,
     delta            DOUBLE,             -- ltt: P(some λ of the version has risk > α) ≤ δ, per α; NULL otherwise
     "group"          VARCHAR NOT NULL DEFAULT '',  -- Mondrian: 'attribute=value' (e.g. 'benchmark=gpqa'); '' pooled
-    router           VARCHAR NOT NULL DEFAULT 'cr2',  -- the router it deploys: 'cr2', or a certified '<router>@<rule>' (cr2.certify)
+    router           VARCHAR NOT NULL DEFAULT 'cr2',  -- the router it deploys: 'cr2', or a certified '<router>@<rule>' (cr2.routers.certify)
     PRIMARY KEY (version, lam, alpha, "group")
 );
 
@@ -270,7 +270,7 @@ CREATE TABLE IF NOT EXISTS intervals (
     seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
 );
 
--- cr2 run's equal-risk stage (cr2.equal_risk): every certified router's cost at fixed accuracy with risk ≤ α, and
+-- cr2 run's equal-risk stage (cr2.evaluation.equal_risk): every certified router's cost at fixed accuracy with risk ≤ α, and
 -- CR² against each baseline in three questions — gate-quality (uncertified vs uncertified), guarantee-price
 -- (a router certified vs itself uncertified), certified-score (certified vs certified, same rule and α) — as paired
 -- bootstrap savings over the test queries on the evaluation's shared index

@@ -15,3 +15,10 @@ def simcheck_runs(wh: Warehouse) -> pd.DataFrame:
 def simcheck_rows(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """Every statistic of sim-to-real run `run_id`: measured beside each simulated source's mean over seeds."""
     return wh.df(named_query("doc_simcheck_rows"), {"run_id": run_id})
+
+
+def simcheck_page_frames(wh: Warehouse, run_id: str) -> tuple[dict[str, pd.DataFrame], pd.Series]:
+    """What the simcheck page of one run shows: its structure, savings, CR², points and fit frames, and its run row."""
+    frames = {name: wh.con.sql(named_query(f"simcheck_{name}"), params={"run_id": run_id}).df()
+              for name in ("structure", "savings", "cr2", "points", "fit")}
+    return frames, wh.df(named_query("simcheck_run"), [run_id]).iloc[0]

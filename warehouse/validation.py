@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 
 # Each suite is a list of (expectation class name, kwargs). Keep them declarative: this is the data contract.
 SUITES: dict[str, Callable[[dict], list[tuple[str, dict]]]] = {}
@@ -33,7 +33,7 @@ def _queries(ctx: dict) -> list[tuple[str, dict]]:
         ("ExpectColumnValuesToNotBeNull", {"column": "question"}),
         ("ExpectColumnValuesToBeBetween", {"column": "prompt_tokens", "min_value": 1}),
         # against each query's catalogue entry (configs/benchmarks/): option count, target among the options, tests
-        # (each column is 'ok' or a description of the problem, cr2.benchmarks.answer_checks)
+        # (each column is 'ok' or a description of the problem, cr2.inputs.datasets.answer_checks)
         ("ExpectColumnValuesToBeInSet", {"column": "choices_ok", "value_set": ["ok"]}),
         ("ExpectColumnValuesToBeInSet", {"column": "target_ok", "value_set": ["ok"]}),
         ("ExpectColumnValuesToBeInSet", {"column": "tests_ok", "value_set": ["ok"]}),

@@ -8,7 +8,7 @@ or path and resolved at load, so the resolved config — and its hash — covers
 One module per concern: base (units, the strict model), files (finding and reading YAML), system (§IV:
 states, hardware, models, cost, channel), inputs, method, labels, evaluation, serving, root (Config) and loader.
 """
-from cr2.shipped import CONFIG_DIR, REPO_ROOT
+from cr2.core.shipped import CONFIG_DIR, REPO_ROOT
 from cr2.config.base import StrictModel, db_to_linear, dbm_to_w
 from cr2.config.files import format_validation, names_in, read_yaml, resolve_named
 from cr2.config.system import (

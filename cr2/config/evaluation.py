@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from cr2.errors import InvalidValueError
+from cr2.core.errors import InvalidValueError
 from cr2.config.base import StrictModel
 
 
 class BootstrapSpec(StrictModel):
-    """Paired bootstrap over the test queries (issue 25): one index array shared by every method."""
+    """Paired bootstrap over the test queries: one index array shared by every method."""
 
     n_resamples: int = Field(1000, ge=100, description="resamples of the test queries (≥ 1,000 for published intervals)")
     level: float = Field(0.95, gt=0, lt=1, description="nominal coverage of the percentile intervals")

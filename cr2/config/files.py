@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from cr2.errors import ConfigError
-from cr2.shipped import CONFIG_DIR, shipped_path
+from cr2.core.errors import ConfigError
+from cr2.core.shipped import CONFIG_DIR, shipped_path
 
 
 
@@ -35,9 +35,9 @@ def names_in(kind: str) -> str:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """A config file's top-level mapping, read within cr2.boundary's byte / alias-expansion / depth budgets."""
-    from cr2.boundary import load_yaml, read_yaml_bytes
-    from cr2.errors import InvalidValueError
+    """A config file's top-level mapping, read within cr2.core.boundary's byte / alias-expansion / depth budgets."""
+    from cr2.core.boundary import load_yaml, read_yaml_bytes
+    from cr2.core.errors import InvalidValueError
 
     try:
         data = load_yaml(read_yaml_bytes(path), str(path))

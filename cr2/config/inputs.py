@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from cr2.catalogue import BenchmarkDef
-from cr2.errors import InvalidValueError
+from cr2.config.benchmark_catalogue import BenchmarkDef
+from cr2.core.errors import InvalidValueError
 from cr2.config.base import StrictModel
 
 

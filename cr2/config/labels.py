@@ -6,14 +6,14 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from cr2.errors import InvalidValueError
-from cr2.names import SourceName
-from cr2.catalogue import OutputLengthDist
+from cr2.core.errors import InvalidValueError
+from cr2.core.names import SourceName
+from cr2.config.benchmark_catalogue import OutputLengthDist
 from cr2.config.base import StrictModel
 from cr2.config.files import read_yaml, resolve_named
 
 
-OutputTokenDist = OutputLengthDist  # the simulator's log-normal output length: one model, in cr2/catalogue.py
+OutputTokenDist = OutputLengthDist  # the simulator's log-normal output length: one model, in cr2/config/benchmark_catalogue.py
 
 
 class SimulatorShape(StrictModel):
@@ -61,7 +61,7 @@ class MeasuredOrigin(StrictModel):
 
 
 class MeasuredLabelsSpec(StrictModel):
-    """Measured correctness of published model outputs (data/measured/, cr2.measured), imported as labels.source.
+    """Measured correctness of published model outputs (data/measured/, cr2.labels.measured), imported as labels.source.
 
     Any measured pool: an outputs Parquet with one row per (model, item) — columns `model`, `correct` (0/1 or
     bool; null counts as wrong), `generated_chars` and the join columns — matched to the ingested queries of

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from cr2.errors import InvalidValueError
+from cr2.core.errors import InvalidValueError
 from cr2.config.base import StrictModel
 
 
@@ -118,7 +118,7 @@ class CalibrationSpec(StrictModel):
         from cr2.crc import RULES, rule_spec
 
         if self.rule not in RULES:
-            from cr2.errors import did_you_mean
+            from cr2.core.errors import did_you_mean
 
             raise InvalidValueError(str(did_you_mean("calibration.rule", self.rule, list(RULES))))
         needs_delta = rule_spec(self.rule).needs_delta
@@ -130,7 +130,7 @@ class CalibrationSpec(StrictModel):
 
 
 class CertifySpec(StrictModel):
-    """Certified routing for every router (cr2.certify): which rules and α each certified `<router>@<rule>` gets."""
+    """Certified routing for every router (cr2.routers.certify): which rules and α each certified `<router>@<rule>` gets."""
 
     alphas: list[float] = Field(default_factory=lambda: [0.005, 0.01, 0.02, 0.05], min_length=1,
                                 description="risk levels α every certified router is calibrated at (each in (0, 1))")
@@ -153,7 +153,7 @@ class CertifySpec(StrictModel):
 
         for rule in self.rules:
             if rule not in RULES:
-                from cr2.errors import did_you_mean
+                from cr2.core.errors import did_you_mean
 
                 raise InvalidValueError(str(did_you_mean("certify.rules entry", rule, list(RULES))))
         if len(set(self.rules)) != len(self.rules):

@@ -9,11 +9,11 @@ from typing import Any
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from cr2 import catalogue
-from cr2.catalogue import BenchmarkDef
-from cr2.errors import Cr2Error, InvalidValueError
-from cr2.labeling.spec import LabelingSpec
-from cr2.shipped import shipped_path
+from cr2.config import benchmark_catalogue as catalogue
+from cr2.config.benchmark_catalogue import BenchmarkDef
+from cr2.core.errors import Cr2Error, InvalidValueError
+from cr2.config.labeling import LabelingSpec
+from cr2.core.shipped import shipped_path
 from cr2.config.base import StrictModel
 from cr2.config.files import names_in, read_yaml, resolve_named
 from cr2.config.system import (
@@ -54,7 +54,7 @@ class Config(StrictModel):
     serving: ServingSpec = ServingSpec()
     simcheck: SimcheckSpec = SimcheckSpec()
     labeling: LabelingSpec | None = Field(None, description="lm-evaluation-harness labeling (docs/labeling.md); "
-                                          "None: the defaults of cr2.labeling.spec")
+                                          "None: the defaults of cr2.config.labeling")
 
     @field_validator("hardware", mode="before")
     @classmethod
@@ -123,7 +123,7 @@ class Config(StrictModel):
             if sorted(self.enabled_benchmarks) != sorted(measured.benchmarks):
                 raise InvalidValueError(f"measured labels cover benchmark(s) {measured.benchmarks} only; enable exactly "
                                         f"those (enabled: {self.enabled_benchmarks})")
-            from cr2.names import is_simulated
+            from cr2.core.names import is_simulated
 
             if is_simulated(self.labels.source):
                 raise InvalidValueError(f"labels.source '{self.labels.source}' names simulated labels; measured labels need "

@@ -11,7 +11,7 @@ attained. A threshold returned here is therefore the smallest number of the scor
 strictly above v_{k+1} (np.nextafter in that dtype). It is exactly representable in that dtype (and in
 float64), so `scores >= tau` gives the same answer whether tau is a Python float, np.float32 or np.float64,
 as long as `scores` keep the dtype they were calibrated in. Callers must compute the deployment scores
-in the calibration dtype (cr2.gate returns float32) and compare with `>=`, e.g. via `accept()`.
+in the calibration dtype (cr2.method.gate returns float32) and compare with `>=`, e.g. via `accept()`.
 ±inf are the two degenerate thresholds: −inf accepts everything, +inf accepts nothing.
 
 Rules (each one function in cr2/crc/rules.py; docs/guarantees.md says which to choose)
@@ -36,7 +36,7 @@ scores, an empty calibration set, incomplete stored records) raise DataValidatio
 """
 from __future__ import annotations
 
-from cr2.crc.catalogue import (  # noqa: F401
+from cr2.crc.registry import (  # noqa: F401
     FIXED_THRESHOLD,
     LAM_RTOL,
     RISKS,

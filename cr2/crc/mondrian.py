@@ -1,4 +1,4 @@
-"""Mondrian (group-conditional) thresholds: one ThresholdTable per value of a query attribute (issue 21).
+"""Mondrian (group-conditional) thresholds: one ThresholdTable per value of a query attribute.
 
 calibrate_group_tables calibrates each group on its own calibration queries; table_from_records is the
 one loader of stored threshold records, pooled or Mondrian.
@@ -10,10 +10,10 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from cr2.crc.catalogue import Rule, rule_spec
+from cr2.crc.registry import Rule, rule_spec
 from cr2.crc.rules import _scores_array, ltt_delta_per_lam, min_n_calib
 from cr2.crc.table import ThresholdTable, _optional, _sorted_unique, calibrate_table
-from cr2.errors import DataValidationError, GroupTooSmallError, InvalidValueError, UncalibratedOperatingPointError
+from cr2.core.errors import DataValidationError, GroupTooSmallError, InvalidValueError, UncalibratedOperatingPointError
 
 # ---------------------------------------------------------------- Mondrian (group-conditional) calibration
 SMALL_GROUP_POLICIES = ("error", "defer")

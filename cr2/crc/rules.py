@@ -11,8 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-from cr2.crc.catalogue import FIXED_THRESHOLD, RULES, Rule, rule_spec
-from cr2.errors import DataValidationError, InvalidValueError
+from cr2.crc.registry import FIXED_THRESHOLD, RULES, Rule, rule_spec
+from cr2.core.errors import DataValidationError, InvalidValueError
 
 # ---------------------------------------------------------------- inputs
 def _scores_array(scores: np.ndarray) -> np.ndarray:

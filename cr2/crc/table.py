@@ -11,9 +11,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from cr2.crc.catalogue import LAM_RTOL, RULE_CATALOGUE, TABLE_RULES, Rule, rule_spec
+from cr2.crc.registry import LAM_RTOL, RULE_CATALOGUE, TABLE_RULES, Rule, rule_spec
 from cr2.crc.rules import _scores_array, calibrate_thresholds, fixed_threshold, ltt_delta_per_lam, rate_threshold
-from cr2.errors import (DataValidationError, FingerprintMismatchError, InvalidValueError,
+from cr2.core.errors import (DataValidationError, FingerprintMismatchError, InvalidValueError,
                         UncalibratedOperatingPointError)
 
 # ---------------------------------------------------------------- the shipped artifact
@@ -75,7 +75,7 @@ class ThresholdTable:
     alphas: tuple[float, ...]  # [n_alpha] ascending risk levels α
     taus: np.ndarray  # [n_lam, n_alpha] float64 τ*, each exact in score_dtype; ±inf allowed
     n_calib: int  # N, calibration queries per λ
-    gate_fingerprint: str  # cr2.checkpoint.fingerprint of the gate whose scores were calibrated
+    gate_fingerprint: str  # cr2.core.checkpoint.fingerprint of the gate whose scores were calibrated
     dist_id: str  # the channel-state distribution of the calibration set
     label_source: str  # where the correctness labels came from
     rule: str = "crc"  # crc | empirical | ltt (| fixed | rate: the ablation's uncalibrated rules)

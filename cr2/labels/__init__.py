@@ -2,14 +2,14 @@
 
 Label sources are named. Built-in generators are looked up in `LABEL_SOURCES`; any other name is an
 imported source (`cr2.labels.imported.validate_imported_labels` checks its rows). Real labels from
-lm-evaluation-harness runs live in cr2/labeling/.
+lm-evaluation-harness runs live in cr2/labels/lmeval/.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from cr2.errors import did_you_mean
-from cr2.names import is_simulated  # noqa: F401  (defined beside the other name rules; re-exported here)
+from cr2.core.errors import did_you_mean
+from cr2.core.names import is_simulated  # noqa: F401  (defined beside the other name rules; re-exported here)
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 
 __all__ = ["LABEL_SOURCES", "SIMULATED_SOURCE", "SIMULATED_SOURCE_V2", "get_label_source", "is_simulated", "label_note"]

@@ -24,7 +24,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 
 _TRUE = {"1", "1.0", "true"}
 _FALSE = {"0", "0.0", "false"}
@@ -97,7 +97,7 @@ def _as_tokens(col: pd.Series) -> pd.Series:
     """`output_tokens` as nullable Int64 (0 … MAX_OUTPUT_TOKENS, whole numbers), or DataValidationError.
 
     Every check runs on the exact values (Python ints, floats) before any cast, so 2^31 + 5 or 1e300 can never be
-    stored wrapped or truncated (issue 28, F7)."""
+    stored wrapped or truncated."""
     is_bool = col.map(lambda v: isinstance(v, (bool, np.bool_)))
     if is_bool.any():
         raise DataValidationError(

@@ -30,8 +30,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from cr2.config import ModelSpec, SimulatorSpec
-from cr2.errors import DataValidationError, InvalidValueError
-from cr2.hashing import stable_u64_array
+from cr2.core.errors import DataValidationError, InvalidValueError
+from cr2.core.hashing import stable_u64_array
 
 SOURCE = "simulated-irt-v1"
 

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from cr2.config import ModelSpec, SimulatorShape, SimulatorSpec
-from cr2.errors import InvalidValueError
+from cr2.core.errors import InvalidValueError
 from cr2.labels.simulator import SimulatedLabels, _output_tokens, _standardise, check_simulator_inputs, hash_normal
 
 SOURCE = "simulated-irt-v2"

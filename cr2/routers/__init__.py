@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from cr2.errors import ConfigError, InvalidValueError, did_you_mean
+from cr2.core.errors import ConfigError, InvalidValueError, did_you_mean
 
 CATALOGUE = Path(__file__).with_name("catalogue.yaml")
 ALWAYS_PREFIX = "always-"
@@ -77,7 +77,7 @@ _KINDS = ("cr2", "baseline", "baseline-variant")
 def _read_catalogue(path: Path, start: int) -> dict[str, RouterEntry]:
     import yaml
 
-    from cr2.boundary import load_yaml_file
+    from cr2.core.boundary import load_yaml_file
 
     try:
         raw = load_yaml_file(path) or {}

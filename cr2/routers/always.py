@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from cr2.data import Decisions, RoutingSet
-from cr2.errors import did_you_mean
+from cr2.core.data import Decisions, RoutingSet
+from cr2.core.errors import did_you_mean
 from cr2.routers.base import OneShotRouter
-from cr2.utility import DEVICE_INDEX
+from cr2.method.utility import DEVICE_INDEX
 
 
 class AlwaysRouter(OneShotRouter):

@@ -6,7 +6,7 @@ model in the pool and route each query to
     m̂(x, ξ; λ) = argmax_{m ∈ M} p̂_m(x) − λ·c_m(x, ξ)        (ties → cheaper model, then lower index)
 
 over the whole pool, device model included: there is no separate local-acceptance stage. The tie rule
-is the full-information reference's (cr2.utility.full_information_choice), so a baseline fed the
+is the full-information reference's (cr2.method.utility.full_information_choice), so a baseline fed the
 teacher's probabilities makes exactly the reference's choices.
 
 What lives here:
@@ -31,11 +31,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from cr2.data import Decisions, RoutingSet
-from cr2.errors import DataValidationError, InvalidValueError, NotFittedError
-from cr2.checkpoint import PREDICT_BATCH, fit_epochs
-from cr2.hashing import content_fingerprint
-from cr2.utility import DEVICE_INDEX, full_information_choice
+from cr2.core.data import Decisions, RoutingSet
+from cr2.core.errors import DataValidationError, InvalidValueError, NotFittedError
+from cr2.core.checkpoint import PREDICT_BATCH, fit_epochs
+from cr2.core.hashing import content_fingerprint
+from cr2.method.utility import DEVICE_INDEX, full_information_choice
 
 META_KEY = "__meta__"  # the .npz entry that holds the JSON metadata (router, hyperparameters, pool)
 
@@ -44,7 +44,7 @@ def one_shot_choice(p_hat: np.ndarray, cost: np.ndarray, lam: float) -> np.ndarr
     """Return argmax_m p̂_m(x) − λ·c_m(x, ξ) over the whole pool, int64 [n]; ties → cheaper, then lower index.
 
     p_hat, cost: [n, M]. Utilities are compared in float64 and a tie is exact equality (as in
-    cr2.utility), so hand-built ties must be exactly representable (e.g. 0.75 − 1·0.25 = 0.5 − 0).
+    cr2.method.utility), so hand-built ties must be exactly representable (e.g. 0.75 − 1·0.25 = 0.5 − 0).
     """
     if np.ndim(lam) != 0:
         raise InvalidValueError(f"one_shot_choice takes one λ at a time, got {lam!r}")
@@ -128,7 +128,7 @@ class OneShotRouter(ABC):
 
     @abstractmethod
     def flops_per_query(self) -> int:
-        """Return the FLOPs of one routing decision after the embedding (cr2.complexity convention)."""
+        """Return the FLOPs of one routing decision after the embedding (cr2.core.complexity convention)."""
 
     # ------------------------------------------------------------ learned state
     @abstractmethod
@@ -144,7 +144,7 @@ class OneShotRouter(ABC):
         return {}
 
     def fingerprint(self) -> str:
-        """Return the content fingerprint of the learned state (cr2.hashing.content_fingerprint)."""
+        """Return the content fingerprint of the learned state (cr2.core.hashing.content_fingerprint)."""
         self._check_fitted()
         return content_fingerprint(self.name, list(self.model_ids_), self._state_extra(), arrays=self._state_arrays())
 
@@ -388,7 +388,7 @@ class TorchOneShotRouter(OneShotRouter):
 
     def n_params(self) -> int:
         """Return the number of trainable parameters of the fitted network."""
-        from cr2.complexity import count_parameters
+        from cr2.core.complexity import count_parameters
 
         self._check_fitted()
         return count_parameters(self.net_)

@@ -25,11 +25,11 @@ import numpy as np
 from cr2.config import GateSpec, TeacherSpec
 from cr2.crc import (GroupedThresholdTable, ThresholdTable, calibrate_group_tables, calibrate_table, rule_spec,
                      table_from_records)
-from cr2.data import Decisions, RoutingSet
-from cr2.errors import DataValidationError, NotFittedError, UncalibratedOperatingPointError
-from cr2.hashing import content_fingerprint
-from cr2.routing import VARIANTS, route
-from cr2.utility import risk_label
+from cr2.core.data import Decisions, RoutingSet
+from cr2.core.errors import DataValidationError, NotFittedError, UncalibratedOperatingPointError
+from cr2.core.hashing import content_fingerprint
+from cr2.method.routing import VARIANTS, route
+from cr2.method.utility import risk_label
 
 BUNDLE_FILES = {"teacher": "teacher.pt", "gate": "gate.pt", "thresholds": "thresholds.json", "manifest": "cr2.json"}
 
@@ -64,9 +64,9 @@ class CR2Router:
         """
         import time
 
-        from cr2.gate import fit_gate
+        from cr2.method.gate import fit_gate
         from cr2.routers.base import torch_threads
-        from cr2.teacher import fit_teacher
+        from cr2.method.teacher import fit_teacher
 
         self._check_variant(self.variant)
         t0 = time.perf_counter()
@@ -100,7 +100,7 @@ class CR2Router:
         return router._set_fitted(teacher, gate, tuple(model_ids))
 
     def _set_fitted(self, teacher: Any, gate: Any, model_ids: tuple[str, ...]) -> "CR2Router":
-        from cr2.checkpoint import fingerprint
+        from cr2.core.checkpoint import fingerprint
 
         if teacher.hparams["n_models"] != len(model_ids):
             raise DataValidationError(f"the teacher has {teacher.hparams['n_models']} heads but the pool has {len(model_ids)} models")
@@ -114,7 +114,7 @@ class CR2Router:
     @staticmethod
     def _check_variant(variant: str) -> None:
         if variant not in VARIANTS:
-            from cr2.errors import did_you_mean
+            from cr2.core.errors import did_you_mean
 
             raise did_you_mean("deferred variant", variant, list(VARIANTS))
 
@@ -133,7 +133,7 @@ class CR2Router:
 
         Both functions are batch-independent (float64 evaluation rounded once to float32), so remembered values
         are bit-identical to recomputed ones; they must come from this router's gate and teacher (e.g.
-        tasks/scores.py reads them from a cache keyed by both fingerprints). A λ not remembered is computed.
+        tasks/inputs.remember_scores reads them from a cache keyed by both fingerprints). A λ not remembered is computed.
         """
         self._check_fitted()
         lam_arr = np.asarray(lams, dtype=np.float64)
@@ -197,7 +197,7 @@ class CR2Router:
 
     def local_score(self, batch: RoutingSet, lam: float | np.ndarray) -> np.ndarray:
         """Return the gate scores s_φ(e(x), λ) of `batch` (float32; −∞ at λ = 0): the score a certified `cr2@<rule>`
-        calibrates (cr2.certify), in place of a margin of the teacher's p."""
+        calibrates (cr2.routers.certify), in place of a margin of the teacher's p."""
         self._check_fitted()
         self._check_pool(batch)
         return self.scores(batch.embedding, lam)
@@ -388,8 +388,8 @@ class CR2Router:
 
     def save_modules(self, directory: str | Path) -> dict[str, dict[str, str]]:
         """Write the teacher and gate checkpoints as <kind>-<fingerprint>.pt (atomically); return kind → {fingerprint, path}."""
-        from cr2.gate import save_gate
-        from cr2.teacher import save_teacher
+        from cr2.method.gate import save_gate
+        from cr2.method.teacher import save_teacher
 
         self._check_fitted()
         directory = Path(directory)
@@ -407,16 +407,16 @@ class CR2Router:
     def from_checkpoints(cls, teacher_path: str | Path, gate_path: str | Path, model_ids: Sequence[str],
                          **params: Any) -> "CR2Router":
         """Return a router from saved teacher and gate checkpoints (fingerprints verified on load)."""
-        from cr2.gate import load_gate
-        from cr2.teacher import load_teacher
+        from cr2.method.gate import load_gate
+        from cr2.method.teacher import load_teacher
 
         return cls.from_fitted(load_teacher(teacher_path), load_gate(gate_path), model_ids, **params)
 
     def save(self, directory: str | Path) -> str:
         """Write the whole router (teacher, gate, threshold table if calibrated, manifest) to `directory`;
         return its fingerprint. Files are written under temporary names and renamed last."""
-        from cr2.gate import save_gate
-        from cr2.teacher import save_teacher
+        from cr2.method.gate import save_gate
+        from cr2.method.teacher import save_teacher
 
         self._check_fitted()
         directory = Path(directory)
@@ -461,17 +461,6 @@ class CR2Router:
             raise DataValidationError(f"{directory}: contents do not match the manifest's fingerprint "
                                       f"{manifest['fingerprint']}; save the router again")
         return router
-
-    def export(self, out_dir: str | Path, targets: list[dict] | None = None) -> dict[str, Any]:
-        """Write the device artefacts (gate.onnx + the threshold table + manifest, cr2.export) to `out_dir`;
-        `targets`: certified target-mode operating points shipped beside the table (cr2.targets)."""
-        from cr2.export import export_gate
-
-        self._check_fitted()
-        table = getattr(self, "threshold_table_", None)
-        if table is None:
-            raise UncalibratedOperatingPointError("export needs a calibrated router; call calibrate() first")
-        return export_gate(self.gate_, table, out_dir, targets=targets)
 
     # ------------------------------------------------------------ complexity
     def n_params(self) -> int:

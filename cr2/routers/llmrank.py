@@ -26,7 +26,7 @@ Hand-crafted features φ(x) [cr2 decisions; computable from the embedding and th
   (a row's own label never enters its features). An unseen benchmark (or use_benchmark=False) gets a
   zero one-hot and the global accuracy.
 
-Inputs (issue 16, baseline parity): by default LLMRank gets what every other router gets, e(x) only —
+Inputs (baseline parity): by default LLMRank gets what every other router gets, e(x) only —
 `use_benchmark=False`, so the task-type one-hot and task proxy carry no benchmark identity. The variant
 with the benchmark label and per-benchmark train accuracy is the catalogue entry `llmrank-bench`
 (kind baseline-variant), evaluated and reported under its own name, never compared as a peer.
@@ -50,9 +50,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cr2.complexity import elementwise_flops, linear_flops
-from cr2.data import EMBED_DIM, RoutingSet
-from cr2.errors import DataValidationError
+from cr2.core.complexity import elementwise_flops, linear_flops
+from cr2.core.data import EMBED_DIM, RoutingSet
+from cr2.core.errors import DataValidationError
 from cr2.routers.base import TorchOneShotRouter, embedding_tensor, gen_dropout, l2_normalise
 
 PAPER_PARAMS = 608_516

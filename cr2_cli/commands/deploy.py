@@ -82,7 +82,7 @@ def export_gate(out: Path = typer.Argument(..., help="output folder for the expo
                                                              "certified for this mean-cost budget (repeatable)"),
                 router: str = RouterOpt, rule: Optional[str] = RuleOpt,
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
-    """Export the deployed router for the device runtime (cr2.runtime): CR²'s gate (ONNX) and threshold table, or a
+    """Export the deployed router for the device runtime (cr2.deploy.runtime): CR²'s gate (ONNX) and threshold table, or a
     certified router's state, table and cost inputs (--router knn --rule crc-avoidable)."""
     from cr2.config import load_config
     from cr2_cli.online import load_deployed_router
@@ -105,7 +105,9 @@ def export_gate(out: Path = typer.Argument(..., help="output folder for the expo
         online = load_online_router(cfg, home_dir(home))
         targets = [online.choose_target(t, None) for t in target_accuracy or []]
         targets += [online.choose_target(None, b) for b in budget or []]
-    m = router_.export(out, targets=targets)
+    from cr2.deploy.export import export_router
+
+    m = export_router(router_, out, targets=targets)
     console.print(f"exported gate {table.gate_fingerprint} with thresholds of {table.dist_id} "
                   f"({len(table.lams)} λ × {len(table.alphas)} α) to {m['dir']}; ONNX parity max |Δs| = "
                   f"{m['parity']['max_abs_score_diff']:.2e}", highlight=False)
@@ -113,8 +115,8 @@ def export_gate(out: Path = typer.Argument(..., help="output folder for the expo
 
 def _export_certified(cfg, home: Path, out: Path, version: Optional[int], name: str) -> None:
     """`cr2 export-gate --router R --rule X`: the certified router's state, table, cost inputs and manifest."""
-    from cr2.deployment import decision_cost_inputs, deployed_router
-    from cr2.certified_export import export_certified
+    from cr2.deploy.deployment import decision_cost_inputs, deployed_router
+    from cr2.deploy.certified_export import export_certified
     from warehouse.deployment import read_deployment
 
     deployment = read_deployment(home, cfg, version, name)

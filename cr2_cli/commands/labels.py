@@ -15,7 +15,7 @@ def check_pool_written(home: Path, config: Optional[Path]) -> None:
     """Labels attach to a pool and its queries, both written by `cr2 ingest -c CONFIG`: a clear error naming that
     command when the warehouse has none, or (with -c) holds another config's pool or benchmarks."""
     from cr2.config import load_config
-    from cr2.errors import DataValidationError
+    from cr2.core.errors import DataValidationError
     from warehouse.db import DB_NAME, Warehouse
     from warehouse.reads import pool_models, query_counts
 

@@ -76,7 +76,7 @@ def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt
 
 def calibration_overrides(rule: Optional[str], delta: Optional[float], group: Optional[str],
                           small_group: Optional[str]) -> dict:
-    """config.calibration overrides from CLI flags (issue 21); `--rule crc` drops a configured δ."""
+    """config.calibration overrides from CLI flags; `--rule crc` drops a configured δ."""
     out: dict = {}
     if rule is not None:
         out["rule"] = rule

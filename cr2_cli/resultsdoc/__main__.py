@@ -12,6 +12,17 @@ from cr2_cli.resultsdoc import SECTIONS, default_homes, render_sections
 from cr2_cli.resultsdoc.core import HOMES, Doc
 
 
+def refresh_views(homes: dict[str, Path]) -> None:
+    """Open every existing warehouse writable once: a warehouse made by older code gets this code's views (and its
+    additive tables) before the page reads them, so the page is this code's reading of the stored runs."""
+    from warehouse.db import Warehouse
+
+    for home in homes.values():
+        if (home / "cr2.duckdb").is_file():
+            with Warehouse(home):
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
     repo = Path(__file__).resolve().parents[2]
     ap = argparse.ArgumentParser(prog="python -m cr2_cli.resultsdoc", description=__doc__)
@@ -32,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown section(s) {', '.join(unknown)}; the sections are {', '.join(SECTIONS)}")
     t0 = time.perf_counter()
+    refresh_views(homes)
     page = render_sections(Doc(homes, repo), names)
     took = time.perf_counter() - t0
     if a.check:

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import pandas as pd
 
-from cr2.bootstrap import saving_verdict, test_verdict
+from cr2.evaluation.statistics import saving_verdict, test_verdict
 from cr2.labels import is_simulated
-from cr2.metrics import bound_verdict
+from cr2.evaluation.metrics import bound_verdict
 
 VERDICT_WORDS = ("no difference detected", "cheaper", "dearer", "holds", "fails", "larger", "smaller")
 OPEN, CLOSE = "\u2e22", "\u2e23"  # ⸢word⸣: produced by a verdict function; removed from the written page
@@ -82,7 +81,7 @@ class Doc:
         return self.word(test_verdict(direction, p_adjusted))
 
     def bound(self, values, ses, bound: float, z: float = 3.0) -> str:
-        """holds / fails: every Monte-Carlo mean within z standard errors of its bound (cr2.metrics.bound_verdict)."""
+        """holds / fails: every Monte-Carlo mean within z standard errors of its bound (cr2.evaluation.metrics.bound_verdict)."""
         return self.word(bound_verdict(np.asarray(values, dtype=float), np.asarray(ses, dtype=float), bound, z))
 
     def compare(self, lower: float, upper: float) -> str:
@@ -105,7 +104,7 @@ class Doc:
     @staticmethod
     def newest_run(wh) -> str | None:
         """The newest evaluation run of a warehouse, None where it has none."""
-        from cr2.errors import DataValidationError
+        from cr2.core.errors import DataValidationError
         from warehouse.repository import newest_eval_run
 
         try:
@@ -119,9 +118,3 @@ class Doc:
         return (f"_Not in this checkout{(': ' + what) if what else ''} — build the warehouse `{home}` with "
                 f"`{command}` and run `make results-doc` again._\n")
 
-
-def md_table(df: pd.DataFrame, digits: int = 4, why: str = "no rows") -> str:
-    """The one markdown table writer of the page (cr2_cli.results._md)."""
-    from cr2_cli.results import _md
-
-    return _md(df, digits, why)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2_cli.results import (COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TARGETS, ci_cell, comparison_frames,
-                             points_table)
-from cr2_cli.resultsdoc.core import HOMES, Doc, md_table
+from cr2.report.markdown import markdown_table
+from cr2.report.tables import ci_cell
+from cr2_cli.results import COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TARGETS, comparison_frames, points_table
+from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.scenario_stats import (ALPHA, COUNTS_HEAD, LEARNED, Scenario, banner, counts, load, name, num,
                                               pick, target_family)
 
@@ -29,8 +30,8 @@ def render(doc: Doc) -> str:
     cmp = comparison_frames(doc.homes[KEY], ALPHA)
     tf = target_family(doc, s)
     return "\n\n".join([intro(s, pool), full_run(doc, s, f, tf), beside(doc, s, f, cmp, tf, risk),
-                        "### What the protocol change did (issue 16)\n\nThe before/after table of the protocol change "
-                        "(issue 16) was measured on runs made by code older than this warehouse, which are not stored; "
+                        "### What the protocol change did\n\nThe before/after table of the protocol change "
+                        " was measured on runs made by code older than this warehouse, which are not stored; "
                         "it is in the git history of docs/results.md before the page was generated."]) + "\n"
 
 
@@ -68,15 +69,15 @@ def full_run(doc: Doc, s: Scenario, f: dict, tf: pd.DataFrame) -> str:
         "and words, are in the table of the section above and in \"Paper beside ours\" below.",
         "**Fixed-accuracy saving vs KNN, % — rule: the best grid point with accuracy ≥ target, no interpolation** "
         "(v_fixed_accuracy.saving_vs_knn_grid_pct; no interval is stored for this rule, so these numbers carry no word)",
-        md_table(grid, 3, "no router reaches the paper's targets together with KNN").rstrip(),
+        markdown_table(grid, 3, "no router reaches the paper's targets together with KNN").rstrip(),
         f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points: the point whose pooled cost is nearest)**",
-        md_table(f["local_at_cost"]).rstrip(),
+        markdown_table(f["local_at_cost"]).rstrip(),
         f"**CR² at α = {ALPHA:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**",
-        md_table(points_table(f["operating_points"], ("lam", "alpha"))).rstrip(),
+        markdown_table(points_table(f["operating_points"], ("lam", "alpha"))).rstrip(),
         f"**Largest local rate and smallest cost over the λ sweep, α = {ALPHA:g} (operating_points)**",
-        md_table(f["sweep"]).rstrip(),
-        f"**Ablation at c̄ ≈ {COST_ANCHOR} (v_ablation)**", md_table(ab).rstrip(),
-        "**Router complexity (v_router_complexity)**", md_table(f["complexity"][["kind", "params", "flops"]]).rstrip(),
+        markdown_table(f["sweep"]).rstrip(),
+        f"**Ablation at c̄ ≈ {COST_ANCHOR} (v_ablation)**", markdown_table(ab).rstrip(),
+        "**Router complexity (v_router_complexity)**", markdown_table(f["complexity"][["kind", "params", "flops"]]).rstrip(),
         summary(s, tf)])
 
 
@@ -98,7 +99,7 @@ def summary(s: Scenario, tf: pd.DataFrame) -> str:
     return (f"**Fixed-accuracy saving vs KNN over every target both reach** (v_fixed_accuracy_ci, targets "
             f"{num(lo, '.2f')} … {num(hi, '.2f')} in steps of 0.01; interpolated monotone frontier unless a column "
             f"names the grid-point rule; the mean over these targets with its interval: the section above)\n\n"
-            + md_table(pd.DataFrame(rows)).rstrip())
+            + markdown_table(pd.DataFrame(rows)).rstrip())
 
 
 def beside(doc: Doc, s: Scenario, f: dict, cmp: dict, tf: pd.DataFrame, risk: pd.DataFrame) -> str:
@@ -118,13 +119,13 @@ def beside(doc: Doc, s: Scenario, f: dict, cmp: dict, tf: pd.DataFrame, risk: pd
         "The paper gives fixed-accuracy savings only against KNN and no per-benchmark sizes or model accuracies.",
         "**Fixed-accuracy cost saving vs KNN, CR² (v_fixed_accuracy_ci; interpolated monotone frontier unless the "
         "column names the grid-point rule)** — the other routers at these targets, with their words: the section above",
-        md_table(fixed).rstrip(),
+        markdown_table(fixed).rstrip(),
         f"**Local rate at c̄ ≈ {COST_ANCHOR} (paper tab:ablation; ours: operating_points / v_ablation)**",
-        md_table(cmp["local"]).rstrip(),
+        markdown_table(cmp["local"]).rstrip(),
         f"**Gate-error decomposition at α = {ALPHA:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
-        f"cost is nearest c̄)**", md_table(cmp["gate_errors"]).rstrip(),
+        f"cost is nearest c̄)**", markdown_table(cmp["gate_errors"]).rstrip(),
         "**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**",
-        md_table(cmp["complexity"]).rstrip(),
+        markdown_table(cmp["complexity"]).rstrip(),
         reading(doc, s, f, cmp, cr2, risk)])
 
 

@@ -1,6 +1,6 @@
 """Section "Equal-risk comparison" and "Which router should I deploy?": every router certified under the same rules.
 
-Numbers: table equal_risk of each scenario's newest evaluation run (cr2.equal_risk; `cr2 run` writes it), the
+Numbers: table equal_risk of each scenario's newest evaluation run (cr2.evaluation.equal_risk; `cr2 run` writes it), the
 scenario's newest seed study (seed_results rows `equal-risk:<question>`), the newest pool sweep (pool_results rows
 `equal-risk:<question>`) and the newest premise study with a certified KNN. Words: a mean saving is a direction only
 where its 95 % interval excludes 0 and its Holm-adjusted p (over its question's family) is below 0.05; a seed spread
@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, interval_p_value, saving_verdict, seed_t_interval
-from cr2_cli.results import ci_cell
-from cr2_cli.resultsdoc.core import Doc, label_kind, md_table
+from cr2.evaluation.statistics import CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, interval_p_value, saving_verdict, seed_t_interval
+from cr2.report.markdown import markdown_table
+from cr2.report.tables import ci_cell
+from cr2_cli.resultsdoc.core import Doc, label_kind
 
 NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
          "llmrank-bench": "LLMRank + benchmark id"}
@@ -47,12 +48,15 @@ def _row_word(doc: Doc, r: dict) -> str:
     return doc.saving(r["lower"], r["upper"], r.get("p_holm"))
 
 
-def _cell(doc: Doc, r: dict | None) -> str:
+def _cell(doc: Doc, r: dict | None, b: int | None = None) -> str:
     """'estimate [lower, upper]' with its word where it has a direction; an interval that excludes 0 without a word
-    (the family-wise test does not confirm it) shows its Holm-adjusted p."""
+    (the family-wise test does not confirm it) shows its Holm-adjusted p; with `b` (the resamples drawn), the resamples
+    the interval kept when fewer (a resample that misses one of the averaged targets drops out)."""
     if r is None:
         return "–"
     text = ci_cell(r["estimate"], r["lower"], r["upper"])
+    if b is not None and pd.notna(r.get("n_resamples")) and int(r["n_resamples"]) < b:
+        text += f" ⟨{int(r['n_resamples']):,} kept⟩"
     word = saving_verdict(r["lower"], r["upper"], r.get("p_holm"))
     if word not in (None, NO_DIFFERENCE):
         return f"{text} **{doc.word(word)}**"
@@ -91,28 +95,33 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
     rules = [r for r in RULE_RISK if r in set(means["rule"].dropna())]
     baselines = list(dict.fromkeys(means.loc[means["question"] == "gate-quality", "against"]))
     fam = {q: int((means["question"] == q).sum()) for q in QUESTIONS}
+    b = int(rows["n_resamples"].max())  # the resamples drawn: the most any interval of the run kept
+    kept = means["n_resamples"].astype(int)
     out = [f"#### {name} — {label_kind(source)} labels (`{source}`), run `{run_id}`, α = {alpha:g}\n",
            f"Mean fixed-accuracy saving of CR² against each baseline, % [95 % CI] (positive: CR² at the lower cost); "
-           f"Holm families: gate quality {fam['gate-quality']} tests, certified score {fam['certified-score']}.\n"]
+           f"Holm families: gate quality {fam['gate-quality']} tests, certified score {fam['certified-score']}. Each "
+           f"mean is over the targets both sides reach; a resample that misses one of them drops out, so each interval "
+           f"is conditional on the resamples it kept: {kept.min():,} to {kept.max():,} of the {b:,} drawn over this "
+           f"run's comparisons, and ⟨N kept⟩ marks a cell that kept fewer than all.\n"]
     t = []
-    for b in baselines:
-        row = {"baseline": NAMES.get(b, b),
-               "gate quality (both uncertified)": _cell(doc, _one(means, question="gate-quality", against=b))}
+    for base in baselines:
+        row = {"baseline": NAMES.get(base, base),
+               "gate quality (both uncertified)": _cell(doc, _one(means, question="gate-quality", against=base), b)}
         for rule in rules:
             row[f"certified at α, {rule} ({RULE_RISK[rule]})"] = _cell(
-                doc, _one(means, question="certified-score", against=b, rule=rule, alpha=alpha))
+                doc, _one(means, question="certified-score", against=base, rule=rule, alpha=alpha), b)
         t.append(row)
-    out.append(md_table(pd.DataFrame(t)))
+    out.append(markdown_table(pd.DataFrame(t)))
     t = []
     for r in ["cr2", *baselines]:
         row = {"router": NAMES.get(r, r)}
         for rule in rules:
             row[f"{rule} ({RULE_RISK[rule]})"] = _cell(doc, _one(means, question="guarantee-price", router=r, rule=rule,
-                                                                 alpha=alpha))
+                                                                 alpha=alpha), b)
         t.append(row)
     out.append(f"\nPrice of the guarantee at α = {alpha:g}: each router certified vs itself uncertified, mean saving % "
                f"[95 % CI] (negative: the guarantee costs; Holm family {fam['guarantee-price']} tests).\n")
-    out.append(md_table(pd.DataFrame(t)))
+    out.append(markdown_table(pd.DataFrame(t)))
     if len(valid):
         v = valid[(valid["alpha"] - alpha).abs() < 1e-12].copy()
         v["router"], v["rule"] = zip(*v["method"].str.split("@", n=1))
@@ -125,7 +134,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
                       f"≤ α = {alpha:g} (within 3 se) at every λ": doc.bound(g["risk_mean"], g["risk_se"], alpha)})
         out.append(f"\nValidity over random calibration/test re-splits at α = {alpha:g} (each rule's own risk; the "
                    f"promise is E[risk] ≤ α at every λ):\n")
-        out.append(md_table(pd.DataFrame(t)))
+        out.append(markdown_table(pd.DataFrame(t)))
     return "\n".join(out), means.assign(scenario=name)
 
 
@@ -160,7 +169,7 @@ def seed_table(doc: Doc, key: str) -> str:
            "verdict"]]
     return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; labels and "
             f"states fixed): a word only where the t-interval over seeds excludes 0 and the t-test's Holm-adjusted p "
-            f"(per question) is below 0.05.\n\n" + md_table(t, 2))
+            f"(per question) is below 0.05.\n\n" + markdown_table(t, 2))
 
 
 def answers(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
@@ -209,7 +218,7 @@ def deploy_table(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
                      "deploy": choice,
                      "lowest-cost baseline by point estimate: CR²'s saving vs it, % [95 % CI]":
                          f"{NAMES.get(best['against'], best['against'])}: {_cell(doc, best.to_dict())}"})
-    return md_table(pd.DataFrame(rows))
+    return markdown_table(pd.DataFrame(rows))
 
 
 def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
@@ -246,7 +255,7 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
                      "p, Holm over the cells": f"{r.p_holm:.2g}", "deploy (certified, same α and rule)": choice})
     return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
             f"{len(rows)} cells, sorted by the device/edge cost ratio; the premise section below has every study):\n\n"
-            + md_table(pd.DataFrame(rows)))
+            + markdown_table(pd.DataFrame(rows)))
 
 
 def render(doc: Doc) -> str:

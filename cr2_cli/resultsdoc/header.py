@@ -1,7 +1,8 @@
 """The page's title and how it is made: one line per warehouse with its newest evaluation run and label source."""
 from __future__ import annotations
 
-from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind, md_table
+from cr2.report.markdown import markdown_table
+from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
 TITLE = """# Results
 
@@ -33,4 +34,4 @@ def render(doc: Doc) -> str:
             run = "not built in this checkout"
         rows.append({"warehouse": f"`{home}`", "built by": f"`{command}`", "newest evaluation run": run,
                      "labels": source})
-    return TITLE + "\n\n" + md_table(pd.DataFrame(rows))
+    return TITLE + "\n\n" + markdown_table(pd.DataFrame(rows))

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cr2.bootstrap import holm_adjust, saving_verdict, t_interval
+from cr2.evaluation.statistics import holm_adjust, saving_verdict, t_interval
 from cr2.config import HEADLINE_LAMS
-from cr2_cli.results import PAPER_TARGETS, ci_cell
-from cr2_cli.resultsdoc.core import HOMES, Doc, md_table
+from cr2.report.markdown import markdown_table
+from cr2.report.tables import ci_cell
+from cr2_cli.results import PAPER_TARGETS
+from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.scenario_stats import (ALPHA, LEARNED, Scenario, banner, holm_line, kept, load, mean_sd, name,
                                               num, pick, router_family, seed_family, seed_routers, t_cell,
                                               target_family)
@@ -22,7 +24,7 @@ SCENARIOS = {
 }
 OP_METRICS = ("accuracy", "cost", "local_rate", "risk")
 
-INTRO = """## Is a difference real? 95 % intervals and seed variability (issue 25)
+INTRO = """## Is a difference real? 95 % intervals and seed variability
 
 Every comparison below is one number from one split and one training seed. Two kinds of noise, measured
 separately (docs/method.md, "How sure is a comparison?"):
@@ -38,7 +40,7 @@ separately (docs/method.md, "How sure is a comparison?"):
 A saving is called "cheaper" (or "dearer") only where its 95 % interval excludes 0; every other comparison is
 "no difference detected". Where several savings are read together (the learned routers' mean savings; every
 target × router), each is read a second time with its p-value taken from its interval
-(`cr2.bootstrap.interval_p_value`) and Holm-adjusted over the family: a direction then also needs the adjusted p
+(`cr2.evaluation.statistics.interval_p_value`) and Holm-adjusted over the family: a direction then also needs the adjusted p
 below 0.05, and the statements that change are listed. Over seeds, a word comes only from the 95 % t-interval of
 the mean over the seeds and its one-sample t-test, Holm-adjusted over the family read together; mean ± sd is shown
 beside it and carries no word."""
@@ -81,7 +83,7 @@ def mean_saving_part(doc: Doc, s: Scenario) -> str:
              f"p, Holm over the {n} routers": num(r.p_holm, ".2g"), "word under Holm": r.word_holm}
             for r in fam.itertuples()]
     out = ["**Mean fixed-accuracy saving vs KNN over the targets both reach, base split** (v_mean_saving_ci)",
-           md_table(pd.DataFrame(rows)).rstrip(),
+           markdown_table(pd.DataFrame(rows)).rstrip(),
            holm_line(fam, lambda r: f"{name(r.method)}'s mean saving", "the routers' mean savings")]
     sr = seed_routers(doc, s)
     if len(sr):
@@ -91,7 +93,7 @@ def mean_saving_part(doc: Doc, s: Scenario) -> str:
                  f"t-test p, Holm over the {k} routers": num(r.p_t_holm, ".2g"), "word (t-interval, Holm)": r.seed_word}
                 for r in sr.itertuples()]
         out += [f"**The same mean saving over the seeds of study `{s.study}`** (v_seed_spread; each seed's own "
-                f"targets both reach)", md_table(pd.DataFrame(rows)).rstrip()]
+                f"targets both reach)", markdown_table(pd.DataFrame(rows)).rstrip()]
     return "\n\n".join(out)
 
 
@@ -137,7 +139,7 @@ def per_target_part(doc: Doc, s: Scenario, targets) -> str:
         f"**Saving vs KNN at the targets, % [95 % CI]** (v_fixed_accuracy_ci, interpolated monotone frontier; the word "
         f"of each cell from its interval; \"(Holm: …)\" where Holm over the {n} tests of every target × router of "
         f"this run — {routers} routers — changes it)",
-        md_table(pd.DataFrame(rows).fillna("–")).rstrip(),
+        markdown_table(pd.DataFrame(rows).fillna("–")).rstrip(),
         holm_line(fam, lambda r: f"{name(r.method)} at {r.target:.2f}", "every target × router")])
 
 
@@ -159,7 +161,7 @@ def points_part(doc: Doc, s: Scenario) -> str:
         rows.append(row)
     return (f"**Operating points, CR² at α = {ALPHA:g}, KNN and MLP** (v_operating_points_ci, "
             f"{kept(d['n_resamples'].max())} resamples each; seeds: v_seed_spread, mean ± sd only)\n\n"
-            + md_table(pd.DataFrame(rows)).rstrip())
+            + markdown_table(pd.DataFrame(rows)).rstrip())
 
 
 def risk_vs_alpha(doc: Doc, s: Scenario) -> str:

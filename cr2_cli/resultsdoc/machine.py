@@ -5,7 +5,8 @@ import json
 
 import pandas as pd
 
-from cr2_cli.resultsdoc.core import Doc, md_table
+from cr2.report.markdown import markdown_table
+from cr2_cli.resultsdoc.core import Doc
 
 BENCH = "benchmarks/results/fit_threads.json"
 
@@ -28,4 +29,4 @@ def render(doc: Doc) -> str:
     load = ", ".join(str(x) for x in b.get("load_avg_before", []))
     return (TEXT + f"\n\nWhat a thread buys on a small fit (`python benchmarks/bench_fit_threads.py` → `{BENCH}`, "
             f"measured {b['measured_at']} on {b['machine']['cpus']} cores, load average before {load}):\n\n"
-            + md_table(pd.DataFrame(rows)))
+            + markdown_table(pd.DataFrame(rows)))

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
+from cr2.report.markdown import markdown_table
 from cr2_cli.results import COST_ANCHOR, LAMS
-from cr2_cli.resultsdoc.core import HOMES, Doc, md_table
+from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.scenario_stats import (ALPHA, COUNTS_HEAD, LEARNED, Scenario, banner, counts, load, name, num,
                                               target_family)
 
@@ -80,7 +81,7 @@ def models_part(models: pd.DataFrame) -> str:
                       "latency s": models["mean_latency_s"].map("{:.2f}".format),
                       "energy J": models["mean_energy_j"].map("{:.1f}".format)})
     return ("**Models on all questions** (model_summary; accuracy is the mean of the measured `correct`):\n\n"
-            + md_table(t).rstrip())
+            + markdown_table(t).rstrip())
 
 
 def cr2_part(cr2: pd.DataFrame) -> str:
@@ -91,7 +92,7 @@ def cr2_part(cr2: pd.DataFrame) -> str:
                       "accuracy": rows["accuracy"].map("{:.3f}".format), "cost": rows["cost"].map("{:.3f}".format)})
     return (f"**CR² on test at α = {ALPHA:g}** (operating_points; risk, local rate, accuracy and cost over the test "
             "queries some model solves, the paper's test set; risk also over all test rows; intervals: the section "
-            "above):\n\n" + md_table(t, why="no CR² point at the headline λ").rstrip())
+            "above):\n\n" + markdown_table(t, why="no CR² point at the headline λ").rstrip())
 
 
 def fixed_part(doc: Doc, s: Scenario) -> str:
@@ -109,7 +110,7 @@ def fixed_part(doc: Doc, s: Scenario) -> str:
     return (f"**Fixed-accuracy cost saving vs KNN, counted in words** (v_fixed_accuracy_ci: the interpolated monotone "
             f"frontier, targets 0.50 … 0.99 that both the router and KNN reach; positive saving = lower cost than KNN; "
             f"each target's word from its 95 % interval, then under Holm over the {n} tests of every target × "
-            f"router):\n\n" + md_table(pd.DataFrame(rows), why="no learned router reaches a target with KNN").rstrip())
+            f"router):\n\n" + markdown_table(pd.DataFrame(rows), why="no learned router reaches a target with KNN").rstrip())
 
 
 def frontier_segments(points: pd.DataFrame) -> list[tuple[str, float, float]]:
@@ -138,7 +139,7 @@ def pareto_part(ops: pd.DataFrame) -> str:
                      for m, v in per.items())
     return (f"**Pareto frontier** (operating_points of the {len(FRONTIER)} routers pooled, CR² over every α; the "
             "upper-left envelope, cost ranges where each router defines it; points of one run, no interval):\n\n"
-            + md_table(t, why="no operating points").rstrip() + f"\n\nStretches of the pooled frontier: {line}.")
+            + markdown_table(t, why="no operating points").rstrip() + f"\n\nStretches of the pooled frontier: {line}.")
 
 
 def risk_part(doc: Doc, risk: pd.DataFrame) -> str:
@@ -157,14 +158,14 @@ def risk_part(doc: Doc, risk: pd.DataFrame) -> str:
                       for a, g in every.groupby("alpha"))
     return ("**CR² risk vs α** (v_risk_vs_alpha: test false-acceptance risk over all test rows, and the mean, "
             "Monte-Carlo standard error and 5–95 % band over the random calibration/test re-splits stored with the "
-            "run; the promise is E[risk] ≤ α at every λ):\n\n" + md_table(t).rstrip()
+            "run; the promise is E[risk] ≤ α at every λ):\n\n" + markdown_table(t).rstrip()
             + (f"\n\nAt every λ of the sweep: {lines}." if lines else ""))
 
 
 def local_part(local: pd.DataFrame) -> str:
     lr = local[(local["method"] == "cr2") & np.isclose(local["alpha"].fillna(-1), ALPHA)].sort_values("lam")
     t = pd.DataFrame({"λ": lr["lam"].map("{:g}".format), "local rate": lr["local_rate"].map("{:.1%}".format)})
-    return f"**Local rate vs λ** (v_local_rate, CR² at α = {ALPHA:g}):\n\n" + md_table(t, why="no CR² rows").rstrip()
+    return f"**Local rate vs λ** (v_local_rate, CR² at α = {ALPHA:g}):\n\n" + markdown_table(t, why="no CR² rows").rstrip()
 
 
 def category_part(at_cost: pd.DataFrame, by_cat: pd.DataFrame) -> str:
@@ -182,4 +183,4 @@ def category_part(at_cost: pd.DataFrame, by_cat: pd.DataFrame) -> str:
     targets = " / ".join(f"{t:.2f}" for t in sorted(tab["target"].unique()))
     return (f"**Per-category accuracy at three cost targets** (v_subset_at_cost / v_benchmark_at_cost: each router's "
             f"operating point whose pooled cost is nearest {targets}; (–): the target lies outside the router's cost "
-            "range, nearest point shown; one run, no interval):\n\n" + md_table(wide.fillna("–")).rstrip())
+            "range, nearest point shown; one run, no interval):\n\n" + markdown_table(wide.fillna("–")).rstrip())

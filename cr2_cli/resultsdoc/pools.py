@@ -58,9 +58,9 @@ def resamples_kept(values: Iterable) -> str:
 
 
 def with_holm(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
-    """The frame with p (cr2.bootstrap.interval_p_value of each interval), p_holm (Holm over all its rows: one
+    """The frame with p (cr2.evaluation.statistics.interval_p_value of each interval), p_holm (Holm over all its rows: one
     family) and the verdicts without (word) and with (word_holm) the family-wise correction, unmarked."""
-    from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict
+    from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict
 
     out = df.copy()
     out["p"] = [interval_p_value(e, a, b) for e, a, b in zip(out[est], out[lo], out[hi])]
@@ -147,8 +147,8 @@ def _kept_note(n) -> str:
 
 # ---------------------------------------------------------------- the label diagnostics (pure, packaged data)
 def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], list[dict]]:
-    from cr2.bootstrap import resample_indices
-    from cr2.pools import load_pool_rule, pool_label_table, reference_accuracy_gaps, select_pools
+    from cr2.evaluation.statistics import resample_indices
+    from cr2.studies.pools import load_pool_rule, pool_label_table, reference_accuracy_gaps, select_pools
     from warehouse.measured_files import read_measured_correctness
 
     rule = load_pool_rule(doc.repo / "configs" / "pools" / "mmlu-pro.yaml")
@@ -161,7 +161,7 @@ def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], list[dict]]:
 
 
 def _labels_part(doc: Doc) -> str:
-    from cr2.errors import Cr2Error
+    from cr2.core.errors import Cr2Error
 
     try:
         source, rows, gaps = _label_diagnostics(doc)
@@ -171,7 +171,7 @@ def _labels_part(doc: Doc) -> str:
     out = [f"### Label diagnostics of the {len(rows)} pools (all {'/'.join(f'{n:,}' for n in n_q)} questions)", "",
            f"`{LABELS_COMMAND}` — {label_kind(source)} labels (data/measured/mmlu_pro_outputs.parquet, the "
            "extraction "
-           "rule of docs/measured.md). The page calls the same pure function (cr2.pools.pool_label_table) on the "
+           "rule of docs/measured.md). The page calls the same pure function (cr2.studies.pools.pool_label_table) on the "
            "packaged file. Per pool: each model's accuracy in pool order (device, then the edge models by size, "
            "m_ref last), the φ correlation of device and m_ref correctness, the mean φ over the pool's pairs, "
            "P(device right | m_ref wrong), P(m_ref right | device wrong) and the share of questions some pool model "
@@ -222,8 +222,8 @@ def _gap_part(doc: Doc, gaps: list[dict]) -> str:
 
 # ---------------------------------------------------------------- the sweep
 def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    from cr2.bootstrap import holm_adjust, signed_rank_test
-    from cr2.errors import InvalidValueError
+    from cr2.evaluation.statistics import holm_adjust, signed_rank_test
+    from cr2.core.errors import InvalidValueError
 
     wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
     if "cr2" not in wide or len(wide) < 2:
@@ -286,7 +286,7 @@ def _sweep_part(doc: Doc) -> str:
            "dependence between the tests, guards only the family-wise error, not the dependence of the units.", "",
            "Mean fixed-accuracy saving (%) over the targets both reach [95 % paired-bootstrap interval], positive = "
            "the method costs less; the word after each learned method's cell is its verdict with Holm over that "
-           "table's pools × methods family (interval p-values, cr2.bootstrap.interval_p_value). c_dev/c_edge = "
+           "table's pools × methods family (interval p-values, cr2.evaluation.statistics.interval_p_value). c_dev/c_edge = "
            "E[c_device] / E[min edge c] on the test rows (realised cost). The full-information reference is a bound, "
            "shown without a word. " + _kept_sentence(runs, sav), ""]
     for ref in ("knn", "best-single"):

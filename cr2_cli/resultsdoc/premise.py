@@ -1,4 +1,4 @@
-"""docs/results.md, "When CR² pays: the premise map" (issue 25): per cell of the device-speed × channel grid, CR²'s
+"""docs/results.md, "When CR² pays: the premise map": per cell of the device-speed × channel grid, CR²'s
 fixed-accuracy saving vs KNN and vs the best single model, what re-calibration alone loses against retraining, the
 risk at α — for every stored premise study of the default and the MMLU-Pro warehouse (fine-tuned and from-scratch
 retraining side by side, each named by its study id and the command that reproduces it), a cell-by-cell
@@ -7,7 +7,7 @@ comparison of the two retraining modes, and a tested trend of the saving with de
 Every number comes from v_premise / premise_cells / premise_studies (warehouse.premise); every verdict word from
 cr2's verdict functions through `Doc`: per interval, and under Holm over the family the page reads together (the
 cells of one study, per comparison; cells × paper targets; the trend tests of the page). p-values of stored
-intervals: cr2.bootstrap.interval_p_value; the trend: cr2.bootstrap.spearman_permutation_test (seeded).
+intervals: cr2.evaluation.statistics.interval_p_value; the trend: cr2.evaluation.statistics.spearman_permutation_test (seeded).
 """
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test, test_verdict
-from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind, md_table
+from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test
+from cr2.report.markdown import markdown_table
+from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
 SCENARIOS = (("default", "Default scenario", None),
              ("mmlu-pro", "Measured scenario (MMLU-Pro)", "configs/mmlu-pro-measured.yaml"))
@@ -187,7 +188,7 @@ def _study_tables(doc: Doc, cs: pd.DataFrame) -> str:
                      "CR² vs best single, mean": _ci(c[bt], c[bt + "|lo"], c[bt + "|hi"]),
                      "verdict ": _word(doc, c, bt), f"Holm ({len(cs)} cells) ": _word(doc, c, bt, True),
                      "paper targets vs best single: \"cheaper\" / \"dearer\" / n.d. / not reached": best_counts})
-    answer = md_table(pd.DataFrame(rows))
+    answer = markdown_table(pd.DataFrame(rows))
     rows = []
     for _, c in cs.sort_values(["speed_factor", "mean_distance_m"]).iterrows():
         rows.append({"speed": f"×{c['speed_factor']:g}", "channel": c["channel"], "ĉ ratio": f"{c['cost_ratio']:.3f}",
@@ -195,7 +196,7 @@ def _study_tables(doc: Doc, cs: pd.DataFrame) -> str:
                      "verdict": _loss_word(doc, c, lt), f"Holm ({len(cs)} cells)": _loss_word(doc, c, lt, True),
                      "risk at α, worst λ: retrained / re-calibrated":
                          f"{c['cr2-retrain|risk_max']:.4f} / {c['cr2-recal|risk_max']:.4f}"})
-    recal = md_table(pd.DataFrame(rows))
+    recal = markdown_table(pd.DataFrame(rows))
     return (f"Cells in order of the device / edge cost ratio; CR² retrained:\n\n{answer}\n"
             f"**Re-calibration without retraining** (mean extra cost of the frozen base gate re-calibrated on the cell "
             f"over the gate retrained on it, %; positive: re-calibration alone costs more; the word is that of the "
@@ -267,7 +268,7 @@ def _trends(doc: Doc, found: list) -> str:
     out = ["### Does CR²'s saving vs KNN change with device speed? (trend test)\n",
            "Spearman's ρ between the device speed factor and CR²'s mean saving vs KNN over a study's cells, with a "
            f"two-sided permutation p ({TREND_PERMUTATIONS:,} seeded permutations of the savings; "
-           "cr2.bootstrap.spearman_permutation_test), Holm over the studies below. The word is the direction of "
+           "cr2.evaluation.statistics.spearman_permutation_test), Holm over the studies below. The word is the direction of "
            "CR²'s saving as the device gets faster (\"cheaper\": the saving grows, \"dearer\": the deficit grows). The "
            "cells share their test queries and base fits, so the test is of the ordering across this grid, not of "
            "independent draws.\n"]
@@ -276,7 +277,7 @@ def _trends(doc: Doc, found: list) -> str:
         tab.append({"study": f"{title}: `{sid}`", "cells": n, "ρ (speed, saving vs KNN)": f"{rho:+.3f}",
                     "permutation p": f"{p:.4f}", f"Holm ({len(rows)} tests)": f"{ph:.4f}",
                     "as the device gets faster, CR² vs KNN": doc.test(rho, ph)})
-    out.append(md_table(pd.DataFrame(tab)))
+    out.append(markdown_table(pd.DataFrame(tab)))
     return "\n".join(out)
 
 
@@ -324,7 +325,7 @@ def _compare_modes(doc: Doc, title: str, a: tuple, b: tuple) -> str:
                        f"of {len(j)} cells.")
     return (f"{title}: `{sa}` ({ma}) vs `{sb}` ({mb}), {len(j)} common cells, mean over targets, %. Each study's own "
             "interval and word, Holm within its study; the difference between the two studies has no stored "
-            "interval, so it is not judged — only counted.\n\n" + md_table(pd.DataFrame(rows)) + "\n"
+            "interval, so it is not judged — only counted.\n\n" + markdown_table(pd.DataFrame(rows)) + "\n"
             + "\n".join(summary) + "\n")
 
 
@@ -365,13 +366,13 @@ def _scenario(doc: Doc, key: str, title: str, config: str | None, trends: list) 
         trends.append((f"{title}, {mode(row)}", row.study_id, cs))
     if "scratch" in by_mode and "base" in by_mode:
         a, b = by_mode["base"], by_mode["scratch"]
-        out.append(f"#### Fine-tuned vs from-scratch retraining, cell by cell\n")
+        out.append("#### Fine-tuned vs from-scratch retraining, cell by cell\n")
         out.append(_compare_modes(doc, title, (a[0].study_id, mode(a[0]), a[2]), (b[0].study_id, mode(b[0]), b[2])))
     return "\n".join(out)
 
 
 def render(doc: Doc) -> str:
-    text = ["## When CR² pays: the premise map (issue 25)\n",
+    text = ["## When CR² pays: the premise map\n",
             "`cr2 study premise` (docs/operations.md) re-prices every (query, state) of a warehouse over a grid of "
             "**device speed** (the device platform's prefill throughput and memory bandwidth scaled; edge platforms "
             "unchanged) × **channel** (state distributions of growing distance to the access point, Rayleigh, "
@@ -381,7 +382,7 @@ def render(doc: Doc) -> str:
             "**How to read them.** Savings are in %, positive: CR² costs less; \"mean\" = the mean over every target "
             "accuracy both methods reach; `[a, b]` = the stored 95 % paired-bootstrap interval over the test queries "
             "(the same resamples for every method; each frontier recomputed per resample). The word beside it is "
-            "cr2.bootstrap.saving_verdict of that interval (\"cheaper\" / \"dearer\" only where it excludes 0); the "
+            "cr2.evaluation.statistics.saving_verdict of that interval (\"cheaper\" / \"dearer\" only where it excludes 0); the "
             "Holm column also asks Holm's family-wise p (from the interval) below 0.05 over the study's cells. The "
             "intervals cover test-query noise only — training and calibration are held fixed, one split, one seed. "
             "\"ĉ ratio\" = E[ĉ_device] / E[min edge ĉ] over all (query, state) rows of the cell (below 1: the device "

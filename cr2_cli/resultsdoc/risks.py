@@ -1,4 +1,4 @@
-"""docs/results.md, "What α bounds, and the risks users feel" (issue 26): per rule, the teacher-referenced risk the
+"""docs/results.md, "What α bounds, and the risks users feel": per rule, the teacher-referenced risk the
 paper's α bounds beside the realised risks on the real test labels, at one α and the headline λ values, for the
 default scenario and MMLU-Pro; the validity of every rule over the stored re-splits (`cr2 guarantees`, the 3-SE
 rule) and its price over the same re-splits.
@@ -6,16 +6,17 @@ rule) and its price over the same re-splits.
 Every number is read from the stored evaluation run (v_realised_risk with v_operating_points_ci's intervals) and
 the newest stored validity run (guarantees, v_guarantee_price); every verdict word comes from cr2's verdict
 functions through `Doc` (one rule's own risk against α: the interval of risk − α, and Holm over the family of rules
-× λ of one scenario; validity: cr2.metrics.bound_verdict).
+× λ of one scenario; validity: cr2.evaluation.metrics.bound_verdict).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import holm_adjust, interval_p_value, saving_verdict
+from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict
 from cr2.config import HEADLINE_LAMS
-from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind, md_table
+from cr2.report.markdown import markdown_table
+from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
 ALPHA = 0.01  # the α of the per-rule table (the paper's default α)
 PRICE_ALPHA = 0.01  # the α of the price table (`cr2 guarantees` prices at the config's grids.default_alpha)
@@ -105,7 +106,7 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
                      f"vs α (Holm, {len(v)} tests)": _size_word(doc, r.d_lower, r.d_upper, r.p_holm)})
     n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())
     text = [head, f"N_test = {n_test:,} (risks), {n_eval:,} solvable (local rate, cost, accuracy); intervals: "
-                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {ALPHA:g}.\n", md_table(pd.DataFrame(rows))]
+                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {ALPHA:g}.\n", markdown_table(pd.DataFrame(rows))]
     text.append(_read_risks(doc, v))
     return "\n".join(text)
 
@@ -156,7 +157,7 @@ def _validity(doc: Doc) -> str:
             "every rule on each calibration part and measures it on the rest. Per (rule, check, α) the cell shown is "
             "the worst over the λ grid (Monte-Carlo mean over re-splits ± its SE; crc rules: mean test risk, bound "
             "α; ltt rules: share of re-splits where some λ's risk exceeds α, bound δ); the word is "
-            "cr2.metrics.bound_verdict over every λ of that α: \"holds\" when every cell is within 3 SE of its "
+            "cr2.evaluation.metrics.bound_verdict over every λ of that α: \"holds\" when every cell is within 3 SE of its "
             "bound. The 3-SE rule is itself the family-wise allowance for the many cells of one run.\n"]
     prices = []
     for key, title, config in SCENARIOS:
@@ -196,7 +197,7 @@ def _validity_table(doc: Doc, cells: pd.DataFrame) -> str:
             verdicts.append(word)
             row[name] = f"{worst['value']:.4f} ± {worst['se']:.4f} (bound {worst['bound']:.3g}) {word}"
         rows.append(row)
-    return md_table(pd.DataFrame(rows)) + "\n"
+    return markdown_table(pd.DataFrame(rows)) + "\n"
 
 
 def _price(doc: Doc, prices: list) -> str:
@@ -222,11 +223,11 @@ def _price(doc: Doc, prices: list) -> str:
                             "teacher disagreement": [f"{a:.4f}" for a in p["teacher_risk"]],
                             "oracle disagreement": [f"{a:.4f}" for a in p["oracle_risk"]],
                             "avoidable error": [f"{a:.4f}" for a in p["avoidable_risk"]]})
-        text.append(f"**{title}** ({kind}):\n\n" + md_table(tab))
+        text.append(f"**{title}** ({kind}):\n\n" + markdown_table(tab))
         crc = p[p["rule"] == "crc"].set_index("lam")
         if len(crc):
             lams = sorted(crc.index)
-            text.append(f"Under the paper's rule, over the re-splits, the avoidable error is "
+            text.append("Under the paper's rule, over the re-splits, the avoidable error is "
                         + " / ".join(f"{crc.loc[x, 'avoidable_risk']:.4f}" for x in lams)
                         + " and the teacher disagreement " + " / ".join(f"{crc.loc[x, 'teacher_risk']:.4f}" for x in lams)
                         + f" at λ = {' / '.join(f'{x:g}' for x in lams)} ({kind} labels): α = {PRICE_ALPHA:g} bounds "
@@ -235,7 +236,7 @@ def _price(doc: Doc, prices: list) -> str:
 
 
 def render(doc: Doc) -> str:
-    text = ["## What α bounds, and the risks users feel (issue 26)\n",
+    text = ["## What α bounds, and the risks users feel\n",
             "CR²'s CRC, as the paper defines it (eq. disagree_label), bounds **teacher disagreement**: how often the "
             "gate accepts a query locally while the teacher — a learned selector — prefers an edge model. Beside it "
             "every evaluated rule carries two **realised risks on the real test labels** (docs/guarantees.md): "
@@ -246,10 +247,10 @@ def render(doc: Doc) -> str:
             "labels with those losses.\n",
             "How to read the tables: risks are over every test query (the population the guarantees are stated "
             "for); local rate, cost and accuracy over the test queries some model solves (paper §VII-A). `[a, b]` is "
-            "the stored 95 % paired-bootstrap interval over test queries (cr2.bootstrap: test-query noise only, gate "
+            "the stored 95 % paired-bootstrap interval over test queries (cr2.evaluation.statistics: test-query noise only, gate "
             "and calibration held fixed). \"own risk − α\" is the risk the rule calibrates minus α: its word is "
             "\"larger\" / \"smaller\" where the interval excludes 0, with the Holm column requiring Holm's "
-            "family-wise p (from the interval, cr2.bootstrap.interval_p_value) below 0.05 across the scenario's "
+            "family-wise p (from the interval, cr2.evaluation.statistics.interval_p_value) below 0.05 across the scenario's "
             "rules × λ. One calibration split: a rule's risk may land above α on it (its promise is in expectation "
             "over calibration sets); the re-split check below tests the promise. The paired differences between "
             "rules (Δ local rate, Δ cost vs crc) are not stored in the warehouse, so the page prints none.\n"]

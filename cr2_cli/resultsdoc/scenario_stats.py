@@ -2,9 +2,9 @@
 one scenario warehouse, and the two rules that turn stored numbers into words —
 
 - a family of savings read together (routers, or targets × routers): each saving's word from its 95 % interval, then
-  again with its Holm-adjusted p over the family (p read off the interval, cr2.bootstrap.holm_of_intervals);
+  again with its Holm-adjusted p over the family (p read off the interval, cr2.evaluation.statistics.holm_of_intervals);
 - a saving over seeds: the 95 % t-interval over the seeds of the seed study and the one-sample t-test, Holm-adjusted
-  over the family read together (cr2.bootstrap.t_interval); mean ± sd is shown, never read as a word.
+  over the family read together (cr2.evaluation.statistics.t_interval); mean ± sd is shown, never read as a word.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cr2.bootstrap import holm_adjust, holm_of_intervals, saving_verdict, t_interval
+from cr2.evaluation.statistics import holm_adjust, holm_of_intervals, saving_verdict, t_interval
 from cr2_cli.resultsdoc.core import Doc, label_kind
 
 NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",

@@ -18,7 +18,7 @@ PHI_POOL = "phi-3-mini-4k-instruct"
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
 ROUTERS = ("cr2", "mlp", "embedllm", "llmrank")
 LAMS = HEADLINE_LAMS
-DUMP = ("python -c \"from cr2.config import load_config; from cr2.pools import load_pool_rule, select_pools, "
+DUMP = ("python -c \"from cr2.config import load_config; from cr2.studies.pools import load_pool_rule, select_pools, "
         "pool_overrides; from flows.pools import pool_config; r = load_pool_rule('configs/pools/mmlu-pro.yaml'); "
         "p = next(p for p in select_pools(r) if p.pool_id == '{pool}'); print(pool_config(load_config("
         "'configs/mmlu-pro-pools-sample.yaml'), pool_overrides(p, r)).to_yaml())\" > var/pool-configs/{pool}.yaml")
@@ -229,7 +229,7 @@ def _out_of_pool_part(doc: Doc) -> str:
     from warehouse.db import Warehouse
     from warehouse.pools import newest_study, pool_study_runs
 
-    head = ["### The simulator on a pool it was not fitted on (issue 27 item 4: out of pool)", ""]
+    head = ["### The simulator on a pool it was not fitted on (out of pool)", ""]
     if not doc.has("pools"):
         return "\n".join(head + [doc.missing("pools", "the out-of-pool check")])
     with doc.warehouse("pools") as wh:
@@ -265,7 +265,7 @@ def _out_of_pool_part(doc: Doc) -> str:
 
 
 def _ladder_part(doc: Doc) -> str:
-    out = ["### The simulator out of sample: the ZeroEval ladders (issue 27 item 4)", "",
+    out = ["### The simulator out of sample: the ZeroEval ladders", "",
            f"{V2} keeps the shape it fitted on MMLU-Pro (configs/labels/simulated-irt-v2.yaml) and takes each "
            "model's measured accuracy per benchmark as its marginal; everything else is out of sample: new models, "
            "new benchmarks, generative answers. With routing, every learned router and CR² is fitted on the measured "
@@ -328,6 +328,6 @@ def render(doc: Doc) -> str:
            "make results-doc", "```", "",
            _mmlu_part(doc), "",
            "The default Qwen3 scenario is run under simulated-irt-v2 only; the label-level comparison of v1 and v2 "
-           "on GPQA is `python benchmarks/sim_gpqa_v1_v2.py` (it embeds the questions, so it is not part of this "
+           "on GPQA is `python scripts/sim_gpqa_v1_v2.py` (it embeds the questions, so it is not part of this "
            "page).", "", _out_of_pool_part(doc), "", _ladder_part(doc)]
     return "\n".join(out)

@@ -85,7 +85,7 @@ def _reading(doc: Doc, sav: pd.DataFrame, runs: pd.DataFrame) -> str:
 
 def render(doc: Doc) -> str:
     found, missing = load(doc)
-    out = ["## The ZeroEval device-class ladders (issue 27 item 1): diagnostics and comparisons", "",
+    out = ["## The ZeroEval device-class ladders: diagnostics and comparisons", "",
            "Each ladder is one device model with three bigger models of its own family on the edge, on GSM8K, "
            "CRUXEval and MATH-L5 (the Qwen2.5 ladder has no GSM8K), labelled by the ZeroEval project's published "
            "outputs (docs/measured.md). Per ladder, `cr2 study diagnostics` reads the newest evaluation run of its "

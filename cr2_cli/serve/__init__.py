@@ -11,7 +11,7 @@
     server.py     the listening socket and uvicorn's h11 with a header-read timeout
 
 Safe by default (docs/operations.md, "Exposing cr2 serve"): loopback unless a bearer token is set; see
-security.py and proxy.py for the guarantees against hostile clients and bad upstreams (issues 19 and 28).
+security.py and proxy.py for the guarantees against hostile clients and bad upstreams.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ embedding comes from the LRU cache (`serving.embedding_cache_size`) or the encod
 concurrent requests (`serving.batch_max_size`; cr2_cli/serve/batching.py).
 
 The router is CR² by default, or a certified router `<router>@<rule>` (`cr2 serve --router knn --rule
-crc-avoidable`, cr2.deployment.CertifiedOnlineRouter): same request path, same answer fields and headers, with
+crc-avoidable`, cr2.deploy.deployment.CertifiedOnlineRouter): same request path, same answer fields and headers, with
 `router` naming it in every answer, in X-CR2-Decision and in /health. CR² is live (cr2_cli/serve/live.py): a newer
 threshold table written to the home (a re-calibration) is swapped in without a restart; a certified router serves the
 table it started with. Every answer names the version that decided it (X-CR2-Thresholds-Version).
@@ -35,9 +35,9 @@ from typing import Any
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handlers' (string) annotations here
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, field_validator, model_validator
 
-from cr2.channel import MAX_DISTANCE_M, MIN_DISTANCE_M
+from cr2.system.channel import MAX_DISTANCE_M, MIN_DISTANCE_M
 from cr2.config import Config
-from cr2.errors import Cr2Error, DataValidationError
+from cr2.core.errors import Cr2Error, DataValidationError
 from cr2_cli.serve.security import (Guard, HttpError, allowed_hosts, check_exposure, number, parse_json, read_body,
                                     validation_detail)
 
@@ -137,7 +137,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     from fastapi.responses import JSONResponse, Response
     from starlette.concurrency import run_in_threadpool
 
-    from cr2.deployment import check_route_inputs
+    from cr2.deploy.deployment import check_route_inputs
     from cr2_cli.serve.batching import Decider, RouteCall
     from cr2_cli.serve.metrics import MetricsMiddleware, ServeMetrics
     from cr2_cli.serve.live import LiveRouter, warehouse_live_router

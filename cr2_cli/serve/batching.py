@@ -3,7 +3,7 @@
 `Decider` owns the path. A query's embedding e(x) comes from the LRU cache (cr2_cli/serve/cache.py,
 `serving.embedding_cache_size`) or from the encoder; OnlineRouter.route then finishes the decision (τ*,
 costs, teacher, gate) on that embedding. With `serving.batch_max_size` > 1 the /route handlers submit to a
-cr2.batching.MicroBatcher instead: its worker takes every request that arrived within
+cr2.deploy.batching.MicroBatcher instead: its worker takes every request that arrived within
 `serving.batch_max_wait_ms` and embeds their uncached texts together, split into length buckets.
 
 Length buckets: the encoder pads a batch to its longest text, so one call over texts of very different
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from cr2.batching import MicroBatcher
-from cr2.errors import Cr2Error
+from cr2.deploy.batching import MicroBatcher
+from cr2.core.errors import Cr2Error
 from cr2_cli.serve.cache import EmbeddingCache
 
 
@@ -92,7 +92,7 @@ class Decider:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """e(x) [n, d] float32 for router texts: cached ones from the cache, the others in length buckets."""
-        from cr2.embed import EMBED_DIM, embed_texts
+        from cr2.inputs.embed import EMBED_DIM, embed_texts
 
         out = np.empty((len(texts), EMBED_DIM), dtype=np.float32)
         todo: dict[str, list[int]] = {}  # a text repeated within the batch is embedded once
@@ -138,13 +138,13 @@ class Decider:
         """The decision for one request (a worker thread calls this when there is no batcher)."""
         if self.encoder is None:
             return self._route(call, None)
-        from cr2.embed import router_text
+        from cr2.inputs.embed import router_text
 
         return self._route(call, self.embed([router_text(call.query, call.choices)]))
 
     def decide_batch(self, calls: list[RouteCall]) -> list[dict | BaseException]:
         """Decisions for `calls`, their uncached texts embedded together; a request's Cr2Error is its result."""
-        from cr2.embed import router_text
+        from cr2.inputs.embed import router_text
 
         if self.metrics is not None:
             self.metrics.batch_size.observe(len(calls))

@@ -2,7 +2,7 @@
 
 A repeated query (the same router_text: question and choices) is embedded once; the encoder is
 deterministic for a text encoded alone, so a hit returns what a miss would have computed (batched
-encodings differ from it only by float32 rounding of the padded batch, cr2/embed.py). At most
+encodings differ from it only by float32 rounding of the padded batch, cr2/inputs/embed.py). At most
 `max_entries` embeddings are kept (`serving.embedding_cache_size`; 0 turns the cache off), the least
 recently used is evicted first. Hits, misses and evictions are counted. Thread-safe.
 """
@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from cr2.errors import InvalidValueError
+from cr2.core.errors import InvalidValueError
 
 
 def text_key(text: str) -> bytes:

@@ -4,7 +4,7 @@
 key from `serving.api_key_env` only — client credentials are never forwarded) and returns the answer unchanged,
 streamed when asked, with the decision in the X-CR2-Decision header.
 
-Bad upstreams (issue 28): an unreachable endpoint, an error status, a 200 that is not a JSON chat completion
+Bad upstreams: an unreachable endpoint, an error status, a 200 that is not a JSON chat completion
 (malformed, HTML, nested too deep) or an answer over `serving.max_response_bytes` → 502; an endpoint that
 does not answer within `serving.timeout_s` → 504; 429 → 503 with Retry-After. The message names the model
 and its config key, never the endpoint URL (it may hold credentials) nor the upstream's body (it may reflect
@@ -174,7 +174,7 @@ async def close(resp: Any, free: SlotRelease) -> None:
 
 
 async def relay(resp: Any, free: SlotRelease, limit: int, model_id: str, metrics: Any = None):
-    """The upstream's server-sent events, decompressed (issue 28, F5); a stall, a broken connection or an answer
+    """The upstream's server-sent events, decompressed; a stall, a broken connection or an answer
     over `limit` bytes ends the stream with an SSE error event instead of an exception (F1)."""
     import httpx
 

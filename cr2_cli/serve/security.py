@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 from fastapi import Request
 from pydantic import ValidationError
 
-from cr2.boundary import check_texts, parse_number, printable
+from cr2.core.boundary import check_texts, parse_number, printable
 from cr2.config import Config
-from cr2.errors import ConfigError, InvalidValueError
+from cr2.core.errors import ConfigError, InvalidValueError
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 MAX_JSON_DEPTH = 64  # nesting of objects / arrays accepted in any JSON the server reads (requests, upstream answers)
@@ -115,7 +115,7 @@ def parse_json(raw: bytes) -> Any:
 
 def number(value: Any, name: str, low: float, high: float | None = None) -> float:
     """A finite number low < value (< high), or a 422 naming the field; strings (from headers) are parsed and
-    integers range-checked before conversion (cr2.boundary.parse_number)."""
+    integers range-checked before conversion (cr2.core.boundary.parse_number)."""
     try:
         return parse_number(value, name, low, high)
     except InvalidValueError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from cr2.errors import ConfigError
+from cr2.core.errors import ConfigError
 
 log = logging.getLogger("cr2_cli.serve")
 
@@ -134,11 +134,11 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
 
 
 class PrintableLog(logging.Filter):
-    """Log records with terminal control characters removed (cr2.boundary.printable): a request path, header or
+    """Log records with terminal control characters removed (cr2.core.boundary.printable): a request path, header or
     query logged by uvicorn or cr2 cannot retitle, clear or recolour the operator's terminal."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from cr2.boundary import printable
+        from cr2.core.boundary import printable
 
         message = record.getMessage()
         clean = printable(message)

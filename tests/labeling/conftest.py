@@ -3,7 +3,7 @@
 Built once per session (≈10 s together) and copied per test where a test writes: the tiny random-weight
 Qwen3 and its locally trained tokenizer (tests/labeling/tiny_model.py), and a warehouse into which a
 slice of the shipped benchmarks — exactly 10 queries of each of MMLU, BBH, GPQA and MBPP — was ingested.
-Nothing here touches the network (tests/conftest.py sets HF_HUB_OFFLINE=1 and friends first, cr2/env.py).
+Nothing here touches the network (tests/conftest.py sets HF_HUB_OFFLINE=1 and friends first, cr2/core/env.py).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from cr2.config import load_config
-from cr2.labeling.spec import LabelingSpec
+from cr2.config.labeling import LabelingSpec
 from tests.conftest import write_small_benchmarks
 from tests.labeling.tiny_model import build_tiny_qwen3
 from warehouse.db import DB_NAME, Warehouse

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_smoke.py in its --tiny mode: the GPU smoke test's own path, on CPU, in seconds."""
+"""scripts/gpu_smoke.py in its --tiny mode: the GPU smoke test's own path, on CPU, in seconds."""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_gpu_smoke_script_runs_tiny_on_cpu_and_writes_positive_rates(tmp_path):
     out = tmp_path / "smoke.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_smoke.py"), "--tiny", "--out", str(out)],
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_smoke.py"), "--tiny", "--out", str(out)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text())

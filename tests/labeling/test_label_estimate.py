@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from cr2.config import load_config
-from cr2.labeling.architectures import count_params, load_architectures
-from cr2.labeling.hf_batching import length_bucket
+from cr2.labels.lmeval.architectures import count_params, load_architectures
+from cr2.labels.lmeval.hf_batching import length_bucket
 from tests.labeling.conftest import cpu_spec, write_label_slice
 from warehouse.db import DB_NAME, Warehouse
 
@@ -39,8 +39,8 @@ def test_the_catalogue_holds_the_published_qwen3_shapes():
 
 
 def test_an_unknown_architecture_says_where_to_add_it(tmp_path):
-    from cr2.errors import ConfigError
-    from cr2.labeling.estimate import resolve_shape
+    from cr2.core.errors import ConfigError
+    from cr2.labels.lmeval.estimate import resolve_shape
 
     with pytest.raises(ConfigError, match="configs/architectures.yaml.*--model-path m=FOLDER"):
         resolve_shape("m", "Org/Unknown-7B", None, load_architectures())
@@ -67,7 +67,7 @@ def test_auto_batches_are_probed_at_the_length_the_requests_need(tiny_model_dir,
     probes each length group at prompt + max_gen_toks rounded up, once per length, and generates the same text."""
     from lm_eval.models.huggingface import HFLM
 
-    from cr2.labeling.backends import backend_plan, load_lm
+    from cr2.labels.lmeval.backends import backend_plan, load_lm
 
     spec = cpu_spec(tiny_model_dir, hf={"dtype": "float32", "device": "cpu", "batch_size": "auto",
                                         "max_batch_size": 4, "num_threads": 1})

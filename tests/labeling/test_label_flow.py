@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cr2.labeling.taskdefs import task_config_hash
+from cr2.labels.lmeval.taskdefs import task_config_hash
 from tests.labeling.conftest import PER_BENCHMARK, POOL
 from warehouse.db import Warehouse
 

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cr2.errors import DataValidationError, UnknownNameError
-from cr2.labeling.backends import backend_plan
-from cr2.labeling.runs import chunks, run_id, run_key, select_queries, shard_of
-from cr2.labeling.samples import sample_records, samples_to_rows
-from cr2.labeling.spec import LabelingSpec
+from cr2.core.errors import DataValidationError, UnknownNameError
+from cr2.labels.lmeval.backends import backend_plan
+from cr2.labels.lmeval.runs import chunks, run_id, run_key, select_queries, shard_of
+from cr2.labels.lmeval.samples import sample_records, samples_to_rows
+from cr2.config.labeling import LabelingSpec
 
 
 def _queries() -> pd.DataFrame:
@@ -151,8 +151,8 @@ def test_a_chunk_replaces_older_labels_and_a_replayed_file_adds_nothing(tmp_path
 def test_a_backend_whose_library_is_missing_says_how_to_install_it():
     import importlib.util
 
-    from cr2.errors import ConfigError
-    from cr2.labeling.backends import load_lm
+    from cr2.core.errors import ConfigError
+    from cr2.labels.lmeval.backends import load_lm
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here")

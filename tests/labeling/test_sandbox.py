@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cr2.labeling.sandbox import SandboxLimits, check_completion, drops_privileges, isolation_report, run_program, run_tests
+from cr2.labels.lmeval.sandbox import SandboxLimits, check_completion, drops_privileges, isolation_report, run_program, run_tests
 
 FAST = SandboxLimits(timeout_s=3.0, memory_bytes=256 << 20, max_processes=8)
 BOTH = pytest.mark.parametrize("ns", [True, False], ids=["namespaces", "fallback"])
@@ -322,7 +322,7 @@ def test_every_mbpp_reference_solution_gets_the_plain_programs_verdict():
 
     import pandas as pd
 
-    from cr2.labeling.docs import mbpp_reference
+    from cr2.labels.lmeval.docs import mbpp_reference
     from tests.conftest import DATA
 
     df = pd.read_parquet(DATA / "benchmarks" / "mbpp.parquet")

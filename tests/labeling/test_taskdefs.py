@@ -14,10 +14,10 @@ import pytest
 from lm_eval.tasks._yaml_loader import load_yaml
 
 from cr2.config import REPO_ROOT
-from cr2.errors import ConfigError, DataValidationError
-from cr2.labeling.docs import build_docs, mbpp_fewshot_docs, render
-from cr2.labeling.spec import DEFAULT_TEMPLATES, LabelingSpec
-from cr2.labeling.taskdefs import task_config, task_config_hash
+from cr2.core.errors import ConfigError, DataValidationError
+from cr2.labels.lmeval.docs import build_docs, mbpp_fewshot_docs, render
+from cr2.config.labeling import DEFAULT_TEMPLATES, LabelingSpec
+from cr2.labels.lmeval.taskdefs import task_config, task_config_hash
 
 TASKS = Path(lm_eval.__file__).parent / "tasks"
 DATA = REPO_ROOT / "data" / "benchmarks"
@@ -36,7 +36,7 @@ def _doc(benchmark: str, **kw) -> dict:
 
 
 def _bbh_descriptions():
-    from cr2.labeling.bbh import descriptions
+    from cr2.labels.lmeval.bbh import descriptions
 
     return descriptions()
 
@@ -79,15 +79,15 @@ def test_gpqa_matches_lm_eval_gpqa_main_zeroshot():
 
 
 def test_gpqa_choices_get_lm_eval_s_preprocess():
-    from cr2.labeling.docs import gpqa_preprocess
+    from cr2.labels.lmeval.docs import gpqa_preprocess
 
     assert gpqa_preprocess("  a  b [title] c ") == "a b. c"
 
 
 # ---------------------------------------------------------------- BBH
 def test_bbh_matches_lm_eval_bbh_zeroshot():
-    from cr2.labeling.bbh import lmeval_bbh_tasks
-    from cr2.labeling.taskdefs import BBH_EXACT_MATCH
+    from cr2.labels.lmeval.bbh import lmeval_bbh_tasks
+    from cr2.labels.lmeval.taskdefs import BBH_EXACT_MATCH
 
     tasks = lmeval_bbh_tasks()
     subsets = set(pd.read_parquet(DATA / "bbh.parquet", columns=["subset"])["subset"])
@@ -110,7 +110,7 @@ def test_bbh_matches_lm_eval_bbh_zeroshot():
 def test_bbh_answer_filter_is_lm_eval_s_flexible_extract(subtask, response, expected):
     from lm_eval.api.registry import get_filter
 
-    from cr2.labeling.bbh import BBHAnswerFilter, lmeval_bbh_tasks
+    from cr2.labels.lmeval.bbh import BBHAnswerFilter, lmeval_bbh_tasks
 
     doc = {"task": subtask, "input": "x", "target": expected}
     ours = BBHAnswerFilter().apply([[response]], [doc])[0][0]
@@ -155,7 +155,7 @@ def test_mbpp_reference_runs_setup_then_asserts():
 
 
 def test_mbpp_metric_runs_the_completion_in_the_sandbox():
-    from cr2.labeling.mbpp import pass_at_1
+    from cr2.labels.lmeval.mbpp import pass_at_1
 
     tests = "assert add(2, 3) == 5"
     assert pass_at_1([tests], ["def add(a, b):\n    return a + b\n"], timeout_s=5) == 1.0

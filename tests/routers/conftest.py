@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.data import EMBED_DIM, RoutingSet
+from cr2.core.data import EMBED_DIM, RoutingSet
 
 MODEL_IDS = ("qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b")
 BENCHMARKS = ("bbh", "gpqa", "mbpp", "mmlu")

@@ -6,8 +6,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cr2.data import RoutingSet
-from cr2.errors import NotFittedError
+from cr2.core.data import RoutingSet
+from cr2.core.errors import NotFittedError
 from cr2.routers.base import OneShotRouter, one_shot_choice
 
 # (p̂ row, cost row, λ, expected choice, why); values are dyadic so the utilities tie exactly in float64

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.data import Router, RoutingSet
-from cr2.errors import DataValidationError, NotFittedError
+from cr2.core.data import Router, RoutingSet
+from cr2.core.errors import DataValidationError, NotFittedError
 from cr2.config import GateSpec, TeacherSpec
 from cr2.routers import available_routers, get_router
 
@@ -107,7 +107,7 @@ def _other_channel(data: RoutingSet, seed: int) -> RoutingSet:
 @pytest.mark.parametrize("name", [n for n in ROUTERS if n != "cr2"])
 def test_reads_costs_declares_what_fit_reads(name, tiny_splits):
     """Issue 30: a baseline whose catalogue entry says reads_costs: false is reused after a change of channel states
-    (tasks/reuse.py), so its fit must not depend on any cost-dependent field; one that reads costs must show it."""
+    (tasks/baselines.py), so its fit must not depend on any cost-dependent field; one that reads costs must show it."""
     from cr2.routers import router_entry
 
     train, dev, _ = tiny_splits

@@ -3,7 +3,7 @@
 The label simulator makes part of each item's difficulty predictable from the query, so a router that
 learns the embedding → correctness map must pick a better model than the device model alone. Labels are
 simulated on the whole default set (so per-benchmark accuracies match their targets); a seeded slice of
-2,000 queries is embedded and split 80/10/10 with cr2.splits. One-sided check, fixed seeds: on this slice every
+2,000 queries is embedded and split 80/10/10 with cr2.inputs.splits. One-sided check, fixed seeds: on this slice every
 learned baseline clears the +0.05 bar by 0.19 or more (≈ 5 SE of the 184-query test split; 3,000 queries gave
 0.17 or more, for half as much again embedding time).
 """
@@ -20,12 +20,12 @@ N_SLICE = 2000
 
 @pytest.fixture(scope="module")
 def default_slice():
-    from cr2.benchmarks import select_queries
+    from cr2.inputs.datasets import select_queries
     from cr2.config import load_config
-    from cr2.data import RoutingSet
-    from cr2.embed import embed_texts, router_texts
+    from cr2.core.data import RoutingSet
+    from cr2.inputs.embed import embed_texts, router_texts
     from cr2.labels.simulator import load_accuracy_targets, simulate_labels
-    from cr2.splits import assign_splits
+    from cr2.inputs.splits import assign_splits
 
     cfg = load_config()
     q = select_queries(cfg)

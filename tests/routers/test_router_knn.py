@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.complexity import format_flops, knn_flops
-from cr2.data import RoutingSet
+from cr2.core.complexity import format_flops, knn_flops
+from cr2.core.data import RoutingSet
 from cr2.routers.knn import KNNRouter, _log_loss
 
 

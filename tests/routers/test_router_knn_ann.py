@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.errors import DataValidationError
+from cr2.core.errors import DataValidationError
 from cr2.routers.base import l2_normalise
 from cr2.routers.knn import KNNRouter
-from cr2.testing import make_routing_set
+from cr2.evaluation.synthetic import make_routing_set
 
 pytest.importorskip("faiss")
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from cr2.errors import Cr2Error, UnknownNameError
+from cr2.core.errors import Cr2Error, UnknownNameError
 from cr2.routers import BASELINES, available_routers, get_router, load_router, router_class
 
 

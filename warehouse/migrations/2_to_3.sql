@@ -1,4 +1,4 @@
--- schema 2 → 3 (issues 15/16): costs gain the pre-execution estimate ĉ (cost_est_norm; old rows are NULL
+-- schema 2 → 3: costs gain the pre-execution estimate ĉ (cost_est_norm; old rows are NULL
 -- until `cr2 prepare` recomputes them — its cache key changed with the code, so the next run does),
 -- evaluation runs record the cost routers decided with (old runs decided with the realised cost), and the
 -- `methods` table (the router catalogue per run) is created by schema.sql right after this file.

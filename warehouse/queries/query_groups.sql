@@ -1,2 +1,2 @@
--- The Mondrian group attributes of every query (issue 21): calibration.group picks one column.
+-- The Mondrian group attributes of every query: calibration.group picks one column.
 SELECT query_id, benchmark, benchmark || '/' || coalesce(subset, '') AS subset FROM queries

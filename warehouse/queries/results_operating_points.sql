@@ -1,7 +1,7 @@
 -- CR² at the default α and the given λ values: test risk (solvable rows and all rows), local rate,
 -- accuracy and cost, each with its paired bootstrap interval (v_operating_points_ci), and the gate's false defers;
 -- beside the teacher-referenced risk, the realised risks on the real labels over all rows (oracle disagreement,
--- avoidable error; issue 26) with their intervals, and the local accuracy.
+-- avoidable error) with their intervals, and the local accuracy.
 SELECT o.lam, o.alpha, o.risk, o.risk_lower, o.risk_upper, o.risk_all,
        o.oracle_risk_all, o.oracle_risk_all_lower, o.oracle_risk_all_upper,
        o.avoidable_risk_all, o.avoidable_risk_all_lower, o.avoidable_risk_all_upper, o.local_accuracy,

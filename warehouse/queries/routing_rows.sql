@@ -1,7 +1,7 @@
 -- One row per (query, channel draw) of the routing view: split, embedding, per-model correctness and
 -- normalised cost (realised, and the pre-execution estimate from the same split seed) in pool order. Parameters: $dist_id, $label_source, $seed, $encoder.
 -- The per-model lists are aggregated before the embedding is joined: grouping by the 384-float vector made the
--- query ≈ 4× slower (issue 30); rows, order and content are the same.
+-- query ≈ 4× slower; rows, order and content are the same.
 WITH per_draw AS (
     SELECT s.query_id, s.draw, s.distance_m,
            list(l.correct   ORDER BY m.position) AS correct,

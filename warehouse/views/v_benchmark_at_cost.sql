@@ -10,7 +10,7 @@ ranges AS (SELECT run_id, method, min(cost) AS lo, max(cost) AS hi FROM pooled G
 targets AS (SELECT unnest([0.35, 0.45, 0.55]) AS target),
 nearest AS (
     SELECT p.run_id, p.method, t.target,
-           arg_min({'lam': p.lam, 'alpha': p.alpha}, abs(p.cost - t.target)) AS point
+           arg_min({'lam': p.lam, 'alpha': p.alpha}, (abs(p.cost - t.target), p.lam, p.alpha)) AS point
     FROM pooled p CROSS JOIN targets t GROUP BY ALL
 )
 SELECT n.run_id, n.method, n.target, n.point.lam AS lam, n.point.alpha AS alpha,

@@ -1,7 +1,7 @@
--- v_fixed_accuracy with the paired bootstrap interval (issue 25) of each learned method's saving vs KNN at each
+-- v_fixed_accuracy with the paired bootstrap interval of each learned method's saving vs KNN at each
 -- target: saving_lower / saving_upper (percentile interval at `level`; per resample both frontiers are
 -- recomputed on the same test queries) and the verdict the words may use — 'cheaper' only where the whole
--- interval is above 0, 'dearer' where it is below 0, otherwise 'no difference detected' (macro saving_verdict, the twin of cr2.bootstrap.saving_verdict).
+-- interval is above 0, 'dearer' where it is below 0, otherwise 'no difference detected' (macro saving_verdict, the twin of cr2.evaluation.statistics.saving_verdict).
 SELECT f.*,
        i.lower AS saving_lower,
        i.upper AS saving_upper,

@@ -7,7 +7,7 @@
 SELECT run_id, source, label_source, check_name, rule, metric, alpha, "group", delta, target,
        count(*)                                              AS n_cells,
        max(value)                                            AS worst_value,
-       arg_max(se, value)                                    AS se_at_worst,
+       arg_max(se, (value, se))                                    AS se_at_worst,
        max(bound)                                            AS bound,
        max((value - bound) / nullif(se, 0))                  AS worst_z,
        CASE WHEN max(bound) IS NULL THEN NULL

@@ -1,5 +1,5 @@
 -- Each learned method's mean fixed-accuracy saving vs KNN over the targets both reach (v_fixed_accuracy's
--- targets 0.50 … 0.99), with its paired bootstrap interval (issue 25) and the verdict: 'cheaper' / 'dearer'
+-- targets 0.50 … 0.99), with its paired bootstrap interval and the verdict: 'cheaper' / 'dearer'
 -- only where the 95 % interval excludes 0, otherwise 'no difference detected'. Tagged with the label source.
 SELECT i.run_id,
        r.label_source,

@@ -1,4 +1,4 @@
--- Label diagnostics per pool (issue 27 item 3): what the labels allow any router — the full-information reference's
+-- Label diagnostics per pool: what the labels allow any router — the full-information reference's
 -- mean saving vs KNN (headroom, with its interval), the device and m_ref accuracies, P(device right | m_ref wrong),
 -- the φ correlation of device and m_ref correctness and the mean φ over all pairs, and how well a k-NN on the query
 -- embeddings predicts correctness and disagreement (cross-validated AUC: device, m_ref, their disagreement, and the

@@ -1,4 +1,4 @@
--- The premise map (issue 25, docs/results.md "When CR² pays"): per cell of the device-speed × channel grid,
+-- The premise map (docs/results.md "When CR² pays"): per cell of the device-speed × channel grid,
 -- the device / cheapest-edge cost ratio under ĉ, CR²'s fixed-accuracy saving vs KNN and vs the best single
 -- model (retrained gate, and the base gate re-calibrated only) at the paper's targets 0.79–0.82 and averaged
 -- over every target both reach, what re-calibration alone loses against retraining, the risk at α and the

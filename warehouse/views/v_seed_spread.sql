@@ -1,4 +1,4 @@
--- Seed variability (cr2 study seeds, issue 25): for each study and headline statistic (a metric at an operating
+-- Seed variability (cr2 study seeds): for each study and headline statistic (a metric at an operating
 -- point, a saving vs KNN at a target, the mean saving), its spread over the seeds that re-ran split + training
 -- (teacher, gate, learned baselines) + calibration + evaluation — mean, sd, min, max — beside the bootstrap
 -- interval of the base seed (the config's own seed, run in this warehouse): test-query noise vs training noise.

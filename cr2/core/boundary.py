@@ -1,0 +1,202 @@
+"""The input boundary: every text, number and YAML document that enters cr2 from outside is checked here.
+
+HTTP bodies (cr2_cli/serve), command-line arguments (cr2_cli/main.py), routed queries (cr2.deploy.deployment) and
+configuration / catalogue files all pass through these functions, so one rule decides what is accepted:
+
+- text is well-formed Unicode that encodes to UTF-8: no lone surrogates (JSON "\\ud83d", or the surrogate
+  escapes Python gives non-UTF-8 command-line bytes), refused with the field's name;
+- a number is range-checked *before* it is turned into a float: a 401-digit integer is "out of range", never an
+  OverflowError; NaN and infinities are refused;
+- a YAML document is read bounded (bytes, then the size of what its aliases expand to), so a 531-byte alias
+  bomb or /dev/zero is refused in milliseconds instead of exhausting memory;
+- text bound for a terminal loses its control characters (C0, C1 and the ESC sequences they start) except
+  newline and tab (`printable`).
+
+Refusals are `InvalidValueError`s (a ValueError and a Cr2Error: exit code 2 on the CLI, a 4xx on the server).
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from cr2.core.errors import InvalidValueError
+
+MAX_YAML_BYTES = 1 << 20  # a configuration or catalogue file; the shipped ones are a few kB
+MAX_YAML_NODES = 100_000  # scalars + collections after every alias is expanded (the default config has ~1,000)
+MAX_YAML_DEPTH = 64
+MAX_MAGNITUDE = 1e300  # integers beyond this would overflow (or nearly) as floats: refused before conversion
+
+
+def check_text(value: str, name: str) -> str:
+    """`value` if it is well-formed Unicode (no lone surrogates, so it encodes to UTF-8), else InvalidValueError."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start:exc.end]
+        raise InvalidValueError(f"{name} is not valid UTF-8 text: it holds {ascii(bad)} at character {exc.start} "
+                                "(a lone surrogate, or bytes that are not UTF-8); send UTF-8 text") from None
+    return value
+
+
+def check_texts(value: Any, name: str = "body", max_items: int = 1_000_000) -> Any:
+    """`value` (parsed JSON: dicts, lists, scalars) if every string in it, keys included, is well-formed; the
+    refusal names the path of the first bad string (e.g. `messages[0].content`). Iterative: no recursion."""
+    stack: list[tuple[Any, str]] = [(value, name)]
+    seen = 0
+    while stack:
+        item, path = stack.pop()
+        seen += 1
+        if seen > max_items:
+            raise InvalidValueError(f"{name} holds more than {max_items:,} values")
+        if isinstance(item, str):
+            check_text(item, path)
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(k, str):
+                    check_text(k, f"a key of {path}")
+                stack.append((v, f"{path}.{k}" if isinstance(k, str) and k.isidentifier() else f"{path}[{k!r}]"))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+    return value
+
+
+def parse_number(value: Any, name: str, low: float | None = None, high: float | None = None, *,
+                 low_inclusive: bool = False, high_inclusive: bool = False) -> float:
+    """`value` (a number, or a string from a header or argument) as a finite float in the given range, or an
+    InvalidValueError naming `name`. Integers are compared exactly before conversion, so a huge one is out of
+    range rather than an OverflowError; booleans are not numbers."""
+    if isinstance(value, bool):
+        raise InvalidValueError(f"{name} must be a number, not {str(value).lower()}")
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > 64:
+            raise InvalidValueError(f"{name} must be a number of at most 64 characters, got {len(text):,}")
+        try:
+            value = int(text) if re.fullmatch(r"[+-]?\d+", text) else float(text)
+        except ValueError:
+            raise InvalidValueError(f"{name} must be a number, got {printable(ascii(text))}") from None
+    if not isinstance(value, (int, float)):
+        raise InvalidValueError(f"{name} must be a number, got {type(value).__name__}")
+    if isinstance(value, int):
+        too_low = low is not None and (value < low or (value == low and not low_inclusive))
+        too_high = high is not None and (value > high or (value == high and not high_inclusive))
+        if abs(value) > MAX_MAGNITUDE:
+            raise InvalidValueError(f"{name} is out of range: {_short(value)}; a number here is at most "
+                                    f"{MAX_MAGNITUDE:g} in magnitude")
+        if too_low or too_high:
+            raise InvalidValueError(f"{name} must be {_range(low, high, low_inclusive, high_inclusive)}, got "
+                                    f"{_short(value)}")
+        return float(value)
+    if not math.isfinite(value):
+        raise InvalidValueError(f"{name} must be finite, got {value}")
+    if (low is not None and (value < low or (value == low and not low_inclusive))) or \
+            (high is not None and (value > high or (value == high and not high_inclusive))):
+        raise InvalidValueError(f"{name} must be {_range(low, high, low_inclusive, high_inclusive)}, got {value:g}")
+    return float(value)
+
+
+def _range(low: float | None, high: float | None, low_inclusive: bool, high_inclusive: bool) -> str:
+    if high is None:
+        return f"{'≥' if low_inclusive else '>'} {low:g}" if low is not None else "a finite number"
+    if low is None:
+        return f"{'≤' if high_inclusive else '<'} {high:g}"
+    return f"in {'[' if low_inclusive else '('}{low:g}, {high:g}{']' if high_inclusive else ')'}"
+
+
+def _short(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 20 else f"an integer of {len(text.lstrip('-')):,} digits"
+
+
+# ------------------------------------------------------------------------------------------- YAML
+def read_yaml_bytes(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
+    """The text of a YAML file read bounded: at most `limit` bytes (a device or FIFO never fills memory), UTF-8."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(limit + 1)
+    except FileNotFoundError:
+        raise InvalidValueError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InvalidValueError(f"{path}: is a folder, not a YAML file") from None
+    except OSError as exc:
+        raise InvalidValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > limit:
+        raise InvalidValueError(f"{path}: larger than {limit:,} bytes; a YAML file of cr2 is a few kB — is this the "
+                                "right file?")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidValueError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+def _expanded_size(value: Any, max_nodes: int, max_depth: int, where: str) -> None:
+    """Refuse `value` when expanding its shared (aliased) parts would exceed `max_nodes` values or nest deeper
+    than `max_depth`, or when it contains itself. Linear in the *distinct* objects: sizes are memoised by id."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, int, bool]] = [(value, 1, False)]
+    on_path: set[int] = set()
+    while stack:
+        item, depth, done = stack.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        key = id(item)
+        children = list(item.values()) + list(item.keys()) if isinstance(item, dict) else item
+        if done:
+            on_path.discard(key)
+            total = 1 + sum(sizes.get(id(c), 1) if isinstance(c, (dict, list)) else 1 for c in children)
+            sizes[key] = total
+            if total > max_nodes:
+                raise InvalidValueError(f"{where}: expands to more than {max_nodes:,} values (YAML aliases "
+                                        "repeating large parts); write the values out or use fewer aliases")
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise InvalidValueError(f"{where}: a YAML alias refers to a collection that contains it")
+        if depth > max_depth:
+            raise InvalidValueError(f"{where}: nested deeper than {max_depth} levels")
+        on_path.add(key)
+        stack.append((item, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if isinstance(c, (dict, list)))
+
+
+def load_yaml(text: str, where: str, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_YAML_DEPTH) -> Any:
+    """`text` parsed as safe YAML within a budget: at most `max_nodes` values once aliases are expanded and
+    `max_depth` levels; every string well-formed. Raises yaml.YAMLError for syntax (the caller says where)."""
+    import yaml
+
+    check_text(text, where)
+    data = yaml.safe_load(text)
+    _expanded_size(data, max_nodes, max_depth, where)
+    return data
+
+
+def load_yaml_file(path: str | Path, limit: int = MAX_YAML_BYTES) -> Any:
+    """A YAML file read and parsed within the byte, node and depth budgets (syntax errors: yaml.YAMLError)."""
+    return load_yaml(read_yaml_bytes(path, limit), str(path))
+
+
+# ------------------------------------------------------------------------------------------- terminal
+# ESC-started sequences (CSI with parameters, OSC up to BEL/ST, and two-byte escapes), then any other C0 / DEL / C1
+# control character except newline and tab
+_ESCAPE_SEQ = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]"
+                         r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)?")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal: ESC / CSI / OSC sequences and every other C0, DEL and C1 control character
+    removed (newline and tab kept), lone surrogates shown as escapes. Nothing printed can move the cursor, clear
+    the screen or retitle the window."""
+    if not isinstance(text, str):
+        text = str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub("", _ESCAPE_SEQ.sub("", text))

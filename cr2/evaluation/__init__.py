@@ -1,0 +1,1 @@
+"""Evaluating routers: the sweep, metrics, statistics (bootstrap, Holm, the one verdict), intervals, fixed-accuracy savings, guarantees."""

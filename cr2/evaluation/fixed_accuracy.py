@@ -1,0 +1,192 @@
+"""Cost at a fixed accuracy on a method's monotone frontier, and its paired bootstrap (paper Fig. dumbbell_cost_saving).
+
+The same rule as warehouse/views/v_fixed_accuracy.sql, in arrays, so that it can be recomputed on every
+bootstrap resample: the frontier is the operating points no cheaper-or-equal point matches in accuracy;
+the cost at target a* is linear between the two frontier points that bracket a* (the cheapest point if it
+already reaches a*); a target above the method's best accuracy is NaN (not reached). `grid_cost_at` is
+the no-interpolation variant (cheapest point with accuracy ≥ a*).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cr2.evaluation.statistics import Interval, percentile_interval, resample_counts, resampled_means
+from cr2.core.errors import InvalidValueError
+
+_EPS = 1e-12  # the view's tolerance on "accuracy ≥ target"
+
+
+def _points(accuracy: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(accuracy, dtype=np.float64).ravel()
+    c = np.asarray(cost, dtype=np.float64).ravel()
+    if a.shape != c.shape:
+        raise InvalidValueError(f"accuracy {a.shape} and cost {c.shape} must have one value per operating point")
+    keep = np.isfinite(a) & np.isfinite(c)
+    return a[keep], c[keep]
+
+
+def frontier(accuracy: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(accuracy, cost) of the monotone frontier, ascending cost: strictly increasing accuracy along it."""
+    a, c = _points(accuracy, cost)
+    order = np.lexsort((-a, c))  # ascending cost, then best accuracy first among equal costs
+    a, c = a[order], c[order]
+    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], a[:-1]]))
+    on = a > best_before  # beats every cheaper-or-equal point (ties in both collapse to one)
+    return a[on], c[on]
+
+
+def frontier_cost_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """[t] cost on the interpolated monotone frontier at each target accuracy; NaN where not reached (one sweep:
+    `frontier_cost_at_each` of a single row)."""
+    a, c = _points(accuracy, cost)
+    t = np.asarray(targets, dtype=np.float64)
+    return frontier_cost_at_each(a[None, :], c[None, :], t.ravel())[0].reshape(t.shape)
+
+
+def frontier_cost_at_each(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The cost on each row's interpolated monotone frontier at each target: accuracy, cost [B, k] (one sweep per row,
+    e.g. per resample) → [B, t]; NaN where a row does not reach the target, and a non-finite point is off every
+    frontier. The frontier is `frontier`'s (ascending cost, strictly rising accuracy); a target at or below the
+    cheapest frontier point costs that point, one between two frontier points is linear between them."""
+    a = np.asarray(accuracy, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
+    if a.ndim != 2 or a.shape != c.shape:
+        raise InvalidValueError(f"accuracy {a.shape} and cost {c.shape} must both be [B, k]")
+    t = np.asarray(targets, dtype=np.float64)
+    b, k = a.shape
+    out = np.full((b, t.size), np.nan)
+    if k == 0 or b == 0:
+        return out
+    finite = np.isfinite(a) & np.isfinite(c)
+    a, c = np.where(finite, a, -np.inf), np.where(finite, c, np.inf)  # sorts last and beats nothing
+    order = np.lexsort((-a, c), axis=-1)  # per row: ascending cost, then best accuracy first among equal costs
+    a, c, finite = (np.take_along_axis(x, order, axis=1) for x in (a, c, finite))
+    best_before = np.maximum.accumulate(np.concatenate([np.full((b, 1), -np.inf), a[:, :-1]], axis=1), axis=1)
+    on = (a > best_before) & finite
+    # along a row the frontier's accuracy rises, so the first frontier point with accuracy ≥ target is the first
+    # on-point that reaches it; the point before it on the frontier is the last on-point before that
+    reach = on[:, :, None] & (a[:, :, None] >= t[None, None, :] - _EPS)  # [B, k, t]
+    hit = reach.any(axis=1)
+    j = reach.argmax(axis=1)  # [B, t]
+    last_on = np.maximum.accumulate(np.where(on, np.arange(k)[None, :], -1), axis=1)  # [B, k]
+    rows = np.arange(b)[:, None]
+    prev = np.where(j > 0, last_on[rows, np.maximum(j - 1, 0)], -1)
+    first = hit & (prev < 0)
+    out[first] = np.broadcast_to(c[rows, j], out.shape)[first]
+    mid = hit & (prev >= 0)
+    bi, ti = np.nonzero(mid)
+    a1, a2, c1, c2 = a[bi, prev[mid]], a[bi, j[mid]], c[bi, prev[mid]], c[bi, j[mid]]
+    out[mid] = c1 + (t[ti] - a1) * (c2 - c1) / (a2 - a1)
+    return out
+
+
+def grid_cost_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """[t] cheapest operating point's cost with accuracy ≥ target (no interpolation); NaN where not reached."""
+    a, c = _points(accuracy, cost)
+    t = np.asarray(targets, dtype=np.float64)
+    if a.size == 0:
+        return np.full(t.shape, np.nan)
+    reach = a[None, :] >= t[:, None] - _EPS
+    return np.where(reach.any(axis=1), np.where(reach, c[None, :], np.inf).min(axis=1), np.nan)
+
+
+def saving_pct(cost: np.ndarray, reference_cost: np.ndarray) -> np.ndarray:
+    """Saving of a method against the reference at the same target, in % (positive: the method is cheaper)."""
+    return 100.0 * (1.0 - np.asarray(cost, dtype=np.float64) / np.asarray(reference_cost, dtype=np.float64))
+
+
+#: the one grid of target accuracies every fixed-accuracy saving is read at, 0.50 … 0.99 in steps of 0.01 (SQL twin:
+#: the table macro target_grid() of warehouse/macros.sql, which v_fixed_accuracy reads)
+VIEW_TARGETS = np.arange(50, 100) / 100.0
+#: the paper's fixed-accuracy targets (§VII, Fig. dumbbell_cost_saving; SQL twin: paper_targets())
+PAPER_TARGETS = (0.79, 0.80, 0.81, 0.82)
+
+
+@dataclass(frozen=True)
+class MethodOutcomes:
+    """Per-query outcomes of one method over its λ sweep on the evaluated test rows (the same rows for every method)."""
+
+    correct: np.ndarray  # [n, k] bool, y of the chosen model at each of the k operating points
+    cost: np.ndarray  # [n, k] float, realised normalised cost c of the chosen model
+    rows: np.ndarray | None = None  # [n] bool, rows accuracy and cost are means over (solvable queries); None: all
+
+    def __post_init__(self) -> None:
+        if np.shape(self.correct) != np.shape(self.cost) or np.ndim(self.correct) != 2:
+            raise InvalidValueError(f"correct {np.shape(self.correct)} and cost {np.shape(self.cost)} must both be [n, k]")
+        if self.rows is not None and np.shape(self.rows) != (np.shape(self.correct)[0],):
+            raise InvalidValueError(f"rows {np.shape(self.rows)} must be [n] with n = {np.shape(self.correct)[0]}")
+
+    def points(self, idx: np.ndarray | None = None, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(accuracy, cost) of each operating point on all rows ([k]) or on each resample ([B, k]).
+
+        A resample indexes all n rows; with `rows`, the means are over the drawn rows among them."""
+        if idx is None and counts is None:
+            r = slice(None) if self.rows is None else np.asarray(self.rows, dtype=bool)
+            return (np.asarray(self.correct, dtype=np.float64)[r].mean(axis=0),
+                    np.asarray(self.cost, dtype=np.float64)[r].mean(axis=0))
+        if counts is None:
+            counts = resample_counts(idx, np.shape(self.correct)[0])
+        return (resampled_means(self.correct, None, self.rows, counts=counts),
+                resampled_means(self.cost, None, self.rows, counts=counts))
+
+
+def cost_samples(method: MethodOutcomes, targets: np.ndarray, counts: np.ndarray, *,
+                 points: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """A method's frontier cost at each target on the full test set [t] and on each resample [B, t] (NaN: missed).
+    points: (method.points(), method.points(counts=counts)) when the caller computed them already (e.g. for many
+    methods in one product)."""
+    t = np.asarray(targets, dtype=np.float64)
+    full, resampled = points if points is not None else (method.points(), method.points(counts=counts))
+    return frontier_cost_at(*full, t), frontier_cost_at_each(*resampled, t)
+
+
+def stacked_points(methods: list[MethodOutcomes], counts: np.ndarray) -> list[tuple[tuple, tuple]]:
+    """(points(), points(counts)) of each of `methods` (all over the same rows), from one product per statistic
+    instead of one per method."""
+    if not methods:
+        return []
+    rows = methods[0].rows
+    if any((m.rows is None) != (rows is None) or (rows is not None and not np.array_equal(m.rows, rows)) for m in methods):
+        raise InvalidValueError("stacked_points needs methods evaluated over the same rows")
+    stack = MethodOutcomes(np.concatenate([m.correct for m in methods], axis=1),
+                           np.concatenate([m.cost for m in methods], axis=1), rows=rows)
+    (fa, fc), (ra, rc) = stack.points(), stack.points(counts=counts)
+    edges = np.cumsum([0] + [np.shape(m.correct)[1] for m in methods])
+    return [((fa[i:j], fc[i:j]), (ra[:, i:j], rc[:, i:j])) for i, j in zip(edges[:-1], edges[1:])]
+
+
+def saving_samples(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, counts: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The saving vs the reference at each target on the full test set [t] and on each resample [B, t] (both
+    frontiers recomputed on the same drawn rows; NaN where one of them misses the target)."""
+    (est_m, samples_m), (est_r, samples_r) = cost_samples(method, targets, counts), cost_samples(reference, targets, counts)
+    return saving_pct(est_m, est_r), saving_pct(samples_m, samples_r)
+
+
+def mean_over_reached(est: np.ndarray, samples: np.ndarray) -> tuple[float, np.ndarray]:
+    """The mean saving over the targets both reach on the full test set, on it and on each resample ([B]; NaN on a
+    resample that misses one of those targets)."""
+    both = np.isfinite(est)
+    if not both.any():
+        return float("nan"), np.full(samples.shape[0], np.nan)
+    return float(est[both].mean()), samples[:, both].mean(axis=1)
+
+
+def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, idx: np.ndarray | None,
+                     level: float = 0.95, *, counts: np.ndarray | None = None) -> tuple[list[Interval], Interval]:
+    """Paired-bootstrap intervals of the saving vs the reference at each target and of its mean over targets.
+
+    Each resample recomputes both methods' frontiers on the same rows (idx [B, n], shared by every method;
+    or their `resample_counts`, computed once). The mean is over the targets both reach on the full test set;
+    a resample where one of them is not reached drops out of that target's interval and of the mean's.
+    """
+    if counts is None:
+        counts = resample_counts(idx, np.shape(method.correct)[0])
+    est, samples = saving_samples(method, reference, targets, counts)
+    per_target = [percentile_interval(samples[:, i], float(est[i]), level) for i in range(est.size)]
+    mean_est, mean_samples = mean_over_reached(est, samples)
+    return per_target, percentile_interval(mean_samples, mean_est, level)
+

@@ -1,0 +1,100 @@
+"""Paired bootstrap intervals of one evaluation run: every operating point and every saving vs KNN.
+
+The unit of resampling is the test query. One index array (cr2.evaluation.statistics.resample_indices over all n test
+rows) serves every method, operating point, benchmark and metric, so every difference is paired. Per
+resample:
+  - each per-query metric of cr2.evaluation.metrics.PER_QUERY_METRICS (accuracy, cost, local rate, risk, …) is the mean
+    over its rows (the solvable queries of the benchmark, or all of them for risk_all) among the drawn ones;
+  - each learned method's monotone frontier, its cost at every target accuracy and its saving vs the reference
+    router (KNN) are recomputed (cr2.evaluation.fixed_accuracy.saving_intervals), and so is the mean saving over the
+    targets both reach on the full test set.
+What the intervals do not cover: training, calibration and the split are held fixed (test-query noise only);
+the seed study (flows/study_seeds.py) varies those.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from cr2.evaluation.statistics import percentile_intervals, resampled_means
+from cr2.core.data import Decisions, RoutingSet
+from cr2.core.errors import InvalidValueError
+from cr2.evaluation.fixed_accuracy import MethodOutcomes, saving_intervals
+from cr2.evaluation.metrics import PER_QUERY_METRICS, PerQueryMetric
+
+SAVING = "saving_vs_knn_pct"  # metric name of a per-target saving row (as the column of v_fixed_accuracy)
+MEAN_SAVING = "mean_saving_vs_knn_pct"  # metric name of the mean over the targets both reach
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """One evaluated (method, λ, α) with its per-query decisions on the test rows."""
+
+    method: str
+    lam: float
+    alpha: float | None
+    chosen: np.ndarray  # [n] int, pool index of the chosen model
+    gate_accept: np.ndarray  # [n] bool, the gate's own acceptance (the chosen == m0 event for routers without a gate)
+
+    def decisions(self) -> Decisions:
+        return Decisions(chosen=self.chosen, accepted_local=self.chosen == 0, extra={"gate_accept": self.gate_accept})
+
+
+def metric_intervals(points: Sequence[OperatingPoint], test: RoutingSet, proba: np.ndarray, keep: np.ndarray,
+                     counts: np.ndarray, level: float = 0.95, *, per_benchmark: bool = True,
+                     metrics: Mapping[str, PerQueryMetric] = PER_QUERY_METRICS) -> list[dict[str, Any]]:
+    """Tidy interval rows (method, λ, α, benchmark, metric, estimate, lower, upper, n_resamples) of every point.
+
+    counts: [B, n] resample counts over all n test rows (cr2.evaluation.statistics.resample_counts), shared by all points.
+    The estimate is the metric on the full test set — the value the metrics table holds.
+    """
+    n = len(test)
+    if counts.shape[1] != n or np.shape(keep) != (n,):
+        raise InvalidValueError(f"counts {counts.shape} and keep {np.shape(keep)} must cover the {n} test rows")
+    keep = np.asarray(keep, dtype=bool)
+    benches = ["all", *sorted(set(test.benchmark))] if per_benchmark else ["all"]
+    rows: list[dict[str, Any]] = []
+    for m in metrics.values():
+        values = np.stack([m.values(proba, test, p.decisions(), p.lam) for p in points], axis=1)  # [n, P]
+        for bench in benches:
+            in_b = np.ones(n, dtype=bool) if bench == "all" else np.asarray(test.benchmark) == bench
+            scope = in_b & keep if m.rows == "solvable" else in_b
+            if not scope.any():
+                continue
+            est = values[scope].mean(axis=0)
+            lower, upper, n_ok = percentile_intervals(resampled_means(values, None, scope, counts=counts), est, level)
+            rows += [{"method": p.method, "lam": p.lam, "alpha": p.alpha, "benchmark": bench, "metric": m.name,
+                      "target": None, "estimate": float(est[j]), "lower": float(lower[j]), "upper": float(upper[j]),
+                      "n_resamples": int(n_ok[j]), "n_targets": None} for j, p in enumerate(points)]
+    return rows
+
+
+def method_outcomes(points: Sequence[OperatingPoint], test: RoutingSet, keep: np.ndarray) -> MethodOutcomes:
+    """A method's per-query correctness and cost at each of its operating points (the solvable rows counted)."""
+    chosen = np.stack([p.chosen for p in points], axis=1)  # [n, k]
+    rows = np.arange(len(test))[:, None]
+    return MethodOutcomes(np.asarray(test.correct, dtype=bool)[rows, chosen],
+                          np.asarray(test.cost, dtype=np.float64)[rows, chosen], rows=np.asarray(keep, dtype=bool))
+
+
+def saving_interval_rows(outcomes: Mapping[str, MethodOutcomes], reference: str, targets: np.ndarray,
+                         counts: np.ndarray, level: float = 0.95) -> list[dict[str, Any]]:
+    """Tidy rows of each method's saving vs `reference` at every target it and the reference reach, and of the
+    mean over those targets (metric MEAN_SAVING, target NULL, n_targets = how many)."""
+    if reference not in outcomes:
+        raise InvalidValueError(f"reference router '{reference}' is not among the evaluated methods {sorted(outcomes)}")
+    t = np.asarray(targets, dtype=np.float64)
+    rows: list[dict[str, Any]] = []
+    for method, out in outcomes.items():
+        per_target, mean = saving_intervals(out, outcomes[reference], t, None, level, counts=counts)
+        base = {"method": method, "lam": None, "alpha": None, "benchmark": "all"}
+        rows += [{**base, "metric": SAVING, "target": round(float(tt), 6), "estimate": iv.estimate, "lower": iv.lower,
+                  "upper": iv.upper, "n_resamples": iv.n_resamples, "n_targets": None}
+                 for tt, iv in zip(t, per_target) if np.isfinite(iv.estimate)]
+        n_both = sum(np.isfinite(iv.estimate) for iv in per_target)
+        if n_both:
+            rows.append({**base, "metric": MEAN_SAVING, "target": None, "estimate": mean.estimate, "lower": mean.lower,
+                         "upper": mean.upper, "n_resamples": mean.n_resamples, "n_targets": int(n_both)})
+    return rows

@@ -1,0 +1,201 @@
+"""Evaluation metrics of a routing policy on a test set (paper §VII): one function per metric, arrays in.
+
+Test queries that no model answers correctly are excluded from test metrics (paper §VII-A):
+`evaluable_mask` gives the rows to keep.
+
+Risks. "Accepted locally" is the gate's own acceptance 1[s ≥ τ] where the router has a gate
+(Decisions.extra["gate_accept"], the event every CR² guarantee is about), else the choice of m0. Three risks:
+- teacher disagreement (`risk`, the paper's eq. disagree_label): accepted while the teacher's m_full* is an
+  edge model — agreement with a learned selector, not a statement about answers;
+- oracle disagreement on real labels: accepted while argmax_m y_m − λ·ĉ_m over the real correctness is an edge
+  model — eq. disagree_label with y in place of the teacher's p, the same decision cost ĉ (ties → cheaper
+  model, then the device: cr2.method.utility.oracle_choice);
+- avoidable error: accepted, the device model wrong and some edge model right.
+Each has a per-query function returning a [n] bool array (its mean is the metric), so a paired bootstrap
+(cr2.evaluation.statistics.resampled_means) can put an interval on it; `local_accuracy` is a ratio, with per-query
+numerator and denominator in `local_accuracy_terms`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from cr2.core.data import Decisions, RoutingSet
+from cr2.method.utility import DEVICE_INDEX, avoidable_error_label, disagree_label, oracle_disagree_label
+
+
+def evaluable_mask(data: RoutingSet) -> np.ndarray:
+    """[n] bool: queries at least one model answers correctly."""
+    return np.asarray(data.correct, dtype=bool).any(axis=1)
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+# ---- per-query values: every test metric is the mean of one of these over its rows, so the paired bootstrap
+# (cr2.evaluation.intervals) resamples exactly what the metrics table reports
+def correct_of_choice(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n] float: y_m̂(x), the chosen model's correctness."""
+    return np.asarray(data.correct, dtype=bool)[np.arange(len(data)), decisions.chosen].astype(np.float64)
+
+
+def cost_of_choice(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n] float: c_m̂(x, ξ), the realised normalised cost of the chosen model."""
+    return np.asarray(data.cost, dtype=np.float64)[np.arange(len(data)), decisions.chosen]
+
+
+def local_of_choice(decisions: Decisions) -> np.ndarray:
+    """[n] float: 1[m̂ = m0], answered on the device."""
+    return (np.asarray(decisions.chosen) == DEVICE_INDEX).astype(np.float64)
+
+
+def accepted_locally(decisions: Decisions) -> np.ndarray:
+    """[n] bool: the gate's acceptance 1[s ≥ τ] when the router has a gate, else the choice of the device model m0."""
+    return np.asarray(decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX), dtype=bool)
+
+
+def false_acceptance(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
+    """[n] float: 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (teacher disagreement, §VI-F)."""
+    # eq. (disagree_label): r = 1[m_full* ≠ m0]; the loss of a query is r · 1[s ≥ τ]
+    return (accepted_locally(decisions) & np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool)
+            ).astype(np.float64)
+
+
+def oracle_disagreement_per_query(data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
+    """[n] bool: accepted locally while argmax_m y_m − λ·ĉ_m (real labels, decision cost) is an edge model."""
+    # eq. (disagree_label) over the real labels: r = 1[m_oracle* ≠ m0]
+    return accepted_locally(decisions) & oracle_disagree_label(data.correct, data.decision_cost, lam)
+
+
+def avoidable_error_per_query(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n] bool: accepted locally, the device model wrong and some edge model right."""
+    return accepted_locally(decisions) & avoidable_error_label(data.correct)
+
+
+def local_accuracy_terms(data: RoutingSet, decisions: Decisions) -> np.ndarray:
+    """[n, 2] float: (accepted locally and the device right, accepted locally) per query; local accuracy = Σ col 0 / Σ col 1."""
+    acc = accepted_locally(decisions)
+    right = acc & np.asarray(data.correct, dtype=bool)[:, DEVICE_INDEX]
+    return np.stack([right, acc], axis=1).astype(np.float64)
+
+
+def accuracy(data: RoutingSet, decisions: Decisions) -> float:
+    """Mean y_m̂(x) over queries: the chosen model's correctness."""
+    return _mean(correct_of_choice(data, decisions))
+
+
+def mean_cost(data: RoutingSet, decisions: Decisions) -> float:
+    """Normalised deployment cost of the policy: mean c_m̂(x, ξ) over its choices (docs/cost-model.md)."""
+    return _mean(cost_of_choice(data, decisions))
+
+
+def local_rate(decisions: Decisions) -> float:
+    """Fraction of queries answered by the device model m0."""
+    return _mean(local_of_choice(decisions))
+
+
+def false_acceptance_risk(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
+    """Marginal false-acceptance risk: mean of 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (§VI-F)."""
+    return _mean(false_acceptance(proba, data, decisions, lam))
+
+
+def oracle_disagreement_risk(data: RoutingSet, decisions: Decisions, lam: float) -> float:
+    """Realised risk (a): the share of queries accepted locally although the real-label oracle prefers an edge model."""
+    return _mean(oracle_disagreement_per_query(data, decisions, lam))
+
+
+def avoidable_error_risk(data: RoutingSet, decisions: Decisions) -> float:
+    """Realised risk (b): the share of queries answered wrongly on the device where an edge model would have been right."""
+    return _mean(avoidable_error_per_query(data, decisions))
+
+
+def local_accuracy(data: RoutingSet, decisions: Decisions) -> float:
+    """The device model's accuracy on the queries accepted locally (NaN when none is accepted)."""
+    t = local_accuracy_terms(data, decisions).sum(axis=0)
+    return float(t[0] / t[1]) if t[1] > 0 else float("nan")
+
+
+def risk_per_query(data: RoutingSet, decisions: Decisions, lam: float, proba: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-query loss of every risk metric, metric name → [n] bool (the metric is its mean): what a paired
+    bootstrap over test queries resamples. Names are those of the `metrics` rows (cr2.evaluation.sweep.metric_rows)."""
+    return {name: PER_QUERY_METRICS[name].values(proba, data, decisions, lam).astype(bool)
+            for name in ("risk", "oracle_risk", "avoidable_risk")}
+
+
+@dataclass(frozen=True)
+class PerQueryMetric:
+    """A test metric that is the mean of a per-query value: what the bootstrap resamples (cr2.evaluation.intervals)."""
+
+    name: str  # as in the metrics table
+    values: Callable[[np.ndarray, RoutingSet, Decisions, float], np.ndarray]  # (proba, data, decisions, λ) → [n]
+    rows: str  # 'solvable': the rows accuracy/cost/local rate use (queries some model solves); 'all': every test row
+
+
+#: the per-query metrics the paired bootstrap gives an interval for, by name. A new per-query metric (e.g. a
+#: realised risk) is one entry here: `metric_rows` records its mean and the intervals task resamples it.
+PER_QUERY_METRICS: dict[str, PerQueryMetric] = {m.name: m for m in (
+    PerQueryMetric("accuracy", lambda p, d, dec, lam: correct_of_choice(d, dec), "solvable"),
+    PerQueryMetric("cost", lambda p, d, dec, lam: cost_of_choice(d, dec), "solvable"),
+    PerQueryMetric("local_rate", lambda p, d, dec, lam: local_of_choice(dec), "solvable"),
+    PerQueryMetric("risk", false_acceptance, "solvable"),
+    PerQueryMetric("risk_all", false_acceptance, "all"),
+    # issue 26: the realised risks on the real labels, on the same two row sets
+    PerQueryMetric("oracle_risk", lambda p, d, dec, lam: oracle_disagreement_per_query(d, dec, lam), "solvable"),
+    PerQueryMetric("oracle_risk_all", lambda p, d, dec, lam: oracle_disagreement_per_query(d, dec, lam), "all"),
+    PerQueryMetric("avoidable_risk", lambda p, d, dec, lam: avoidable_error_per_query(d, dec), "solvable"),
+    PerQueryMetric("avoidable_risk_all", lambda p, d, dec, lam: avoidable_error_per_query(d, dec), "all"),
+)}
+
+
+def oracle_accuracy(data: RoutingSet) -> float:
+    """Fraction of queries some model answers correctly (the ceiling of any router)."""
+    return float(evaluable_mask(data).mean()) if len(data) else float("nan")
+
+
+def false_defer_rate(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
+    """Gate false defers: mean of 1[deferred by the gate] · (1 − r(λ)), i.e. deferred although m0 is teacher-optimal."""
+    risk = np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool)
+    return _mean(~accepted_locally(decisions) & ~risk)
+
+
+def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np.ndarray, n_resplits: int,
+                 rng: np.random.Generator, rule: str = "crc", delta: float | None = None) -> np.ndarray:
+    """Test false-acceptance risk of a rule (default CRC) over random calibration/test re-splits: [n_resplits, n_alpha].
+
+    scores, risks: one λ's pooled (calibration ∪ test) scores s_i and r_i (the rule's risk label); each re-split
+    calibrates τ*(α) on n_calib random points and measures R̂ on the rest — the Monte-Carlo check of E[R] ≤ α.
+    rule / delta: as cr2.crc.calibrate_thresholds takes them (δ for one λ, for the ltt rules).
+    """
+    from cr2.crc.rules import _check_pair, allowed_risky_count, thresholds_from_risky
+
+    scores, risks = _check_pair(scores, risks)
+    k = allowed_risky_count(n_calib, alphas, rule, delta)  # the same for every re-split: N and α are fixed
+    wide = scores.astype(np.float64)  # 1[s ≥ τ] decided exactly, as cr2.crc.accept decides it
+    n_test = len(scores) - n_calib
+    out = np.empty((n_resplits, len(k)))
+    for b in range(n_resplits):
+        perm = rng.permutation(len(scores))
+        cal, test = perm[:n_calib], perm[n_calib:]
+        taus = thresholds_from_risky(np.sort(scores[cal][risks[cal]])[::-1], k, scores.dtype)
+        risky_test = np.sort(wide[test][risks[test]])
+        # R̂ = #{test i : r_i = 1, s_i ≥ τ} / n_test, per α
+        out[b] = (len(risky_test) - np.searchsorted(risky_test, taus, side="left")) / n_test
+    return out
+
+
+def bound_verdict(values: np.ndarray, ses: np.ndarray, bound: float, z: float = 3.0) -> str | None:
+    """'holds' where every Monte-Carlo estimate is within z standard errors of the bound (value ≤ bound + z·se), else
+    'fails' (the rule of view v_guarantees); None without a finite estimate."""
+    v, se = np.asarray(values, dtype=np.float64), np.nan_to_num(np.asarray(ses, dtype=np.float64))
+    ok = np.isfinite(v)
+    if not ok.any():
+        return None
+    return "holds" if bool(np.all(v[ok] <= bound + z * se[ok])) else "fails"
+
+
+def risk_tolerance(alpha: float, n: int, z: float = 3.0) -> float:
+    """Monte-Carlo tolerance of a test-split risk estimate at level α: z binomial standard errors, z·sqrt(α(1−α)/n)."""
+    return float(z * np.sqrt(alpha * (1.0 - alpha) / max(n, 1)))

@@ -1,0 +1,1 @@
+"""What goes in: the benchmark datasets, splits, the tokenizer and the frozen encoder."""

@@ -1,0 +1,1 @@
+"""Labeling with lm-evaluation-harness: backends, task definitions, the MBPP sandbox, runs and estimates."""

@@ -1,0 +1,1 @@
+"""The CR² method: teacher, margin gate, utilities, the routing rule, operating targets, certification."""

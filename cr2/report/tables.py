@@ -1,0 +1,174 @@
+"""The report's tables: tidy frames (rows of the warehouse views) in, display frames out (values as shown).
+
+`ci_cell` writes every interval the same way; `mean_saving_table` is the one table of the mean saving vs KNN.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from cr2.config import HEADLINE_LAMS
+from cr2.report.styles import MethodStyles
+
+
+def informative_targets(fixed: pd.DataFrame, pareto: pd.DataFrame) -> pd.DataFrame:
+    """Targets at or above every compared method's accuracy at its own cheapest point (below it, a method's
+    cost is just its minimum cost and the comparison says nothing)."""
+    methods = set(fixed["method"])
+    pts = pareto[pareto["method"].isin(methods)]
+    floor = pts.sort_values(["cost", "accuracy"], ascending=[True, False]).groupby("method").first()["accuracy"].max()
+    return fixed[fixed["target"] >= np.floor(floor * 100) / 100 - 1e-9]
+
+
+def ci_cell(estimate, lower, upper, fmt: str = "+.1f") -> str:
+    """'estimate [lower, upper]' (a 95 % interval) for a table cell: '–' without an estimate, the estimate alone
+    without bounds."""
+    if estimate is None or pd.isna(estimate):
+        return "–"
+    if lower is None or upper is None or pd.isna(lower) or pd.isna(upper):
+        return format(float(estimate), fmt)
+    return f"{format(float(estimate), fmt)} [{format(float(lower), fmt)}, {format(float(upper), fmt)}]"
+
+
+def mean_saving_table(ms: pd.DataFrame, label: Callable[[str], str] = str) -> pd.DataFrame:
+    """Every learned router's mean saving vs KNN over the targets both reach, its 95 % interval and the verdict
+    (rows of v_mean_saving_ci); `label` names a router (the report: its display name)."""
+    if ms.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({"router": [label(m) for m in ms["method"]], "targets both reach": ms["n_targets"],
+                         "mean saving vs KNN % [95 % CI]": [ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower,
+                                                                    r.saving_upper) for r in ms.itertuples()],
+                         "verdict": ms["verdict"].fillna("–")}).reset_index(drop=True)
+
+
+def operating_point_ci_table(ops: pd.DataFrame, alpha: float, lams: tuple[float, ...], st: MethodStyles) -> pd.DataFrame:
+    """CR² (at α) and every learned baseline at a few λ: accuracy, cost, local rate, risk with their intervals."""
+    if ops.empty or "accuracy_lower" not in ops.columns:
+        return pd.DataFrame()
+    keep = ops["lam"].isin(lams) & (((ops["method"] == "cr2") & np.isclose(ops["alpha"].fillna(-1), alpha))
+                                    | ops["method"].isin([st.reference, *[m for m in st.learned if m != "cr2"]]))
+    d = ops[keep].sort_values(["lam", "method"])
+    out = pd.DataFrame({"λ": d["lam"].map(lambda v: f"{v:g}"), "router": [st.label(m) for m in d["method"]]})
+    for m in ("accuracy", "cost", "local_rate", "risk"):
+        out[f"{m} [95 % CI]"] = [ci_cell(e, lo, hi, ".3f") for e, lo, hi in zip(d[m], d[f"{m}_lower"], d[f"{m}_upper"])]
+    return out.reset_index(drop=True)
+
+
+def realised_risk_table(rr: pd.DataFrame, alpha: float, lams=HEADLINE_LAMS) -> pd.DataFrame:
+    """Issue 26: per rule and λ at α, the teacher-referenced and realised risks, local accuracy, local rate and cost."""
+    if rr.empty:
+        return pd.DataFrame()
+    d = rr[np.isclose(rr["alpha"].fillna(-1), alpha) & rr["lam"].apply(lambda v: any(abs(v - x) < 1e-9 for x in lams))]
+    d = d.sort_values(["lam", "rule"])
+    f = lambda v, k=4: "–" if pd.isna(v) else f"{v:.{k}f}"  # noqa: E731
+    return pd.DataFrame({"rule": d["rule"], "λ": d["lam"].map(lambda v: f"{v:g}"), "teacher disagreement": d["teacher_risk"].map(f),
+                         "oracle disagreement (real labels)": d["oracle_risk"].map(f),
+                         "avoidable error": d["avoidable_risk"].map(f), "local accuracy": d["local_accuracy"].map(f),
+                         "local rate": d["local_rate"].map(f), "cost": d["cost"].map(f),
+                         "accuracy": d["accuracy"].map(f)}).reset_index(drop=True)
+
+
+def benchmark_table(at_cost: pd.DataFrame, st: MethodStyles) -> pd.DataFrame:
+    """Per-benchmark accuracy at each cost target: rows (target, method), columns benchmarks + Avg; '–' if unreachable."""
+    rows = []
+    benches = sorted(b for b in at_cost["benchmark"].unique() if b != "all")
+    order = {m: i for i, m in enumerate((*st.learned, "cr2"))}
+    for (target, method), d in sorted(at_cost.groupby(["target", "method"]), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
+        reach = bool(d["reachable"].iloc[0])
+        acc = dict(zip(d["benchmark"], d["accuracy"]))
+        row = {"cost target": f"{target:.2f}", "method": st.label(method)}
+        for b in benches + ["all"]:
+            row[b.upper() if b != "all" else "Avg"] = f"{acc[b]:.3f}" if reach and b in acc else "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def risk_check_table(risk: pd.DataFrame) -> pd.DataFrame:
+    """Per α: the largest test-split risk over the λ grid against α + 3 binomial standard errors, and the
+    largest Monte-Carlo mean over re-splits (the quantity the CRC guarantee bounds by α)."""
+    from cr2.evaluation.metrics import risk_tolerance
+
+    rows = []
+    for alpha, d in risk.groupby("alpha"):
+        n = int(d["n_risk"].min())
+        tol = risk_tolerance(alpha, n)
+        worst = float(d["risk"].max())
+        rows.append({"α": f"{alpha:g}", "max test risk over λ": f"{worst:.4f}", "tolerance α + 3·SE": f"{alpha + tol:.4f}",
+                     "within": "yes" if worst <= alpha + tol else "NO",
+                     "max MC mean over λ": f"{d['risk_mean'].max():.4f}" if d["risk_mean"].notna().any() else "–",
+                     "N test": f"{n:,}"})
+    return pd.DataFrame(rows)
+
+
+def ablation_table(ab: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """Rows grouped as in the paper: loss composition, w_mono sweep, CRC level α, calibration rule, deferred path."""
+    if ab.empty:
+        return pd.DataFrame(columns=["group", "configuration", "accuracy", "local rate", "cost", "λ"])
+    at = lambda m, a=alpha: ab[(ab["method"] == m) & np.isclose(ab["alpha"].fillna(-1), a)]  # noqa: E731
+    spec = [("loss composition", "sign loss only", at("ablation:sign-only")),
+            ("loss composition", "+ margin loss", at("ablation:sign+margin")),
+            ("loss composition", "+ margin + monotone (CR²)", at("cr2")),
+            ("w_mono sweep", "w_mono = 0", at("ablation:sign+margin")),
+            ("w_mono sweep", "w_mono = 0.5", at("ablation:w_mono=0.5")),
+            ("w_mono sweep", "w_mono = 1 (CR²)", at("cr2")),
+            ("w_mono sweep", "w_mono = 2", at("ablation:w_mono=2"))]
+    spec += [("CRC level", f"α = {a:g}", at("cr2", a)) for a in sorted(ab.loc[ab["method"] == "cr2", "alpha"].dropna().unique())]
+    spec += [("calibration rule", "CRC (+1 correction)", at("cr2")), ("calibration rule", "empirical (no +1)", at("cr2-empirical")),
+             ("deferred path", "edge-only (CR²)", at("cr2")), ("deferred path", "inclusive", at("cr2-inclusive")),
+             ("deferred path", "fallback (cheapest edge)", at("cr2-fallback"))]
+    rows = []
+    for group, label, d in spec:
+        if len(d):
+            r = d.iloc[0]
+            rows.append({"group": group, "configuration": label, "accuracy": f"{r['accuracy']:.4f}",
+                         "local rate": f"{100 * r['local_rate']:.1f}%", "cost": f"{r['cost']:.3f}", "λ": f"{r['lam']:g}"})
+    return pd.DataFrame(rows)
+
+
+def _pm(value: float, se: float | None, digits: int = 4) -> str:
+    """value ± Monte-Carlo SE as text."""
+    if se is None or (isinstance(se, float) and np.isnan(se)):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} ± {se:.{digits}f}"
+
+
+def guarantee_validity_table(v: pd.DataFrame) -> pd.DataFrame:
+    """One row per promise (rule, α or target, group): the worst cell over λ against its bound, ± MC SE."""
+    v = v[v["bound"].notna()].copy()
+    if v.empty:
+        return pd.DataFrame()
+    from cr2.crc import RULE_CATALOGUE, rule_risk
+
+    promise = {"crc_mean_risk": "E[{r}] ≤ α, each λ", "ltt_any_violation": "P(any λ: {r} > α) ≤ δ",
+               "mondrian_mean_risk": "E[{r} | group] ≤ α, each λ", "target_miss": "P(miss target) ≤ δ"}
+
+    def risk_words(rule: str) -> str:  # issue 26: name the risk each rule controls
+        base = rule.removeprefix("mondrian-")
+        return rule_risk(base).display if base in RULE_CATALOGUE and rule_risk(base) else "risk"
+
+    v["promise"] = [promise.get(c, c).format(r=risk_words(r)) for c, r in zip(v["check_name"], v["rule"])]
+    v["at"] = [f"α={a:g}" if pd.notna(a) else f"target {t:g}" for a, t in zip(v["alpha"], v["target"])]
+    out = pd.DataFrame({
+        "rule": v["rule"], "promise": v["promise"], "at": v["at"], "group": v["group"].fillna("all"),
+        "worst over λ ± SE": [_pm(a, b) for a, b in zip(v["worst_value"], v["se_at_worst"])],
+        "bound": v["bound"].map(lambda b: f"{b:g}"), "holds (3 SE)": v["holds"].map({True: "yes", False: "NO"}),
+    })
+    return out.sort_values(["rule", "group", "at"]).reset_index(drop=True)
+
+
+def guarantee_price_table(p: pd.DataFrame) -> pd.DataFrame:
+    """Each guarantee's mean test local rate, cost and accuracy beside plain CRC at the same operating point."""
+    if p.empty:
+        return pd.DataFrame()
+    p = p.sort_values(["rule", "lam", "target"], na_position="first")
+    return pd.DataFrame({
+        "rule": p["rule"], "λ": p["lam"].map(lambda x: "" if pd.isna(x) else f"{x:g}"),
+        "α / target": [f"α={a:g}" if pd.notna(a) else f"target {t:g}" for a, t in zip(p["alpha"], p["target"])],
+        "local rate ± SE": [_pm(a, b, 3) for a, b in zip(p["local_rate"], p["local_rate_se"])],
+        "mean cost ± SE": [_pm(a, b, 4) for a, b in zip(p["mean_cost"], p["mean_cost_se"])],
+        "accuracy ± SE": [_pm(a, b, 4) for a, b in zip(p["accuracy"], p["accuracy_se"])],
+        "Δ local vs CRC": p["local_rate_vs_crc"].map(lambda x: "" if pd.isna(x) else f"{x:+.3f}"),
+        "Δ cost vs CRC": p["mean_cost_vs_crc"].map(lambda x: "" if pd.isna(x) else f"{x:+.4f}"),
+    }).reset_index(drop=True)
