@@ -118,18 +118,21 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "�
                 t = signed_rank_test(g["estimate"].to_numpy(dtype=float))
             except InvalidValueError:
                 t = None
+            kept = [int(x) for x in g["n_resamples"] if not pd.isna(x)]  # each pool's interval: resamples it kept
+            counts = [counts, f"{min(kept):,}–{max(kept):,}" if kept else "not stored"]
             tests.append((a, b, len(g), float(g["estimate"].median()), counts, t))
         holm = iter(holm_adjust([t.p_value for *_, t in tests if t is not None]))
         rows = []
         for a, b, n, med, counts, t in tests:
             if t is None:
-                rows.append([a, b, n, f"{med:+.1f}", counts, "—", "—", "—"])
+                rows.append([a, b, n, f"{med:+.1f}", *counts, "—", "—", "—"])
                 continue
             p_holm = next(holm)
-            rows.append([a, b, n, f"{med:+.1f}", counts, f"{t.p_value:.3g}", f"{p_holm:.3g}",
+            rows.append([a, b, n, f"{med:+.1f}", *counts, f"{t.p_value:.3g}", f"{p_holm:.3g}",
                          word(test_verdict(t.median_diff, p_holm))])
         head = ["side a", "side b", "pools", "median saving %",
-                'pools "cheaper" / "dearer" / n.d. (per-pool 95 % CI)', "p (signed rank)", "p, Holm", "verdict"]
+                'pools "cheaper" / "dearer" / n.d. (per-pool 95 % CI)', "resamples kept per pool (min–max)",
+                "p (signed rank)", "p, Holm", "verdict"]
         lines += [f"**{question}** (across pools; {len(tests)} tests in the family)", "", _table(rows, head)]
     return "\n".join(lines) + POOL_DEPENDENCE
 

@@ -82,7 +82,8 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     rows = comparison_rows(outcomes, [m for m in compared if m in outcomes] + ["knn"], VIEW_TARGETS, counts, spec.level)
     # the equal-risk decomposition at the default α: one mean saving per comparison
     rows += [{"subject": r["method_a"], "other": r["method_b"], "metric": f"{EQUAL_RISK_METRIC}{r['question']}",
-              "target": None, "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"], "n": r["n_targets"]}
+              "target": None, "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"], "n": r["n_targets"],
+              "n_resamples": r["n_resamples"]}
              for r in study_statistics(equal.to_dict("records"), config.grids.default_alpha)]
     # diagnostics over every query of the pool (train, dev, val and test): more rows, the same labels
     parts = [sets[s] for s in ("train", "dev", "val", "test") if s in sets and len(sets[s])]

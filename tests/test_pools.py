@@ -92,6 +92,37 @@ def test_full_information_reference_is_never_dearer_than_any_router_at_its_accur
 
 
 # ---------------------------------------------------------------- the signed-rank test vs scipy
+def test_comparison_rows_keep_the_resamples_of_every_interval():
+    """A mean saving's interval keeps only the resamples on which every averaged target is reached: its row says
+    how many (n_resamples) beside the number of targets (n); a per-target row keeps its own count in both."""
+    from cr2.evaluation.fixed_accuracy import MethodOutcomes, saving_samples
+    from cr2.evaluation.statistics import resample_counts, resample_indices
+    from cr2.studies.pools import BEST_SINGLE, comparison_rows
+
+    rng = np.random.default_rng(3)
+    n, k = 40, 6
+
+    def outcomes(p):
+        return MethodOutcomes(rng.random((n, k)) < p, rng.random((n, k)) * np.linspace(0.2, 1.0, k))
+
+    out = {"knn": outcomes(np.linspace(0.4, 0.8, k)), BEST_SINGLE: outcomes(np.linspace(0.4, 0.8, k)),
+           "cr2": outcomes(np.linspace(0.45, 0.85, k))}
+    top = min(float(out[m].points()[0].max()) for m in ("knn", "cr2"))  # both reach it, many resamples do not
+    targets = np.array([0.3, 0.4, top - 1e-9])
+    counts = resample_counts(resample_indices(n, 300, np.random.default_rng(0)), n)
+    rows = comparison_rows(out, ["cr2"], targets, counts)
+    mean = next(r for r in rows if r["metric"] == "mean_saving_pct" and r["other"] == "knn")
+    est, samples = saving_samples(out["cr2"], out["knn"], targets, counts)
+    reached = np.isfinite(est)
+    assert mean["n"] == int(reached.sum()) >= 2
+    assert mean["n_resamples"] == int(np.isfinite(samples[:, reached]).all(axis=1).sum())
+    assert 0 < mean["n_resamples"] < 300  # some resamples miss a target: the interval is conditional
+    per = [r for r in rows if r["metric"] == "saving_pct" and r["other"] == "knn"]
+    assert [r["n_resamples"] for r in per] == [r["n"] for r in per] == [
+        int(np.isfinite(samples[:, i]).sum()) for i in np.flatnonzero(reached)]
+    assert all(mean["n_resamples"] <= r["n_resamples"] for r in per)
+
+
 @pytest.mark.parametrize("n, seed", [(5, 0), (12, 1), (13, 2), (30, 3)])
 def test_signed_rank_exact_matches_scipy(n, seed):
     from scipy.stats import wilcoxon
@@ -175,6 +206,8 @@ def test_sweep_runs_each_pool_end_to_end_with_intervals_and_diagnostics(sweep):
     assert {"cr2", "mlp", "embedllm", "llmrank", "full-information"} <= set(knn["method"])
     ok = knn.dropna(subset=["lower_pct"])
     assert (ok["lower_pct"] <= ok["mean_saving_pct"] + 1e-9).all() and (ok["mean_saving_pct"] <= ok["upper_pct"] + 1e-9).all()
+    # each mean's interval keeps the resamples on which all its targets are reached: stored, at most those drawn
+    assert ok["n_resamples"].between(1, int(runs["n_resamples"].max())).all()
     # the full-information reference is at least as cheap as KNN at every target both reach
     head = knn[knn["method"] == "full-information"]["mean_saving_pct"]
     assert (head >= -1e-9).all()

@@ -39,6 +39,10 @@ def _models(device: str, edges: list[str]) -> list[dict]:
     return [{"id": device, "name": device, "role": "device"}] + [{"id": e, "name": e, "role": "edge"} for e in edges]
 
 
+# resamples each mean-saving interval kept (of the 1,000 drawn): those on which all its targets are reached
+KEPT = {"cr2": 870, "mlp": 990, "full-information": 1000}
+
+
 def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[float, float, float]]) -> None:
     from warehouse.pools import write_pool
 
@@ -49,7 +53,10 @@ def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[
     for ref in ("knn", "best-single"):
         for m, (e, lo, hi) in savings.items():
             rows.append({"subject": m, "other": ref, "metric": "mean_saving_pct", "target": None, "estimate": e,
-                         "lower": lo, "upper": hi, "n": 20})
+                         "lower": lo, "upper": hi, "n": 20, "n_resamples": KEPT[m] - (ref == "best-single")})
+    for a, b, kept in (("cr2-fixed-0.5", "knn@uncertified", 700 + len(pool)), ("cr2-fixed-0.5", "mlp@uncertified", 1000)):
+        rows.append({"subject": a, "other": b, "metric": "equal-risk:gate-quality", "target": None, "estimate": 1.0,
+                     "lower": -1.0, "upper": 3.0, "n": 9, "n_resamples": kept})
     rows.append({"subject": pool, "other": None, "metric": "accuracy", "target": None, "estimate": 0.3, "lower": None,
                  "upper": None, "n": 600})
     write_pool(wh, study, pool, run, rows)
@@ -118,8 +125,14 @@ def test_sections_render_on_small_stored_studies_with_backed_words_only(homes, t
     assert unbacked_words(page) == []
     assert "Study `pools-x`" in page and "2 of the 3 pools share the same three edge models (e1, e2, e3)" in page
     # the per-pool 'dearer' of p1 does not survive Holm over the pools × methods family, and the page says so
-    assert f"cr2 on pool p1: −3.0 [−6.0, −0.1], {OPEN}dearer" in page
+    assert f"cr2 on pool p1: −3.0 [−6.0, −0.1] (870 resamples kept), {OPEN}dearer" in page
     assert "| cr2 | 3 | 0 / 1 / 2 | 0 / 0 / 3 |" in page
+    # the resamples each conditional interval kept: per pool row (min–max over its methods), in the sentence of a
+    # verdict that changes under Holm, and over the study
+    assert "| resamples kept |" in page and "not stored" not in page.split("## The ZeroEval")[0]
+    p1 = [line for line in page.splitlines() if line.startswith("| p1 | 2.00 |")]
+    assert [line.rsplit("|", 2)[-2].strip() for line in p1] == ["870–1,000", "869–999"]
+    assert "out of the 1,000 drawn; over both tables 869–1,000 (15 of the 18 intervals kept fewer than all)" in page
     # the ladders: mlp's clear saving keeps its word under Holm
     assert f"+8.0 [+5.0, +11.0] {OPEN}cheaper" in page
     # sim-to-real: met / missed recomputed from the tolerances (v2 within, v1 outside)
@@ -127,6 +140,22 @@ def test_sections_render_on_small_stored_studies_with_backed_words_only(homes, t
     assert "| share some model solves | 0.700 | 0.710 | 0.900 | ± 0.020 | met | missed |" in page
     assert "| cr2 | 2 of 2 | −5.0 / −5.0 |" in page
     assert "simcheck-w-x" in page
+
+
+def test_equal_risk_pools_table_prints_the_resamples_each_pool_kept(homes):
+    from cr2_cli.study_pools import equal_risk_pools_markdown
+
+    text = equal_risk_pools_markdown(homes["pools"], "pools-x")
+    assert "| resamples kept per pool (min–max) |" in text
+    rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| cr2-fixed-0.5 |")}
+    assert "| 702–702 |" in rows["knn@uncertified"] and "| 1,000–1,000 |" in rows["mlp@uncertified"]
+
+
+def test_pool_rows_without_stored_counts_say_so():
+    from cr2_cli.resultsdoc.pools import resamples_kept
+
+    assert resamples_kept([None, float("nan")]) == "not stored" and resamples_kept([]) == "not stored"
+    assert resamples_kept([870, 1000, None]) == "870–1,000" and resamples_kept([1000, 1000]) == "1,000"
 
 
 # ---------------------------------------------------------------- helpers

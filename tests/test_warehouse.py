@@ -78,7 +78,7 @@ def test_schema_1_warehouse_is_readable_and_migrates_on_the_first_write(tmp_path
         table = table_from_records(wh.df("SELECT * FROM thresholds").to_dict("records"))
         assert isinstance(table, ThresholdTable) and table.delta is None and table.group is None
     with Warehouse(tmp_path) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "6"  # 1 → 2 → … → 6 in one transaction
+        assert wh.schema_version == SCHEMA_VERSION == "7"  # 1 → 2 → … → 7 in one transaction
         df = wh.df("SELECT * FROM thresholds ORDER BY alpha")
         assert df["group"].tolist() == ["", ""] and df["delta"].isna().all() and df["tau"].tolist() == [0.5, 0.25]
         assert df["router"].tolist() == ["cr2", "cr2"]  # every table before schema 6 calibrated CR²'s gate
@@ -103,10 +103,57 @@ def test_schema_4_costs_without_a_split_seed_are_dropped_by_the_migration(home):
     with Warehouse(home, read_only=True) as wh:
         assert wh.schema_version == "4" and wh.count("costs") == 1
     with Warehouse(home) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "6"
+        assert wh.schema_version == SCHEMA_VERSION == "7"
         assert wh.count("costs") == 0
         assert "split_seed" in set(wh.df("DESCRIBE costs")["column_name"])
         assert "split_seed" in set(wh.df("DESCRIBE eval_runs")["column_name"])
+
+
+def test_schema_6_pool_results_gain_a_resample_count_by_the_migration(home):
+    """A schema-6 warehouse (pool_results without n_resamples, the view v_pool_savings without it) opens read-only
+    as it is — its rows read with the count unknown, thresholds still name their router — and the first writable
+    open adds the column (old rows NULL, `n` untouched) and recreates the view; a pool written then keeps each
+    interval's count."""
+    from warehouse.pools import has_resample_counts, pool_equal_risk, pool_savings, write_pool
+    from warehouse.repository import _has_router_column
+
+    run = {"label_source": "measured-x", "models": [{"id": "d", "role": "device"}], "reference": "d", "run_id": "r",
+           "home": ".", "n_test": 10, "n_evaluable": 8, "n_queries": 20, "cost_ratio_realised": 1.0,
+           "cost_ratio_est": 1.0, "n_resamples": 1000, "seconds": 1.0}
+    rows = [{"subject": "cr2", "other": "knn", "metric": "mean_saving_pct", "target": None, "estimate": -2.0,
+             "lower": -5.0, "upper": 1.0, "n": 12, "n_resamples": 873},
+            {"subject": "cr2", "other": "knn", "metric": "saving_pct", "target": 0.6, "estimate": -1.0, "lower": -3.0,
+             "upper": 1.0, "n": 990, "n_resamples": 990},
+            {"subject": "cr2-fixed-0.5", "other": "knn@uncertified", "metric": "equal-risk:gate-quality",
+             "target": None, "estimate": 1.0, "lower": -1.0, "upper": 3.0, "n": 9, "n_resamples": 951},
+            {"subject": "d", "other": None, "metric": "accuracy", "target": None, "estimate": 0.4, "lower": None,
+             "upper": None, "n": 20}]
+    with Warehouse(home) as wh:
+        write_pool(wh, "pools-old", "p", run, rows)
+        # back to schema 6: the column and the view as they were, the digest of the older files
+        wh.con.execute("DROP VIEW v_pool_savings")
+        wh.con.execute("ALTER TABLE pool_results DROP COLUMN n_resamples")
+        wh.con.execute("CREATE VIEW v_pool_savings AS SELECT study_id, pool, subject AS method, other AS reference, "
+                       "estimate AS mean_saving_pct, n AS n_targets FROM pool_results WHERE metric = 'mean_saving_pct'")
+        wh.con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        wh.con.execute("UPDATE meta SET value = 'schema-6-files' WHERE key = 'schema_digest'")
+    with Warehouse(home, read_only=True) as wh:
+        assert wh.schema_version == "6" and not has_resample_counts(wh) and _has_router_column(wh)
+        er = pool_equal_risk(wh, "pools-old")
+        assert er["n"].tolist() == [9] and er["n_resamples"].isna().all()
+        assert "n_resamples" not in pool_savings(wh, "pools-old")
+    with Warehouse(home) as wh:
+        assert wh.schema_version == SCHEMA_VERSION == "7" and has_resample_counts(wh)
+        old = wh.df("SELECT metric, n, n_resamples FROM pool_results ORDER BY metric")
+        assert old["n"].tolist() == [20, 9, 12, 990] and old["n_resamples"].isna().all()
+        assert pool_savings(wh, "pools-old")["n_resamples"].isna().all()
+        write_pool(wh, "pools-old", "p", run, rows)  # the study run again
+        new = wh.df("SELECT metric, n, n_resamples FROM pool_results ORDER BY metric")
+        assert new["n"].tolist() == [20, 9, 12, 990]
+        assert new["n_resamples"].tolist()[1:] == [951, 873, 990] and pd.isna(new["n_resamples"].iloc[0])
+        sav = pool_savings(wh, "pools-old")
+        assert sav[["n_targets", "n_resamples"]].values.tolist() == [[12, 873]]
+        assert pool_equal_risk(wh, "pools-old")["n_resamples"].tolist() == [951]
 
 
 def test_views_are_created_after_the_views_they_read():

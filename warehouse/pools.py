@@ -13,7 +13,8 @@ from warehouse.repository import utc_now
 
 RUN_COLUMNS = ("study_id", "pool", "label_source", "models", "reference", "run_id", "home", "n_test", "n_evaluable",
                "n_queries", "cost_ratio_realised", "cost_ratio_est", "n_resamples", "seconds", "created_at")
-RESULT_COLUMNS = ("study_id", "pool", "subject", "other", "metric", "target", "estimate", "lower", "upper", "n")
+RESULT_COLUMNS = ("study_id", "pool", "subject", "other", "metric", "target", "estimate", "lower", "upper", "n",
+                  "n_resamples")  # n_resamples: resamples an interval kept (schema 7; NULL: no interval)
 
 
 def write_pool(wh: Warehouse, study_id: str, pool: str, run: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
@@ -23,6 +24,8 @@ def write_pool(wh: Warehouse, study_id: str, pool: str, run: dict[str, Any], row
     for c in ("target", "estimate", "lower", "upper"):
         v = pd.to_numeric(res[c], errors="coerce").astype("float64")
         res[c] = v.where(np.isfinite(v), None)  # an undefined bound is NULL, never NaN
+    for c in ("n", "n_resamples"):
+        res[c] = pd.to_numeric(res[c], errors="coerce").astype("Int64")  # a count or NULL
     res.insert(0, "pool", pool)
     res.insert(0, "study_id", study_id)
     where = {"study_id": study_id, "pool": pool}
@@ -38,12 +41,27 @@ def newest_pool_study(wh: Warehouse) -> str | None:
     return wh.scalar("SELECT study_id FROM pool_runs WHERE starts_with(study_id, 'pools') ORDER BY created_at DESC LIMIT 1")
 
 
+_EQUAL_RISK = {  # the query with the stored resample counts (schema ≥ 7) and without (an older warehouse as it is)
+    True: "SELECT pool, substr(metric, length('equal-risk:') + 1) AS question, subject, other, estimate, lower, upper, "
+          "n, n_resamples FROM pool_results WHERE study_id = ? AND starts_with(metric, 'equal-risk:') "
+          "ORDER BY question, subject, other, pool",
+    False: "SELECT pool, substr(metric, length('equal-risk:') + 1) AS question, subject, other, estimate, lower, upper, "
+           "n, CAST(NULL AS INTEGER) AS n_resamples FROM pool_results WHERE study_id = ? "
+           "AND starts_with(metric, 'equal-risk:') ORDER BY question, subject, other, pool"}
+
+
+def has_resample_counts(wh: Warehouse) -> bool:
+    """Whether pool_results keeps each interval's resamples (column n_resamples, schema ≥ 7); an older warehouse
+    read as it is has no such column."""
+    return bool(wh.scalar("SELECT count(*) FROM information_schema.columns WHERE table_name = 'pool_results' "
+                          "AND column_name = 'n_resamples'"))
+
+
 def pool_equal_risk(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """The equal-risk mean savings of every pool of one study (pool_results rows `equal-risk:<question>`): pool,
-    question, subject (side a), other (side b), estimate, lower, upper, n (targets both reach)."""
-    return wh.df("SELECT pool, substr(metric, length('equal-risk:') + 1) AS question, subject, other, estimate, lower, "
-                 "upper, n FROM pool_results WHERE study_id = ? AND starts_with(metric, 'equal-risk:') "
-                 "ORDER BY question, subject, other, pool", [study_id])
+    question, subject (side a), other (side b), estimate, lower, upper, n (targets both reach), n_resamples (the
+    resamples the interval kept: those where every one of its targets is reached; NULL where not stored)."""
+    return wh.df(_EQUAL_RISK[has_resample_counts(wh)], [study_id])
 
 
 def pool_savings(wh: Warehouse, study_id: str) -> pd.DataFrame:

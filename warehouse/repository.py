@@ -144,7 +144,8 @@ def _has_router_column(wh: Warehouse) -> bool:
     """Whether `thresholds` names each table's router (schema ≥ 6); an older warehouse read as it is holds CR²'s only."""
     from warehouse.db import READABLE_OLD_VERSIONS
 
-    return getattr(wh, "schema_version", None) not in READABLE_OLD_VERSIONS
+    version = getattr(wh, "schema_version", None)
+    return not (version in READABLE_OLD_VERSIONS and int(version) < 6)
 
 
 def newest_threshold_dist(wh: Warehouse) -> str | None:

@@ -407,5 +407,8 @@ CREATE TABLE IF NOT EXISTS pool_results (
     estimate  DOUBLE,
     lower     DOUBLE,                     -- 95 % paired-bootstrap interval over test queries (NULL: none)
     upper     DOUBLE,
-    n         INTEGER                     -- resamples of the interval, targets of a mean, or rows of a diagnostic
+    n         INTEGER,                    -- resamples of the interval, targets of a mean, or rows of a diagnostic
+    n_resamples INTEGER                   -- resamples the interval kept (those with a finite statistic: a mean only
+                                          -- where every averaged target is reached); NULL: no interval, or stored
+                                          -- before schema 7
 );

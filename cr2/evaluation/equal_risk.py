@@ -131,10 +131,11 @@ def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequen
 
 def study_statistics(rows: Sequence[Mapping[str, Any]], alpha: float) -> list[dict[str, Any]]:
     """The statistics a study keeps of one run's equal-risk rows (a pool, a seed): every mean saving of gate quality,
-    and of the other two questions at level `alpha` — one number per comparison, with its interval."""
+    and of the other two questions at level `alpha` — one number per comparison, with its interval and the resamples
+    it kept (n_resamples: those on which every target of the mean is reached)."""
     return [{"question": r["question"], "method_a": r["method_a"], "method_b": r["method_b"], "rule": r["rule"],
              "alpha": r["alpha"], "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"],
-             "n_targets": r["n_targets"]}
+             "n_targets": r["n_targets"], "n_resamples": r.get("n_resamples")}
             for r in rows if r["metric"] == MEAN_SAVING
             and (r["question"] == "gate-quality" or (r["alpha"] is not None and abs(float(r["alpha"]) - alpha) < 1e-12))
             and r["estimate"] is not None and np.isfinite(r["estimate"])]

@@ -189,6 +189,8 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
                     level: float = 0.95) -> list[dict[str, Any]]:
     """Each method's fixed-accuracy saving (%) vs KNN and vs the best single model at every target both reach, and
     its mean over those targets (metric mean_saving_pct), with paired-bootstrap intervals (one shared `counts`).
+    n: resamples of a per-target interval, targets of a mean; n_resamples: the resamples every interval kept (a
+    mean's: those on which every one of its targets is reached).
 
     outcomes: name → cr2.evaluation.fixed_accuracy.MethodOutcomes, holding 'knn', BEST_SINGLE and every name of `methods`.
     """
@@ -205,11 +207,11 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
             per_target, mean = saving_intervals(outcomes[m], outcomes[ref], t, None, level, counts=counts)
             base = {"subject": m, "other": ref}
             rows += [{**base, "metric": "saving_pct", "target": round(float(tt), 6), "estimate": iv.estimate,
-                      "lower": iv.lower, "upper": iv.upper, "n": iv.n_resamples}
+                      "lower": iv.lower, "upper": iv.upper, "n": iv.n_resamples, "n_resamples": iv.n_resamples}
                      for tt, iv in zip(t, per_target) if np.isfinite(iv.estimate)]
             n_both = int(sum(np.isfinite(iv.estimate) for iv in per_target))
             rows.append({**base, "metric": "mean_saving_pct", "target": None, "estimate": mean.estimate,
-                         "lower": mean.lower, "upper": mean.upper, "n": n_both})
+                         "lower": mean.lower, "upper": mean.upper, "n": n_both, "n_resamples": mean.n_resamples})
     return rows
 
 

@@ -50,6 +50,13 @@ def span(values: Iterable, spec: str = ".3f") -> str:
     return lo if lo == hi else f"{lo} to {hi}" if min(v) < 0 else f"{lo}–{hi}"
 
 
+def resamples_kept(values: Iterable) -> str:
+    """'min–max' of the resamples some conditional intervals kept (pool_results.n_resamples: those on which every
+    averaged target is reached), 'not stored' where none is (a study stored before schema 7)."""
+    v = [x for x in values if x is not None and not pd.isna(x)]
+    return span(v, ",.0f") if v else "not stored"
+
+
 def with_holm(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
     """The frame with p (cr2.evaluation.statistics.interval_p_value of each interval), p_holm (Holm over all its rows: one
     family) and the verdicts without (word) and with (word_holm) the family-wise correction, unmarked."""
@@ -81,11 +88,13 @@ def count_words(words: Iterable[str | None]) -> str:
 
 def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label: str = "pool") -> str:
     """Per pool (row) and method (column): mean saving vs `ref` [95 % CI] and its Holm verdict (family: every
-    learned method × pool of this table; the full-information reference is a bound, not in the family)."""
+    learned method × pool of this table; the full-information reference is a bound, not in the family); the last
+    column: the fewest and most resamples the row's intervals kept (each mean's: those where all its targets are
+    reached)."""
     sub = sav[sav["reference"] == ref]
     fam = with_holm(sub[sub["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct", "upper_pct")
     methods = [m for m in (*ROUTERS, ORACLE) if m in set(sub["method"])]
-    head = [label, "c_dev/c_edge", *(f"{m} vs {ref}" for m in methods)]
+    head = [label, "c_dev/c_edge", *(f"{m} vs {ref}" for m in methods), "resamples kept"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for pool, g in sub.groupby("pool", sort=True):
         cells = []
@@ -100,7 +109,8 @@ def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label
                 h = fam[(fam["pool"] == pool) & (fam["method"] == m)].iloc[0]
                 c += f" {doc.saving(h.lower_pct, h.upper_pct, h.p_holm)}"
             cells.append(c)
-        lines.append("| " + " | ".join([pool, num(ratio.get(pool), ".2f"), *cells]) + " |")
+        kept = resamples_kept(g["n_resamples"] if "n_resamples" in g else [])
+        lines.append("| " + " | ".join([pool, num(ratio.get(pool), ".2f"), *cells, kept]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -123,10 +133,16 @@ def changed_sentence(doc: Doc, changed: pd.DataFrame, what: str, label: str = "p
     """Which verdicts change under Holm (each with its interval, p and Holm p)."""
     if changed.empty:
         return f"Under Holm no verdict of {what} changes.\n"
-    items = "; ".join(f"{r.method} on {label} {r.pool}: {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)}, "
-                      f"{doc.word(r.word)} by its own interval (p = {r.p:.3g}), {doc.word(r.word_holm)} under Holm "
-                      f"(p = {r.p_holm:.3g})" for r in changed.itertuples(index=False))
+    items = "; ".join(f"{r.method} on {label} {r.pool}: {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)}"
+                      f"{_kept_note(getattr(r, 'n_resamples', None))}, {doc.word(r.word)} by its own interval "
+                      f"(p = {r.p:.3g}), {doc.word(r.word_holm)} under Holm (p = {r.p_holm:.3g})"
+                      for r in changed.itertuples(index=False))
     return f"Verdicts of {what} that change under Holm ({len(changed)}): {items}.\n"
+
+
+def _kept_note(n) -> str:
+    """' (k resamples kept)' after an interval, '' where the count is not stored."""
+    return "" if n is None or pd.isna(n) else f" ({int(n):,} resamples kept)"
 
 
 # ---------------------------------------------------------------- the label diagnostics (pure, packaged data)
@@ -272,8 +288,7 @@ def _sweep_part(doc: Doc) -> str:
            "the method costs less; the word after each learned method's cell is its verdict with Holm over that "
            "table's pools × methods family (interval p-values, cr2.evaluation.statistics.interval_p_value). c_dev/c_edge = "
            "E[c_device] / E[min edge c] on the test rows (realised cost). The full-information reference is a bound, "
-           "shown without a word. Each mean's interval uses only the resamples on which every one of its targets is "
-           "reached; the study stores how many targets each mean covers, not how many resamples were kept.", ""]
+           "shown without a word. " + _kept_sentence(runs, sav), ""]
     for ref in ("knn", "best-single"):
         out += [savings_table(doc, sav, ref, ratio), ""]
     for ref, what in (("knn", "KNN"), ("best-single", "the best single model")):
@@ -286,6 +301,23 @@ def _sweep_part(doc: Doc) -> str:
             "headroom = the full-information reference's mean saving vs KNN):", "",
             diagnostics_markdown(doc.homes[KEY], sid), "", _reading(doc, sav, diag, tests)]
     return "\n".join(out)
+
+
+def _kept_sentence(runs: pd.DataFrame, sav: pd.DataFrame) -> str:
+    """How many resamples the mean-saving intervals kept (conditional on every averaged target being reached)."""
+    head = "Each mean's interval uses only the resamples on which every one of its targets is reached"
+    kept = pd.to_numeric(sav["n_resamples"], errors="coerce").astype("float64") if "n_resamples" in sav else \
+        pd.Series(np.nan, index=sav.index)
+    stored = int(kept.notna().sum())
+    if stored == 0:
+        return (f"{head}; this study does not store how many resamples were kept (pool_results.n_resamples, schema 7 "
+                "on: re-run the study).")
+    drawn = pd.to_numeric(sav["pool"].map(runs.set_index("pool")["n_resamples"]), errors="coerce").astype("float64")
+    short = int((kept < drawn).sum())
+    return (f"{head}: the column \"resamples kept\" gives, per pool, the fewest and most that the row's intervals "
+            f"kept, out of the {span(runs['n_resamples'], ',.0f')} drawn; over both tables {resamples_kept(kept)} "
+            f"({short} of the {stored} intervals kept fewer than all). The headroom interval in the diagnostics below "
+            "is the full-information cell of the first table.")
 
 
 def _reading(doc: Doc, sav: pd.DataFrame, diag: pd.DataFrame, tests: pd.DataFrame) -> str:
