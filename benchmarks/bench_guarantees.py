@@ -44,7 +44,7 @@ def _pool(args):
     from cr2.method.utility import risk_label
 
     realised = {k: risk_label(k, lams, correct=pool.correct, decision_cost=pool.cost)
-                for k in ("oracle-disagreement", "avoidable-error")}  # issue 26: the rules on the real labels
+                for k in ("oracle-disagreement", "avoidable-error")}  # the rules on the real labels
     return ({"score": pool.score, "risk": pool.risk, "proba": pool.proba, "cost": pool.cost, "correct": pool.correct,
              "groups": pool.benchmark, "lams": lams, "alphas": np.asarray(ALPHAS), "n_val": N_CALIB_SYNTH,
              "group_by": "benchmark", "realised": realised}, "synthetic (cr2/evaluation/synthetic.py)", "synthetic-irt-like")
@@ -114,7 +114,7 @@ def main() -> None:
                    "columns": ["rule", "measured on", "α", "share", "promise"], "rows": rows})
     crc = df[df.check_name == "crc_mean_risk"]
     rows = []
-    for rule in sorted(set(crc.rule)):  # crc and, issue 26, crc-oracle / crc-avoidable on their own labels
+    for rule in sorted(set(crc.rule)):  # crc, and crc-oracle / crc-avoidable on their own labels
         for a in ALPHAS:
             d = crc[(crc.alpha == a) & (crc.rule == rule)]
             w = d.loc[d.value.idxmax()]

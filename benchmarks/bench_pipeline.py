@@ -38,7 +38,7 @@ TASK_STAGE = {"ingest-queries": "ingest", "train-cr2": "train", "calibrate-cr2":
               "evaluate": "evaluate", "ablation": "ablation", "report": "report"}
 TARGETS = {"cold": target("<=", 300, "≤ 300 s (5 min)"), "warm": target("<=", 15, "≤ 15 s"),
            "rss": target("<=", 4.0, "≤ 4 GB"), "recal": target("<=", 10, "≤ 10 s"),
-           # issue 30: the cold run outside the embedding step, and a re-run after a change of channel.distribution
+           # the cold run outside the embedding step, and a re-run after a change of channel.distribution
            "cold_non_embed": target("<=", 90, "≤ 90 s"), "channel": target("<=", 60, "≤ 60 s")}
 
 
@@ -165,7 +165,7 @@ def main(argv=None) -> None:
                         shutil.rmtree(home, ignore_errors=True)
                         print(f"  recalibrate {i + 1}/{reps}: {fmt(recals[-1]['wall_s'])} s wall, "
                               f"{fmt(recals[-1]['flow_s'])} s in the flow", flush=True)
-                    for i in range(reps):  # issue 30: only channel.distribution changed: states, costs and downstream
+                    for i in range(reps):  # only channel.distribution changed: states, costs and downstream
                         home = root / f"channel-{i}"
                         shutil.copytree(root / "home", home)
                         far = root / "far.yaml"

@@ -1,7 +1,8 @@
 """The before/after evaluation of a re-calibration, on a home with a default `cr2 run`: CPU seconds (getrusage) of
-the full evaluation of one threshold table (`evaluate_cr2`, what every re-calibration ran twice before issue 30)
-vs CR² alone with the gate's scores from the per-gate cache (`evaluate_table`, what it runs now), and whether their
-`cr2` rows are identical. One process, no Prefect: the part of `cr2 recalibrate` that issue 30 item 1 changed.
+the full evaluation of one threshold table (`evaluate_cr2`, the slow path that `cr2 recalibrate --bands` or
+`--baselines` runs for the old and the new table) vs CR² alone with the gate's scores from the per-gate cache
+(`evaluate_table`, the default fast path), and whether their `cr2` rows are identical. One process, no Prefect:
+the evaluation step of `cr2 recalibrate`.
 
     python benchmarks/bench_recal_eval.py --home var        # a copy is read; results/recal_eval.json
 

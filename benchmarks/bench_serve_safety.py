@@ -1,5 +1,5 @@
 """Safety load test of `cr2 serve` on loopback: a bounded mix of good and hostile requests must get no 5xx.
-(The throughput benchmark of issue 22 is bench_serve.py.)
+(The throughput benchmark is bench_serve.py.)
 
 A child process serves the real HTTP app (cr2_cli/serve/) around a real OnlineRouter — the MiniLM
 encoder, the Qwen token counter, a CR² teacher and gate fitted for one epoch on synthetic routing sets

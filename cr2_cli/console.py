@@ -169,7 +169,7 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
                 from cr2_cli.options import use_prefect_home
 
                 use_prefect_home(kwargs.get("home"))  # the home's Prefect state, before a server starts on it
-                prefect_api.prestart()  # issue 30: a temporary API server starts while the command imports its flow
+                prefect_api.prestart()  # a temporary API server starts while the command imports its flow
                 hide_cr2_tracebacks_on_console()
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, click.ClickException):  # click's own exits and usage errors

@@ -113,7 +113,7 @@ def print_operating_points(home: Path, config_path: Optional[Path], evaluated: d
     table = Table(title=f"CR² on test, α = {alpha:g} (risk, local rate, accuracy, cost over the "
                         f"{evaluated['n_evaluable']:,} test queries some model solves; risk also over all "
                         f"{evaluated['n_test']:,}); {note}")
-    # issue 26: the risk α bounds (teacher disagreement for the paper's rule) beside the realised risks on real labels
+    # the risk α bounds (teacher disagreement for the paper's rule) beside the realised risks on real labels
     for col in ("λ", "teacher risk", "…all rows", "oracle", "avoidable", "local acc.", "local", "accuracy", "cost"):
         table.add_column(col, justify="right")
     for r in df.itertuples():
@@ -231,7 +231,7 @@ def print_guarantees(home: Path, run_id: str, source: str) -> None:
     with Warehouse(home, read_only=True) as wh:
         v = guarantee_checks(wh, run_id)
 
-    def risk_of(rule: str) -> str:  # issue 26: the risk each rule's α bounds
+    def risk_of(rule: str) -> str:  # the risk each rule's α bounds
         base = rule.removeprefix("mondrian-")
         r = rule_risk(base) if base in RULE_CATALOGUE else None
         return r.display if r is not None else ("accuracy / cost target" if rule.startswith("target") else "")

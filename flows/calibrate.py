@@ -25,7 +25,7 @@ def calibrate_flow(config_path: str | None = None, home: str | None = None, extr
     from flows.train import train
     from warehouse.db import default_home
 
-    # issue 21: `calibration` overrides config.calibration (rule, delta, group, small_group) from the CLI
+    # `calibration` overrides config.calibration (rule, delta, group, small_group) from the CLI
     config = load_config(config_path, overrides={"calibration": calibration} if calibration else None)
     h = Path(home) if home else default_home()
     return calibrate(config, h, train(config, h), tuple(extra_lams or ()))

@@ -1,6 +1,6 @@
 """Same decisions and metrics before and after a change: the default config on a slice, in two warehouses, joined.
 
-The check of issues 15 and 29 ("behaviour and every number of the default run stay the same"):
+The check that a change keeps behaviour and every number of the default run the same:
 
   1. slice   — every 20th row of each default benchmark file (1,077 queries after the default subset selection)
                written to <out>/data, and <out>/slice.yaml = the default config with data_dir pointing there;

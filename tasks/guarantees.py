@@ -4,9 +4,9 @@ Loads the deployed gate and teacher (those of the newest threshold table), score
 queries of the deployment's calibration split (cr2.deploy.deployment.calibration_split: the table's own states and
 labels) at the calibrated λ grid, and runs cr2.evaluation.guarantees.resplit_validity: CRC mean risk per λ, LTT's
 share of re-splits with any λ over α, Mondrian per-group mean risk, the target mode's miss share, the same
-crc / ltt checks for the rules on the real labels (crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable;
-issue 26), and each rule's local rate / cost / accuracy and realised risks beside plain CRC. One run is one `run_id` in `guarantees`;
-the view v_guarantees and the report read it.
+crc / ltt checks for the rules on the real labels (crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable),
+and each rule's local rate / cost / accuracy and realised risks beside plain CRC. One run is one `run_id`
+in `guarantees`; the view v_guarantees and the report read it.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def validity_pool(config: Config, home: str | Path) -> dict:
     proba = router.proba(emb)
     correct = np.concatenate([s.correct for s in pool])
     realised = {k: risk_label(k, lams, correct=correct, decision_cost=cost)
-                for k in ("oracle-disagreement", "avoidable-error")}  # issue 26: the risks on the real labels
+                for k in ("oracle-disagreement", "avoidable-error")}  # the risks on the real labels
     return {"score": router.scores(emb, lams), "risk": disagree_label(proba, cost, lams), "proba": proba, "cost": cost,
             "correct": correct, "groups": groups, "lams": lams, "realised": realised,
             "alphas": np.asarray(table.alphas), "n_val": len(pool[0]), "label_source": table.label_source,

@@ -41,8 +41,8 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
         methods = methods_of_run(wh, run_id)
         run = eval_run(wh, run_id)
         origin = label_origin(wh, str(run["label_source"]))
-        guarantees, guarantee_price = newest_guarantees(wh)  # issue 21: shown when `cr2 guarantees` has run
-        mean_saving = view_for_run(wh, "v_mean_saving_ci", run_id)  # issue 25: the intervals of the run
+        guarantees, guarantee_price = newest_guarantees(wh)  # shown when `cr2 guarantees` has run
+        mean_saving = view_for_run(wh, "v_mean_saving_ci", run_id)  # the intervals of the run
         ops_ci = view_for_run(wh, "v_operating_points_ci", run_id)
         ops_ci = ops_ci[ops_ci["benchmark"] == "all"]
     from cr2.labels import is_simulated, label_note

@@ -6,7 +6,7 @@ embeddings, splits, costs and MEASURED correctness. It simulates every source of
 configured, MMLU-Pro-fitted simulated-irt-v2 shape) on the same queries, matched to the measured accuracy of every
 (model, benchmark), over `simcheck.structure_seeds` seeds, and compares
   - label structure (cr2.studies.simcheck.label_structure),
-  - the label diagnostics of issue 27 (cr2.studies.diagnostics: φ, P(device right | largest wrong), k-NN AUCs),
+  - the label diagnostics (cr2.studies.diagnostics: φ, P(device right | largest wrong), k-NN AUCs),
   - routing outcomes (cr2.studies.simcheck.routing_outcomes: every learned router and CR² fitted per label set, on the
     warehouse's own train/dev/val/test split and costs), for `simcheck.routing_seeds` seeds,
 writing tidy rows to `simcheck` (view v_simcheck) under run id `simcheck-w-…`.
@@ -27,7 +27,8 @@ SPLITS = ("train", "dev", "val", "test")
 
 
 def diagnostic_rows(correct: np.ndarray, embedding: np.ndarray, model_ids: list[str], largest: int) -> list[dict]:
-    """The issue-27 diagnostics in simcheck's row shape {statistic, model, other, lam, target, value}."""
+    """The label diagnostics (cr2.studies.diagnostics) in simcheck's row shape
+    {statistic, model, other, lam, target, value}."""
     from cr2.studies.diagnostics import label_rows, predictability_rows
 
     rows = label_rows(correct, model_ids, device=0, largest=largest) + predictability_rows(embedding, correct, model_ids)

@@ -58,7 +58,7 @@ def train_cr2(config: Config, home: str) -> dict:
     sets = load_sets(config, home)
     train, dev = sets["train"], sets["dev"]
     router = cr2_trainer(config)
-    # issue 30: the teacher never sees a cost — after a change of state distribution it is reused, not refitted
+    # the teacher never sees a cost: after a change of state distribution it is reused, not refitted
     teacher_key = teacher_inputs_key(config, train, dev, task_code_hash(train_cr2))
     reused = reusable_teacher(home, teacher_key)
     t0 = time.perf_counter()

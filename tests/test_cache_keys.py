@@ -93,7 +93,7 @@ def test_an_unrelated_edit_keeps_the_cache(project_copy, before):
     assert not changed["tasks.evaluate:evaluate"] and not changed["tasks.report:build_report"]
 
 
-# issue 29: the shared inputs of the model-fitting tasks live in tasks/inputs.py, not in the train task, so
+# the shared inputs of the model-fitting tasks live in tasks/inputs.py, not in the train task, so
 # editing the train task re-runs training only; editing the shared inputs re-runs every task that reads them
 DOWNSTREAM_OF_TRAINING = ("tasks.calibrate", "tasks.evaluate", "tasks.baselines", "tasks.ablation",
                           "tasks.intervals", "tasks.premise", "tasks.guarantees")

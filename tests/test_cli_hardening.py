@@ -1,4 +1,4 @@
-"""Issue 28 on the command line: output is never parsed as Rich markup (F9), user-given names follow one
+"""The command line's hardening: output is never parsed as Rich markup (F9), user-given names follow one
 pattern and are checked before anything is written (F9), and the minor points (private exports, a missing
 --home creates nothing, an absurd distance is refused without a numpy warning)."""
 from __future__ import annotations

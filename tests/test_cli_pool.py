@@ -125,7 +125,7 @@ def test_results_targets_default_to_what_the_methods_reach():
 
     reached = pd.DataFrame({"method": ["cr2", "knn"], "max_target": [0.84, 0.86]})
     assert default_targets(reached)[0] == PAPER_TARGETS  # the paper's range where both reach it
-    low = pd.DataFrame({"method": ["cr2", "knn"], "max_target": [0.79, 0.79]})  # the BBH pool of issue 27
+    low = pd.DataFrame({"method": ["cr2", "knn"], "max_target": [0.79, 0.79]})  # as on BBH
     targets, line = default_targets(low)
     assert targets == (0.76, 0.77, 0.78, 0.79) and "0.79" in line and "paper" in line
     none = pd.DataFrame({"method": [], "max_target": []})

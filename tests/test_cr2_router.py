@@ -112,7 +112,7 @@ def test_save_load_round_trip_keeps_every_decision(router, sets, tmp_path):
 
 
 def test_evaluation_routes_a_mondrian_table_per_group_and_reports_pooled_and_group_metrics(router, sets):
-    """Issue 29: cr2.evaluation.sweep.evaluate_cr2 evaluates a Mondrian (per-benchmark) table — each test query at its own
+    """cr2.evaluation.sweep.evaluate_cr2 evaluates a Mondrian (per-benchmark) table — each test query at its own
     group's τ — instead of refusing it; the metric rows are pooled ('all') and per benchmark (= per group)."""
     from cr2.crc import GroupedThresholdTable
     from cr2.evaluation.sweep import Evaluation, evaluate_cr2

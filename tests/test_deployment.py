@@ -1,4 +1,4 @@
-"""Issue 29: cr2.deploy.deployment — one definition of the deployed router's calibration split, and a pure library module."""
+"""cr2.deploy.deployment — one definition of the deployed router's calibration split, and a pure library module."""
 from __future__ import annotations
 
 import json

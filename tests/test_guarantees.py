@@ -5,7 +5,7 @@ re-splits of a synthetic pool with the default labels' structure (cr2/evaluation
 are one-sided and stated at each assert; with fixed seeds the outcome is deterministic, and the margins
 are chosen so that a correct implementation passes with room (a z of 3.4 is the one-sided 0.05 level
 Bonferroni-corrected over the 140 (λ, α) cells). The 500 re-splits are computed once per test run, with the
-realised-risk rules of issue 26 beside the others (`long_resplits`): tests/test_realised_risk.py's long test reads
+realised-risk rules beside the others (`long_resplits`): tests/test_realised_risk.py's long test reads
 the same records (a rule's records do not depend on which other rules run: the re-splits draw nothing else).
 """
 from __future__ import annotations
@@ -23,11 +23,11 @@ from warehouse.db import Warehouse
 LAMS = np.array(LambdaGrid(min=0.1, max=20.0, n_log=24, extra=[0.5, 1.0, 2.0, 8.0]).values())
 ALPHAS = [0.002, 0.005, 0.01, 0.02, 0.05]
 Z_CELLS = 3.4  # one-sided z for 140 cells at family level 0.05 (Bonferroni)
-REALISED_RULES = ("crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable")  # issue 26's, on real-label risks
+REALISED_RULES = ("crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable")  # the rules on real-label risks
 
 
 def _run(n_pool: int, n_calib: int, n_resplits: int, seed: int, realised: bool = False) -> pd.DataFrame:
-    """Validity records of every rule over re-splits of a synthetic pool; realised: the issue-26 rules too
+    """Validity records of every rule over re-splits of a synthetic pool; realised: the realised-risk rules too
     (crc-/ltt- on the oracle-disagreement and avoidable-error labels)."""
     pool = make_pool(n_pool, LAMS, seed)
     target, budget = default_targets(pool.correct, pool.cost)

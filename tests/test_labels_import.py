@@ -71,7 +71,7 @@ def test_a_non_table_is_refused():
         validate_imported_labels([{"query_id": QUERIES[0]}], QUERIES, MODELS)
 
 
-# ------------------------------------------------------------------ issue 28: ranges, types, and where
+# ------------------------------------------------------------------ ranges, types, and where
 @pytest.mark.parametrize("tokens, shown", [
     ([5, 2147483653, 2, 1], "2147483653"),  # 2^31 + 5: was stored as a negative number (Int32 cast)
     ([5, 3_000_000_000, 2, 1], "3000000000"),

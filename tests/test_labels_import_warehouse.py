@@ -80,7 +80,8 @@ def _write(path, df):
 
 @pytest.mark.parametrize("tokens", [2147483653, 3_000_000_000, 2 ** 40, 1e300])
 def test_f7_out_of_range_token_counts_write_nothing(ingested, tmp_path, tokens):
-    """Issue 28: these were stored as negative numbers or 0 with exit 0 (an Int32 cast)."""
+    """Token counts beyond Int32 are refused and nothing is written (an Int32 cast would store them as negative
+    numbers or 0)."""
     home, ids = ingested
     df = _labels(ids)
     df["output_tokens"] = df["output_tokens"].astype(object)

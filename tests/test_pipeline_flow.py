@@ -164,7 +164,7 @@ def test_report_is_self_contained_and_has_every_figure(pipeline):
     assert set(rep["figures"]) == {"pareto_full", "pareto_zoom", "fixed_accuracy", "saving_intervals", "calibration_rules",
                                    "risk_control", "local_selection", "variants", "gate_errors", "realised_risk"}
     assert {"ablation", "per_benchmark_by_cost", "mean_saving", "operating_points_ci"} <= set(rep["tables"])
-    assert "realised_risk" in rep["tables"]  # issue 26: teacher-referenced vs realised risks, per rule
+    assert "realised_risk" in rep["tables"]  # teacher-referenced vs realised risks, per rule
     for key in rep["figures"] + rep["tables"]:
         assert f'id="{key}"' in page
     assert page.count("data:image/png;base64,") == len(rep["figures"])
@@ -308,7 +308,7 @@ def test_serve_routes_over_http_and_forwards_openai_chat(pipeline):
             client.chat.completions.create(model="cr2", messages=[{"role": "system", "content": "no user turn"}])
 
 
-# ---------------------------------------------------------------- issue 21: guarantees users can choose (runs last:
+# ---------------------------------------------------------------- guarantees users can choose (runs last:
 # it calibrates a new, Mondrian LTT threshold version, which becomes the deployed one)
 def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_path):
     import json
@@ -356,7 +356,7 @@ def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_
     assert {"crc_mean_risk", "ltt_any_violation", "mondrian_mean_risk", "target_miss"} <= set(v["check_name"])
 
 
-# ---------------------------------------------------------------- issue 26: realised risks and the rules on real labels
+# ---------------------------------------------------------------- realised risks and the rules on real labels
 def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeline, tmp_path):
     """Every method's operating points carry oracle disagreement / avoidable error / local accuracy; the new rules
     are evaluated (v_realised_risk), calibrate a deployable table, and route / serve / export / `cr2 results` /
@@ -408,7 +408,7 @@ def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeli
     assert {"crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable"} <= set(v["rule"])
 
 
-# ---------------------------------------------------------------- issue 29: a Mondrian `cr2 run`
+# ---------------------------------------------------------------- a Mondrian `cr2 run`
 def test_mondrian_cr2_run_evaluates_each_group_with_its_own_thresholds(pipeline):
     """`cr2 run` with calibration.group evaluates the Mondrian table instead of refusing it: CR² routes each test query
     with its own group's τ*(λ; α), and its metrics come pooled ('all') and per group (here: per benchmark)."""
@@ -483,7 +483,7 @@ def test_mondrian_per_subset_cr2_run_routes_each_query_at_its_subsets_threshold(
 
 
 def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeline):
-    """Issue 30: the fast path (CR² alone, scores from the per-gate cache, one task) writes the same thresholds
+    """The fast path (CR² alone, scores from the per-gate cache, one task) writes the same thresholds
     and the same CR² metrics and decisions as the full evaluation of each table (the slow path, --baselines)."""
     from flows.recalibrate import recalibrate_flow
 
@@ -507,7 +507,7 @@ def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeli
 
 
 def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(pipeline):
-    """Issue 30: the teacher never sees a cost — a re-run under another channel-state distribution reuses it (the
+    """The teacher never sees a cost: a re-run under another channel-state distribution reuses it (the
     same fingerprint) and distils a new gate on the new costs."""
     from flows.run import run_flow
 

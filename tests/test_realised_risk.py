@@ -1,4 +1,4 @@
-"""Issue 26: the realised risks on real labels (oracle disagreement, avoidable error, local accuracy), the rules
+"""The realised risks on real labels (oracle disagreement, avoidable error, local accuracy), the rules
 that control them (crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable) and the risk name every output carries.
 
 The losses are pinned on a hand-computed six-query example; the rules on a synthetic pool (a slice) with a
@@ -249,5 +249,5 @@ def test_thresholds_export_and_runtime_carry_the_risk_name():
     d = DeviceThresholds.from_json(out)
     assert d.rule == "crc-avoidable" and d.risk == "avoidable-error"
     assert d.target(target_accuracy=0.7)["risk"] == "avoidable-error"
-    old = {k: v for k, v in out.items() if not k.startswith("risk")}  # an export written before issue 26
+    old = {k: v for k, v in out.items() if not k.startswith("risk")}  # an export that names no risk
     assert DeviceThresholds.from_json({**old, "rule": "crc"}).risk == "teacher-disagreement"

@@ -1,4 +1,4 @@
-"""Issue 30: the per-gate score cache behind re-calibration at operator speed.
+"""The per-gate score cache behind re-calibration at operator speed.
 
 The gate's scores and the teacher's p do not depend on the channel state, so they are computed once per gate and
 reused (CR2Router.remember, tasks/inputs.remember_scores); what a user relies on is that nothing changes: the thresholds and

@@ -1,4 +1,4 @@
-"""`cr2 serve` against a fault-injecting upstream (tests/fault_upstream.py): issue 28, F1–F6.
+"""`cr2 serve` against a fault-injecting upstream (tests/fault_upstream.py), faults F1–F6.
 
 Whatever the upstream does — down, slow headers, a stall mid-body (streaming or not), 500, a malformed or
 HTML 200, gzip SSE, reflected request headers, a huge or deeply nested answer — and whenever the client
@@ -104,7 +104,8 @@ def send(base: str, mode: str, stream: bool, disconnect: bool = False, query: st
 
 
 def assert_clean(status: int, headers: dict, raw: bytes, stream: bool) -> None:
-    """The issue-28 contract for one answer."""
+    """The contract for one answer: an allowed status, no secret in body or headers, a short one-line error
+    detail, and otherwise well-formed SSE or a chat completion."""
     assert status in ALLOWED, (status, raw[:300])
     text = raw.decode("utf-8")  # gzip bytes passed on as they came would fail here (F5)
     for secret in FORBIDDEN:
@@ -251,7 +252,7 @@ def test_any_sequence_of_faults_and_disconnects_answers_cleanly_and_frees_every_
     probe_capacity(base)
 
 
-# ------------------------------------------------------------------ minor points of issue 28
+# ------------------------------------------------------------------ minor points: timeouts, ports, bad input
 def test_slow_header_connections_are_closed_after_the_header_timeout():
     import socket
 

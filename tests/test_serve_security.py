@@ -1,4 +1,4 @@
-"""`cr2 serve` is safe by default: each probe of issue 19 against a server on loopback, with a stub router.
+"""`cr2 serve` is safe by default: each safety probe against a server on loopback, with a stub router.
 
 The router here is a stand-in with the deployed router's interface (route / describe) that takes a set
 time per decision, so the HTTP layer is tested on its own in seconds; tests/test_pipeline_flow.py serves

@@ -1,4 +1,4 @@
-"""Issue 29: a few facts are defined once in cr2/ and imported everywhere else (no re-coded copies)."""
+"""A few facts are defined once in cr2/ and imported everywhere else (no re-coded copies)."""
 from __future__ import annotations
 
 import re

@@ -169,7 +169,7 @@ def test_hostile_label_source_and_model_id_in_an_import(small_config, home, tmp_
         qids = wh.df("SELECT query_id FROM queries ORDER BY query_id LIMIT 3")["query_id"].tolist()
     f = tmp_path / "labels.csv"
     pd.DataFrame({"query_id": qids, "model": small_config.models[0].id, "correct": [1, 0, 1]}).to_csv(f, index=False)
-    with pytest.raises(Cr2Error, match="label source .* is not a valid name"):  # issue 28: one name pattern
+    with pytest.raises(Cr2Error, match="label source .* is not a valid name"):  # one pattern for user-given names
         import_labels(home, f, HOSTILE)
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"query_id": qids[:1], "model": [HOSTILE], "correct": [1]}).to_csv(bad, index=False)

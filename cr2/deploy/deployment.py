@@ -11,8 +11,8 @@ deployed table's OWN channel-state distribution and label source (the `dist_id` 
 table records), with the config's split seed, encoder and decision cost. The table was calibrated on
 exactly those rows, so on-demand calibration, target selection (cr2.method.targets) and the guarantee
 validity check (tasks/guarantees.py) all read them — also after `cr2 recalibrate` deployed a table of
-another state distribution than the config's. (Before issue 29, the validity check took the config's
-distribution; for a table calibrated under the config, as in `cr2 run`, the two are the same rows.)
+another state distribution than the config's. (For a table calibrated under the config's distribution, as in
+`cr2 run`, these are the rows the config alone gives.)
 
 Which router a deployment routes with (one definition, `deployed_name`): CR² itself ('cr2', its table from
 `cr2 calibrate`), or a certified router `<router>@<rule>` (cr2.routers.certify: a catalogued router's score and the
@@ -381,7 +381,7 @@ class OnlineRouter:
         # known for a query before it runs; a budget is therefore a bound on the mean estimated cost
         cost = np.asarray(val.decision_cost, dtype=np.float64)
         cal = cfg.calibration
-        # issue 26: the candidates control the same risk as the deployed table (CRC on its label), and say so
+        # the candidates control the same risk as the deployed table (CRC on its label), and say so
         risk = rule_risk(table.rule).name if rule_risk(table.rule) else "teacher-disagreement"
         labels = risk_label(risk, lams, proba=proba, decision_cost=cost, correct=val.correct, cost=val.cost)
         choice = choose_by_target(self.router.scores(val.embedding, lams), labels, proba, cost,

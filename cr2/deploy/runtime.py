@@ -100,7 +100,7 @@ class DeviceThresholds:
     table: ThresholdTable | GroupedThresholdTable
     n_calib: int  # N as shipped: calibration queries per λ (Mondrian: over all groups)
     targets: tuple = ()  # certified target-mode operating points: dicts with mode, target, delta, lam, alpha, tau
-    # issue 26: the risk α bounds (cr2.crc.RISKS): teacher-disagreement | oracle-disagreement | avoidable-error
+    # the risk α bounds (cr2.crc.RISKS): teacher-disagreement | oracle-disagreement | avoidable-error
     risk: str | None = "teacher-disagreement"
 
     # ------------------------------------------------------------ the table's fields, read through
@@ -133,10 +133,10 @@ class DeviceThresholds:
     def to_json(table: ThresholdTable | GroupedThresholdTable, targets: list[dict] | None = None) -> dict[str, Any]:
         """Return the thresholds.json object of a table (τ* as float.hex strings, exact).
 
-        Issue 21 adds, all optional (older readers ignore them): "delta" (ltt), "group_by", "group_taus" and
+        Optional fields (a reader that does not know them ignores them): "delta" (ltt), "group_by", "group_taus" and
         "group_n_calib" (Mondrian: one τ* grid and N per group; "taus" is then +inf everywhere, so a reader that
         does not know groups defers every query instead of applying some group's threshold), and "targets"
-        (certified target-mode operating points: mode, target, delta, lam, alpha, tau). Issue 26 adds "risk",
+        (certified target-mode operating points: mode, target, delta, lam, alpha, tau); "risk",
         "risk_display" and "risk_definition": the risk the rule controls, so the device says what its α bounds.
         """
         grouped = isinstance(table, GroupedThresholdTable)
@@ -190,11 +190,11 @@ class DeviceThresholds:
         alphas = tuple(float(v) for v in data["alphas"])
         try:
             taus = grid(data["taus"], "taus")
-            if data.get("group_taus"):  # issue 21: Mondrian thresholds, one grid per group
+            if data.get("group_taus"):  # Mondrian thresholds, one grid per group
                 if not isinstance(data["group_taus"], dict):
                     raise DataValidationError(f"{where}: group_taus must map groups to float.hex grids")
                 group_by = str(data.get("group_by") or "benchmark")
-                n_g = data.get("group_n_calib") or {}  # absent in exports before issue 29: N over all groups
+                n_g = data.get("group_n_calib") or {}  # absent in older exports: N over all groups
                 table: ThresholdTable | GroupedThresholdTable = GroupedThresholdTable(group_by=group_by, tables={
                     str(g): ThresholdTable(lams=lams, alphas=alphas, taus=grid(rows, f"group '{g}' thresholds"),
                                            n_calib=int(n_g.get(g, n_calib)), group=group_key(group_by, str(g)), **meta)
@@ -210,7 +210,7 @@ class DeviceThresholds:
             targets = tuple({**t, "tau": decode_tau(t["tau"])} for t in data.get("targets") or ())
         except (TypeError, ValueError, KeyError) as exc:
             raise DataValidationError(f"{where}: targets must be objects with a float.hex tau ({exc})") from None
-        # an export without "risk" predates issue 26, when every rule controlled teacher disagreement
+        # an export without "risk" was written when every rule controlled teacher disagreement
         return cls(table=table, n_calib=n_calib, targets=targets,
                    risk=data["risk"] if "risk" in data else "teacher-disagreement")
 

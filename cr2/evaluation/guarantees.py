@@ -201,7 +201,7 @@ def resplit_validity(
         ltt_viol[b] = (t_ltt[..., 0] > alphas[None, :]).any(axis=0)
         ltt_viol_pool[b] = (pool_ltt > alphas[None, :]).any(axis=0)
         price["ltt"][b] = t_ltt[price_idx, a_idx][:, price_cols]
-        for rule, (k, proc) in new_rules.items():  # issue 26: the rules on the realised risks' own labels
+        for rule, (k, proc) in new_rules.items():  # the rules on the realised risks' own labels
             col = risk_cols[_metric(k)]
             tab = calibrate_table(score[cal], realised[k][cal], lams, alphas, rule=rule,
                                   delta=spec.delta if proc == "ltt" else None, **kw)

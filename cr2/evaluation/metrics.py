@@ -142,7 +142,7 @@ PER_QUERY_METRICS: dict[str, PerQueryMetric] = {m.name: m for m in (
     PerQueryMetric("local_rate", lambda p, d, dec, lam: local_of_choice(dec), "solvable"),
     PerQueryMetric("risk", false_acceptance, "solvable"),
     PerQueryMetric("risk_all", false_acceptance, "all"),
-    # issue 26: the realised risks on the real labels, on the same two row sets
+    # the realised risks on the real labels, on the same two row sets
     PerQueryMetric("oracle_risk", lambda p, d, dec, lam: oracle_disagreement_per_query(d, dec, lam), "solvable"),
     PerQueryMetric("oracle_risk_all", lambda p, d, dec, lam: oracle_disagreement_per_query(d, dec, lam), "all"),
     PerQueryMetric("avoidable_risk", lambda p, d, dec, lam: avoidable_error_per_query(d, dec), "solvable"),

@@ -93,7 +93,7 @@ class Evaluation:
             self.decisions.append((method, lam, alpha, dec))
 
 
-# issue 26: the rules evaluated beside the deployed one at every (λ, α), as methods "cr2-<rule>": LTT on the paper's
+# the rules evaluated beside the deployed one at every (λ, α), as methods "cr2-<rule>": LTT on the paper's
 # risk and the rules that control the realised risks on the calibration split's real labels
 COMPARED_RULES = ("ltt", "crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable")
 

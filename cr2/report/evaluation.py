@@ -46,7 +46,7 @@ class ReportInputs:
 
 
 def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
-    """The issue-21 tables (docs/guarantees.md), when a validity run (`cr2 guarantees`) is in the warehouse."""
+    """The guarantee tables (docs/guarantees.md), when a validity run (`cr2 guarantees`) is in the warehouse."""
     if inp.guarantees.empty:
         return []
     head = inp.guarantees.iloc[0]

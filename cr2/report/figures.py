@@ -145,7 +145,7 @@ REALISED = (("teacher_risk", "teacher disagreement (what crc's α bounds)", "-")
 
 
 def realised_risk_figure(rr: pd.DataFrame, alpha: float, st: "MethodStyles") -> bytes:
-    """Issue 26: at α, each risk vs λ under the paper's rule (cr2) and under the rules that control the realised
+    """At α, each risk vs λ under the paper's rule (cr2) and under the rules that control the realised
     risks (crc-oracle: its oracle disagreement; crc-avoidable: its avoidable error), with the y = α line."""
     fig, ax = axes(f"What α = {alpha:g} bounds, and the risks users feel", "cost weight λ", "risk (all test rows)")
     rr = rr[(rr["lam"] > 0) & np.isclose(rr["alpha"].fillna(-1), alpha)].sort_values("lam")

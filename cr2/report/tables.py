@@ -57,7 +57,7 @@ def operating_point_ci_table(ops: pd.DataFrame, alpha: float, lams: tuple[float,
 
 
 def realised_risk_table(rr: pd.DataFrame, alpha: float, lams=HEADLINE_LAMS) -> pd.DataFrame:
-    """Issue 26: per rule and λ at α, the teacher-referenced and realised risks, local accuracy, local rate and cost."""
+    """Per rule and λ at α, the teacher-referenced and realised risks, local accuracy, local rate and cost."""
     if rr.empty:
         return pd.DataFrame()
     d = rr[np.isclose(rr["alpha"].fillna(-1), alpha) & rr["lam"].apply(lambda v: any(abs(v - x) < 1e-9 for x in lams))]
@@ -144,7 +144,7 @@ def guarantee_validity_table(v: pd.DataFrame) -> pd.DataFrame:
     promise = {"crc_mean_risk": "E[{r}] ≤ α, each λ", "ltt_any_violation": "P(any λ: {r} > α) ≤ δ",
                "mondrian_mean_risk": "E[{r} | group] ≤ α, each λ", "target_miss": "P(miss target) ≤ δ"}
 
-    def risk_words(rule: str) -> str:  # issue 26: name the risk each rule controls
+    def risk_words(rule: str) -> str:  # name the risk each rule controls
         base = rule.removeprefix("mondrian-")
         return rule_risk(base).display if base in RULE_CATALOGUE and rule_risk(base) else "risk"
 

@@ -4,7 +4,7 @@
 
 trained on BCE against y_m(x) with the checkpoint of lowest dev BCE (cr2.routers.base.TorchOneShotRouter).
 
-Inputs and width [cr2 decision, issue 16]: the paper counts 235,204 parameters, which is exactly a
+Inputs and width [cr2 decision]: the paper counts 235,204 parameters, which is exactly a
 387 → 600 → 4 network (387·600 + 600 + 600·4 + 4), so the paper's MLP sees three inputs beyond the 384-d
 embedding. The most plausible three, for a four-model pool, are the query's normalised pre-execution
 costs ĉ_m(x, ξ) of the models other than the reference (ĉ_ref ≡ 1 carries nothing): the MLP is the one

@@ -1,7 +1,7 @@
 """docs/results.md, "Simulator check (sim-to-real)": the stored sim-to-real runs — `cr2 simcheck` on MMLU-Pro, and
 `cr2 study simcheck` on a pool the simulator was not fitted on (out of pool) and on the ZeroEval ladders (out of
 sample, routing included). Every number is read from the view v_simcheck; "met" / "missed" are recomputed here
-from the stored measured value, the simulated mean over seeds and the issue-18 tolerance."""
+from the stored measured value, the simulated mean over seeds and the sim-to-real tolerance (docs/labels.md)."""
 from __future__ import annotations
 
 import json
@@ -114,7 +114,7 @@ def _mmlu_part(doc: Doc) -> str:
         f"{label_kind(V2)} ones from {V2} and {V1}, matched to the measured accuracy of every (model, category); "
         f"simulator seeds for the label structure: {', '.join(f'{s} {n}' for s, n in seeds.items())}; for routing: "
         f"{', '.join(f'{s} {n}' for s, n in rseeds.items())}. Numbers from the view v_simcheck; \"met\" where the "
-        "simulated mean over seeds is within the issue-18 tolerance of the measured value.", "",
+        "simulated mean over seeds is within the sim-to-real tolerance (docs/labels.md) of the measured value.", "",
         "| statistic | measured | v2 (mean over seeds) | v1 (mean over seeds) | tolerance | v2 | v1 |",
         "| --- | --- | --- | --- | --- | --- | --- |"]
 
@@ -246,7 +246,7 @@ def _out_of_pool_part(doc: Doc) -> str:
                                                       f"`{PHI_COMMAND}`")])
     names = list(json.loads(run.pool).values())
     seeds = int(pick(rows, V2, "solvable_share")["n_seeds"].max())
-    scope = "routing included" if run.has_routing else "label structure and the issue-27 diagnostics only, no routing"
+    scope = "routing included" if run.has_routing else "label structure and the label diagnostics only, no routing"
     out = head + [
         f"Run `{run.run_id}` (`{PHI_COMMAND}`, {scope}), on the pool's warehouse of study `{sid}`: {V2} with the "
         f"shape it fitted on the measured MMLU-Pro pool, run on the sweep's {PHI_POOL} pool ({' / '.join(names)}; "
@@ -292,9 +292,10 @@ def _ladder_part(doc: Doc) -> str:
                 *_structure_table(rows, with_v1=False), ""]
     if found:
         out += ["Routing out of sample: at how many fixed-accuracy targets each router's saving vs KNN has the "
-                "measured sign (issue 18's routing statistic), and the mean saving vs KNN over those targets. The "
-                "means are point estimates over simcheck's λ grid: simcheck stores no interval for them, so they "
-                "carry no comparison — the per-ladder comparisons with intervals are the ZeroEval section's.", ""]
+                "measured sign (the routing target of the sim-to-real check), and the mean saving vs KNN over those "
+                "targets. The means are point estimates over simcheck's λ grid: simcheck stores no interval for "
+                "them, so they carry no comparison — the per-ladder comparisons with intervals are the ZeroEval "
+                "section's.", ""]
         names = list(found)
         head = ["router"] + [c for n in names for c in (f"{n}: targets with the measured sign",
                                                         f"{n}: mean saving vs KNN, measured / v2 (%)")]
@@ -318,11 +319,11 @@ def render(doc: Doc) -> str:
     out = ["## Simulator check (sim-to-real)", "",
            "Does the label simulator behave like measured labels? Each check puts MEASURED correctness labels beside "
            "SIMULATED ones on the same questions (docs/labels.md, \"The sim-to-real check\"): the label structure "
-           "against issue 18's tolerances (share some model solves ± 0.02, each pairwise correlation ± 0.05, "
-           "P(device right | largest wrong) ± 0.03, accuracy ± 0.005), the issue-27 diagnostics, and routing: "
-           "whether each router's fixed-accuracy saving vs KNN has the measured sign. Simulated numbers are means over "
-           "simulator seeds with their 5–95 % band; they are Monte-Carlo spread of the simulator, not intervals of "
-           "the measured values.", "",
+           "against the sim-to-real tolerances (share some model solves ± 0.02, each pairwise correlation ± 0.05, "
+           "P(device right | largest wrong) ± 0.03, accuracy ± 0.005), the label diagnostics "
+           "(cr2.studies.diagnostics), and routing: whether each router's fixed-accuracy saving vs KNN has the "
+           "measured sign. Simulated numbers are means over simulator seeds with their 5–95 % band; they are "
+           "Monte-Carlo spread of the simulator, not intervals of the measured values.", "",
            "Commands that rebuild what it reads:", "", "```bash", MMLU_COMMAND,
            DUMP.format(pool=PHI_POOL), PHI_COMMAND, *(ladder_command(n) for n in LADDERS.values()),
            "make results-doc", "```", "",

@@ -221,7 +221,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
         return _jsonable(out)
 
     async def decide_by_target(req: "RouteRequest"):
-        """Issue 21: the operating point certified for the request's target (cached on the router), then route."""
+        """The operating point certified for the request's target (cached on the router), then route."""
         from cr2_cli.targets import route_by_target
 
         check_length(req.query, req.choices)

@@ -7,7 +7,7 @@ cr2.deploy.batching.MicroBatcher instead: its worker takes every request that ar
 `serving.batch_max_wait_ms` and embeds their uncached texts together, split into length buckets.
 
 Length buckets: the encoder pads a batch to its longest text, so one call over texts of very different
-lengths spends most of its work on padding (issue 30 measured batching slower than no batching for that
+lengths spends most of its work on padding (without buckets, batching measured slower than no batching for that
 reason). `length_buckets` sorts the texts by token length and cuts the sorted run where another encoder
 call costs less than the padding it saves: it minimises Σ_buckets (n_b · L_b + c) exactly (dynamic
 programming over the sorted lengths), with n_b texts padded to L_b tokens and c =

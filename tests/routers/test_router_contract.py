@@ -106,7 +106,7 @@ def _other_channel(data: RoutingSet, seed: int) -> RoutingSet:
 
 @pytest.mark.parametrize("name", [n for n in ROUTERS if n != "cr2"])
 def test_reads_costs_declares_what_fit_reads(name, tiny_splits):
-    """Issue 30: a baseline whose catalogue entry says reads_costs: false is reused after a change of channel states
+    """A baseline whose catalogue entry says reads_costs: false is reused after a change of channel states
     (tasks/baselines.py), so its fit must not depend on any cost-dependent field; one that reads costs must show it."""
     from cr2.routers import router_entry
 
@@ -157,7 +157,7 @@ def test_other_pool_is_refused(fitted):
 
 
 def test_cr2_mondrian_table_survives_save_load(tiny_splits, tmp_path):
-    """Issue 29: a Mondrian (per-benchmark) threshold table round-trips through CR2Router.save / load, and the loaded
+    """A Mondrian (per-benchmark) threshold table round-trips through CR2Router.save / load, and the loaded
     router routes each query with its own group's threshold."""
     from cr2.crc import GroupedThresholdTable
 

@@ -1,4 +1,4 @@
--- Issue 26: CR² at one α and the given λ values under the deployed rule and every compared rule (v_realised_risk):
+-- CR² at one α and the given λ values under the deployed rule and every compared rule (v_realised_risk):
 -- the teacher-referenced risk the paper's α bounds beside the realised risks on the real labels, with local
 -- accuracy, local rate and cost. Parameters: $run_id, $alpha, $lams.
 SELECT rule, lam, alpha, teacher_risk, oracle_risk, avoidable_risk, local_accuracy, local_rate, cost, accuracy

@@ -1,4 +1,4 @@
--- Issue 36 (docs/results.md, "What α bounds"): CR² at one α and the given λ values under the deployed rule and every
+-- For docs/results.md, "What α bounds": CR² at one α and the given λ values under the deployed rule and every
 -- compared rule (v_realised_risk), each risk, the local rate, cost and accuracy with its 95 % paired-bootstrap
 -- interval over the test queries (v_operating_points_ci, benchmark 'all'), and the row counts.
 -- Parameters: $run_id, $alpha, $lams.

@@ -2,7 +2,7 @@
 -- its metrics side by side (accuracy, normalised cost, false-acceptance risk, local rate, n), tagged with
 -- the run's label source so simulated results are never read as measured. accuracy, cost and local_rate
 -- and risk are over the n solvable test queries (paper §VII-A); risk_all is over all n_risk test queries.
--- Issue 26: `risk` is teacher disagreement (accepted while the teacher prefers an edge model, eq. disagree_label);
+-- `risk` is teacher disagreement (accepted while the teacher prefers an edge model, eq. disagree_label);
 -- beside it the realised risks on the real labels — oracle_risk (accepted while argmax_m y_m − λ·c_m is an edge
 -- model) and avoidable_risk (accepted, device wrong, an edge model right), each also over all rows (_all) —
 -- and local_accuracy (the device's accuracy on the queries it accepted).

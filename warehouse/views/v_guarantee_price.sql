@@ -1,6 +1,6 @@
--- Issue 21: what each guarantee costs beside plain CRC, per validity run — mean test local rate, mean
+-- What each guarantee costs beside plain CRC, per validity run — mean test local rate, mean
 -- normalised cost and accuracy (with Monte-Carlo SEs) of ltt and Mondrian at the same (λ, α) as crc, and of
--- the target mode's chosen point beside the CRC point an oracle would pick on the test set itself. Issue 26: the
+-- the target mode's chosen point beside the CRC point an oracle would pick on the test set itself. Also the
 -- mean test value of each risk under each rule — teacher disagreement (the paper's), oracle disagreement on real
 -- labels and avoidable error — so the realised risks of crc sit beside those of crc-oracle / crc-avoidable / ltt-….
 WITH p AS (

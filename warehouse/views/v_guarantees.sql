@@ -1,4 +1,4 @@
--- Issue 21 (docs/guarantees.md): does each calibration rule keep its promise over random calibration/test
+-- Guarantee validity (docs/guarantees.md): does each calibration rule keep its promise over random calibration/test
 -- re-splits? One row per validity run, rule, check, α and group: the worst cell over λ (value vs bound,
 -- with its Monte-Carlo SE) and whether every cell holds within 3 SE. crc: mean test risk ≤ α per λ;
 -- ltt: share of re-splits with ANY λ over α ≤ δ; mondrian: mean risk ≤ α within each group;

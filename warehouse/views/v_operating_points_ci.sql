@@ -1,5 +1,5 @@
 -- operating_points with the paired bootstrap interval of every per-query metric beside it: for each
--- (run, method, λ, α, benchmark), accuracy / cost / local_rate / risk / risk_all and the realised risks of issue 26
+-- (run, method, λ, α, benchmark), accuracy / cost / local_rate / risk / risk_all and the realised risks
 -- (oracle_risk, avoidable_risk, each also _all) with _lower and _upper (the
 -- percentile interval at `level` over the test queries, one resample index shared by every method). Test-query
 -- noise only: training, calibration and the split are held fixed (the seed study, v_seed_spread, varies them).

@@ -1,4 +1,4 @@
--- Issue 26 (docs/guarantees.md, docs/results.md): what CR²'s α bounds and what users feel. For CR² under the
+-- What CR²'s α bounds and what users feel (docs/guarantees.md, docs/results.md). For CR² under the
 -- deployed rule (method cr2, `rule` = its thresholds' rule) and under every compared rule (methods cr2-<rule>:
 -- ltt, crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable, calibrated on the val split), at each (λ, α): the
 -- teacher-referenced risk (teacher disagreement, the paper's), the realised risks on the real test labels —

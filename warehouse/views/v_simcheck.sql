@@ -1,6 +1,6 @@
 -- Sim-to-real check (cr2 simcheck, docs/labels.md): on the same MMLU-Pro questions, every statistic of the
 -- measured labels beside each simulated source's Monte-Carlo mean, sd and 5–95 % band over simulator seeds,
--- the difference, the issue-18 tolerance where one is set (solvable share 0.02, pairwise correlation 0.05,
+-- the difference, the sim-to-real tolerance where one is set (solvable share 0.02, pairwise correlation 0.05,
 -- P(device right | largest wrong) 0.03, accuracy 0.005) and whether it is met (fixed-accuracy savings vs
 -- KNN: same sign as measured). Filter by run_id (simcheck_runs) and source.
 WITH sim AS (
