@@ -1,4 +1,4 @@
-"""`cr2 study pools` (the pool sweep) and `cr2 study diagnostics` (one warehouse's label diagnostics), issue 27.
+"""`cr2 study pools` (the pool sweep) and `cr2 study diagnostics` (one warehouse's label diagnostics).
 
 Wired in cr2_cli/main.py as `study_app.command("pools")(friendly(pools_command, flow=True))` and
 `study_app.command("diagnostics")(friendly(diagnostics_command, flow=True))`. Both print markdown tables from the views

@@ -1,4 +1,4 @@
-"""Pool-summary task (issue 27): one evaluation run → its comparisons with intervals and its label diagnostics.
+"""Pool-summary task: one evaluation run → its comparisons with intervals and its label diagnostics.
 
 Reads the run's per-query decisions and the pool's routing sets (every split), and returns tidy rows:
   - each learned method's (CR², MLP, EmbedLLM, LLMRank, …) and the full-information reference's fixed-accuracy

@@ -1,4 +1,4 @@
-"""The pool sweep and the label diagnostics (issue 27): the selection rule, hand-computable diagnostics, the
+"""The pool sweep and the label diagnostics: the selection rule, hand-computable diagnostics, the
 signed-rank test against scipy, and `cr2 study pools` end to end on two tiny pools of a 70-question MMLU-Pro slice."""
 from __future__ import annotations
 

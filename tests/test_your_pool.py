@@ -4,7 +4,7 @@ yaml blocks headed `# file: PATH` are written to PATH, python blocks are execute
 block is one `cr2` command run through the CLI. The guide's folder `my-pool/` becomes a fresh folder (inside
 the repository root, where the guide says to run; removed afterwards), the only change made to its text.
 
-Also here: the pieces of issue 27 item 5 the guide relies on — optional gold targets (null accepted where the
+Also here: the pieces the guide relies on — optional gold targets (null accepted where the
 catalogue entry says so, refused with a clear message elsewhere, empty strings refused always), the schema 3 → 4
 migration that lets `queries.target` be NULL, several hardware profiles in one config, and the closed-set type.
 """

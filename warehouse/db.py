@@ -337,7 +337,7 @@ class Warehouse:
 
     def _create_views(self) -> None:
         """(Re)create every view and record the digest of the schema and view files they were made from, so the
-        next writable open skips the DDL while those files are unchanged (issue 30: ≈ 0.1 s per open)."""
+        next writable open skips the DDL while those files are unchanged (≈ 0.1 s per open)."""
         with self.transaction():
             self.con.execute(MACROS_FILE.read_text())
             for name in view_names():  # a view's SQL is the file's own text; its name a validated identifier
@@ -488,7 +488,7 @@ class Warehouse:
         except duckdb.Error as exc:
             first = str(exc).splitlines()[0]
             hint = ""
-            if "No function matches" in first and "BOOLEAN" in first:  # avg(correct) on labels.correct (issue 27)
+            if "No function matches" in first and "BOOLEAN" in first:  # avg(correct) on labels.correct
                 hint = ("; a BOOLEAN such as labels.correct is averaged as avg(correct::INT), or query the view "
                         "v_labels, where correct is 0/1")
             raise UserQueryError(f"SQL failed: {first}{hint}") from None

@@ -1,4 +1,4 @@
-"""Warehouse I/O of the pool sweep and the label diagnostics (issue 27): pool_runs, pool_results, v_pool_*."""
+"""Warehouse I/O of the pool sweep and the label diagnostics: pool_runs, pool_results, v_pool_*."""
 from __future__ import annotations
 
 import json

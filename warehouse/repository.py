@@ -339,7 +339,7 @@ def guarantee_price(wh: Warehouse, run_id: str) -> pd.DataFrame:
 
 def realised_risk_ci(wh: Warehouse, run_id: str, alpha: float, lams: Sequence[float]) -> pd.DataFrame:
     """CR² under every rule at (α, λ ∈ lams): the teacher-referenced and realised risks, local rate, cost and accuracy,
-    each with its stored 95 % paired-bootstrap interval (issue 26's table, issue 36's page)."""
+    each with its stored 95 % paired-bootstrap interval (the realised-risk table of `cr2 results` and of docs/results.md)."""
     from warehouse.routing_data import named_query
 
     return wh.df(named_query("resultsdoc_realised_risk_ci"),
@@ -349,7 +349,7 @@ def realised_risk_ci(wh: Warehouse, run_id: str, alpha: float, lams: Sequence[fl
 # ---------------------------------------------------------------- headline results (docs/results.md)
 def newest_eval_run(wh: Warehouse, label_source: str | None = None, *, full_only: bool = False) -> str | None:
     """The run_id of the newest full evaluation run (of `label_source` when given): one that evaluated KNN, the
-    reference every summary compares with. A re-calibration's CR²-only before/after runs (issue 30) are passed
+    reference every summary compares with. A re-calibration's CR²-only before/after runs are passed
     over; when no run has KNN (a config without it), the newest run — or None with `full_only`. No run at all is
     an error, or None with `full_only`."""
     from warehouse.routing_data import named_query
@@ -389,7 +389,7 @@ def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], co
     }
 
 
-# ---------------------------------------------------------------- intervals and the seed study (issue 25)
+# ---------------------------------------------------------------- intervals and the seed study
 INTERVAL_COLUMNS = ("run_id", "method", "lam", "alpha", "benchmark", "metric", "target", "estimate", "lower", "upper",
                     "level", "n_resamples", "n_targets", "seed")
 

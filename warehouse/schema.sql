@@ -249,7 +249,7 @@ CREATE TABLE IF NOT EXISTS simcheck_runs (
     created_at   TIMESTAMP NOT NULL
 );
 
--- evaluate (issue 25): paired bootstrap intervals over the test queries of one evaluation run, tidy. One
+-- evaluate: paired bootstrap intervals over the test queries of one evaluation run, tidy. One
 -- resample index (seed, n_resamples) shared by every method. metric: a per-query metric of the metrics table
 -- (accuracy | cost | local_rate | risk | risk_all | …) at (method, λ, α, benchmark), or a learned method's
 -- saving_vs_knn_pct at `target` / mean_saving_vs_knn_pct over the n_targets targets it and KNN reach
@@ -297,7 +297,7 @@ CREATE TABLE IF NOT EXISTS equal_risk (
     seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
 );
 
--- cr2 study seeds (issue 25): one row per (study, seed) — which evaluation run the seed produced, and where
+-- cr2 study seeds: one row per (study, seed) — which evaluation run the seed produced, and where
 CREATE TABLE IF NOT EXISTS seed_runs (
     study_id    VARCHAR NOT NULL,
     seed        INTEGER NOT NULL,        -- split, teacher, gate and learned-baseline seed of this re-run
@@ -323,7 +323,7 @@ CREATE TABLE IF NOT EXISTS seed_results (
     upper       DOUBLE
 );
 
--- study premise (issue 25): the premise map, one row per cell of a device-speed × channel grid
+-- study premise: the premise map, one row per cell of a device-speed × channel grid
 CREATE TABLE IF NOT EXISTS premise_cells (
     study_id        VARCHAR NOT NULL,    -- the base it varies: label source, gate/teacher, baselines, config
     speed_factor    DOUBLE NOT NULL,     -- × the device platform's prefill throughput and memory bandwidth
@@ -345,7 +345,7 @@ CREATE TABLE IF NOT EXISTS premise_cells (
     PRIMARY KEY (study_id, speed_factor, channel)
 );
 
--- study premise (issue 36): one row per study — the settings its id covers, so a page can name the command that
+-- study premise: one row per study — the settings its id covers, so a page can name the command that
 -- reproduces it (added after the first studies: a study run before has no row until `--record-only` records it)
 CREATE TABLE IF NOT EXISTS premise_studies (
     study_id       VARCHAR PRIMARY KEY,
@@ -376,7 +376,7 @@ CREATE TABLE IF NOT EXISTS premise_results (
     n_resamples  INTEGER NOT NULL
 );
 
--- cr2 study pools / cr2 study diagnostics (issue 27): one row per (study, pool) — the pool, its run and where it ran
+-- cr2 study pools / cr2 study diagnostics: one row per (study, pool) — the pool, its run and where it ran
 CREATE TABLE IF NOT EXISTS pool_runs (
     study_id     VARCHAR NOT NULL,        -- the sweep (or one warehouse's diagnostics)
     pool         VARCHAR NOT NULL,        -- the pool's id (its device model's id)

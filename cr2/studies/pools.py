@@ -1,4 +1,4 @@
-"""Pools of a pool sweep (issue 27): the selection rule, the platform rule and each pool's config overrides.
+"""Pools of a pool sweep: the selection rule, the platform rule and each pool's config overrides.
 
 A pool sweep runs the whole pipeline on many device–edge pools drawn from one set of measured outputs
 (configs/pools/mmlu-pro.yaml, docs/pools.md). The pools come from a rule written down before any pool was run:

@@ -1,4 +1,4 @@
-"""docs/results.md, "CR² across measured pools" (issue 27): the label diagnostics of every pool on all MMLU-Pro
+"""docs/results.md, "CR² across measured pools": the label diagnostics of every pool on all MMLU-Pro
 questions (a pure function over the packaged outputs file), the stored pool sweep (`cr2 study pools`: savings with
 paired-bootstrap intervals, Holm over the pools × methods family, the across-pool signed-rank tests with Holm) and
 the pool diagnostics (view v_pool_diagnostics).
@@ -353,7 +353,7 @@ def _reading(doc: Doc, sav: pd.DataFrame, diag: pd.DataFrame, tests: pd.DataFram
 
 
 def render(doc: Doc) -> str:
-    head = ["## CR² across measured pools (issue 27)", "",
+    head = ["## CR² across measured pools", "",
             "The pools come from the rule in `configs/pools/mmlu-pro.yaml`, committed before any pool was run "
             "(docs/pools.md): each model of ≤ 8B parameters on the device, with the edge models nearest 2×, 5× and "
             "10× its size (active parameters, log scale), m_ref the pool's largest edge model. Labels: the MMLU-Pro "

@@ -1,4 +1,4 @@
--- The pool sweep (issue 27, docs/results.md "CR² across measured pools"): per pool, each learned method's and the
+-- The pool sweep (docs/results.md "CR² across measured pools"): per pool, each learned method's and the
 -- full-information reference's mean fixed-accuracy saving (%) vs KNN and vs the best single model, averaged over
 -- the targets 0.50–0.99 both reach, with its 95 % paired-bootstrap interval over the test queries (training and
 -- calibration held fixed) and a verdict: 'cheaper' / 'dearer' only where the interval excludes 0. n_resamples: the
