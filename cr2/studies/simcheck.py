@@ -104,24 +104,23 @@ def split_sets(data: RoutingSet, split: np.ndarray, dev: np.ndarray) -> SplitSet
 
 def fixed_accuracy_savings(points: dict[str, list[tuple[float, float]]],
                            targets: Sequence[float] = tuple(VIEW_TARGETS)) -> list[dict]:
-    """Saving vs KNN (%) of each router at each target it and KNN reach: 100·(1 − min cost / KNN's min cost).
+    """Saving vs KNN (%) of each router at each target it and KNN reach, on the best grid point with accuracy ≥ target
+    (cr2.evaluation.fixed_accuracy.grid_cost_at: the rule of v_fixed_accuracy's cost_grid, no interpolation).
 
-    points: {router: [(accuracy, cost), …]}; the same rule as warehouse/views/v_fixed_accuracy.sql (best
-    operating point with accuracy ≥ target, no interpolation).
+    points: {router: [(accuracy, cost), …]}.
     """
-    def min_cost(pts: list[tuple[float, float]], t: float) -> float:
-        ok = [c for a, c in pts if a >= t - 1e-12]
-        return min(ok) if ok else np.nan
+    from cr2.evaluation.fixed_accuracy import grid_cost_at, saving_pct
 
+    t = np.asarray(targets, dtype=np.float64)
+    cost = {name: grid_cost_at(*np.asarray(pts, dtype=np.float64).reshape(-1, 2).T, t) for name, pts in points.items()}
+    knn = cost["knn"]
     rows = []
-    for t in targets:
-        knn = min_cost(points["knn"], t)
-        if not np.isfinite(knn) or knn <= 0:
+    for i, target in enumerate(t):
+        if not np.isfinite(knn[i]) or knn[i] <= 0:
             continue
-        for name, pts in points.items():
-            c = min_cost(pts, t)
-            if name != "knn" and np.isfinite(c):
-                rows.append(_row("saving_vs_knn_pct", 100.0 * (1.0 - c / knn), name, target=float(t)))
+        for name, c in cost.items():
+            if name != "knn" and np.isfinite(c[i]):
+                rows.append(_row("saving_vs_knn_pct", float(saving_pct(c[i], knn[i])), name, target=float(target)))
     return rows
 
 
