@@ -164,3 +164,37 @@ def test_views_are_created_after_the_views_they_read():
     for i, name in enumerate(order):
         for dep in set(_READ_FROM.findall(view_sql(name))) & set(order) - {name}:
             assert order.index(dep) < i, (name, dep)
+
+
+def test_an_undefined_estimate_or_bound_is_stored_as_null():
+    import numpy as np
+
+    from warehouse.db import undefined_as_null
+
+    df = undefined_as_null(pd.DataFrame({"estimate": [1.5, np.nan, np.inf], "lower": [None, -np.inf, 0.0],
+                                         "label": ["a", "b", "c"]}), ("estimate", "lower"))
+    assert df["estimate"].tolist()[0] == 1.5 and df["estimate"].isna().tolist() == [False, True, True]
+    assert df["lower"].isna().tolist() == [True, True, False] and df["label"].tolist() == ["a", "b", "c"]
+
+
+def test_a_premise_cell_is_replaced_whole_and_never_holds_nan(home):
+    """write_premise_cell goes through the one study-unit writer: NaN estimates and bounds land as NULL, a second write
+    of the same cell replaces the first, and a write that fails leaves the stored cell as it was."""
+    import numpy as np
+
+    from warehouse.premise import CELL_COLUMNS, write_premise_cell
+
+    summary = {k: 1.0 for k in CELL_COLUMNS} | {"speed_factor": 2.0, "channel": "default", "dist_id": "d",
+                                                "n_test": 10, "n_evaluable": 9, "n_resamples": 100, "alpha": 0.01,
+                                                "cell_s": 1.0, "gate_retrained": True, "gate_fit_s": 0.1, "refit_s": {}}
+    row = {"method": "cr2-retrain", "reference": "knn", "metric": "mean_saving_pct", "target": None,
+           "estimate": np.nan, "lower": np.nan, "upper": 2.0, "n_resamples": 100}
+    with Warehouse(home) as wh:
+        write_premise_cell(wh, "premise-x", "src", "key", summary, [row])
+        write_premise_cell(wh, "premise-x", "src", "key", summary, [row | {"estimate": 1.0}])
+        stored = wh.df("SELECT estimate, lower, upper, isnan(estimate) AS nan FROM premise_results")
+        assert len(stored) == 1 and stored["estimate"].tolist() == [1.0] and stored["lower"].isna().all()
+        with pytest.raises(Exception):
+            write_premise_cell(wh, "premise-x", "src", "key", summary, [row | {"metric": None}])  # NOT NULL fails
+        assert wh.scalar("SELECT count(*) FROM premise_cells") == 1
+        assert wh.df("SELECT estimate FROM premise_results")["estimate"].tolist() == [1.0]

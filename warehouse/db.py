@@ -26,9 +26,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from cr2.core.errors import Cr2SqlError, WarehouseError
@@ -215,6 +216,16 @@ def _migration_path(found: str) -> list[Path]:
     return steps if all(p.is_file() for p in steps) else []
 
 
+def undefined_as_null(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """A copy of df whose `columns` are float64 with every non-finite value (NaN, ±inf) NULL: DuckDB orders NaN above
+    every number, so an undefined estimate or bound is stored as NULL, never NaN."""
+    df = df.copy()
+    for c in columns:
+        v = pd.to_numeric(df[c], errors="coerce").astype("float64")
+        df[c] = v.where(np.isfinite(v), None)
+    return df
+
+
 class Warehouse:
     """One DuckDB file under `home` (default var/), with schema version checking."""
 
@@ -376,6 +387,16 @@ class Warehouse:
         with self.transaction() as con:
             self._delete(con, table, where)
             return self.insert_df(table, df, con)
+
+    def replace_study_unit(self, unit_table: str, unit: dict[str, Any], results_table: str, results: pd.DataFrame,
+                           where: dict[str, Any]) -> None:
+        """Replace one unit of a study — a pool of a pool sweep, a cell of a premise map — in one transaction: its row
+        of `unit_table` and its rows of `results_table`, both keyed by `where`."""
+        with self.transaction() as con:
+            self._delete(con, unit_table, where)
+            self._delete(con, results_table, where)
+            self.insert_df(unit_table, pd.DataFrame([unit]), con)
+            self.insert_df(results_table, results, con)
 
     def delete_where(self, table: str, where: dict[str, Any] | None, con: duckdb.DuckDBPyConnection | None = None) -> None:
         self._delete(con or self.con, table, where)

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from warehouse.db import Warehouse
+from warehouse.db import Warehouse, undefined_as_null
 from warehouse.repository import utc_now
 
 RUN_COLUMNS = ("study_id", "pool", "label_source", "models", "reference", "run_id", "home", "n_test", "n_evaluable",
@@ -21,19 +21,13 @@ def write_pool(wh: Warehouse, study_id: str, pool: str, run: dict[str, Any], row
     """Replace one pool of a study: its pool_runs row and its pool_results rows (one transaction)."""
     row = {**run, "study_id": study_id, "pool": pool, "models": json.dumps(run["models"]), "created_at": utc_now()}
     res = pd.DataFrame([{c: r.get(c) for c in RESULT_COLUMNS[2:]} for r in rows], columns=list(RESULT_COLUMNS[2:]))
-    for c in ("target", "estimate", "lower", "upper"):
-        v = pd.to_numeric(res[c], errors="coerce").astype("float64")
-        res[c] = v.where(np.isfinite(v), None)  # an undefined bound is NULL, never NaN
+    res = undefined_as_null(res, ("target", "estimate", "lower", "upper"))
     for c in ("n", "n_resamples"):
         res[c] = pd.to_numeric(res[c], errors="coerce").astype("Int64")  # a count or NULL
     res.insert(0, "pool", pool)
     res.insert(0, "study_id", study_id)
-    where = {"study_id": study_id, "pool": pool}
-    with wh.transaction() as con:
-        wh.delete_where("pool_runs", where, con)
-        wh.delete_where("pool_results", where, con)
-        wh.insert_df("pool_runs", pd.DataFrame([{c: row.get(c) for c in RUN_COLUMNS}]), con)
-        wh.insert_df("pool_results", res, con)
+    wh.replace_study_unit("pool_runs", {c: row.get(c) for c in RUN_COLUMNS}, "pool_results", res,
+                          {"study_id": study_id, "pool": pool})
 
 
 def newest_pool_study(wh: Warehouse) -> str | None:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import DataValidationError
-from warehouse.db import Warehouse, note_read
+from warehouse.db import Warehouse, note_read, undefined_as_null
 from warehouse.files import in_home
 from warehouse.repository import deployed_artifacts, utc_now
 from warehouse.routing_data import named_query
@@ -75,18 +75,13 @@ def write_premise_cell(wh: Warehouse, study_id: str, label_source: str, key: str
             "cell_key": key, "cell_seconds": float(summary["cell_s"]),
             "meta": json.dumps({k: summary[k] for k in ("gate_retrained", "gate_fit_s", "refit_s")}),
             "created_at": utc_now()}
-    res = pd.DataFrame([{c: r.get(c) for c in RESULT_COLUMNS} for r in rows])
-    for c in ("target", "estimate", "lower", "upper"):
-        res[c] = pd.to_numeric(res[c], errors="coerce").astype("float64")
+    res = undefined_as_null(pd.DataFrame([{c: r.get(c) for c in RESULT_COLUMNS} for r in rows]),
+                            ("target", "estimate", "lower", "upper"))
     res.insert(0, "channel", summary["channel"])
     res.insert(0, "speed_factor", float(summary["speed_factor"]))
     res.insert(0, "study_id", study_id)
-    where = {"study_id": study_id, "speed_factor": float(summary["speed_factor"]), "channel": summary["channel"]}
-    with wh.transaction() as con:
-        wh.delete_where("premise_cells", where, con)
-        wh.delete_where("premise_results", where, con)
-        wh.insert_df("premise_cells", pd.DataFrame([cell]), con)
-        wh.insert_df("premise_results", res, con)
+    wh.replace_study_unit("premise_cells", cell, "premise_results", res,
+                          {"study_id": study_id, "speed_factor": float(summary["speed_factor"]), "channel": summary["channel"]})
 
 
 def newest_premise_study(wh: Warehouse, reference: str | None = None) -> str | None:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from cr2.crc import GroupedThresholdTable, ThresholdTable, table_from_records
 from cr2.core.errors import DataValidationError, UncalibratedOperatingPointError
-from warehouse.db import Warehouse, relation
+from warehouse.db import Warehouse, relation, undefined_as_null
 from warehouse.files import in_home
 
 THRESHOLD_COLUMNS = ("version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau", "n_calib", "rule",
@@ -407,16 +407,9 @@ def run_decisions(wh: Warehouse, run_id: str, skip_kinds: Sequence[str] = (), *,
                  [run_id, run_id, list(skip_kinds), only is not None, list(methods), run_id, list(kinds)])
 
 
-def _nan_to_null(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
-    df = df.copy()
-    for c in columns:  # DuckDB orders NaN above every number: an undefined bound is NULL, never NaN
-        df[c] = df[c].astype("float64").where(np.isfinite(df[c].astype("float64")), None)
-    return df
-
-
 def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
     """Replace the bootstrap intervals of evaluation run `run_id`."""
-    rows = _nan_to_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper"))
+    rows = undefined_as_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper"))
     with wh.transaction() as con:
         wh.delete_where("intervals", {"run_id": run_id}, con)
         wh.insert_df("intervals", rows[list(INTERVAL_COLUMNS)], con)
@@ -429,7 +422,7 @@ EQUAL_RISK_COLUMNS = ("run_id", "question", "router", "against", "rule", "alpha"
 
 def write_equal_risk(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
     """Replace the equal-risk comparison of evaluation run `run_id` (cr2.evaluation.equal_risk)."""
-    rows = _nan_to_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value", "p_holm"))
+    rows = undefined_as_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value", "p_holm"))
     with wh.transaction() as con:
         wh.delete_where("equal_risk", {"run_id": run_id}, con)
         wh.insert_df("equal_risk", rows[list(EQUAL_RISK_COLUMNS)], con)
@@ -479,7 +472,7 @@ def write_simcheck(wh: Warehouse, run_id: str, n_questions: int, shape: dict[str
 def write_seed_result(wh: Warehouse, run: dict[str, Any], results: pd.DataFrame) -> None:
     """Replace one seed's row of `seed_runs` and its headline statistics in `seed_results`."""
     key = {"study_id": run["study_id"], "seed": int(run["seed"])}
-    results = _nan_to_null(results.assign(**key), ("value", "lower", "upper"))
+    results = undefined_as_null(results.assign(**key), ("value", "lower", "upper"))
     with wh.transaction() as con:
         wh.delete_where("seed_results", key, con)
         wh.delete_where("seed_runs", key, con)
