@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from cr2.crc import calibrate_group_tables, calibrate_table, rule_for
+from cr2.crc import ThresholdTable, calibrate_group_tables, calibrate_table, rule_for
 from cr2.core.errors import DataValidationError, TargetInfeasibleError
 from cr2.method.routing import deferred_choice
 from cr2.method.targets import choose_by_target
@@ -94,6 +94,410 @@ class _SuffixSums:
                          for i, (srt, suf) in enumerate(zip(self.sorted, self.suffix))])
 
 
+# Re-split tables are scratch: they are never stored, so they carry no provenance.
+_UNTRACKED = dict(gate_fingerprint="-", dist_id="-", label_source="-")
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """What every re-split shares, prepared once: the pool's arrays, the deferred choice, the weights and their sums.
+
+    The deferred choice depends only on the query and λ, not on the split, so it is computed once for the pool.
+    Each row carries weights summed over the accepted rows of a split: risk r, 1 (local), c0 − c_def, y0 − y_def,
+    then each realised risk's label; their suffix sums over the pool and over each group are built here too.
+    """
+
+    score: np.ndarray  # [n, n_lam] gate score s(x, λ)
+    risk: np.ndarray  # [n, n_lam] bool, teacher risk label r(λ)
+    proba: np.ndarray  # [n, M] teacher p_m(x)
+    cost: np.ndarray  # [n, M] float64, c_m(x)
+    correct: np.ndarray  # [n, M] bool, y_m(x)
+    groups: np.ndarray  # [n] str
+    lams: np.ndarray  # [n_lam] float64, ascending
+    alphas: np.ndarray  # [n_a] float64, ascending
+    names: list[str]  # [n_g] the groups, sorted
+    g_index: np.ndarray  # [n] int, each row's index into names
+    realised: dict[str, np.ndarray]  # realised risk name → [n, n_lam] bool label
+    def_correct: np.ndarray  # [n, n_lam] float64, y of the deferred choice
+    def_cost: np.ndarray  # [n, n_lam] float64, c of the deferred choice
+    weights: np.ndarray  # [n, n_lam, 4 + len(realised)] per-row weights (see above)
+    risk_cols: dict[str, int]  # price metric of each risk (teacher_risk, oracle_risk, …) → its weight column
+    base_cost: np.ndarray  # [n_lam] Σ c_def over the pool: everything deferred
+    base_acc: np.ndarray  # [n_lam] Σ y_def over the pool
+    pool_sums: _SuffixSums  # over the whole pool
+    group_pool: list[_SuffixSums]  # [n_g] over each group
+    price_idx: list[int]  # λ indices of spec.price_lams
+    a_idx: int  # α index of spec.price_alpha
+    new_rules: dict[str, tuple[str, str]]  # rule name (crc-oracle, …) → (realised risk, "crc" | "ltt")
+    targets: list[tuple[str, float]]  # the targets that are set: ("accuracy" | "budget", value)
+
+    @property
+    def n(self) -> int:
+        return self.score.shape[0]
+
+    @property
+    def n_lam(self) -> int:
+        return self.score.shape[1]
+
+    @property
+    def price_cols(self) -> list[int]:
+        """Weight columns of a price row: local, cost, accuracy, then each risk's test mean."""
+        return [1, 2, 3, *self.risk_cols.values()]
+
+    @property
+    def n_q(self) -> int:
+        return 3 + len(self.risk_cols)
+
+
+def _prepare_pool(score, risk, proba, cost, correct, groups, lams, alphas, spec: ResplitSpec,
+                  realised: dict[str, np.ndarray] | None) -> _Pool:
+    """Return the pool's split-independent preparation, after checking the inputs' shapes and the split size."""
+    lams = np.asarray(lams, dtype=np.float64)
+    alphas = np.asarray(sorted(alphas), dtype=np.float64)
+    score, risk, groups = np.asarray(score), np.asarray(risk, dtype=bool), np.asarray(groups).astype(str)
+    correct, cost = np.asarray(correct, dtype=bool), np.asarray(cost, dtype=np.float64)
+    n, n_lam = score.shape
+    if list(lams) != sorted(lams) or n_lam != len(lams):
+        raise DataValidationError("lams must be ascending and match the score columns")
+    if not 0 < spec.n_calib < n:
+        raise DataValidationError(f"n_calib={spec.n_calib} must leave a test set out of the pool of {n}")
+    names, g_index = np.unique(groups, return_inverse=True)
+    names = [str(v) for v in names]
+    rows = np.arange(n)
+    dchoice = np.stack([deferred_choice(proba, cost, float(lam), spec.variant) for lam in lams], axis=1)  # [n, n_lam]
+    def_correct = correct[rows[:, None], dchoice].astype(np.float64)
+    def_cost = cost[rows[:, None], dchoice]
+    realised = {k: np.asarray(v, dtype=bool) for k, v in (realised or {}).items()}
+    for k, v in realised.items():
+        if v.shape != (n, n_lam):
+            raise DataValidationError(f"realised risk '{k}' has shape {v.shape}, expected [n, n_lam] = {(n, n_lam)}")
+    risk_cols = {"teacher_risk": 0, **{_metric(k): 4 + q for q, k in enumerate(realised)}}
+    weights = np.stack([risk.astype(np.float64), np.ones((n, n_lam)), cost[:, :1] - def_cost,
+                        correct[:, :1].astype(np.float64) - def_correct,
+                        *[v.astype(np.float64) for v in realised.values()]], axis=2)
+    return _Pool(
+        score=score, risk=risk, proba=proba, cost=cost, correct=correct, groups=groups, lams=lams, alphas=alphas,
+        names=names, g_index=g_index, realised=realised, def_correct=def_correct, def_cost=def_cost,
+        weights=weights, risk_cols=risk_cols, base_cost=def_cost.sum(axis=0), base_acc=def_correct.sum(axis=0),
+        pool_sums=_SuffixSums(score, weights),
+        group_pool=[_SuffixSums(score[g_index == gi], weights[g_index == gi]) for gi in range(len(names))],
+        price_idx=[int(np.argmin(np.abs(lams - v))) for v in spec.price_lams],
+        a_idx=int(np.argmin(np.abs(alphas - spec.price_alpha))),
+        new_rules={rule_for(proc, k): (k, proc) for k in realised for proc in ("crc", "ltt")},
+        targets=[(m, t) for m, t in (("accuracy", spec.target_accuracy), ("budget", spec.budget)) if t is not None],
+    )
+
+
+@dataclass
+class _Tally:
+    """What the re-splits measure, one slice [b] per re-split; filled in place by the _record_* functions."""
+
+    crc_risk: np.ndarray  # [B, n_lam, n_a] crc test risk
+    crc_viol: np.ndarray  # [B, n_a] bool: crc test risk > α at any λ
+    crc_viol_pool: np.ndarray  # [B, n_a] bool: crc pool risk > α at any λ
+    ltt_viol: np.ndarray  # [B, n_a] bool: ltt test risk > α at any λ
+    ltt_viol_pool: np.ndarray  # [B, n_a] bool: ltt pool risk > α at any λ
+    mond_risk: np.ndarray  # [B, n_g, n_lam, n_a] Mondrian test risk per group; NaN: group absent from the test set
+    crcg_risk: np.ndarray  # [B, n_g, n_lam, n_a] plain crc test risk per group; NaN as above
+    price: dict[str, np.ndarray]  # rule → [B, len(price_lams), n_q] test local rate, cost, accuracy, risks
+    new_mean: dict[str, np.ndarray]  # crc rule on a realised risk → [B, n_lam, n_a] its test risk
+    new_viol: dict[str, np.ndarray]  # ltt rule on a realised risk → [B, n_a] bool, test risk > α at any λ
+    new_viol_pool: dict[str, np.ndarray]  # the same against the pool's risk
+    t_miss: dict[str, np.ndarray]  # target mode → [B] bool, the chosen point misses on the test set
+    t_miss_pool: dict[str, np.ndarray]  # … on the pool
+    t_infeasible: dict[str, np.ndarray]  # … [B] bool, the mode refused
+    t_price: dict[str, np.ndarray]  # … [B, 3] test local rate, cost, accuracy of the chosen point; NaN if refused
+    t_oracle: dict[str, np.ndarray]  # … [B, 3] the same for the CRC oracle point; NaN if none meets the target
+
+    @classmethod
+    def empty(cls, pool: _Pool, B: int) -> "_Tally":
+        n_lam, n_a, n_g = pool.n_lam, len(pool.alphas), len(pool.names)
+        rules = pool.new_rules.items()
+        return cls(
+            crc_risk=np.empty((B, n_lam, n_a)),
+            ltt_viol=np.empty((B, n_a), dtype=bool),
+            ltt_viol_pool=np.empty((B, n_a), dtype=bool),
+            crc_viol=np.empty((B, n_a), dtype=bool),
+            crc_viol_pool=np.empty((B, n_a), dtype=bool),
+            mond_risk=np.full((B, n_g, n_lam, n_a), np.nan),
+            crcg_risk=np.full((B, n_g, n_lam, n_a), np.nan),
+            price={r: np.empty((B, len(pool.price_idx), pool.n_q))
+                   for r in ("crc", "ltt", "mondrian", *pool.new_rules)},
+            new_mean={r: np.empty((B, n_lam, n_a)) for r, (_, proc) in rules if proc == "crc"},
+            new_viol_pool={r: np.empty((B, n_a), dtype=bool) for r, (_, proc) in rules if proc == "ltt"},
+            new_viol={r: np.empty((B, n_a), dtype=bool) for r, (_, proc) in rules if proc == "ltt"},
+            t_miss={m: np.zeros(B, dtype=bool) for m, _ in pool.targets},
+            t_miss_pool={m: np.zeros(B, dtype=bool) for m, _ in pool.targets},
+            t_infeasible={m: np.zeros(B, dtype=bool) for m, _ in pool.targets},
+            t_price={m: np.full((B, 3), np.nan) for m, _ in pool.targets},
+            t_oracle={m: np.full((B, 3), np.nan) for m, _ in pool.targets},
+        )
+
+
+@dataclass(frozen=True)
+class _Split:
+    """One random calibration/test split of the pool, with the calibration set's sums (test = pool − calibration)."""
+
+    pool: _Pool
+    cal: np.ndarray  # [n_calib] row indices, sorted
+    test: np.ndarray  # [n − n_calib] row indices
+    cal_sums: _SuffixSums
+    cal_base_cost: np.ndarray  # [n_lam] Σ c_def over the calibration set
+    cal_base_acc: np.ndarray  # [n_lam] Σ y_def over the calibration set
+
+    @property
+    def n_test(self) -> int:
+        return len(self.test)
+
+    def test_means(self, taus: np.ndarray, col: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """([n_lam, n_a, k] test means of risk, local, cost, accuracy, realised risks…; [n_lam, n_a] pool mean
+        of weight column `col`, the risk a rule controls) under taus."""
+        p = self.pool
+        pool, part = p.pool_sums.sums(taus), self.cal_sums.sums(taus)
+        t = (pool - part) / self.n_test
+        # cost = Σ c_def + Σ_accepted (c0 − c_def); accuracy likewise
+        t[..., 2] += ((p.base_cost - self.cal_base_cost) / self.n_test)[:, None]
+        t[..., 3] += ((p.base_acc - self.cal_base_acc) / self.n_test)[:, None]
+        return t, pool[..., col] / p.n
+
+
+def _draw_split(pool: _Pool, n_calib: int, rng: np.random.Generator) -> _Split:
+    """Return a random split into n_calib calibration queries and the rest (one rng.permutation draw)."""
+    perm = rng.permutation(pool.n)
+    cal, test = np.sort(perm[:n_calib]), perm[n_calib:]
+    return _Split(pool=pool, cal=cal, test=test, cal_sums=_SuffixSums(pool.score[cal], pool.weights[cal]),
+                  cal_base_cost=pool.def_cost[cal].sum(axis=0), cal_base_acc=pool.def_correct[cal].sum(axis=0))
+
+
+def _any_over_alpha(risk: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+    """[n_a] bool: the [n_lam, n_a] risk exceeds α at any λ."""
+    return (risk > alphas[None, :]).any(axis=0)
+
+
+def _record_crc(split: _Split, tally: _Tally, b: int) -> tuple[ThresholdTable, np.ndarray]:
+    """Calibrate plain CRC on the teacher risk and record its test risk, violations and price.
+
+    Returns the table (Mondrian's per-group check reuses its τ) and its test means (the target oracle reads them).
+    """
+    p = split.pool
+    crc = calibrate_table(p.score[split.cal], p.risk[split.cal], p.lams, p.alphas, **_UNTRACKED)
+    t_crc, pool_crc = split.test_means(crc.taus)
+    tally.crc_risk[b] = t_crc[..., 0]
+    tally.crc_viol[b] = _any_over_alpha(t_crc[..., 0], p.alphas)
+    tally.crc_viol_pool[b] = _any_over_alpha(pool_crc, p.alphas)
+    tally.price["crc"][b] = t_crc[p.price_idx, p.a_idx][:, p.price_cols]
+    return crc, t_crc
+
+
+def _record_crc_oracle(pool: _Pool, t_crc: np.ndarray, tally: _Tally, b: int) -> None:
+    """Record the target mode's oracle: the cheapest / most accurate CRC point judged on the test set itself."""
+    y_m, c_m, l_m = t_crc[..., 3], t_crc[..., 2], t_crc[..., 1]
+    for mode, t in pool.targets:
+        ok = (y_m >= t) if mode == "accuracy" else (c_m <= t)
+        if ok.any():
+            key = np.where(ok, c_m, np.inf) if mode == "accuracy" else np.where(ok, -y_m, np.inf)
+            i, j = np.unravel_index(np.argmin(key), key.shape)
+            tally.t_oracle[mode][b] = (l_m[i, j], c_m[i, j], y_m[i, j])
+
+
+def _record_ltt(split: _Split, spec: ResplitSpec, tally: _Tally, b: int) -> None:
+    """Calibrate Learn-then-Test on the teacher risk; record its violations (test and pool) and price."""
+    p = split.pool
+    ltt = calibrate_table(p.score[split.cal], p.risk[split.cal], p.lams, p.alphas, rule="ltt", delta=spec.delta,
+                          **_UNTRACKED)
+    t_ltt, pool_ltt = split.test_means(ltt.taus)
+    tally.ltt_viol[b] = _any_over_alpha(t_ltt[..., 0], p.alphas)
+    tally.ltt_viol_pool[b] = _any_over_alpha(pool_ltt, p.alphas)
+    tally.price["ltt"][b] = t_ltt[p.price_idx, p.a_idx][:, p.price_cols]
+
+
+def _record_realised_rules(split: _Split, spec: ResplitSpec, tally: _Tally, b: int) -> None:
+    """Calibrate crc-/ltt- on each realised risk's own label; check each against that same label."""
+    p = split.pool
+    for rule, (k, proc) in p.new_rules.items():
+        col = p.risk_cols[_metric(k)]
+        tab = calibrate_table(p.score[split.cal], p.realised[k][split.cal], p.lams, p.alphas, rule=rule,
+                              delta=spec.delta if proc == "ltt" else None, **_UNTRACKED)
+        t_new, pool_new = split.test_means(tab.taus, col)
+        if proc == "crc":
+            tally.new_mean[rule][b] = t_new[..., col]
+        else:
+            tally.new_viol[rule][b] = _any_over_alpha(t_new[..., col], p.alphas)
+            tally.new_viol_pool[rule][b] = _any_over_alpha(pool_new, p.alphas)
+        tally.price[rule][b] = t_new[p.price_idx, p.a_idx][:, p.price_cols]
+
+
+def _record_mondrian(split: _Split, spec: ResplitSpec, crc_taus: np.ndarray, tally: _Tally, b: int) -> None:
+    """Calibrate Mondrian CRC (one table per group; small groups defer); record per-group test risks of it and of
+    plain CRC (crc_taus), and Mondrian's price: each group's accepted rows under its own τ, summed over groups."""
+    p = split.pool
+    cal = split.cal
+    mond = calibrate_group_tables(p.score[cal], p.risk[cal], p.groups[cal], p.lams, p.alphas, group_by=spec.group_by,
+                                  small_group="defer", **_UNTRACKED)
+    mond_tot = np.zeros((len(p.price_idx), p.n_q))
+    for gi, g in enumerate(p.names):
+        in_cal = p.g_index[cal] == gi
+        n_test_g = int((p.g_index == gi).sum() - in_cal.sum())
+        if n_test_g == 0:
+            continue
+        g_taus = mond.tables[g].taus if g in mond.tables else np.full((p.n_lam, len(p.alphas)), np.inf)
+        cal_g = _SuffixSums(p.score[cal][in_cal], p.weights[cal][in_cal])
+        for taus, arr in ((g_taus, tally.mond_risk), (crc_taus, tally.crcg_risk)):
+            arr[b, gi] = (p.group_pool[gi].sums(taus)[..., 0] - cal_g.sums(taus)[..., 0]) / n_test_g
+        acc_sum = p.group_pool[gi].sums(g_taus) - cal_g.sums(g_taus)  # [n_lam, n_a, k]
+        mond_tot += acc_sum[p.price_idx, p.a_idx][:, p.price_cols]
+    mond_tot[:, 1] += (p.base_cost - split.cal_base_cost)[p.price_idx]
+    mond_tot[:, 2] += (p.base_acc - split.cal_base_acc)[p.price_idx]
+    tally.price["mondrian"][b] = mond_tot / split.n_test
+
+
+def _record_targets(split: _Split, spec: ResplitSpec, tally: _Tally, b: int, rng: np.random.Generator) -> None:
+    """Run the target mode (cr2.method.targets.choose_by_target, which draws from rng) for each set target; record
+    whether its chosen point misses the target on the test set and on the pool, or whether it refused, and its price."""
+    p = split.pool
+    cal, test = split.cal, split.test
+    for mode, t in p.targets:
+        try:
+            ch = choose_by_target(p.score[cal], p.risk[cal], p.proba[cal], p.cost[cal], p.correct[cal], p.lams,
+                                  p.alphas, rng=rng, delta=spec.delta, variant=spec.variant,
+                                  **({"target_accuracy": t} if mode == "accuracy" else {"budget": t}))
+        except TargetInfeasibleError:
+            tally.t_infeasible[mode][b] = True  # a refusal never misses; it is counted and reported apart
+            continue
+        i = int(np.argmin(np.abs(p.lams - ch.lam)))
+        acc_p = p.score[:, i].astype(np.float64) >= ch.tau
+        y_all = np.where(acc_p, p.correct[:, 0], p.def_correct[:, i])
+        c_all = np.where(acc_p, p.cost[:, 0], p.def_cost[:, i])
+        y_t, c_t = y_all[test].mean(), c_all[test].mean()
+        tally.t_miss[mode][b] = (y_t < t) if mode == "accuracy" else (c_t > t)
+        tally.t_miss_pool[mode][b] = (y_all.mean() < t) if mode == "accuracy" else (c_all.mean() > t)
+        tally.t_price[mode][b] = (acc_p[test].mean(), c_t, y_t)
+
+
+def _record_resplit(split: _Split, spec: ResplitSpec, tally: _Tally, b: int, rng: np.random.Generator) -> None:
+    """Calibrate every rule on one split's calibration set and record it on its test set (slice b of the tally).
+
+    Only the target mode draws from rng, after the split's own permutation: keep that order, the stream is shared.
+    """
+    crc, t_crc = _record_crc(split, tally, b)
+    _record_crc_oracle(split.pool, t_crc, tally, b)
+    _record_ltt(split, spec, tally, b)
+    _record_realised_rules(split, spec, tally, b)
+    _record_mondrian(split, spec, crc.taus, tally, b)
+    _record_targets(split, spec, tally, b, rng)
+
+
+# ------------------------------------------------------------------ output records
+
+
+def _row(spec: ResplitSpec, check: str, rule: str, metric: str, value: float, se: float | None, bound: float | None,
+         **extra) -> dict:
+    """One tidy record: the run's sizes, the check, the rule, the metric, its value ± se and its bound."""
+    base = {"n_resplits": spec.n_resplits, "n_calib": spec.n_calib, "delta": None, "target": None, "group": None,
+            "lam": None}
+    return {**base, "check_name": check, "rule": rule, "metric": metric, "value": float(value),
+            "se": None if se is None or not np.isfinite(se) else float(se),
+            "bound": None if bound is None else float(bound), **extra}
+
+
+def _crc_mean_records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
+    """crc_mean_risk: the mean test risk per (λ, α) of plain CRC and of the crc rules on realised risks, bound α."""
+    out = []
+    for rule, arr in (("crc", tally.crc_risk), *tally.new_mean.items()):
+        m, s = _mean_se(arr)
+        for i, lam in enumerate(pool.lams):
+            for j, a in enumerate(pool.alphas):
+                out.append(_row(spec, "crc_mean_risk", rule, "mean_test_risk", m[i, j], s[i, j], a, lam=float(lam),
+                                alpha=float(a)))
+    return out
+
+
+def _violation_records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
+    """ltt_any_violation / crc_any_violation: the share of re-splits with any λ over α, against the pool (the check;
+    bound δ for the ltt rules) and against the test split."""
+    out = []
+    for name, hits, rule, metric, bound in (
+        ("ltt_any_violation", tally.ltt_viol_pool, "ltt", "share_any_lam_over_alpha_pool", spec.delta),
+        ("ltt_any_violation", tally.ltt_viol, "ltt", "share_any_lam_over_alpha_test", None),
+        ("crc_any_violation", tally.crc_viol_pool, "crc", "share_any_lam_over_alpha_pool", None),
+        ("crc_any_violation", tally.crc_viol, "crc", "share_any_lam_over_alpha_test", None),
+        *[("ltt_any_violation", v, r, "share_any_lam_over_alpha_pool", spec.delta)
+          for r, v in tally.new_viol_pool.items()],
+        *[("ltt_any_violation", v, r, "share_any_lam_over_alpha_test", None) for r, v in tally.new_viol.items()],
+    ):
+        p, s = _share_se(hits)
+        for j, a in enumerate(pool.alphas):
+            out.append(_row(spec, name, rule, metric, p[j], s[j], bound, alpha=float(a),
+                            delta=spec.delta if rule.startswith("ltt") else None))
+    return out
+
+
+def _group_records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
+    """mondrian_mean_risk / crc_group_mean_risk: per group, the mean test risk per (λ, α) over the re-splits whose
+    test set holds the group (at least two), bound α."""
+    out = []
+    for name, arr, rule in (("mondrian_mean_risk", tally.mond_risk, "mondrian-crc"),
+                            ("crc_group_mean_risk", tally.crcg_risk, "crc")):
+        for gi, g in enumerate(pool.names):
+            vals = arr[:, gi]
+            seen = ~np.isnan(vals[:, 0, 0])
+            if seen.sum() < 2:
+                continue
+            m, s = _mean_se(vals[seen])
+            for i, lam in enumerate(pool.lams):
+                for j, a in enumerate(pool.alphas):
+                    out.append(_row(spec, name, rule, "mean_test_risk", m[i, j], s[i, j], a, lam=float(lam),
+                                    alpha=float(a), group=f"{spec.group_by}={g}"))
+    return out
+
+
+def _target_records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
+    """target_miss: per target, the share of re-splits missing it (pool: the check, bound δ; test) and refusing;
+    then the price of the target mode and of its CRC oracle point (over at least two re-splits with a point)."""
+    out = []
+    for mode, t in pool.targets:
+        p, s = _share_se(tally.t_miss_pool[mode])
+        out.append(_row(spec, "target_miss", f"target-{mode}", "share_missing_target_pool", p, s, spec.delta,
+                        delta=spec.delta, target=t, alpha=None))
+        p, s = _share_se(tally.t_miss[mode])
+        out.append(_row(spec, "target_miss", f"target-{mode}", "share_missing_target_test", p, s, None,
+                        delta=spec.delta, target=t, alpha=None))
+        p, s = _share_se(tally.t_infeasible[mode])
+        out.append(_row(spec, "target_miss", f"target-{mode}", "share_refused", p, s, None, delta=spec.delta,
+                        target=t, alpha=None))
+        for rule, arr in ((f"target-{mode}", tally.t_price[mode]), (f"target-{mode}-crc-oracle", tally.t_oracle[mode])):
+            ok = ~np.isnan(arr[:, 0])
+            if ok.sum() >= 2:
+                m, s = _mean_se(arr[ok])
+                for k, metric in enumerate(("local_rate", "mean_cost", "accuracy")):
+                    out.append(_row(spec, "price", rule, metric, m[k], s[k], None,
+                                    delta=spec.delta if "oracle" not in rule else None, target=t, alpha=None))
+    return out
+
+
+def _price_records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
+    """price: each rule's mean test local rate, cost, accuracy and risks at the price λ values and the price α."""
+    out = []
+    for rule, arr in tally.price.items():
+        m, s = _mean_se(arr)
+        for k, i in enumerate(pool.price_idx):
+            for q, metric in enumerate(("local_rate", "mean_cost", "accuracy", *pool.risk_cols)):
+                out.append(_row(spec, "price", rule, metric, m[k, q], s[k, q], None, lam=float(pool.lams[i]),
+                                alpha=float(pool.alphas[pool.a_idx]),
+                                delta=spec.delta if rule.startswith("ltt") else None))
+    return out
+
+
+def _records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
+    """Every check family's records, in the table's order; alpha is None where a check has no α."""
+    out = [*_crc_mean_records(pool, spec, tally), *_violation_records(pool, spec, tally),
+           *_group_records(pool, spec, tally), *_target_records(pool, spec, tally),
+           *_price_records(pool, spec, tally)]
+    for r in out:
+        r.setdefault("alpha", None)
+    return out
+
+
 def resplit_validity(
     score: np.ndarray,
     risk: np.ndarray,
@@ -114,199 +518,10 @@ def resplit_validity(
     (cr2.crc.RISKS, e.g. "oracle-disagreement") → its [n, n_lam] bool label on the pool; each adds the rules
     crc-<…> and ltt-<…> calibrated on it.
     """
-    lams = np.asarray(lams, dtype=np.float64)
-    alphas = np.asarray(sorted(alphas), dtype=np.float64)
-    score, risk, groups = np.asarray(score), np.asarray(risk, dtype=bool), np.asarray(groups).astype(str)
-    correct, cost = np.asarray(correct, dtype=bool), np.asarray(cost, dtype=np.float64)
-    n, n_lam = score.shape
-    if list(lams) != sorted(lams) or n_lam != len(lams):
-        raise DataValidationError("lams must be ascending and match the score columns")
-    if not 0 < spec.n_calib < n:
-        raise DataValidationError(f"n_calib={spec.n_calib} must leave a test set out of the pool of {n}")
-    names, g_index = np.unique(groups, return_inverse=True)
-    names = [str(v) for v in names]
-    rows = np.arange(n)
-    # the deferred choice depends only on the query and λ, not on the split: once for the pool
-    dchoice = np.stack([deferred_choice(proba, cost, float(lam), spec.variant) for lam in lams], axis=1)  # [n, n_lam]
-    def_correct = correct[rows[:, None], dchoice].astype(np.float64)
-    def_cost = cost[rows[:, None], dchoice]
-    # per-row weights summed over accepted rows: risk r, 1 (local), c0 − c_def, y0 − y_def
-    realised = {k: np.asarray(v, dtype=bool) for k, v in (realised or {}).items()}
-    for k, v in realised.items():
-        if v.shape != (n, n_lam):
-            raise DataValidationError(f"realised risk '{k}' has shape {v.shape}, expected [n, n_lam] = {(n, n_lam)}")
-    risk_cols = {"teacher_risk": 0, **{_metric(k): 4 + q for q, k in enumerate(realised)}}  # weight column per risk
-    weights = np.stack([risk.astype(np.float64), np.ones((n, n_lam)), cost[:, :1] - def_cost,
-                        correct[:, :1].astype(np.float64) - def_correct,
-                        *[v.astype(np.float64) for v in realised.values()]], axis=2)
-    base_cost, base_acc = def_cost.sum(axis=0), def_correct.sum(axis=0)  # [n_lam]: everything deferred
-    pool_sums = _SuffixSums(score, weights)
-    group_pool = [_SuffixSums(score[g_index == gi], weights[g_index == gi]) for gi in range(len(names))]
-    price_idx = [int(np.argmin(np.abs(lams - v))) for v in spec.price_lams]
-    a_idx = int(np.argmin(np.abs(alphas - spec.price_alpha)))
-    B, n_a, n_g = spec.n_resplits, len(alphas), len(names)
-    crc_risk = np.empty((B, n_lam, n_a))
-    ltt_viol = np.empty((B, n_a), dtype=bool)
-    ltt_viol_pool = np.empty((B, n_a), dtype=bool)
-    crc_viol = np.empty((B, n_a), dtype=bool)
-    crc_viol_pool = np.empty((B, n_a), dtype=bool)
-    mond_risk = np.full((B, n_g, n_lam, n_a), np.nan)
-    crcg_risk = np.full((B, n_g, n_lam, n_a), np.nan)
-    new_rules = {rule_for(proc, k): (k, proc) for k in realised for proc in ("crc", "ltt")}
-    n_q = 3 + len(risk_cols)  # local, cost, accuracy, then each risk's test mean
-    price = {r: np.empty((B, len(price_idx), n_q)) for r in ("crc", "ltt", "mondrian", *new_rules)}
-    price_cols = [1, 2, 3, *risk_cols.values()]
-    new_mean = {r: np.empty((B, n_lam, n_a)) for r, (_, proc) in new_rules.items() if proc == "crc"}
-    new_viol_pool = {r: np.empty((B, n_a), dtype=bool) for r, (_, proc) in new_rules.items() if proc == "ltt"}
-    new_viol = {r: np.empty((B, n_a), dtype=bool) for r, (_, proc) in new_rules.items() if proc == "ltt"}
-    targets = [(m, t) for m, t in (("accuracy", spec.target_accuracy), ("budget", spec.budget)) if t is not None]
-    t_miss = {m: np.zeros(B, dtype=bool) for m, _ in targets}
-    t_miss_pool = {m: np.zeros(B, dtype=bool) for m, _ in targets}
-    t_infeasible = {m: np.zeros(B, dtype=bool) for m, _ in targets}
-    t_price = {m: np.full((B, 3), np.nan) for m, _ in targets}
-    t_oracle = {m: np.full((B, 3), np.nan) for m, _ in targets}
-    kw = dict(gate_fingerprint="-", dist_id="-", label_source="-")
-
-    for b in range(B):
-        perm = rng.permutation(n)
-        cal, test = np.sort(perm[: spec.n_calib]), perm[spec.n_calib:]
-        n_test = len(test)
-        cal_sums = _SuffixSums(score[cal], weights[cal])
-        cal_base_cost, cal_base_acc = def_cost[cal].sum(axis=0), def_correct[cal].sum(axis=0)
-
-        def test_means(taus: np.ndarray, col: int = 0) -> tuple[np.ndarray, np.ndarray]:
-            """([n_lam, n_a, k] test means of risk, local, cost, accuracy, realised risks…; [n_lam, n_a] pool mean
-            of weight column `col`, the risk a rule controls) under taus."""
-            pool, part = pool_sums.sums(taus), cal_sums.sums(taus)
-            t = (pool - part) / n_test
-            t[..., 2] += ((base_cost - cal_base_cost) / n_test)[:, None]  # cost = Σ c_def + Σ_accepted (c0 − c_def)
-            t[..., 3] += ((base_acc - cal_base_acc) / n_test)[:, None]
-            return t, pool[..., col] / n
-
-        crc = calibrate_table(score[cal], risk[cal], lams, alphas, **kw)
-        t_crc, pool_crc = test_means(crc.taus)
-        crc_risk[b] = t_crc[..., 0]
-        crc_viol[b] = (t_crc[..., 0] > alphas[None, :]).any(axis=0)
-        crc_viol_pool[b] = (pool_crc > alphas[None, :]).any(axis=0)
-        price["crc"][b] = t_crc[price_idx, a_idx][:, price_cols]
-        for mode, t in targets:  # the oracle: the cheapest / most accurate CRC point judged on the test set itself
-            y_m, c_m, l_m = t_crc[..., 3], t_crc[..., 2], t_crc[..., 1]
-            ok = (y_m >= t) if mode == "accuracy" else (c_m <= t)
-            if ok.any():
-                key = np.where(ok, c_m, np.inf) if mode == "accuracy" else np.where(ok, -y_m, np.inf)
-                i, j = np.unravel_index(np.argmin(key), key.shape)
-                t_oracle[mode][b] = (l_m[i, j], c_m[i, j], y_m[i, j])
-        ltt = calibrate_table(score[cal], risk[cal], lams, alphas, rule="ltt", delta=spec.delta, **kw)
-        t_ltt, pool_ltt = test_means(ltt.taus)
-        ltt_viol[b] = (t_ltt[..., 0] > alphas[None, :]).any(axis=0)
-        ltt_viol_pool[b] = (pool_ltt > alphas[None, :]).any(axis=0)
-        price["ltt"][b] = t_ltt[price_idx, a_idx][:, price_cols]
-        for rule, (k, proc) in new_rules.items():  # the rules on the realised risks' own labels
-            col = risk_cols[_metric(k)]
-            tab = calibrate_table(score[cal], realised[k][cal], lams, alphas, rule=rule,
-                                  delta=spec.delta if proc == "ltt" else None, **kw)
-            t_new, pool_new = test_means(tab.taus, col)
-            if proc == "crc":
-                new_mean[rule][b] = t_new[..., col]
-            else:
-                new_viol[rule][b] = (t_new[..., col] > alphas[None, :]).any(axis=0)
-                new_viol_pool[rule][b] = (pool_new > alphas[None, :]).any(axis=0)
-            price[rule][b] = t_new[price_idx, a_idx][:, price_cols]
-        mond = calibrate_group_tables(score[cal], risk[cal], groups[cal], lams, alphas, group_by=spec.group_by,
-                                      small_group="defer", **kw)
-        mond_tot = np.zeros((len(price_idx), n_q))
-        for gi, g in enumerate(names):
-            in_cal = g_index[cal] == gi
-            n_test_g = int((g_index == gi).sum() - in_cal.sum())
-            if n_test_g == 0:
-                continue
-            g_taus = mond.tables[g].taus if g in mond.tables else np.full((n_lam, n_a), np.inf)
-            cal_g = _SuffixSums(score[cal][in_cal], weights[cal][in_cal])
-            for taus, arr in ((g_taus, mond_risk), (crc.taus, crcg_risk)):
-                arr[b, gi] = (group_pool[gi].sums(taus)[..., 0] - cal_g.sums(taus)[..., 0]) / n_test_g
-            # price of Mondrian: this group's accepted rows under its own τ, summed over groups
-            acc_sum = group_pool[gi].sums(g_taus) - cal_g.sums(g_taus)  # [n_lam, n_a, 4]
-            mond_tot += acc_sum[price_idx, a_idx][:, price_cols]
-        mond_tot[:, 1] += (base_cost - cal_base_cost)[price_idx]
-        mond_tot[:, 2] += (base_acc - cal_base_acc)[price_idx]
-        price["mondrian"][b] = mond_tot / n_test
-        for mode, t in targets:
-            try:
-                ch = choose_by_target(score[cal], risk[cal], proba[cal], cost[cal], correct[cal], lams, alphas,
-                                      rng=rng, delta=spec.delta, variant=spec.variant,
-                                      **({"target_accuracy": t} if mode == "accuracy" else {"budget": t}))
-            except TargetInfeasibleError:
-                t_infeasible[mode][b] = True  # a refusal never misses; it is counted and reported apart
-                continue
-            i = int(np.argmin(np.abs(lams - ch.lam)))
-            acc_p = score[:, i].astype(np.float64) >= ch.tau
-            y_all = np.where(acc_p, correct[:, 0], def_correct[:, i])
-            c_all = np.where(acc_p, cost[:, 0], def_cost[:, i])
-            y_t, c_t = y_all[test].mean(), c_all[test].mean()
-            t_miss[mode][b] = (y_t < t) if mode == "accuracy" else (c_t > t)
-            t_miss_pool[mode][b] = (y_all.mean() < t) if mode == "accuracy" else (c_all.mean() > t)
-            t_price[mode][b] = (acc_p[test].mean(), c_t, y_t)
+    pool = _prepare_pool(score, risk, proba, cost, correct, groups, lams, alphas, spec, realised)
+    tally = _Tally.empty(pool, spec.n_resplits)
+    for b in range(spec.n_resplits):
+        _record_resplit(_draw_split(pool, spec.n_calib, rng), spec, tally, b, rng)
         if progress is not None:
             progress(b + 1)
-
-    out: list[dict] = []
-    base = {"n_resplits": B, "n_calib": spec.n_calib, "delta": None, "target": None, "group": None, "lam": None}
-
-    def add(check: str, rule: str, metric: str, value: float, se: float | None, bound: float | None, **extra) -> None:
-        out.append({**base, "check_name": check, "rule": rule, "metric": metric, "value": float(value),
-                    "se": None if se is None or not np.isfinite(se) else float(se),
-                    "bound": None if bound is None else float(bound), **extra})
-
-    for rule, arr in (("crc", crc_risk), *new_mean.items()):
-        m, s = _mean_se(arr)
-        for i, lam in enumerate(lams):
-            for j, a in enumerate(alphas):
-                add("crc_mean_risk", rule, "mean_test_risk", m[i, j], s[i, j], a, lam=float(lam), alpha=float(a))
-    for name, hits, rule, metric, bound in (
-        ("ltt_any_violation", ltt_viol_pool, "ltt", "share_any_lam_over_alpha_pool", spec.delta),
-        ("ltt_any_violation", ltt_viol, "ltt", "share_any_lam_over_alpha_test", None),
-        ("crc_any_violation", crc_viol_pool, "crc", "share_any_lam_over_alpha_pool", None),
-        ("crc_any_violation", crc_viol, "crc", "share_any_lam_over_alpha_test", None),
-        *[("ltt_any_violation", new_viol_pool[r], r, "share_any_lam_over_alpha_pool", spec.delta) for r in new_viol_pool],
-        *[("ltt_any_violation", new_viol[r], r, "share_any_lam_over_alpha_test", None) for r in new_viol],
-    ):
-        p, s = _share_se(hits)
-        for j, a in enumerate(alphas):
-            add(name, rule, metric, p[j], s[j], bound, alpha=float(a),
-                delta=spec.delta if rule.startswith("ltt") else None)
-    for name, arr, rule in (("mondrian_mean_risk", mond_risk, "mondrian-crc"), ("crc_group_mean_risk", crcg_risk, "crc")):
-        for gi, g in enumerate(names):
-            vals = arr[:, gi]
-            seen = ~np.isnan(vals[:, 0, 0])
-            if seen.sum() < 2:
-                continue
-            m, s = _mean_se(vals[seen])
-            for i, lam in enumerate(lams):
-                for j, a in enumerate(alphas):
-                    add(name, rule, "mean_test_risk", m[i, j], s[i, j], a, lam=float(lam), alpha=float(a),
-                        group=f"{spec.group_by}={g}")
-    for mode, t in targets:
-        p, s = _share_se(t_miss_pool[mode])
-        add("target_miss", f"target-{mode}", "share_missing_target_pool", p, s, spec.delta, delta=spec.delta, target=t,
-            alpha=None)
-        p, s = _share_se(t_miss[mode])
-        add("target_miss", f"target-{mode}", "share_missing_target_test", p, s, None, delta=spec.delta, target=t,
-            alpha=None)
-        p, s = _share_se(t_infeasible[mode])
-        add("target_miss", f"target-{mode}", "share_refused", p, s, None, delta=spec.delta, target=t, alpha=None)
-        for rule, arr in ((f"target-{mode}", t_price[mode]), (f"target-{mode}-crc-oracle", t_oracle[mode])):
-            ok = ~np.isnan(arr[:, 0])
-            if ok.sum() >= 2:
-                m, s = _mean_se(arr[ok])
-                for k, metric in enumerate(("local_rate", "mean_cost", "accuracy")):
-                    add("price", rule, metric, m[k], s[k], None, delta=spec.delta if "oracle" not in rule else None,
-                        target=t, alpha=None)
-    for rule, arr in price.items():
-        m, s = _mean_se(arr)
-        for k, i in enumerate(price_idx):
-            for q, metric in enumerate(("local_rate", "mean_cost", "accuracy", *risk_cols)):
-                add("price", rule, metric, m[k, q], s[k, q], None, lam=float(lams[i]), alpha=float(alphas[a_idx]),
-                    delta=spec.delta if rule.startswith("ltt") else None)
-    for r in out:
-        r.setdefault("alpha", None)
-    return out
+    return _records(pool, spec, tally)
