@@ -36,11 +36,13 @@ def main() -> None:
                       store={"action": "store_true", "help": "also write a full evaluation run + report to the warehouse"})
     limit_threads(1)
     import numpy as np
+    import pandas as pd
 
     from cr2.evaluation.statistics import percentile_interval, resample_indices, resampled_means
     from cr2.config import load_config
     from cr2.evaluation.sweep import COMPARED_RULES, Evaluation, evaluate_cr2
     from cr2.evaluation.metrics import evaluable_mask, local_accuracy_terms, risk_per_query
+    from cr2.report.markdown import markdown_table
     from cr2_cli.online import load_deployed_router
     from tasks.inputs import routing_args
     from warehouse.db import Warehouse
@@ -111,15 +113,14 @@ def main() -> None:
     print(f"\n{'SIMULATED' if simulated else 'MEASURED'} labels ({label}); thresholds v{version} (rule {table.rule}), "
           f"N_val = {len(val):,}, N_test = {len(test):,} ({int(keep.sum()):,} solvable), α = {args.alpha:g}; "
           f"risks over all test queries with 95 % paired-bootstrap intervals ({args.bootstrap} resamples)\n")
-    print("| λ | rule | teacher disagreement | oracle disagreement (real labels) | avoidable error | local acc. | "
-          "local rate | Δ local vs crc | cost | Δ cost vs crc | accuracy |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for c in out_rows:
-        dl = ci(c["local_rate_vs_deployed"]) if "local_rate_vs_deployed" in c else "—"
-        dc = ci(c["cost_vs_deployed"]) if "cost_vs_deployed" in c else "—"
-        print(f"| {c['lam']:g} | {c['rule']} | {ci(c['risk'])} | {ci(c['oracle_risk'])} | {ci(c['avoidable_risk'])} | "
-              f"{c['local_accuracy'] if c['local_accuracy'] is not None else '–'} | {c['local_rate']:.4f} | {dl} | "
-              f"{c['cost']:.4f} | {dc} | {c['accuracy']:.4f} |")
+    head = ["λ", "rule", "teacher disagreement", "oracle disagreement (real labels)", "avoidable error", "local acc.",
+            "local rate", "Δ local vs crc", "cost", "Δ cost vs crc", "accuracy"]
+    print(markdown_table(pd.DataFrame([
+        [f"{c['lam']:g}", str(c["rule"]), ci(c["risk"]), ci(c["oracle_risk"]), ci(c["avoidable_risk"]),
+         str(c["local_accuracy"]) if c["local_accuracy"] is not None else "–", f"{c['local_rate']:.4f}",
+         ci(c["local_rate_vs_deployed"]) if "local_rate_vs_deployed" in c else "—", f"{c['cost']:.4f}",
+         ci(c["cost_vs_deployed"]) if "cost_vs_deployed" in c else "—", f"{c['accuracy']:.4f}"]
+        for c in out_rows], columns=head, dtype=object)), end="")
     stored = _store(cfg, args.warehouse, table, int(version)) if args.store else None
     write_result(f"realised_risk_{label}", {"stored_eval_run": stored,"warehouse": str(args.warehouse), "label_source": label,
                                             "labels_simulated": simulated, "thresholds_version": int(version),

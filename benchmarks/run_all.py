@@ -21,7 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 from _common import RESULTS, fmt, machine
+
+from cr2.report.markdown import markdown_table
 
 HERE = Path(__file__).resolve().parent
 # cheap to expensive; others follow by name. device/serve use $CR2_HOME's deployed router where they need one
@@ -116,9 +119,9 @@ def _cell(s: object) -> str:
 
 
 def _table(columns: list[str], rows: list[list[object]]) -> list[str]:
-    out = ["| " + " | ".join(_cell(c) for c in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return out
+    """The lines of a markdown table (cr2.report.markdown) of cells written as one-line text."""
+    frame = pd.DataFrame([[_cell(c) for c in row] for row in rows], columns=[_cell(c) for c in columns], dtype=object)
+    return markdown_table(frame, why="no figures").rstrip("\n").split("\n")
 
 
 def _figure_rows(figures: list[dict]) -> list[list[object]]:

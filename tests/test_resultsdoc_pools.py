@@ -221,3 +221,35 @@ def test_sections_render_on_warehouses_that_hold_none_of_their_runs(tmp_path):
     assert "no pool study (`cr2 study pools`) is stored" in page
     assert "no `cr2 study diagnostics` of the gemma ladder is stored" in page
     assert "no `cr2 simcheck` run is stored" in page and "no sim-to-real run with routing on the qwen ladder" in page
+
+
+def test_markdown_table_default_output_is_unchanged_and_tight_empty_cells_are_opt_in():
+    from cr2.report.markdown import markdown_table
+
+    df = pd.DataFrame([["a", "", "1.5"], ["b", "x", ""]], columns=["k", "v", "w"], dtype=object)
+    by_hand = "\n".join(["| k | v | w |", "| --- | --- | --- |", "| a |  | 1.5 |", "| b | x |  |"]) + "\n"
+    assert markdown_table(df) == by_hand  # the writer's output before tight_empty existed
+    assert markdown_table(df, tight_empty=True) == by_hand.replace("|  |", "| |")
+    assert markdown_table(pd.DataFrame({"x": [0.123456, np.nan]})) == "| x |\n| --- |\n| 0.1235 |\n| – |\n"
+
+
+def test_no_markdown_table_is_built_by_hand():
+    """Every markdown table goes through cr2.report.markdown.markdown_table: no string literal outside a docstring
+    starts a table row or holds a separator row."""
+    import ast
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    row = re.compile(r"^\|[ -]|\| ?--- ?\|")
+    found = []
+    for top in ("cr2", "cr2_cli", "tasks", "flows", "warehouse", "scripts", "benchmarks"):
+        for path in sorted((root / top).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docs = {id(n.body[0].value) for n in ast.walk(tree)
+                    if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+                    and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs \
+                        and row.search(n.value):
+                    found.append(f"{path.relative_to(root)}:{n.lineno}: {n.value[:40]!r}")
+    assert not found, found

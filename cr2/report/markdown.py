@@ -4,16 +4,20 @@ from __future__ import annotations
 import pandas as pd
 
 
-def markdown_table(df: pd.DataFrame, digits: int = 4, why: str = "this run has none here") -> str:
+def markdown_table(df: pd.DataFrame, digits: int = 4, why: str = "this run has none here", *,
+                   tight_empty: bool = False) -> str:
     """A markdown table of `df` (float columns to `digits` significant digits, '–' for missing), ending in a
-    newline; an empty frame gives one line that says why it is empty."""
+    newline; an empty frame gives one line that says why it is empty. An empty cell is written '|  |', or '| |'
+    with `tight_empty`."""
     if df.empty:
         return f"_(no rows: {why})_\n"
     df = df.copy()
     for c in df.columns:
         if pd.api.types.is_float_dtype(df[c]):
             df[c] = df[c].map(lambda v: "–" if pd.isna(v) else f"{v:.{digits}g}")
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    sep = "| " + " | ".join("---" for _ in df.columns) + " |"
-    rows = ["| " + " | ".join(map(str, r)) + " |" for r in df.itertuples(index=False)]
-    return "\n".join([head, sep, *rows]) + "\n"
+
+    def line(cells) -> str:
+        return "|" + "|".join(" " if tight_empty and c == "" else f" {c} " for c in map(str, cells)) + "|"
+
+    return "\n".join([line(df.columns), line("---" for _ in df.columns),
+                      *(line(r) for r in df.itertuples(index=False))]) + "\n"

@@ -14,6 +14,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import Doc, label_kind
 
 KEY = "pools"
@@ -30,6 +31,12 @@ def num(v, spec: str = ".1f") -> str:
     if v is None or pd.isna(v):
         return "–"
     return format(float(v), spec).replace("-", "−")
+
+
+def text_table(head: list[str], rows: list[list[str]], why: str = "this run has none here", *,
+               tight_empty: bool = False) -> str:
+    """Rows of cells already written as text under `head`, as a markdown table (cr2.report.markdown)."""
+    return markdown_table(pd.DataFrame(rows, columns=head, dtype=object), why=why, tight_empty=tight_empty)
 
 
 def cell(estimate, lower, upper, spec: str = "+.1f") -> str:
@@ -95,7 +102,7 @@ def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label
     fam = with_holm(sub[sub["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct", "upper_pct")
     methods = [m for m in (*ROUTERS, ORACLE) if m in set(sub["method"])]
     head = [label, "c_dev/c_edge", *(f"{m} vs {ref}" for m in methods), "resamples kept"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    rows = []
     for pool, g in sub.groupby("pool", sort=True):
         cells = []
         for m in methods:
@@ -110,8 +117,8 @@ def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label
                 c += f" {doc.saving(h.lower_pct, h.upper_pct, h.p_holm)}"
             cells.append(c)
         kept = resamples_kept(g["n_resamples"] if "n_resamples" in g else [])
-        lines.append("| " + " | ".join([pool, num(ratio.get(pool), ".2f"), *cells, kept]) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append([pool, num(ratio.get(pool), ".2f"), *cells, kept])
+    return text_table(head, rows, f"no savings against {ref} are stored")
 
 
 def verdict_counts(doc: Doc, sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataFrame]:
@@ -119,14 +126,14 @@ def verdict_counts(doc: Doc, sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataF
     and by Holm over the pools × methods family; and the rows whose word changes under Holm."""
     sub = sav[(sav["reference"] == ref) & sav["method"].isin(ROUTERS)]
     fam = with_holm(sub, "mean_saving_pct", "lower_pct", "upper_pct")
-    lines = [f"| method | pools | per-pool 95 % interval: \"cheaper\" / \"dearer\" / \"no difference detected\" | "
-             f"Holm over the {len(fam)} tests: the same three |",
-             "| --- | --- | --- | --- |"]
+    head = ["method", "pools", "per-pool 95 % interval: \"cheaper\" / \"dearer\" / \"no difference detected\"",
+            f"Holm over the {len(fam)} tests: the same three"]
+    rows = []
     for m in [m for m in ROUTERS if m in set(fam["method"])]:
         g = fam[fam["method"] == m]
-        lines.append(f"| {m} | {len(g)} | {count_words(g['word'])} | {count_words(g['word_holm'])} |")
+        rows.append([m, str(len(g)), count_words(g["word"]), count_words(g["word_holm"])])
     changed = fam[fam["word"] != fam["word_holm"]]
-    return "\n".join(lines) + "\n", changed
+    return text_table(head, rows, f"no learned method has a saving against {ref}"), changed
 
 
 def changed_sentence(doc: Doc, changed: pd.DataFrame, what: str, label: str = "pool") -> str:
@@ -160,6 +167,17 @@ def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], list[dict]]:
     return "measured-mmlu-pro", rows, gaps
 
 
+def label_diagnostics_table(rows: list[dict]) -> str:
+    """The label diagnostics of pools (rows of cr2.studies.pools.pool_label_table) as a markdown table; the page and
+    scripts/pool_label_diagnostics.py print this one."""
+    head = ["pool", "n", "accuracy (device / edges… / m_ref)", "φ device–m_ref", "mean φ", "P(dev ✓ \\| ref ✗)",
+            "P(ref ✓ \\| dev ✗)", "solvable"]
+    cells = [[str(r["pool"]), str(r["n"]), " / ".join(f"{a:.3f}" for a in r["accuracy"]), f"{r['phi_device_ref']:.2f}",
+              f"{r['phi_mean']:.2f}", f"{r['p_device_right_given_ref_wrong']:.3f}",
+              f"{r['p_ref_right_given_device_wrong']:.3f}", f"{r['solvable']:.3f}"] for r in rows]
+    return text_table(head, cells, "the rule selects no pool")
+
+
 def _labels_part(doc: Doc) -> str:
     from cr2.core.errors import Cr2Error
 
@@ -175,13 +193,7 @@ def _labels_part(doc: Doc) -> str:
            "packaged file. Per pool: each model's accuracy in pool order (device, then the edge models by size, "
            "m_ref last), the φ correlation of device and m_ref correctness, the mean φ over the pool's pairs, "
            "P(device right | m_ref wrong), P(m_ref right | device wrong) and the share of questions some pool model "
-           "solves.", "",
-           "| pool | n | accuracy (device / edges… / m_ref) | φ device–m_ref | mean φ | P(dev ✓ \\| ref ✗) | "
-           "P(ref ✓ \\| dev ✗) | solvable |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        out.append(f"| {r['pool']} | {r['n']} | {' / '.join(f'{a:.3f}' for a in r['accuracy'])} | "
-                   f"{r['phi_device_ref']:.2f} | {r['phi_mean']:.2f} | {r['p_device_right_given_ref_wrong']:.3f} | "
-                   f"{r['p_ref_right_given_device_wrong']:.3f} | {r['solvable']:.3f} |")
+           "solves.", "", label_diagnostics_table(rows).rstrip("\n")]
     n_shared, edges = shared_edges(json.dumps([{"name": e, "role": "edge"} for e in r["edges"]]) for r in rows)
     dev_top = [r for r in rows if r["accuracy"][0] == max(r["accuracy"])]
     below_dev = [r for r in rows if any(a < r["accuracy"][0] for a in r["accuracy"][1:])]
@@ -211,13 +223,11 @@ def _gap_part(doc: Doc, gaps: list[dict]) -> str:
     if below.empty:
         lines.append("_(none: in every pool m_ref's accuracy is at least that of every other model)_")
         return "\n".join(lines) + "\n"
-    lines += ["| pool | m_ref | other model | role | accuracy gap, points | p, Holm | m_ref's accuracy is |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for r in below.itertuples(index=False):
-        lines.append(f"| {r.pool} | {r.reference} | {r.model} | {r.role} | "
-                     f"{cell(100 * r.estimate, 100 * r.lower, 100 * r.upper)} | {r.p_holm:.3g} | "
-                     f"{doc.compare(r.lower, r.upper)} |")
-    return "\n".join(lines) + "\n"
+    head = ["pool", "m_ref", "other model", "role", "accuracy gap, points", "p, Holm", "m_ref's accuracy is"]
+    rows = [[str(r.pool), str(r.reference), str(r.model), str(r.role),
+             cell(100 * r.estimate, 100 * r.lower, 100 * r.upper), f"{r.p_holm:.3g}", doc.compare(r.lower, r.upper)]
+            for r in below.itertuples(index=False)]
+    return "\n".join(lines) + "\n" + text_table(head, rows)
 
 
 # ---------------------------------------------------------------- the sweep
@@ -242,13 +252,12 @@ def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     tests["p_holm"] = holm_adjust(tests["p"].to_numpy(dtype=float))
     lines = [f"Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), "
              f"the {len(tests)} tests read together, so Holm-adjusted as one family. The word is the corrected "
-             "test's, for CR² against that baseline.", "",
-             "| CR² against | pools | median(CR² − baseline), points | W⁺ | W⁻ | p (two-sided) | p, Holm | CR² is "
-             "| test |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in tests.itertuples(index=False):
-        lines.append(f"| {r.baseline} | {r.pools} | {num(r.median, '+.1f')} | {r.w_plus:g} | {r.w_minus:g} | "
-                     f"{r.p:.3g} | {r.p_holm:.3g} | {doc.test(r.median, r.p_holm)} | {r.method} |")
+             "test's, for CR² against that baseline.", ""]
+    head = ["CR² against", "pools", "median(CR² − baseline), points", "W⁺", "W⁻", "p (two-sided)", "p, Holm", "CR² is",
+            "test"]
+    lines.append(text_table(head, [[str(r.baseline), str(r.pools), num(r.median, "+.1f"), f"{r.w_plus:g}",
+                                    f"{r.w_minus:g}", f"{r.p:.3g}", f"{r.p_holm:.3g}", doc.test(r.median, r.p_holm),
+                                    str(r.method)] for r in tests.itertuples(index=False)]).rstrip("\n"))
     raw = tests[tests["p"] < 0.05]
     flip = tests[(tests["p"] < 0.05) & (tests["p_holm"] >= 0.05)]
     lines += ["", f"Uncorrected, {len(raw)} of the {len(tests)} tests have p < 0.05"

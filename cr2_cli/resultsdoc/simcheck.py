@@ -11,7 +11,7 @@ import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
 from cr2_cli.resultsdoc.core import Doc, label_kind
-from cr2_cli.resultsdoc.pools import num, span
+from cr2_cli.resultsdoc.pools import num, span, text_table
 
 V2, V1 = "simulated-irt-v2", "simulated-irt-v1"
 PHI_POOL = "phi-3-mini-4k-instruct"
@@ -114,39 +114,39 @@ def _mmlu_part(doc: Doc) -> str:
         f"{label_kind(V2)} ones from {V2} and {V1}, matched to the measured accuracy of every (model, category); "
         f"simulator seeds for the label structure: {', '.join(f'{s} {n}' for s, n in seeds.items())}; for routing: "
         f"{', '.join(f'{s} {n}' for s, n in rseeds.items())}. Numbers from the view v_simcheck; \"met\" where the "
-        "simulated mean over seeds is within the sim-to-real tolerance (docs/labels.md) of the measured value.", "",
-        "| statistic | measured | v2 (mean over seeds) | v1 (mean over seeds) | tolerance | v2 | v1 |",
-        "| --- | --- | --- | --- | --- | --- | --- |"]
+        "simulated mean over seeds is within the sim-to-real tolerance (docs/labels.md) of the measured value.", ""]
+    table = []
 
     def row(label: str, stat: str, spec: str = ".3f") -> None:
         a, b = _one(rows, V2, stat, section="structure"), _one(rows, V1, stat, section="structure")
         if a is None:
             return
-        out.append(f"| {label} | {num(a.measured, spec)} | {num(a['mean'], spec)} | "
-                   f"{num(b['mean'], spec) if b is not None else '–'} | ± {num(a.tolerance, spec)} | "
-                   f"{met_word(met(a.to_frame().T))} | {met_word(met(b.to_frame().T)) if b is not None else '–'} |")
+        table.append([label, num(a.measured, spec), num(a["mean"], spec),
+                      num(b["mean"], spec) if b is not None else "–", f"± {num(a.tolerance, spec)}",
+                      met_word(met(a.to_frame().T)), met_word(met(b.to_frame().T)) if b is not None else "–"])
+
+    def values(v) -> str:
+        return " / ".join(num(x, ".3f") for x in v)
 
     row("share some model solves", "solvable_share")
     acc = {s: pick(rows, s, "accuracy", "structure").set_index("model").reindex(models) for s in (V2, V1)}
     if not acc[V2].empty:
-        out.append(f"| per-model accuracy | {' / '.join(num(v, '.3f') for v in acc[V2]['measured'])} | "
-                   f"{' / '.join(num(v, '.3f') for v in acc[V2]['mean'])} | "
-                   f"{' / '.join(num(v, '.3f') for v in acc[V1]['mean'])} | ± 0.005 | "
-                   f"{met_word(met(acc[V2]))} | {met_word(met(acc[V1]))} |")
+        table.append(["per-model accuracy", values(acc[V2]["measured"]), values(acc[V2]["mean"]),
+                      values(acc[V1]["mean"]), "± 0.005", met_word(met(acc[V2])), met_word(met(acc[V1]))])
     m2, s2, w2 = _corr_cells(rows, V2)
     _, s1, w1 = _corr_cells(rows, V1)
-    out.append(f"| pairwise correctness correlations | {m2} | {s2} | {s1} | each ± 0.05 | {w2} | {w1} |")
+    table.append(["pairwise correctness correlations", m2, s2, s1, "each ± 0.05", w2, w1])
     a = _one(rows, V2, "p_device_given_largest_wrong")
     if a is not None:
         row(f"P({a.model} right \\| {a.other} wrong)", "p_device_given_largest_wrong")
         big = {s: _one(rows, s, "accuracy_on_solvable", a.other) for s in (V2, V1)}
-        out.append(f"| accuracy of {a.other} on solvable questions | {num(big[V2].measured, '.3f')} | "
-                   f"{num(big[V2]['mean'], '.3f')} | {num(big[V1]['mean'], '.3f') if big[V1] is not None else '–'} "
-                   "| | | |")
+        table.append([f"accuracy of {a.other} on solvable questions", num(big[V2].measured, ".3f"),
+                      num(big[V2]["mean"], ".3f"), num(big[V1]["mean"], ".3f") if big[V1] is not None else "–",
+                      "", "", ""])
     same = {s: sign_counts(rows, s) for s in (V2, V1)}
-    out.append(f"| fixed-accuracy saving vs KNN with the measured sign, (router, target) points | | "
-               f"{same[V2][0]} of {same[V2][1]} | {same[V1][0]} of {same[V1][1]} | every point | "
-               + " | ".join("met" if same[s][0] == same[s][1] else "missed" for s in (V2, V1)) + " |")
+    table.append(["fixed-accuracy saving vs KNN with the measured sign, (router, target) points", "",
+                  f"{same[V2][0]} of {same[V2][1]}", f"{same[V1][0]} of {same[V1][1]}", "every point",
+                  *("met" if same[s][0] == same[s][1] else "missed" for s in (V2, V1))])
     for stat, label in (("accuracy", "CR² accuracy (solvable test)"), ("risk", "CR² test risk")):
         cells = {}
         for s in (V2, V1):
@@ -154,10 +154,10 @@ def _mmlu_part(doc: Doc) -> str:
             r = r[(r["model"] == "cr2") & r["lam"].isin(LAMS)].set_index("lam").reindex(list(LAMS))
             cells[s] = r
         if cells[V2]["measured"].notna().any():
-            out.append(f"| {label} at λ = {' / '.join(f'{v:g}' for v in LAMS)} | "
-                       f"{' / '.join(num(v, '.3f') for v in cells[V2]['measured'])} | "
-                       f"{' / '.join(num(v, '.3f') for v in cells[V2]['mean'])} | "
-                       f"{' / '.join(num(v, '.3f') for v in cells[V1]['mean'])} | | | |")
+            table.append([f"{label} at λ = {' / '.join(f'{v:g}' for v in LAMS)}", values(cells[V2]["measured"]),
+                          values(cells[V2]["mean"]), values(cells[V1]["mean"]), "", "", ""])
+    out.append(text_table(["statistic", "measured", "v2 (mean over seeds)", "v1 (mean over seeds)", "tolerance", "v2",
+                           "v1"], table, tight_empty=True).rstrip("\n"))
     targets = {s: met(pd.concat([pick(rows, s, st, "structure") for st in
                                  ("solvable_share", "accuracy", "correlation", "p_device_given_largest_wrong")]))
                for s in (V2, V1)}
@@ -172,14 +172,15 @@ def _mmlu_part(doc: Doc) -> str:
 
 
 # ---------------------------------------------------------------- out of pool / out of sample
-def _structure_table(rows: pd.DataFrame, with_v1: bool = True) -> list[str]:
+def _structure_table(rows: pd.DataFrame, with_v1: bool = True) -> str:
     """The structure and diagnostics of one `cr2 study simcheck` run: measured, v2 [5–95 %], tolerance, met."""
-    lines = ["| statistic | measured | v2 mean [5–95 % over seeds] | tolerance | v2 |"
-             + (" v1 mean | v1 |" if with_v1 else ""), "|" + " --- |" * (7 if with_v1 else 5)]
+    head = ["statistic", "measured", "v2 mean [5–95 % over seeds]", "tolerance", "v2"]
+    head += ["v1 mean", "v1"] if with_v1 else []
+    table = []
 
     def add(label: str, r2: pd.DataFrame, r1: pd.DataFrame, sim: str, meas: str, tol: str) -> None:
-        v1 = f" {span(r1['mean'], '.3f')} | {met_word(met(r1))} |" if with_v1 else ""
-        lines.append(f"| {label} | {meas} | {sim} | {tol} | {met_word(met(r2))} |{v1}")
+        v1 = [span(r1["mean"], ".3f"), met_word(met(r1))] if with_v1 else []
+        table.append([label, meas, sim, tol, met_word(met(r2)), *v1])
 
     r2, r1 = pick(rows, V2, "accuracy", "structure"), pick(rows, V1, "accuracy", "structure")
     add("accuracy per model", r2, r1, span(r2["mean"]), span(r2["measured"]), "± 0.005")
@@ -210,7 +211,7 @@ def _structure_table(rows: pd.DataFrame, with_v1: bool = True) -> list[str]:
             a = r2.iloc[0]
             add(f"20-NN AUC of {big.model} ≠ {big.other}", r2, r1, f"{a['mean']:.3f} [{a.q05:.3f}, {a.q95:.3f}]",
                 f"{a.measured:.3f}", "—")
-    return lines
+    return text_table(head, table).rstrip("\n")
 
 
 def _latest_w_run(wh, routing: bool | None) -> tuple[pd.Series | None, pd.DataFrame]:
@@ -252,7 +253,7 @@ def _out_of_pool_part(doc: Doc) -> str:
         f"shape it fitted on the measured MMLU-Pro pool, run on the sweep's {PHI_POOL} pool ({' / '.join(names)}; "
         f"{int(run.n_questions):,} questions, {seeds} simulator seeds). Most of the pool's models are new to the "
         "simulator, but the questions are the ones its shape was fitted on: out of pool, NOT out of sample. "
-        f"{label_kind('measured')} labels beside {label_kind(V2)} ones.", "", *_structure_table(rows), ""]
+        f"{label_kind('measured')} labels beside {label_kind(V2)} ones.", "", _structure_table(rows), ""]
     r2 = pick(rows, V2, "knn_auc_correct")
     if len(r2):
         out += [f"What this adds to the label structure: on measured labels a 20-NN on the MiniLM embedding ranks a "
@@ -289,7 +290,7 @@ def _ladder_part(doc: Doc) -> str:
         out += [f"**{name} ladder** — run `{run.run_id}` (`{ladder_command(name)}`; {int(run.n_questions):,} "
                 f"queries; {seeds} simulator seeds for the structure, {rseeds} for routing; "
                 f"{label_kind('measured')} vs {label_kind(V2)} labels):", "",
-                *_structure_table(rows, with_v1=False), ""]
+                _structure_table(rows, with_v1=False), ""]
     if found:
         out += ["Routing out of sample: at how many fixed-accuracy targets each router's saving vs KNN has the "
                 "measured sign (the routing target of the sim-to-real check), and the mean saving vs KNN over those "
@@ -299,7 +300,7 @@ def _ladder_part(doc: Doc) -> str:
         names = list(found)
         head = ["router"] + [c for n in names for c in (f"{n}: targets with the measured sign",
                                                         f"{n}: mean saving vs KNN, measured / v2 (%)")]
-        lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        table = []
         tabs = {n: router_savings(rows, V2) for n, (_, rows) in found.items()}
         for r in ROUTERS:
             cells = [r]
@@ -310,8 +311,8 @@ def _ladder_part(doc: Doc) -> str:
                     cells += [f"{int(x.same)} of {int(x.n)}", f"{num(x.measured, '+.1f')} / {num(x.simulated, '+.1f')}"]
                 else:
                     cells += ["–", "–"]
-            lines.append("| " + " | ".join(cells) + " |")
-        out += lines + [""]
+            table.append(cells)
+        out += [text_table(head, table).rstrip("\n"), ""]
     return "\n".join(out)
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from cr2_cli.resultsdoc.core import Doc, label_kind
-from cr2_cli.resultsdoc.pools import ROUTERS, cell, changed_sentence, num, savings_table, verdict_counts, with_holm
+from cr2_cli.resultsdoc.pools import (ROUTERS, cell, changed_sentence, num, savings_table, text_table, verdict_counts,
+                                      with_holm)
 
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
 
@@ -39,15 +40,12 @@ def load(doc: Doc) -> tuple[dict[str, dict], list[str]]:
 def _diag_table(diag: pd.DataFrame) -> str:
     cols = ["ladder", "headroom vs KNN %", "acc dev", "acc m_ref", "P(dev ✓ \\| ref ✗)", "φ dev–ref", "φ mean",
             "AUC dev ✓", "AUC ref ✓", "AUC dev≠ref", "AUC ≠ mean"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
-    for r in diag.itertuples(index=False):
-        lines.append("| " + " | ".join([
-            r.pool, cell(r.headroom_vs_knn_pct, r.headroom_lower_pct, r.headroom_upper_pct),
-            num(r.device_accuracy, ".3f"), num(r.ref_accuracy, ".3f"), num(r.p_device_right_given_ref_wrong, ".3f"),
-            num(r.phi_device_ref, ".2f"), num(r.phi_mean, ".2f"), num(r.auc_device_correct, ".3f"),
-            num(r.auc_ref_correct, ".3f"), num(r.auc_disagree_device_ref, ".3f"), num(r.auc_disagree_mean, ".3f")])
-            + " |")
-    return "\n".join(lines) + "\n"
+    rows = [[r.pool, cell(r.headroom_vs_knn_pct, r.headroom_lower_pct, r.headroom_upper_pct),
+             num(r.device_accuracy, ".3f"), num(r.ref_accuracy, ".3f"), num(r.p_device_right_given_ref_wrong, ".3f"),
+             num(r.phi_device_ref, ".2f"), num(r.phi_mean, ".2f"), num(r.auc_device_correct, ".3f"),
+             num(r.auc_ref_correct, ".3f"), num(r.auc_disagree_device_ref, ".3f"), num(r.auc_disagree_mean, ".3f")]
+            for r in diag.itertuples(index=False)]
+    return text_table(cols, rows, "no ladder's diagnostics are stored")
 
 
 def _reading(doc: Doc, sav: pd.DataFrame, runs: pd.DataFrame) -> str:
