@@ -144,7 +144,7 @@ def diagnostics_markdown(home: Path, study_id: str) -> str:
 
     with Warehouse(home, read_only=True) as wh:
         d = pool_diagnostics(wh, study_id)
-    cols = ["pool", "headroom vs KNN %", "acc dev", "acc m_ref", "P(dev ✓ | ref ✗)", "φ dev–ref", "φ mean",
+    cols = ["pool", "headroom vs KNN %", "acc dev", "acc m_ref", "P(dev ✓ \\| ref ✗)", "φ dev–ref", "φ mean",
             "AUC dev ✓", "AUC ref ✓", "AUC dev≠ref", "AUC ≠ mean"]
     rows = [[r.pool, f"{_fmt(r.headroom_vs_knn_pct)} [{_fmt(r.headroom_lower_pct)}, {_fmt(r.headroom_upper_pct)}]",
              _fmt(r.device_accuracy, ".3f"), _fmt(r.ref_accuracy, ".3f"), _fmt(r.p_device_right_given_ref_wrong, ".3f"),
