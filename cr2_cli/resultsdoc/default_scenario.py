@@ -10,8 +10,7 @@ from cr2.report.markdown import markdown_table
 from cr2.report.tables import ci_cell
 from cr2_cli.results import COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TARGETS, comparison_frames, points_table
 from cr2_cli.resultsdoc.core import HOMES, Doc
-from cr2_cli.resultsdoc.scenario_stats import (ALPHA, COUNTS_HEAD, LEARNED, Scenario, banner, counts, load, name, num,
-                                              pick, target_family)
+from cr2_cli.resultsdoc.scenario_stats import (ALPHA, Scenario, banner, load, num, pick, router_target_rows, target_family)
 
 KEY = "default"
 
@@ -85,16 +84,8 @@ def summary(s: Scenario, tf: pd.DataFrame) -> str:
     """Per learned router over every target both reach: the median saving, the counts of per-target words (interval;
     Holm over every target × router) and the grid-point mean. The mean saving with its interval is printed once, in
     the intervals section."""
-    rows = []
-    for m in LEARNED:
-        g = tf[tf["method"] == m]
-        if g.empty:
-            continue
-        rows.append({"router": name(m), "targets both reach": len(g),
-                     "median saving, interpolated %": num(g["saving_vs_knn_pct"].median()),
-                     f"targets {COUNTS_HEAD}, 95 % interval": counts(g["verdict"]),
-                     "… under Holm (every target × router)": counts(g["verdict_holm"]),
-                     "mean saving, grid-point rule % (no interval)": num(g["saving_vs_knn_grid_pct"].mean())})
+    rows = router_target_rows(tf, "targets both reach", "median saving, interpolated %", lambda g: {
+        "mean saving, grid-point rule % (no interval)": num(g["saving_vs_knn_grid_pct"].mean())})
     lo, hi = (tf["target"].min(), tf["target"].max()) if len(tf) else (np.nan, np.nan)
     return (f"**Fixed-accuracy saving vs KNN over every target both reach** (v_fixed_accuracy_ci, targets "
             f"{num(lo, '.2f')} … {num(hi, '.2f')} in steps of 0.01; interpolated monotone frontier unless a column "
@@ -155,6 +146,7 @@ def reading(doc: Doc, s: Scenario, f: dict, cmp: dict, cr2: pd.DataFrame, risk: 
     if len(risk) and risk["risk_mean"].notna().any():
         parts = []
         for a, g in risk.dropna(subset=["risk_mean"]).groupby("alpha"):
+            g = g.sort_values("lam")  # a tie for the worst λ goes to the smallest, whatever order the rows came in
             w = g.loc[g["risk_mean"].idxmax()]
             parts.append(f"α = {a:g}: {doc.bound(g['risk_mean'], g['risk_se'], a)} (worst λ = {w['lam']:.3g}: "
                          f"{w['risk_mean']:.4f} ± {w['risk_se']:.4f})")

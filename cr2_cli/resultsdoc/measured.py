@@ -11,8 +11,7 @@ from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
 from cr2_cli.results import COST_ANCHOR, LAMS
 from cr2_cli.resultsdoc.core import HOMES, Doc
-from cr2_cli.resultsdoc.scenario_stats import (ALPHA, COUNTS_HEAD, LEARNED, Scenario, banner, counts, load, name, num,
-                                              target_family)
+from cr2_cli.resultsdoc.scenario_stats import ALPHA, Scenario, banner, load, name, router_target_rows, target_family
 
 KEY = "mmlu-pro"
 TITLE = "## Measured scenario (MMLU-Pro)"
@@ -97,15 +96,7 @@ def cr2_part(cr2: pd.DataFrame) -> str:
 
 def fixed_part(doc: Doc, s: Scenario) -> str:
     tf = target_family(doc, s)
-    rows = []
-    for m in LEARNED:
-        g = tf[tf["method"] == m]
-        if g.empty:
-            continue
-        rows.append({"router": name(m), "targets reached with KNN": len(g),
-                     "median saving %": num(g["saving_vs_knn_pct"].median()),
-                     f"targets {COUNTS_HEAD}, 95 % interval": counts(g["verdict"]),
-                     "… under Holm (every target × router)": counts(g["verdict_holm"])})
+    rows = router_target_rows(tf, "targets reached with KNN", "median saving %")
     n = int(tf["p"].notna().sum()) if len(tf) else 0
     return (f"**Fixed-accuracy cost saving vs KNN, counted in words** (v_fixed_accuracy_ci: the interpolated monotone "
             f"frontier, targets 0.50 … 0.99 that both the router and KNN reach; positive saving = lower cost than KNN; "

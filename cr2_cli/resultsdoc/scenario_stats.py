@@ -205,3 +205,17 @@ def seed_routers(doc: Doc, s: Scenario) -> pd.DataFrame:
 
 def kept(v) -> str:
     return "–" if v is None or pd.isna(v) else f"{int(v):,}"
+
+
+def router_target_rows(tf: pd.DataFrame, reach_head: str, median_head: str, extra=None) -> list[dict]:
+    """Per learned router over the targets it and KNN reach: how many, the median saving, and the per-target words
+    counted (each target's 95 % interval; Holm over every target × router); `extra(g)` adds columns."""
+    rows = []
+    for m in LEARNED:
+        g = tf[tf["method"] == m]
+        if g.empty:
+            continue
+        rows.append({"router": name(m), reach_head: len(g), median_head: num(g["saving_vs_knn_pct"].median()),
+                     f"targets {COUNTS_HEAD}, 95 % interval": counts(g["verdict"]),
+                     "… under Holm (every target × router)": counts(g["verdict_holm"]), **(extra(g) if extra else {})})
+    return rows
