@@ -1,7 +1,6 @@
 """Section "Measured scenario (MMLU-Pro)": the newest evaluation run of the measured warehouse — models, CR² at α,
 the fixed-accuracy comparison counted in interval words, the pooled Pareto frontier, CR²'s risk against α over
-re-splits, the local rate over λ and per-category accuracy at three cost targets (formerly
-docs/scripts/results_measured.py, removed)."""
+re-splits, the local rate over λ and per-category accuracy at three cost targets."""
 from __future__ import annotations
 
 import numpy as np
