@@ -84,7 +84,7 @@ def sql_built_from_strings(source: str) -> list[tuple[int, str]]:
     return found
 
 
-def test_the_scan_catches_what_issue_19_found():
+def test_the_scan_catches_sql_built_from_strings():
     assert sql_built_from_strings('wh.table_fingerprint("states", f"WHERE dist_id = \'{dist_id}\'")')
     assert sql_built_from_strings('con.execute(f"COPY (SELECT * FROM {table}) TO \'{tmp}\' (FORMAT parquet)")')
     assert sql_built_from_strings('q = "SELECT * FROM t WHERE a = \'%s\'" % name')
