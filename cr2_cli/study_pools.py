@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 import typer
 
@@ -57,34 +58,49 @@ def savings_markdown(home: Path, study_id: str) -> str:
     return "\n".join(lines)
 
 
-def signed_rank_markdown(knn: pd.DataFrame) -> str:
-    """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), the
-    tests Holm-adjusted as one family (they are read together)."""
-    from cr2.evaluation.statistics import holm_adjust, signed_rank_test, test_verdict
+def signed_rank_tests(knn: pd.DataFrame) -> pd.DataFrame:
+    """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), one row
+    per baseline (baseline, pools, median, w_plus, w_minus, p, method, p_holm, error); the tests that can be run are
+    Holm-adjusted as one family (they are read together), a test that cannot be run says why in `error`. Empty with
+    fewer than 2 pools with a CR² saving."""
     from cr2.core.errors import InvalidValueError
+    from cr2.evaluation.statistics import holm_adjust, signed_rank_test
 
     wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
     if "cr2" not in wide or len(wide) < 2:
-        return "(signed-rank test: fewer than 2 pools with a CR² saving)"
-    found = []
+        return pd.DataFrame()
+    rows = []
     for b in ["knn"] + [m for m in ("mlp", "embedllm", "llmrank", "llmrank-bench") if m in wide]:
         other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
         both = wide["cr2"].notna() & other.notna()
+        row = {"baseline": b, "pools": int(both.sum()), "median": np.nan, "w_plus": np.nan, "w_minus": np.nan,
+               "p": np.nan, "method": None, "error": None}
         try:
-            found.append((b, int(both.sum()), signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())))
+            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
+            row |= {"median": t.median_diff, "w_plus": t.w_plus, "w_minus": t.w_minus, "p": t.p_value, "method": t.method}
         except InvalidValueError as e:
-            found.append((b, int(both.sum()), e))
-    tested = [t for _, _, t in found if not isinstance(t, Exception)]
-    holm = iter(holm_adjust([t.p_value for t in tested]))
+            row["error"] = str(e)
+        rows.append(row)
+    tests = pd.DataFrame(rows)
+    tests["p_holm"] = holm_adjust(tests["p"].to_numpy(dtype=float))  # NaN (no test) stays out of the family
+    return tests
+
+
+def signed_rank_markdown(knn: pd.DataFrame) -> str:
+    """The across-pool signed-rank tests (signed_rank_tests) as a table, with the pools' dependence stated."""
+    from cr2.evaluation.statistics import test_verdict
+
+    tests = signed_rank_tests(knn)
+    if tests.empty:
+        return "(signed-rank test: fewer than 2 pools with a CR² saving)"
     rows = []
-    for b, n, t in found:
-        if isinstance(t, Exception):
-            rows.append([b, n, "—", "—", "—", "—", "—", "—", t])
+    for t in tests.itertuples(index=False):
+        if t.error is not None:
+            rows.append([t.baseline, t.pools, "—", "—", "—", "—", "—", "—", t.error])
             continue
-        p_holm = next(holm)
-        word = (test_verdict(t.median_diff, p_holm) or "—").replace("cheaper", "CR² cheaper").replace("dearer", "CR² dearer")
-        rows.append([b, n, f"{t.median_diff:+.1f}", f"{t.w_plus:g}", f"{t.w_minus:g}", f"{t.p_value:.3g}", f"{p_holm:.3g}",
-                     word, t.method])
+        word = (test_verdict(t.median, t.p_holm) or "—").replace("cheaper", "CR² cheaper").replace("dearer", "CR² dearer")
+        rows.append([t.baseline, t.pools, f"{t.median:+.1f}", f"{t.w_plus:g}", f"{t.w_minus:g}", f"{t.p:.3g}",
+                     f"{t.p_holm:.3g}", word, t.method])
     head = ["CR² against", "pools", "median(CR² − baseline), pts", "W⁺", "W⁻", "p (two-sided)", "p, Holm over the family",
             "verdict", "test"]
     return _table(rows, head).rstrip("\n") + POOL_DEPENDENCE

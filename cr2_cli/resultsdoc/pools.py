@@ -232,24 +232,12 @@ def _gap_part(doc: Doc, gaps: list[dict]) -> str:
 
 # ---------------------------------------------------------------- the sweep
 def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    from cr2.evaluation.statistics import holm_adjust, signed_rank_test
-    from cr2.core.errors import InvalidValueError
+    from cr2_cli.study_pools import signed_rank_tests
 
-    wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
-    if "cr2" not in wide or len(wide) < 2:
+    tests = signed_rank_tests(knn)
+    if tests.empty:
         return "_(signed-rank test: fewer than 2 pools with a CR² saving)_\n", pd.DataFrame()
-    found = []
-    for b in ["knn"] + [m for m in ROUTERS[1:] if m in wide]:
-        other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
-        both = wide["cr2"].notna() & other.notna()
-        try:
-            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
-        except InvalidValueError:
-            continue
-        found.append({"baseline": b, "pools": int(both.sum()), "median": t.median_diff, "w_plus": t.w_plus,
-                      "w_minus": t.w_minus, "p": t.p_value, "method": t.method})
-    tests = pd.DataFrame(found)
-    tests["p_holm"] = holm_adjust(tests["p"].to_numpy(dtype=float))
+    tests = tests[tests["error"].isna()]  # a test that cannot be run is not part of the page's family
     lines = [f"Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), "
              f"the {len(tests)} tests read together, so Holm-adjusted as one family. The word is the corrected "
              "test's, for CR² against that baseline.", ""]
