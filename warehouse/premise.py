@@ -9,6 +9,7 @@ import pandas as pd
 
 from cr2.core.errors import DataValidationError
 from warehouse.db import Warehouse, note_read, undefined_as_null
+from warehouse.reads import has_table
 from warehouse.files import in_home
 from warehouse.repository import deployed_artifacts, utc_now
 from warehouse.routing_data import named_query
@@ -114,10 +115,6 @@ def write_premise_study(wh: Warehouse, study: dict[str, Any]) -> None:
         wh.insert_df("premise_studies", pd.DataFrame([row]), con)
 
 
-def _has_table(wh: Warehouse, name: str) -> bool:
-    return bool(wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]))
-
-
 _STUDIES_SQL = (
     "SELECT c.study_id, any_value(c.label_source) AS label_source, count(*) AS n_cells, "
     "sum(c.cell_seconds) AS cell_seconds, min(c.created_at) AS first_cell_at, max(c.created_at) AS last_cell_at, "
@@ -135,9 +132,9 @@ _STUDIES_SQL_UNRECORDED = (
 def premise_studies(wh: Warehouse) -> pd.DataFrame:
     """Every premise study of the warehouse, oldest first: its cells (count, cell seconds, first and last write) and
     its recorded settings (premise_studies; NULL for a study run before cr2 recorded them)."""
-    if not _has_table(wh, "premise_cells"):
+    if not has_table(wh, "premise_cells"):
         return pd.DataFrame(columns=["study_id", "label_source", "n_cells", "cell_seconds", *STUDY_COLUMNS[2:]])
-    return wh.df(_STUDIES_SQL if _has_table(wh, "premise_studies") else _STUDIES_SQL_UNRECORDED)
+    return wh.df(_STUDIES_SQL if has_table(wh, "premise_studies") else _STUDIES_SQL_UNRECORDED)
 
 
 def premise_cell_count(wh: Warehouse, study_id: str) -> int:

@@ -118,3 +118,11 @@ class Doc:
         return (f"_Not in this checkout{(': ' + what) if what else ''} — build the warehouse `{home}` with "
                 f"`{command}` and run `make results-doc` again._\n")
 
+
+def counts(verdicts) -> str:
+    """'k / k / k' of the verdicts "cheaper" / "dearer" / "no difference detected" (undefined ones left out)."""
+    v = [x for x in verdicts if x is not None]
+    return " / ".join(str(sum(x == w for x in v)) for w in ("cheaper", "dearer", "no difference detected"))
+
+
+COUNTS_HEAD = '"cheaper" / "dearer" / "no difference detected"'

@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.evaluation.statistics import CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, interval_p_value, saving_verdict, seed_t_interval
+from cr2.evaluation.statistics import (CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, holm_of_intervals, saving_verdict,
+                                       seed_t_interval)
 from cr2.report.markdown import markdown_table
 from cr2.report.tables import ci_cell
 from cr2_cli.resultsdoc.core import Doc, label_kind
+from cr2_cli.resultsdoc.scenario_stats import pick
 
 NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
          "llmrank-bench": "LLMRank + benchmark id"}
@@ -66,9 +68,7 @@ def _cell(doc: Doc, r: dict | None, b: int | None = None) -> str:
 
 
 def _one(df: pd.DataFrame, **where) -> dict | None:
-    d = df
-    for k, v in where.items():
-        d = d[d[k].isna()] if v is None else d[(d[k] - v).abs() < 1e-12] if isinstance(v, float) else d[d[k] == v]
+    d = pick(df, **where)
     return None if d.empty else d.iloc[0].to_dict()
 
 
@@ -241,9 +241,7 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
         "its settings were not recorded"
     d = v[(v["method"] == "cr2-retrain") & (v["reference"] == certified) & v["mean_over_targets"]].copy()
     d = d.sort_values(["cost_ratio_est"])
-    d["p"] = [interval_p_value(e, lo, hi) for e, lo, hi in zip(d["saving_pct"], d["saving_lower_pct"],
-                                                                 d["saving_upper_pct"])]
-    d["p_holm"] = holm_adjust(d["p"].to_numpy())
+    d["p"], d["p_holm"] = holm_of_intervals(d["saving_pct"], d["saving_lower_pct"], d["saving_upper_pct"])
     rows = []
     for r in d.itertuples():
         word = saving_verdict(r.saving_lower_pct, r.saving_upper_pct, r.p_holm)

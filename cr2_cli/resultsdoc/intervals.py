@@ -207,7 +207,7 @@ def reading(doc: Doc, s: Scenario) -> str:
             f"{r.word}, under Holm {r.word_holm}" for r in fam.itertuples()) + ".")
     tf = target_family(doc, s)
     if len(tf):
-        from cr2_cli.resultsdoc.scenario_stats import counts
+        from cr2_cli.resultsdoc.core import counts
 
         lines.append(f"- **Every target × router ({len(tf)} savings):** by interval "
                      f"\"cheaper\" / \"dearer\" / \"no difference detected\" = {counts(tf['verdict'])}; under Holm "

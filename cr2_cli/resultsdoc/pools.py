@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.report.markdown import markdown_table
-from cr2_cli.resultsdoc.core import Doc, label_kind
+from cr2_cli.resultsdoc.core import Doc, counts, label_kind
 
 KEY = "pools"
 ROUTERS = ("cr2", "mlp", "embedllm", "llmrank", "llmrank-bench")  # learned methods: the family a verdict counts in
@@ -67,11 +67,10 @@ def resamples_kept(values: Iterable) -> str:
 def with_holm(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
     """The frame with p (cr2.evaluation.statistics.interval_p_value of each interval), p_holm (Holm over all its rows: one
     family) and the verdicts without (word) and with (word_holm) the family-wise correction, unmarked."""
-    from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict
+    from cr2.evaluation.statistics import holm_of_intervals, saving_verdict
 
     out = df.copy()
-    out["p"] = [interval_p_value(e, a, b) for e, a, b in zip(out[est], out[lo], out[hi])]
-    out["p_holm"] = holm_adjust(out["p"].to_numpy(dtype=float)) if len(out) else []
+    out["p"], out["p_holm"] = holm_of_intervals(out[est], out[lo], out[hi])
     out["word"] = [saving_verdict(a, b) for a, b in zip(out[lo], out[hi])]
     out["word_holm"] = [saving_verdict(a, b, p) for a, b, p in zip(out[lo], out[hi], out["p_holm"])]
     return out
@@ -85,12 +84,6 @@ def shared_edges(models_json: Iterable[str]) -> tuple[int, list[str]]:
         return 0, []
     edges, n = max(sets.items(), key=lambda kv: (kv[1], kv[0]))
     return n, list(edges)
-
-
-def count_words(words: Iterable[str | None]) -> str:
-    """'c / d / n': how many are cheaper / dearer / no difference detected (verdict function outputs)."""
-    w = list(words)
-    return f"{w.count('cheaper')} / {w.count('dearer')} / {w.count('no difference detected')}"
 
 
 def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label: str = "pool") -> str:
@@ -131,7 +124,7 @@ def verdict_counts(doc: Doc, sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataF
     rows = []
     for m in [m for m in ROUTERS if m in set(fam["method"])]:
         g = fam[fam["method"] == m]
-        rows.append([m, str(len(g)), count_words(g["word"]), count_words(g["word_holm"])])
+        rows.append([m, str(len(g)), counts(g["word"]), counts(g["word_holm"])])
     changed = fam[fam["word"] != fam["word_holm"]]
     return text_table(head, rows, f"no learned method has a saving against {ref}"), changed
 

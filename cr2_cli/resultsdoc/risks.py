@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict
+from cr2.evaluation.statistics import holm_of_intervals, saving_verdict
+from cr2.report.tables import ci_cell
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
@@ -34,14 +35,6 @@ def own_risk(rule: str) -> str:
     return RISK_OF_RULE.get(suffix, "teacher_risk")
 
 
-def _ci(est, lo, hi, fmt: str = ".4f") -> str:
-    if est is None or pd.isna(est):
-        return "–"
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
-        return format(float(est), fmt)
-    return f"{float(est):{fmt}} [{float(lo):{fmt}}, {float(hi):{fmt}}]"
-
-
 def _cfg(config: str | None) -> str:
     return f" -c {config}" if config else ""
 
@@ -59,8 +52,7 @@ def vs_alpha(rr: pd.DataFrame, alpha: float) -> pd.DataFrame:
     out["d"] = [float(r[c]) - alpha for (_, r), c in zip(out.iterrows(), col)]
     out["d_lower"] = [float(r[f"{c}_lower"]) - alpha for (_, r), c in zip(out.iterrows(), col)]
     out["d_upper"] = [float(r[f"{c}_upper"]) - alpha for (_, r), c in zip(out.iterrows(), col)]
-    out["p"] = [interval_p_value(d, lo, hi) for d, lo, hi in zip(out["d"], out["d_lower"], out["d_upper"])]
-    out["p_holm"] = holm_adjust(out["p"].to_numpy())
+    out["p"], out["p_holm"] = holm_of_intervals(out["d"], out["d_lower"], out["d_upper"])
     return out
 
 
@@ -93,15 +85,15 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
     rows = []
     for r in v.itertuples():
         rows.append({"λ": f"{r.lam:g}", "rule": f"**{r.rule}**" if r.method == "cr2" else r.rule,
-                     "teacher disagreement": _ci(r.teacher_risk, r.teacher_risk_lower, r.teacher_risk_upper),
-                     "oracle disagreement (real labels)": _ci(r.oracle_risk, r.oracle_risk_lower, r.oracle_risk_upper),
-                     "avoidable error": _ci(r.avoidable_risk, r.avoidable_risk_lower, r.avoidable_risk_upper),
+                     "teacher disagreement": ci_cell(r.teacher_risk, r.teacher_risk_lower, r.teacher_risk_upper, ".4f"),
+                     "oracle disagreement (real labels)": ci_cell(r.oracle_risk, r.oracle_risk_lower, r.oracle_risk_upper, ".4f"),
+                     "avoidable error": ci_cell(r.avoidable_risk, r.avoidable_risk_lower, r.avoidable_risk_upper, ".4f"),
                      "local acc.": "–" if pd.isna(r.local_accuracy) else f"{r.local_accuracy:.3f}",
-                     "local rate": _ci(r.local_rate, r.local_rate_lower, r.local_rate_upper, ".3f"),
-                     "cost": _ci(r.cost, r.cost_lower, r.cost_upper),
-                     "accuracy": _ci(r.accuracy, r.accuracy_lower, r.accuracy_upper),
+                     "local rate": ci_cell(r.local_rate, r.local_rate_lower, r.local_rate_upper, ".3f"),
+                     "cost": ci_cell(r.cost, r.cost_lower, r.cost_upper, ".4f"),
+                     "accuracy": ci_cell(r.accuracy, r.accuracy_lower, r.accuracy_upper, ".4f"),
                      "own risk": RISK_NAME[r.own],
-                     "own risk − α": _ci(r.d, r.d_lower, r.d_upper, "+.4f"),
+                     "own risk − α": ci_cell(r.d, r.d_lower, r.d_upper, "+.4f"),
                      "vs α (interval)": _size_word(doc, r.d_lower, r.d_upper),
                      f"vs α (Holm, {len(v)} tests)": _size_word(doc, r.d_lower, r.d_upper, r.p_holm)})
     n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, holm_of_intervals, saving_verdict, t_interval
-from cr2_cli.resultsdoc.core import Doc, label_kind
+from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
 
 NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
          "llmrank-bench": "LLMRank + benchmark id"}
@@ -65,7 +65,7 @@ class Scenario:
 
 def load(doc: Doc, key: str) -> Scenario | None:
     """The scenario in warehouse `key`, or None when the warehouse or its evaluation run is not there."""
-    from warehouse.reads import query_counts
+    from warehouse.reads import has_table, query_counts
     from warehouse.repository import (eval_run, newest_eval_run, newest_seed_study, seed_spread, seed_study_runs,
                                       view_for_run)
 
@@ -77,19 +77,13 @@ def load(doc: Doc, key: str) -> Scenario | None:
             return None
         run = eval_run(wh, run_id)
         ops = view_for_run(wh, "v_operating_points_ci", run_id)
-        study = newest_seed_study(wh) if _has(wh, "seed_runs") else None
+        study = newest_seed_study(wh) if has_table(wh, "seed_runs") else None
         return Scenario(key=key, run_id=run_id, source=run["label_source"], kind=label_kind(run["label_source"]),
                         run=run, mean_saving=view_for_run(wh, "v_mean_saving_ci", run_id),
                         fixed=view_for_run(wh, "v_fixed_accuracy_ci", run_id),
                         points=ops[ops["benchmark"] == "all"].reset_index(drop=True), study=study,
                         seed_runs=seed_study_runs(wh, study) if study else pd.DataFrame(),
                         spread=seed_spread(wh, study) if study else pd.DataFrame(), queries=query_counts(wh))
-
-
-def _has(wh, table: str) -> bool:
-    from warehouse.reads import has_table
-
-    return has_table(wh, table)
 
 
 def banner(s: Scenario) -> str:
@@ -113,13 +107,6 @@ def interval_family(doc: Doc, df: pd.DataFrame, est: str, lower: str, upper: str
     return d
 
 
-def counts(verdicts) -> str:
-    """'k / k / k' of the verdicts "cheaper" / "dearer" / "no difference detected" (undefined ones left out)."""
-    v = [x for x in verdicts if x is not None]
-    return " / ".join(str(sum(x == w for x in v)) for w in ("cheaper", "dearer", "no difference detected"))
-
-
-COUNTS_HEAD = '"cheaper" / "dearer" / "no difference detected"'
 
 
 def changed(d: pd.DataFrame, label) -> list[str]:
