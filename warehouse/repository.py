@@ -281,10 +281,11 @@ def methods_of_run(wh: Warehouse, run_id: str) -> pd.DataFrame:
 
 
 def view_for_run(wh: Warehouse, view: str, run_id: str) -> pd.DataFrame:
-    """The rows of view `view` (a name from warehouse/views/) for one evaluation run."""
+    """The rows of view `view` (a name from warehouse/views/) for one evaluation run, in the order of their columns
+    (a reader that picks the first of equal rows gets the same one whatever order DuckDB's threads produced)."""
     from warehouse.db import relation
 
-    return wh.df(f"SELECT * FROM {relation(view)} WHERE run_id = ?", [run_id])
+    return wh.df(f"SELECT * FROM {relation(view)} WHERE run_id = ? ORDER BY ALL", [run_id])
 
 
 def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:

@@ -146,7 +146,6 @@ def reading(doc: Doc, s: Scenario, f: dict, cmp: dict, cr2: pd.DataFrame, risk: 
     if len(risk) and risk["risk_mean"].notna().any():
         parts = []
         for a, g in risk.dropna(subset=["risk_mean"]).groupby("alpha"):
-            g = g.sort_values("lam")  # a tie for the worst λ goes to the smallest, whatever order the rows came in
             w = g.loc[g["risk_mean"].idxmax()]
             parts.append(f"α = {a:g}: {doc.bound(g['risk_mean'], g['risk_se'], a)} (worst λ = {w['lam']:.3g}: "
                          f"{w['risk_mean']:.4f} ± {w['risk_se']:.4f})")

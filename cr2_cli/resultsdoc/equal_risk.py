@@ -127,7 +127,6 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
         v["router"], v["rule"] = zip(*v["method"].str.split("@", n=1))
         t = []
         for (router, rule), g in v.groupby(["router", "rule"], sort=False):
-            g = g.sort_values("lam")  # a tie for the worst λ goes to the smallest, whatever order the rows came in
             worst = g.loc[g["risk_mean"].idxmax()]
             t.append({"router": NAMES.get(router, router), "rule (its risk)": f"{rule} ({RULE_RISK.get(rule, rule)})",
                       "worst λ": f"{worst['lam']:.3g}", "mean risk over re-splits at the worst λ": f"{worst['risk_mean']:.4f}",

@@ -180,7 +180,6 @@ def _validity_table(doc: Doc, cells: pd.DataFrame) -> str:
         for a in alphas:
             name = f"α = {a:g}" if a is not None else "no α (a target's miss share, bound δ)"
             ga = g[g["alpha"].isna()] if a is None else g[np.isclose(g["alpha"], a)]
-            ga = ga.sort_values([c for c in ("lam", "group", "rule") if c in ga.columns], na_position="first")
             if ga.empty:
                 row[name] = "–"
                 continue

@@ -4,4 +4,4 @@
 SELECT rule, check_name, metric, lam, alpha, "group", value, se, bound, n_resplits, n_calib
 FROM guarantees
 WHERE run_id = $run_id AND check_name <> 'price' AND bound IS NOT NULL
-ORDER BY rule, check_name, alpha, lam
+ORDER BY rule, check_name, alpha, lam, "group"
