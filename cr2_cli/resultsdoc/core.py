@@ -36,6 +36,13 @@ HOMES = {
 }
 
 
+def change_verdict(lower: float, upper: float, p_adjusted: float | None = None) -> str | None:
+    """The verdict of a change rather than a saving: saving_verdict's rule, its directions read as larger (interval
+    above 0) and smaller (below 0)."""
+    w = saving_verdict(lower, upper, p_adjusted)
+    return {"cheaper": "larger", "dearer": "smaller"}.get(w, w) if w else None
+
+
 def mark(word: str) -> str:
     return f"{OPEN}{word}{CLOSE}"
 
@@ -84,10 +91,10 @@ class Doc:
         """holds / fails: every Monte-Carlo mean within z standard errors of its bound (cr2.evaluation.metrics.bound_verdict)."""
         return self.word(bound_verdict(np.asarray(values, dtype=float), np.asarray(ses, dtype=float), bound, z))
 
-    def compare(self, lower: float, upper: float) -> str:
-        """larger / smaller / no difference detected of a difference's 95 % interval (a change, not a saving)."""
-        w = saving_verdict(lower, upper)
-        return self.word({"cheaper": "larger", "dearer": "smaller"}.get(w, w) if w else None)
+    def compare(self, lower: float, upper: float, p_adjusted: float | None = None) -> str:
+        """larger / smaller / no difference detected of a difference's 95 % interval (a change, not a saving; with
+        its family-wise p where given)."""
+        return self.word(change_verdict(lower, upper, p_adjusted))
 
     # ---- warehouses
     def has(self, key: str) -> bool:

@@ -19,7 +19,7 @@ import pandas as pd
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS
 from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test
 from cr2.report.markdown import markdown_table
-from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
+from cr2_cli.resultsdoc.core import HOMES, Doc, change_verdict, label_kind
 
 SCENARIOS = (("default", "Default scenario", None),
              ("mmlu-pro", "Measured scenario (MMLU-Pro)", "configs/mmlu-pro-measured.yaml"))
@@ -136,8 +136,7 @@ def _loss_word(doc: Doc, c, tag: str, holm: bool = False) -> str:
     """The re-calibration loss (positive = re-calibration alone dearer) in the words of a change: larger / smaller."""
     if pd.isna(c.get(tag)):
         return "not reached"
-    w = saving_verdict(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
-    return doc.word({"cheaper": "larger", "dearer": "smaller"}.get(w, w) if w else None)
+    return doc.compare(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
 
 
 def _target_counts(doc: Doc, c, tag: str, holm: bool) -> tuple[str, dict]:
@@ -162,9 +161,7 @@ def _verdict_counts(doc: Doc, cs: pd.DataFrame, tag: str, holm: bool, loss: bool
         if pd.isna(c.get(tag)):
             out["not reached"] = out.get("not reached", 0) + 1
             continue
-        w = saving_verdict(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
-        if loss:
-            w = {"cheaper": "larger", "dearer": "smaller"}.get(w, w)
+        w = (change_verdict if loss else saving_verdict)(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
         out[w] = out.get(w, 0) + 1
     return out
 

@@ -56,12 +56,6 @@ def vs_alpha(rr: pd.DataFrame, alpha: float) -> pd.DataFrame:
     return out
 
 
-def _size_word(doc: Doc, lower: float, upper: float, p_adjusted: float | None = None) -> str:
-    """larger / smaller / no difference detected of (risk − α), from the one verdict rule (with Holm's p when given)."""
-    w = saving_verdict(lower, upper, p_adjusted)
-    return doc.word({"cheaper": "larger", "dearer": "smaller"}.get(w, w) if w else None)
-
-
 def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
     from warehouse.repository import eval_run, newest_eval_run, realised_risk_ci
 
@@ -94,8 +88,8 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
                      "accuracy": ci_cell(r.accuracy, r.accuracy_lower, r.accuracy_upper, ".4f"),
                      "own risk": RISK_NAME[r.own],
                      "own risk − α": ci_cell(r.d, r.d_lower, r.d_upper, "+.4f"),
-                     "vs α (interval)": _size_word(doc, r.d_lower, r.d_upper),
-                     f"vs α (Holm, {len(v)} tests)": _size_word(doc, r.d_lower, r.d_upper, r.p_holm)})
+                     "vs α (interval)": doc.compare(r.d_lower, r.d_upper),
+                     f"vs α (Holm, {len(v)} tests)": doc.compare(r.d_lower, r.d_upper, r.p_holm)})
     n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())
     text = [head, f"N_test = {n_test:,} (risks), {n_eval:,} solvable (local rate, cost, accuracy); intervals: "
                   f"{n_res:,} paired bootstrap resamples of the test queries. α = {ALPHA:g}.\n", markdown_table(pd.DataFrame(rows))]
@@ -117,15 +111,15 @@ def _read_risks(doc: Doc, v: pd.DataFrame) -> str:
                      + ", local rate " + " / ".join(f"{x:.3f}" for x in crc["local_rate"]) + ".")
     words = {}
     for r in v.itertuples():
-        words.setdefault(r.rule, []).append(f"{r.lam:g}: {_size_word(doc, r.d_lower, r.d_upper, r.p_holm)}")
+        words.setdefault(r.rule, []).append(f"{r.lam:g}: {doc.compare(r.d_lower, r.d_upper, r.p_holm)}")
     parts.append("Each rule's own risk against α (Holm over the table's rules × λ), by λ — "
                  + "; ".join(f"`{rule}` {', '.join(ws)}" for rule, ws in words.items()) + ".")
     changed = []
     for r in v.itertuples():
         a, b = saving_verdict(r.d_lower, r.d_upper), saving_verdict(r.d_lower, r.d_upper, r.p_holm)
         if a != b:
-            changed.append(f"`{r.rule}` at λ = {r.lam:g} ({_size_word(doc, r.d_lower, r.d_upper)} by its interval, "
-                           f"p = {r.p:.3g}; {_size_word(doc, r.d_lower, r.d_upper, r.p_holm)} under Holm, "
+            changed.append(f"`{r.rule}` at λ = {r.lam:g} ({doc.compare(r.d_lower, r.d_upper)} by its interval, "
+                           f"p = {r.p:.3g}; {doc.compare(r.d_lower, r.d_upper, r.p_holm)} under Holm, "
                            f"p̃ = {r.p_holm:.3g})")
     parts.append("Statements that change under Holm: " + ("; ".join(changed) if changed else "none") + ".")
     return "\n" + "\n\n".join(parts) + "\n"
