@@ -46,10 +46,6 @@ interval excludes 0 **and** its Holm-adjusted p over the question's family (ever
 0.05; an interval that excludes 0 without a word shows its Holm p."""
 
 
-def _row_word(doc: Doc, r: dict) -> str:
-    return doc.saving(r["lower"], r["upper"], r.get("p_holm"))
-
-
 def _cell(doc: Doc, r: dict | None, b: int | None = None) -> str:
     """'estimate [lower, upper]' with its word where it has a direction; an interval that excludes 0 without a word
     (the family-wise test does not confirm it) shows its Holm-adjusted p; with `b` (the resamples drawn), the resamples
