@@ -85,7 +85,10 @@ def test_a_newer_table_is_swapped_in_under_load_and_no_request_fails(tmp_path):
         threads = [threading.Thread(target=client, args=(c,)) for c in range(8)]
         for t in threads:
             t.start()
-        time.sleep(0.6)  # every client has decisions in flight on version 1
+        deadline = time.monotonic() + 30  # every client has answers on version 1 (and more in flight) before the swap
+        while time.monotonic() < deadline and not all(answers.values()):
+            time.sleep(0.05)
+        time.sleep(0.2)
         write_thresholds_version(tmp_path, 2)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not all(any(v == 2 for _, v, _ in a) for a in answers.values()):
