@@ -38,13 +38,12 @@ from __future__ import annotations
 import ast
 import base64
 import ctypes
-import ctypes.util
 import json
 import operator
 import os
 import resource
 import signal
-import socket
+import _socket as socket  # the C module: socket.py builds its enums at import, a cost paid once per program
 import struct
 import sys
 import time
@@ -63,14 +62,15 @@ _MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec
 # The worker: runs the program and answers exec/eval requests with plain data. It is untrusted once the
 # program ran (the program may replace any of it); the judge trusts nothing it sends but decoded data.
 WORKER = r'''
-import json, socket, struct, sys
+import json, os, struct, sys
 sys.set_int_max_str_digits(100_000)  # as the judge: big answers (factorials) cross, absurd ones do not
-_sock = socket.socket(fileno=3)
+# fd 3 is the socket to the judge; plain os.read/os.write on it spare the socket module's import (enums
+# built at import time), paid once per program
 
 def _recvall(n):
     buf = b""
     while len(buf) < n:
-        part = _sock.recv(n - len(buf))
+        part = os.read(3, n - len(buf))
         if not part:
             raise SystemExit(0)
         buf += part
@@ -78,7 +78,9 @@ def _recvall(n):
 
 def _send(obj):
     data = json.dumps(obj).encode()
-    _sock.sendall(struct.pack(">I", len(data)) + data)
+    view = memoryview(struct.pack(">I", len(data)) + data)
+    while view:
+        view = view[os.write(3, view):]
 
 def _encode(v, depth=0):
     if depth > 200:
@@ -141,11 +143,9 @@ class WorkerGone(Exception):
 
 # ------------------------------------------------------------------ codec (judge side: plain data only)
 def decode(v, depth: int = 0):
-    """Plain data from the worker's encoding; anything unexpected raises ValueError/TypeError."""
-    import collections
-    import decimal
-    import fractions
-
+    """Plain data from the worker's encoding; anything unexpected raises ValueError/TypeError. (collections,
+    decimal and fractions are imported by the tags that need them: most programs return none of them, and
+    the imports would cost each judge a few milliseconds.)"""
     if depth > 210:
         raise ValueError("nested too deeply")
     if v is None or type(v) in (bool, int, float, str):
@@ -162,13 +162,17 @@ def decode(v, depth: int = 0):
         if type(x) is not list:
             raise ValueError("malformed sequence")
         items = [decode(i, d) for i in x]
-        return {"l": list, "t": tuple, "s": set, "fs": frozenset, "dq": collections.deque}[tag](items)
+        if tag == "dq":
+            import collections
+            return collections.deque(items)
+        return {"l": list, "t": tuple, "s": set, "fs": frozenset}[tag](items)
     if tag in ("d", "od", "ctr"):
         if type(x) is not list or not all(type(p) is list and len(p) == 2 for p in x):
             raise ValueError("malformed mapping")
         pairs = [(decode(k, d), decode(val, d)) for k, val in x]
         if tag == "d":
             return dict(pairs)
+        import collections
         if tag == "od":
             return collections.OrderedDict(pairs)
         return collections.Counter(dict(pairs))
@@ -181,16 +185,19 @@ def decode(v, depth: int = 0):
             raise ValueError("malformed range")
         return range(*x)
     if tag == "dec":
+        import decimal
         return decimal.Decimal(str(x))
     if tag == "fr":
         if not (type(x) is list and len(x) == 2 and all(type(i) is int for i in x)):
             raise ValueError("malformed fraction")
+        import fractions
         return fractions.Fraction(x[0], x[1])
     raise ValueError(f"unknown value tag {tag!r}")
 
 
 # ------------------------------------------------------------------ isolation
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+# the interpreter's own symbols, libc's included: ctypes.util.find_library would spawn ldconfig for every program
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _check(rc: int, what: str) -> None:
@@ -496,8 +503,9 @@ def main() -> None:
         ours.close()
         try:  # a worker that already ended keeps its exit status; one still running is killed
             done, status = os.waitpid(pid, os.WNOHANG)
-            if not done:
-                time.sleep(0.02)
+            grace = time.monotonic() + 0.02  # a worker that read EOF exits within milliseconds
+            while not done and time.monotonic() < grace:
+                time.sleep(0.0005)
                 done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 verdict["returncode"] = os.waitstatus_to_exitcode(status)
