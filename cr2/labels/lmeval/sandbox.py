@@ -2,7 +2,8 @@
 way out of.
 
 The verdict comes from a channel the program cannot reach. `run_tests` starts a judge process
-(cr2/labels/lmeval/sandbox_supervisor.py, standard library only, `python -I -S`) with the job on its stdin; the
+(cr2/labels/lmeval/sandbox_supervisor.py, standard library only, `python -I -S`; forked, with its imports done, from
+one fork server per process that runs no program and reads no job) with the job on its stdin; the
 judge forks a worker that runs the program, and asks it, over a socket, for the values the tests need
 (`remove_Occ("hello", "l")`), which come back as plain data only (exact builtin value types). The judge
 evaluates the expected values itself and compares; its verdict travels on its own stdout pipe, which
@@ -33,12 +34,15 @@ import logging
 import math
 import os
 import pwd
+import selectors
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +152,127 @@ JUDGE_VERSION = "2-judge-process"  # 1: exit 0 + a printed nonce; 2: the judge c
 _JUDGE_MEMORY_BYTES = 2 << 30  # the judge decodes at most 16 MiB per value
 
 
+class _JudgeServer:
+    """Starts judges for this process: a fork server (`sandbox_supervisor.py --serve`, started on first use, one
+    per process) forks each from an interpreter that has done the judge's imports and nothing else, instead of
+    starting a new interpreter per program (a third of a program's CPU time). A judge is still a fresh
+    single-threaded process of its own session, with its own stdin, stdout and stderr pipes to the caller;
+    it sees no other job. The server ends when this process does (its socket closes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner = 0  # the pid that started the server: a forked child starts its own
+        self._proc: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+
+    def _stop(self) -> None:
+        if self._control is not None:
+            self._control.close()
+        if self._proc is not None and self._owner == os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                self._proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+        self._proc = self._control = None
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-X", "utf8", str(SUPERVISOR), "--serve", str(theirs.fileno())],
+                cwd="/", env={}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                start_new_session=True, close_fds=True,
+            )
+        finally:
+            theirs.close()
+        self._control, self._owner = ours, os.getpid()
+
+    def _fork_judge(self, workdir: Path, fds: tuple[int, int, int]) -> int:
+        with self._lock:
+            for _ in range(2):  # a server that died (killed from outside) is replaced once
+                if self._proc is None or self._owner != os.getpid() or self._proc.poll() is not None:
+                    self._stop()
+                    self._start()
+                try:
+                    socket.send_fds(self._control, [str(workdir).encode()], list(fds))
+                    reply = b""
+                    while not reply.endswith(b"\n"):
+                        part = self._control.recv(64)
+                        if not part:
+                            raise ConnectionError("the judge server ended")
+                        reply += part
+                    pid = int(reply)
+                    if pid > 0:
+                        return pid
+                except (OSError, ValueError):
+                    pass
+                self._stop()
+        raise OSError("could not start an MBPP judge (the judge server failed twice)")
+
+    def judge(self, workdir: Path, job: bytes, timeout_s: float) -> tuple[bytes, bytes]:
+        """The judge's (stdout, stderr) for `job`, run in `workdir`; a judge still running after `timeout_s` is
+        killed (and, with it, its worker)."""
+        job_r, job_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            pid = self._fork_judge(workdir, (job_r, out_w, err_w))
+        except BaseException:
+            for fd in (job_w, out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (job_r, out_w, err_w):
+                os.close(fd)
+        got, timed_out = _exchange(job, job_w, out_r, err_r, time.monotonic() + timeout_s)
+        if timed_out:  # the judge itself hung: end it, then read what it left
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            got, _ = _exchange(b"", None, out_r, err_r, None, got)
+        return got[out_r], got[err_r]
+
+
+def _exchange(job: bytes, job_w: int | None, out_r: int, err_r: int, deadline: float | None,
+              got: dict[int, bytes] | None = None) -> tuple[dict[int, bytes], bool]:
+    """Write `job` to job_w and read out_r and err_r to their ends (closing each fd when done), until `deadline`
+    (None: no limit); returns ({fd: bytes read}, timed out)."""
+    got = dict(got or {out_r: b"", err_r: b""})
+    view = memoryview(job)
+    with selectors.DefaultSelector() as sel:
+        if job_w is not None:
+            os.set_blocking(job_w, False)
+            sel.register(job_w, selectors.EVENT_WRITE)
+        sel.register(out_r, selectors.EVENT_READ)
+        sel.register(err_r, selectors.EVENT_READ)
+        while sel.get_map():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                if job_w is not None and job_w in sel.get_map():
+                    os.close(job_w)
+                return got, True
+            for key, _ in sel.select(left):
+                fd = key.fd
+                if fd == job_w:
+                    try:
+                        view = view[os.write(fd, view[:1 << 16]):]
+                    except BrokenPipeError:
+                        view = view[:0]
+                    if not view:
+                        sel.unregister(fd)
+                        os.close(fd)
+                    continue
+                data = os.read(fd, 1 << 16)
+                if data:
+                    got[fd] += data
+                else:
+                    sel.unregister(fd)
+                    os.close(fd)
+    return got, False
+
+
+_JUDGES = _JudgeServer()
+
+
 def run_tests(program: str, tests: str, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
     """Run `program` in the sandbox, then `tests` (setup statements and asserts) against it; the verdict is the
     judge's (cr2/labels/lmeval/sandbox_supervisor.py), never the program's. Never raises for the program's failures."""
@@ -171,17 +296,7 @@ def run_tests(program: str, tests: str, limits: SandboxLimits = SandboxLimits())
             "user_name": account.pw_name if account else pwd.getpwuid(os.geteuid()).pw_name,
         }
         start = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-X", "utf8", str(SUPERVISOR)], cwd=base, env={},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-            close_fds=True,
-        )
-        try:
-            out, err = proc.communicate(json.dumps(job).encode(), timeout=limits.timeout_s + 15)
-        except subprocess.TimeoutExpired:  # the judge itself hung: end it (and, with it, its worker)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+        out, err = _JUDGES.judge(base, json.dumps(job).encode(), limits.timeout_s + 15)
         duration = time.monotonic() - start
         try:
             verdict = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])

@@ -1,8 +1,9 @@
 """The MBPP judge: runs one untrusted program in an isolated worker process and decides, itself, whether it passes.
 
-Run by cr2/labels/lmeval/sandbox.py as `python -I -S -X utf8 sandbox_supervisor.py` (standard library only: no
-site packages, no cr2). It reads one job (JSON) on stdin and prints one verdict (JSON) on stdout; that
-pipe is the only channel a verdict travels on, and the program never holds it.
+Run by cr2/labels/lmeval/sandbox.py as `python -I -S -X utf8 sandbox_supervisor.py --serve FD` (standard library
+only: no site packages, no cr2): a fork server that forks one judge per program (`serve`). A judge reads one job
+(JSON) on stdin and prints one verdict (JSON) on stdout; that pipe is the only channel a verdict travels on,
+and the program never holds it. Without --serve the module is one judge, reading its job on stdin.
 
 How a verdict is made
 - The worker (a separate process) executes the program, then, on request, MBPP's setup statements and
@@ -521,5 +522,56 @@ def main() -> None:
     sys.stdout.flush()
 
 
+def serve(control_fd: int) -> None:
+    """The fork server: for each request on `control_fd` (a folder to run in, and the judge's stdin, stdout and
+    stderr as SCM_RIGHTS descriptors) fork a judge that runs `main()` there, and answer its pid. The server
+    runs no program and reads no job, so every judge is a fresh single-threaded process whose memory holds
+    nothing but this module's imports: what a new interpreter would hold, without paying its start-up per
+    program. It ends when the caller's end of the socket closes (the caller ended)."""
+    control = socket.socket(fileno=control_fd)
+    fd_bytes = struct.calcsize("3i")
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:  # judges that ended
+                pass
+        except ChildProcessError:
+            pass
+        msg, ancillary, _, _ = control.recvmsg(4096, socket.CMSG_SPACE(fd_bytes))
+        if not msg:
+            return
+        fds = [fd for level, kind, data in ancillary if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+               for fd in struct.unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4])]
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            control.sendall(b"0\n")
+            continue
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                control.close()
+                os.setsid()
+                os.chdir(msg.decode())
+                for target, fd in enumerate(fds):
+                    os.dup2(fd, target)
+                os.closerange(3, 65536)
+                main()
+                code = 0
+            except BaseException:  # noqa: BLE001
+                import traceback
+
+                traceback.print_exc()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        control.sendall(f"{pid}\n".encode())
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--serve"]:
+        serve(int(sys.argv[2]))
+    else:
+        main()
