@@ -3,7 +3,8 @@
 ingest → prepare → train → calibrate → baselines → evaluate → certify → equal-risk → intervals → ablation → report. Each stage is a
 cached, validated Prefect task, so a warm re-run with nothing changed does almost nothing. The baselines' and the
 ablated gates' fits need neither the gate nor the evaluation: they start in background processes as soon as their
-inputs exist (tasks/ahead.py) and their stages collect them. One process means the ephemeral
+inputs exist (the ablated gates as soon as the train stage has its teacher; tasks/ahead.py) and their stages
+collect them. One process means the ephemeral
 Prefect server (13–26 s to start) is paid once.
 """
 from __future__ import annotations
@@ -25,9 +26,11 @@ from flows.prepare import prepare
 from flows.report import report
 from flows.train import train
 from tasks.ablation import start_ablation_fits
+from tasks import ahead
 from tasks.ahead import fits_ahead
 from tasks.baselines import start_baseline_fits
 from tasks.inputs import fit_workers
+from tasks.train import trained_teacher
 
 
 @flow(name="cr2-run", log_prints=True)
@@ -42,8 +45,10 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     # the flow's own process fits too (the teacher, the gate) and keeps a core for it
     with fits_ahead(max(1, fit_workers(config) - 1)):
         start_baseline_fits(config, h)
+        ahead.when("teacher", lambda teacher: start_ablation_fits(config, h, teacher))  # before the gate's fit
         summary["train"] = train(config, h)
-        start_ablation_fits(config, h, summary["train"])
+        if ahead.pending("teacher"):  # a cached train stage announced nothing: its stored teacher
+            ahead.announce("teacher", trained_teacher(h, summary["train"]))
         summary["calibrate"] = calibrate(config, h, summary["train"])
         summary["baselines"] = fit_baselines(config, h)
         summary["evaluate"] = evaluate(config, h, summary["train"], summary["calibrate"], summary["baselines"])

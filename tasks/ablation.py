@@ -6,7 +6,7 @@ test (cr2.evaluation.sweep.evaluate_ablation_gate); its rows land in `metrics` u
 the evaluation run. The full CR² gate, the α sweep, the calibration rule and the deferred path come from
 the evaluation itself; the view v_ablation picks every configuration's operating point nearest the cost
 anchor c̄ = 0.45. The ablated gates' fits need only the train/dev rows and the teacher: `cr2 run` starts them ahead
-(start_ablation_fits, tasks/ahead.py) while it calibrates and evaluates, and a fitted gate is kept by its inputs
+(start_ablation_fits, tasks/ahead.py) as soon as the teacher exists, while it fits the gate, calibrates and evaluates, and a fitted gate is kept by its inputs
 (its record: tasks/inputs.py), so a re-run that changes nothing it reads does not fit it again.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from prefect import task
 
 from cr2.config import Config
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, task_code_hash
-from tasks.inputs import (artifacts_dir, cr2_router, fit_threads, fit_workers, inputs_key, load_sets, remember,
-                          reusable, rows_digest)
+from tasks.inputs import (artifacts_dir, cr2_router, dropout_dir, fit_threads, fit_workers, inputs_key, load_sets,
+                          remember, reusable, rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 
@@ -32,35 +32,35 @@ ABLATIONS: dict[str, dict] = {
 }
 
 
-def _fit_jobs(config: Config, home: str, full, train, dev) -> tuple[dict, dict, dict]:
-    """Per ablated gate: its inputs key (rows with costs, the router and gate settings, the teacher, code, threads),
-    the gate fitted earlier for it (or None) and the fit job that makes it."""
+def _fit_jobs(config: Config, home: str, teacher, train, dev) -> tuple[dict, dict, dict]:
+    """Per ablated gate: its inputs key (rows with costs, the router and gate settings, the frozen `teacher`, code,
+    threads), the gate fitted earlier for it (or None) and the fit job that makes it."""
     from cr2.core.checkpoint import fingerprint
     from cr2.method.gate import load_gate
 
-    params = {k: v for k, v in full.get_params().items() if k not in ("teacher_spec", "gate_spec")}
+    params = {k: v for k, v in cr2_router(config).get_params().items() if k not in ("teacher_spec", "gate_spec")}
     digest, code = rows_digest(train, dev, costs=True), task_code_hash(run_ablation)
     specs = {name: config.gate.model_copy(update=change) for name, change in ABLATIONS.items()}
     inputs = {name: inputs_key("ablation-gate", digest, fit_threads(config), name, sorted(params.items()),
-                               spec.model_dump_json(), config.teacher.model_dump_json(), full.teacher_fingerprint_, code)
+                               spec.model_dump_json(), config.teacher.model_dump_json(), fingerprint(teacher), code)
               for name, spec in specs.items()}
     found = {name: reusable(home, inputs[name], load_gate, fingerprint) for name in ABLATIONS}
-    jobs = {name: (params, config.teacher, specs[name], train, dev, full.teacher_) for name in ABLATIONS
+    jobs = {name: (params, config.teacher, specs[name], train, dev, teacher, str(dropout_dir(home))) for name in ABLATIONS
             if found[name] is None}
     return inputs, found, jobs
 
 
-def start_ablation_fits(config: Config, home: str | Path, trained: dict) -> list[str]:
-    """Inside a tasks.ahead block: start the ablated gates' fits (those not fitted before for the same inputs) as
-    soon as the teacher exists, so they run while the flow calibrates and evaluates; returns the gates started."""
+def start_ablation_fits(config: Config, home: str | Path, teacher) -> list[str]:
+    """Inside a tasks.ahead block: start the ablated gates' fits (those not fitted before for the same inputs) from
+    the frozen `teacher` as soon as it exists, so they run while the flow fits the gate, calibrates and evaluates;
+    returns the gates started."""
     from cr2.routers.fitting import fit_gate_variant
     from tasks import ahead
 
     if not ahead.active():
         return []
     sets = load_sets(config, str(home))
-    full = cr2_router(config, trained, str(home))
-    inputs, _, jobs = _fit_jobs(config, str(home), full, sets["train"], sets["dev"])
+    inputs, _, jobs = _fit_jobs(config, str(home), teacher, sets["train"], sets["dev"])
     return [name for name, job in jobs.items() if ahead.start(inputs[name], fit_gate_variant, job)]
 
 
@@ -80,7 +80,7 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=evaluated["run_id"], test=test, proba=full.proba(test.embedding), keep=keep,
                     record_decisions=False)
-    inputs, found, jobs = _fit_jobs(config, home, full, train, dev)
+    inputs, found, jobs = _fit_jobs(config, home, full.teacher_, train, dev)
     # the ablated gates are independent fits: started ahead by a flow, or fit.workers processes at once here
     fitted = ahead.collect(fit_gate_variant, jobs, inputs, fit_workers(config))
     fit_seconds = {}

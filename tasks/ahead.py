@@ -1,21 +1,25 @@
 """Fits started ahead: a stage's independent fits begin as soon as their inputs exist, while the flow goes on.
 
 `cr2 run` is a chain of stages, but several fits do not depend on the stages before them: the baselines need only
-the prepared rows, the ablation gates only those and the teacher. Inside `fits_ahead(config)` a flow may start
-them early (tasks.baselines.start_baseline_fits, tasks.ablation.start_ablation_fits): each missing fit is
-submitted to one cr2.routers.fitting.FitPool of `fit.workers` processes under its inputs key (tasks/inputs.inputs_key), and the
-stage that needs it later takes the running fit by that key (`take`) instead of fitting it itself. A fit
-runs at `fit.torch_threads` threads in its own process, so where it runs and when changes no number. A stage
-run without a flow around it (or whose fit was not started) fits inline as before. A fit nobody took is
-stopped when the block ends; fits write nothing, so nothing is left half-written.
+the prepared rows, the ablation gates only those and the frozen teacher. Inside `fits_ahead(workers)` a flow may
+start them early (tasks.baselines.start_baseline_fits; tasks.ablation.start_ablation_fits, registered with `when`
+and run when the train stage `announce`s its teacher, before the gate's fit): each missing fit is submitted to one
+cr2.routers.fitting.FitPool under its inputs key (tasks/inputs.inputs_key), and the stage that needs it later
+takes the running fit by that key (`collect`) instead of fitting it itself. Other independent jobs of a stage (the
+certified routers' rows) go to the same processes (`fit_all`). A stage that would only wait takes back the jobs no
+process has begun and runs them itself, so the flow's process and the pool's share the work to the end. A fit runs
+at `fit.torch_threads` threads wherever it runs, so where and when changes no number. A stage run without a flow
+around it fits inline as before. A fit nobody took is stopped when the block ends; fits write nothing, so nothing
+is left half-written.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 _POOL: Any = None  # the FitPool of the enclosing fits_ahead block (None outside one)
 _STARTED: dict[str, Any] = {}  # inputs key → the started fit's handle
+_WAITING: dict[str, list[Callable[[Any], Any]]] = {}  # event → callbacks to run when a stage announces it
 
 
 @contextlib.contextmanager
@@ -33,6 +37,7 @@ def fits_ahead(workers: int) -> Iterator[None]:
     finally:
         pool, _POOL = _POOL, None
         _STARTED.clear()
+        _WAITING.clear()
         pool.close()
 
 
@@ -50,16 +55,62 @@ def take(key: str) -> Any | None:
     return _STARTED.pop(key, None)
 
 
-def collect(fit: Callable[..., Any], jobs: dict[str, tuple], keys: dict[str, str], workers: int) -> dict[str, Any]:
-    """{name: fit(*jobs[name])}: the fits started ahead under keys[name] are taken, the others run here
-    (cr2.routers.fitting.run_fits in `workers` processes); the same results either way."""
-    from cr2.routers.fitting import run_fits
+def when(event: str, callback: Callable[[Any], Any]) -> None:
+    """Inside a fits_ahead block: call callback(value) when a stage announces `event` (e.g. "teacher": the fits that
+    need only the frozen teacher start as soon as it exists, before the gate's fit)."""
+    if _POOL is not None:
+        _WAITING.setdefault(event, []).append(callback)
 
-    started = {name: take(keys[name]) for name in jobs}
-    inline = [name for name in jobs if started[name] is None]
-    results = dict(zip(inline, run_fits(fit, [jobs[name] for name in inline], workers), strict=True))
-    results.update({name: handle.result() for name, handle in started.items() if handle is not None})
-    return results
+
+def pending(event: str) -> bool:
+    """Whether callbacks wait for `event` (no stage has announced it yet)."""
+    return bool(_WAITING.get(event))
+
+
+def announce(event: str, value: Any) -> None:
+    """A stage has `value` for `event`: run the callbacks registered for it (once; nothing outside a block)."""
+    for callback in _WAITING.pop(event, []):
+        callback(value)
+
+
+def collect(fit: Callable[..., Any], jobs: dict[str, tuple], keys: dict[str, str], workers: int) -> dict[str, Any]:
+    """{name: fit(*jobs[name])}: the fits started ahead under keys[name] are taken, the others are submitted (inside
+    a block) or run here (cr2.routers.fitting.run_fits in `workers` processes); the same results either way."""
+    handles = {name: take(keys[name]) for name in jobs}
+    if _POOL is None:
+        from cr2.routers.fitting import run_fits
+
+        inline = [name for name in jobs if handles[name] is None]
+        results = dict(zip(inline, run_fits(fit, [jobs[name] for name in inline], workers), strict=True))
+        results.update({name: handle.result() for name, handle in handles.items() if handle is not None})
+        return results
+    names = list(jobs)
+    for name in names:
+        if handles[name] is None:
+            handles[name] = _POOL.submit(fit, jobs[name])
+    return dict(zip(names, _finish(fit, [jobs[n] for n in names], [handles[n] for n in names]), strict=True))
+
+
+def fit_all(fit: Callable[..., Any], jobs: Sequence[tuple], workers: int) -> list[Any]:
+    """[fit(*job) for job in jobs], in order: inside a block on its processes and this one, else
+    cr2.routers.fitting.run_fits in `workers` processes."""
+    if _POOL is None:
+        from cr2.routers.fitting import run_fits
+
+        return run_fits(fit, jobs, workers)
+    return _finish(fit, jobs, [_POOL.submit(fit, job) for job in jobs])
+
+
+def _finish(fit: Callable[..., Any], jobs: Sequence[tuple], handles: Sequence[Any]) -> list[Any]:
+    """The results of submitted fits. The caller would only wait, so it takes back the fits no process has begun,
+    from the last one down (the processes take them from the first up), and runs them itself; a fit gives the same
+    result wherever it runs (fixed threads per fit)."""
+    results: list[Any] = [None] * len(jobs)
+    mine = [False] * len(jobs)
+    for i in reversed(range(len(jobs))):
+        if handles[i].cancel():  # not begun by any process: it never will be
+            results[i], mine[i] = fit(*jobs[i]), True
+    return [r if m else h.result() for r, m, h in zip(results, mine, handles)]
 
 
 def active() -> bool:

@@ -90,7 +90,7 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
     from cr2.routers.certify import calibrate_certified, calibration_risks, certified_name, local_scores, score_fingerprint
     from cr2.crc import rule_spec
     from cr2.evaluation.sweep import Evaluation, certified_rows, method_rows
-    from cr2.routers.fitting import run_fits
+    from tasks import ahead
     from cr2.evaluation.metrics import evaluable_mask
     from cr2.routers import load_router
 
@@ -127,8 +127,8 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
         options.append(dict(s_val=s_val, s_test=s_test, p_hat_test=p_test, val=val, val_teacher_proba=teacher_val,
                             n_resplits=config.evaluation.n_resplits, rng=rng, one_shot=name != CR2))
     # the routers' rows are independent: fit.workers processes at once, joined in router order
-    for rows, decisions in run_fits(certified_rows, [(*job, opts) for job, opts in zip(jobs, options)],
-                                    fit_workers(config)):
+    for rows, decisions in ahead.fit_all(certified_rows, [(*job, opts) for job, opts in zip(jobs, options)],
+                                         fit_workers(config)):
         ev.metrics.extend(rows)
         ev.decisions.extend(decisions)
     metrics = pd.DataFrame(ev.metrics)

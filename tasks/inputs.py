@@ -87,6 +87,11 @@ def cr2_trainer(config: Config):
                      num_threads=fit_threads(config))
 
 
+def dropout_dir(home: str | Path) -> Path:
+    """Where the gate fits' dropout masks are stored once and replayed (cr2.method.dropout)."""
+    return cache_dir(Path(home)) / "dropout"
+
+
 def artifacts_dir(home: str | Path) -> Path:
     d = cache_dir(Path(home)) / "artifacts"
     d.mkdir(parents=True, exist_ok=True)

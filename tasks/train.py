@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from prefect import task
@@ -17,9 +18,10 @@ from prefect import task
 from cr2.config import Config
 from cr2.core.data import RoutingSet
 from cr2.core.reads import config_digest
+from tasks import ahead
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
-from tasks.inputs import (artifacts_dir, cr2_trainer, fit_threads, inputs_key, load_sets, remember, reusable,
-                          rows_digest)
+from tasks.inputs import (artifacts_dir, cr2_trainer, dropout_dir, fit_threads, in_home, inputs_key, load_sets,
+                          remember, reusable, rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now
 
@@ -62,11 +64,19 @@ def train_cr2(config: Config, home: str) -> dict:
     teacher_key = teacher_inputs_key(config, train, dev, task_code_hash(train_cr2))
     reused = reusable_teacher(home, teacher_key)
     t0 = time.perf_counter()
-    router.fit(train, dev, teacher=reused[0] if reused else None)
+    teacher = reused[0] if reused else router.fit_teacher(train, dev)
+    teacher_s = time.perf_counter() - t0
+    if ahead.pending("teacher"):  # several gate fits start now: the masks they share are drawn once, here
+        from cr2.method.gate import gate_mask_stream
+
+        gate_mask_stream(dropout_dir(home), router.gate_spec, train.embedding.shape[1], len(train), router.num_threads)
+    ahead.announce("teacher", teacher)  # inside `cr2 run`: the fits that need only the teacher start now
+    router.fit(train, dev, teacher=teacher, dropout_cache=dropout_dir(home))
     fit_s = time.perf_counter() - t0
     modules = router.save_modules(artifacts_dir(home))
     if reused is None:
-        record_teacher(home, teacher_key, modules["teacher"], router.teacher_, router.fit_seconds_["teacher"])
+        router.fit_seconds_["teacher"] = teacher_s
+        record_teacher(home, teacher_key, modules["teacher"], router.teacher_, teacher_s)
     else:
         router.fit_seconds_["teacher"] = reused[1]["fit_seconds"]  # the time it took when it was fitted
     saved = {k: {**v, "path": home_relative(home, v["path"])}  # a copied or moved home works on its own
@@ -90,6 +100,13 @@ def train_cr2(config: Config, home: str) -> dict:
     with Warehouse(home) as wh:
         register_artifacts(wh, rows)
     return result
+
+
+def trained_teacher(home: str | Path, trained: dict) -> Any:
+    """The frozen teacher of a train stage's result `trained` (its checkpoint, recorded relative to `home`)."""
+    from cr2.method.teacher import load_teacher
+
+    return load_teacher(in_home(home, trained["teacher"]["path"]))
 
 
 TRAIN = Stage(train_cr2, Reads(

@@ -84,3 +84,40 @@ def test_parallel_fits_equal_serial_fits():
     assert [s[1] for s in serial] == [p[1] for p in parallel]
     for (router_s, *_), (router_p, *_) in zip(serial, parallel, strict=True):  # the routers travel back whole
         assert (router_s.predict_proba(dev) == router_p.predict_proba(dev)).all()
+
+
+def _sleep_then_square(x: int, seconds: float) -> tuple[int, int]:
+    import time as _time
+
+    _time.sleep(seconds)
+    return x * x, os.getpid()
+
+
+@pytest.mark.slow
+def test_a_stage_takes_back_the_jobs_no_process_has_begun_and_gets_every_result_in_order():
+    from tasks import ahead
+
+    jobs = [(x, 0.4) for x in range(6)]
+    with ahead.fits_ahead(1):
+        results = ahead.fit_all(_sleep_then_square, jobs, workers=1)
+    assert [r[0] for r in results] == [x * x for x in range(6)]
+    pids = [r[1] for r in results]
+    # one process runs the first jobs; the waiting stage ran the last ones itself (never begun by the process)
+    assert pids[-1] == os.getpid() and pids[0] != os.getpid()
+    assert ahead.fit_all(_sleep_then_square, jobs[:2], workers=1) == [(0, os.getpid()), (1, os.getpid())]
+
+
+def test_callbacks_wait_for_their_event_inside_a_block_only():
+    from tasks import ahead
+
+    seen = []
+    ahead.when("teacher", seen.append)  # outside a block: nothing waits
+    assert not ahead.pending("teacher")
+    with ahead.fits_ahead(1):
+        ahead.when("teacher", seen.append)
+        assert ahead.pending("teacher")
+        ahead.announce("teacher", "t1")
+        ahead.announce("teacher", "t2")  # announced once: the callback has run
+        assert seen == ["t1"] and not ahead.pending("teacher")
+        ahead.when("gate", seen.append)
+    assert not ahead.pending("gate")  # the block's end drops what still waits

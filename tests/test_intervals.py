@@ -56,7 +56,7 @@ def test_a_registered_per_query_metric_gets_intervals_without_other_changes():
     points = _points(data, n_lam=2)
     counts = resample_counts(resample_indices(len(data), 200, np.random.default_rng(0)), len(data))
     extra = {**PER_QUERY_METRICS, "toy_dearer_than_half": PerQueryMetric(
-        "toy_dearer_than_half", lambda p, d, dec, lam: (d.cost[np.arange(len(d)), dec.chosen] > 0.5).astype(float), "all")}
+        "toy_dearer_than_half", lambda q, dec: (q.data.cost[np.arange(len(q.data)), dec.chosen] > 0.5).astype(float), "all")}
     rows = metric_intervals(points, data, proba, np.ones(len(data), bool), counts, per_benchmark=False, metrics=extra)
     toy = [r for r in rows if r["metric"] == "toy_dearer_than_half"]
     assert len(toy) == 2 and all(r["lower"] <= r["estimate"] <= r["upper"] for r in toy)

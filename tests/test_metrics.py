@@ -59,3 +59,30 @@ def test_unsolvable_queries_are_excluded_as_in_the_paper():
     dec = Decisions(chosen=CHOSEN[keep], accepted_local=CHOSEN[keep] == 0)
     # over q0, q1, q3: all three chosen answers right; cost (0.2 + 0.5 + 0.1)/3
     assert accuracy(sub, dec) == 1.0 and abs(mean_cost(sub, dec) - 0.8 / 3) < 1e-7
+
+
+def test_labels_computed_once_on_the_whole_set_equal_those_of_each_subset():
+    from cr2.evaluation.metrics import PER_QUERY_METRICS, RISK_LABELS, MetricInputs
+
+    rng = np.random.default_rng(3)
+    n = 300
+    correct = rng.random((n, 3)) < 0.5
+    cost = np.column_stack([rng.random(n) * 0.5, 0.3 + rng.random(n) * 0.5, np.ones(n)]).astype(np.float32)
+    data = RoutingSet(query_id=np.array([f"q{i}" for i in range(n)]), benchmark=np.array(["a", "b"] * (n // 2)),
+                      embedding=np.zeros((n, 8), dtype=np.float32), correct=correct, cost=cost, model_ids=("a", "b", "c"))
+    proba = rng.random((n, 3))
+    chosen = rng.integers(0, 3, n)
+    dec = Decisions(chosen=chosen, accepted_local=chosen == 0, extra={"gate_accept": rng.random(n) < 0.5})
+    idx = np.flatnonzero(rng.random(n) < 0.4)
+    for lam in (0.0, 0.5, 2.0):
+        whole = MetricInputs(data, proba, lam)
+        sliced, fresh = whole.subset(idx), MetricInputs(data.subset(idx), proba[idx], lam)
+        for name in RISK_LABELS:
+            np.testing.assert_array_equal(sliced.label(name), fresh.label(name))
+        sub_dec = Decisions(chosen=chosen[idx], accepted_local=chosen[idx] == 0,
+                            extra={"gate_accept": dec.extra["gate_accept"][idx]})
+        for m in PER_QUERY_METRICS.values():
+            np.testing.assert_array_equal(m.values(sliced, sub_dec), m.values(fresh, sub_dec))
+    # the public per-query functions are the registry's values
+    assert false_acceptance_risk(PROBA, DATA, DEC, 1.0) == float(np.mean(PER_QUERY_METRICS["risk"].values(
+        MetricInputs(DATA, PROBA, 1.0), DEC)))

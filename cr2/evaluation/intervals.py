@@ -22,7 +22,7 @@ from cr2.evaluation.statistics import percentile_intervals, resampled_means
 from cr2.core.data import Decisions, RoutingSet
 from cr2.core.errors import InvalidValueError
 from cr2.evaluation.fixed_accuracy import MethodOutcomes, saving_intervals
-from cr2.evaluation.metrics import PER_QUERY_METRICS, PerQueryMetric
+from cr2.evaluation.metrics import PER_QUERY_METRICS, MetricInputs, PerQueryMetric
 
 SAVING = "saving_vs_knn_pct"  # metric name of a per-target saving row (as the column of v_fixed_accuracy)
 MEAN_SAVING = "mean_saving_vs_knn_pct"  # metric name of the mean over the targets both reach
@@ -56,8 +56,10 @@ def metric_intervals(points: Sequence[OperatingPoint], test: RoutingSet, proba: 
     keep = np.asarray(keep, dtype=bool)
     benches = ["all", *sorted(set(test.benchmark))] if per_benchmark else ["all"]
     rows: list[dict[str, Any]] = []
+    inputs: dict[float, MetricInputs] = {}  # per λ: the risk labels computed once for all its points
     for m in metrics.values():
-        values = np.stack([m.values(proba, test, p.decisions(), p.lam) for p in points], axis=1)  # [n, P]
+        values = np.stack([m.values(inputs.setdefault(float(p.lam), MetricInputs(test, proba, p.lam)), p.decisions())
+                           for p in points], axis=1)  # [n, P]
         for bench in benches:
             in_b = np.ones(n, dtype=bool) if bench == "all" else np.asarray(test.benchmark) == bench
             scope = in_b & keep if m.rows == "solvable" else in_b

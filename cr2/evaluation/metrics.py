@@ -57,22 +57,61 @@ def accepted_locally(decisions: Decisions) -> np.ndarray:
     return np.asarray(decisions.extra.get("gate_accept", decisions.chosen == DEVICE_INDEX), dtype=bool)
 
 
+# ---- the risks: 1[accepted locally] · a label that does not depend on the decisions. The labels of a test set
+# at one λ are computed once (MetricInputs) and shared by every operating point at that λ and by every row subset.
+RISK_LABELS: dict[str, Callable[[np.ndarray | None, RoutingSet, float | None], np.ndarray]] = {
+    # eq. (disagree_label): r = 1[m_full* ≠ m0] under the teacher's p
+    "teacher": lambda proba, data, lam: np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool),
+    # eq. (disagree_label) over the real labels: r = 1[m_oracle* ≠ m0], the same decision cost ĉ
+    "oracle": lambda proba, data, lam: oracle_disagree_label(data.correct, data.decision_cost, lam),
+    "avoidable": lambda proba, data, lam: avoidable_error_label(data.correct),
+}
+
+
+class MetricInputs:
+    """What a per-query metric reads besides the decisions: the test rows, the frozen teacher's p on them and λ.
+
+    Each risk label (RISK_LABELS) is computed at most once per instance; `subset` slices the labels of the whole
+    set (a label is a per-row function, so a slice equals the label of the subset), which lets an evaluation
+    compute them once per λ for all its operating points, benchmarks and row sets.
+    """
+
+    def __init__(self, data: RoutingSet, proba: np.ndarray | None, lam: float | None,
+                 labels: dict[str, np.ndarray] | None = None) -> None:
+        self.data, self.proba, self.lam = data, proba, lam
+        self._labels: dict[str, np.ndarray] = dict(labels or {})
+
+    def label(self, name: str) -> np.ndarray:
+        """[n] bool: risk label `name` of RISK_LABELS on these rows."""
+        if name not in self._labels:
+            self._labels[name] = RISK_LABELS[name](self.proba, self.data, self.lam)
+        return self._labels[name]
+
+    def subset(self, idx: np.ndarray, data: RoutingSet | None = None) -> "MetricInputs":
+        """The inputs of rows `idx` (`data`: data.subset(idx) when the caller has it), every risk label sliced."""
+        labels = {name: self.label(name)[idx] for name in RISK_LABELS}
+        proba = None if self.proba is None else self.proba[idx]
+        return MetricInputs(self.data.subset(idx) if data is None else data, proba, self.lam, labels)
+
+
+def _risk(inputs: MetricInputs, decisions: Decisions, label: str) -> np.ndarray:
+    """[n] bool: accepted locally while risk label `label` is set — the loss whose mean is the risk."""
+    return accepted_locally(decisions) & inputs.label(label)
+
+
 def false_acceptance(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
     """[n] float: 1[accepted locally] · r(λ), r = 1[m_full* ≠ m0] under the teacher (teacher disagreement, §VI-F)."""
-    # eq. (disagree_label): r = 1[m_full* ≠ m0]; the loss of a query is r · 1[s ≥ τ]
-    return (accepted_locally(decisions) & np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool)
-            ).astype(np.float64)
+    return _risk(MetricInputs(data, proba, lam), decisions, "teacher").astype(np.float64)
 
 
 def oracle_disagreement_per_query(data: RoutingSet, decisions: Decisions, lam: float) -> np.ndarray:
     """[n] bool: accepted locally while argmax_m y_m − λ·ĉ_m (real labels, decision cost) is an edge model."""
-    # eq. (disagree_label) over the real labels: r = 1[m_oracle* ≠ m0]
-    return accepted_locally(decisions) & oracle_disagree_label(data.correct, data.decision_cost, lam)
+    return _risk(MetricInputs(data, None, lam), decisions, "oracle")
 
 
 def avoidable_error_per_query(data: RoutingSet, decisions: Decisions) -> np.ndarray:
     """[n] bool: accepted locally, the device model wrong and some edge model right."""
-    return accepted_locally(decisions) & avoidable_error_label(data.correct)
+    return _risk(MetricInputs(data, None, None), decisions, "avoidable")
 
 
 def local_accuracy_terms(data: RoutingSet, decisions: Decisions) -> np.ndarray:
@@ -121,7 +160,8 @@ def local_accuracy(data: RoutingSet, decisions: Decisions) -> float:
 def risk_per_query(data: RoutingSet, decisions: Decisions, lam: float, proba: np.ndarray) -> dict[str, np.ndarray]:
     """The per-query loss of every risk metric, metric name → [n] bool (the metric is its mean): what a paired
     bootstrap over test queries resamples. Names are those of the `metrics` rows (cr2.evaluation.sweep.metric_rows)."""
-    return {name: PER_QUERY_METRICS[name].values(proba, data, decisions, lam).astype(bool)
+    inputs = MetricInputs(data, proba, lam)
+    return {name: PER_QUERY_METRICS[name].values(inputs, decisions).astype(bool)
             for name in ("risk", "oracle_risk", "avoidable_risk")}
 
 
@@ -130,23 +170,23 @@ class PerQueryMetric:
     """A test metric that is the mean of a per-query value: what the bootstrap resamples (cr2.evaluation.intervals)."""
 
     name: str  # as in the metrics table
-    values: Callable[[np.ndarray, RoutingSet, Decisions, float], np.ndarray]  # (proba, data, decisions, λ) → [n]
+    values: Callable[[MetricInputs, Decisions], np.ndarray]  # (inputs on the metric's rows, decisions) → [n]
     rows: str  # 'solvable': the rows accuracy/cost/local rate use (queries some model solves); 'all': every test row
 
 
 #: the per-query metrics the paired bootstrap gives an interval for, by name. A new per-query metric (e.g. a
 #: realised risk) is one entry here: `metric_rows` records its mean and the intervals task resamples it.
 PER_QUERY_METRICS: dict[str, PerQueryMetric] = {m.name: m for m in (
-    PerQueryMetric("accuracy", lambda p, d, dec, lam: correct_of_choice(d, dec), "solvable"),
-    PerQueryMetric("cost", lambda p, d, dec, lam: cost_of_choice(d, dec), "solvable"),
-    PerQueryMetric("local_rate", lambda p, d, dec, lam: local_of_choice(dec), "solvable"),
-    PerQueryMetric("risk", false_acceptance, "solvable"),
-    PerQueryMetric("risk_all", false_acceptance, "all"),
+    PerQueryMetric("accuracy", lambda q, dec: correct_of_choice(q.data, dec), "solvable"),
+    PerQueryMetric("cost", lambda q, dec: cost_of_choice(q.data, dec), "solvable"),
+    PerQueryMetric("local_rate", lambda q, dec: local_of_choice(dec), "solvable"),
+    PerQueryMetric("risk", lambda q, dec: _risk(q, dec, "teacher").astype(np.float64), "solvable"),
+    PerQueryMetric("risk_all", lambda q, dec: _risk(q, dec, "teacher").astype(np.float64), "all"),
     # the realised risks on the real labels, on the same two row sets
-    PerQueryMetric("oracle_risk", lambda p, d, dec, lam: oracle_disagreement_per_query(d, dec, lam), "solvable"),
-    PerQueryMetric("oracle_risk_all", lambda p, d, dec, lam: oracle_disagreement_per_query(d, dec, lam), "all"),
-    PerQueryMetric("avoidable_risk", lambda p, d, dec, lam: avoidable_error_per_query(d, dec), "solvable"),
-    PerQueryMetric("avoidable_risk_all", lambda p, d, dec, lam: avoidable_error_per_query(d, dec), "all"),
+    PerQueryMetric("oracle_risk", lambda q, dec: _risk(q, dec, "oracle"), "solvable"),
+    PerQueryMetric("oracle_risk_all", lambda q, dec: _risk(q, dec, "oracle"), "all"),
+    PerQueryMetric("avoidable_risk", lambda q, dec: _risk(q, dec, "avoidable"), "solvable"),
+    PerQueryMetric("avoidable_risk_all", lambda q, dec: _risk(q, dec, "avoidable"), "all"),
 )}
 
 
@@ -157,8 +197,12 @@ def oracle_accuracy(data: RoutingSet) -> float:
 
 def false_defer_rate(proba: np.ndarray, data: RoutingSet, decisions: Decisions, lam: float) -> float:
     """Gate false defers: mean of 1[deferred by the gate] · (1 − r(λ)), i.e. deferred although m0 is teacher-optimal."""
-    risk = np.asarray(disagree_label(proba, data.decision_cost, lam), dtype=bool)
-    return _mean(~accepted_locally(decisions) & ~risk)
+    return false_defers(MetricInputs(data, proba, lam), decisions)
+
+
+def false_defers(inputs: MetricInputs, decisions: Decisions) -> float:
+    """false_defer_rate on MetricInputs (their teacher label computed once)."""
+    return _mean(~accepted_locally(decisions) & ~inputs.label("teacher"))
 
 
 def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np.ndarray, n_resplits: int,

@@ -18,7 +18,7 @@ import numpy as np
 from cr2.crc import (RULE_CATALOGUE, calibrate_thresholds, empirical_threshold, fixed_threshold, ltt_delta_per_lam,
                      rate_threshold, rule_spec)
 from cr2.core.data import Decisions, RoutingSet
-from cr2.evaluation.metrics import PER_QUERY_METRICS, false_defer_rate, local_accuracy, resplit_risk
+from cr2.evaluation.metrics import PER_QUERY_METRICS, MetricInputs, false_defers, local_accuracy, resplit_risk
 from cr2.method.routing import VARIANTS
 from cr2.method.utility import disagree_label, full_information_choice, risk_label
 
@@ -45,24 +45,27 @@ def benchmark_scopes(data: RoutingSet, keep: np.ndarray) -> list[tuple[str, dict
 
 
 def metric_rows(run_id: str, method: str, lam: float, alpha: float | None, data: RoutingSet, decisions: Decisions,
-                proba: np.ndarray, keep: np.ndarray, scopes: list | None = None) -> list[dict[str, Any]]:
+                proba: np.ndarray, keep: np.ndarray, scopes: list | None = None,
+                inputs: MetricInputs | None = None) -> list[dict[str, Any]]:
     """Return tidy metric rows (run, method, λ, α, benchmark, metric, value), pooled ('all') and per benchmark.
-    scopes: benchmark_scopes(data, keep), when the caller has them already."""
+    scopes: benchmark_scopes(data, keep), and inputs: MetricInputs(data, proba, lam), when the caller has them already
+    (an evaluation shares them between its operating points)."""
+    inputs = MetricInputs(data, proba, lam) if inputs is None else inputs
     rows = []
     for bench, rows_of in (scopes if scopes is not None else benchmark_scopes(data, keep)):
         # the paper's test set excludes queries no model solves: every metric, risk included, on the same rows;
         # risk_all keeps the risk over every test row (the population the CRC guarantee is stated for)
-        scope = {k: (idx, sub, subset_decisions(decisions, idx)) for k, (idx, sub) in rows_of.items()}
-        (idx, sub, dec), (idx_all, _, _) = scope["solvable"], scope["all"]
+        scope = {k: (idx, inputs.subset(idx, sub), subset_decisions(decisions, idx)) for k, (idx, sub) in rows_of.items()}
+        (idx, q, dec), (idx_all, _, _) = scope["solvable"], scope["all"]
         values = {}
         for m in PER_QUERY_METRICS.values():  # each the mean of its per-query values (what the bootstrap resamples)
-            rows_m, sub_m, dec_m = scope[m.rows]
-            v = m.values(proba[rows_m], sub_m, dec_m, lam)
+            _, q_m, dec_m = scope[m.rows]
+            v = m.values(q_m, dec_m)
             values[m.name] = float(np.mean(v)) if len(v) else float("nan")
-        values["local_accuracy"] = local_accuracy(sub, dec)  # a ratio (correct among accepted), not a per-query mean
+        values["local_accuracy"] = local_accuracy(q.data, dec)  # a ratio (correct among accepted), not a per-query mean
         values.update({"n": float(len(idx)), "n_risk": float(len(idx_all))})
         if "gate_accept" in decisions.extra:  # gate-error decomposition (CR² and its variants)
-            values["false_defer"] = false_defer_rate(proba[idx], sub, dec, lam)  # the same rows as `risk`
+            values["false_defer"] = false_defers(q, dec)  # the same rows as `risk`
         rows += [{"run_id": run_id, "method": method, "lam": lam, "alpha": alpha, "benchmark": bench, "metric": k,
                   "value": v} for k, v in values.items()]
     return rows
@@ -79,16 +82,24 @@ class Evaluation:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[tuple[str, float, float | None, Decisions]] = field(default_factory=list)
     record_decisions: bool = True
+    _inputs: dict[float, MetricInputs] = field(default_factory=dict, repr=False, compare=False)
 
     @functools.cached_property
     def scopes(self) -> list:
         """benchmark_scopes of the test set: computed once, shared by every operating point."""
         return benchmark_scopes(self.test, self.keep)
 
+    def inputs(self, lam: float) -> MetricInputs:
+        """The metrics' inputs on the test set at λ: its risk labels computed once, for every operating point at λ."""
+        key = float(lam)
+        if key not in self._inputs:
+            self._inputs[key] = MetricInputs(self.test, self.proba, lam)
+        return self._inputs[key]
+
     def record(self, method: str, lam: float, alpha: float | None, dec: Decisions) -> None:
         """Add one operating point's metric rows (and its decisions)."""
         self.metrics.extend(metric_rows(self.run_id, method, lam, alpha, self.test, dec, self.proba, self.keep,
-                                        self.scopes))
+                                        self.scopes, self.inputs(lam)))
         if self.record_decisions:
             self.decisions.append((method, lam, alpha, dec))
 

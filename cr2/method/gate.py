@@ -6,6 +6,7 @@ their own channel states are the targets. Its score s = σ(Δ̂/T) is what CRC c
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,6 +29,7 @@ from cr2.core.complexity import count_parameters, elementwise_flops, linear_flop
 from cr2.config import GateSpec
 from cr2.core.data import EMBED_DIM, RoutingSet
 from cr2.core.errors import ConfigError, DataValidationError, InvalidValueError
+from cr2.method.dropout import MaskStream, ReplayDropout, mask_stream
 from cr2.method.utility import sign_label, teacher_margin
 
 TEMPERATURE_FLOOR = 1e-6
@@ -78,7 +80,7 @@ class MarginGate(nn.Module):
         self.norm = nn.LayerNorm(embed_dim)
         self.w1 = nn.Linear(embed_dim, hidden)
         self.film = nn.Linear(self.n_psi, 2 * hidden)
-        self.drop = nn.Dropout(dropout)
+        self.drop = ReplayDropout(dropout)  # nn.Dropout whose masks a fit may replay (cr2.method.dropout)
         self.w2 = nn.Linear(hidden, 1)
         # eq. (temperature): T = softplus(η_T) + 1e-6, η_T chosen so that T starts at temperature_init
         self.eta = nn.Parameter(torch.tensor(_inverse_softplus(temperature_init - TEMPERATURE_FLOOR), dtype=torch.float32))
@@ -241,11 +243,14 @@ def fit_gate(
     *,
     num_threads: int = 1,
     init: MarginGate | None = None,
+    dropout_cache: str | Path | None = None,
 ) -> MarginGate:
     """Return the margin gate fitted by margin distillation, at the epoch of lowest dev loss, frozen in eval mode.
 
     init: a fitted gate of the same shape to start from (re-distillation on new costs, e.g. the premise map's
     retrained cells); None: a fresh gate initialised from spec.seed.
+    dropout_cache: a folder where the fit's dropout masks are stored once and replayed by every fit with the same
+    seed and shapes (gate_mask_stream); the same gate, bit for bit, as without it.
 
     teacher_proba_*: the frozen teacher's p_m(x) on train/dev, [n, n_models]. Each mini-batch draws
     J = spec.lambdas_per_batch λ log-uniformly in [lam_min, lam_max]; the dev loss is measured on a fixed
@@ -273,6 +278,9 @@ def fit_gate(
                 raise ConfigError(f"cannot start the gate from one with other hyperparameters: {init.hparams} vs {gate.hparams}")
             gate.load_state_dict(init.state_dict())
         opt = torch.optim.AdamW(gate.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
+        # from here the process' generator draws nothing but dropout masks: a stored stream replays them
+        replay = (gate.drop.replaying(_mask_stream(dropout_cache, spec, len(train)))
+                  if dropout_cache is not None and spec.dropout > 0 else contextlib.nullcontext())
 
         def batches():
             perm = torch.randperm(len(x_train), generator=gen).numpy()
@@ -285,9 +293,26 @@ def fit_gate(
                 lam_t = torch.from_numpy(lam)
                 yield gate_loss(gate(x_train[idx], lam_t), margin_teacher, z, lam_t, gate.temperature, spec)[0]
 
-        fit_epochs(gate, opt, spec.epochs, batches, lambda: _dev_loss(gate, x_dev, p_dev, c_dev, dev_lams, spec),
-                   spec.grad_clip, extra=lambda: {"temperature": gate.temperature.item()})
+        with replay:
+            fit_epochs(gate, opt, spec.epochs, batches, lambda: _dev_loss(gate, x_dev, p_dev, c_dev, dev_lams, spec),
+                       spec.grad_clip, extra=lambda: {"temperature": gate.temperature.item()})
     return gate
+
+
+def _mask_stream(folder: str | Path, spec: GateSpec, n_train: int) -> MaskStream:
+    """The dropout draws of a gate fit of `spec` on n_train rows, from the generator's current state: J λ × every
+    train row × the hidden width, per epoch (every epoch runs: the best one is chosen after)."""
+    n = spec.epochs * spec.lambdas_per_batch * n_train * spec.hidden
+    return mask_stream(folder, torch.get_rng_state(), 1.0 - spec.dropout, n)
+
+
+def gate_mask_stream(folder: str | Path, spec: GateSpec, embed_dim: int, n_train: int, num_threads: int = 1) -> None:
+    """Draw and store the dropout masks fit_gate(…, dropout_cache=folder) will replay, before several fits start at
+    once (so that one process draws them, not each); nothing when stored already."""
+    if spec.dropout > 0:
+        with seeded_torch(spec.seed, num_threads):
+            MarginGate(embed_dim, spec.hidden, spec.film_frequencies, spec.dropout, spec.temperature_init)
+            _mask_stream(folder, spec, n_train)
 
 
 def save_gate(gate: MarginGate, path: str | Path) -> str:

@@ -56,29 +56,37 @@ class CR2Router:
         self.num_threads = num_threads
 
     # ------------------------------------------------------------ training
-    def fit(self, train: RoutingSet, dev: RoutingSet, teacher: Any = None) -> "CR2Router":
+    def fit(self, train: RoutingSet, dev: RoutingSet, teacher: Any = None, dropout_cache: Any = None) -> "CR2Router":
         """Return self with teacher_ (fitted first, then frozen) and gate_ (distilled from it) fitted.
 
         With `teacher` given, that frozen teacher is kept and only the gate is distilled (the ablation
-        gates share the full gate's teacher).
+        gates share the full gate's teacher). dropout_cache: a folder where the gate fit's dropout masks are
+        stored and replayed (cr2.method.gate.fit_gate); the same router either way.
         """
         import time
 
         from cr2.method.gate import fit_gate
         from cr2.routers.base import torch_threads
-        from cr2.method.teacher import fit_teacher
 
         self._check_variant(self.variant)
         t0 = time.perf_counter()
         if teacher is None:
-            teacher = fit_teacher(train, dev, self.teacher_spec, num_threads=self.num_threads)
+            teacher = self.fit_teacher(train, dev)
         t1 = time.perf_counter()
         with torch_threads(self.num_threads):  # the gate's inputs, computed at the fit's own thread count
             p_train, p_dev = teacher.predict_proba(train.embedding), teacher.predict_proba(dev.embedding)
-        gate = fit_gate(train, dev, p_train, p_dev, self.gate_spec, num_threads=self.num_threads)
+        gate = fit_gate(train, dev, p_train, p_dev, self.gate_spec, num_threads=self.num_threads,
+                        dropout_cache=dropout_cache)
         self._set_fitted(teacher, gate, tuple(train.model_ids))
         self.fit_seconds_ = {"teacher": t1 - t0, "gate": time.perf_counter() - t1}
         return self
+
+    def fit_teacher(self, train: RoutingSet, dev: RoutingSet) -> Any:
+        """Return the teacher `fit` would fit (this router's spec and threads), frozen; `fit(…, teacher=…)` then
+        distils the gate from it."""
+        from cr2.method.teacher import fit_teacher
+
+        return fit_teacher(train, dev, self.teacher_spec, num_threads=self.num_threads)
 
     @classmethod
     def from_config(cls, config: Any, trained: dict | None = None, num_threads: int = 1) -> "CR2Router":

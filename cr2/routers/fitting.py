@@ -96,14 +96,15 @@ def fit_router(name: str, kwargs: dict, catalogues: Sequence[str], train: Any, d
     return router, fp, str(path), fit_s
 
 
-def fit_gate_variant(params: dict, teacher_spec: Any, gate_spec: Any, train: Any, dev: Any, teacher: Any
-                     ) -> tuple[Any, float]:
-    """A CR² router (`params`, specs) whose gate is distilled from the frozen `teacher`; returns (router, fit s)."""
+def fit_gate_variant(params: dict, teacher_spec: Any, gate_spec: Any, train: Any, dev: Any, teacher: Any,
+                     dropout_cache: str | None = None) -> tuple[Any, float]:
+    """A CR² router (`params`, specs) whose gate is distilled from the frozen `teacher`; returns (router, fit s).
+    dropout_cache: where the gate fits' shared dropout masks are stored (cr2.method.gate.fit_gate)."""
     import time
 
     from cr2.routers.cr2_router import CR2Router
 
     router = CR2Router(teacher_spec, gate_spec, **params)
     t0 = time.perf_counter()
-    router.fit(train, dev, teacher=teacher)
+    router.fit(train, dev, teacher=teacher, dropout_cache=dropout_cache)
     return router, time.perf_counter() - t0
