@@ -48,6 +48,7 @@ def test_the_contract_catches_an_upward_import(tmp_path):
 DB_METHODS = frozenset({"df", "coded_df", "scalar", "execute", "executemany", "sql", "insert_df", "replace_where",
                         "delete_where", "transaction", "unregister", "fetchall", "fetchone", "fetchdf"})
 OUTSIDE_WAREHOUSE = ("cr2", "cr2_cli", "flows", "tasks")
+IO_WAITERS = frozenset({"sel", "selector", "poller"})  # names of selectors.Selector / select.poll objects
 # modules another change is moving behind warehouse/ functions; each must still hold a direct call (so the entry is
 # removed when it lands, and the list only shrinks)
 PENDING: set[str] = set()
@@ -61,6 +62,8 @@ def database_calls(source: str) -> list[str]:
     hits = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DB_METHODS:
+            if node.func.attr == "unregister" and ast.unparse(node.func.value) in IO_WAITERS:
+                continue  # a selector's / poller's unregister(fd), not DuckDB's unregister(view)
             hits.append(f"{node.lineno}: {ast.unparse(node.func)}")
         elif isinstance(node, ast.Attribute) and node.attr == "con":
             hits.append(f"{node.lineno}: {ast.unparse(node)}")
