@@ -26,7 +26,7 @@ from cr2.core.reads import config_digest
 from tasks.common import (ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
                           home_relative, in_home, stage_key, task_code_hash)
 from tasks.inputs import (artifacts_dir, baseline_threads, fit_workers, inputs_key, load_sets, remember, reusable,
-                          rows_digest)
+                          router_proba, rows_digest)
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, write_baselines
 
@@ -96,6 +96,7 @@ def start_baseline_fits(config: Config, home: str | Path) -> list[str]:
 @task(name="fit-baselines")
 def fit_baselines(config: Config, home: str) -> dict:
     """Fit, save and register every baseline; record its test predictions. Returns {"routers": name → artefact}."""
+    from cr2.routers import router_entry
     from tasks import ahead
 
     key = stage_key(BASELINES, config, home)
@@ -115,7 +116,9 @@ def fit_baselines(config: Config, home: str) -> dict:
         else:
             router, fp, path, fit_s = fitted[name]
             remember(home, inputs[name], path, fp, fit_s)
-        p_hat = np.asarray(router.predict_proba(test), dtype=np.float64)
+        # cached by content, shared with the certify stage: a router that reads no cost keeps it across channels
+        p_hat = np.asarray(router_proba(router, fp, home, test, reads_costs=router_entry(name).reads_costs)[0],
+                           dtype=np.float64)
         summary[name] = {"fingerprint": fp, "path": home_relative(home, path), "params": int(router.n_params()),
                          "flops": int(router.flops_per_query()), "fit_seconds": round(fit_s, 2)}
         arts.append({"kind": f"router:{name}", "fingerprint": fp, "path": home_relative(home, path),

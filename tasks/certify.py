@@ -7,64 +7,27 @@ same cr2.crc functions as CR²'s own table, teacher disagreement under CR²'s fr
 with its validity over random val ∪ test re-splits (metrics resplit_risk_*), and a router whose score is its margin
 also as `<router>@uncertified` (its own one-shot decision: the decomposition's uncertified side). Metric rows and
 per-query decisions land in the evaluation run like CR²'s. A baseline's p̂ on val and test is computed once per
-router and set and cached by content (router_proba, below); CR²'s gate scores come from the gate's score cache.
+router and set and cached by content (tasks.inputs.router_proba, shared with the baselines stage); CR²'s gate scores come from the gate's score cache.
 The key covers the val/test rows, the certify/grids/evaluation config, the trained and fitted routers' fingerprints,
 the evaluation run it appends to and the code the task can run.
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import uuid
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.core.data import RoutingSet
 from cr2.core.errors import ConfigError
-from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, cache_dir, catalogue_paths, in_home, make_key
+from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home
 from tasks.evaluate import decision_frame
-from tasks.inputs import cr2_router, fit_workers, load_sets, remember_scores, rows_fingerprint
+from tasks.inputs import cr2_router, fit_workers, load_sets, remember_scores, router_proba
 from warehouse.db import Warehouse
 from warehouse.repository import write_certified
 
 CR2 = "cr2"
-
-
-# ---------------------------------------------------------------- a certified router's p̂, cached by content
-def predict_rows_fingerprint(data: RoutingSet) -> str:
-    """Content hash of everything a router may read when it predicts (pre-execution inputs only): query ids,
-    benchmarks, embeddings and the decision cost ĉ (the MLP reads ĉ; LLMRank + benchmark id reads the benchmark)."""
-    h = hashlib.sha256(rows_fingerprint(data).encode())
-    h.update("\x1f".join(map(str, data.benchmark)).encode())
-    h.update(np.ascontiguousarray(data.decision_cost, dtype=np.float64).tobytes())
-    return h.hexdigest()[:24]
-
-
-def router_proba(router, fingerprint: str, home: str | Path, data: RoutingSet) -> tuple[np.ndarray, bool]:
-    """(p̂ [n, M] as the router predicts it, cache hit) of a fitted router on `data`, computed once per router and set.
-
-    Stored at <cache>/router-proba/<key>.npz, the key covering the router's fingerprint and the rows' pre-execution
-    content (predict_rows_fingerprint), so a re-run that keeps both reads it and every change recomputes it.
-    """
-    folder = cache_dir(Path(home)) / "router-proba"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{make_key('router-proba', fingerprint, predict_rows_fingerprint(data))}.npz"
-    if path.is_file():
-        try:
-            with np.load(path) as f:
-                return f["p_hat"], True
-        except (OSError, ValueError, KeyError):  # a damaged file is recomputed, not trusted
-            pass
-    p_hat = np.asarray(router.predict_proba(data))
-    tmp = folder / f".{uuid.uuid4().hex}.npz"
-    np.savez(tmp, p_hat=p_hat)
-    os.replace(tmp, path)  # atomic: a killed run never leaves a half-written file under the key
-    return p_hat, False
 
 
 def certified_routers(config: Config, fitted: dict) -> list[str]:
@@ -92,7 +55,7 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
     from cr2.evaluation.sweep import Evaluation, certified_rows, method_rows
     from tasks import ahead
     from cr2.evaluation.metrics import evaluable_mask
-    from cr2.routers import load_router
+    from cr2.routers import load_router, router_entry
 
     fitted = baselines["routers"]
     names = certified_routers(config, fitted)
@@ -110,8 +73,9 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
             router, p_val, p_test = cr2, teacher_val, teacher_test  # CR²'s own edge choice: its teacher's p
         else:
             router = load_router(in_home(home, fitted[name]["path"]))
-            (p_val, hit_val), (p_test, hit_test) = (router_proba(router, fitted[name]["fingerprint"], home, data)
-                                                    for data in (val, test))
+            reads_costs = router_entry(name).reads_costs
+            (p_val, hit_val), (p_test, hit_test) = (router_proba(router, fitted[name]["fingerprint"], home, data,
+                                                                 reads_costs=reads_costs) for data in (val, test))
             hits[name] = hit_val and hit_test
         s_val, s_test = local_scores(router, val, lams, p_val), local_scores(router, test, lams, p_test)
         fingerprint = score_fingerprint(router)

@@ -67,6 +67,42 @@ def load_sets(config: Config, home: str | Path) -> dict:
                                  decision_cost=config.routing.decision_cost)
 
 
+# ---------------------------------------------------------------- a fitted router's p̂, cached by content
+def predict_rows_fingerprint(data: RoutingSet, reads_costs: bool = True) -> str:
+    """Content hash of everything a router may read when it predicts (pre-execution inputs only): query ids,
+    benchmarks, embeddings and, for a router that reads costs (catalogue `reads_costs`), the decision cost ĉ (the MLP
+    reads ĉ; LLMRank + benchmark id reads the benchmark). A router fitted without costs predicts without them, so
+    its p̂ outlives a change of the state distribution."""
+    h = hashlib.sha256(rows_fingerprint(data).encode())
+    h.update("\x1f".join(map(str, data.benchmark)).encode())
+    if reads_costs:
+        h.update(np.ascontiguousarray(data.decision_cost, dtype=np.float64).tobytes())
+    return h.hexdigest()[:24]
+
+
+def router_proba(router, fingerprint: str, home: str | Path, data: RoutingSet, reads_costs: bool = True
+                 ) -> tuple[np.ndarray, bool]:
+    """(p̂ [n, M] as the router predicts it, cache hit) of a fitted router on `data`, computed once per router and set.
+
+    Stored at <cache>/router-proba/<key>.npz, the key covering the router's fingerprint and the rows' pre-execution
+    content (predict_rows_fingerprint), so a re-run that keeps both reads it and every change recomputes it.
+    """
+    folder = cache_dir(Path(home)) / "router-proba"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{make_key('router-proba', fingerprint, predict_rows_fingerprint(data, reads_costs))}.npz"
+    if path.is_file():
+        try:
+            with np.load(path) as f:
+                return f["p_hat"], True
+        except (OSError, ValueError, KeyError):  # a damaged file is recomputed, not trusted
+            pass
+    p_hat = np.asarray(router.predict_proba(data))
+    tmp = folder / f".{uuid.uuid4().hex}.npz"
+    np.savez(tmp, p_hat=p_hat)
+    os.replace(tmp, path)  # atomic: a killed run never leaves a half-written file under the key
+    return p_hat, False
+
+
 def cr2_router(config: Config, trained: dict | None = None, home: str | Path | None = None):
     """The configured CR² router (fit.torch_threads threads): unfitted, or around the checkpoints of
     `trained` (recorded relative to `home`)."""

@@ -105,3 +105,24 @@ def test_another_gate_never_reads_these_scores(fitted, sets, tmp_path, monkeypat
     remember_scores(_fresh(fitted), tmp_path, {"val": sets["val"]}, LAMS)
     assert remember_scores(other, tmp_path, {"val": sets["val"]}, LAMS) == {"val": False}
     np.testing.assert_array_equal(other.scores(sets["val"].embedding, 2.0), other.gate_.score(sets["val"].embedding, 2.0))
+
+
+def test_a_routers_p_hat_is_cached_by_what_it_reads_and_survives_a_channel_change_only_without_costs(tmp_path):
+    from tasks.inputs import router_proba
+
+    class Counting:
+        calls = 0
+
+        def predict_proba(self, data):
+            Counting.calls += 1
+            return np.full((len(data), data.n_models), 0.5)
+
+    data = make_routing_set(40, seed=3)
+    other_channel = dataclasses.replace(data, cost=data.cost * 1.5)  # another state distribution, same queries
+    router = Counting()
+    assert router_proba(router, "fp", tmp_path, data, reads_costs=False)[1] is False
+    assert router_proba(router, "fp", tmp_path, other_channel, reads_costs=False)[1] is True  # kept: reads no cost
+    assert router_proba(router, "fp", tmp_path, data)[1] is False  # a router that reads ĉ: its own entry
+    assert router_proba(router, "fp", tmp_path, other_channel)[1] is False  # … recomputed on new costs
+    p, hit = router_proba(router, "fp", tmp_path, other_channel)
+    assert hit and Counting.calls == 3 and p.shape == (40, data.n_models)
