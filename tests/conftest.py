@@ -221,8 +221,8 @@ def pipeline_slice(prefect_harness) -> dict:
 @pytest.fixture(scope="session")
 def measured_slice(prefect_harness) -> dict:
     """The real `cr2 run -c configs/mmlu-pro-measured.yaml` on a 70-question slice (5 per category), run once for
-    the whole test run: {"home": the warehouse home as the run left it, "first": the run's summary}. Shared as
-    pipeline_slice is: read it, or copy it (`copy_of`) to write."""
+    the whole test run: {"cfg": its config, "home": the warehouse home as the run left it, "first": the run's
+    summary}. Shared as pipeline_slice is: read it, or copy it (`copy_of`) to write."""
     import pickle
 
     def build(folder: Path) -> None:
@@ -236,7 +236,7 @@ def measured_slice(prefect_harness) -> dict:
         (folder / "first.pkl").write_bytes(pickle.dumps(first))
 
     folder = built_once("measured-slice", build)
-    return {"home": folder / "mmlu-pro", "first": pickle.loads((folder / "first.pkl").read_bytes())}
+    return {"cfg": folder / "slice.yaml", "home": folder / "mmlu-pro", "first": pickle.loads((folder / "first.pkl").read_bytes())}
 
 
 def run_stages_to_evaluate(run) -> dict:
