@@ -5,6 +5,8 @@ import contextlib
 import fcntl
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -221,8 +223,8 @@ def pipeline_slice(prefect_harness) -> dict:
 @pytest.fixture(scope="session")
 def measured_slice(prefect_harness) -> dict:
     """The real `cr2 run -c configs/mmlu-pro-measured.yaml` on a 70-question slice (5 per category), run once for
-    the whole test run: {"home": the warehouse home as the run left it, "first": the run's summary}. Shared as
-    pipeline_slice is: read it, or copy it (`copy_of`) to write."""
+    the whole test run: {"cfg": its config, "home": the warehouse home as the run left it, "first": the run's
+    summary}. Shared as pipeline_slice is: read it, or copy it (`copy_of`) to write."""
     import pickle
 
     def build(folder: Path) -> None:
@@ -236,7 +238,52 @@ def measured_slice(prefect_harness) -> dict:
         (folder / "first.pkl").write_bytes(pickle.dumps(first))
 
     folder = built_once("measured-slice", build)
-    return {"home": folder / "mmlu-pro", "first": pickle.loads((folder / "first.pkl").read_bytes())}
+    return {"cfg": folder / "slice.yaml", "home": folder / "mmlu-pro", "first": pickle.loads((folder / "first.pkl").read_bytes())}
+
+
+SMALL_RUN = """extends: default
+data_dir: {data}
+teacher: {{epochs: 2}}
+gate: {{epochs: 2}}
+grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.0, 2.0]}}}}
+evaluation: {{n_resplits: 10}}
+baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2}}, knn: {{k_grid: [3]}}}}}}
+splits: {{seed: {seed}}}
+"""
+
+
+def cr2_process(args: list[str], env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
+    """`cr2 <args>` as a user runs it: a new interpreter, output captured."""
+    return subprocess.run([sys.executable, "-m", "cr2_cli.main", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+def cli_env(home: Path) -> dict:
+    """The environment of a `cr2` process on warehouse `home` and the session's Prefect API."""
+    from prefect.settings import PREFECT_API_URL
+
+    return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "CR2_HOME": str(home), "COLUMNS": "200",
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.fixture(scope="session")
+def small_cli_run(prefect_harness) -> dict:
+    """`cr2 run` in a process of its own on a 12-per-subset slice (≈ 100 queries, split seed 0, config SMALL_RUN),
+    run once for the whole test run: {"data": the slice's data_dir, "cfg": its config, "home": the warehouse home
+    as the run left it, "result": the finished process (exit code, stdout, stderr)}. test_cli_clean_exit checks
+    that process's exit; test_split_seed_costs continues the warehouse with another seed. Copy the home to write."""
+    import json
+
+    def build(folder: Path) -> None:
+        data = write_small_benchmarks(folder / "data", per_subset=12, subsets_per_benchmark=2)
+        cfg = folder / "small.yaml"
+        cfg.write_text(SMALL_RUN.format(data=data, seed=0))
+        res = cr2_process(["run", "-c", str(cfg)], cli_env(folder / "home"), timeout=1800)
+        (folder / "result.json").write_text(json.dumps([res.args, res.returncode, res.stdout, res.stderr]))
+
+    folder = built_once("small-cli-run", build)
+    return {"data": folder / "data", "cfg": folder / "small.yaml", "home": folder / "home",
+            "result": subprocess.CompletedProcess(*json.loads((folder / "result.json").read_text()))}
 
 
 def run_stages_to_evaluate(run) -> dict:

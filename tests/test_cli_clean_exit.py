@@ -7,37 +7,19 @@ calibration, a failed ingest, a refused SQL statement, …). Flow commands use t
 """
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from cr2.config import REPO_ROOT
-from tests.conftest import write_small_benchmarks
+from tests.conftest import cli_env, copy_of, cr2_process
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
-
-SMALL = """extends: default
-data_dir: {data}
-teacher: {{epochs: 2}}
-gate: {{epochs: 2}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.0, 0.5, 2.0, 8.0]}}}}
-baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2}},
-             knn: {{k_grid: [3, 5]}}}}}}
-"""
 
 # what a command may print on stderr: its own one-line error, and progress bars (tqdm / rich)
 OWN_STDERR = re.compile(r"^(error: .+|.*\d+%\|.*|\s*)$")
 NOISE = ("Traceback", "nanobind", "leaked", "| ERROR", "| WARNING", "Exception", "refleaks")
-
-
-def _cr2(args: list[str], env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cr2_cli.main", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT)
 
 
 def assert_clean(res: subprocess.CompletedProcess, rc: int) -> None:
@@ -53,22 +35,16 @@ def assert_clean(res: subprocess.CompletedProcess, rc: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def slice_home(prefect_harness, tmp_path_factory):
-    """`cr2 run` on a small slice (a normal exit, checked clean), and the environment for the next commands."""
-    from prefect.settings import PREFECT_API_URL
-
+def slice_home(small_cli_run, tmp_path_factory):
+    """The run's `cr2 run` process on a small slice (conftest.small_cli_run: a normal exit, checked clean here), and
+    the environment for the next commands, on a copy of the warehouse it left."""
+    assert_clean(small_cli_run["result"], 0)
     root = tmp_path_factory.mktemp("clean-exit")
-    data = write_small_benchmarks(root / "data", per_subset=20, subsets_per_benchmark=3)
-    cfg = root / "small.yaml"
-    cfg.write_text(SMALL.format(data=data))
     (root / "empty-data" / "benchmarks").mkdir(parents=True)
     bad = root / "no-data.yaml"
     bad.write_text(f"extends: default\ndata_dir: {root / 'empty-data'}\n")
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "CR2_HOME": str(root / "home"),
-           "COLUMNS": "200", "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    res = _cr2(["run", "-c", str(cfg)], env, timeout=1800)
-    assert_clean(res, 0)
-    return {"root": root, "cfg": str(cfg), "bad": str(bad), "env": env, "home": root / "home"}
+    home = copy_of(small_cli_run["home"], root / "home")
+    return {"root": root, "cfg": str(small_cli_run["cfg"]), "bad": str(bad), "env": cli_env(home), "home": home}
 
 
 def _busy_port() -> tuple[socket.socket, int]:
@@ -115,7 +91,7 @@ def test_each_command_exits_cleanly(slice_home, args, rc):
     busy, port = _busy_port()
     with busy:
         values = {"cfg": slice_home["cfg"], "bad": slice_home["bad"], "root": str(slice_home["root"]), "port": port}
-        res = _cr2([a.format(**values) for a in args], slice_home["env"])
+        res = cr2_process([a.format(**values) for a in args], slice_home["env"])
     assert_clean(res, rc)
 
 
@@ -131,7 +107,7 @@ def test_every_command_is_covered():
             return {" ".join(prefix)}
         return set().union(*(names(c, prefix + (n,)) for n, c in subs.items()))
 
-    covered = {"run"}  # the fixture's `cr2 run`
+    covered = {"run"}  # the fixture's `cr2 run` (conftest.small_cli_run)
     for args, _ in CASES:
         covered |= {" ".join(args[:2]), args[0]}
     missing = sorted(n for n in names(get_command(app)) if n not in covered)

@@ -7,6 +7,7 @@ import pytest
 
 from cr2.config import REPO_ROOT
 from cr2.core.errors import InvalidValueError
+from tests.conftest import copy_of
 
 RULE = REPO_ROOT / "configs" / "pools" / "mmlu-pro.yaml"
 
@@ -174,17 +175,16 @@ models:
 
 
 @pytest.fixture(scope="module")
-def sweep(prefect_harness, tmp_path_factory):
+def sweep(measured_slice, tmp_path_factory):
+    """The sweep, run twice, on a copy of the run's measured slice warehouse (conftest.measured_slice): the base
+    warehouse a user sweeps from after `cr2 run` (flows/pools.py), so its ingest and prepare are cached there."""
     from flows.pools import study_pools_flow
-    from tests.test_measured import MEASURED_CONFIG, SLICE, _slice
 
     root = tmp_path_factory.mktemp("pools")
-    data = _slice(root / "data", per_category=5)
-    cfg = root / "slice.yaml"
-    cfg.write_text(SLICE.format(base=MEASURED_CONFIG, data=data))
+    cfg = measured_slice["cfg"]
     rule = root / "rule.yaml"
     rule.write_text(SMALL_RULE)
-    home = root / "home"
+    home = copy_of(measured_slice["home"], root / "home")
     first = study_pools_flow(config_path=str(cfg), home=str(home), rule_path=str(rule))
     second = study_pools_flow(config_path=str(cfg), home=str(home), rule_path=str(rule))
     return {"home": home, "first": first, "second": second, "cfg": cfg}

@@ -7,19 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import write_small_benchmarks
+from tests.conftest import SMALL_RUN, copy_of
 from warehouse.db import Warehouse
-
-SMALL = """extends: default
-data_dir: {data}
-teacher: {{epochs: 2}}
-gate: {{epochs: 2}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.0, 2.0]}}}}
-evaluation: {{n_resplits: 10}}
-baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2}}, knn: {{k_grid: [3]}}}}}}
-splits: {{seed: {seed}}}
-"""
-
 
 def _costs(home, seed: int) -> pd.DataFrame:
     with Warehouse(home, read_only=True) as wh:
@@ -52,18 +41,16 @@ def test_two_seeds_keep_their_own_cost_estimates(small_config, tmp_path):
 
 @pytest.mark.flow
 @pytest.mark.slow
-def test_seed_1_after_seed_0_gives_the_numbers_of_a_fresh_warehouse(prefect_harness, tmp_path):
+def test_seed_1_after_seed_0_gives_the_numbers_of_a_fresh_warehouse(small_cli_run, tmp_path):
+    """Seed 0's `cr2 run` is the test run's shared one (conftest.small_cli_run), continued in a copy."""
     from flows.run import run_flow
 
-    data = write_small_benchmarks(tmp_path / "data", per_subset=12, subsets_per_benchmark=2)
-    configs = {}
-    for seed in (0, 1):
-        configs[seed] = tmp_path / f"seed{seed}.yaml"
-        configs[seed].write_text(SMALL.format(data=data, seed=seed))
-    shared, fresh = tmp_path / "shared", tmp_path / "fresh"
-    run_flow(config_path=str(configs[0]), home=str(shared))
-    after = run_flow(config_path=str(configs[1]), home=str(shared))
-    alone = run_flow(config_path=str(configs[1]), home=str(fresh))
+    seed1 = tmp_path / "seed1.yaml"
+    seed1.write_text(SMALL_RUN.format(data=small_cli_run["data"], seed=1))
+    assert small_cli_run["result"].returncode == 0, small_cli_run["result"].stderr[-6000:]
+    shared, fresh = copy_of(small_cli_run["home"], tmp_path / "shared"), tmp_path / "fresh"
+    after = run_flow(config_path=str(seed1), home=str(shared))
+    alone = run_flow(config_path=str(seed1), home=str(fresh))
     assert not after["prepare"]["splits"]["cached"] and not after["prepare"]["costs"]["cached"]
     assert after["prepare"]["embeddings"]["cached"] and after["prepare"]["states"]["cached"]
 
