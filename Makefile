@@ -3,9 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # pip resolves torch==2.13.0 to the local CPU wheel; never add --index-url here (it would pull a CUDA build).
-# --no-compile: Python compiles a module when it is first imported, so byte-compiling every installed file (torch,
-# prefect, great_expectations, … most never imported) is not paid up front (83 → 65 s for the dev install here)
-PIP    := $(PY) -m pip install --disable-pip-version-check -q --no-compile
+PIP    := $(PY) -m pip install --disable-pip-version-check -q
 
 .PHONY: results-doc run run-measured run-gemma run-qwen study-pools test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down chromium
 
