@@ -2,8 +2,9 @@
 
 Reads the newest `cr2 run` of the home (run it first, e.g. `make run` from a fresh clone, idle): its time outside
 the embedding step (flow time − prepare-embeddings; the process start beside it is measured by bench_pipeline).
-Then, `--repeats` times, copies the home and times `cr2 run` with only channel.distribution changed (far-rician) —
-whole process, Prefect's temporary server included — with its stages and the load average before it. Writes
+Then, `--repeats` times, copies the home (its cache folder with it) and times `cr2 run` on the copy with only
+channel.distribution changed (far-rician) — whole process, Prefect's temporary server included — with its stages and
+the load average before it. Writes
 benchmarks/results/rerun.json. Targets: outside embedding ≤ 90 s, channel-only re-run ≤ 60 s.
     .venv/bin/python benchmarks/bench_rerun.py --home var [--repeats 2]
 """
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             copy = Path(tmp) / f"home-{i}"
             shutil.copytree(home, copy)
             env = {**fresh_env(Path(tmp) / f"env-{i}"), "CR2_HOME": str(copy), "PREFECT_HOME": str(copy / "prefect")}
+            env.pop("CR2_CACHE")  # the copy's own cache (<home>/cache), as a re-run of the home has it
             channel.append(cli(["run", "--config", str(far)], env, "cr2-run"))
             print(f"  channel re-run {i + 1}/{reps}: {channel[-1]['wall_s']:.1f} s wall "
                   f"(load before {channel[-1]['load_avg_before']})", flush=True)
