@@ -148,6 +148,7 @@ evaluation: {{n_resplits: 10}}
 
 
 @pytest.mark.flow
+@pytest.mark.slow  # end to end: builds the measured slice (≈ 20 s); in `make test`, not in `make test-fast`
 def test_measured_scenario_end_to_end_on_a_slice(measured_slice):
     """`cr2 run -c configs/mmlu-pro-measured.yaml` on 70 questions: its own warehouse, MEASURED everywhere, no Qwen3.
     The run is the test run's shared measured slice (conftest.measured_slice; the browser test opens its report)."""

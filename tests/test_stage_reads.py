@@ -128,6 +128,7 @@ def _with(model, path: str, value):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # perturbed values of another type than the field's (keys only)
+@pytest.mark.slow  # every config field, every stage key (≈ 20 s): in `make test`, not in `make test-fast`
 def test_every_config_field_changes_exactly_the_keys_that_declare_it(slice_run):
     config, home = slice_run["config"], slice_run["home"]
     calls = slice_run["calls"]
