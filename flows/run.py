@@ -27,7 +27,6 @@ from flows.report import report
 from flows.train import train
 from tasks.ablation import start_ablation_fits
 from tasks import ahead
-from tasks.ahead import fits_ahead
 from tasks.baselines import start_baseline_fits
 from tasks.inputs import fit_workers
 from tasks.train import trained_teacher
@@ -43,7 +42,7 @@ def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
     summary["prepare"] = prepare(config, h)
     # independent fits start as soon as their inputs exist (tasks/ahead.py), in one process fewer than fit.workers:
     # the flow's own process fits too (the teacher, the gate) and keeps a core for it
-    with fits_ahead(max(1, fit_workers(config) - 1)):
+    with ahead.fits_ahead(max(1, fit_workers(config) - 1)):
         start_baseline_fits(config, h)
         ahead.when("teacher", lambda teacher: start_ablation_fits(config, h, teacher))  # before the gate's fit
         summary["train"] = train(config, h)

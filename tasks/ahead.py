@@ -76,29 +76,23 @@ def announce(event: str, value: Any) -> None:
 def collect(fit: Callable[..., Any], jobs: dict[str, tuple], keys: dict[str, str], workers: int) -> dict[str, Any]:
     """{name: fit(*jobs[name])}: the fits started ahead under keys[name] are taken, the others are submitted (inside
     a block) or run here (cr2.routers.fitting.run_fits in `workers` processes); the same results either way."""
-    handles = {name: take(keys[name]) for name in jobs}
-    if _POOL is None:
-        from cr2.routers.fitting import run_fits
-
-        inline = [name for name in jobs if handles[name] is None]
-        results = dict(zip(inline, run_fits(fit, [jobs[name] for name in inline], workers), strict=True))
-        results.update({name: handle.result() for name, handle in handles.items() if handle is not None})
-        return results
     names = list(jobs)
-    for name in names:
-        if handles[name] is None:
-            handles[name] = _POOL.submit(fit, jobs[name])
-    return dict(zip(names, _finish(fit, [jobs[n] for n in names], [handles[n] for n in names]), strict=True))
+    started = [take(keys[name]) for name in names]
+    return dict(zip(names, fit_all(fit, [jobs[name] for name in names], workers, started), strict=True))
 
 
-def fit_all(fit: Callable[..., Any], jobs: Sequence[tuple], workers: int) -> list[Any]:
-    """[fit(*job) for job in jobs], in order: inside a block on its processes and this one, else
-    cr2.routers.fitting.run_fits in `workers` processes."""
+def fit_all(fit: Callable[..., Any], jobs: Sequence[tuple], workers: int,
+            started: Sequence[Any] | None = None) -> list[Any]:
+    """[fit(*job) for job in jobs], in order: inside a block on its processes and this one (`started`: the handles
+    of jobs started ahead, None for the others), else cr2.routers.fitting.run_fits in `workers` processes (outside
+    a block nothing is started ahead)."""
     if _POOL is None:
         from cr2.routers.fitting import run_fits
 
         return run_fits(fit, jobs, workers)
-    return _finish(fit, jobs, [_POOL.submit(fit, job) for job in jobs])
+    handles = [_POOL.submit(fit, job) if handle is None else handle
+               for job, handle in zip(jobs, started or [None] * len(jobs), strict=True)]
+    return _finish(fit, jobs, handles)
 
 
 def _finish(fit: Callable[..., Any], jobs: Sequence[tuple], handles: Sequence[Any]) -> list[Any]:
