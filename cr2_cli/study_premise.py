@@ -33,7 +33,7 @@ def premise_command(
     channels: str = typer.Option("default,premise-far,premise-cell-edge,premise-beyond-edge",
                                  "--channels", help="state distributions near → far (names under configs/states or "
                                  "YAML files), comma-separated"),
-    resamples: int = typer.Option(1000, "--resamples", min=1, help="paired-bootstrap resamples of the test queries"),
+    resamples: int = typer.Option(10_000, "--resamples", min=1, help="paired-bootstrap resamples of the test queries (p has resolution 2 / B)"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap resamples"),
     retrain_from: str = typer.Option("scratch", "--retrain-from", help="the retrained variant: scratch (a fresh gate and "
                                      "refitted cost-reading baselines, the config's schedule) | base (fine-tuned from "

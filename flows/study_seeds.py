@@ -33,8 +33,10 @@ from cr2.config import Config, load_config
 STUDY_DIR = Path("studies") / "seeds"  # seed homes, relative to the warehouse home
 
 
-def seed_overrides(config: Config, seed: int) -> dict[str, Any]:
-    """Config overrides that re-seed the split, the teacher, the gate and every learned baseline that takes a seed."""
+def seed_overrides(config: Config, seed: int, target_grid: list[float] | None = None) -> dict[str, Any]:
+    """Config overrides that re-seed the split, the teacher, the gate and every learned baseline that takes a seed;
+    `target_grid` (the base run's) makes every seed's mean saving average over the same targets, so every seed
+    estimates the same quantity."""
     import inspect
 
     from cr2.routers import router_class, router_entry, use_catalogues
@@ -46,7 +48,19 @@ def seed_overrides(config: Config, seed: int) -> dict[str, Any]:
         if "seed" in inspect.signature(router_class(name).__init__).parameters:
             params[entry.name] = {"seed": int(seed)}
     return {"seed": int(seed), "splits": {"seed": int(seed)}, "teacher": {"seed": int(seed)},
-            "gate": {"seed": int(seed)}, "baselines": {"params": params}, "evaluation": {"n_resplits": 0}}
+            "gate": {"seed": int(seed)}, "baselines": {"params": params},
+            "evaluation": {"n_resplits": 0, **({"target_grid": list(target_grid)} if target_grid is not None else {})}}
+
+
+def base_target_grid(config: Config, home: Path) -> list[float]:
+    """The target grid of the base run (its validation split's, or the configured one); runs the base if needed."""
+    from tasks.inputs import load_sets
+    from tasks.intervals import validation_grid
+
+    if config.evaluation.target_grid is not None:
+        return list(config.evaluation.target_grid)
+    run_seed(config, home)  # cached when the base run exists
+    return [round(float(t), 2) for t in validation_grid(config, load_sets(config, str(home))["val"])]
 
 
 def seed_home(home: Path, seed: int) -> Path:
@@ -87,12 +101,16 @@ def study_seeds_flow(config_path: str | None = None, home: str | None = None, n:
         raise InvalidValueError(f"a seed study needs at least 2 distinct seeds, got {seeds}")
     study_id = study_id_of(config, seeds)
     out: dict[str, Any] = {"study_id": study_id, "seeds": {}}
-    for seed in seeds:
+    grid = None  # the base run's validation target grid, fixed for every seed
+    for seed in sorted(seeds, key=lambda s: s != base):  # the base first: its grid is every seed's
         t0 = time.perf_counter()
+        if grid is None:
+            grid = base_target_grid(config, h)
         if seed == base:
             cfg, home_s = config, h
         else:
-            cfg, home_s = load_config(config_path, overrides=seed_overrides(config, seed)), seed_home(h, seed)
+            cfg = load_config(config_path, overrides=seed_overrides(config, seed, grid))
+            home_s = seed_home(h, seed)
         print(f"seed {seed}: running in {home_s}")
         evaluated = run_seed(cfg, home_s)
         with Warehouse(home_s, read_only=True) as wh:

@@ -9,6 +9,8 @@ the run's decisions, the test rows, the evaluation config section and the code t
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,18 +64,45 @@ def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: t
                            gate_accept=accept[g]) for g, (m, lam, a) in enumerate(keys)]
 
 
-def test_sample(config: Config, home: str):
-    """The evaluation's test rows, the rows its metrics count (queries some model solves, unless configured
-    otherwise) and the resample counts of its ONE bootstrap index (evaluation.bootstrap), shared by every method."""
+@dataclass(frozen=True)
+class TestSample:
+    """The evaluation's test rows and its ONE bootstrap index (evaluation.bootstrap.seed), shared by every method:
+    `counts` [B, n] has n_resamples_compare rows (every comparison), the per-point metric intervals read its first
+    n_resamples; `grid` is the target grid fixed before the test split is read."""
+
+    test: Any
+    keep: np.ndarray  # [n] bool, the rows accuracy and cost count (queries some model solves, unless configured)
+    counts: np.ndarray  # [B, n]
+    grid: np.ndarray  # the mean saving's targets (evaluation.target_grid, or from the validation split)
+
+    def metric_counts(self, n_resamples: int) -> np.ndarray:
+        return self.counts[:n_resamples]
+
+
+def test_sample(config: Config, home: str) -> TestSample:
+    """The evaluation's test rows, the rows its metrics count, its shared resample counts and its target grid."""
     from cr2.evaluation.statistics import resample_counts, resample_indices
     from cr2.evaluation.metrics import evaluable_mask
     from tasks.inputs import load_sets
 
     spec = config.evaluation.bootstrap
-    test = load_sets(config, home)["test"]
+    sets = load_sets(config, home)
+    test, val = sets["test"], sets["val"]
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
-    idx = resample_indices(len(test), spec.n_resamples, np.random.default_rng(spec.seed))
-    return test, keep, resample_counts(idx, len(test))
+    b = max(spec.n_resamples, spec.n_resamples_compare)
+    idx = resample_indices(len(test), b, np.random.default_rng(spec.seed))
+    return TestSample(test, keep, resample_counts(idx, len(test)), validation_grid(config, val))
+
+
+def validation_grid(config: Config, val) -> np.ndarray:
+    """The mean saving's target grid: evaluation.target_grid, or fixed from the validation split's Always-model
+    accuracies (cr2.evaluation.fixed_accuracy.target_grid) — never from the test split."""
+    from cr2.evaluation.fixed_accuracy import target_grid
+    from cr2.evaluation.metrics import evaluable_mask
+
+    if config.evaluation.target_grid is not None:
+        return np.asarray(config.evaluation.target_grid, dtype=np.float64)
+    return target_grid(val.correct, evaluable_mask(val) if config.evaluation.exclude_unsolvable else None)
 
 
 @task(name="intervals")
@@ -81,14 +110,16 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
     """Paired bootstrap intervals of every operating point and every learned method's saving vs KNN."""
     from cr2.evaluation.sweep import CERTIFIED_KINDS
     from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
-    from cr2.evaluation.intervals import method_outcomes, metric_intervals, saving_interval_rows
+    from cr2.evaluation.intervals import (method_outcomes, metric_intervals, points_by_method, saving_interval_rows,
+                                          always_fallback)
     from tasks.inputs import cr2_router
     from warehouse.repository import methods_of_run, run_decisions, write_intervals
 
     t0 = time.perf_counter()
     spec = config.evaluation.bootstrap
     run_id = evaluated["run_id"]
-    test, keep, counts = test_sample(config, home)
+    sample = test_sample(config, home)
+    test, keep = sample.test, sample.keep
     with Warehouse(home, read_only=True) as wh:
         # certified routers (cr2.routers.certify) are compared at equal risk, not point by point: their many operating
         # points (router × rule × α × λ) stay out of the per-point intervals
@@ -96,21 +127,28 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
         methods = methods_of_run(wh, run_id)
     proba = cr2_router(config, trained, home).proba(test.embedding)
     points = operating_points(decisions, test.query_id, test.model_ids)
-    rows = metric_intervals(points, test, proba, keep, counts, spec.level, per_benchmark=spec.per_benchmark)
+    rows = metric_intervals(points, test, proba, keep, sample.metric_counts(spec.n_resamples), spec.level,
+                            per_benchmark=spec.per_benchmark)
     # the learned methods v_fixed_accuracy compares (kind cr2, or a learned baseline / baseline variant)
     learned = methods[(methods["kind"] == "cr2") | (methods["kind"].isin(["baseline", "baseline-variant"])
                                                     & methods["learned"].astype(bool))]
     reference = methods.loc[methods["reference"].astype(bool), "method"]
     if len(reference) and len(learned):
-        by_method: dict[str, list] = {}
-        for p in points:
-            by_method.setdefault(p.method, []).append(p)
-        outcomes = {m: method_outcomes(by_method[m], test, keep) for m in learned["method"] if m in by_method}
-        rows += saving_interval_rows(outcomes, str(reference.iloc[0]), VIEW_TARGETS, counts, spec.level)
+        alpha = float(config.grids.default_alpha)  # one α per comparison: CR²'s sweep at the default α only
+        by_method = points_by_method(points, alpha)
+        names = [m for m in learned["method"] if m in by_method]
+        outcomes = {m: method_outcomes(by_method[m], test, keep) for m in names}
+        fallback = always_fallback(test, keep, VIEW_TARGETS, sample.counts)
+        saving = saving_interval_rows(outcomes, str(reference.iloc[0]), VIEW_TARGETS, sample.counts, fallback,
+                                      sample.grid, spec.level)
+        swept = {m for m in names if any(p.alpha is not None for p in by_method[m])}
+        rows += [{**r, "alpha": alpha if r["method"] in swept else None} for r in saving]
     frame = pd.DataFrame(rows).assign(level=spec.level, seed=spec.seed)
     with Warehouse(home) as wh:
         write_intervals(wh, run_id, frame)
-    return {"run_id": run_id, "rows": len(frame), "n_resamples": spec.n_resamples, "n_test": len(test),
+    return {"run_id": run_id, "rows": len(frame), "n_resamples": spec.n_resamples,
+            "n_resamples_compare": spec.n_resamples_compare, "target_grid": [float(t) for t in sample.grid],
+            "n_test": len(test),
             "seconds": round(time.perf_counter() - t0, 2)}
 
 
@@ -123,5 +161,5 @@ def _upstream(trained: dict, evaluated: dict) -> list:
 INTERVALS = Stage(compute_intervals, Reads(
     config=("evaluation", "models", "routing", "grids.default_alpha", "fit.torch_threads", *ROUTING_CONFIG),
     rows=(Rows("decisions", where=lambda c, trained, evaluated: {"run_id": evaluated["run_id"]}),
-          RoutingRows(("test",))),
+          RoutingRows(("test", "val"))),
     upstream=("methods", "eval_runs"), writes=("intervals",)), upstream=_upstream)

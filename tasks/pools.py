@@ -38,15 +38,13 @@ def learned_methods(methods) -> list[str]:
 @task(name="pool-summary")
 def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     """Comparisons with intervals, the headroom and the label diagnostics of evaluation run `run_id`."""
-    from cr2.evaluation.statistics import resample_counts, resample_indices
     from cr2.studies.diagnostics import label_rows, oracle_sweep, predictability_rows
     from cr2.evaluation.equal_risk import study_statistics
     from cr2.evaluation.fixed_accuracy import VIEW_TARGETS, MethodOutcomes
-    from cr2.evaluation.intervals import method_outcomes
-    from cr2.evaluation.metrics import evaluable_mask
+    from cr2.evaluation.intervals import method_outcomes, points_by_method, always_fallback
     from cr2.studies.pools import BEST_SINGLE, ORACLE, comparison_rows
     from cr2.studies.premise import device_edge_ratio
-    from tasks.intervals import operating_points
+    from tasks.intervals import operating_points, test_sample
     from tasks.inputs import load_sets
     from warehouse.repository import methods_of_run, run_decisions, run_equal_risk
 
@@ -58,10 +56,10 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
         decisions = run_decisions(wh, run_id)
         methods = methods_of_run(wh, run_id)
         equal = run_equal_risk(wh, run_id)  # the run's equal-risk stage: kept below, at the default α
-    keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
-    by_method: dict[str, list] = {}
-    for p in operating_points(decisions, test.query_id, test.model_ids):
-        by_method.setdefault(p.method, []).append(p)
+    sample = test_sample(config, home)  # the run's own rows, shared resample index and validation grid
+    keep, counts = sample.keep, sample.counts
+    # one α per comparison: CR²'s sweep at the default α only
+    by_method = points_by_method(operating_points(decisions, test.query_id, test.model_ids), config.grids.default_alpha)
     outcomes = {m: method_outcomes(pts, test, keep) for m, pts in by_method.items()}
     always = [f"always-{m}" for m in test.model_ids]
     missing = [a for a in always + ["knn"] if a not in outcomes]
@@ -76,14 +74,13 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     rows_ = np.arange(len(test))[:, None]
     outcomes[ORACLE] = MethodOutcomes(np.asarray(test.correct, dtype=bool)[rows_, chosen],
                                       np.asarray(test.cost, dtype=np.float64)[rows_, chosen], rows=keep)
-    idx = resample_indices(len(test), spec.n_resamples, np.random.default_rng(spec.seed))  # ONE index, every method
-    counts = resample_counts(idx, len(test))
     compared = [*learned_methods(methods), ORACLE]
-    rows = comparison_rows(outcomes, [m for m in compared if m in outcomes] + ["knn"], VIEW_TARGETS, counts, spec.level)
+    rows = comparison_rows(outcomes, [m for m in compared if m in outcomes] + ["knn"], VIEW_TARGETS, counts,
+                           always_fallback(test, keep, VIEW_TARGETS, counts), sample.grid, spec.level)
     # the equal-risk decomposition at the default α: one mean saving per comparison
     rows += [{"subject": r["method_a"], "other": r["method_b"], "metric": f"{EQUAL_RISK_METRIC}{r['question']}",
               "target": None, "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"], "n": r["n_targets"],
-              "n_resamples": r["n_resamples"]}
+              "n_resamples": r["n_resamples"], "p_value": r["p_value"]}
              for r in study_statistics(equal.to_dict("records"), config.grids.default_alpha)]
     # diagnostics over every query of the pool (train, dev, val and test): more rows, the same labels
     parts = [sets[s] for s in ("train", "dev", "val", "test") if s in sets and len(sets[s])]
@@ -96,7 +93,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     ratio_est = device_edge_ratio(test.cost_est) if test.cost_est is not None else float("nan")
     summary = {"run_id": run_id, "n_test": int(len(test)), "n_evaluable": int(keep.sum()), "n_queries": int(len(correct)),
                "cost_ratio_realised": device_edge_ratio(test.cost), "cost_ratio_est": ratio_est,
-               "n_resamples": int(spec.n_resamples), "seconds": round(time.perf_counter() - t0, 2)}
+               "n_resamples": int(counts.shape[0]), "seconds": round(time.perf_counter() - t0, 2)}
     return {"key": stage_key(POOL_SUMMARY, config, home, run_id), "summary": summary, "rows": rows}
 
 

@@ -2,9 +2,13 @@
 import numpy as np
 import pytest
 
-from cr2.evaluation.statistics import resample_indices
-from cr2.evaluation.fixed_accuracy import (MethodOutcomes, frontier, frontier_cost_at, grid_cost_at, saving_intervals,
-                                saving_pct)
+from cr2.evaluation.statistics import resample_counts, resample_indices
+from cr2.evaluation.fixed_accuracy import (FallbackCost, MethodOutcomes, always_outcomes, frontier, frontier_cost_at,
+                                           grid_cost_at, saving_intervals, saving_pct, target_grid)
+
+
+def _always(correct, cost, targets, counts):
+    return FallbackCost.of_always(always_outcomes(correct, cost), targets, counts)
 
 
 def test_frontier_drops_dominated_points_and_interpolates():
@@ -27,10 +31,12 @@ def test_saving_sign_and_identical_methods():
     correct = rng.random((n, k)) < np.linspace(0.5, 0.9, k)
     cost = np.sort(rng.random((n, k)), axis=1)
     m = MethodOutcomes(correct, cost)
-    idx = resample_indices(n, 300, np.random.default_rng(1))
-    per_target, mean = saving_intervals(m, MethodOutcomes(correct.copy(), cost.copy()), np.array([0.6, 0.7]), idx)
-    assert mean.estimate == 0.0 and mean.lower == 0.0 == mean.upper
-    assert all(iv.lower == 0.0 == iv.upper for iv in per_target)
+    counts = resample_counts(resample_indices(n, 300, np.random.default_rng(1)), n)
+    t = np.array([0.6, 0.7])
+    per_target, mean = saving_intervals(m, MethodOutcomes(correct.copy(), cost.copy()), t, counts,
+                                        _always(correct, cost, t, counts), t)
+    assert mean.estimate == 0.0 and mean.lower == 0.0 == mean.upper and mean.p_value == 1.0
+    assert all(iv.lower == 0.0 == iv.upper and iv.n_resamples == 300 for iv in per_target)
 
 
 def test_a_uniformly_cheaper_method_is_detected():
@@ -40,10 +46,46 @@ def test_a_uniformly_cheaper_method_is_detected():
     cost = np.sort(rng.random((n, k)), axis=1) + 0.5
     ref = MethodOutcomes(correct, cost)
     cheaper = MethodOutcomes(correct, cost * 0.8)
-    idx = resample_indices(n, 300, np.random.default_rng(3))
-    _, mean = saving_intervals(cheaper, ref, np.array([0.5, 0.6, 0.7]), idx)
+    counts = resample_counts(resample_indices(n, 300, np.random.default_rng(3)), n)
+    t = np.array([0.5, 0.6, 0.7])
+    _, mean = saving_intervals(cheaper, ref, t, counts, _always(correct, cost, t, counts), t)
     assert mean.estimate == pytest.approx(20.0)
-    assert mean.lower > 0
+    assert mean.lower > 0 and mean.p_value == 0.0 and mean.n_resamples == 300
+
+
+def test_the_target_grid_comes_from_the_validation_accuracies_of_the_always_models():
+    n = 1000
+    correct = np.zeros((n, 3), dtype=bool)
+    correct[:612, 0] = True  # device 0.612
+    correct[:700, 1] = True
+    correct[:845, 2] = True  # best 0.845
+    grid = target_grid(correct)
+    assert grid[0] == 0.62 and grid[-1] == 0.84 and np.allclose(np.diff(grid), 0.01)
+    assert target_grid(correct, np.arange(n) < 700)[-1] == 0.99  # over the first 700 rows every model but the device: 1.0
+    assert target_grid(correct[:, [2, 0]]).tolist() == [0.84]  # the device is the best model: one target below it
+    with pytest.raises(Exception, match="validation"):
+        target_grid(np.zeros((0, 2), dtype=bool))
+
+
+def test_a_missed_target_costs_the_cheapest_always_model_that_reaches_it_on_every_resample():
+    """The fallback keeps the mean saving defined where a frontier misses a target on some resamples: no resample is
+    dropped, and a method that misses costs exactly what the Always-model fallback costs on that resample."""
+    rng = np.random.default_rng(5)
+    n = 300
+    always_correct = np.stack([rng.random(n) < 0.6, rng.random(n) < 0.95], axis=1)
+    always_cost = np.tile([0.2, 1.0], (n, 1))
+    weak = MethodOutcomes(rng.random((n, 2)) < 0.6, np.tile([0.3, 0.4], (n, 1)))  # tops out near 0.6
+    counts = resample_counts(resample_indices(n, 500, np.random.default_rng(6)), n)
+    t = np.array([0.7, 0.8])
+    fb = _always(always_correct, always_cost, t, counts)
+    other = MethodOutcomes(rng.random((n, 2)) < 0.62, np.tile([0.25, 0.5], (n, 1)))  # misses 0.8 too
+    per_target, mean = saving_intervals(weak, other, t, counts, fb, t)
+    assert all(iv.n_resamples == 500 and np.isfinite(iv.lower) for iv in per_target) and mean.n_resamples == 500
+    assert per_target[1].estimate == 0.0 and per_target[1].lower == 0.0 == per_target[1].upper  # both pay the fallback
+    from cr2.evaluation.fixed_accuracy import cost_samples
+
+    est, samples = cost_samples(weak, t, counts, fb)
+    assert est[1] == pytest.approx(1.0) and np.allclose(samples[:, 1], 1.0)  # the cheapest Always-model reaching 0.8: the strong one
 
 
 def test_the_frontier_cost_of_many_sweeps_is_each_sweeps_own():

@@ -7,7 +7,7 @@ from cr2.evaluation.statistics import percentile_intervals, resample_counts, res
 from cr2.core.data import Decisions, RoutingSet
 from cr2.evaluation.sweep import metric_rows
 from cr2.evaluation.intervals import (MEAN_SAVING, SAVING, OperatingPoint, method_outcomes, metric_intervals,
-                           saving_interval_rows)
+                           saving_interval_rows, always_fallback)
 from cr2.evaluation.metrics import PER_QUERY_METRICS, PerQueryMetric, evaluable_mask
 
 
@@ -70,17 +70,21 @@ def test_identical_methods_give_a_saving_interval_at_zero_and_a_different_one_is
     same = [OperatingPoint("same", p.lam, p.alpha, p.chosen.copy(), p.gate_accept.copy()) for p in ref]
     outcomes = {"knn": method_outcomes(ref, data, keep), "same": method_outcomes(same, data, keep)}
     targets = np.arange(50, 100) / 100.0
-    rows = saving_interval_rows(outcomes, "knn", targets, counts)
+    grid = targets[10:30]
+    fallback = always_fallback(data, keep, targets, counts)
+    rows = saving_interval_rows(outcomes, "knn", targets, counts, fallback, grid)
     same_rows = [r for r in rows if r["method"] == "same"]
     assert same_rows and all(r["estimate"] == 0.0 and r["lower"] == 0.0 == r["upper"] for r in same_rows)
+    assert all(r["n_resamples"] == 500 and r["p_value"] == 1.0 for r in same_rows)  # every resample, p of the same ones
     mean = [r for r in same_rows if r["metric"] == MEAN_SAVING][0]
-    assert mean["n_targets"] == sum(r["metric"] == SAVING for r in same_rows)
+    assert mean["n_targets"] == len(grid) and sum(r["metric"] == SAVING for r in same_rows) == len(targets)
     # the same choices at 80 % of the cost everywhere: 20 % cheaper, and the interval says so
     cheap = method_outcomes(ref, data, keep)
     cheaper = type(cheap)(cheap.correct, cheap.cost * 0.8, rows=cheap.rows)
-    mean = [r for r in saving_interval_rows({"knn": outcomes["knn"], "cheaper": cheaper}, "knn", targets, counts)
+    mean = [r for r in saving_interval_rows({"knn": outcomes["knn"], "cheaper": cheaper}, "knn", targets, counts,
+                                            fallback, grid)
             if r["method"] == "cheaper" and r["metric"] == MEAN_SAVING][0]
-    assert mean["estimate"] == pytest.approx(20.0) and mean["lower"] > 0
+    assert mean["lower"] > 0 and mean["p_value"] == 0.0
 
 
 def test_row_subset_means_are_paired_ratio_means():
@@ -103,10 +107,11 @@ def test_vectorised_intervals_match_the_scalar_ones_and_drop_missing_resamples()
     rng = np.random.default_rng(5)
     s = rng.normal(size=(500, 3))
     s[:40, 2] = np.nan
-    lo, hi, n_ok = percentile_intervals(s, np.zeros(3))
+    lo, hi, p, n_ok = percentile_intervals(s, np.zeros(3))
     for j in range(3):
         iv = percentile_interval(s[:, j], 0.0)
         assert lo[j] == pytest.approx(iv.lower) and hi[j] == pytest.approx(iv.upper) and n_ok[j] == iv.n_resamples
+        assert p[j] == pytest.approx(iv.p_value)
     assert n_ok.tolist() == [500, 500, 460]
 
 

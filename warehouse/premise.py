@@ -16,7 +16,7 @@ from warehouse.routing_data import named_query
 
 CELL_COLUMNS = ("speed_factor", "channel", "dist_id", "mean_distance_m", "cost_ratio_est", "cost_ratio_realised",
                 "device_dearer_share_est", "n_test", "n_evaluable", "n_resamples", "alpha")
-RESULT_COLUMNS = ("method", "reference", "metric", "target", "estimate", "lower", "upper", "n_resamples")
+RESULT_COLUMNS = ("method", "reference", "metric", "target", "estimate", "lower", "upper", "n_resamples", "p_value")
 
 
 def query_tokens(wh: Warehouse, label_source: str, query_id: np.ndarray, model_ids: Sequence[str],
@@ -77,7 +77,7 @@ def write_premise_cell(wh: Warehouse, study_id: str, label_source: str, key: str
             "meta": json.dumps({k: summary[k] for k in ("gate_retrained", "gate_fit_s", "refit_s")}),
             "created_at": utc_now()}
     res = undefined_as_null(pd.DataFrame([{c: r.get(c) for c in RESULT_COLUMNS} for r in rows]),
-                            ("target", "estimate", "lower", "upper"))
+                            ("target", "estimate", "lower", "upper", "p_value"))
     res.insert(0, "channel", summary["channel"])
     res.insert(0, "speed_factor", float(summary["speed_factor"]))
     res.insert(0, "study_id", study_id)

@@ -392,7 +392,7 @@ def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], co
 
 # ---------------------------------------------------------------- intervals and the seed study
 INTERVAL_COLUMNS = ("run_id", "method", "lam", "alpha", "benchmark", "metric", "target", "estimate", "lower", "upper",
-                    "level", "n_resamples", "n_targets", "seed")
+                    "level", "n_resamples", "n_targets", "seed", "p_value")
 
 
 def run_decisions(wh: Warehouse, run_id: str, skip_kinds: Sequence[str] = (), *,
@@ -410,7 +410,7 @@ def run_decisions(wh: Warehouse, run_id: str, skip_kinds: Sequence[str] = (), *,
 
 def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
     """Replace the bootstrap intervals of evaluation run `run_id`."""
-    rows = undefined_as_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper"))
+    rows = undefined_as_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value"))
     with wh.transaction() as con:
         wh.delete_where("intervals", {"run_id": run_id}, con)
         wh.insert_df("intervals", rows[list(INTERVAL_COLUMNS)], con)

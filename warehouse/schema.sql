@@ -252,7 +252,7 @@ CREATE TABLE IF NOT EXISTS simcheck_runs (
 -- evaluate: paired bootstrap intervals over the test queries of one evaluation run, tidy. One
 -- resample index (seed, n_resamples) shared by every method. metric: a per-query metric of the metrics table
 -- (accuracy | cost | local_rate | risk | risk_all | …) at (method, λ, α, benchmark), or a learned method's
--- saving_vs_knn_pct at `target` / mean_saving_vs_knn_pct over the n_targets targets it and KNN reach
+-- saving_vs_knn_pct at `target` / mean_saving_vs_knn_pct over the n_targets targets of the validation grid
 CREATE TABLE IF NOT EXISTS intervals (
     run_id      VARCHAR NOT NULL,
     method      VARCHAR NOT NULL,
@@ -262,12 +262,13 @@ CREATE TABLE IF NOT EXISTS intervals (
     metric      VARCHAR NOT NULL,
     target      DOUBLE,                  -- target accuracy of a saving row, NULL otherwise
     estimate    DOUBLE,                  -- the statistic on the full test set (= the metrics table / v_fixed_accuracy)
-    lower       DOUBLE,                  -- percentile interval at `level` over the finite resamples
+    lower       DOUBLE,                  -- percentile interval at `level` (cr2.evaluation.statistics.tail_rank)
     upper       DOUBLE,
     level       DOUBLE NOT NULL,
-    n_resamples INTEGER NOT NULL,        -- resamples the interval rests on (a target a resample misses drops out)
-    n_targets   INTEGER,                 -- mean saving: how many targets both reach
-    seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
+    n_resamples INTEGER NOT NULL,        -- resamples the interval rests on: all of them for a saving (fallback cost)
+    n_targets   INTEGER,                 -- mean saving: the size of the validation target grid it averages over
+    seed        INTEGER NOT NULL,        -- evaluation.bootstrap.seed of the shared index
+    p_value     DOUBLE                   -- two-sided bootstrap p of "the statistic is 0", from the same resamples
 );
 
 -- cr2 run's equal-risk stage (cr2.evaluation.equal_risk): every certified router's cost at fixed accuracy with risk ≤ α, and
@@ -373,7 +374,8 @@ CREATE TABLE IF NOT EXISTS premise_results (
     estimate     DOUBLE,
     lower        DOUBLE,                 -- 95 % percentile interval (NULL: no interval computed)
     upper        DOUBLE,
-    n_resamples  INTEGER NOT NULL
+    n_resamples  INTEGER NOT NULL,
+    p_value      DOUBLE                  -- two-sided bootstrap p of the interval's own resamples (NULL: none)
 );
 
 -- cr2 study pools / cr2 study diagnostics: one row per (study, pool) — the pool, its run and where it ran
@@ -408,7 +410,7 @@ CREATE TABLE IF NOT EXISTS pool_results (
     lower     DOUBLE,                     -- 95 % paired-bootstrap interval over test queries (NULL: none)
     upper     DOUBLE,
     n         INTEGER,                    -- resamples of the interval, targets of a mean, or rows of a diagnostic
-    n_resamples INTEGER                   -- resamples the interval kept (those with a finite statistic: a mean only
-                                          -- where every averaged target is reached); NULL: no interval, or stored
-                                          -- before schema 7
+    n_resamples INTEGER,                  -- resamples the interval rests on (all of them for a saving); NULL: no
+                                          -- interval, or stored before schema 7
+    p_value   DOUBLE                      -- two-sided bootstrap p of the interval's own resamples (NULL: none)
 );

@@ -11,7 +11,10 @@ from cr2.config.base import StrictModel
 class BootstrapSpec(StrictModel):
     """Paired bootstrap over the test queries: one index array shared by every method."""
 
-    n_resamples: int = Field(1000, ge=100, description="resamples of the test queries (≥ 1,000 for published intervals)")
+    n_resamples: int = Field(1000, ge=100, description="resamples of the per-point metric intervals (≥ 1,000 for "
+                                                       "published intervals): the first rows of the shared index")
+    n_resamples_compare: int = Field(10_000, ge=1_000, description="resamples of every comparison (savings and their "
+                                     "p-values): p has resolution 2 / B, so a Holm family of dozens of tests needs ~10⁴")
     level: float = Field(0.95, gt=0, lt=1, description="nominal coverage of the percentile intervals")
     seed: int = Field(0, description="seed of the shared resample index")
     per_benchmark: bool = Field(True, description="intervals per benchmark too (besides 'all')")
@@ -27,6 +30,22 @@ class EvaluationSpec(StrictModel):
                                                  "the calibration scores, no risk control)")
     bootstrap: BootstrapSpec = Field(default_factory=BootstrapSpec,
                                      description="paired bootstrap intervals of every operating point and saving")
+    target_grid: list[float] | None = Field(None, description="target accuracies a mean saving averages over (a subset "
+                                            "of 0.50, 0.51 … 0.99); null: fixed from the validation split "
+                                            "(cr2.evaluation.fixed_accuracy.target_grid). A seed study sets the base "
+                                            "run's grid so every seed estimates the same quantity")
+
+    @field_validator("target_grid")
+    @classmethod
+    def _grid_on_view_targets(cls, v: list[float] | None) -> list[float] | None:
+        if v is None:
+            return v
+        import math
+
+        if not v or any(not math.isfinite(t) or abs(round(t * 100) - t * 100) > 1e-6 or not 0.5 - 1e-9 <= t <= 0.99 + 1e-9
+                        for t in v) or sorted(set(v)) != list(v):
+            raise InvalidValueError(f"target_grid={v}: give distinct ascending targets among 0.50, 0.51 … 0.99")
+        return [round(float(t), 2) for t in v]
 
     @field_validator("n_resplits")
     @classmethod

@@ -1,22 +1,27 @@
 """Equal-risk comparison: every certified router at the same risk bound, and CR²'s result against a baseline split
-into the quality of its score and the price of its guarantee.
+into the quality of its score and the effect of calibrating its threshold.
 
 A *side* is one λ sweep of one router: certified (`<router>@<rule>` at a fixed α — every point of its frontier has
 risk ≤ α under the rule's risk) or uncertified (the router's own decision: a baseline's one-shot argmax of
 p̂ − λĉ, `<router>@uncertified`; CR²'s gate at s ≥ 0.5, i.e. Δ̂ ≥ 0, method `cr2-fixed-0.5` — both accept the device
 model exactly where their own estimated margin is ≥ 0). Each side's frontier gives its cost at every target
-accuracy (cr2.evaluation.fixed_accuracy); a comparison is the paired saving of side A against side B at every target both
-reach and its mean over them, on one bootstrap index shared by every side (the evaluation's), so every difference
-is paired. Three questions, for CR² against each baseline B (rule R, level α):
+accuracy (cr2.evaluation.fixed_accuracy); a comparison is the paired saving of side A against side B at every target
+and its mean over the target grid fixed from the validation split (a target a frontier misses costs the
+Always-model fallback, so the statistic exists on every resample), on one bootstrap index shared by every side.
+Questions, for rule R at level α:
 
-- gate-quality:     CR² uncertified vs B uncertified — which score routes cheaper with no guarantee;
-- guarantee-price:  X@R at α vs X uncertified, for X = CR² and every B — what the guarantee costs each router;
-- certified-score:  CR²@R vs B@R at the same α — which score certifies cheaper at equal risk.
+- gate-quality:          CR² uncertified vs B uncertified — which score routes cheaper with no guarantee;
+- calibrated-vs-default: X@R at α vs X uncertified, for X = CR² and every B — what moving from the router's default
+                         threshold to the calibrated one does to cost (a change of decision rule, not a price paid
+                         at equal risk: it can come out either way);
+- certified-score:       CR²@R vs B@R at the same α — which score certifies cheaper at equal risk;
+- pairwise:              every pair of certified routers at R and the default α — the deploy decision's tests
+                         (cr2.evaluation.deploy).
 
-The questions' mean-saving tests are read together per question: their two-sided p-values (from the bootstrap
-standard error) are Holm-adjusted over the question's family (every baseline × rule × α), and a mean saving gets a
-direction word only where its 95 % interval excludes 0 and its Holm-adjusted p < 0.05 (cr2.evaluation.statistics
-.saving_verdict). Per-target rows carry their interval's own verdict, uncorrected.
+Family (docs/guarantees.md, "One family rule"): the tests of one scenario × question × rule × α are read together;
+each mean saving's p comes from its own bootstrap distribution (cr2.evaluation.statistics.bootstrap_p_values), is
+Holm-adjusted over its family, and a direction word needs the Holm p < 0.05 (which implies the interval excludes 0).
+Per-target rows carry their interval's own verdict, uncorrected, and are never read as a family.
 """
 from __future__ import annotations
 
@@ -25,13 +30,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from cr2.evaluation.statistics import bootstrap_p_value, holm_adjust, percentile_interval, saving_verdict
+from cr2.evaluation.statistics import bootstrap_interval, holm_adjust, saving_verdict
 from cr2.routers.certify import UNCERTIFIED, certified_name
-from cr2.evaluation.fixed_accuracy import MethodOutcomes, cost_samples, mean_over_reached, saving_pct, stacked_points
+from cr2.evaluation.fixed_accuracy import (FallbackCost, MethodOutcomes, cost_samples, grid_columns, saving_pct,
+                                          stacked_points)
 
 SUBJECT = "cr2"
 CR2_UNCERTIFIED = "cr2-fixed-0.5"  # CR²'s gate without a calibrated threshold: accept where s ≥ 0.5 (Δ̂ ≥ 0)
-QUESTIONS = ("gate-quality", "guarantee-price", "certified-score")
+QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score", "pairwise")
 COST, SAVING, MEAN_SAVING = "cost_at_accuracy", "saving_pct", "mean_saving_pct"
 
 
@@ -49,7 +55,7 @@ class Comparison:
 
     question: str
     router: str  # the router whose side a is
-    against: str  # the baseline of side b, or 'uncertified' (guarantee-price)
+    against: str  # the router of side b, or 'uncertified' (calibrated-vs-default)
     rule: str | None
     alpha: float | None
     a: Side
@@ -65,64 +71,80 @@ def certified_side(router: str, rule: str, alpha: float) -> Side:
     return Side(certified_name(router, rule), float(alpha))
 
 
-def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence[float]) -> list[Comparison]:
-    """The comparisons of the three questions for CR² against every other router of `routers` (certified ones)."""
+def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence[float],
+                  pairwise_alpha: float | None = None) -> list[Comparison]:
+    """The comparisons of the questions for CR² against every other router of `routers` (certified ones), and every
+    pair of certified routers at `pairwise_alpha` (the default α; None: no pairwise question)."""
     baselines = [r for r in routers if r != SUBJECT]
     out = [Comparison("gate-quality", SUBJECT, b, None, None, uncertified_side(SUBJECT), uncertified_side(b))
            for b in baselines]
     for rule in rules:
         for alpha in alphas:
-            out += [Comparison("guarantee-price", r, UNCERTIFIED, rule, float(alpha), certified_side(r, rule, alpha),
-                               uncertified_side(r)) for r in [SUBJECT, *baselines]]
+            out += [Comparison("calibrated-vs-default", r, UNCERTIFIED, rule, float(alpha),
+                               certified_side(r, rule, alpha), uncertified_side(r)) for r in [SUBJECT, *baselines]]
             out += [Comparison("certified-score", SUBJECT, b, rule, float(alpha), certified_side(SUBJECT, rule, alpha),
                                certified_side(b, rule, alpha)) for b in baselines]
+        if pairwise_alpha is not None:
+            ordered = [SUBJECT, *baselines] if SUBJECT in routers else list(baselines)
+            out += [Comparison("pairwise", a, b, rule, float(pairwise_alpha), certified_side(a, rule, pairwise_alpha),
+                               certified_side(b, rule, pairwise_alpha))
+                    for i, a in enumerate(ordered) for b in ordered[i + 1:]]
     return out
 
 
-def _row(question: str, router: str, against: str | None, rule: str | None, alpha: float | None, a: Side,
-         b: Side | None, metric: str, target: float | None, estimate: float, samples: np.ndarray,
-         level: float) -> dict[str, Any]:
-    iv = percentile_interval(samples, estimate, level)
-    return {"question": question, "router": router, "against": against, "rule": rule, "alpha": alpha,
-            "method_a": a.method, "method_b": None if b is None else b.method, "metric": metric,
+def _row(c: Comparison | None, side: Side, metric: str, target: float | None, estimate: float, samples: np.ndarray,
+         level: float, *, router: str | None = None, rule: str | None = None) -> dict[str, Any]:
+    iv = bootstrap_interval(samples, estimate, level)
+    return {"question": "cost" if c is None else c.question, "router": router if c is None else c.router,
+            "against": None if c is None else c.against, "rule": rule if c is None else c.rule,
+            "alpha": side.alpha if c is None else c.alpha, "method_a": side.method,
+            "method_b": None if c is None else c.b.method, "metric": metric,
             "target": None if target is None else round(float(target), 6), "estimate": iv.estimate,
             "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples, "n_targets": None,
-            "p_value": None, "p_holm": None,
+            "p_value": iv.p_value, "p_holm": None,
             "verdict": None if metric == COST else saving_verdict(iv.lower, iv.upper, level=level)}
+
+
+def family_key(row: Mapping[str, Any]) -> tuple:
+    """The family a mean-saving test belongs to within one scenario: (question, rule, α) — the one family rule."""
+    alpha = row.get("alpha")
+    return (row["question"], row.get("rule"), None if alpha is None or alpha != alpha else round(float(alpha), 12))
 
 
 def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequence[Comparison],
                     cost_sides: Mapping[Side, tuple[str, str | None]], targets: np.ndarray, counts: np.ndarray,
-                    level: float = 0.95) -> list[dict[str, Any]]:
-    """Tidy rows: each side of `cost_sides` ({side: (router, rule)}) — its cost at every target it reaches — and each
-    comparison whose two sides were evaluated — its saving at every target both reach and the mean over them (with
-    its bootstrap p-value and the Holm-adjusted one over its question's family). counts: [B, n] resample counts
-    over the test rows, the evaluation's shared index."""
+                    fallback: FallbackCost, grid: np.ndarray, level: float = 0.95) -> list[dict[str, Any]]:
+    """Tidy rows: each side of `cost_sides` ({side: (router, rule)}) — its cost at every target its frontier reaches
+    on the full test set (the interval's resamples fall back where it misses) — and each comparison whose two sides
+    were evaluated — its saving at every target and its mean over `grid` (n_targets = the grid's size), with the
+    bootstrap p and the Holm-adjusted p over its family (`family_key`). counts: [B, n] resample counts over the test
+    rows, the evaluation's shared index; fallback: the Always-model cost at `targets` on the same resamples."""
     t = np.asarray(targets, dtype=np.float64)
-    # each side's frontier cost on the test set and on every resample, once (a comparison is a ratio of two)
+    cols = grid_columns(t, grid)
     sides = list(outcomes)
     points = stacked_points([outcomes[s] for s in sides], counts)
-    cost = {side: cost_samples(outcomes[side], t, counts, points=p) for side, p in zip(sides, points)}
+    own = {side: cost_samples(outcomes[side], t, counts, points=p) for side, p in zip(sides, points)}
+    cost = {side: (np.where(np.isfinite(e), e, fallback.full), np.where(np.isfinite(r), r, fallback.resampled))
+            for side, (e, r) in own.items()}
     rows: list[dict[str, Any]] = []
     for side, (router, rule) in cost_sides.items():
         if side in cost:
             est, samples = cost[side]
-            rows += [_row("cost", router, None, rule, side.alpha, side, None, COST, tt, float(est[i]), samples[:, i],
-                          level) for i, tt in enumerate(t) if np.isfinite(est[i])]
+            reached = np.isfinite(own[side][0])
+            rows += [_row(None, side, COST, tt, float(est[i]), samples[:, i], level, router=router, rule=rule)
+                     for i, tt in enumerate(t) if reached[i]]
     means: list[dict[str, Any]] = []
     for c in comparisons:
         if c.a not in cost or c.b not in cost:
             continue
         est, samples = saving_pct(cost[c.a][0], cost[c.b][0]), saving_pct(cost[c.a][1], cost[c.b][1])
-        rows += [_row(c.question, c.router, c.against, c.rule, c.alpha, c.a, c.b, SAVING, tt, float(est[i]),
-                      samples[:, i], level) for i, tt in enumerate(t) if np.isfinite(est[i])]
-        mean_est, mean_samples = mean_over_reached(est, samples)
-        if np.isfinite(mean_est):
-            row = _row(c.question, c.router, c.against, c.rule, c.alpha, c.a, c.b, MEAN_SAVING, None, mean_est,
-                       mean_samples, level)
-            means.append({**row, "n_targets": int(np.isfinite(est).sum()), "p_value": bootstrap_p_value(mean_est, mean_samples)})
-    for question in QUESTIONS:  # one family per question
-        family = [r for r in means if r["question"] == question]
+        rows += [_row(c, c.a, SAVING, tt, float(est[i]), samples[:, i], level) for i, tt in enumerate(t)]
+        row = _row(c, c.a, MEAN_SAVING, None, float(est[cols].mean()), samples[:, cols].mean(axis=1), level)
+        means.append({**row, "n_targets": int(cols.size)})
+    families: dict[tuple, list[dict[str, Any]]] = {}
+    for r in means:
+        families.setdefault(family_key(r), []).append(r)
+    for family in families.values():
         for r, p_holm in zip(family, holm_adjust(np.array([r["p_value"] for r in family], dtype=np.float64))):
             r["p_holm"] = float(p_holm)
             r["verdict"] = saving_verdict(r["lower"], r["upper"], p_holm, level)
@@ -131,15 +153,15 @@ def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequen
 
 def study_statistics(rows: Sequence[Mapping[str, Any]], alpha: float) -> list[dict[str, Any]]:
     """The statistics a study keeps of one run's equal-risk rows (a pool, a seed): every mean saving of gate quality,
-    and of the other two questions at level `alpha` — one number per comparison, with its interval and the resamples
-    it kept (n_resamples: those on which every target of the mean is reached)."""
+    and of the other questions at level `alpha` — one number per comparison, with its interval, its bootstrap p and
+    the resamples it rests on (all of them)."""
     return [{"question": r["question"], "method_a": r["method_a"], "method_b": r["method_b"], "rule": r["rule"],
              "alpha": r["alpha"], "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"],
-             "n_targets": r["n_targets"], "n_resamples": r.get("n_resamples")}
+             "n_targets": r["n_targets"], "n_resamples": r.get("n_resamples"), "p_value": r.get("p_value")}
             for r in rows if r["metric"] == MEAN_SAVING
             and (r["question"] == "gate-quality" or (r["alpha"] is not None and abs(float(r["alpha"]) - alpha) < 1e-12))
             and r["estimate"] is not None and np.isfinite(r["estimate"])]
 
 
 __all__ = ["COST", "CR2_UNCERTIFIED", "Comparison", "MEAN_SAVING", "QUESTIONS", "SAVING", "Side", "certified_side",
-           "decomposition", "equal_risk_rows", "study_statistics", "uncertified_side"]
+           "decomposition", "equal_risk_rows", "family_key", "study_statistics", "uncertified_side"]

@@ -5,6 +5,11 @@ bootstrap resample: the frontier is the operating points no cheaper-or-equal poi
 the cost at target a* is linear between the two frontier points that bracket a* (the cheapest point if it
 already reaches a*); a target above the method's best accuracy is NaN (not reached). `grid_cost_at` is
 the no-interpolation variant (cheapest point with accuracy ≥ a*).
+
+A comparison's estimand must exist on every bootstrap resample, so it is read on a target grid fixed before the
+test split is read (`target_grid`: from the validation split's Always-model accuracies) and a target a frontier
+misses on a resample costs what the deployer would pay instead (`FallbackCost`: the cheapest Always-model that
+reaches it on that resample, or the most accurate Always-model where none does). No resample is dropped.
 """
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cr2.evaluation.statistics import Interval, percentile_interval, resample_counts, resampled_means
+from cr2.evaluation.statistics import Interval, bootstrap_interval, resample_counts, resampled_means
 from cr2.core.errors import InvalidValueError
 
 _EPS = 1e-12  # the view's tolerance on "accuracy ≥ target"
@@ -132,15 +137,73 @@ class MethodOutcomes:
                 resampled_means(self.cost, None, self.rows, counts=counts))
 
 
-def cost_samples(method: MethodOutcomes, targets: np.ndarray, counts: np.ndarray, *,
-                 points: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+def target_grid(correct: np.ndarray, rows: np.ndarray | None = None, candidates: np.ndarray = VIEW_TARGETS
+                ) -> np.ndarray:
+    """The targets a mean saving averages over, fixed from the VALIDATION split before any test number exists: the
+    candidates (VIEW_TARGETS) from the device model's accuracy to the best Always-model's, both on `correct`
+    ([n, M] bool, the validation rows; model 0 the device) over `rows` (the solvable ones). Where that span holds no
+    candidate (the device is the most accurate model), the one candidate at or just below the best accuracy."""
+    y = np.asarray(correct, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] == 0 or y.shape[1] == 0:
+        raise InvalidValueError(f"a target grid needs validation correctness [n, M] with n, M ≥ 1, got {y.shape}")
+    if rows is not None:
+        y = y[np.asarray(rows, dtype=bool)]
+        if y.shape[0] == 0:
+            raise InvalidValueError("a target grid needs at least one counted validation row")
+    acc = y.mean(axis=0)
+    c = np.asarray(candidates, dtype=np.float64)
+    grid = c[(c >= acc[0] - _EPS) & (c <= acc.max() + _EPS)]
+    if grid.size == 0:
+        below = c[c <= acc.max() + _EPS]
+        grid = below[-1:] if below.size else c[:1]
+    return np.round(grid, 6)
+
+
+def always_outcomes(correct: np.ndarray, cost: np.ndarray, rows: np.ndarray | None = None) -> MethodOutcomes:
+    """Every Always-m as one method's operating points: correct, cost [n, M] of each model on each query."""
+    return MethodOutcomes(np.asarray(correct, dtype=bool), np.asarray(cost, dtype=np.float64), rows=rows)
+
+
+def _fallback_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """[B, t] from Always points accuracy, cost [B, M]: the cheapest model with accuracy ≥ target, else the most
+    accurate one (the cheapest among equally accurate ones)."""
+    reach = accuracy[:, :, None] >= targets[None, None, :] - _EPS  # [B, M, t]
+    cheapest = np.where(reach, cost[:, :, None], np.inf).min(axis=1)  # [B, t]
+    best = np.lexsort((cost, -accuracy), axis=-1)[:, 0]  # [B]: most accurate, then cheapest
+    top = cost[np.arange(len(best)), best]
+    return np.where(np.isfinite(cheapest), cheapest, top[:, None])
+
+
+@dataclass(frozen=True)
+class FallbackCost:
+    """What a target costs where a method's frontier does not reach it: on the full test set [t] and on each
+    resample [B, t], from the Always-models' outcomes on the same drawn rows (so a comparison stays paired)."""
+
+    targets: np.ndarray  # [t]
+    full: np.ndarray  # [t]
+    resampled: np.ndarray  # [B, t]
+
+    @classmethod
+    def of_always(cls, always: MethodOutcomes, targets: np.ndarray, counts: np.ndarray) -> "FallbackCost":
+        t = np.asarray(targets, dtype=np.float64)
+        (fa, fc), (ra, rc) = always.points(), always.points(counts=counts)
+        return cls(t, _fallback_at(fa[None, :], fc[None, :], t)[0], _fallback_at(ra, rc, t))
+
+
+def cost_samples(method: MethodOutcomes, targets: np.ndarray, counts: np.ndarray, fallback: FallbackCost | None = None,
+                 *, points: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """A method's frontier cost at each target on the full test set [t] and on each resample [B, t] (NaN: missed).
-    points: (method.points(), method.points(counts=counts)) when the caller computed them already (e.g. for many
-    methods in one product)."""
+    """A method's frontier cost at each target on the full test set [t] and on each resample [B, t]; a missed target
+    costs the fallback's (NaN without one). points: (method.points(), method.points(counts=counts)) when the caller
+    computed them already (e.g. for many methods in one product)."""
     t = np.asarray(targets, dtype=np.float64)
     full, resampled = points if points is not None else (method.points(), method.points(counts=counts))
-    return frontier_cost_at(*full, t), frontier_cost_at_each(*resampled, t)
+    est, samples = frontier_cost_at(*full, t), frontier_cost_at_each(*resampled, t)
+    if fallback is None:
+        return est, samples
+    if not np.array_equal(fallback.targets, t):
+        raise InvalidValueError("the fallback cost was computed at other targets")
+    return np.where(np.isfinite(est), est, fallback.full), np.where(np.isfinite(samples), samples, fallback.resampled)
 
 
 def stacked_points(methods: list[MethodOutcomes], counts: np.ndarray) -> list[tuple[tuple, tuple]]:
@@ -158,35 +221,23 @@ def stacked_points(methods: list[MethodOutcomes], counts: np.ndarray) -> list[tu
     return [((fa[i:j], fc[i:j]), (ra[:, i:j], rc[:, i:j])) for i, j in zip(edges[:-1], edges[1:])]
 
 
-def saving_samples(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, counts: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """The saving vs the reference at each target on the full test set [t] and on each resample [B, t] (both
-    frontiers recomputed on the same drawn rows; NaN where one of them misses the target)."""
-    (est_m, samples_m), (est_r, samples_r) = cost_samples(method, targets, counts), cost_samples(reference, targets, counts)
-    return saving_pct(est_m, est_r), saving_pct(samples_m, samples_r)
+def grid_columns(targets: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Positions of the grid's targets among `targets` (every grid target must be one of them)."""
+    t, g = np.round(np.asarray(targets, dtype=np.float64), 6), np.round(np.asarray(grid, dtype=np.float64), 6)
+    pos = np.searchsorted(t, g)
+    if g.size == 0 or (pos >= t.size).any() or not np.array_equal(t[np.minimum(pos, t.size - 1)], g):
+        raise InvalidValueError(f"the target grid {g.tolist()} must be a non-empty subset of the sorted targets")
+    return pos
 
 
-def mean_over_reached(est: np.ndarray, samples: np.ndarray) -> tuple[float, np.ndarray]:
-    """The mean saving over the targets both reach on the full test set, on it and on each resample ([B]; NaN on a
-    resample that misses one of those targets)."""
-    both = np.isfinite(est)
-    if not both.any():
-        return float("nan"), np.full(samples.shape[0], np.nan)
-    return float(est[both].mean()), samples[:, both].mean(axis=1)
-
-
-def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, idx: np.ndarray | None,
-                     level: float = 0.95, *, counts: np.ndarray | None = None) -> tuple[list[Interval], Interval]:
-    """Paired-bootstrap intervals of the saving vs the reference at each target and of its mean over targets.
-
-    Each resample recomputes both methods' frontiers on the same rows (idx [B, n], shared by every method;
-    or their `resample_counts`, computed once). The mean is over the targets both reach on the full test set;
-    a resample where one of them is not reached drops out of that target's interval and of the mean's.
-    """
-    if counts is None:
-        counts = resample_counts(idx, np.shape(method.correct)[0])
-    est, samples = saving_samples(method, reference, targets, counts)
-    per_target = [percentile_interval(samples[:, i], float(est[i]), level) for i in range(est.size)]
-    mean_est, mean_samples = mean_over_reached(est, samples)
-    return per_target, percentile_interval(mean_samples, mean_est, level)
-
+def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, counts: np.ndarray,
+                     fallback: FallbackCost, grid: np.ndarray, level: float = 0.95) -> tuple[list[Interval], Interval]:
+    """Paired-bootstrap intervals (with their p) of the saving vs the reference at each target and of its mean over
+    the fixed `grid` (⊂ targets). Each resample recomputes both frontiers on the same drawn rows (`counts`, the
+    evaluation's shared index); a target a frontier misses costs the fallback's, so every statistic exists on
+    every resample and every interval rests on all B of them."""
+    (est_m, s_m), (est_r, s_r) = (cost_samples(x, targets, counts, fallback) for x in (method, reference))
+    est, samples = saving_pct(est_m, est_r), saving_pct(s_m, s_r)
+    per_target = [bootstrap_interval(samples[:, i], float(est[i]), level) for i in range(est.size)]
+    cols = grid_columns(targets, grid)
+    return per_target, bootstrap_interval(samples[:, cols].mean(axis=1), float(est[cols].mean()), level)

@@ -7,7 +7,10 @@ resample:
     over its rows (the solvable queries of the benchmark, or all of them for risk_all) among the drawn ones;
   - each learned method's monotone frontier, its cost at every target accuracy and its saving vs the reference
     router (KNN) are recomputed (cr2.evaluation.fixed_accuracy.saving_intervals), and so is the mean saving over the
-    targets both reach on the full test set.
+    target grid fixed from the validation split (a target a frontier misses costs the Always-model fallback), so
+    every interval rests on every resample.
+A method swept over several α (CR²) is compared at ONE α, grids.default_alpha (`points_by_method`): an envelope
+over α mixes guarantees and is never compared.
 What the intervals do not cover: training, calibration and the split are held fixed (test-query noise only);
 the seed study (flows/study_seeds.py) varies those.
 """
@@ -21,11 +24,11 @@ import numpy as np
 from cr2.evaluation.statistics import percentile_intervals, resampled_means
 from cr2.core.data import Decisions, RoutingSet
 from cr2.core.errors import InvalidValueError
-from cr2.evaluation.fixed_accuracy import MethodOutcomes, saving_intervals
+from cr2.evaluation.fixed_accuracy import FallbackCost, MethodOutcomes, always_outcomes, saving_intervals
 from cr2.evaluation.metrics import PER_QUERY_METRICS, MetricInputs, PerQueryMetric
 
 SAVING = "saving_vs_knn_pct"  # metric name of a per-target saving row (as the column of v_fixed_accuracy)
-MEAN_SAVING = "mean_saving_vs_knn_pct"  # metric name of the mean over the targets both reach
+MEAN_SAVING = "mean_saving_vs_knn_pct"  # metric name of the mean over the validation target grid
 
 
 @dataclass(frozen=True)
@@ -66,11 +69,31 @@ def metric_intervals(points: Sequence[OperatingPoint], test: RoutingSet, proba: 
             if not scope.any():
                 continue
             est = values[scope].mean(axis=0)
-            lower, upper, n_ok = percentile_intervals(resampled_means(values, None, scope, counts=counts), est, level)
+            lower, upper, p_value, n_ok = percentile_intervals(resampled_means(values, None, scope, counts=counts),
+                                                               est, level)
             rows += [{"method": p.method, "lam": p.lam, "alpha": p.alpha, "benchmark": bench, "metric": m.name,
                       "target": None, "estimate": float(est[j]), "lower": float(lower[j]), "upper": float(upper[j]),
-                      "n_resamples": int(n_ok[j]), "n_targets": None} for j, p in enumerate(points)]
+                      "p_value": float(p_value[j]), "n_resamples": int(n_ok[j]), "n_targets": None}
+                     for j, p in enumerate(points)]
     return rows
+
+
+def points_by_method(points: Sequence[OperatingPoint], alpha: float) -> dict[str, list[OperatingPoint]]:
+    """Each method's λ sweep at one α: a method evaluated at several α (CR²'s sweep over grids.alpha) keeps its
+    points at `alpha` (grids.default_alpha) only; a method without α keeps all of them. The one rule every
+    comparison of methods applies, so no frontier pools guarantees."""
+    by_method: dict[str, list[OperatingPoint]] = {}
+    for p in points:
+        by_method.setdefault(p.method, []).append(p)
+    out = {}
+    for method, pts in by_method.items():
+        alphas = {p.alpha for p in pts if p.alpha is not None}
+        if len(alphas) > 1:
+            pts = [p for p in pts if p.alpha is not None and abs(p.alpha - float(alpha)) < 1e-12]
+            if not pts:
+                raise InvalidValueError(f"method {method} has no operating point at α = {alpha} (it has {sorted(alphas)})")
+        out[method] = pts
+    return out
 
 
 def method_outcomes(points: Sequence[OperatingPoint], test: RoutingSet, keep: np.ndarray) -> MethodOutcomes:
@@ -81,22 +104,29 @@ def method_outcomes(points: Sequence[OperatingPoint], test: RoutingSet, keep: np
                           np.asarray(test.cost, dtype=np.float64)[rows, chosen], rows=np.asarray(keep, dtype=bool))
 
 
+def always_fallback(test: RoutingSet, keep: np.ndarray, targets: np.ndarray, counts: np.ndarray) -> FallbackCost:
+    """The Always-model fallback cost of the test rows at `targets` (fixed_accuracy.FallbackCost)."""
+    return FallbackCost.of_always(always_outcomes(test.correct, test.cost, np.asarray(keep, dtype=bool)), targets, counts)
+
+
+def _interval_row(base: dict[str, Any], metric: str, target: float | None, iv, n_targets: int | None) -> dict[str, Any]:
+    return {**base, "metric": metric, "target": None if target is None else round(float(target), 6),
+            "estimate": iv.estimate, "lower": iv.lower, "upper": iv.upper, "p_value": iv.p_value,
+            "n_resamples": iv.n_resamples, "n_targets": n_targets}
+
+
 def saving_interval_rows(outcomes: Mapping[str, MethodOutcomes], reference: str, targets: np.ndarray,
-                         counts: np.ndarray, level: float = 0.95) -> list[dict[str, Any]]:
-    """Tidy rows of each method's saving vs `reference` at every target it and the reference reach, and of the
-    mean over those targets (metric MEAN_SAVING, target NULL, n_targets = how many)."""
+                         counts: np.ndarray, fallback: FallbackCost, grid: np.ndarray,
+                         level: float = 0.95) -> list[dict[str, Any]]:
+    """Tidy rows of each method's saving vs `reference` at every target and of the mean over the validation grid
+    (metric MEAN_SAVING, target NULL, n_targets = the grid's size), each with its interval and bootstrap p."""
     if reference not in outcomes:
         raise InvalidValueError(f"reference router '{reference}' is not among the evaluated methods {sorted(outcomes)}")
     t = np.asarray(targets, dtype=np.float64)
     rows: list[dict[str, Any]] = []
     for method, out in outcomes.items():
-        per_target, mean = saving_intervals(out, outcomes[reference], t, None, level, counts=counts)
+        per_target, mean = saving_intervals(out, outcomes[reference], t, counts, fallback, grid, level)
         base = {"method": method, "lam": None, "alpha": None, "benchmark": "all"}
-        rows += [{**base, "metric": SAVING, "target": round(float(tt), 6), "estimate": iv.estimate, "lower": iv.lower,
-                  "upper": iv.upper, "n_resamples": iv.n_resamples, "n_targets": None}
-                 for tt, iv in zip(t, per_target) if np.isfinite(iv.estimate)]
-        n_both = sum(np.isfinite(iv.estimate) for iv in per_target)
-        if n_both:
-            rows.append({**base, "metric": MEAN_SAVING, "target": None, "estimate": mean.estimate, "lower": mean.lower,
-                         "upper": mean.upper, "n_resamples": mean.n_resamples, "n_targets": int(n_both)})
+        rows += [_interval_row(base, SAVING, tt, iv, None) for tt, iv in zip(t, per_target)]
+        rows.append(_interval_row(base, MEAN_SAVING, None, mean, int(np.size(grid))))
     return rows

@@ -21,13 +21,14 @@ NO_DIFFERENCE = "no difference detected"
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its bootstrap percentile interval."""
+    """A point estimate with its bootstrap percentile interval and the two-sided p-value of the same resamples."""
 
     estimate: float  # the statistic on the full test set
-    lower: float  # lower end of the interval (quantile (1 − level)/2 of the resampled statistic)
-    upper: float  # upper end (quantile (1 + level)/2)
+    lower: float  # lower end of the interval (order statistic r + 1 of the resamples, see `tail_rank`)
+    upper: float  # upper end (order statistic B − r)
     level: float = 0.95  # nominal coverage
     n_resamples: int = 0  # resamples the interval was computed from (finite ones)
+    p_value: float = float("nan")  # two-sided bootstrap p of "the statistic is 0" (`bootstrap_p_values`)
 
     @property
     def excludes_zero(self) -> bool:
@@ -81,65 +82,82 @@ def resampled_means(values: np.ndarray, idx: np.ndarray | None, rows: np.ndarray
         return num / (denom if v.ndim == 1 else denom[:, None])
 
 
-def percentile_interval(samples: np.ndarray, estimate: float, level: float = 0.95) -> Interval:
-    """Percentile interval of a resampled statistic [B]; non-finite resamples (e.g. a target not reached) drop out."""
+def _check_level(level: float) -> None:
     if not 0.0 < level < 1.0:
         raise InvalidValueError(f"level must be in (0, 1), got {level}")
+
+
+def tail_rank(n_resamples: int, level: float = 0.95) -> int:
+    """r, the resamples each tail of the interval leaves out: the interval is [s_(r+1), s_(B−r)] of the sorted
+    resamples s_(1) ≤ … ≤ s_(B), with r = ⌈(1 − level)·B/2⌉ − 1 (B = 10,000, level 0.95: r = 249). This r makes the
+    interval and `bootstrap_p_values` one test: the interval excludes 0 exactly where p < 1 − level."""
+    _check_level(level)
+    return max(0, math.ceil((1.0 - level) * int(n_resamples) / 2.0 - 1e-9) - 1)
+
+
+def bootstrap_p_values(samples: np.ndarray) -> np.ndarray:
+    """Two-sided bootstrap p-values of "the statistic is 0" from resamples [B] or [B, k] (finite): p = 2·min(#{s ≤ 0},
+    #{s ≥ 0}) / B, capped at 1 — the smallest 1 − level at which the percentile interval (`tail_rank`) still
+    contains 0, read off the same resamples as the interval, with no normal approximation (a skewed distribution
+    gets its own p). Resolution 2 / B: p = 0 means no resample reached 0."""
+    s = np.asarray(samples, dtype=np.float64)
+    b = s.shape[0]
+    if b == 0:
+        raise InvalidValueError("bootstrap p-value needs at least one resample")
+    below, above = (s <= 0.0).sum(axis=0), (s >= 0.0).sum(axis=0)
+    return np.minimum(1.0, 2.0 * np.minimum(below, above) / b)
+
+
+def bootstrap_intervals(samples: np.ndarray, estimates: np.ndarray, level: float = 0.95
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column-wise interval and p of a statistic defined on EVERY resample: samples [B, k] (all finite) →
+    (lower [k], upper [k], p [k]). A NaN resample means the estimand is not defined on it: that is the caller's
+    bug (define a fallback), never a resample to drop, so it raises."""
+    s = np.asarray(samples, dtype=np.float64)
+    if s.ndim != 2 or s.shape[0] == 0:
+        raise InvalidValueError(f"bootstrap intervals need samples [B, k] with B ≥ 1, got {s.shape}")
+    if not np.isfinite(s).all():
+        bad = int((~np.isfinite(s).all(axis=0)).sum())
+        raise InvalidValueError(f"{bad} of {s.shape[1]} statistics are undefined on some resample; an interval must "
+                                "rest on every resample (give the estimand a fallback)")
+    r = tail_rank(s.shape[0], level)
+    ordered = np.sort(s, axis=0)
+    return ordered[r], ordered[s.shape[0] - 1 - r], bootstrap_p_values(s)
+
+
+def bootstrap_interval(samples: np.ndarray, estimate: float, level: float = 0.95) -> Interval:
+    """`bootstrap_intervals` of one statistic: its interval and p from the same B resamples (all finite)."""
+    s = np.asarray(samples, dtype=np.float64).reshape(-1, 1)
+    lower, upper, p = bootstrap_intervals(s, np.array([estimate]), level)
+    return Interval(float(estimate), float(lower[0]), float(upper[0]), level, int(s.shape[0]), float(p[0]))
+
+
+def percentile_interval(samples: np.ndarray, estimate: float, level: float = 0.95) -> Interval:
+    """`bootstrap_interval` over the finite resamples of a per-query mean whose row set a resample can miss (one
+    small benchmark drawn zero times); n_resamples says how many it rests on. Comparisons use bootstrap_interval."""
+    _check_level(level)
     s = np.asarray(samples, dtype=np.float64).ravel()
     s = s[np.isfinite(s)]
     if s.size == 0:
         return Interval(float(estimate), float("nan"), float("nan"), level, 0)
-    lo, hi = np.quantile(s, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    return Interval(float(estimate), float(lo), float(hi), level, int(s.size))
+    return bootstrap_interval(s, estimate, level)
 
 
 def percentile_intervals(samples: np.ndarray, estimates: np.ndarray, level: float = 0.95
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Column-wise `percentile_interval` of samples [B, k]: (lower [k], upper [k], finite resamples [k])."""
-    if not 0.0 < level < 1.0:
-        raise InvalidValueError(f"level must be in (0, 1), got {level}")
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Column-wise `percentile_interval` of samples [B, k]: (lower [k], upper [k], p [k], finite resamples [k])."""
+    _check_level(level)
     s = np.asarray(samples, dtype=np.float64)
-    q = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
     finite = np.isfinite(s)
     n_ok = finite.sum(axis=0)
-    lower, upper = np.full(s.shape[1], np.nan), np.full(s.shape[1], np.nan)
+    lower, upper, p = (np.full(s.shape[1], np.nan) for _ in range(3))
     full = n_ok == s.shape[0]
     if full.any():
-        lower[full], upper[full] = np.quantile(s[:, full], q, axis=0)
-    for j in np.flatnonzero(~full & (n_ok > 0)):  # columns with dropped resamples: one at a time
+        lower[full], upper[full], p[full] = bootstrap_intervals(s[:, full], np.asarray(estimates)[full], level)
+    for j in np.flatnonzero(~full & (n_ok > 0)):  # columns a resample missed: one at a time over the finite ones
         iv = percentile_interval(s[:, j], float(estimates[j]), level)
-        lower[j], upper[j] = iv.lower, iv.upper
-    return lower, upper, n_ok
-
-
-def _normal_p(estimate: float, se: float) -> float:
-    """Two-sided p-value of "the statistic is 0" for an estimate with standard error se (normal approximation)."""
-    if se <= 0.0:
-        return 1.0 if estimate == 0 else 0.0
-    return float(math.erfc(abs(estimate) / se / math.sqrt(2.0)))
-
-
-def bootstrap_p_value(estimate: float, samples: np.ndarray) -> float:
-    """Two-sided p-value of "the statistic is 0" from its bootstrap standard error (normal approximation):
-    p = 2 Φ(−|estimate| / sd(finite resamples)). A percentile p-value cannot go below 2 / (B + 1) — with B = 1,000
-    and a family of dozens of tests no Holm-adjusted p could fall under 0.05 —, so the standard error is used;
-    NaN with fewer than two finite resamples."""
-    s = np.asarray(samples, dtype=np.float64).ravel()
-    s = s[np.isfinite(s)]
-    if s.size < 2 or not np.isfinite(estimate):
-        return float("nan")
-    return _normal_p(estimate, float(s.std(ddof=1)))
-
-
-def interval_p_value(estimate: float, lower: float, upper: float, level: float = 0.95) -> float:
-    """Two-sided p-value of "the statistic is 0" read off a stored interval: bootstrap_p_value's normal approximation
-    with the standard error the interval's width implies, (upper − lower) / (2 z), z the (1 + level)/2 normal
-    quantile; for results whose resamples were not kept. NaN where the interval is undefined."""
-    from statistics import NormalDist
-
-    if not all(v is not None and np.isfinite(v) for v in (estimate, lower, upper)):
-        return float("nan")
-    return _normal_p(estimate, (upper - lower) / (2.0 * NormalDist().inv_cdf((1.0 + level) / 2.0)))
+        lower[j], upper[j], p[j] = iv.lower, iv.upper, iv.p_value
+    return lower, upper, p, n_ok
 
 
 def holm_adjust(p_values: np.ndarray) -> np.ndarray:
@@ -197,15 +215,20 @@ def seed_t_interval(values: np.ndarray, level: float = 0.95) -> SeedInterval:
     return t_interval(float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else float("nan"), int(v.size), level)
 
 
-def holm_of_intervals(estimates, lowers, uppers, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """(p [k], Holm-adjusted p [k]) of a family of k stored intervals read together: each p read off its interval
-    (interval_p_value), then Holm over the family (undefined intervals stay NaN and do not count)."""
-    p = np.array([interval_p_value(e, lo, hi, level) for e, lo, hi in zip(estimates, lowers, uppers)], dtype=float)
-    return p, holm_adjust(p)
+def holm_of_stored(p_values) -> np.ndarray:
+    """Holm-adjusted p [k] of a family of k stored bootstrap p-values (`bootstrap_p_values`, kept beside each
+    interval) read together; undefined ones stay NaN and do not count."""
+    return holm_adjust(np.asarray([np.nan if v is None else v for v in p_values], dtype=np.float64))
 
 
 #: the words of a saving (positive: the method is cheaper than what it is compared with)
 CHEAPER, DEARER = "cheaper", "dearer"
+
+
+def significant(p: float | None, level: float = 0.95) -> bool:
+    """p < 1 − level, the one reading of a (corrected) p-value; the tolerance keeps p = 2·25/1,000 = 0.05 from passing
+    by the last bit of 1 − 0.95, so a word and its interval never disagree."""
+    return p is not None and bool(np.isfinite(p)) and float(p) < (1.0 - level) - 1e-12
 
 
 def saving_verdict(lower: float, upper: float, p_adjusted: float | None = None, level: float = 0.95) -> str | None:
@@ -215,10 +238,10 @@ def saving_verdict(lower: float, upper: float, p_adjusted: float | None = None, 
     views' CASE over (lower, upper) is this rule without a family."""
     if lower is None or upper is None or not (np.isfinite(lower) and np.isfinite(upper)):
         return None
-    significant = p_adjusted is None or (np.isfinite(p_adjusted) and p_adjusted < 1.0 - level)
-    if lower > 0 and significant:
+    ok = p_adjusted is None or significant(p_adjusted, level)
+    if lower > 0 and ok:
         return CHEAPER
-    if upper < 0 and significant:
+    if upper < 0 and ok:
         return DEARER
     return NO_DIFFERENCE
 
@@ -229,7 +252,7 @@ def test_verdict(direction: float, p_adjusted: float, level: float = 0.95) -> st
     else NO_DIFFERENCE; None where the test is undefined."""
     if p_adjusted is None or not np.isfinite(p_adjusted) or direction is None or not np.isfinite(direction):
         return None
-    if p_adjusted < 1.0 - level and direction != 0:
+    if significant(p_adjusted, level) and direction != 0:
         return CHEAPER if direction > 0 else DEARER
     return NO_DIFFERENCE
 

@@ -186,11 +186,11 @@ REFERENCES = ("knn", BEST_SINGLE)
 
 
 def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.ndarray, counts: np.ndarray,
-                    level: float = 0.95) -> list[dict[str, Any]]:
-    """Each method's fixed-accuracy saving (%) vs KNN and vs the best single model at every target both reach, and
-    its mean over those targets (metric mean_saving_pct), with paired-bootstrap intervals (one shared `counts`).
-    n: resamples of a per-target interval, targets of a mean; n_resamples: the resamples every interval kept (a
-    mean's: those on which every one of its targets is reached).
+                    fallback: Any, grid: np.ndarray, level: float = 0.95) -> list[dict[str, Any]]:
+    """Each method's fixed-accuracy saving (%) vs KNN and vs the best single model at every target, and its mean
+    over the validation grid (metric mean_saving_pct), with paired-bootstrap intervals and p (one shared `counts`;
+    a target a frontier misses costs the Always-model `fallback`, so every interval rests on every resample).
+    n: resamples of a per-target interval, targets of a mean; n_resamples: the resamples of every interval.
 
     outcomes: name → cr2.evaluation.fixed_accuracy.MethodOutcomes, holding 'knn', BEST_SINGLE and every name of `methods`.
     """
@@ -204,14 +204,14 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
         for m in methods:
             if m == ref:
                 continue
-            per_target, mean = saving_intervals(outcomes[m], outcomes[ref], t, None, level, counts=counts)
+            per_target, mean = saving_intervals(outcomes[m], outcomes[ref], t, counts, fallback, grid, level)
             base = {"subject": m, "other": ref}
             rows += [{**base, "metric": "saving_pct", "target": round(float(tt), 6), "estimate": iv.estimate,
-                      "lower": iv.lower, "upper": iv.upper, "n": iv.n_resamples, "n_resamples": iv.n_resamples}
-                     for tt, iv in zip(t, per_target) if np.isfinite(iv.estimate)]
-            n_both = int(sum(np.isfinite(iv.estimate) for iv in per_target))
+                      "lower": iv.lower, "upper": iv.upper, "n": iv.n_resamples, "n_resamples": iv.n_resamples,
+                      "p_value": iv.p_value} for tt, iv in zip(t, per_target)]
             rows.append({**base, "metric": "mean_saving_pct", "target": None, "estimate": mean.estimate,
-                         "lower": mean.lower, "upper": mean.upper, "n": n_both, "n_resamples": mean.n_resamples})
+                         "lower": mean.lower, "upper": mean.upper, "n": int(np.size(grid)),
+                         "n_resamples": mean.n_resamples, "p_value": mean.p_value})
     return rows
 
 
@@ -256,7 +256,7 @@ def reference_accuracy_gaps(correct: np.ndarray, names: list[str], pools: list[P
     questions, one index for every pool and model).
 
     correct: [n, K] float (1 right, 0 wrong, NaN no output); names: the K model names of its columns."""
-    from cr2.evaluation.statistics import percentile_interval, resample_counts, resampled_means
+    from cr2.evaluation.statistics import percentile_interval, resample_counts, resampled_means  # noqa: F401
 
     col = {n: i for i, n in enumerate(names)}
     counts = resample_counts(idx, correct.shape[0])
@@ -273,5 +273,5 @@ def reference_accuracy_gaps(correct: np.ndarray, names: list[str], pools: list[P
             iv = percentile_interval(samples[:, j], float(d[rows_ok, j].mean()), level)
             rows.append({"pool": pool.pool_id, "reference": pool.reference.name, "model": m.name,
                          "role": "device" if m is pool.device else "edge", "estimate": iv.estimate,
-                         "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples})
+                         "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples, "p_value": iv.p_value})
     return rows

@@ -36,11 +36,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cr2.evaluation.statistics import Interval, resample_indices
+from cr2.evaluation.statistics import Interval, resample_counts, resample_indices
 from cr2.config import Config, HardwareProfile, ModelSpec, StateDistribution
 from cr2.core.data import RoutingSet
 from cr2.core.errors import ConfigError, DataValidationError
-from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS, MethodOutcomes, saving_intervals
+from cr2.evaluation.fixed_accuracy import (PAPER_TARGETS, VIEW_TARGETS, FallbackCost, MethodOutcomes, saving_intervals,
+                                          target_grid)
 
 CR2_RECAL = "cr2-recal"  # CR² with the base gate, re-calibrated on the cell
 CR2_RETRAIN = "cr2-retrain"  # CR² with the gate re-distilled on the cell's costs
@@ -282,15 +283,18 @@ class CellResult:
 
 def _interval_row(method: str, reference: str, metric: str, target: float | None, iv: Interval) -> dict[str, Any]:
     return {"method": method, "reference": reference, "metric": metric, "target": target, "estimate": iv.estimate,
-            "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples}
+            "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples, "p_value": iv.p_value}
 
 
 def compare(outcomes: dict[str, MethodOutcomes], pairs: Sequence[tuple[str, str]], targets: Sequence[float],
-            idx: np.ndarray) -> list[dict[str, Any]]:
-    """Fixed-accuracy saving (%) of each (method, reference) pair at every target and over them, with intervals."""
+            counts: np.ndarray, grid: np.ndarray) -> list[dict[str, Any]]:
+    """Fixed-accuracy saving (%) of each (method, reference) pair at every target and over the validation `grid`,
+    with intervals and p from the same resamples (a missed target costs the Always-model fallback of BEST_SINGLE)."""
+    t = np.asarray(targets, dtype=np.float64)
+    fallback = FallbackCost.of_always(outcomes[BEST_SINGLE], t, counts)
     rows = []
     for method, reference in pairs:
-        per_target, mean = saving_intervals(outcomes[method], outcomes[reference], np.asarray(targets), idx)
+        per_target, mean = saving_intervals(outcomes[method], outcomes[reference], t, counts, fallback, grid)
         rows += [_interval_row(method, reference, "saving_pct", float(t), iv) for t, iv in zip(targets, per_target)]
         rows.append(_interval_row(method, reference, "mean_saving_pct", None, mean))
     return rows
@@ -377,11 +381,14 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
         outcomes[certified] = sweeps[certified].outcomes(test, keep)
     idx = resample_indices(int(keep.sum()), n_resamples, np.random.default_rng(seed))
     targets = sorted(set(map(float, VIEW_TARGETS)) | set(PAPER_TARGETS))
+    val_keep = evaluable_mask(val) if config.evaluation.exclude_unsolvable else None
+    grid = (np.asarray(config.evaluation.target_grid) if config.evaluation.target_grid is not None
+            else target_grid(val.correct, val_keep))
     pairs = [(m, "knn") for m in outcomes if m != "knn" and not m.startswith("always-")]
     pairs += [(CR2_RECAL, BEST_SINGLE), (CR2_RETRAIN, BEST_SINGLE), (CR2_RECAL, CR2_RETRAIN)]
     if certified is not None:  # CR² against KNN certified at the same α and rule: the equal-risk question
         pairs += [(CR2_RETRAIN, certified), (CR2_RECAL, certified)]
-    rows = compare(outcomes, pairs, targets, idx)
+    rows = compare(outcomes, pairs, targets, resample_counts(idx, int(keep.sum())), grid)
     for method in (CR2_RECAL, CR2_RETRAIN, *([certified] if certified is not None else [])):
         sw = sweeps[method]
         # at λ = 0 CR² defers everything (risk 0 by construction), so its risk is read over λ > 0; a certified
