@@ -15,8 +15,8 @@ Questions, for rule R at level α:
                          threshold to the calibrated one does to cost (a change of decision rule, not a price paid
                          at equal risk: it can come out either way);
 - certified-score:       CR²@R vs B@R at the same α — which score certifies cheaper at equal risk;
-- pairwise:              every pair of certified routers at R and the default α — the deploy decision's tests
-                         (cr2.evaluation.deploy).
+- pairwise:              every ordered pair of certified routers at R and the default α — the deploy
+                         decision's tests (cr2.evaluation.deploy); its family holds both orders of every pair.
 
 Family (docs/guarantees.md, "One family rule"): the tests of one scenario × question × rule × α are read together;
 each mean saving's p comes from its own bootstrap distribution (cr2.evaluation.statistics.bootstrap_p_values), is
@@ -84,11 +84,11 @@ def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence
                                certified_side(r, rule, alpha), uncertified_side(r)) for r in [SUBJECT, *baselines]]
             out += [Comparison("certified-score", SUBJECT, b, rule, float(alpha), certified_side(SUBJECT, rule, alpha),
                                certified_side(b, rule, alpha)) for b in baselines]
-        if pairwise_alpha is not None:
+        if pairwise_alpha is not None:  # both orders: a saving is a ratio, so b over a is not −(a over b)
             ordered = [SUBJECT, *baselines] if SUBJECT in routers else list(baselines)
             out += [Comparison("pairwise", a, b, rule, float(pairwise_alpha), certified_side(a, rule, pairwise_alpha),
                                certified_side(b, rule, pairwise_alpha))
-                    for i, a in enumerate(ordered) for b in ordered[i + 1:]]
+                    for a in ordered for b in ordered if a != b]
     return out
 
 
