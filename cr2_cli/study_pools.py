@@ -111,11 +111,16 @@ POOL_DEPENDENCE = ("\n\nThe pools are not independent: they share the questions,
                    "optimistic. Holm's correction is valid under any dependence between the tests of the family.\n")
 
 
+def _rule_of(side: str) -> str:
+    return side.split("@", 1)[1] if "@" in side and not side.endswith("@uncertified") else "–"
+
+
 def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "—") -> str:
-    """Across pools, per equal-risk comparison (cr2.evaluation.equal_risk, at grids.default_alpha): the pools' mean savings
-    [95 % CI] summarised, a signed-rank test of the savings against 0, Holm-adjusted over each question's family.
+    """Across pools, per equal-risk comparison (cr2.evaluation.equal_risk, at grids.default_alpha): the pools' median
+    mean saving and a signed-rank test of the savings against 0, Holm-adjusted over each family (question × rule, the
+    one family rule). Per-pool words live in each pool's own run (its families); none is counted here.
     `word` renders each verdict (docs/results.md marks the ones its verdict functions produce)."""
-    from cr2.evaluation.statistics import holm_adjust, saving_verdict, signed_rank_test, test_verdict
+    from cr2.evaluation.statistics import holm_adjust, signed_rank_test, test_verdict
     from cr2.core.errors import InvalidValueError
     from warehouse.db import Warehouse
     from warehouse.pools import pool_equal_risk
@@ -124,32 +129,30 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "�
         er = pool_equal_risk(wh, study_id)
     if er.empty:
         return "(no equal-risk rows for this study: pools run before the equal-risk stage; re-run the study)"
+    er = er.assign(rule=er["subject"].map(_rule_of))
     lines = []
-    for question, q in er.groupby("question", sort=False):
+    for (question, rule), q in er.groupby(["question", "rule"], sort=False):
         tests = []
         for (a, b), g in q.groupby(["subject", "other"], sort=False):
-            words = [saving_verdict(lo, hi) for lo, hi in zip(g["lower"], g["upper"])]
-            counts = f"{words.count('cheaper')} / {words.count('dearer')} / {words.count('no difference detected')}"
             try:
                 t = signed_rank_test(g["estimate"].to_numpy(dtype=float))
             except InvalidValueError:
                 t = None
-            kept = [int(x) for x in g["n_resamples"] if not pd.isna(x)]  # each pool's interval: resamples it kept
-            counts = [counts, f"{min(kept):,}–{max(kept):,}" if kept else "not stored"]
-            tests.append((a, b, len(g), float(g["estimate"].median()), counts, t))
+            n_res = [int(x) for x in g["n_resamples"] if not pd.isna(x)]
+            tests.append((a, b, len(g), float(g["estimate"].median()), f"{min(n_res):,}" if n_res else "not stored", t))
         holm = iter(holm_adjust([t.p_value for *_, t in tests if t is not None]))
         rows = []
-        for a, b, n, med, counts, t in tests:
+        for a, b, n, med, n_res, t in tests:
             if t is None:
-                rows.append([a, b, n, f"{med:+.1f}", *counts, "—", "—", "—"])
+                rows.append([a, b, n, f"{med:+.1f}", n_res, "—", "—", "— (every saving is 0: nothing to test)"])
                 continue
             p_holm = next(holm)
-            rows.append([a, b, n, f"{med:+.1f}", *counts, f"{t.p_value:.3g}", f"{p_holm:.3g}",
+            rows.append([a, b, n, f"{med:+.1f}", n_res, f"{t.p_value:.3g}", f"{p_holm:.3g}",
                          word(test_verdict(t.median_diff, p_holm))])
-        head = ["side a", "side b", "pools", "median saving %",
-                'pools "cheaper" / "dearer" / n.d. (per-pool 95 % CI)', "resamples kept per pool (min–max)",
-                "p (signed rank)", "p, Holm", "verdict"]
-        lines += [f"**{question}** (across pools; {len(tests)} tests in the family)", "", _table(rows, head)]
+        head = ["side a", "side b", "pools", "median saving %", "resamples per pool interval", "p (signed rank)",
+                "p, Holm", "verdict"]
+        title = question if rule == "–" else f"{question}, {rule}"
+        lines += [f"**{title}** (across pools; {len(tests)} tests in the family)", "", _table(rows, head)]
     return "\n".join(lines) + POOL_DEPENDENCE
 
 

@@ -81,7 +81,7 @@ def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselin
         evaluate_baseline(ev, name, config.grids.lam.values(), p_hat=p_hat.get(name),
                           router=None if name in p_hat else load_router(in_home(home, b["path"])))
     run = {"run_id": ev.run_id, "config_hash": EVALUATE.reads.config_hash(config), "label_source": config.labels.source,
-               "split_seed": int(config.splits.seed),
+           "split_seed": int(config.splits.seed), "default_alpha": float(config.grids.default_alpha),
            "decision_cost": config.routing.decision_cost,
            "dist_id": config.channel.distribution.dist_id, "threshold_version": calibrated["version"],
            "code_version": task_code_hash(evaluate), "created_at": utc_now()}

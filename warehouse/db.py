@@ -43,7 +43,8 @@ SCHEMA_VERSION = "8"  # 2: thresholds.delta and thresholds."group" (LTT, Mondria
 # 5: costs.split_seed (the splits ĉ was estimated from, part of the key), eval_runs.split_seed;
 # 6: thresholds.router (whose score a table calibrates: 'cr2' or a certified router, cr2.routers.certify)
 # 7: pool_results.n_resamples (the resamples each interval kept: a mean saving's are those where every target is reached)
-# 8: p_value of intervals, pool_results and premise_results (the bootstrap p of each interval's own resamples)
+# 8: p_value of intervals, pool_results and premise_results (the bootstrap p of each interval's own resamples),
+#    eval_runs.default_alpha (the one α a method swept over α is compared at)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, applied in one transaction each
 READABLE_OLD_VERSIONS = ("1", "2", "3", "4", "5", "6", "7")  # opened read-only as they are (readers treat missing columns as defaults)
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")

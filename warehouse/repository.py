@@ -443,9 +443,19 @@ def certified_validity(wh: Warehouse, run_id: str) -> pd.DataFrame:
                  "GROUP BY ALL ORDER BY method, alpha, lam", [run_id])
 
 
-def run_intervals(wh: Warehouse, run_id: str) -> pd.DataFrame:
-    """The `intervals` rows of evaluation run `run_id`."""
-    return wh.df("SELECT * FROM intervals WHERE run_id = ?", [run_id])
+def router_flops(wh: Warehouse, label_source: str) -> dict[str, int]:
+    """FLOPs per routing decision of every fitted router of `label_source`, newest artefact per kind: CR²'s is its
+    gate's (the on-device decision), a baseline's its own (artifacts kind 'router:<name>')."""
+    rows = wh.df("SELECT kind, arg_max(flops, created_at) AS flops FROM artifacts WHERE label_source = ? "
+                 "AND (kind = 'gate' OR starts_with(kind, 'router:')) GROUP BY kind", [label_source])
+    return {("cr2" if k == "gate" else k.split(":", 1)[1]): int(f) for k, f in zip(rows["kind"], rows["flops"])}
+
+
+def run_intervals(wh: Warehouse, run_id: str, metric: str | None = None) -> pd.DataFrame:
+    """The `intervals` rows of evaluation run `run_id` (of one metric where given)."""
+    if metric is None:
+        return wh.df("SELECT * FROM intervals WHERE run_id = ?", [run_id])
+    return wh.df("SELECT * FROM intervals WHERE run_id = ? AND metric = ? ORDER BY ALL", [run_id, metric])
 
 
 def write_simcheck(wh: Warehouse, run_id: str, n_questions: int, shape: dict[str, Any], pool: Any,

@@ -175,7 +175,8 @@ CREATE TABLE IF NOT EXISTS eval_runs (
     decision_cost VARCHAR NOT NULL,          -- estimated (pre-execution ĉ, the paper's protocol) | realised
     split_seed    INTEGER,                   -- the splits (and costs) the run used; NULL for runs before schema 5
     code_version  VARCHAR NOT NULL,
-    created_at    TIMESTAMP NOT NULL
+    created_at    TIMESTAMP NOT NULL,
+    default_alpha DOUBLE                     -- grids.default_alpha: the one α a method swept over α is compared at
 );
 
 CREATE TABLE IF NOT EXISTS predictions (

@@ -28,6 +28,10 @@ from cr2.evaluation.fixed_accuracy import FallbackCost, MethodOutcomes, always_o
 from cr2.evaluation.metrics import PER_QUERY_METRICS, MetricInputs, PerQueryMetric
 
 SAVING = "saving_vs_knn_pct"  # metric name of a per-target saving row (as the column of v_fixed_accuracy)
+#: the risks over ALL test rows (a guarantee is over every query, never over a subset chosen by the labels) that a
+#: point at α is also tested against α: metric '<risk>_minus_alpha', its interval and p of "risk − α = 0"
+RISKS_VS_ALPHA = ("risk_all", "oracle_risk_all", "avoidable_risk_all")
+MINUS_ALPHA = "_minus_alpha"
 MEAN_SAVING = "mean_saving_vs_knn_pct"  # metric name of the mean over the validation target grid
 
 
@@ -69,12 +73,21 @@ def metric_intervals(points: Sequence[OperatingPoint], test: RoutingSet, proba: 
             if not scope.any():
                 continue
             est = values[scope].mean(axis=0)
-            lower, upper, p_value, n_ok = percentile_intervals(resampled_means(values, None, scope, counts=counts),
-                                                               est, level)
+            samples = resampled_means(values, None, scope, counts=counts)
+            lower, upper, p_value, n_ok = percentile_intervals(samples, est, level)
             rows += [{"method": p.method, "lam": p.lam, "alpha": p.alpha, "benchmark": bench, "metric": m.name,
                       "target": None, "estimate": float(est[j]), "lower": float(lower[j]), "upper": float(upper[j]),
                       "p_value": float(p_value[j]), "n_resamples": int(n_ok[j]), "n_targets": None}
                      for j, p in enumerate(points)]
+            at = [j for j, p in enumerate(points) if p.alpha is not None]
+            if m.name in RISKS_VS_ALPHA and bench == "all" and at:
+                alpha = np.array([points[j].alpha for j in at])
+                lo, hi, pv, ok = percentile_intervals(samples[:, at] - alpha, est[at] - alpha, level)
+                rows += [{"method": points[j].method, "lam": points[j].lam, "alpha": points[j].alpha,
+                          "benchmark": bench, "metric": m.name + MINUS_ALPHA, "target": None,
+                          "estimate": float(est[j] - points[j].alpha), "lower": float(lo[i]), "upper": float(hi[i]),
+                          "p_value": float(pv[i]), "n_resamples": int(ok[i]), "n_targets": None}
+                         for i, j in enumerate(at)]
     return rows
 
 

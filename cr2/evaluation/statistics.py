@@ -15,6 +15,11 @@ import numpy as np
 
 from cr2.core.errors import InvalidValueError
 
+class Verdict(str):
+    """A verdict word as a verdict function returns it (saving_verdict, test_verdict, …): equal to the plain word,
+    but of its own type, so a page can refuse a word that was typed or taken from a constant instead of computed."""
+
+
 #: the words a comparison may use: a direction only where the 95 % interval excludes 0
 NO_DIFFERENCE = "no difference detected"
 
@@ -240,10 +245,10 @@ def saving_verdict(lower: float, upper: float, p_adjusted: float | None = None, 
         return None
     ok = p_adjusted is None or significant(p_adjusted, level)
     if lower > 0 and ok:
-        return CHEAPER
+        return Verdict(CHEAPER)
     if upper < 0 and ok:
-        return DEARER
-    return NO_DIFFERENCE
+        return Verdict(DEARER)
+    return Verdict(NO_DIFFERENCE)
 
 
 def test_verdict(direction: float, p_adjusted: float, level: float = 0.95) -> str | None:
@@ -253,8 +258,8 @@ def test_verdict(direction: float, p_adjusted: float, level: float = 0.95) -> st
     if p_adjusted is None or not np.isfinite(p_adjusted) or direction is None or not np.isfinite(direction):
         return None
     if significant(p_adjusted, level) and direction != 0:
-        return CHEAPER if direction > 0 else DEARER
-    return NO_DIFFERENCE
+        return Verdict(CHEAPER if direction > 0 else DEARER)
+    return Verdict(NO_DIFFERENCE)
 
 
 # ---------------------------------------------------------------- across pools: the Wilcoxon signed-rank test

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
-from cr2.evaluation.statistics import saving_verdict, test_verdict
+from cr2.evaluation.statistics import Verdict, saving_verdict, test_verdict
 from cr2.labels import is_simulated
 from cr2.evaluation.metrics import bound_verdict
 
@@ -40,7 +40,7 @@ def change_verdict(lower: float, upper: float, p_adjusted: float | None = None) 
     """The verdict of a change rather than a saving: saving_verdict's rule, its directions read as larger (interval
     above 0) and smaller (below 0)."""
     w = saving_verdict(lower, upper, p_adjusted)
-    return {"cheaper": "larger", "dearer": "smaller"}.get(w, w) if w else None
+    return Verdict({"cheaper": "larger", "dearer": "smaller"}.get(w, w)) if w else None
 
 
 def mark(word: str) -> str:
@@ -71,10 +71,13 @@ class Doc:
     repo: Path = field(default_factory=lambda: Path(__file__).resolve().parents[2])
 
     # ---- verdict words: the only way one reaches the page
-    def word(self, verdict: str | None) -> str:
-        """A verdict function's output, marked; '–' where it had none (no finite interval)."""
+    def word(self, verdict: Verdict | None) -> str:
+        """A verdict function's output, marked; '–' where it had none (no finite interval). A plain string — a word
+        typed or taken from a constant — is refused: only a computed verdict reaches the page."""
         if verdict is None:
             return "–"
+        if not isinstance(verdict, Verdict):
+            raise TypeError(f"{verdict!r} was not produced by a verdict function (cr2.evaluation.statistics.Verdict)")
         if verdict.lower() not in VERDICT_WORDS:
             raise ValueError(f"{verdict!r} is not a verdict word ({', '.join(VERDICT_WORDS)})")
         return mark(verdict)

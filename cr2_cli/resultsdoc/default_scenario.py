@@ -81,8 +81,8 @@ def full_run(doc: Doc, s: Scenario, f: dict, tf: pd.DataFrame) -> str:
 
 
 def summary(s: Scenario, tf: pd.DataFrame) -> str:
-    """Per learned router over every target both reach: the median saving, the counts of per-target words (interval;
-    Holm over every target × router) and the grid-point mean. The mean saving with its interval is printed once, in
+    """Per learned router over every target both reach: the median saving, the counts of per-target words (Holm over
+    every target × router) and the grid-point mean. The mean saving with its interval is printed once, in
     the intervals section."""
     rows = router_target_rows(tf, "targets both reach", "median saving, interpolated %", lambda g: {
         "mean saving, grid-point rule % (no interval)": num(g["saving_vs_knn_grid_pct"].mean())})
@@ -96,13 +96,11 @@ def summary(s: Scenario, tf: pd.DataFrame) -> str:
 def beside(doc: Doc, s: Scenario, f: dict, cmp: dict, tf: pd.DataFrame, risk: pd.DataFrame) -> str:
     fixed = cmp["fixed"].iloc[:, :4].copy()  # target, paper, ours interpolated [CI], ours grid
     cr2 = tf[tf["method"] == "cr2"]
-    words, holm = [], []
+    holm = []
     for t in fixed["target accuracy"]:
         r = pick(cr2, target=float(t))
-        words.append(r["word"].iloc[0] if len(r) else "–")
-        holm.append(r["word_holm"].iloc[0] if len(r) else "–")
-    fixed.insert(3, "word (interval)", words)
-    fixed.insert(4, "word under Holm (every target × router)", holm)
+        holm.append(r["word_holm"].iloc[0] if len(r) else "– (not stored at this target)")
+    fixed.insert(3, "word (Holm over every target × router)", holm)
     fixed = fixed.rename(columns={"ours CR² vs KNN % (grid)": "ours CR² vs KNN % (grid-point rule, no interval)"})
     return "\n\n".join([
         f"### Paper beside ours ({s.kind}, `{s.source}`, run `{s.run_id}`)",
@@ -124,7 +122,7 @@ def reading(doc: Doc, s: Scenario, f: dict, cmp: dict, cr2: pd.DataFrame, risk: 
     lines = []
     at = [pick(cr2, target=float(t)) for t in PAPER_TARGETS]
     cells = [f"{t:.2f}: {ci_cell(r['saving_vs_knn_pct'].iloc[0], r['saving_lower'].iloc[0], r['saving_upper'].iloc[0])} "
-             f"% {r['word'].iloc[0]} (Holm: {r['word_holm'].iloc[0]})" for t, r in zip(PAPER_TARGETS, at) if len(r)]
+             f"% {r['word_holm'].iloc[0]} (Holm over every target × router)" for t, r in zip(PAPER_TARGETS, at) if len(r)]
     inside = sum(1 for t, r in zip(PAPER_TARGETS, at) if len(r)
                  and r["saving_lower"].iloc[0] <= PAPER_SAVING_VS_KNN[t] <= r["saving_upper"].iloc[0])
     paper = " / ".join(f"{PAPER_SAVING_VS_KNN[t]:+.1f}" for t in PAPER_TARGETS)

@@ -2,17 +2,18 @@
 
 Numbers: table equal_risk of each scenario's newest evaluation run (cr2.evaluation.equal_risk; `cr2 run` writes it), the
 scenario's newest seed study (seed_results rows `equal-risk:<question>`), the newest pool sweep (pool_results rows
-`equal-risk:<question>`) and the newest premise study with a certified KNN. Words: a mean saving is a direction only
-where its 95 % interval excludes 0 and its Holm-adjusted p (over its question's family) is below 0.05; a seed spread
-only where the t-interval over seeds excludes 0 and its Holm-adjusted t-test p is below 0.05.
+`equal-risk:<question>`) and the newest premise study with a certified KNN. Every comparison is at ONE α (the run's
+grids.default_alpha) and one rule per side. Words: a mean saving is a direction only where its Holm-adjusted
+bootstrap p over its family (scenario × question × rule × α, docs/guarantees.md "One family rule") is below 0.05 —
+which implies its 95 % interval excludes 0; a seed spread only where the t-interval over seeds excludes 0 and its
+Holm-adjusted t-test p (same family) is below 0.05. The deploy decision is cr2.evaluation.deploy's rule.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from cr2.evaluation.statistics import (CHEAPER, DEARER, NO_DIFFERENCE, holm_adjust, holm_of_intervals, saving_verdict,
-                                       seed_t_interval)
+from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, seed_t_interval
 from cr2.report.markdown import markdown_table
 from cr2.report.tables import ci_cell
 from cr2_cli.resultsdoc.core import Doc, label_kind
@@ -24,41 +25,45 @@ RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracl
              "crc-avoidable": "avoidable error, on the labels"}
 SCENARIOS = (("default", "Default (simulated Qwen3 labels)"), ("mmlu-pro", "MMLU-Pro (measured)"),
              ("zeroeval-qwen", "ZeroEval Qwen ladder (measured)"), ("zeroeval-gemma", "ZeroEval Gemma ladder (measured)"))
-QUESTIONS = ("gate-quality", "guarantee-price", "certified-score")
-ALPHA = 0.01
+QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score", "pairwise")
+ALPHA = 0.01  # grids.default_alpha of every shipped config: the one α every comparison below is read at
 
 INTRO = """## Equal-risk comparison: every router certified under the same rules
 
 The certify stage of `cr2 run` certifies every router that predicts p̂ under the same rules (docs/guarantees.md,
 "Certifying any router"), and the equal-risk stage compares them at the same α (table `equal_risk`,
-`cr2 results --equal-risk`). CR²'s result against a baseline splits into three questions, each a paired
-fixed-accuracy saving (mean over the target accuracies both sides reach, 95 % paired bootstrap over the test
-queries on the evaluation's own resample index):
+`cr2 results --equal-risk`). Every comparison below is a paired fixed-accuracy saving: the mean, over a grid of
+target accuracies fixed from the validation split before the test split is read (from the device model's to the
+best Always-model's validation accuracy), of side A's saving against side B at the same target; a target a side's
+frontier misses on a resample costs what the deployer would pay instead — the cheapest Always-model that reaches it
+on that resample (docs/guarantees.md, "Estimands"). So every interval rests on all of its bootstrap resamples, and
+its p-value is read off the same resamples (no normal approximation). Every comparison is at one α (the run's
+grids.default_alpha) and one rule per side:
 
 - **gate quality** — CR² uncertified (its gate at s ≥ 0.5, i.e. predicted margin ≥ 0) against the baseline
   uncertified (its one-shot argmax of p̂ − λĉ): whose score routes at the lower cost when nothing is guaranteed;
-- **price of the guarantee** — each router certified at α against itself uncertified;
+- **calibrated vs default threshold** — each router with its calibrated threshold at α against the same router
+  with its default threshold: a change of decision rule, which can come out either way; it is not a price paid at
+  equal risk (the two sides do not have the same realised risk), so no "price of the guarantee" is read from it;
 - **which score certifies at the lower cost** — CR²@rule against baseline@rule at the same α: the comparison a user
-  who needs the guarantee actually faces.
+  who needs the guarantee actually faces;
+- **pairwise** — every certified router against every other at the same rule and α: the tests of the deploy rule.
 
-Each question's tests are read together: a mean saving gets a word ("cheaper", "dearer") only where its 95 %
-interval excludes 0 **and** its Holm-adjusted p over the question's family (every baseline × rule × α) is below
-0.05; an interval that excludes 0 without a word shows its Holm p."""
+One family rule (docs/guarantees.md): the tests of one scenario × question × rule × α are read together, and a mean
+saving gets a word ("cheaper", "dearer") only where its Holm-adjusted p over that family is below 0.05; an interval
+that excludes 0 without a word shows its Holm p."""
 
 
-def _cell(doc: Doc, r: dict | None, b: int | None = None) -> str:
-    """'estimate [lower, upper]' with its word where it has a direction; an interval that excludes 0 without a word
-    (the family-wise test does not confirm it) shows its Holm-adjusted p; with `b` (the resamples drawn), the resamples
-    the interval kept when fewer (a resample that misses one of the averaged targets drops out)."""
+def _cell(doc: Doc, r: dict | None) -> str:
+    """'estimate [lower, upper]' with its family-wise word where it has a direction; an interval that excludes 0
+    without a word (the family-wise test does not confirm it) shows its Holm-adjusted p."""
     if r is None:
-        return "–"
+        return "– (not compared: a side was not evaluated)"
     text = ci_cell(r["estimate"], r["lower"], r["upper"])
-    if b is not None and pd.notna(r.get("n_resamples")) and int(r["n_resamples"]) < b:
-        text += f" ⟨{int(r['n_resamples']):,} kept⟩"
     word = saving_verdict(r["lower"], r["upper"], r.get("p_holm"))
-    if word not in (None, NO_DIFFERENCE):
+    if word is not None and word.startswith(("cheaper", "dearer")):
         return f"{text} **{doc.word(word)}**"
-    if saving_verdict(r["lower"], r["upper"]) not in (None, NO_DIFFERENCE) and pd.notna(r.get("p_holm")):
+    if saving_verdict(r["lower"], r["upper"]) not in (None, "no difference detected") and pd.notna(r.get("p_holm")):
         return f"{text} (Holm p = {r['p_holm']:.2g})"
     return text
 
@@ -73,9 +78,14 @@ def _verdicts(means: pd.DataFrame) -> pd.Series:
                      index=means.index, dtype=object)
 
 
+def _family_sizes(means: pd.DataFrame, alpha: float) -> dict[tuple, int]:
+    at = means[means["alpha"].isna() | ((means["alpha"] - alpha).abs() < 1e-12)]
+    return {k: len(g) for k, g in at.groupby(["question", at["rule"].fillna("–")], sort=False)}
+
+
 def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, pd.DataFrame]:
-    """The decomposition of one scenario at α (markdown) and its mean-saving rows (for the answers and deploy table)."""
-    from warehouse.repository import certified_validity, eval_run, run_equal_risk
+    """The comparisons of one scenario at α (markdown) and its mean-saving rows (for the answers and deploy table)."""
+    from warehouse.repository import certified_validity, eval_run, router_flops, run_equal_risk
 
     with doc.warehouse(key) as wh:
         run_id = doc.newest_run(wh)
@@ -84,39 +94,41 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
         rows = run_equal_risk(wh, run_id)
         source = eval_run(wh, run_id)["label_source"]
         valid = certified_validity(wh, run_id)
+        flops = router_flops(wh, source)
     if rows.empty:
         return doc.missing(key, f"{name}: run `{run_id}` has no equal-risk rows"), pd.DataFrame()
     means = rows[rows["metric"] == "mean_saving_pct"].copy()
     means["word"] = _verdicts(means)
     rules = [r for r in RULE_RISK if r in set(means["rule"].dropna())]
     baselines = list(dict.fromkeys(means.loc[means["question"] == "gate-quality", "against"]))
-    fam = {q: int((means["question"] == q).sum()) for q in QUESTIONS}
-    b = int(rows["n_resamples"].max())  # the resamples drawn: the most any interval of the run kept
-    kept = means["n_resamples"].astype(int)
+    fam = _family_sizes(means, alpha)
+    b = int(rows["n_resamples"].max())
+    n_t = int(means["n_targets"].max())
     out = [f"#### {name} — {label_kind(source)} labels (`{source}`), run `{run_id}`, α = {alpha:g}\n",
-           f"Mean fixed-accuracy saving of CR² against each baseline, % [95 % CI] (positive: CR² at the lower cost); "
-           f"Holm families: gate quality {fam['gate-quality']} tests, certified score {fam['certified-score']}. Each "
-           f"mean is over the targets both sides reach; a resample that misses one of them drops out, so each interval "
-           f"is conditional on the resamples it kept: {kept.min():,} to {kept.max():,} of the {b:,} drawn over this "
-           f"run's comparisons, and ⟨N kept⟩ marks a cell that kept fewer than all.\n"]
+           f"Mean fixed-accuracy saving of CR² against each baseline, % [95 % CI] (positive: CR² at the lower cost), "
+           f"over the {n_t} targets of the validation grid, every interval on all {b:,} resamples. Holm families: "
+           f"gate quality {fam.get(('gate-quality', '–'), 0)} tests; certified score "
+           + ", ".join(f"{r} {fam.get(('certified-score', r), 0)}" for r in rules) + ".\n"]
     t = []
     for base in baselines:
         row = {"baseline": NAMES.get(base, base),
-               "gate quality (both uncertified)": _cell(doc, _one(means, question="gate-quality", against=base), b)}
+               "gate quality (both uncertified)": _cell(doc, _one(means, question="gate-quality", against=base))}
         for rule in rules:
             row[f"certified at α, {rule} ({RULE_RISK[rule]})"] = _cell(
-                doc, _one(means, question="certified-score", against=base, rule=rule, alpha=alpha), b)
+                doc, _one(means, question="certified-score", against=base, rule=rule, alpha=alpha))
         t.append(row)
     out.append(markdown_table(pd.DataFrame(t)))
     t = []
     for r in ["cr2", *baselines]:
         row = {"router": NAMES.get(r, r)}
         for rule in rules:
-            row[f"{rule} ({RULE_RISK[rule]})"] = _cell(doc, _one(means, question="guarantee-price", router=r, rule=rule,
-                                                                 alpha=alpha), b)
+            row[f"{rule} ({RULE_RISK[rule]})"] = _cell(doc, _one(means, question="calibrated-vs-default", router=r,
+                                                                 rule=rule, alpha=alpha))
         t.append(row)
-    out.append(f"\nPrice of the guarantee at α = {alpha:g}: each router certified vs itself uncertified, mean saving % "
-               f"[95 % CI] (negative: the guarantee costs; Holm family {fam['guarantee-price']} tests).\n")
+    out.append(f"\nCalibrated vs default threshold at α = {alpha:g}: each router with its calibrated threshold against "
+               f"itself with its default one (margin ≥ 0; CR²: s ≥ 0.5), mean saving % [95 % CI] (negative: the "
+               f"calibrated rule routes dearer). A change of decision rule, not a comparison at equal realised risk. "
+               f"Holm families: " + ", ".join(f"{r} {fam.get(('calibrated-vs-default', r), 0)}" for r in rules) + ".\n")
     out.append(markdown_table(pd.DataFrame(t)))
     if len(valid):
         v = valid[(valid["alpha"] - alpha).abs() < 1e-12].copy()
@@ -131,12 +143,19 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
         out.append(f"\nValidity over random calibration/test re-splits at α = {alpha:g} (each rule's own risk; the "
                    f"promise is E[risk] ≤ α at every λ):\n")
         out.append(markdown_table(pd.DataFrame(t)))
-    return "\n".join(out), means.assign(scenario=name)
+    return "\n".join(out), means.assign(scenario=name, scenario_key=key, flops=[flops] * len(means))
+
+
+def _rule_of(comparison: str) -> str:
+    """The rule of a seed row's comparison 'a@rule vs b@rule' ('–' for uncertified sides)."""
+    side = comparison.split(" vs ", 1)[0]
+    return side.split("@", 1)[1] if "@" in side and not side.endswith("@uncertified") else "–"
 
 
 def seed_table(doc: Doc, key: str) -> str:
     """The equal-risk savings over the seeds of the newest seed study: mean ± sd, the 95 % t-interval over seeds and
-    a one-sample t-test against 0, Holm-adjusted per question (the seeds' comparisons are read together)."""
+    a one-sample t-test against 0, Holm-adjusted per family (question × rule at the default α), the same family as
+    the base split's. Every seed averages over the base run's target grid, so every seed estimates one quantity."""
     from warehouse.repository import newest_seed_study, seed_equal_risk
 
     with doc.warehouse(key) as wh:
@@ -151,78 +170,103 @@ def seed_table(doc: Doc, key: str) -> str:
         ti = seed_t_interval(g["value"].to_numpy(dtype=float))
         if ti.n < 2:
             continue
-        rows.append({"question": metric.split(":", 1)[1], "comparison": method,
+        rows.append({"question": metric.split(":", 1)[1], "rule": _rule_of(method), "comparison": method,
                      "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seeds": ti.n,
                      "mean ± sd": f"{ti.mean:+.1f} ± {ti.sd:.1f}", "lo": ti.lower, "hi": ti.upper, "p": ti.p_value})
+    if not rows:
+        return f"_Seed study `{study}` has fewer than two seeds with equal-risk rows: no spread over seeds._\n"
     t = pd.DataFrame(rows)
-    t["p, Holm per question"] = np.nan
-    for _, idx in t.groupby("question").groups.items():
-        t.loc[idx, "p, Holm per question"] = holm_adjust(t.loc[idx, "p"].to_numpy())
+    t["p, Holm per family"] = np.nan
+    for _, idx in t.groupby(["question", "rule", "α"]).groups.items():
+        t.loc[idx, "p, Holm per family"] = holm_adjust(t.loc[idx, "p"].to_numpy())
     t["95 % t-interval over seeds"] = [f"[{lo:+.1f}, {hi:+.1f}]" for lo, hi in zip(t["lo"], t["hi"])]
-    t["verdict"] = [(lambda w: "" if w == NO_DIFFERENCE else f"**{doc.word(w)}**")(saving_verdict(lo, hi, ph))
-                    for lo, hi, ph in zip(t["lo"], t["hi"], t["p, Holm per question"])]
-    t = t[["question", "comparison", "α", "seeds", "mean ± sd", "95 % t-interval over seeds", "p, Holm per question",
+    t["verdict"] = [(lambda w: "" if w == "no difference detected" else f"**{doc.word(w)}**")(saving_verdict(lo, hi, ph))
+                    for lo, hi, ph in zip(t["lo"], t["hi"], t["p, Holm per family"])]
+    t = t[["question", "comparison", "α", "seeds", "mean ± sd", "95 % t-interval over seeds", "p, Holm per family",
            "verdict"]]
     return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; labels and "
-            f"states fixed): a word only where the t-interval over seeds excludes 0 and the t-test's Holm-adjusted p "
-            f"(per question) is below 0.05.\n\n" + markdown_table(t, 2))
+            f"states fixed; every seed on the base run's target grid): a word only where the t-interval over seeds "
+            f"excludes 0 and the t-test's Holm-adjusted p (per family: question × rule at the default α) is below "
+            f"0.05.\n\n" + markdown_table(t, 2))
+
+
+TITLES = {"gate-quality": "Gate quality (CR² vs each baseline, both uncertified)",
+          "calibrated-vs-default": "Calibrated vs default threshold (each router against itself; a change of rule, "
+                                   "not a price at equal risk)",
+          "certified-score": "Which score certifies at the lower cost (CR² vs each baseline, both certified, same "
+                             "rule and α)"}
 
 
 def answers(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
-    """The three questions answered in counts of verdicts over the scenarios, at α, then over every α."""
+    """The questions answered in counts of family-wise verdicts over the scenarios, at the one α."""
     lines = []
-    titles = {"gate-quality": "Gate quality (CR² vs each baseline, both uncertified)",
-              "guarantee-price": "Price of the guarantee (each router certified vs itself uncertified)",
-              "certified-score": "Which score certifies at the lower cost (CR² vs each baseline, both certified, "
-                                 "same rule and α)"}
-    for q, title in titles.items():
+    for q, title in TITLES.items():
         d = means[means["question"] == q]
         at = d if q == "gate-quality" else d[(d["alpha"] - alpha).abs() < 1e-12]
-        parts = []
-        for label, sub in ((f"at α = {alpha:g}", at),) + (() if q == "gate-quality" else
-                                                          (("over every α of certify.alphas", d),)):
-            c = sub["word"].value_counts()
-            side = "CR²" if q != "guarantee-price" else "the certified router"
-            parts.append(f"{label}: {side} {doc.word(CHEAPER)} in {int(c.get(CHEAPER, 0))}, {doc.word(DEARER)} in "
-                         f"{int(c.get(DEARER, 0))}, {doc.word(NO_DIFFERENCE)} in {int(c.get(NO_DIFFERENCE, 0))} of "
-                         f"{len(sub)} comparisons")
-        lines.append(f"- **{title}** — " + "; ".join(parts) + ".")
-        for word in (CHEAPER, DEARER):
+        c = at["word"].value_counts()
+        side = "CR²" if q != "calibrated-vs-default" else "the calibrated router"
+        lines.append(f"- **{title}** — at α = {alpha:g}: {side} \"cheaper\" in {int(c.get('cheaper', 0))}, \"dearer\" "
+                     f"in {int(c.get('dearer', 0))}, \"no difference detected\" in "
+                     f"{int(c.get('no difference detected', 0))} of {len(at)} comparisons (each word from its own "
+                     f"family's Holm correction).")
+        for word in ("cheaper", "dearer"):
             hits = at[at["word"] == word]
             if len(hits):
-                lines.append(f"  {doc.word(word)}: " + ", ".join(sorted(
+                lines.append(f"  {doc.word(hits['word'].iloc[0])}: " + ", ".join(sorted(
                     f"{r.scenario}: {NAMES.get(r.router, r.router)} vs {NAMES.get(r.against, r.against)}"
                     + (f" ({r.rule})" if isinstance(r.rule, str) else "") for r in hits.itertuples())) + ".")
     return "\n".join(lines) + "\n"
 
 
+def _flops_text(flops: int) -> str:
+    from cr2.core.complexity import format_flops
+
+    return format_flops(flops)
+
+
 def deploy_table(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
-    """Which certified router to deploy per scenario and risk at α: CR² unless a baseline is detectably cheaper."""
+    """Which certified router to deploy per scenario and rule at α: cr2.evaluation.deploy's rule over the pairwise
+    family — the simplest router no other is detectably cheaper than, and what a more complex one could still save."""
+    from cr2.core.errors import InvalidValueError
+    from cr2.evaluation.deploy import deploy_decision
+
     rows = []
-    cert = means[(means["question"] == "certified-score") & ((means["alpha"] - alpha).abs() < 1e-12)]
-    for (scenario, rule), g in cert.groupby(["scenario", "rule"], sort=False):
-        lower = g[g["word"] == DEARER]  # CR² detectably dearer than these (Holm)
-        best = g.loc[g["estimate"].idxmin()]  # the baseline with the lowest CR² saving: the cheapest point estimate
-        if len(lower):
-            pick = lower.loc[lower["estimate"].idxmin()]
-            choice = f"{NAMES.get(pick['against'], pick['against'])}@{rule} (CR² {doc.word(DEARER)})"
-        elif (g["word"] == CHEAPER).all():
-            choice = f"CR²@{rule} ({doc.word(CHEAPER)} than every baseline)"
-        else:
-            choice = f"any of CR² and the baselines @{rule}: {doc.word(NO_DIFFERENCE)}"
+    pairwise = means[(means["question"] == "pairwise") & ((means["alpha"] - alpha).abs() < 1e-12)]
+    for (scenario, rule), g in pairwise.groupby(["scenario", "rule"], sort=False):
+        flops = g["flops"].iloc[0]
+        try:
+            d = deploy_decision(g.to_dict("records"), flops, rule, alpha)
+        except InvalidValueError as e:
+            rows.append({"scenario": scenario, "risk bounded at α": f"{RULE_RISK.get(rule, rule)} ({rule})",
+                         "deploy": f"– ({e})"})
+            continue
+        beaten = [f"{NAMES.get(r, r)} (by {', '.join(NAMES.get(x, x) for x in by)})"
+                  for r, by in d.beaten_by.items() if by]
+        bound = ("no router is more complex" if d.bound_router is None else
+                 f"{NAMES.get(d.bound_router, d.bound_router)}: {d.bound_estimate:+.1f} %, at most {d.bound_upper:+.1f} %")
         rows.append({"scenario": scenario, "risk bounded at α": f"{RULE_RISK.get(rule, rule)} ({rule})",
-                     "deploy": choice,
-                     "lowest-cost baseline by point estimate: CR²'s saving vs it, % [95 % CI]":
-                         f"{NAMES.get(best['against'], best['against'])}: {_cell(doc, best.to_dict())}"})
-    return markdown_table(pd.DataFrame(rows))
+                     "deploy (simplest not beaten)": f"{NAMES.get(d.recommended, d.recommended)}@{rule} "
+                                                     f"({_flops_text(d.flops[d.recommended])} FLOPs)",
+                     "detectably beaten (Holm over the pairs)": "; ".join(beaten) or "none",
+                     "most a more complex router could save over it (estimate, 95 % upper bound)": bound,
+                     "pairwise tests": d.n_tests})
+    if not rows:
+        return "_No pairwise comparison of certified routers at this α in any scenario (runs made before it)._\n"
+    return ("The rule, fixed before the data (docs/guarantees.md, \"Which router to deploy\"): compare every certified "
+            "router with every other at the same rule and α (mean saving over the validation grid, Holm over the "
+            "ordered pairs of the scenario and rule); among the routers no other is detectably cheaper than, deploy "
+            "the simplest (fewest FLOPs per decision, cr2.core.complexity). Not being beaten is absence of evidence, "
+            "not equivalence: the last column is the largest saving the data cannot rule out for a more complex "
+            "router — the number to weigh against its complexity.\n\n" + markdown_table(pd.DataFrame(rows)))
 
 
 def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
     """By device/edge cost ratio: in every cell of the newest premise study with a certified KNN, CR² retrained vs
-    KNN certified at the same α and rule (mean saving [95 % CI]); p-values read off the stored intervals and
-    Holm-adjusted over the cells, which are read together."""
+    KNN certified at the same α and rule (mean saving [95 % CI]), p from the cell's own bootstrap resamples and
+    Holm-adjusted over the cells; the deploy rule of the scenarios applied to the two routers of each cell."""
     from cr2_cli.resultsdoc.premise import command, mode
     from warehouse.premise import newest_premise_study, premise_studies, premise_view
+    from warehouse.repository import router_flops
 
     certified = f"knn@{rule}"
     with doc.warehouse("default") as wh:
@@ -231,25 +275,31 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
             return doc.missing("default", "a premise study with a certified KNN (`cr2 study premise --home var`)")
         v = premise_view(wh, study)
         settings = premise_studies(wh)
+        flops = router_flops(wh, str(v["label_source"].iloc[0])) if len(v) else {}
     row = next(settings[settings["study_id"] == study].itertuples(), None)
     how = f"{mode(row)}; `{command('default', None, row)}`" if row is not None and command("default", None, row) else \
         "its settings were not recorded"
     d = v[(v["method"] == "cr2-retrain") & (v["reference"] == certified) & v["mean_over_targets"]].copy()
+    if d.empty or "p_value" not in d or d["p_value"].isna().all():
+        return doc.missing("default", f"premise study `{study}` predates stored p-values; run it again")
     d = d.sort_values(["cost_ratio_est"])
-    d["p"], d["p_holm"] = holm_of_intervals(d["saving_pct"], d["saving_lower_pct"], d["saving_upper_pct"])
+    d["p_holm"] = holm_of_stored(d["p_value"])
+    simpler = "cr2" if flops.get("cr2", 0) <= flops.get("knn", 0) else "knn"
     rows = []
     for r in d.itertuples():
         word = saving_verdict(r.saving_lower_pct, r.saving_upper_pct, r.p_holm)
-        choice = {CHEAPER: f"CR² ({doc.word(CHEAPER)})", DEARER: f"KNN@{rule} (CR² {doc.word(DEARER)})"}.get(
-            word, f"either: {doc.word(NO_DIFFERENCE)}")
+        beaten = {"cheaper": "knn", "dearer": "cr2"}.get(str(word))
+        choice = simpler if beaten != simpler else ("knn" if simpler == "cr2" else "cr2")
         rows.append({"device speed": f"×{r.speed_factor:g}", "channel": r.channel,
                      "ĉ device / cheapest edge": f"{r.cost_ratio_est:.3f}",
                      "CR² vs certified KNN, mean saving % [95 % CI]": ci_cell(r.saving_pct, r.saving_lower_pct,
                                                                               r.saving_upper_pct),
-                     "p, Holm over the cells": f"{r.p_holm:.2g}", "deploy (certified, same α and rule)": choice})
+                     "p, Holm over the cells": f"{r.p_holm:.2g}", "word": doc.word(word),
+                     "deploy (simplest not beaten)": f"{NAMES.get(choice, choice)}@{rule}"})
     return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
-            f"{len(rows)} cells, sorted by the device/edge cost ratio; the premise section below has every study):\n\n"
-            + markdown_table(pd.DataFrame(rows)))
+            f"{len(rows)} cells, sorted by the device/edge cost ratio; the simpler router by FLOPs per decision is "
+            f"{NAMES.get(simpler, simpler)}, deployed unless the other is detectably cheaper; the premise section "
+            f"below has every study):\n\n" + markdown_table(pd.DataFrame(rows)))
 
 
 def render(doc: Doc) -> str:
@@ -270,8 +320,9 @@ def render(doc: Doc) -> str:
            "and MMLU-Pro) and `cr2 study premise --home var`."]
     means = pd.concat(all_means, ignore_index=True) if all_means else pd.DataFrame()
     if len(means):
-        out += ["", f"**The three questions over the {len(present)} scenarios** ({', '.join(present)}; each "
-                f"verdict from its 95 % interval and Holm per question and scenario):", "", answers(doc, means, ALPHA)]
+        out += ["", f"**The questions over the {len(present)} scenarios** ({', '.join(present)}; each verdict from its "
+                f"family's Holm correction, families per scenario × question × rule at α = {ALPHA:g}):", "",
+                answers(doc, means, ALPHA)]
     out += texts
     if doc.has("pools"):
         from cr2_cli.study_pools import equal_risk_pools_markdown

@@ -65,14 +65,19 @@ def resamples_kept(values: Iterable) -> str:
 
 
 def with_holm(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
-    """The frame with p (cr2.evaluation.statistics.interval_p_value of each interval), p_holm (Holm over all its rows: one
-    family) and the verdicts without (word) and with (word_holm) the family-wise correction, unmarked."""
-    from cr2.evaluation.statistics import holm_of_intervals, saving_verdict
+    """The frame with p (stored beside each interval, from its own bootstrap resamples), p_holm (Holm over all its
+    rows: one family) and the family-wise verdict (word_holm; `word` is the same, the only word a family member
+    gets), unmarked."""
+    from cr2.evaluation.statistics import holm_of_stored, saving_verdict
 
     out = df.copy()
-    out["p"], out["p_holm"] = holm_of_intervals(out[est], out[lo], out[hi])
-    out["word"] = [saving_verdict(a, b) for a, b in zip(out[lo], out[hi])]
+    if len(out) and ("p_value" not in out.columns or out["p_value"].isna().all()):
+        raise ValueError("these intervals were stored without their bootstrap p-values (schema < 8): run the study "
+                         "again")
+    out["p"] = out["p_value"].astype(float) if len(out) else []
+    out["p_holm"] = holm_of_stored(out["p"]) if len(out) else []
     out["word_holm"] = [saving_verdict(a, b, p) for a, b, p in zip(out[lo], out[hi], out["p_holm"])]
+    out["word"] = out["word_holm"]
     return out
 
 
@@ -94,7 +99,7 @@ def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label
     sub = sav[sav["reference"] == ref]
     fam = with_holm(sub[sub["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct", "upper_pct")
     methods = [m for m in (*ROUTERS, ORACLE) if m in set(sub["method"])]
-    head = [label, "c_dev/c_edge", *(f"{m} vs {ref}" for m in methods), "resamples kept"]
+    head = [label, "c_dev/c_edge", *(f"{m} vs {ref}" for m in methods)]
     rows = []
     for pool, g in sub.groupby("pool", sort=True):
         cells = []
@@ -109,35 +114,27 @@ def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label
                 h = fam[(fam["pool"] == pool) & (fam["method"] == m)].iloc[0]
                 c += f" {doc.saving(h.lower_pct, h.upper_pct, h.p_holm)}"
             cells.append(c)
-        kept = resamples_kept(g["n_resamples"] if "n_resamples" in g else [])
-        rows.append([pool, num(ratio.get(pool), ".2f"), *cells, kept])
+        rows.append([pool, num(ratio.get(pool), ".2f"), *cells])
     return text_table(head, rows, f"no savings against {ref} are stored")
 
 
 def verdict_counts(doc: Doc, sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataFrame]:
-    """Per learned method: pools cheaper / dearer / no difference detected vs `ref`, by the per-pool 95 % interval
-    and by Holm over the pools × methods family; and the rows whose word changes under Holm."""
+    """Per learned method: pools cheaper / dearer / no difference detected vs `ref` under Holm over the pools ×
+    methods family (the only words a family member gets); and the family (for its size)."""
     sub = sav[(sav["reference"] == ref) & sav["method"].isin(ROUTERS)]
     fam = with_holm(sub, "mean_saving_pct", "lower_pct", "upper_pct")
-    head = ["method", "pools", "per-pool 95 % interval: \"cheaper\" / \"dearer\" / \"no difference detected\"",
-            f"Holm over the {len(fam)} tests: the same three"]
+    head = ["method", "pools", f"Holm over the {len(fam)} tests: \"cheaper\" / \"dearer\" / \"no difference detected\""]
     rows = []
     for m in [m for m in ROUTERS if m in set(fam["method"])]:
         g = fam[fam["method"] == m]
-        rows.append([m, str(len(g)), counts(g["word"]), counts(g["word_holm"])])
-    changed = fam[fam["word"] != fam["word_holm"]]
-    return text_table(head, rows, f"no learned method has a saving against {ref}"), changed
+        rows.append([m, str(len(g)), counts(g["word_holm"])])
+    return text_table(head, rows, f"no learned method has a saving against {ref}"), fam
 
 
-def changed_sentence(doc: Doc, changed: pd.DataFrame, what: str, label: str = "pool") -> str:
-    """Which verdicts change under Holm (each with its interval, p and Holm p)."""
-    if changed.empty:
-        return f"Under Holm no verdict of {what} changes.\n"
-    items = "; ".join(f"{r.method} on {label} {r.pool}: {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)}"
-                      f"{_kept_note(getattr(r, 'n_resamples', None))}, {doc.word(r.word)} by its own interval "
-                      f"(p = {r.p:.3g}), {doc.word(r.word_holm)} under Holm (p = {r.p_holm:.3g})"
-                      for r in changed.itertuples(index=False))
-    return f"Verdicts of {what} that change under Holm ({len(changed)}): {items}.\n"
+def changed_sentence(doc: Doc, family: pd.DataFrame, what: str, label: str = "pool") -> str:
+    """The family the verdicts of a table were corrected over (uncorrected words of its members are not printed)."""
+    return (f"Every verdict of {what} is Holm-corrected over the {len(family)} tests of its {label}s × methods family; "
+            "no member's uncorrected word is printed.\n")
 
 
 def _kept_note(n) -> str:
@@ -239,13 +236,6 @@ def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     lines.append(text_table(head, [[str(r.baseline), str(r.pools), num(r.median, "+.1f"), f"{r.w_plus:g}",
                                     f"{r.w_minus:g}", f"{r.p:.3g}", f"{r.p_holm:.3g}", doc.test(r.median, r.p_holm),
                                     str(r.method)] for r in tests.itertuples(index=False)]).rstrip("\n"))
-    raw = tests[tests["p"] < 0.05]
-    flip = tests[(tests["p"] < 0.05) & (tests["p_holm"] >= 0.05)]
-    lines += ["", f"Uncorrected, {len(raw)} of the {len(tests)} tests have p < 0.05"
-              + (f" ({', '.join(f'{r.baseline}: {r.p:.3g}' for r in raw.itertuples(index=False))})" if len(raw) else "")
-              + f"; under Holm {int((tests['p_holm'] < 0.05).sum())} do"
-              + (f" — the statement changes for {', '.join(flip['baseline'])} (smallest Holm p "
-                 f"{tests['p_holm'].min():.3g})" if len(flip) else "") + "."]
     return "\n".join(lines) + "\n", tests
 
 
@@ -274,9 +264,10 @@ def _sweep_part(doc: Doc) -> str:
            "independent draws. Per-pool intervals are the primary result; anything pooled across pools (the "
            "counts and the signed-rank tests below) overstates the evidence, and Holm's correction, valid under any "
            "dependence between the tests, guards only the family-wise error, not the dependence of the units.", "",
-           "Mean fixed-accuracy saving (%) over the targets both reach [95 % paired-bootstrap interval], positive = "
-           "the method costs less; the word after each learned method's cell is its verdict with Holm over that "
-           "table's pools × methods family (interval p-values, cr2.evaluation.statistics.interval_p_value). c_dev/c_edge = "
+           "Mean fixed-accuracy saving (%) over each pool run's validation target grid [95 % paired-bootstrap "
+           "interval], positive = the method costs less, CR² at grids.default_alpha; the word after each learned "
+           "method's cell is its verdict with Holm over that table's pools × methods family (each p from its "
+           "interval's own resamples, cr2.evaluation.statistics.bootstrap_p_values). c_dev/c_edge = "
            "E[c_device] / E[min edge c] on the test rows (realised cost). The full-information reference is a bound, "
            "shown without a word. " + _kept_sentence(runs, sav), ""]
     for ref in ("knn", "best-single"):
@@ -294,20 +285,11 @@ def _sweep_part(doc: Doc) -> str:
 
 
 def _kept_sentence(runs: pd.DataFrame, sav: pd.DataFrame) -> str:
-    """How many resamples the mean-saving intervals kept (conditional on every averaged target being reached)."""
-    head = "Each mean's interval uses only the resamples on which every one of its targets is reached"
-    kept = pd.to_numeric(sav["n_resamples"], errors="coerce").astype("float64") if "n_resamples" in sav else \
-        pd.Series(np.nan, index=sav.index)
-    stored = int(kept.notna().sum())
-    if stored == 0:
-        return (f"{head}; this study does not store how many resamples were kept (pool_results.n_resamples, schema 7 "
-                "on: re-run the study).")
-    drawn = pd.to_numeric(sav["pool"].map(runs.set_index("pool")["n_resamples"]), errors="coerce").astype("float64")
-    short = int((kept < drawn).sum())
-    return (f"{head}: the column \"resamples kept\" gives, per pool, the fewest and most that the row's intervals "
-            f"kept, out of the {span(runs['n_resamples'], ',.0f')} drawn; over both tables {resamples_kept(kept)} "
-            f"({short} of the {stored} intervals kept fewer than all). The headroom interval in the diagnostics below "
-            "is the full-information cell of the first table.")
+    """Every interval rests on all its resamples: said with the numbers stored."""
+    kept = pd.to_numeric(sav["n_resamples"], errors="coerce") if "n_resamples" in sav else pd.Series(dtype=float)
+    return (f"A target a frontier misses on a resample costs the cheapest Always-model that reaches it there, so every "
+            f"mean is defined on every resample: the intervals rest on {resamples_kept(kept)} resamples each. The "
+            "headroom interval in the diagnostics below is the full-information cell of the first table.")
 
 
 def _reading(doc: Doc, sav: pd.DataFrame, diag: pd.DataFrame, tests: pd.DataFrame) -> str:
@@ -318,12 +300,13 @@ def _reading(doc: Doc, sav: pd.DataFrame, diag: pd.DataFrame, tests: pd.DataFram
     parts = []
     for w in ("cheaper", "dearer"):
         hit = cr2[cr2["word_holm"] == w]
-        parts.append(f"{doc.word(w)} on {len(hit)}" + (
+        parts.append(f"\"{w}\" on {len(hit)}" + (
             " (" + "; ".join(f"{r.pool} {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} %"
                             for r in hit.itertuples(index=False)) + ")" if len(hit) else ""))
     nd = int((cr2["word_holm"] == "no difference detected").sum())
     head = (f"**Where CR² stands against KNN, pool by pool (Holm over the pools × methods family).** CR² is "
-            f"{parts[0]} and {parts[1]} of the {len(cr2)} pools; {doc.word('no difference detected')} on {nd}.")
+            f"{parts[0]} and {parts[1]} of the {len(cr2)} pools; \"no difference detected\" on {nd} (each pool's "
+            f"word: the table above).")
     ratio = diag["cost_ratio_realised"]
     above = int((ratio > 1).sum())
     why = (f" Why, from the diagnostics: the full-information reference's mean saving vs KNN is "

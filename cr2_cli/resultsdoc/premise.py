@@ -7,7 +7,7 @@ comparison of the two retraining modes, and a tested trend of the saving with de
 Every number comes from v_premise / premise_cells / premise_studies (warehouse.premise); every verdict word from
 cr2's verdict functions through `Doc`: per interval, and under Holm over the family the page reads together (the
 cells of one study, per comparison; cells × paper targets; the trend tests of the page). p-values of stored
-intervals: cr2.evaluation.statistics.interval_p_value; the trend: cr2.evaluation.statistics.spearman_permutation_test (seeded).
+intervals: the p stored beside each interval (its own bootstrap resamples); the trend: cr2.evaluation.statistics.spearman_permutation_test (seeded).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS
-from cr2.evaluation.statistics import holm_adjust, interval_p_value, saving_verdict, spearman_permutation_test
+from cr2.evaluation.statistics import holm_adjust, saving_verdict, spearman_permutation_test
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, change_verdict, label_kind
 
@@ -71,6 +71,16 @@ def command(key: str, config: str | None, row) -> str | None:
     return " ".join(parts)
 
 
+def _stored_p(r) -> float:
+    """The p stored beside an interval (from its own bootstrap resamples; two-sided, so the sign of a comparison
+    does not change it); a study stored before schema 8 has none: it must be run again."""
+    p = getattr(r, "p_value", None)
+    if p is None or pd.isna(p):
+        raise ValueError("a premise study stored without bootstrap p-values (schema < 8): run `cr2 study premise` "
+                         "again")
+    return float(p)
+
+
 def cells(v: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: coordinates, ĉ ratio, and per comparison the mean saving over targets with its interval
     (sign: positive = CR² cheaper; the re-calibration loss signed so that positive = re-calibration alone dearer),
@@ -90,7 +100,7 @@ def cells(v: pd.DataFrame) -> pd.DataFrame:
             r = m.iloc[0]
             lo, hi = sorted((sign * r.saving_lower_pct, sign * r.saving_upper_pct))
             row.update({tag: sign * r.saving_pct + 0.0, tag + "|lo": lo + 0.0, tag + "|hi": hi + 0.0,
-                        tag + "|p": interval_p_value(sign * r.saving_pct, lo, hi)})
+                        tag + "|p": _stored_p(r)})
             for t in PAPER_TARGETS:
                 tt = g[(g["method"] == method) & (g["reference"] == ref) & np.isclose(g["target"], t)]
                 ok = not tt.empty and np.isfinite(tt.iloc[0].saving_pct) and np.isfinite(tt.iloc[0].saving_lower_pct)
@@ -98,7 +108,7 @@ def cells(v: pd.DataFrame) -> pd.DataFrame:
                                                                          sign * tt.iloc[0].saving_upper_pct)))
                                  if ok else (np.nan, np.nan, np.nan))
                 row.update({f"{tag}@{t:.2f}": est, f"{tag}@{t:.2f}|lo": tlo, f"{tag}@{t:.2f}|hi": thi,
-                            f"{tag}@{t:.2f}|p": interval_p_value(est, tlo, thi) if ok else np.nan})
+                            f"{tag}@{t:.2f}|p": _stored_p(tt.iloc[0]) if ok else np.nan})
         for method in ("cr2-retrain", "cr2-recal"):
             r = g[(g["method"] == method) & g["mean_over_targets"]]
             row[f"{method}|risk_max"] = float(r.iloc[0].risk_max) if len(r) and pd.notna(r.iloc[0].risk_max) else np.nan
@@ -126,17 +136,18 @@ def _ci(est, lo, hi) -> str:
     return f"{est:+.1f} [{lo:+.1f}, {hi:+.1f}]"
 
 
-def _word(doc: Doc, c, tag: str, holm: bool = False) -> str:
+def _word(doc: Doc, c, tag: str, holm: bool = True) -> str:
+    """A cell's word under Holm over its study's cells (the family it is read in; never the uncorrected one)."""
     if pd.isna(c.get(tag)):
         return "not reached"
-    return doc.saving(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
+    return doc.saving(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"])
 
 
-def _loss_word(doc: Doc, c, tag: str, holm: bool = False) -> str:
-    """The re-calibration loss (positive = re-calibration alone dearer) in the words of a change: larger / smaller."""
+def _loss_word(doc: Doc, c, tag: str, holm: bool = True) -> str:
+    """The re-calibration loss (positive = re-calibration alone dearer) in the words of a change, under Holm."""
     if pd.isna(c.get(tag)):
         return "not reached"
-    return doc.compare(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"] if holm else None)
+    return doc.compare(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"])
 
 
 def _target_counts(doc: Doc, c, tag: str, holm: bool) -> tuple[str, dict]:
@@ -168,7 +179,7 @@ def _verdict_counts(doc: Doc, cs: pd.DataFrame, tag: str, holm: bool, loss: bool
 
 def _counts_text(doc: Doc, counts: dict) -> str:
     order = ("cheaper", "dearer", "larger", "smaller", "no difference detected", "not reached")
-    return ", ".join(f"{doc.word(w) if w != 'not reached' else w} in {counts[w]}" for w in order if counts.get(w))
+    return ", ".join(f"\"{w}\" in {counts[w]}" for w in order if counts.get(w))
 
 
 # ---------------------------------------------------------------- one study
@@ -176,21 +187,23 @@ def _study_tables(doc: Doc, cs: pd.DataFrame) -> str:
     kt, bt, lt = (f"{m}|{r}" for m, r, _, _ in COMPARISONS)
     rows = []
     for _, c in cs.iterrows():
-        knn_counts, _ = _target_counts(doc, c, kt, holm=False)
-        best_counts, _ = _target_counts(doc, c, bt, holm=False)
+        knn_counts, _ = _target_counts(doc, c, kt, holm=True)
+        best_counts, _ = _target_counts(doc, c, bt, holm=True)
         rows.append({"ĉ ratio": f"{c['cost_ratio']:.3f}", "cell": _cell_name(c),
                      "CR² vs KNN, mean": _ci(c[kt], c[kt + "|lo"], c[kt + "|hi"]),
-                     "verdict": _word(doc, c, kt), f"Holm ({len(cs)} cells)": _word(doc, c, kt, True),
-                     "paper targets vs KNN: \"cheaper\" / \"dearer\" / n.d. / not reached": knn_counts,
+                     f"word, Holm ({len(cs)} cells)": _word(doc, c, kt),
+                     "paper targets vs KNN, Holm over cells × targets: \"cheaper\" / \"dearer\" / n.d. / not reached":
+                         knn_counts,
                      "CR² vs best single, mean": _ci(c[bt], c[bt + "|lo"], c[bt + "|hi"]),
-                     "verdict ": _word(doc, c, bt), f"Holm ({len(cs)} cells) ": _word(doc, c, bt, True),
-                     "paper targets vs best single: \"cheaper\" / \"dearer\" / n.d. / not reached": best_counts})
+                     f"word, Holm ({len(cs)} cells) ": _word(doc, c, bt),
+                     "paper targets vs best single, Holm over cells × targets: \"cheaper\" / \"dearer\" / n.d. / "
+                     "not reached": best_counts})
     answer = markdown_table(pd.DataFrame(rows))
     rows = []
     for _, c in cs.sort_values(["speed_factor", "mean_distance_m"]).iterrows():
         rows.append({"speed": f"×{c['speed_factor']:g}", "channel": c["channel"], "ĉ ratio": f"{c['cost_ratio']:.3f}",
                      "loss of re-calibration only, mean": _ci(c[lt], c[lt + "|lo"], c[lt + "|hi"]),
-                     "verdict": _loss_word(doc, c, lt), f"Holm ({len(cs)} cells)": _loss_word(doc, c, lt, True),
+                     f"word, Holm ({len(cs)} cells)": _loss_word(doc, c, lt),
                      "risk at α, worst λ: retrained / re-calibrated":
                          f"{c['cr2-retrain|risk_max']:.4f} / {c['cr2-recal|risk_max']:.4f}"})
     recal = markdown_table(pd.DataFrame(rows))
@@ -209,39 +222,23 @@ def _answer(doc: Doc, cs: pd.DataFrame, kind: str) -> str:
     for tag, name, loss in ((kt, "CR² retrained vs KNN (mean over targets)", False),
                             (bt, "CR² retrained vs the best single model", False),
                             (lt, "What re-calibration alone loses against retraining", True)):
-        a = _verdict_counts(doc, cs, tag, holm=False, loss=loss)
         h = _verdict_counts(doc, cs, tag, holm=True, loss=loss)
         est = cs[tag].dropna()
         rng = f"; point estimates {est.min():+.1f} … {est.max():+.1f} %" if len(est) else ""
-        lines.append(f"- {name}: by each interval {_counts_text(doc, a)}; under Holm over the {n} cells "
-                     f"{_counts_text(doc, h)}{rng}.")
+        lines.append(f"- {name}: under Holm over the {n} cells {_counts_text(doc, h)}{rng}.")
     for tag, name in ((kt, "KNN"), (bt, "the best single model")):
-        a, h = {}, {}
+        h = {}
         for _, c in cs.iterrows():
-            for k, v in _target_counts(doc, c, tag, holm=False)[1].items():
-                a[k] = a.get(k, 0) + v
             for k, v in _target_counts(doc, c, tag, holm=True)[1].items():
                 h[k] = h.get(k, 0) + v
         lines.append(f"- At the paper's targets {PAPER_TARGETS[0]:.2f}–{PAPER_TARGETS[-1]:.2f} vs {name} "
-                     f"({n * len(PAPER_TARGETS)} (cell, target) pairs): by each interval {_counts_text(doc, a)}; "
-                     f"under Holm over the pairs {_counts_text(doc, h)}.")
+                     f"({n * len(PAPER_TARGETS)} (cell, target) pairs), under Holm over the pairs: "
+                     f"{_counts_text(doc, h)}.")
     rmax, rmean = cs["cr2-retrain|risk_max"].dropna(), cs["cr2-retrain|risk_mean"].dropna()
     if len(rmax):
         lines.append(f"- CR²'s (retrained) test risk at α = {cs['alpha'].iloc[0]:g}: mean over the λ grid "
                      f"{rmean.min():.4f} … {rmean.max():.4f} per cell, worst λ {rmax.min():.4f} … {rmax.max():.4f} "
                      "(one test draw per λ).")
-    changed = []
-    for tag, name, loss in ((kt, "vs KNN", False), (bt, "vs best single", False), (lt, "re-calibration loss", True)):
-        for _, c in cs.iterrows():
-            if pd.isna(c.get(tag)):
-                continue
-            if saving_verdict(c[tag + "|lo"], c[tag + "|hi"]) != saving_verdict(c[tag + "|lo"], c[tag + "|hi"],
-                                                                                 c[tag + "|holm"]):
-                wf = _loss_word if loss else _word
-                changed.append(f"{_cell_name(c)} {name} ({wf(doc, c, tag)} by its interval, p = {c[tag + '|p']:.2g}; "
-                               f"{wf(doc, c, tag, True)} under Holm, p̃ = {c[tag + '|holm']:.2g})")
-    lines.append("- Statements that change under Holm (mean over targets): "
-                 + ("; ".join(changed) if changed else "none") + ".")
     return "\n".join(lines) + "\n"
 
 

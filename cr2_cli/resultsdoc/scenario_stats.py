@@ -1,8 +1,9 @@
 """What the sections intervals, default_scenario and measured share (not a section): the stored run and seed study of
 one scenario warehouse, and the two rules that turn stored numbers into words —
 
-- a family of savings read together (routers, or targets × routers): each saving's word from its 95 % interval, then
-  again with its Holm-adjusted p over the family (p read off the interval, cr2.evaluation.statistics.holm_of_intervals);
+- a family of savings read together (routers, or targets × routers): each saving's word only from its Holm-adjusted
+  p over the family, each p the one stored beside its interval (the same bootstrap resamples,
+  cr2.evaluation.statistics.bootstrap_p_values); an uncorrected word of a family member is never printed;
 - a saving over seeds: the 95 % t-interval over the seeds of the seed study and the one-sample t-test, Holm-adjusted
   over the family read together (cr2.evaluation.statistics.t_interval); mean ± sd is shown, never read as a word.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cr2.evaluation.statistics import holm_adjust, holm_of_intervals, saving_verdict, t_interval
+from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, t_interval
 from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
 
 NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
@@ -46,6 +47,7 @@ class Scenario:
     seed_runs: pd.DataFrame  # the study's seeds and their runs
     spread: pd.DataFrame  # v_seed_spread of the study
     queries: dict[str, int] = field(default_factory=dict)
+    risk_tests: pd.DataFrame = field(default_factory=pd.DataFrame)  # intervals rows risk_all_minus_alpha
 
     @property
     def n_seeds(self) -> int:
@@ -66,8 +68,8 @@ class Scenario:
 def load(doc: Doc, key: str) -> Scenario | None:
     """The scenario in warehouse `key`, or None when the warehouse or its evaluation run is not there."""
     from warehouse.reads import has_table, query_counts
-    from warehouse.repository import (eval_run, newest_eval_run, newest_seed_study, seed_spread, seed_study_runs,
-                                      view_for_run)
+    from warehouse.repository import (eval_run, newest_eval_run, newest_seed_study, run_intervals, seed_spread,
+                                      seed_study_runs, view_for_run)
 
     if not doc.has(key):
         return None
@@ -83,7 +85,8 @@ def load(doc: Doc, key: str) -> Scenario | None:
                         fixed=view_for_run(wh, "v_fixed_accuracy_ci", run_id),
                         points=ops[ops["benchmark"] == "all"].reset_index(drop=True), study=study,
                         seed_runs=seed_study_runs(wh, study) if study else pd.DataFrame(),
-                        spread=seed_spread(wh, study) if study else pd.DataFrame(), queries=query_counts(wh))
+                        spread=seed_spread(wh, study) if study else pd.DataFrame(), queries=query_counts(wh),
+                        risk_tests=run_intervals(wh, run_id, "risk_all_minus_alpha"))
 
 
 def banner(s: Scenario) -> str:
@@ -95,41 +98,25 @@ def banner(s: Scenario) -> str:
 
 # ---------------------------------------------------------------- a family of stored intervals
 def interval_family(doc: Doc, df: pd.DataFrame, est: str, lower: str, upper: str) -> pd.DataFrame:
-    """df with p (read off each interval), p_holm (Holm over the rows: the family), verdict / verdict_holm (the raw
-    words, for counting) and word / word_holm (the marked words, for the page)."""
+    """df with p (stored beside each interval, from its own resamples), p_holm (Holm over the rows: the family) and
+    the family-wise verdict (for counting) and word (for the page); verdict_holm / word_holm are the same columns
+    under the names the sections read."""
     d = df.copy()
-    p, ph = holm_of_intervals(d[est].to_numpy(float), d[lower].to_numpy(float), d[upper].to_numpy(float))
-    d["p"], d["p_holm"] = p, ph
-    d["verdict"] = [saving_verdict(lo, hi) for lo, hi in zip(d[lower], d[upper])]
-    d["verdict_holm"] = [saving_verdict(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], ph)]
-    d["word"] = [doc.saving(lo, hi) for lo, hi in zip(d[lower], d[upper])]
-    d["word_holm"] = [doc.saving(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], ph)]
+    if "p_value" not in d.columns or d["p_value"].isna().all() and len(d):
+        raise ValueError("these intervals were stored without their bootstrap p-values (schema < 8): run "
+                         "`cr2 run` on the warehouse again")
+    d["p"] = d["p_value"].astype(float)
+    d["p_holm"] = holm_of_stored(d["p"])
+    d["verdict"] = [saving_verdict(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], d["p_holm"])]
+    d["word"] = [doc.saving(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], d["p_holm"])]
+    d["verdict_holm"], d["word_holm"] = d["verdict"], d["word"]
     return d
 
 
-
-
-def changed(d: pd.DataFrame, label) -> list[str]:
-    """The statements of a family whose word changes under Holm: 'label: word → word under Holm'."""
-    return [f"{label(r)}: {r.word} → {r.word_holm} (Holm p = {r.p_holm:.2g})"
-            for r in d.itertuples() if r.verdict != r.verdict_holm]
-
-
 def holm_line(d: pd.DataFrame, label, family: str) -> str:
-    """One sentence: how many tests the family has and which statements Holm changes (a family with targets: per
-    router, the targets whose word changes)."""
+    """One sentence naming the family its words are corrected over."""
     n = int(np.isfinite(d["p"].to_numpy(float)).sum())
-    if "target" in d.columns:
-        ch = []
-        for (m, _, _), g in d[d["verdict"] != d["verdict_holm"]].groupby(["method", "verdict", "verdict_holm"], sort=False):
-            ts = ", ".join(f"{t:.2f}" for t in g["target"])
-            ch.append(f"{name(m)} at {len(g)} target(s) ({ts}): {g['word'].iloc[0]} → {g['word_holm'].iloc[0]} "
-                      f"(smallest Holm p {g['p_holm'].min():.2g})")
-    else:
-        ch = changed(d, label)
-    if not ch:
-        return f"Under Holm over the {n} tests of {family}, no statement changes."
-    return f"Under Holm over the {n} tests of {family}, {len(ch)} statement(s) change: " + "; ".join(ch) + "."
+    return f"Every word above is corrected by Holm over the {n} tests of {family}."
 
 
 # ---------------------------------------------------------------- over seeds
@@ -174,7 +161,7 @@ def target_family(doc: Doc, s: Scenario) -> pd.DataFrame:
 
 
 def router_family(doc: Doc, s: Scenario) -> pd.DataFrame:
-    """Every learned router's mean saving vs KNN over the targets both reach (v_mean_saving_ci), read together."""
+    """Every learned router's mean saving vs KNN over the validation grid (v_mean_saving_ci), read together."""
     d = s.mean_saving[s.mean_saving["method"].isin(LEARNED)].copy()
     d["order"] = d["method"].map(LEARNED.index)
     d = d.sort_values("order").reset_index(drop=True)
@@ -196,13 +183,13 @@ def kept(v) -> str:
 
 def router_target_rows(tf: pd.DataFrame, reach_head: str, median_head: str, extra=None) -> list[dict]:
     """Per learned router over the targets it and KNN reach: how many, the median saving, and the per-target words
-    counted (each target's 95 % interval; Holm over every target × router); `extra(g)` adds columns."""
+    counted under Holm over every target × router; `extra(g)` adds columns."""
     rows = []
     for m in LEARNED:
         g = tf[tf["method"] == m]
         if g.empty:
             continue
         rows.append({"router": name(m), reach_head: len(g), median_head: num(g["saving_vs_knn_pct"].median()),
-                     f"targets {COUNTS_HEAD}, 95 % interval": counts(g["verdict"]),
-                     "… under Holm (every target × router)": counts(g["verdict_holm"]), **(extra(g) if extra else {})})
+                     f"targets {COUNTS_HEAD}, Holm over every target × router": counts(g["verdict_holm"]),
+                     **(extra(g) if extra else {})})
     return rows

@@ -57,19 +57,15 @@ def _reading(doc: Doc, sav: pd.DataFrame, runs: pd.DataFrame) -> str:
         cr2 = fam[fam["method"] == "cr2"]
         per = "; ".join(f"{r.pool} {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} % "
                         f"({doc.saving(r.lower_pct, r.upper_pct, r.p_holm)})" for r in cr2.itertuples(index=False))
-        own = fam[fam["word"].isin(("cheaper", "dearer"))]
         held = fam[fam["word_holm"].isin(("cheaper", "dearer"))]
-        sentence = f"Against {what}, CR²: {per}."
-        if len(own):
-            sentence += (f" By its own 95 % interval, a direction for {len(own)} of the {len(fam)} (ladder, router) "
-                         "pairs: " + "; ".join(f"{r.method} on {r.pool} {doc.word(r.word)} "
-                                               f"({cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} %)"
-                                               for r in own.itertuples(index=False))
-                         + f"; with Holm over the {len(fam)} tests, {len(held)} keep it"
-                         + (": " + ", ".join(f"{r.method} on {r.pool}" for r in held.itertuples(index=False))
-                            if len(held) else "") + ".")
+        sentence = f"Against {what}, CR² (Holm over the {len(fam)} tests of the ladders × routers family): {per}."
+        if len(held):
+            sentence += (f" A direction under Holm for {len(held)} of the {len(fam)} (ladder, router) pairs: "
+                         + "; ".join(f"{r.method} on {r.pool} {doc.word(r.word_holm)} "
+                                     f"({cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} %)"
+                                     for r in held.itertuples(index=False)) + ".")
         else:
-            sentence += f" No learned router has a direction by its own interval ({len(fam)} tests)."
+            sentence += f" No learned router has a direction under Holm ({len(fam)} tests)."
         out.append(sentence)
     ratio = runs.set_index("pool")["cost_ratio_realised"]
     side = "; ".join(f"{p} {num(v, '.2f')} ({'below' if v < 1 else 'above'} 1)" for p, v in ratio.items()
@@ -107,8 +103,8 @@ def render(doc: Doc) -> str:
     ratio = runs.set_index("pool")["cost_ratio_realised"]
     out += [f"{facts}.", "",
             "Mean fixed-accuracy saving (%) [95 % interval], positive = the method costs less; the word after a "
-            "learned method's cell is its verdict with Holm over the table's ladders × methods family (interval "
-            "p-values); the full-information reference is a bound, without a word.", ""]
+            "learned method's cell is its verdict with Holm over the table's ladders × methods family (each p from "
+            "its interval's own resamples); the full-information reference is a bound, without a word.", ""]
     for ref in ("knn", "best-single"):
         out += [savings_table(doc, sav, ref, ratio, label="ladder"), ""]
     for ref, what in (("knn", "KNN"), ("best-single", "the best single model")):

@@ -5,3 +5,5 @@
 ALTER TABLE IF EXISTS intervals ADD COLUMN IF NOT EXISTS p_value DOUBLE;
 ALTER TABLE IF EXISTS pool_results ADD COLUMN IF NOT EXISTS p_value DOUBLE;
 ALTER TABLE IF EXISTS premise_results ADD COLUMN IF NOT EXISTS p_value DOUBLE;
+-- … and an evaluation run keeps the one α at which a method swept over several α (CR²) is compared with others
+ALTER TABLE IF EXISTS eval_runs ADD COLUMN IF NOT EXISTS default_alpha DOUBLE;

@@ -1,12 +1,13 @@
 -- The pool sweep (docs/results.md "CR² across measured pools"): per pool, each learned method's and the
 -- full-information reference's mean fixed-accuracy saving (%) vs KNN and vs the best single model, averaged over
--- the targets 0.50–0.99 both reach, with its 95 % paired-bootstrap interval over the test queries (training and
--- calibration held fixed) and a verdict: 'cheaper' / 'dearer' only where the interval excludes 0. n_resamples: the
--- resamples the interval kept — those on which every one of its n_targets targets is reached (NULL: not stored).
+-- the n_targets targets of the pool run's validation grid (a target a frontier misses costs the cheapest Always-model
+-- that reaches it), with its 95 % paired-bootstrap interval over the test queries (training and calibration held
+-- fixed), its p from the same resamples, and one interval's verdict: 'cheaper' / 'dearer' only where the interval
+-- excludes 0 (uncorrected: a family of these is read with Holm over p_value). n_resamples: all of them.
 SELECT r.study_id, r.pool, p.label_source, p.label_source LIKE 'simulated%' AS labels_simulated, p.reference AS m_ref,
        p.cost_ratio_realised, p.cost_ratio_est, p.n_test, p.n_evaluable,
        r.subject AS method, r.other AS reference, r.estimate AS mean_saving_pct, r.lower AS lower_pct,
-       r.upper AS upper_pct, r.n AS n_targets, r.n_resamples,
+       r.upper AS upper_pct, r.n AS n_targets, r.n_resamples, r.p_value,
        CASE WHEN r.estimate IS NULL OR isnan(r.estimate) THEN 'not reached'
             ELSE coalesce(saving_verdict(r.lower, r.upper), 'not reached') END AS verdict
 FROM pool_results r
