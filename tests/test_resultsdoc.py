@@ -30,8 +30,12 @@ def test_doc_words_come_from_the_verdict_functions():
     assert unmark(doc.test(-3.0, 0.01)) == "dearer" and unmark(doc.test(-3.0, 0.2)) == "no difference detected"
     assert unmark(doc.bound([0.0101], [0.0002], 0.01)) == "holds" and unmark(doc.bound([0.02], [0.001], 0.01)) == "fails"
     assert unmark(doc.compare(0.1, 0.3)) == "larger" and unmark(doc.compare(-0.3, -0.1)) == "smaller"
-    with pytest.raises(ValueError, match="not a verdict word"):
+    with pytest.raises(TypeError, match="verdict function"):
         doc.word("better")
+    from cr2.evaluation.statistics import Verdict
+
+    with pytest.raises(ValueError, match="not a verdict word"):
+        doc.word(Verdict("better"))
 
 
 def test_the_seed_t_interval_is_students():

@@ -39,8 +39,12 @@ def _models(device: str, edges: list[str]) -> list[dict]:
     return [{"id": device, "name": device, "role": "device"}] + [{"id": e, "name": e, "role": "edge"} for e in edges]
 
 
-# resamples each mean-saving interval kept (of the 1,000 drawn): those on which all its targets are reached
-KEPT = {"cr2": 870, "mlp": 990, "full-information": 1000}
+def _p(lo: float, hi: float) -> float:
+    """A stand-in for the bootstrap p stored beside an interval: small where it clears 0 by far, near 0.04 where by
+    a hair, large where it holds 0."""
+    if lo > 0 or hi < 0:
+        return 0.0001 if min(abs(lo), abs(hi)) > 1.0 else 0.04
+    return 0.6
 
 
 def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[float, float, float]]) -> None:
@@ -53,10 +57,10 @@ def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[
     for ref in ("knn", "best-single"):
         for m, (e, lo, hi) in savings.items():
             rows.append({"subject": m, "other": ref, "metric": "mean_saving_pct", "target": None, "estimate": e,
-                         "lower": lo, "upper": hi, "n": 20, "n_resamples": KEPT[m] - (ref == "best-single")})
-    for a, b, kept in (("cr2-fixed-0.5", "knn@uncertified", 700 + len(pool)), ("cr2-fixed-0.5", "mlp@uncertified", 1000)):
+                         "lower": lo, "upper": hi, "n": 20, "n_resamples": 1000, "p_value": _p(lo, hi)})
+    for a, b in (("cr2-fixed-0.5", "knn@uncertified"), ("cr2-fixed-0.5", "mlp@uncertified")):
         rows.append({"subject": a, "other": b, "metric": "equal-risk:gate-quality", "target": None, "estimate": 1.0,
-                     "lower": -1.0, "upper": 3.0, "n": 9, "n_resamples": kept})
+                     "lower": -1.0, "upper": 3.0, "n": 9, "n_resamples": 1000, "p_value": 0.5})
     rows.append({"subject": pool, "other": None, "metric": "accuracy", "target": None, "estimate": 0.3, "lower": None,
                  "upper": None, "n": 600})
     write_pool(wh, study, pool, run, rows)
@@ -124,15 +128,13 @@ def test_sections_render_on_small_stored_studies_with_backed_words_only(homes, t
     page = render_sections(_doc(homes, tmp_path), SECTIONS, marked=True)
     assert unbacked_words(page) == []
     assert "Study `pools-x`" in page and "2 of the 3 pools share the same three edge models (e1, e2, e3)" in page
-    # the per-pool 'dearer' of p1 does not survive Holm over the pools × methods family, and the page says so
-    assert f"cr2 on pool p1: −3.0 [−6.0, −0.1] (870 resamples kept), {OPEN}dearer" in page
-    assert "| cr2 | 3 | 0 / 1 / 2 | 0 / 0 / 3 |" in page
-    # the resamples each conditional interval kept: per pool row (min–max over its methods), in the sentence of a
-    # verdict that changes under Holm, and over the study
-    assert "| resamples kept |" in page and "not stored" not in page.split("## The ZeroEval")[0]
+    # p1's interval excludes 0 by a hair (p 0.04): under Holm over the pools × methods family it gets no word, and no
+    # uncorrected word of a family member is printed anywhere
     p1 = [line for line in page.splitlines() if line.startswith("| p1 | 2.00 |")]
-    assert [line.rsplit("|", 2)[-2].strip() for line in p1] == ["870–1,000", "869–999"]
-    assert "out of the 1,000 drawn; over both tables 869–1,000 (15 of the 18 intervals kept fewer than all)" in page
+    assert len(p1) == 2 and all(f"{OPEN}dearer" not in line for line in p1)
+    assert f"−3.0 [−6.0, −0.1] {OPEN}no difference detected" in p1[0]
+    assert "| cr2 | 3 | 0 / 0 / 3 |" in page and "by its own interval" not in page
+    assert "| resamples kept |" not in page and "the intervals rest on 1,000 resamples each" in page
     # the ladders: mlp's clear saving keeps its word under Holm
     assert f"+8.0 [+5.0, +11.0] {OPEN}cheaper" in page
     # sim-to-real: met / missed recomputed from the tolerances (v2 within, v1 outside)
@@ -142,13 +144,14 @@ def test_sections_render_on_small_stored_studies_with_backed_words_only(homes, t
     assert "simcheck-w-x" in page
 
 
-def test_equal_risk_pools_table_prints_the_resamples_each_pool_kept(homes):
+def test_equal_risk_pools_table_tests_across_pools_with_no_per_pool_words(homes):
     from cr2_cli.study_pools import equal_risk_pools_markdown
 
     text = equal_risk_pools_markdown(homes["pools"], "pools-x")
-    assert "| resamples kept per pool (min–max) |" in text
+    assert "| resamples per pool interval |" in text and "per-pool 95 % CI" not in text
     rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| cr2-fixed-0.5 |")}
-    assert "| 702–702 |" in rows["knn@uncertified"] and "| 1,000–1,000 |" in rows["mlp@uncertified"]
+    assert "| 1,000 |" in rows["knn@uncertified"] and "| 1,000 |" in rows["mlp@uncertified"]
+    assert "**gate-quality** (across pools; 2 tests in the family)" in text
 
 
 def test_pool_rows_without_stored_counts_say_so():
@@ -171,11 +174,14 @@ def test_shared_edges_counts_the_most_common_edge_set():
 def test_with_holm_keeps_a_clear_direction_and_drops_a_marginal_one():
     from cr2_cli.resultsdoc.pools import with_holm
 
-    df = pd.DataFrame({"estimate": [10.0, -2.0, 0.5], "lower": [6.0, -4.0, -1.0], "upper": [14.0, -0.05, 2.0]})
+    df = pd.DataFrame({"estimate": [10.0, -2.0, 0.5], "lower": [6.0, -4.0, -1.0], "upper": [14.0, -0.05, 2.0],
+                       "p_value": [0.0, 0.03, 0.7]})
     out = with_holm(df)
-    assert list(out["word"]) == ["cheaper", "dearer", "no difference detected"]
     assert list(out["word_holm"]) == ["cheaper", "no difference detected", "no difference detected"]
-    assert (out["p_holm"] >= out["p"]).all()
+    assert (out["word"] == out["word_holm"]).all()  # a family member gets no uncorrected word
+    assert (out["p_holm"] >= out["p"]).all() and list(out["p_holm"]) == pytest.approx([0.0, 0.06, 0.7])
+    with pytest.raises(ValueError, match="p-values"):
+        with_holm(df.drop(columns="p_value"))
 
 
 def test_met_uses_the_tolerance_and_counts_several_targets():

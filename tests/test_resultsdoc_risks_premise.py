@@ -73,13 +73,18 @@ def test_own_risk_and_holm_family_of_the_risk_table():
 
     assert [own_risk(r) for r in ("crc", "ltt", "crc-oracle", "ltt-avoidable")] == [
         "teacher_risk", "teacher_risk", "oracle_risk", "avoidable_risk"]
-    rr = pd.DataFrame({"rule": ["crc", "crc-oracle"], "teacher_risk": [0.004, 0.0], "teacher_risk_lower": [0.002, 0.0],
-                       "teacher_risk_upper": [0.006, 0.0], "oracle_risk": [0.03, 0.02], "oracle_risk_lower": [0.02, 0.009],
-                       "oracle_risk_upper": [0.04, 0.031]})
-    v = vs_alpha(rr, 0.01)
+    rr = pd.DataFrame({"method": ["cr2", "cr2-crc-oracle"], "rule": ["crc", "crc-oracle"], "lam": [0.5, 0.5]})
+    # the stored tests of each risk against α over all rows (metric '<risk>_all_minus_alpha', p of its own resamples)
+    tests = pd.DataFrame({"method": ["cr2", "cr2", "cr2-crc-oracle"], "lam": [0.5, 0.5, 0.5], "alpha": [0.01] * 3,
+                          "metric": ["risk_all_minus_alpha", "oracle_risk_all_minus_alpha", "oracle_risk_all_minus_alpha"],
+                          "estimate": [-0.006, 0.02, 0.01], "lower": [-0.008, 0.01, -0.001], "upper": [-0.004, 0.03, 0.021],
+                          "p_value": [0.0, 0.0, 0.08]})
+    v = vs_alpha(rr, 0.01, tests)
     assert v["own"].tolist() == ["teacher_risk", "oracle_risk"]
-    assert v["d"].tolist() == pytest.approx([-0.006, 0.01])
-    assert (v["p_holm"] >= v["p"]).all() and v["p_holm"].iloc[v["p"].idxmin()] == pytest.approx(2 * v["p"].min())
+    assert v["d"].tolist() == pytest.approx([-0.006, 0.01])  # each rule's own risk: crc's teacher, crc-oracle's oracle
+    assert v["p"].tolist() == [0.0, 0.08] and v["p_holm"].tolist() == pytest.approx([0.0, 0.08])
+    with pytest.raises(ValueError, match="minus_alpha"):
+        vs_alpha(rr, 0.01, tests.iloc[:2])
 
 
 # ---------------------------------------------------------------- premise studies: recorded settings → command

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cr2.evaluation.statistics import holm_of_intervals, seed_t_interval, t_interval
+from cr2.evaluation.statistics import Verdict, holm_of_stored, seed_t_interval, t_interval
 from cr2_cli.resultsdoc import render_sections
 from cr2_cli.resultsdoc.core import OPEN, Doc, unbacked_words
 
@@ -30,29 +30,39 @@ def test_t_interval_over_seeds_by_hand():
     assert np.isnan(one.lower) and np.isnan(one.p_value)
 
 
-def test_holm_over_stored_intervals_by_hand():
-    # an interval [0, 3.92] around 1.96 implies se = 1, so p = 2Φ(−1.96) = 0.05; an interval around 0: p = 1
-    p, ph = holm_of_intervals([1.96, 0.0, 3.0, np.nan], [0.0, -1.96, 3.0 - 1.96, 0.0], [3.92, 1.96, 3.0 + 1.96, 1.0])
-    assert p[0] == pytest.approx(0.05, abs=1e-4) and p[1] == pytest.approx(1.0)
-    assert p[2] == pytest.approx(0.0026998, abs=1e-6) and np.isnan(p[3])
+def test_holm_over_stored_p_values_by_hand():
+    ph = holm_of_stored([0.05, 1.0, 0.0027, None, np.nan])
     # Holm over the three defined tests: 3 × 0.0027, then max(that, 2 × 0.05), then max(…, 1 × 1)
-    assert ph[2] == pytest.approx(3 * p[2]) and ph[0] == pytest.approx(0.1, abs=2e-4) and ph[1] == pytest.approx(1.0)
-    assert np.isnan(ph[3])
+    assert ph[2] == pytest.approx(3 * 0.0027) and ph[0] == pytest.approx(0.1) and ph[1] == pytest.approx(1.0)
+    assert np.isnan(ph[3]) and np.isnan(ph[4])
 
 
-def test_interval_family_words_and_holm_changes():
+def test_interval_family_words_come_only_from_holm_over_the_stored_p():
     from cr2_cli.resultsdoc.scenario_stats import counts, holm_line, interval_family
 
     doc = Doc({})
     d = pd.DataFrame({"method": ["cr2", "mlp", "knn"], "est": [-1.96, 3.0, 0.5],
-                      "lo": [-3.92, 3.0 - 1.96, -1.0], "hi": [-0.01, 3.0 + 1.96, 2.0]})
+                      "lo": [-3.92, 3.0 - 1.96, -1.0], "hi": [-0.01, 3.0 + 1.96, 2.0], "p_value": [0.04, 0.001, 0.6]})
     f = interval_family(doc, d, "est", "lo", "hi")
-    assert list(f["verdict"]) == ["dearer", "cheaper", "no difference detected"]
-    # cr2's p ≈ 0.05 before Holm, so under Holm it is no direction; mlp's p = 0.0027 × 3 stays below 0.05
-    assert list(f["verdict_holm"]) == ["no difference detected", "cheaper", "no difference detected"]
-    assert counts(f["verdict"]) == "1 / 1 / 1" and counts(f["verdict_holm"]) == "1 / 0 / 2"
+    # cr2's interval excludes 0 but its Holm p (2 × 0.04) does not: no word for it; mlp 3 × 0.001 keeps its word
+    assert list(f["verdict"]) == ["no difference detected", "cheaper", "no difference detected"]
+    assert (f["verdict"] == f["verdict_holm"]).all() and counts(f["verdict"]) == "1 / 0 / 2"
+    assert list(f["p_holm"]) == pytest.approx([0.08, 0.003, 0.6])
     line = holm_line(f, lambda r: r.method, "the test family")
-    assert "1 statement(s) change" in line and line.count(OPEN) == 2 and not unbacked_words(line)
+    assert "Holm over the 3 tests of the test family" in line and not unbacked_words(line)
+    with pytest.raises(ValueError, match="p-values"):
+        interval_family(doc, d.drop(columns="p_value"), "est", "lo", "hi")
+
+
+def test_doc_word_refuses_a_typed_word_and_takes_a_computed_one():
+    from cr2.evaluation.statistics import CHEAPER, saving_verdict
+
+    doc = Doc({})
+    for typed in ("cheaper", CHEAPER, "no difference detected"):
+        with pytest.raises(TypeError, match="verdict function"):
+            doc.word(typed)
+    assert OPEN in doc.word(saving_verdict(1.0, 2.0)) and isinstance(saving_verdict(1.0, 2.0), Verdict)
+    assert doc.word(None) == "–"
 
 
 # ---------------------------------------------------------------- a typed verdict word is refused

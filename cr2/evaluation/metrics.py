@@ -237,7 +237,9 @@ def bound_verdict(values: np.ndarray, ses: np.ndarray, bound: float, z: float = 
     ok = np.isfinite(v)
     if not ok.any():
         return None
-    return "holds" if bool(np.all(v[ok] <= bound + z * se[ok])) else "fails"
+    from cr2.evaluation.statistics import Verdict
+
+    return Verdict("holds" if bool(np.all(v[ok] <= bound + z * se[ok])) else "fails")
 
 
 def risk_tolerance(alpha: float, n: int, z: float = 3.0) -> float:

@@ -212,7 +212,8 @@ def answers(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
         for word in ("cheaper", "dearer"):
             hits = at[at["word"] == word]
             if len(hits):
-                lines.append(f"  {doc.word(hits['word'].iloc[0])}: " + ", ".join(sorted(
+                first = hits.iloc[0]
+                lines.append(f"  {doc.saving(first['lower'], first['upper'], first['p_holm'])}: " + ", ".join(sorted(
                     f"{r.scenario}: {NAMES.get(r.router, r.router)} vs {NAMES.get(r.against, r.against)}"
                     + (f" ({r.rule})" if isinstance(r.rule, str) else "") for r in hits.itertuples())) + ".")
     return "\n".join(lines) + "\n"

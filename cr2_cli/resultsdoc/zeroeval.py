@@ -61,7 +61,7 @@ def _reading(doc: Doc, sav: pd.DataFrame, runs: pd.DataFrame) -> str:
         sentence = f"Against {what}, CR² (Holm over the {len(fam)} tests of the ladders × routers family): {per}."
         if len(held):
             sentence += (f" A direction under Holm for {len(held)} of the {len(fam)} (ladder, router) pairs: "
-                         + "; ".join(f"{r.method} on {r.pool} {doc.word(r.word_holm)} "
+                         + "; ".join(f"{r.method} on {r.pool} {doc.saving(r.lower_pct, r.upper_pct, r.p_holm)} "
                                      f"({cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} %)"
                                      for r in held.itertuples(index=False)) + ".")
         else:
