@@ -317,8 +317,10 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
 
 QUESTION_TITLES = {
     "gate-quality": "Gate quality — CR² uncertified (gate at s ≥ 0.5) vs the baseline uncertified (its one-shot argmax)",
-    "guarantee-price": "Price of the guarantee — each router certified at α vs itself uncertified",
+    "calibrated-vs-default": "Calibrated vs default threshold — each router certified at α vs itself with its default "
+                             "threshold (a change of rule, not a price at equal risk)",
     "certified-score": "Which score certifies cheaper — CR²@rule vs baseline@rule at the same α",
+    "pairwise": "Every certified router vs every other — the deploy rule's tests (same rule, default α)",
 }
 
 
@@ -371,9 +373,14 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None, targe
             table = q[["against", "cell", "n_targets", "p_value", "p_holm"]].rename(
                 columns={"against": "baseline", "cell": "CR² vs baseline, mean saving % [95 % CI]"})
         else:
-            key = "router" if question == "guarantee-price" else "against"
+            key = "router" if question == "calibrated-vs-default" else "against"
+            if question == "pairwise":
+                q["against"] = q["router"] + " vs " + q["against"]
             q["α"] = q["alpha"].map(lambda a: f"α = {a:g}")
             table = q.pivot_table(index=[key, "rule"], columns="α", values="cell", aggfunc="first").reset_index()
             table = table.rename(columns={"against": "baseline"})
-        parts.append(f"**{title}** ({len(q)} tests in the family)\n\n{markdown_table(table, 3)}")
+        fams = q.groupby([q["rule"].fillna("–"), q["alpha"].fillna(-1.0)]).size()
+        sizes = ", ".join(str(int(n)) for n in fams.unique())
+        parts.append(f"**{title}** (Holm per family question × rule × α: {len(fams)} families of {sizes} tests)\n\n"
+                     f"{markdown_table(table, 3)}")
     return "\n".join(parts)

@@ -189,7 +189,7 @@ def test_every_certified_router_is_compared_at_equal_risk_under_every_question(c
     assert set(means["question"]) == set(QUESTIONS)
     gate = means[means["question"] == "gate-quality"]
     assert set(gate["against"]) <= set(routers) - {"cr2"} and len(gate) >= 1
-    price = means[means["question"] == "guarantee-price"]
+    price = means[means["question"] == "calibrated-vs-default"]
     assert set(price["rule"]) <= set(certified["result"]["rules"]) and (price["against"] == "uncertified").all()
     assert (means["p_holm"] >= means["p_value"] - 1e-12).all()
     for r in means.itertuples():
