@@ -66,7 +66,8 @@ def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: t
 
 @dataclass(frozen=True)
 class TestSample:
-    """The evaluation's test rows and its ONE bootstrap index (evaluation.bootstrap.seed), shared by every method:
+    """The evaluation's test rows and its ONE bootstrap index (evaluation.bootstrap.seed, stratified by `keep`),
+    shared by every method:
     `counts` [B, n] has n_resamples_compare rows (every comparison), the per-point metric intervals read its first
     n_resamples; `grid` is the target grid fixed before the test split is read."""
 
@@ -90,7 +91,9 @@ def test_sample(config: Config, home: str) -> TestSample:
     test, val = sets["test"], sets["val"]
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     b = max(spec.n_resamples, spec.n_resamples_compare)
-    idx = resample_indices(len(test), b, np.random.default_rng(spec.seed))
+    # stratified by the counted rows: every resample holds as many of them as the test set, so every mean over them
+    # (accuracy, cost, a saving) exists on every resample
+    idx = resample_indices(len(test), b, np.random.default_rng(spec.seed), strata=keep)
     return TestSample(test, keep, resample_counts(idx, len(test)), validation_grid(config, val))
 
 

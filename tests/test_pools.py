@@ -204,11 +204,9 @@ def test_sweep_runs_each_pool_end_to_end_with_intervals_and_diagnostics(sweep):
     assert {"cr2", "mlp", "embedllm", "llmrank", "full-information"} <= set(knn["method"])
     ok = knn.dropna(subset=["lower_pct"])
     assert (ok["lower_pct"] <= ok["mean_saving_pct"] + 1e-9).all() and (ok["mean_saving_pct"] <= ok["upper_pct"] + 1e-9).all()
-    # each mean's interval keeps the resamples on which all its targets are reached: stored, at most those drawn
-    assert ok["n_resamples"].between(1, int(runs["n_resamples"].max())).all()
-    # the full-information reference is at least as cheap as KNN at every target both reach
-    head = knn[knn["method"] == "full-information"]["mean_saving_pct"]
-    assert (head >= -1e-9).all()
+    # every mean's interval rests on every resample drawn (a missed target costs the Always-model fallback), and
+    # each carries the p of its own resamples
+    assert (ok["n_resamples"] == int(runs["n_resamples"].max())).all() and ok["p_value"].between(0, 1).all()
     assert len(diag) == 2 and diag["auc_device_correct"].between(0, 1).all()
     assert (diag["device_accuracy"].between(0, 1)).all() and diag["m_ref"].notna().all()
     # each pool ran in its own warehouse with its own models; the base warehouse's own pool is untouched

@@ -41,16 +41,29 @@ class Interval:
         return bool(np.isfinite(self.lower) and np.isfinite(self.upper) and (self.lower > 0 or self.upper < 0))
 
 
-def resample_indices(n: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+def resample_indices(n: int, n_resamples: int, rng: np.random.Generator, strata: np.ndarray | None = None
+                     ) -> np.ndarray:
     """[n_resamples, n] int32 row indices drawn with replacement: resample b is row b.
 
     Draw it once per evaluation and hand the same array to every method so that the intervals are paired.
+    strata ([n] labels, optional): each stratum is resampled within itself, keeping its size — e.g. the solvable
+    test rows apart from the rest, so every resample holds as many solvable rows as the test set and a mean over
+    them exists on every resample (a stratified bootstrap, conditional on the strata's sizes).
     """
     if int(n) < 1:
         raise InvalidValueError(f"bootstrap needs at least one test query, got n={n}")
     if int(n_resamples) < 1:
         raise InvalidValueError(f"n_resamples must be ≥ 1, got {n_resamples}")
-    return rng.integers(0, int(n), size=(int(n_resamples), int(n)), dtype=np.int32)
+    if strata is None:
+        return rng.integers(0, int(n), size=(int(n_resamples), int(n)), dtype=np.int32)
+    labels = np.asarray(strata)
+    if labels.shape != (int(n),):
+        raise InvalidValueError(f"strata of shape {labels.shape} do not label {n} rows")
+    idx = np.empty((int(n_resamples), int(n)), dtype=np.int32)
+    for value in np.unique(labels):  # in sorted order: the same draws on any machine
+        rows = np.flatnonzero(labels == value).astype(np.int32)
+        idx[:, rows] = rows[rng.integers(0, rows.size, size=(int(n_resamples), rows.size))]
+    return idx
 
 
 def resample_counts(idx: np.ndarray, n: int) -> np.ndarray:
