@@ -222,29 +222,66 @@ def print_route(out: dict, lam: float, alpha: float) -> None:
 
 
 # ------------------------------------------------------------------ checks
-def print_guarantees(home: Path, run_id: str, source: str) -> None:
-    """The promises of one validity run (v_guarantees): worst cell per check against its bound, ± MC SE."""
-    from cr2.crc import RULE_CATALOGUE, rule_risk
+VERDICT_RULE = ("Verdict: per cell, a one-sided test of the promise (z = (mean − bound) / MC SE; a share: exact "
+                "binomial), Holm at 5 % over the cells of one row; \"violation detected\" where Holm rejects a cell, "
+                "else \"no violation detected\" (docs/guarantees.md, \"Validity over re-splits\").")
+
+
+def _frame_table(df: pd.DataFrame, title: str) -> Table:
+    """A display frame (every cell already text) as a rich table."""
+    table = Table(title=title)
+    for col in df.columns:
+        table.add_column(str(col), justify="left" if col in ("router", "rule", "risk bounded", "promise") else "right")
+    for row in df.itertuples(index=False):
+        table.add_row(*[str(v) for v in row])
+    return table
+
+
+def newest_eval_run_or_none(wh, label_source: str | None) -> str | None:
+    """The newest evaluation run (of `label_source`), None where the warehouse has none."""
+    from cr2.core.errors import DataValidationError
+    from warehouse.repository import newest_eval_run
+
+    try:
+        return newest_eval_run(wh, label_source)
+    except DataValidationError:
+        return None
+
+
+def print_guarantees(home: Path, run_id: str, source: str, label_source: str | None = None) -> None:
+    """One verdict per (router, rule, α): every certified router's validity over the certify stage's re-splits (the
+    newest evaluation run of `label_source`), then the promises of CR²'s deployed gate that validity run `run_id`
+    checked (ltt, Mondrian, target) — cr2.report.validity, the rows `cr2 results`, the report and docs/results.md show."""
+    from cr2.report.validity import certified_display, certified_verdicts, deployed_display, deployed_verdicts
     from warehouse.db import Warehouse
-    from warehouse.reads import guarantee_checks
+    from cr2.report.styles import MethodStyles
+    from warehouse.repository import certified_validity, eval_run, guarantee_cells, methods_of_run
 
     with Warehouse(home, read_only=True) as wh:
-        v = guarantee_checks(wh, run_id)
-
-    def risk_of(rule: str) -> str:  # the risk each rule's α bounds
-        base = rule.removeprefix("mondrian-")
-        r = rule_risk(base) if base in RULE_CATALOGUE else None
-        return r.display if r is not None else ("accuracy / cost target" if rule.startswith("target") else "")
-
-    table = Table(title=f"guarantees run {run_id} ({source}): worst cell per check, ± Monte-Carlo SE")
-    for col in ("check", "rule", "risk bounded", "α / target", "group", "worst", "± SE", "bound", "holds (3 SE)"):
-        table.add_column(col, justify="right")
-    for r in v.itertuples():
-        at = f"{r.alpha:g}" if pd.notna(r.alpha) else (f"target {r.target:g}" if pd.notna(r.target) else "")
-        table.add_row(r.check_name, r.rule, risk_of(r.rule), at, r.group if isinstance(r.group, str) else "all", f"{r.worst_value:.4f}",
-                      f"{r.se_at_worst:.4f}" if pd.notna(r.se_at_worst) else "", f"{r.bound:g}",
-                      "yes" if r.holds else "NO")
-    console.print(table)
+        eval_id = newest_eval_run_or_none(wh, label_source)
+        run = eval_run(wh, eval_id) if eval_id else None
+        certified = certified_verdicts(certified_validity(wh, eval_id)) if eval_id else pd.DataFrame()
+        label = MethodStyles.from_frame(methods_of_run(wh, eval_id)).label if eval_id else str
+        note = label_note(wh, str(run["label_source"])) if run else ""
+        deployed = deployed_verdicts(guarantee_cells(wh, run_id))
+    if run is None:
+        console.print("Certified routers: no evaluation run in this warehouse — `cr2 run` certifies every router and "
+                      "stores its re-splits.", highlight=False)
+    elif certified.empty:
+        console.print(f"Certified routers: evaluation run {eval_id} stores no re-splits of a certified router (a run "
+                      "with evaluation.n_resplits = 0, or without certified routers: certify.routers / certify.rules).",
+                      highlight=False)
+    else:
+        console.print(_frame_table(certified_display(certified, label), f"every certified router: E[risk] ≤ α at every λ over "
+                                   f"the certify stage's re-splits of val ∪ test — evaluation run {eval_id}, states "
+                                   f"{run['dist_id']}, {note}"))
+    if deployed.empty:
+        console.print(f"CR²'s deployed gate: validity run {run_id} ({source}) has no bounded promise beside the crc "
+                      "rules' (ltt, Mondrian and the target mode need calibration.delta / target_delta).", highlight=False)
+    else:
+        console.print(_frame_table(deployed_display(deployed), f"CR²'s deployed gate: the promises validity run "
+                                   f"{run_id} checks ({source})"))
+    console.print(VERDICT_RULE, highlight=False)
 
 
 def print_simcheck(home: Path, out: dict) -> None:
