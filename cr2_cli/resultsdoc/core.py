@@ -23,7 +23,9 @@ from cr2.evaluation.validity import validity_verdict
 VERDICT_WORDS = ("no difference detected", "cheaper", "dearer", "no violation detected", "violation detected", "larger",
                  "smaller")
 OPEN, CLOSE = "\u2e22", "\u2e23"  # ⸢word⸣: produced by a verdict function; removed from the written page
-_WORD = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in VERDICT_WORDS) + r")(?![\w-])", re.IGNORECASE)
+RETIRED_WORDS = ("holds", "fails")  # validity words no verdict function produces: any on the page was typed
+_WORD = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in (*VERDICT_WORDS, *RETIRED_WORDS)) + r")(?![\w-])",
+                   re.IGNORECASE)
 _EXEMPT = re.compile(OPEN + r"[^" + CLOSE + r"]*" + CLOSE + r"|`[^`\n]*`|\"[^\"\n]*\"|<!--.*?-->", re.DOTALL)
 
 # the warehouses of the shipped results: key → default home (relative to the repository root) and the command that
