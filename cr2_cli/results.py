@@ -253,7 +253,7 @@ def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None)
     with Warehouse(home, read_only=True) as wh:
         cells = certified_validity(wh, run_id)
         methods = methods_of_run(wh, run_id)
-    title = ("**Validity over re-splits: every certified router (metrics resplit_risk_*; `cr2 guarantees` prints the "
+    title = ("**Validity over re-splits: every certified router (v_certified_validity; `cr2 guarantees` prints the "
              "same rows)**")
     if cells.empty:
         return (f"{title}\n\n_(no rows: run `{run_id}` stores no re-splits of a certified router — "

@@ -437,9 +437,12 @@ def certified_validity(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The certified routers' validity over re-splits in run `run_id`: per (method, λ, α) the mean test risk over the
     random calibration/test re-splits, its Monte-Carlo standard error and the number of re-splits (metrics
     resplit_risk_mean / _se / _n; NULL n for a run stored before the count was)."""
-    from warehouse.routing_data import named_query
+    from warehouse.db import view_sql
 
-    return wh.df(named_query("validity_certified_cells"), {"run_id": run_id})
+    # the view's own SELECT as a subquery: one definition, and a warehouse opened read-only before its views were
+    # re-created (one built by an older cr2) still answers
+    return wh.df(f"SELECT method, lam, alpha, risk_mean, risk_se, n_resplits FROM ({view_sql('v_certified_validity')}\n) "
+                 "WHERE run_id = ? ORDER BY method, alpha, lam", [run_id])
 
 
 def run_intervals(wh: Warehouse, run_id: str) -> pd.DataFrame:

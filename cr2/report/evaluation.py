@@ -57,7 +57,7 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
             "binomial), Holm at 5 % over the cells of one row: \"violation detected\" where Holm rejects a cell, "
             "else \"no violation detected\".")
     certified = certified_display(certified_verdicts(inp.certified_validity), st.label)
-    out = [TableBlock("validity_certified", "Validity over re-splits: every certified router", "metrics (resplit_risk_*)",
+    out = [TableBlock("validity_certified", "Validity over re-splits: every certified router", "v_certified_validity",
                       "E[risk] ≤ α at every λ, over the certify stage's random calibration/test re-splits of val ∪ test; "
                       "each row names the risk its rule bounds. " + rule
                       + ("" if len(certified) else " This run stores no re-splits of a certified router "
