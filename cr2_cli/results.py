@@ -19,6 +19,7 @@ from cr2.report.tables import ci_cell, mean_saving_table
 
 TARGETS = PAPER_TARGETS
 VIEW_TARGET_RANGE = (float(VIEW_TARGETS[0]), float(VIEW_TARGETS[-1]))  # the targets v_fixed_accuracy evaluates
+NOT_REACHED = "not reached"  # a fixed-accuracy cell where the router or KNN does not reach the target
 NO_MEAN_SAVING = ("no learned method reaches a target together with KNN, or the run has no intervals "
                   "(`cr2 run` stores them)")
 COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45
@@ -29,9 +30,9 @@ def _num(v, fmt: str) -> str:
     return "–" if v is None or pd.isna(v) else format(float(v), fmt)
 
 
-def _pct(share) -> str:
+def _pct(share, fmt: str = ".1f") -> str:
     """A share as 'x.y %', or why there is none."""
-    return "— (no rows)" if share is None or pd.isna(share) else f"{100 * float(share):.1f} %"
+    return "— (no rows)" if share is None or pd.isna(share) else f"{100 * float(share):{fmt}} %"
 
 
 def parse_targets(text: str) -> tuple[float, ...]:
@@ -91,7 +92,8 @@ def saving_table(fa: pd.DataFrame) -> pd.DataFrame:
     if fa.empty:
         return fa
     cells = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper) for r in fa.itertuples()])
-    return cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first").fillna("–").reset_index()
+    table = cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first")
+    return table.fillna(NOT_REACHED).reset_index()
 
 
 def verdict_table(fa: pd.DataFrame, method: str = "cr2") -> pd.DataFrame:
@@ -186,7 +188,8 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
     banner = ("SIMULATED labels — not measured" if simulated else "MEASURED labels") + f" (label source `{run['label_source']}`)"
     fa = f["fixed_accuracy"]
     fixed = saving_table(fa)
-    grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1).reset_index()
+    grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1)
+    grid = grid.astype(object).where(grid.notna(), NOT_REACHED).reset_index()
     ca = f["cost_assumptions"]
     dearer = (f"{_pct(ca['device_dearer_share_estimated'].iloc[0])} under ĉ (routing), "
               f"{_pct(ca['device_dearer_share_realised'].iloc[0])} under c (realised)") if len(ca) else \
@@ -295,8 +298,9 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
     f = comparison_frames(home, alpha, label_source)
     fa, rows = f["fixed_accuracy"], f["fixed"].copy()
     cr2 = fa[fa["method"] == "cr2"].assign(t=lambda d: d["target"].round(2)).set_index("t")
-    rows.insert(3, "verdict", [cr2.loc[float(t), "verdict"] if float(t) in cr2.index
-                               and pd.notna(cr2.loc[float(t), "verdict"]) else "–" for t in rows["target accuracy"]])
+    rows.insert(3, "verdict", [NOT_REACHED if float(t) not in cr2.index else
+                               cr2.loc[float(t), "verdict"] if pd.notna(cr2.loc[float(t), "verdict"])
+                               else "— (no interval)" for t in rows["target accuracy"]])
     return "\n".join([
         f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{markdown_table(rows)}",
         f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{markdown_table(f['local'])}",
@@ -322,8 +326,8 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
     rows = []
     for t in TARGETS:
         d = fa[(fa["target"].round(2) == t)].set_index("method")
-        cell = lambda m, col: "–" if m not in d.index else f"{d.loc[m, col]:+.1f}"  # noqa: E731
-        ci = lambda m: "–" if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
+        cell = lambda m, col: NOT_REACHED if m not in d.index else _num(d.loc[m, col], "+.1f")  # noqa: E731
+        ci = lambda m: NOT_REACHED if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
                                                             d.loc[m].get("saving_lower"), d.loc[m].get("saving_upper"))
         rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
                      "ours CR² vs KNN % (interp.) [95 % CI]": ci("cr2"),
@@ -332,18 +336,18 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
                         for m in sorted(set(fa["method"]) - {"cr2", "knn"})}})
     local = f["local_at_cost"].set_index("alpha")
     lrows = [{"α": f"{a:g}", "paper accuracy": f"{acc:.4f}", "paper local rate": f"{100 * lr:.1f} %",
-              "ours accuracy": f"{local.loc[a, 'accuracy']:.4f}" if a in local.index else "–",
-              "ours local rate": f"{100 * local.loc[a, 'local_rate']:.1f} %" if a in local.index else "–",
-              "ours cost (nearest 0.45)": f"{local.loc[a, 'cost']:.3f}" if a in local.index else "–"}
+              "ours accuracy": _num(local.loc[a, "accuracy"], ".4f") if a in local.index else "–",
+              "ours local rate": _pct(local.loc[a, "local_rate"]) if a in local.index else "–",
+              "ours cost (nearest 0.45)": _num(local.loc[a, "cost"], ".3f") if a in local.index else "–"}
              for a, (acc, lr) in PAPER_LOCAL_AT_045.items()]
     ab = f["ablation"].set_index("method")
     for rate, (acc, lr) in PAPER_FIXED_RATE.items():
         m = f"cr2-rate-{rate:g}"
         lrows.append({"α": f"fixed local rate f = {rate:.2f}", "paper accuracy": f"{acc:.4f}",
                       "paper local rate": f"{100 * lr:.1f} %",
-                      "ours accuracy": f"{ab.loc[m, 'accuracy']:.4f}" if m in ab.index else "–",
-                      "ours local rate": f"{100 * ab.loc[m, 'local_rate']:.1f} %" if m in ab.index else "–",
-                      "ours cost (nearest 0.45)": f"{ab.loc[m, 'cost']:.3f}" if m in ab.index else "–"})
+                      "ours accuracy": _num(ab.loc[m, "accuracy"], ".4f") if m in ab.index else "–",
+                      "ours local rate": _pct(ab.loc[m, "local_rate"]) if m in ab.index else "–",
+                      "ours cost (nearest 0.45)": _num(ab.loc[m, "cost"], ".3f") if m in ab.index else "–"})
     cr2_pts = ops[(ops["method"] == "cr2") & ops["alpha"].round(6).eq(round(alpha, 6))]
     erows = []
     for c, (fd, tot) in PAPER_GATE_ERRORS.items():
@@ -352,9 +356,9 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
         if len(near):
             lam = float(near["lam"].iloc[0])
             e = e[e["lam"] == lam]
-        ours_fd = f"{100 * e['false_defer'].iloc[0]:.2f} %" if len(e) else "–"
-        ours_fa = f"{100 * e['false_accept'].iloc[0]:.2f} %" if len(e) else "–"
-        ours_tot = f"{100 * (e['false_defer'].iloc[0] + e['false_accept'].iloc[0]):.2f} %" if len(e) else "–"
+        ours_fd = _pct(e["false_defer"].iloc[0], ".2f") if len(e) else "–"
+        ours_fa = _pct(e["false_accept"].iloc[0], ".2f") if len(e) else "–"
+        ours_tot = _pct(e["false_defer"].iloc[0] + e["false_accept"].iloc[0], ".2f") if len(e) else "–"
         erows.append({"c̄": f"{c:.2f}", "paper false defers": f"{fd:.2f} %", "paper total gate error": f"≈ {tot:.1f} %",
                       "ours λ (nearest c̄)": f"{lam:g}" if len(near) else "–", "ours false accepts": ours_fa,
                       "ours false defers": ours_fd, "ours total": ours_tot})
@@ -363,8 +367,8 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
     for key, (params, flops) in PAPER_COMPLEXITY.items():
         kind = key if key in ("teacher", "gate") else f"router:{key}"
         crows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
-                      "ours params": f"{int(cx.loc[kind, 'params']):,}" if kind in cx.index else "–",
-                      "ours FLOPs": f"{int(cx.loc[kind, 'flops']):,}" if kind in cx.index else "–"})
+                      "ours params": _num(cx.loc[kind, "params"], ",.0f") if kind in cx.index else "–",
+                      "ours FLOPs": _num(cx.loc[kind, "flops"], ",.0f") if kind in cx.index else "–"})
     return {"run_id": run_id, "fixed_accuracy": fa, "fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows),
             "gate_errors": pd.DataFrame(erows), "complexity": pd.DataFrame(crows)}
 

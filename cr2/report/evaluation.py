@@ -37,6 +37,7 @@ class ReportInputs:
     ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
     methods: pd.DataFrame = field(default_factory=pd.DataFrame)
     extra_tables: list[TableBlock] = field(default_factory=list)
+    deploy_decision: pd.DataFrame = field(default_factory=pd.DataFrame)  # which router to deploy: one row each, as shown
     certified_validity: pd.DataFrame = field(default_factory=pd.DataFrame)  # the run's certified re-split cells
     guarantee_run: dict | None = None  # the newest validity run (`cr2 guarantees`): source, re-splits, N_calib
     guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # its bounded cells (guarantee_cells)
@@ -184,6 +185,10 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
                       "disagreement on the real labels and avoidable error, over all test rows; local accuracy, local "
                       "rate, cost and accuracy over the solvable rows.",
                       realised_risk_table(inp.realised_risk, inp.default_alpha))] if not inp.realised_risk.empty else []),
+        TableBlock("deploy_decision", "Which router to deploy", "equal_risk",
+                   "The deploy decision for this run's scenario (the rows the decision rule states)."
+                   if len(inp.deploy_decision) else "No deploy decision for this run: the decision rule's rows are "
+                   "not stored.", inp.deploy_decision),
         *guarantee_tables(inp),
         *inp.extra_tables,
     ]

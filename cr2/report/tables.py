@@ -80,7 +80,7 @@ def benchmark_table(at_cost: pd.DataFrame, st: MethodStyles) -> pd.DataFrame:
         acc = dict(zip(d["benchmark"], d["accuracy"]))
         row = {"cost target": f"{target:.2f}", "method": st.label(method)}
         for b in benches + ["all"]:
-            row[b.upper() if b != "all" else "Avg"] = f"{acc[b]:.3f}" if reach and b in acc else "–"
+            row[b.upper() if b != "all" else "Avg"] = f"{acc[b]:.3f}" if reach and b in acc and pd.notna(acc[b]) else "–"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -96,8 +96,8 @@ def risk_check_table(risk: pd.DataFrame) -> pd.DataFrame:
         n = int(d["n_risk"].min())
         se = risk_tolerance(alpha, n, z=1.0)
         worst = float(d["risk"].max())
-        rows.append({"α": f"{alpha:g}", "max test risk over λ": f"{worst:.4f}",
-                     "(max − α) / binomial SE": f"{(worst - alpha) / se:+.1f}" if se > 0 else "— (no test rows)",
+        rows.append({"α": f"{alpha:g}", "max test risk over λ": _f(worst, ".4f"),
+                     "(max − α) / binomial SE": _f((worst - alpha) / se, "+.1f") if se > 0 else "— (no test rows)",
                      "max MC mean over λ": f"{d['risk_mean'].max():.4f}" if d["risk_mean"].notna().any()
                      else "— (no re-splits stored)", "N test": f"{n:,}"})
     return pd.DataFrame(rows)
@@ -123,13 +123,21 @@ def ablation_table(ab: pd.DataFrame, alpha: float) -> pd.DataFrame:
     for group, label, d in spec:
         if len(d):
             r = d.iloc[0]
-            rows.append({"group": group, "configuration": label, "accuracy": f"{r['accuracy']:.4f}",
-                         "local rate": f"{100 * r['local_rate']:.1f}%", "cost": f"{r['cost']:.3f}", "λ": f"{r['lam']:g}"})
+            rows.append({"group": group, "configuration": label, "accuracy": _f(r["accuracy"], ".4f"),
+                         "local rate": _f(r["local_rate"], ".1f", 100, "%"), "cost": _f(r["cost"], ".3f"),
+                         "λ": _f(r["lam"], "g")})
     return pd.DataFrame(rows)
 
 
+def _f(value, spec: str, scale: float = 1.0, suffix: str = "") -> str:
+    """A number as text ('–' where there is none: no table cell reads 'nan')."""
+    return "–" if value is None or pd.isna(value) else format(float(value) * scale, spec) + suffix
+
+
 def _pm(value: float, se: float | None, digits: int = 4) -> str:
-    """value ± Monte-Carlo SE as text."""
+    """value ± Monte-Carlo SE as text ('–' without a value)."""
+    if value is None or pd.isna(value):
+        return "–"
     if se is None or (isinstance(se, float) and np.isnan(se)):
         return f"{value:.{digits}f}"
     return f"{value:.{digits}f} ± {se:.{digits}f}"
