@@ -129,7 +129,8 @@ def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha:
     (method "cr2-<rule>", calibrated on val; the ltt rules at δ = ltt_delta over the table's λ grid), the other
     deferred-branch variants at the default α, the uncalibrated τ = 0.5 rule, the fixed-local-rate rules (accept
     the top f of val, the paper's ablation rows), the full-information reference, and the risk-vs-α Monte-Carlo
-    bands over random calibration/test re-splits (n_resplits of them). At λ = 0 every rule defers everything
+    bands over random calibration/test re-splits (n_resplits of them, drawn from `rng`: tasks pass
+    resplit_rng(seed, CR2_BANDS), so the bands are cr2@crc's validity re-splits). At λ = 0 every rule defers everything
     (the gate is defined for λ > 0).
 
     A Mondrian table (calibration.group) routes "cr2" and its variants with each test query's own group
