@@ -87,12 +87,14 @@ def _why_no_target(reached: pd.DataFrame, targets) -> str:
     return f"no method reaches the targets {_span(targets)} together with KNN — {where}; pass --targets"
 
 
-def saving_table(fa: pd.DataFrame) -> pd.DataFrame:
-    """Targets × methods: the saving vs KNN with its 95 % interval in every cell (v_fixed_accuracy_ci)."""
+def saving_table(fa: pd.DataFrame, methods=()) -> pd.DataFrame:
+    """Targets × methods: the saving vs KNN with its 95 % interval in every cell (v_fixed_accuracy_ci); a method of
+    `methods` (those that reach some target with KNN) without a row at these targets gets a column of NOT_REACHED."""
     if fa.empty:
         return fa
     cells = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper) for r in fa.itertuples()])
     table = cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first")
+    table = table.reindex(columns=sorted(set(table.columns) | set(methods)))
     return table.fillna(NOT_REACHED).reset_index()
 
 
@@ -187,8 +189,9 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
     simulated = is_simulated(run["label_source"])
     banner = ("SIMULATED labels — not measured" if simulated else "MEASURED labels") + f" (label source `{run['label_source']}`)"
     fa = f["fixed_accuracy"]
-    fixed = saving_table(fa)
+    fixed = saving_table(fa, reached["method"])
     grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1)
+    grid = grid.reindex(columns=sorted(set(grid.columns) | set(reached["method"])))
     grid = grid.astype(object).where(grid.notna(), NOT_REACHED).reset_index()
     ca = f["cost_assumptions"]
     dearer = (f"{_pct(ca['device_dearer_share_estimated'].iloc[0])} under ĉ (routing), "
