@@ -20,6 +20,14 @@ def _on(values, lams, tol: float = 1e-9) -> list[bool]:
     return [any(abs(float(v) - lam) < tol for lam in lams) for v in values]
 
 
+def num(value, spec: str, scale: float = 1.0, suffix: str = "", missing: str = "—") -> str:
+    """A number of a table cell as text (value × scale in format `spec`, then `suffix`), or `missing` where there is
+    none (None, NaN): no printed table shows a literal 'nan'."""
+    if value is None or pd.isna(value):
+        return missing
+    return format(float(value) * scale, spec) + suffix
+
+
 def label_note(wh, source: str) -> str:
     """'SIMULATED labels (…), not measured' / 'MEASURED labels (…) from <repository> @ <commit>' for a table title."""
     from cr2.labels import label_note as note
@@ -51,9 +59,10 @@ def print_prepare_steps(summary: dict) -> None:
     console.print("prepare — " + "; ".join(parts), highlight=False)
     dearer = summary.get("costs", {}).get("device_dearer_share")
     if dearer:  # the paper's two-stage rule assumes the device model is never dearer than an edge model
-        console.print(f"device model dearer than the cheapest edge model on {100 * dearer['estimated']:.1f} % of "
+        console.print(f"device model dearer than the cheapest edge model on {num(dearer['estimated'], '.1f', 100, ' %')} of "
                       f"(query, state) rows under the pre-execution estimate ĉ (routing), "
-                      f"{100 * dearer['realised']:.1f} % under the realised cost (v_cost_assumptions)", highlight=False)
+                      f"{num(dearer['realised'], '.1f', 100, ' %')} under the realised cost (v_cost_assumptions)",
+                      highlight=False)
 
 
 def print_model_summary(home: Path, config_path: Optional[Path]) -> None:
@@ -77,7 +86,8 @@ def print_model_summary(home: Path, config_path: Optional[Path]) -> None:
     for b, g in df.groupby("benchmark", sort=True):
         g = g.set_index("model_id")
         table.add_row(b, f"{int(g['queries'].iloc[0]):,}",
-                      *[f"{100 * g.at[m, 'accuracy']:.1f}% / {g.at[m, 'mean_cost_norm']:.3f}" for m in models])
+                      *[f"{num(g.at[m, 'accuracy'], '.1f', 100, '%')} / {num(g.at[m, 'mean_cost_norm'], '.3f')}"
+                        if m in g.index else "— (no labels)" for m in models])
     console.print(table)
 
 
@@ -117,9 +127,9 @@ def print_operating_points(home: Path, config_path: Optional[Path], evaluated: d
     for col in ("λ", "teacher risk", "…all rows", "oracle", "avoidable", "local acc.", "local", "accuracy", "cost"):
         table.add_column(col, justify="right")
     for r in df.itertuples():
-        table.add_row(f"{r.lam:g}", f"{r.risk:.4f}", f"{r.risk_all:.4f}", f"{r.oracle_risk_all:.4f}",
-                      f"{r.avoidable_risk_all:.4f}", "–" if r.local_accuracy != r.local_accuracy else f"{100 * r.local_accuracy:.1f}%",
-                      f"{100 * r.local_rate:.1f}%", f"{100 * r.accuracy:.1f}%", f"{r.cost:.3f}")
+        table.add_row(f"{r.lam:g}", num(r.risk, ".4f"), num(r.risk_all, ".4f"), num(r.oracle_risk_all, ".4f"),
+                      num(r.avoidable_risk_all, ".4f"), num(r.local_accuracy, ".1f", 100, "%", "— (none accepted)"),
+                      num(r.local_rate, ".1f", 100, "%"), num(r.accuracy, ".1f", 100, "%"), num(r.cost, ".3f"))
     console.print(table)
     console.print("α bounds the risk of the calibration rule (calibration.rule; `crc`: teacher risk = teacher "
                   "disagreement, the paper's); oracle = oracle disagreement on the real test labels, avoidable = "
@@ -143,8 +153,8 @@ def print_baselines(home: Path, baselines: dict, evaluated: dict) -> None:
     for name, b in baselines["routers"].items():
         a0, a2 = at.get((name, 0.0)), at.get((name, 2.0))
         table.add_row(name, f"{b['params']:,}", f"{b['flops']:,}", f"{b['fit_seconds']:.1f}",
-                      f"{100 * a0.accuracy:.1f}%" if a0 else "–",
-                      f"{100 * a2.accuracy:.1f}% / {a2.cost:.3f}" if a2 else "–")
+                      num(a0.accuracy, ".1f", 100, "%") if a0 else "— (not evaluated at λ = 0)",
+                      f"{num(a2.accuracy, '.1f', 100, '%')} / {num(a2.cost, '.3f')}" if a2 else "— (not evaluated at λ = 2)")
     console.print(table)
 
 
@@ -172,9 +182,10 @@ def print_recalibration(home: Path, out: dict, alpha: float, lams=HEADLINE_LAMS)
                 "cost before", "cost after"):
         table.add_column(col, justify="right")
     for r in df.itertuples():
-        table.add_row(f"{r.lam:g}", f"{r.risk_before:.4f}", f"{r.risk_after:.4f}", f"{100 * r.local_rate_before:.1f}%",
-                      f"{100 * r.local_rate_after:.1f}%", f"{100 * r.accuracy_before:.1f}%",
-                      f"{100 * r.accuracy_after:.1f}%", f"{r.cost_before:.3f}", f"{r.cost_after:.3f}")
+        table.add_row(f"{r.lam:g}", num(r.risk_before, ".4f"), num(r.risk_after, ".4f"),
+                      num(r.local_rate_before, ".1f", 100, "%"), num(r.local_rate_after, ".1f", 100, "%"),
+                      num(r.accuracy_before, ".1f", 100, "%"), num(r.accuracy_after, ".1f", 100, "%"),
+                      num(r.cost_before, ".3f"), num(r.cost_after, ".3f"))
     console.print(table)
 
 
@@ -222,29 +233,66 @@ def print_route(out: dict, lam: float, alpha: float) -> None:
 
 
 # ------------------------------------------------------------------ checks
-def print_guarantees(home: Path, run_id: str, source: str) -> None:
-    """The promises of one validity run (v_guarantees): worst cell per check against its bound, ± MC SE."""
-    from cr2.crc import RULE_CATALOGUE, rule_risk
+VERDICT_RULE = ("Verdict: per cell, a one-sided test of the promise (z = (mean − bound) / MC SE; a share: exact "
+                "binomial), Holm at 5 % over the cells of one row; \"violation detected\" where Holm rejects a cell, "
+                "else \"no violation detected\" (docs/guarantees.md, \"Validity over re-splits\").")
+
+
+def _frame_table(df: pd.DataFrame, title: str) -> Table:
+    """A display frame (every cell already text) as a rich table."""
+    table = Table(title=title)
+    for col in df.columns:
+        table.add_column(str(col), justify="left" if col in ("router", "rule", "risk bounded", "promise") else "right")
+    for row in df.itertuples(index=False):
+        table.add_row(*[str(v) for v in row])
+    return table
+
+
+def newest_eval_run_or_none(wh, label_source: str | None) -> str | None:
+    """The newest evaluation run (of `label_source`), None where the warehouse has none."""
+    from cr2.core.errors import DataValidationError
+    from warehouse.repository import newest_eval_run
+
+    try:
+        return newest_eval_run(wh, label_source)
+    except DataValidationError:
+        return None
+
+
+def print_guarantees(home: Path, run_id: str, source: str, label_source: str | None = None) -> None:
+    """One verdict per (router, rule, α): every certified router's validity over the certify stage's re-splits (the
+    newest evaluation run of `label_source`), then the promises of CR²'s deployed gate that validity run `run_id`
+    checked (ltt, Mondrian, target) — cr2.report.validity, the rows `cr2 results`, the report and docs/results.md show."""
+    from cr2.report.validity import certified_display, certified_verdicts, deployed_display, deployed_verdicts
     from warehouse.db import Warehouse
-    from warehouse.reads import guarantee_checks
+    from cr2.report.styles import MethodStyles
+    from warehouse.repository import certified_validity, eval_run, guarantee_cells, methods_of_run
 
     with Warehouse(home, read_only=True) as wh:
-        v = guarantee_checks(wh, run_id)
-
-    def risk_of(rule: str) -> str:  # the risk each rule's α bounds
-        base = rule.removeprefix("mondrian-")
-        r = rule_risk(base) if base in RULE_CATALOGUE else None
-        return r.display if r is not None else ("accuracy / cost target" if rule.startswith("target") else "")
-
-    table = Table(title=f"guarantees run {run_id} ({source}): worst cell per check, ± Monte-Carlo SE")
-    for col in ("check", "rule", "risk bounded", "α / target", "group", "worst", "± SE", "bound", "holds (3 SE)"):
-        table.add_column(col, justify="right")
-    for r in v.itertuples():
-        at = f"{r.alpha:g}" if pd.notna(r.alpha) else (f"target {r.target:g}" if pd.notna(r.target) else "")
-        table.add_row(r.check_name, r.rule, risk_of(r.rule), at, r.group if isinstance(r.group, str) else "all", f"{r.worst_value:.4f}",
-                      f"{r.se_at_worst:.4f}" if pd.notna(r.se_at_worst) else "", f"{r.bound:g}",
-                      "yes" if r.holds else "NO")
-    console.print(table)
+        eval_id = newest_eval_run_or_none(wh, label_source)
+        run = eval_run(wh, eval_id) if eval_id else None
+        certified = certified_verdicts(certified_validity(wh, eval_id)) if eval_id else pd.DataFrame()
+        label = MethodStyles.from_frame(methods_of_run(wh, eval_id)).label if eval_id else str
+        note = label_note(wh, str(run["label_source"])) if run else ""
+        deployed = deployed_verdicts(guarantee_cells(wh, run_id))
+    if run is None:
+        console.print("Certified routers: no evaluation run in this warehouse — `cr2 run` certifies every router and "
+                      "stores its re-splits.", highlight=False)
+    elif certified.empty:
+        console.print(f"Certified routers: evaluation run {eval_id} stores no re-splits of a certified router (a run "
+                      "with evaluation.n_resplits = 0, or without certified routers: certify.routers / certify.rules).",
+                      highlight=False)
+    else:
+        console.print(_frame_table(certified_display(certified, label), f"every certified router: E[risk] ≤ α at every λ over "
+                                   f"the certify stage's re-splits of val ∪ test — evaluation run {eval_id}, states "
+                                   f"{run['dist_id']}, {note}"))
+    if deployed.empty:
+        console.print(f"CR²'s deployed gate: validity run {run_id} ({source}) has no bounded promise beside the crc "
+                      "rules' (ltt, Mondrian and the target mode need calibration.delta / target_delta).", highlight=False)
+    else:
+        console.print(_frame_table(deployed_display(deployed), f"CR²'s deployed gate: the promises validity run "
+                                   f"{run_id} checks ({source})"))
+    console.print(VERDICT_RULE, highlight=False)
 
 
 def print_simcheck(home: Path, out: dict) -> None:
@@ -262,8 +310,9 @@ def print_simcheck(home: Path, out: dict) -> None:
     for c in ("source", "statistic", "pair", "measured", "simulated", "band", "target", "ok"):
         t.add_column(c)
     for r in df.itertuples():
-        t.add_row(r.source, r.statistic, f"{r.model}{' ~ ' + r.other if r.other else ''}", f"{r.measured:.3f}",
-                  f"{r.mean:.3f}", f"[{r.q05:.3f}, {r.q95:.3f}]", f"±{r.tolerance:g}", "yes" if r.meets_target else "NO")
+        t.add_row(r.source, r.statistic, f"{r.model}{' ~ ' + r.other if r.other else ''}", num(r.measured, ".3f"),
+                  num(r.mean, ".3f"), f"[{num(r.q05, '.3f')}, {num(r.q95, '.3f')}]", f"±{r.tolerance:g}",
+                  "yes" if r.meets_target else "NO")
     console.print(t)
     for r in sav.itertuples():
         console.print(f"{r.source}: fixed-accuracy saving vs KNN has the measured sign at {int(r.same_sign or 0)} of "
@@ -277,11 +326,14 @@ def print_label_sources(df: pd.DataFrame) -> None:
     for col in ("source", "rows", "models", "queries", "accuracy", "backend"):
         table.add_column(col)
     for r in df.itertuples():
-        table.add_row(r.source, f"{r.rows:,}", str(r.models), f"{r.queries:,}", f"{100 * r.accuracy:.1f}%", str(r.backend))
+        table.add_row(r.source, f"{r.rows:,}", str(r.models), f"{r.queries:,}", num(r.accuracy, ".1f", 100, "%"),
+                      str(r.backend))
     console.print(table)
 
 
 def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "NULL"  # a query's missing value, as SQL names it
     if isinstance(v, float):
         return f"{v:.6g}"
     return str(v)

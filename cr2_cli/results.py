@@ -6,7 +6,9 @@ never read as measured.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
@@ -17,6 +19,7 @@ from cr2.report.tables import ci_cell, mean_saving_table
 
 TARGETS = PAPER_TARGETS
 VIEW_TARGET_RANGE = (float(VIEW_TARGETS[0]), float(VIEW_TARGETS[-1]))  # the targets v_fixed_accuracy evaluates
+NOT_REACHED = "not reached"  # a fixed-accuracy cell where the router or KNN does not reach the target
 NO_MEAN_SAVING = ("no learned method reaches a target together with KNN, or the run has no intervals "
                   "(`cr2 run` stores them)")
 COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45
@@ -25,6 +28,11 @@ LAMS = HEADLINE_LAMS  # the λ the summary quotes (cr2.config)
 
 def _num(v, fmt: str) -> str:
     return "–" if v is None or pd.isna(v) else format(float(v), fmt)
+
+
+def _pct(share, fmt: str = ".1f") -> str:
+    """A share as 'x.y %', or why there is none."""
+    return "— (no rows)" if share is None or pd.isna(share) else f"{100 * float(share):{fmt}} %"
 
 
 def parse_targets(text: str) -> tuple[float, ...]:
@@ -73,18 +81,21 @@ def _span(targets) -> str:
 
 def _why_no_target(reached: pd.DataFrame, targets) -> str:
     """Why a fixed-accuracy table has no rows at `targets`: what the methods reach instead."""
-    top = reached.loc[reached["method"] == "cr2", "max_target"]
+    top = reached.loc[reached["method"] == "cr2", "max_target"].dropna()
     where = (f"the highest target CR² and KNN both reach is {float(top.iloc[0]):.2f}" if len(top)
              else "CR² and KNN reach no common target in this run")
     return f"no method reaches the targets {_span(targets)} together with KNN — {where}; pass --targets"
 
 
-def saving_table(fa: pd.DataFrame) -> pd.DataFrame:
-    """Targets × methods: the saving vs KNN with its 95 % interval in every cell (v_fixed_accuracy_ci)."""
+def saving_table(fa: pd.DataFrame, methods=()) -> pd.DataFrame:
+    """Targets × methods: the saving vs KNN with its 95 % interval in every cell (v_fixed_accuracy_ci); a method of
+    `methods` (those that reach some target with KNN) without a row at these targets gets a column of NOT_REACHED."""
     if fa.empty:
         return fa
     cells = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper) for r in fa.itertuples()])
-    return cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first").fillna("–").reset_index()
+    table = cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first")
+    table = table.reindex(columns=sorted(set(table.columns) | set(methods)))
+    return table.fillna(NOT_REACHED).reset_index()
 
 
 def verdict_table(fa: pd.DataFrame, method: str = "cr2") -> pd.DataFrame:
@@ -156,9 +167,11 @@ def _has_table(wh, name: str) -> bool:
 
 
 def results_markdown(home: str | Path, alpha: float, label_source: str | None = None,
-                     targets: tuple[float, ...] | None = None) -> str:
+                     targets: tuple[float, ...] | None = None,
+                     deploy_rows: Sequence[Mapping[str, Any]] = ()) -> str:
     """The headline tables of the newest evaluation run in `home` as markdown, at `targets` (default: see
-    default_targets)."""
+    default_targets): which router to deploy (`deploy_rows`, see deploy_decision_markdown), every certified router's
+    validity over re-splits, then the comparisons."""
     from warehouse.db import Warehouse
     from warehouse.reads import reached_targets
     from warehouse.repository import headline_results, newest_eval_run
@@ -176,11 +189,14 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
     simulated = is_simulated(run["label_source"])
     banner = ("SIMULATED labels — not measured" if simulated else "MEASURED labels") + f" (label source `{run['label_source']}`)"
     fa = f["fixed_accuracy"]
-    fixed = saving_table(fa)
-    grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1).reset_index()
+    fixed = saving_table(fa, reached["method"])
+    grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1)
+    grid = grid.reindex(columns=sorted(set(grid.columns) | set(reached["method"])))
+    grid = grid.astype(object).where(grid.notna(), NOT_REACHED).reset_index()
     ca = f["cost_assumptions"]
-    dearer = (f"{100 * ca['device_dearer_share_estimated'].iloc[0]:.1f} % under ĉ (routing), "
-              f"{100 * ca['device_dearer_share_realised'].iloc[0]:.1f} % under c (realised)") if len(ca) else "–"
+    dearer = (f"{_pct(ca['device_dearer_share_estimated'].iloc[0])} under ĉ (routing), "
+              f"{_pct(ca['device_dearer_share_realised'].iloc[0])} under c (realised)") if len(ca) else \
+        "— (the run's states have no cost rows)"
     parts = [
         f"_{banner}; run `{run_id}`, states `{run['dist_id']}`, decision cost `{run.get('decision_cost', 'realised')}`._\n",
         f"Device model dearer than the cheapest edge model (v_cost_assumptions): {dearer}.\n",
@@ -188,6 +204,8 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         "method; training, calibration and the split held fixed). \"cheaper\" / \"dearer\" only where the "
         "interval excludes 0, otherwise \"no difference detected\".\n",
         f"{targets_line}\n",
+        deploy_decision_markdown(deploy_rows),
+        validity_markdown(home, run_id, alpha),
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
         f"\n\n{markdown_table(fixed, 3, no_target)}",
         f"**CR² vs KNN at {_which(targets)} (v_fixed_accuracy_ci)**\n\n{markdown_table(verdict_table(fa), why=no_target)}",
@@ -218,6 +236,48 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
     return "\n".join(parts)
 
 
+DEPLOY_TITLE = "**Which router to deploy**"
+
+
+def deploy_decision_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The deploy decision of the run's scenario: one markdown row per row of `rows` (each a mapping column → text, in
+    the order given), or one line saying the run has none. The decision rule itself is computed elsewhere (the
+    equal-risk statistics); this is where `cr2 results` prints it."""
+    if not rows:
+        return f"{DEPLOY_TITLE}\n\n_(no deploy decision for this run: the decision rule's rows are not stored)_\n"
+    return f"{DEPLOY_TITLE}\n\n{markdown_table(pd.DataFrame(list(rows)))}"
+
+
+def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None) -> str:
+    """Every certified router's validity over the certify stage's re-splits in run `run_id`: one verdict per (router,
+    rule, α), the rows `cr2 guarantees` prints (cr2.report.validity) — at `alpha` where the run certified it, else at
+    every α."""
+    from cr2.report.validity import certified_display, certified_verdicts
+    from warehouse.db import Warehouse
+    from warehouse.repository import certified_validity, methods_of_run
+
+    with Warehouse(home, read_only=True) as wh:
+        cells = certified_validity(wh, run_id)
+        methods = methods_of_run(wh, run_id)
+    title = ("**Validity over re-splits: every certified router (v_certified_validity; `cr2 guarantees` prints the "
+             "same rows)**")
+    if cells.empty:
+        return (f"{title}\n\n_(no rows: run `{run_id}` stores no re-splits of a certified router — "
+                "evaluation.n_resplits = 0, or no certified router: certify.routers / certify.rules)_\n")
+    from cr2.report.styles import MethodStyles
+
+    at_alpha = alpha is not None and bool(np.isclose(cells["alpha"], alpha).any())
+    which = (f"at α = {alpha:g} (every certified α: `cr2 guarantees`)" if at_alpha else
+             "at every certified α" + ("" if alpha is None else f" (the run certified none at α = {alpha:g})"))
+    if at_alpha:
+        cells = cells[np.isclose(cells["alpha"], alpha)]
+    table = certified_display(certified_verdicts(cells), MethodStyles.from_frame(methods).label)
+    return (f"{title}\n\nEach row, {which}: E[risk] ≤ α at every λ over the certify stage's random calibration/test "
+            "re-splits of val ∪ test, for the risk its rule bounds. Verdict: a one-sided test per λ (z = (mean − α) / "
+            "MC SE), Holm at 5 % over the row's λ cells: \"violation detected\" where Holm rejects one, else \"no "
+            f"violation detected\" (docs/guarantees.md).\n\n{markdown_table(table)}")
+
+
 def _resamples(f: dict) -> str:
     ms = f.get("mean_saving", pd.DataFrame())
     ops = f.get("operating_points", pd.DataFrame())
@@ -241,8 +301,9 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
     f = comparison_frames(home, alpha, label_source)
     fa, rows = f["fixed_accuracy"], f["fixed"].copy()
     cr2 = fa[fa["method"] == "cr2"].assign(t=lambda d: d["target"].round(2)).set_index("t")
-    rows.insert(3, "verdict", [cr2.loc[float(t), "verdict"] if float(t) in cr2.index
-                               and pd.notna(cr2.loc[float(t), "verdict"]) else "–" for t in rows["target accuracy"]])
+    rows.insert(3, "verdict", [NOT_REACHED if float(t) not in cr2.index else
+                               cr2.loc[float(t), "verdict"] if pd.notna(cr2.loc[float(t), "verdict"])
+                               else "— (no interval)" for t in rows["target accuracy"]])
     return "\n".join([
         f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{markdown_table(rows)}",
         f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{markdown_table(f['local'])}",
@@ -268,8 +329,8 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
     rows = []
     for t in TARGETS:
         d = fa[(fa["target"].round(2) == t)].set_index("method")
-        cell = lambda m, col: "–" if m not in d.index else f"{d.loc[m, col]:+.1f}"  # noqa: E731
-        ci = lambda m: "–" if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
+        cell = lambda m, col: NOT_REACHED if m not in d.index else _num(d.loc[m, col], "+.1f")  # noqa: E731
+        ci = lambda m: NOT_REACHED if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
                                                             d.loc[m].get("saving_lower"), d.loc[m].get("saving_upper"))
         rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
                      "ours CR² vs KNN % (interp.) [95 % CI]": ci("cr2"),
@@ -278,18 +339,18 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
                         for m in sorted(set(fa["method"]) - {"cr2", "knn"})}})
     local = f["local_at_cost"].set_index("alpha")
     lrows = [{"α": f"{a:g}", "paper accuracy": f"{acc:.4f}", "paper local rate": f"{100 * lr:.1f} %",
-              "ours accuracy": f"{local.loc[a, 'accuracy']:.4f}" if a in local.index else "–",
-              "ours local rate": f"{100 * local.loc[a, 'local_rate']:.1f} %" if a in local.index else "–",
-              "ours cost (nearest 0.45)": f"{local.loc[a, 'cost']:.3f}" if a in local.index else "–"}
+              "ours accuracy": _num(local.loc[a, "accuracy"], ".4f") if a in local.index else "–",
+              "ours local rate": _pct(local.loc[a, "local_rate"]) if a in local.index else "–",
+              "ours cost (nearest 0.45)": _num(local.loc[a, "cost"], ".3f") if a in local.index else "–"}
              for a, (acc, lr) in PAPER_LOCAL_AT_045.items()]
     ab = f["ablation"].set_index("method")
     for rate, (acc, lr) in PAPER_FIXED_RATE.items():
         m = f"cr2-rate-{rate:g}"
         lrows.append({"α": f"fixed local rate f = {rate:.2f}", "paper accuracy": f"{acc:.4f}",
                       "paper local rate": f"{100 * lr:.1f} %",
-                      "ours accuracy": f"{ab.loc[m, 'accuracy']:.4f}" if m in ab.index else "–",
-                      "ours local rate": f"{100 * ab.loc[m, 'local_rate']:.1f} %" if m in ab.index else "–",
-                      "ours cost (nearest 0.45)": f"{ab.loc[m, 'cost']:.3f}" if m in ab.index else "–"})
+                      "ours accuracy": _num(ab.loc[m, "accuracy"], ".4f") if m in ab.index else "–",
+                      "ours local rate": _pct(ab.loc[m, "local_rate"]) if m in ab.index else "–",
+                      "ours cost (nearest 0.45)": _num(ab.loc[m, "cost"], ".3f") if m in ab.index else "–"})
     cr2_pts = ops[(ops["method"] == "cr2") & ops["alpha"].round(6).eq(round(alpha, 6))]
     erows = []
     for c, (fd, tot) in PAPER_GATE_ERRORS.items():
@@ -298,9 +359,9 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
         if len(near):
             lam = float(near["lam"].iloc[0])
             e = e[e["lam"] == lam]
-        ours_fd = f"{100 * e['false_defer'].iloc[0]:.2f} %" if len(e) else "–"
-        ours_fa = f"{100 * e['false_accept'].iloc[0]:.2f} %" if len(e) else "–"
-        ours_tot = f"{100 * (e['false_defer'].iloc[0] + e['false_accept'].iloc[0]):.2f} %" if len(e) else "–"
+        ours_fd = _pct(e["false_defer"].iloc[0], ".2f") if len(e) else "–"
+        ours_fa = _pct(e["false_accept"].iloc[0], ".2f") if len(e) else "–"
+        ours_tot = _pct(e["false_defer"].iloc[0] + e["false_accept"].iloc[0], ".2f") if len(e) else "–"
         erows.append({"c̄": f"{c:.2f}", "paper false defers": f"{fd:.2f} %", "paper total gate error": f"≈ {tot:.1f} %",
                       "ours λ (nearest c̄)": f"{lam:g}" if len(near) else "–", "ours false accepts": ours_fa,
                       "ours false defers": ours_fd, "ours total": ours_tot})
@@ -309,8 +370,8 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
     for key, (params, flops) in PAPER_COMPLEXITY.items():
         kind = key if key in ("teacher", "gate") else f"router:{key}"
         crows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
-                      "ours params": f"{int(cx.loc[kind, 'params']):,}" if kind in cx.index else "–",
-                      "ours FLOPs": f"{int(cx.loc[kind, 'flops']):,}" if kind in cx.index else "–"})
+                      "ours params": _num(cx.loc[kind, "params"], ",.0f") if kind in cx.index else "–",
+                      "ours FLOPs": _num(cx.loc[kind, "flops"], ",.0f") if kind in cx.index else "–"})
     return {"run_id": run_id, "fixed_accuracy": fa, "fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows),
             "gate_errors": pd.DataFrame(erows), "complexity": pd.DataFrame(crows)}
 
@@ -330,16 +391,76 @@ def _er_cell(r) -> str:
     return ci_cell(r["estimate"], r["lower"], r["upper"]) + word
 
 
+def _side_label(rule, alpha) -> str:
+    return ("uncertified" if rule is None or pd.isna(rule) else str(rule)) + ("" if alpha is None or pd.isna(alpha)
+                                                                              else f" α={float(alpha):g}")
+
+
+def cost_at_target_table(rows: pd.DataFrame, reach: pd.DataFrame, target: float) -> tuple[pd.DataFrame, list[str]]:
+    """The equal-risk cost table at `target`: one row per certified router, one column per side (uncertified, then
+    each rule × α the run certified), every cell the cost [95 % CI] or why there is none; and one note per column
+    that no router reaches (with the highest accuracy any of them reaches there).
+
+    rows: the run's `equal_risk` rows; reach: side_reach (the highest accuracy of every method and α)."""
+    from cr2.evaluation.equal_risk import uncertified_side
+    from cr2.routers.certify import UNCERTIFIED, certified_name
+
+    sides = rows[rows["question"] == "cost"] if len(rows) else rows
+    # every certified side the run evaluated, whether or not its frontier reaches any target (a side that reaches none
+    # has no cost row at all, and would otherwise vanish from the table without a word)
+    certified = reach[reach["method"].str.contains("@", regex=False)]
+    split = certified["method"].str.split("@", n=1, expand=True) if len(certified) else pd.DataFrame(columns=[0, 1])
+    routers = sorted(set(split[0]) | set(sides["router"] if len(sides) else []))
+    if not routers:
+        return pd.DataFrame(), []
+    pairs = {(str(rule), float(a)) for rule, a in zip(split[1], certified["alpha"]) if rule != UNCERTIFIED and pd.notna(a)}
+    if len(sides):
+        pairs |= {(str(r), float(a)) for r, a in sides[["rule", "alpha"]].itertuples(index=False)
+                  if pd.notna(r) and pd.notna(a)}
+    columns = [(None, None), *sorted(pairs)]
+    at = sides[(sides["target"] - target).abs() < 1e-9] if len(sides) else sides
+    top = {(str(m), None if pd.isna(a) else round(float(a), 9)): float(x)
+           for m, a, x in reach[["method", "alpha", "max_accuracy"]].itertuples(index=False) if pd.notna(x)}
+    out, short = [], {c: [] for c in columns}
+    for router in routers:
+        row = {"router": router}
+        for rule, alpha in columns:
+            hit = at[(at["router"] == router) & (at["rule"].isna() if rule is None else at["rule"] == rule)
+                     & (at["alpha"].isna() if alpha is None else (at["alpha"] - alpha).abs() < 1e-12)]
+            label = _side_label(rule, alpha)
+            if len(hit):
+                r = hit.iloc[0]
+                row[label] = ci_cell(r["estimate"], r["lower"], r["upper"], ".3f")
+                continue
+            method = uncertified_side(router).method if rule is None else certified_name(router, rule)
+            best = top.get((method, None if alpha is None else round(alpha, 9)))
+            if best is None:
+                row[label] = "— (not evaluated)"
+            elif best < target - 1e-9:
+                row[label] = f"does not reach {target:.2f} (tops out at {best:.3f})"
+                short[(rule, alpha)].append(best)
+            else:
+                row[label] = f"— (no cost row at {target:.2f})"
+        out.append(row)
+    notes = [f"_{_side_label(rule, alpha)}: no router reaches {target:.2f} (the highest accuracy any reaches there is "
+             f"{max(short[(rule, alpha)]):.3f}: under this rule and α the calibrated thresholds accept more locally "
+             "than the target allows)._" for rule, alpha in columns if len(short[(rule, alpha)]) == len(routers)]
+    return pd.DataFrame(out), notes
+
+
 def equal_risk_markdown(home: str | Path, label_source: str | None = None, target: float = 0.80) -> str:
     """The equal-risk comparison of the newest evaluation run in `home` (table equal_risk) as markdown: every
     certified router's cost at `target` accuracy with risk ≤ α, and CR²'s decomposition against each baseline."""
     from warehouse.db import Warehouse
     from warehouse.repository import eval_run, newest_eval_run, run_equal_risk
 
+    from warehouse.reads import side_reach
+
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
         rows = run_equal_risk(wh, run_id) if _has_table(wh, "equal_risk") else pd.DataFrame()
         run = eval_run(wh, run_id)
+        reach = side_reach(wh, run_id)
     source = run["label_source"]
     banner = ("SIMULATED labels — not measured" if is_simulated(source) else "MEASURED labels") + f" (label source `{source}`)"
     if rows.empty:
@@ -354,16 +475,11 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None, targe
              "\"cheaper\" or \"dearer\" only where its 95 % interval excludes 0 and its Holm-adjusted p (over the "
              "question's family: every baseline × rule × α) is below 0.05; a cell without a word is **no difference "
              "detected**.\n"]
-    cost = rows[(rows["question"] == "cost") & ((rows["target"] - target).abs() < 1e-9)]
-    if len(cost):
-        c = cost.assign(side=lambda d: d["rule"].fillna("uncertified") + d["alpha"].map(
-            lambda a: "" if pd.isna(a) else f" α={a:g}"))
-        c["cell"] = [ci_cell(e, lo, hi, ".3f") for e, lo, hi in zip(c["estimate"], c["lower"], c["upper"])]
-        order = list(dict.fromkeys(c.sort_values(["rule", "alpha"], na_position="first")["side"]))
-        table = c.pivot_table(index="router", columns="side", values="cell", aggfunc="first")[order].reset_index()
-        parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "
-                     f"c̄ on the router's frontier; `uncertified`: no bound; teacher disagreement for crc, oracle "
-                     f"disagreement for crc-oracle, avoidable error for crc-avoidable)\n\n{markdown_table(table)}")
+    table, notes = cost_at_target_table(rows, reach, target)
+    parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "
+                 f"c̄ on the router's frontier; `uncertified`: no bound; teacher disagreement for crc, oracle "
+                 f"disagreement for crc-oracle, avoidable error for crc-avoidable; a cell without a cost says why)"
+                 f"\n\n{markdown_table(table, why='no certified router in this run')}" + "".join(f"\n{n}\n" for n in notes))
     for question, title in QUESTION_TITLES.items():
         q = means[means["question"] == question].copy()
         if q.empty:
@@ -377,7 +493,8 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None, targe
             if question == "pairwise":
                 q["against"] = q["router"] + " vs " + q["against"]
             q["α"] = q["alpha"].map(lambda a: f"α = {a:g}")
-            table = q.pivot_table(index=[key, "rule"], columns="α", values="cell", aggfunc="first").reset_index()
+            table = q.pivot_table(index=[key, "rule"], columns="α", values="cell", aggfunc="first")
+            table = table.fillna("— (no target both sides reach)").reset_index()
             table = table.rename(columns={"against": "baseline"})
         fams = q.groupby([q["rule"].fillna("–"), q["alpha"].fillna(-1.0)]).size()
         sizes = ", ".join(str(int(n)) for n in fams.unique())

@@ -13,8 +13,6 @@ the evaluation run it appends to and the code the task can run.
 """
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pandas as pd
 from prefect import task
@@ -85,11 +83,9 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
                                                   label_source=config.labels.source, rule=rule,
                                                   delta=config.certify.delta if rule_spec(rule).needs_delta else None)
                         for rule in config.certify.rules}
-        # one re-split stream per router (seeded by its name), so adding a router leaves the others' bands as they were
-        rng = np.random.default_rng([int(config.seed), zlib.crc32(name.encode())])
         jobs.append((ev.run_id, test, teacher_test, keep, name, tables[name]))
         options.append(dict(s_val=s_val, s_test=s_test, p_hat_test=p_test, val=val, val_teacher_proba=teacher_val,
-                            n_resplits=config.evaluation.n_resplits, rng=rng, one_shot=name != CR2))
+                            n_resplits=config.evaluation.n_resplits, seed=int(config.seed), one_shot=name != CR2))
     # the routers' rows are independent: fit.workers processes at once, joined in router order
     for rows, decisions in ahead.fit_all(certified_rows, [(*job, opts) for job, opts in zip(jobs, options)],
                                          fit_workers(config)):

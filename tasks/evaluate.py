@@ -56,7 +56,7 @@ def decision_frame(ev) -> pd.DataFrame:
 @task(name="evaluate")
 def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselines: dict) -> dict:
     """CR² at every calibrated (λ, α) and each baseline over the same λ grid (grids.lam), on the test split."""
-    from cr2.evaluation.sweep import Evaluation, evaluate_baseline, evaluate_cr2, method_rows
+    from cr2.evaluation.sweep import CR2_BANDS, Evaluation, evaluate_baseline, evaluate_cr2, method_rows, resplit_rng
     from cr2.evaluation.metrics import evaluable_mask
     from cr2.routers import load_router, router_entry, use_catalogues
 
@@ -75,7 +75,7 @@ def evaluate(config: Config, home: str, trained: dict, calibrated: dict, baselin
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     ev = Evaluation(run_id=f"eval-{key[-16:]}", test=test, proba=router.proba(test.embedding), keep=keep)
     evaluate_cr2(ev, router, val, default_alpha=config.grids.default_alpha, n_resplits=config.evaluation.n_resplits,
-                 rng=np.random.default_rng(config.seed), fixed_rates=config.evaluation.fixed_rates,
+                 rng=resplit_rng(config.seed, CR2_BANDS), fixed_rates=config.evaluation.fixed_rates,
                  ltt_delta=config.calibration.delta or config.calibration.target_delta, groups=groups)
     for name, b in baselines.items():  # a router that predicts p̂ is routed from its recorded p̂ at every λ
         evaluate_baseline(ev, name, config.grids.lam.values(), p_hat=p_hat.get(name),

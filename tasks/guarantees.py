@@ -2,11 +2,12 @@
 
 Loads the deployed gate and teacher (those of the newest threshold table), scores the val and test
 queries of the deployment's calibration split (cr2.deploy.deployment.calibration_split: the table's own states and
-labels) at the calibrated λ grid, and runs cr2.evaluation.guarantees.resplit_validity: CRC mean risk per λ, LTT's
-share of re-splits with any λ over α, Mondrian per-group mean risk, the target mode's miss share, the same
-crc / ltt checks for the rules on the real labels (crc-oracle, crc-avoidable, ltt-oracle, ltt-avoidable),
-and each rule's local rate / cost / accuracy and realised risks beside plain CRC. One run is one `run_id`
-in `guarantees`; the view v_guarantees and the report read it.
+labels) at the calibrated λ grid, and runs cr2.evaluation.guarantees.resplit_validity for the promises only this run
+checks: LTT's share of re-splits with any λ over α (on the teacher risk and on the real labels: ltt, ltt-oracle,
+ltt-avoidable), Mondrian per-group mean risk, the target mode's miss share, and each rule's local rate / cost /
+accuracy and realised risks beside plain CRC. The crc rules' mean risk per λ is not stored here: the certify stage
+stores those re-splits for every certified router (cr2@crc, cr2@crc-oracle, … included), the one source of their
+verdicts (cr2.report.validity). One run is one `run_id` in `guarantees`; the view v_guarantees and the report read it.
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def check_guarantees(config: Config, home: str, n_resplits: int | None = None, s
     spec = ResplitSpec(n_calib=pool["n_val"], n_resplits=int(n_resplits or config.calibration.n_resplits),
                        delta=config.calibration.delta or config.calibration.target_delta, target_accuracy=target,
                        budget=budget, price_alpha=config.grids.default_alpha, group_by=pool["group_by"],
-                       variant=config.routing.deferred_variant)
+                       variant=config.routing.deferred_variant, crc_mean=False)  # the certify stage stores those
     rng = np.random.default_rng(config.seed if seed is None else seed)
     records = resplit_validity(pool["score"], pool["risk"], pool["proba"], pool["cost"], pool["correct"], pool["groups"],
                                pool["lams"], pool["alphas"], spec, rng, realised=pool["realised"])

@@ -14,7 +14,8 @@ from prefect import task
 from cr2.config import Config
 from tasks.common import Reads, Stage
 from warehouse.db import Warehouse
-from warehouse.repository import eval_run, methods_of_run, newest_guarantees, view_for_run, whole_view
+from warehouse.repository import (certified_validity, eval_run, methods_of_run, newest_guarantees, view_for_run,
+                                  whole_view)
 from warehouse.labels import label_origin
 
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy_ci", "calibration_rules": "v_calibration_rules",
@@ -41,7 +42,8 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
         methods = methods_of_run(wh, run_id)
         run = eval_run(wh, run_id)
         origin = label_origin(wh, str(run["label_source"]))
-        guarantees, guarantee_price = newest_guarantees(wh)  # shown when `cr2 guarantees` has run
+        guarantee_run, guarantees, guarantee_price = newest_guarantees(wh)  # shown when `cr2 guarantees` has run
+        certified = certified_validity(wh, run_id)  # the certify stage's re-splits of every certified router
         mean_saving = view_for_run(wh, "v_mean_saving_ci", run_id)  # the intervals of the run
         ops_ci = view_for_run(wh, "v_operating_points_ci", run_id)
         ops_ci = ops_ci[ops_ci["benchmark"] == "all"]
@@ -58,7 +60,8 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
                               "(accuracy, cost, local rate)",
               **{f"queries: {b}": f"{n:,}" for b, n in data_counts.items()}}
     inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=config.grids.default_alpha,
-                       **frames, guarantees=guarantees, guarantee_price=guarantee_price, mean_saving=mean_saving,
+                       **frames, certified_validity=certified, guarantee_run=guarantee_run,
+                       guarantees=guarantees, guarantee_price=guarantee_price, mean_saving=mean_saving,
                        operating_points_ci=ops_ci)
     figures, tables = build_figures(inp), build_tables(inp)
     out = report_dir(home)

@@ -160,13 +160,3 @@ def test_holm_is_applied_over_each_family_and_families_are_split_by_alpha():
     assert len(fams) == 1 + 2 * 2  # gate-quality; two questions × two α
     for fam in fams.values():
         np.testing.assert_allclose([r["p_holm"] for r in fam], holm_adjust(np.array([r["p_value"] for r in fam])))
-
-
-def test_bound_verdict_is_the_three_se_rule():
-    from cr2.evaluation.metrics import bound_verdict
-
-    assert bound_verdict(np.array([0.009, 0.0105]), np.array([0.0002, 0.0002]), 0.01) == "holds"
-    assert bound_verdict(np.array([0.009, 0.0107]), np.array([0.0002, 0.0002]), 0.01) == "fails"
-    assert bound_verdict(np.array([np.nan]), np.array([0.1]), 0.01) is None
-
-

@@ -65,17 +65,24 @@ def test_validity_records_land_in_the_views(home):
     crc = v[(v.check_name == "crc_mean_risk")]
     assert len(crc) == len(ALPHAS) and (crc.n_cells == len(LAMS)).all()
     ltt = v[(v.check_name == "ltt_any_violation") & v.metric.str.endswith("_pool")]
-    assert (ltt.bound == 0.1).all() and ltt.holds.notna().all()
+    assert (ltt.bound == 0.1).all() and "holds" not in v.columns  # the verdict is cr2.evaluation.validity's
     ltt_price = price[(price.rule == "ltt") & (price.lam == 0.5)].iloc[0]
     assert ltt_price.crc_local_rate is not None and ltt_price.local_rate <= ltt_price.crc_local_rate + 1e-12
     oracle = price[price.rule == "target-accuracy"].iloc[0]
     assert np.isfinite(oracle.crc_mean_cost)  # joined with the CRC oracle point at the same target
-    # the report's tables (cr2.report.tables) from these views: one row per promise, prices beside CRC
-    from cr2.report.tables import guarantee_price_table, guarantee_validity_table
+    # the report's tables (cr2.report.validity, cr2.report.tables) from the stored cells: one row per promise of the
+    # deployed gate with its verdict (crc's mean risk is the certify stage's), prices beside CRC
+    from cr2.evaluation.validity import WORDS
+    from cr2.report.tables import guarantee_price_table
+    from cr2.report.validity import deployed_verdicts
+    from warehouse.repository import guarantee_cells
 
-    vt = guarantee_validity_table(v)
-    assert set(vt["rule"]) >= {"crc", "ltt", "mondrian-crc", "target-accuracy", "target-budget"}
-    assert vt["holds (3 SE)"].isin(["yes", "NO"]).all() and vt["worst over λ ± SE"].str.contains("±").any()
+    with Warehouse(home, read_only=True) as wh:
+        vt = deployed_verdicts(guarantee_cells(wh, "r1"))
+    assert set(vt["rule"]) >= {"ltt", "mondrian-crc", "target-accuracy", "target-budget"}
+    promised = vt[vt["check"] != "crc_group_mean_risk"]
+    assert promised["verdict"].isin(WORDS).all() and vt.loc[vt["check"] == "crc_group_mean_risk", "verdict"].isna().all()
+    assert "crc_mean_risk" not in set(vt["check"])
     from cr2_cli.render import console, print_guarantees
 
     width = console.width
@@ -86,7 +93,8 @@ def test_validity_records_land_in_the_views(home):
     finally:
         console.width = width
     text = cap.get()
-    assert "ltt_any_violation" in text and "benchmark=gpqa" in text and "target 0." in text and "nan" not in text
+    assert "P(some λ has" in text and "benchmark=" in text and "target 0." in text and "nan" not in text
+    assert "no evaluation run in this warehouse" in text  # the certified routers' verdicts need `cr2 run`: said
     pt = guarantee_price_table(price)
     assert {"ltt", "mondrian", "crc", "target-accuracy"} <= set(pt["rule"])
     assert pt.loc[pt.rule == "crc", "Δ local vs CRC"].eq("+0.000").all()

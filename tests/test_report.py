@@ -15,13 +15,14 @@ def test_risk_tolerance_is_three_binomial_standard_errors():
     assert abs(risk_tolerance(0.01, 2500) - 0.0059699) < 1e-6
 
 
-def test_risk_check_flags_a_split_beyond_the_tolerance():
+def test_risk_check_is_context_in_binomial_standard_errors_without_a_verdict():
     risk = pd.DataFrame({"alpha": [0.01, 0.01, 0.05], "lam": [1.0, 2.0, 1.0], "risk": [0.012, 0.02, 0.05],
                          "n_risk": [2500, 2500, 2500], "risk_mean": [0.009, 0.010, 0.049]})
     table = risk_check_table(risk).set_index("α")
-    assert table.loc["0.01", "within"] == "NO"  # 0.02 > 0.01 + 0.00597
-    assert table.loc["0.05", "within"] == "yes"
+    assert table.loc["0.01", "(max − α) / binomial SE"] == "+5.0"  # (0.02 − 0.01) / 0.00199
+    assert table.loc["0.05", "(max − α) / binomial SE"] == "+0.0"
     assert table.loc["0.01", "max MC mean over λ"] == "0.0100"
+    assert "within" not in table.columns  # one split is no verdict on a promise made in expectation
 
 
 def test_benchmark_table_marks_unreachable_targets():

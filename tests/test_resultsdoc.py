@@ -15,7 +15,8 @@ from cr2_cli.resultsdoc.core import Doc, mark, unbacked_words, unmark
 def test_a_typed_verdict_word_is_found_and_a_produced_one_is_not():
     assert unbacked_words(f"CR² is {mark('cheaper')} than KNN") == []
     assert len(unbacked_words("CR² is cheaper than KNN")) == 1
-    assert len(unbacked_words("No difference detected here; it Holds")) == 2
+    assert len(unbacked_words("No difference detected here; it Holds")) == 2  # a retired word is never backed
+    assert len(unbacked_words("violation detected; no violation detected; fails")) == 3
     # quoted definitions, code and HTML comments are not claims; other words that merely contain one are not either
     assert unbacked_words('a saving is called "cheaper" when … `dearer` <!-- larger -->; holdsworth, smaller-scale') == []
     assert unmark(f"x {mark('dearer')} y") == "x dearer y"
@@ -28,7 +29,8 @@ def test_doc_words_come_from_the_verdict_functions():
     assert unmark(doc.saving(0.5, 2.0, p_adjusted=0.2)) == "no difference detected"  # Holm does not confirm it
     assert doc.saving(float("nan"), 1.0) == "–"
     assert unmark(doc.test(-3.0, 0.01)) == "dearer" and unmark(doc.test(-3.0, 0.2)) == "no difference detected"
-    assert unmark(doc.bound([0.0101], [0.0002], 0.01)) == "holds" and unmark(doc.bound([0.02], [0.001], 0.01)) == "fails"
+    assert unmark(doc.bound([0.0101], [0.0002], 0.01)) == "no violation detected"  # z = 0.5
+    assert unmark(doc.bound([0.02], [0.001], 0.01)) == "violation detected"  # z = 10
     assert unmark(doc.compare(0.1, 0.3)) == "larger" and unmark(doc.compare(-0.3, -0.1)) == "smaller"
     with pytest.raises(TypeError, match="verdict function"):
         doc.word("better")

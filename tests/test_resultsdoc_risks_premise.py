@@ -159,7 +159,9 @@ def test_a_guarantees_run_is_stored_and_the_page_reads_it(pipeline_slice, tmp_pa
         assert len(runs) == 1 and int(runs["n_resplits"].iloc[0]) == 12
         run_id = str(runs["run_id"].iloc[0])
         cells = guarantee_cells(wh, run_id)
-    assert {"crc", "crc-oracle", "crc-avoidable"} <= set(cells["rule"]) and (cells["bound"].notna()).all()
+    assert {"ltt", "mondrian-crc", "ltt-oracle"} <= set(cells["rule"]) and (cells["bound"].notna()).all()
+    assert "crc_mean_risk" not in set(cells["check_name"])  # the certify stage's re-splits are their one source
     page = render_sections(Doc({"default": home}), ("risks",), marked=True)
     assert f"run `{run_id}`, 12 re-splits" in page and unbacked_words(page) == []
+    assert "certified routers, SIMULATED labels" in page and "⸢no violation detected⸣" in page
     assert "cr2 guarantees --resplits 500 --home var" in page

@@ -33,11 +33,6 @@ def recalibration(wh: Warehouse, before_run: str, after_run: str, alpha: float) 
     return wh.df(named_query("artifact_recalibration"), {"before": before_run, "after": after_run, "alpha": float(alpha)})
 
 
-def guarantee_checks(wh: Warehouse, run_id: str) -> pd.DataFrame:
-    """The bounded promises of validity run `run_id` (view v_guarantees)."""
-    return wh.df(named_query("cli_guarantee_checks"), {"run_id": run_id})
-
-
 def simcheck_points(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """Measured vs simulated statistics with a tolerance, of sim-to-real run `run_id` (view v_simcheck)."""
     return wh.df(named_query("cli_simcheck_points"), {"run_id": run_id})
@@ -67,6 +62,11 @@ def reached_targets(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """Per method of run `run_id`: the lowest and highest fixed-accuracy target it reaches together with the
     reference router (KNN), and how many (v_fixed_accuracy)."""
     return wh.df(named_query("cli_reached_targets"), {"run_id": run_id})
+
+
+def side_reach(wh: Warehouse, run_id: str) -> pd.DataFrame:
+    """Per method and α of run `run_id`: the highest test accuracy over its λ sweep (operating_points, 'all')."""
+    return wh.df(named_query("cli_side_reach"), {"run_id": run_id})
 
 
 def pool_models(wh: Warehouse) -> list[str]:

@@ -304,15 +304,14 @@ def replace_guarantee_run(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> Non
     wh.replace_where("guarantees", rows[list(GUARANTEE_COLUMNS)], {"run_id": run_id})
 
 
-def newest_guarantees(wh: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """v_guarantees and v_guarantee_price of the newest validity run (empty frames when there is none)."""
-    if getattr(wh, "schema_version", "2") == "1":  # an old warehouse read as it is has no guarantees table
-        return pd.DataFrame(), pd.DataFrame()
-    run_id = wh.scalar("SELECT run_id FROM guarantees ORDER BY created_at DESC LIMIT 1")
-    if run_id is None:
-        return pd.DataFrame(), pd.DataFrame()
-    return (wh.df("SELECT * FROM v_guarantees WHERE run_id = ?", [run_id]),
-            wh.df("SELECT * FROM v_guarantee_price WHERE run_id = ?", [run_id]))
+def newest_guarantees(wh: Warehouse) -> tuple[dict | None, pd.DataFrame, pd.DataFrame]:
+    """The newest validity run (`cr2 guarantees`): its row of guarantee_runs (source, labels, re-splits, N_calib), its
+    bounded cells (guarantee_cells) and v_guarantee_price; (None, empty, empty) when there is none."""
+    runs = guarantee_runs(wh)
+    if runs.empty:
+        return None, pd.DataFrame(), pd.DataFrame()
+    head = runs.iloc[0].to_dict()
+    return head, guarantee_cells(wh, str(head["run_id"])), guarantee_price(wh, str(head["run_id"]))
 
 
 def guarantee_runs(wh: Warehouse, label_source: str | None = None) -> pd.DataFrame:
@@ -436,11 +435,14 @@ def run_equal_risk(wh: Warehouse, run_id: str) -> pd.DataFrame:
 
 def certified_validity(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The certified routers' validity over re-splits in run `run_id`: per (method, λ, α) the mean test risk over the
-    random calibration/test re-splits and its Monte-Carlo standard error (metrics resplit_risk_mean / _se)."""
-    return wh.df("SELECT method, lam, alpha, max(value) FILTER (WHERE metric = 'resplit_risk_mean') AS risk_mean, "
-                 "max(value) FILTER (WHERE metric = 'resplit_risk_se') AS risk_se FROM metrics WHERE run_id = ? "
-                 "AND benchmark = 'all' AND metric IN ('resplit_risk_mean', 'resplit_risk_se') AND contains(method, '@') "
-                 "GROUP BY ALL ORDER BY method, alpha, lam", [run_id])
+    random calibration/test re-splits, its Monte-Carlo standard error and the number of re-splits (metrics
+    resplit_risk_mean / _se / _n; NULL n for a run stored before the count was)."""
+    from warehouse.db import view_sql
+
+    # the view's own SELECT as a subquery: one definition, and a warehouse opened read-only before its views were
+    # re-created (one built by an older cr2) still answers
+    return wh.df(f"SELECT method, lam, alpha, risk_mean, risk_se, n_resplits FROM ({view_sql('v_certified_validity')}\n) "
+                 "WHERE run_id = ? ORDER BY method, alpha, lam", [run_id])
 
 
 def router_flops(wh: Warehouse, label_source: str) -> dict[str, int]:

@@ -54,6 +54,9 @@ class ResplitSpec:
     price_lams: tuple[float, ...] = PRICE_LAMS
     group_by: str = "benchmark"
     variant: str = "edge-only"
+    # emit crc_mean_risk (each crc rule's mean test risk per (λ, α)); `cr2 guarantees` turns it off: the certify stage
+    # stores those re-splits for every certified router (cr2@crc … included), the one source of their verdicts
+    crc_mean: bool = True
 
 
 def _metric(risk: str) -> str:
@@ -490,7 +493,7 @@ def _price_records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
 
 def _records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
     """Every check family's records, in the table's order; alpha is None where a check has no α."""
-    out = [*_crc_mean_records(pool, spec, tally), *_violation_records(pool, spec, tally),
+    out = [*(_crc_mean_records(pool, spec, tally) if spec.crc_mean else []), *_violation_records(pool, spec, tally),
            *_group_records(pool, spec, tally), *_target_records(pool, spec, tally),
            *_price_records(pool, spec, tally)]
     for r in out:

@@ -230,18 +230,6 @@ def resplit_risk(scores: np.ndarray, risks: np.ndarray, n_calib: int, alphas: np
     return out
 
 
-def bound_verdict(values: np.ndarray, ses: np.ndarray, bound: float, z: float = 3.0) -> str | None:
-    """'holds' where every Monte-Carlo estimate is within z standard errors of the bound (value ≤ bound + z·se), else
-    'fails' (the rule of view v_guarantees); None without a finite estimate."""
-    v, se = np.asarray(values, dtype=np.float64), np.nan_to_num(np.asarray(ses, dtype=np.float64))
-    ok = np.isfinite(v)
-    if not ok.any():
-        return None
-    from cr2.evaluation.statistics import Verdict
-
-    return Verdict("holds" if bool(np.all(v[ok] <= bound + z * se[ok])) else "fails")
-
-
 def risk_tolerance(alpha: float, n: int, z: float = 3.0) -> float:
     """Monte-Carlo tolerance of a test-split risk estimate at level α: z binomial standard errors, z·sqrt(α(1−α)/n)."""
     return float(z * np.sqrt(alpha * (1.0 - alpha) / max(n, 1)))

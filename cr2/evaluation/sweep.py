@@ -10,6 +10,7 @@ guarantee is about (dropping unsolvable queries would bias it).
 from __future__ import annotations
 
 import functools
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -128,7 +129,8 @@ def evaluate_cr2(ev: Evaluation, router: Any, val: RoutingSet, *, default_alpha:
     (method "cr2-<rule>", calibrated on val; the ltt rules at δ = ltt_delta over the table's λ grid), the other
     deferred-branch variants at the default α, the uncalibrated τ = 0.5 rule, the fixed-local-rate rules (accept
     the top f of val, the paper's ablation rows), the full-information reference, and the risk-vs-α Monte-Carlo
-    bands over random calibration/test re-splits (n_resplits of them). At λ = 0 every rule defers everything
+    bands over random calibration/test re-splits (n_resplits of them, drawn from `rng`: tasks pass
+    resplit_rng(seed, CR2_BANDS), so the bands are cr2@crc's validity re-splits). At λ = 0 every rule defers everything
     (the gate is defined for λ > 0).
 
     A Mondrian table (calibration.group) routes "cr2" and its variants with each test query's own group
@@ -218,25 +220,40 @@ def evaluate_ablation_gate(ev: Evaluation, name: str, router: Any, val: RoutingS
                   router.decide(ev.test.embedding, ev.test.decision_cost, lam, alpha, proba=ev.proba))
 
 
-RESPLIT_METRICS = ("risk_mean", "risk_q05", "risk_q95", "risk_se")  # the Monte-Carlo band of a rule's test risk
+# the Monte-Carlo band of a rule's test risk over re-splits, and how many re-splits it rests on
+RESPLIT_METRICS = ("risk_mean", "risk_q05", "risk_q95", "risk_se", "risk_n")
+# the certified method whose re-splits CR²'s own bands (method cr2-resplit) repeat: CRC on teacher disagreement
+CR2_BANDS = "cr2@crc"
+
+
+def resplit_rng(seed: int, method: str) -> np.random.Generator:
+    """The re-split stream of one certified method `<router>@<rule>`, seeded by the run's seed and the method's name.
+
+    A method's re-splits do not depend on which other routers or rules run, and CR²'s risk-vs-α bands (evaluate_cr2,
+    method cr2-resplit, drawn from resplit_rng(seed, CR2_BANDS)) are the very re-splits of cr2@crc: the same scores,
+    labels, calibration size and stream, so every α both grids hold gets the same numbers in both (one source)."""
+    return np.random.default_rng([int(seed), zlib.crc32(method.encode())])
 
 
 def _band(risks: np.ndarray) -> dict[str, float]:
-    """Mean, 5–95 % quantiles and standard error of a rule's test risk over re-splits [n_resplits] (RESPLIT_METRICS)."""
+    """Mean, 5–95 % quantiles, standard error and count of a rule's test risk over re-splits [n_resplits]
+    (RESPLIT_METRICS)."""
     return {"risk_mean": float(risks.mean()), "risk_q05": float(np.quantile(risks, 0.05)),
-            "risk_q95": float(np.quantile(risks, 0.95)), "risk_se": float(risks.std(ddof=1) / np.sqrt(len(risks)))}
+            "risk_q95": float(np.quantile(risks, 0.95)), "risk_se": float(risks.std(ddof=1) / np.sqrt(len(risks))),
+            "risk_n": float(len(risks))}
 
 
 def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s_val: np.ndarray, s_test: np.ndarray,
                        p_hat_test: np.ndarray, val: RoutingSet, val_teacher_proba: np.ndarray, n_resplits: int,
-                       rng: np.random.Generator, one_shot: bool) -> None:
+                       seed: int, one_shot: bool) -> None:
     """A certified router under each rule (cr2.routers.certify) at every (λ, α) of its tables, with its validity check.
 
     tables: rule → ThresholdTable calibrated on val over one λ grid; s_val [n_val, n_lam], s_test [n_test, n_lam]:
     the router's scores at that grid (the dtype the tables were calibrated in); p_hat_test [n_test, M]: its p̂ on test
     (the deferred choice). Records method `<router>@<rule>` at every (λ, α), and per λ where the score is defined the
     risk-vs-α band over n_resplits random re-splits of val ∪ test (metrics `resplit_<RESPLIT_METRICS>` of that method,
-    benchmark 'all': the same machinery as CR²'s cr2-resplit rows, on the rule's own risk). one_shot: also
+    benchmark 'all': the same machinery as CR²'s cr2-resplit rows, on the rule's own risk; each method draws its
+    re-splits from resplit_rng(seed, method), so cr2@crc's are cr2-resplit's). one_shot: also
     `<router>@uncertified`, the router's own one-shot decision (a router whose score is the margin of its p̂).
     """
     from cr2.routers.certify import UNCERTIFIED, calibration_risks, certified_decisions, certified_name, one_shot_decisions
@@ -244,6 +261,7 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
     test = ev.test
     lams = next(iter(tables.values())).lams
     n_scored = int((~np.isneginf(s_val).all(axis=0)).sum())  # the λ an ltt table divides δ over (calibrate_certified)
+    rngs = {rule: resplit_rng(seed, certified_name(router, rule)) for rule in tables}  # one stream per method
     for j, lam in enumerate(lams):
         score = s_test[:, j]
         defined = bool(np.isfinite(s_val[:, j]).all() and np.isfinite(score).all())
@@ -258,7 +276,7 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
                 r_test = calibration_risks(rule, test, [lam], ev.proba)[:, 0]
                 per_lam = ltt_delta_per_lam(table.delta, n_scored) if rule_spec(rule).needs_delta else None
                 risks = resplit_risk(np.concatenate([s_val[:, j], score]), np.concatenate([r_val, r_test]), len(val),
-                                     np.asarray(table.alphas), n_resplits, rng, rule=rule, delta=per_lam)
+                                     np.asarray(table.alphas), n_resplits, rngs[rule], rule=rule, delta=per_lam)
                 for k, alpha in enumerate(table.alphas):
                     ev.metrics += [{"run_id": ev.run_id, "method": name, "lam": float(lam), "alpha": float(alpha),
                                     "benchmark": "all", "metric": f"resplit_{metric}", "value": value}

@@ -15,9 +15,8 @@ from cr2.report.figures import (curves_figure, fixed_accuracy_figure, gate_error
                                 realised_risk_figure, risk_figure, saving_interval_figure)
 from cr2.report.page import Figure, TableBlock, banner, facts_table, figure_html, page, table_html
 from cr2.report.styles import MethodStyles
-from cr2.report.tables import (ablation_table, benchmark_table, ci_cell, guarantee_price_table,
-                               guarantee_validity_table, informative_targets, mean_saving_table,
-                               operating_point_ci_table, realised_risk_table, risk_check_table)
+from cr2.report.tables import (ablation_table, benchmark_table, ci_cell, guarantee_price_table, informative_targets,
+                               mean_saving_table, operating_point_ci_table, realised_risk_table, risk_check_table)
 
 
 @dataclass
@@ -38,7 +37,10 @@ class ReportInputs:
     ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
     methods: pd.DataFrame = field(default_factory=pd.DataFrame)
     extra_tables: list[TableBlock] = field(default_factory=list)
-    guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantees rows of the newest validity run
+    deploy_decision: pd.DataFrame = field(default_factory=pd.DataFrame)  # which router to deploy: one row each, as shown
+    certified_validity: pd.DataFrame = field(default_factory=pd.DataFrame)  # the run's certified re-split cells
+    guarantee_run: dict | None = None  # the newest validity run (`cr2 guarantees`): source, re-splits, N_calib
+    guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # its bounded cells (guarantee_cells)
     guarantee_price: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantee_price rows of that run
     realised_risk: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_realised_risk rows of the run
     mean_saving: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_mean_saving_ci rows of the run
@@ -46,15 +48,30 @@ class ReportInputs:
 
 
 def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
-    """The guarantee tables (docs/guarantees.md), when a validity run (`cr2 guarantees`) is in the warehouse."""
-    if inp.guarantees.empty:
-        return []
-    head = inp.guarantees.iloc[0]
+    """The validity tables (docs/guarantees.md, cr2.report.validity): every certified router of the run over the
+    certify stage's re-splits, and CR²'s deployed gate's other promises when a validity run (`cr2 guarantees`) is in
+    the warehouse; each says why it is empty where it is."""
+    from cr2.report.validity import certified_display, certified_verdicts, deployed_display, deployed_verdicts
+
+    st = MethodStyles.from_frame(inp.methods)
+    rule = ("Verdict: a one-sided test per cell of the promise (z = (mean − bound) / Monte-Carlo SE; a share: exact "
+            "binomial), Holm at 5 % over the cells of one row: \"violation detected\" where Holm rejects a cell, "
+            "else \"no violation detected\".")
+    certified = certified_display(certified_verdicts(inp.certified_validity), st.label)
+    out = [TableBlock("validity_certified", "Validity over re-splits: every certified router", "v_certified_validity",
+                      "E[risk] ≤ α at every λ, over the certify stage's random calibration/test re-splits of val ∪ test; "
+                      "each row names the risk its rule bounds. " + rule
+                      + ("" if len(certified) else " This run stores no re-splits of a certified router "
+                         "(evaluation.n_resplits = 0, or no certified router)."), certified)]
+    if inp.guarantee_run is None:
+        return out
+    head = inp.guarantee_run
     where = f"{head['source']}, {int(head['n_resplits'])} re-splits, N_calib = {int(head['n_calib'])}"
-    out = [TableBlock("guarantees_validity", "Does each guarantee hold? (random calibration/test re-splits)", "v_guarantees",
-                      f"{where}. Worst cell over λ of each promise, with its Monte-Carlo standard error; LTT and target "
-                      "shares are against the pool's exact risk. docs/guarantees.md says what each rule promises.",
-                      guarantee_validity_table(inp.guarantees))]
+    deployed = deployed_display(deployed_verdicts(inp.guarantees))
+    out.append(TableBlock("guarantees_validity", "Validity over re-splits: CR²'s deployed gate (ltt, Mondrian, target)",
+                          "v_guarantees", f"{where}. LTT and target shares are against the pool's exact risk. " + rule
+                          + ("" if len(deployed) else " The run has no bounded promise beside the crc rules'."),
+                          deployed))
     if not inp.guarantee_price.empty:
         out.append(TableBlock("guarantees_price", "What each guarantee costs beside plain CRC", "v_guarantee_price",
                               f"{where}. Mean over re-splits of the test local rate, cost and accuracy; target rows compare "
@@ -158,7 +175,8 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
                    cx.reset_index(drop=True)),
         TableBlock("risk_check", "Risk control on the test split", "v_risk_vs_alpha",
                    "CRC bounds the expected false-acceptance risk by α at each λ; a single test split fluctuates around "
-                   "it, so the check allows 3 binomial standard errors.", risk_check_table(inp.risk_vs_alpha)),
+                   "it, so this table is context: the verdict is the validity table's (over re-splits).",
+                   risk_check_table(inp.risk_vs_alpha)),
         TableBlock("ablation", "Ablation at c̄ = 0.45", "v_ablation",
                    "Each configuration's operating point nearest the cost anchor; local rate = share accepted by the gate.",
                    ablation_table(inp.ablation, inp.default_alpha)),
@@ -167,6 +185,10 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
                       "disagreement on the real labels and avoidable error, over all test rows; local accuracy, local "
                       "rate, cost and accuracy over the solvable rows.",
                       realised_risk_table(inp.realised_risk, inp.default_alpha))] if not inp.realised_risk.empty else []),
+        TableBlock("deploy_decision", "Which router to deploy", "equal_risk",
+                   "The deploy decision for this run's scenario (the rows the decision rule states)."
+                   if len(inp.deploy_decision) else "No deploy decision for this run: the decision rule's rows are "
+                   "not stored.", inp.deploy_decision),
         *guarantee_tables(inp),
         *inp.extra_tables,
     ]

@@ -6,15 +6,17 @@ import pandas as pd
 
 def markdown_table(df: pd.DataFrame, digits: int = 4, why: str = "this run has none here", *,
                    tight_empty: bool = False) -> str:
-    """A markdown table of `df` (float columns to `digits` significant digits, '–' for missing), ending in a
-    newline; an empty frame gives one line that says why it is empty. An empty cell is written '|  |', or '| |'
-    with `tight_empty`."""
+    """A markdown table of `df` (float columns to `digits` significant digits; '–' for a missing value in any column,
+    never 'nan'), ending in a newline; an empty frame gives one line that says why it is empty. An empty cell is
+    written '|  |', or '| |' with `tight_empty`."""
     if df.empty:
         return f"_(no rows: {why})_\n"
     df = df.copy()
     for c in df.columns:
         if pd.api.types.is_float_dtype(df[c]):
             df[c] = df[c].map(lambda v: "–" if pd.isna(v) else f"{v:.{digits}g}")
+        else:  # a missing value of a text column is written '–' too, never 'nan' / 'None'
+            df[c] = df[c].map(lambda v: "–" if v is None or (pd.api.types.is_scalar(v) and pd.isna(v)) else v)
 
     def line(cells) -> str:
         return "|" + "|".join(" " if tight_empty and c == "" else f" {c} " for c in map(str, cells)) + "|"

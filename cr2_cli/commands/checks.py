@@ -14,17 +14,22 @@ from cr2_cli.render import print_guarantees, print_simcheck
 
 
 @friendly
-def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="re-splits of val + test "
-                                                      "(default: calibration.n_resplits)"),
+def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="re-splits of val + test for "
+                                                      "the deployed gate's ltt, Mondrian and target checks (default: "
+                                                      "calibration.n_resplits; the certified routers' re-splits are the "
+                                                      "certify stage's, evaluation.n_resplits)"),
                seed: Optional[int] = typer.Option(None, help="seed of the re-splits (default: config seed)"),
                config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
-    """Check every calibration rule's promise over random re-splits of val + test; store it (view v_guarantees)."""
+    """Print every certified router's validity over re-splits (one verdict per router, rule and α); check the promises
+    of CR²'s deployed gate no other stage checks (ltt, Mondrian, target) over random re-splits of val + test and store
+    them (view v_guarantees)."""
     from cr2.config import load_config
     from tasks.guarantees import check_guarantees
 
     h = home_dir(home, create=False)
-    out = check_guarantees.fn(load_config(config), str(h), resplits, seed)
-    print_guarantees(h, out["run_id"], out["source"])
+    cfg = load_config(config)
+    out = check_guarantees.fn(cfg, str(h), resplits, seed)
+    print_guarantees(h, out["run_id"], out["source"], cfg.labels.source)
 
 
 @friendly(flow=True)

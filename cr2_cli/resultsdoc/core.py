@@ -1,10 +1,10 @@
 """The frame of the generated docs/results.md: which warehouses it reads, and the one way a verdict word gets in.
 
-Every word that states a result (cheaper, dearer, no difference detected, holds, fails, larger, smaller) reaches the
-page through `Doc.word` — the output of cr2's verdict functions on a stored interval or a corrected test — and is
-marked while the page is rendered. `unbacked_words` finds any such word that was typed instead; the generator refuses
-to write a page that has one. Hand-written text explains method and meaning; where it must name a word (a
-definition), it quotes it ("cheaper") or sets it as code.
+Every word that states a result (cheaper, dearer, no difference detected, no violation detected, violation detected,
+larger, smaller) reaches the page through `Doc.word` — the output of cr2's verdict functions on a stored interval or a
+corrected test — and is marked while the page is rendered. `unbacked_words` finds any such word that was typed
+instead; the generator refuses to write a page that has one. Hand-written text explains method and meaning; where it
+must name a word (a definition), it quotes it ("cheaper") or sets it as code.
 """
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ import numpy as np
 
 from cr2.evaluation.statistics import Verdict, saving_verdict, test_verdict
 from cr2.labels import is_simulated
-from cr2.evaluation.metrics import bound_verdict
+from cr2.evaluation.validity import validity_verdict
 
-VERDICT_WORDS = ("no difference detected", "cheaper", "dearer", "holds", "fails", "larger", "smaller")
+VERDICT_WORDS = ("no difference detected", "cheaper", "dearer", "no violation detected", "violation detected", "larger",
+                 "smaller")
 OPEN, CLOSE = "\u2e22", "\u2e23"  # ⸢word⸣: produced by a verdict function; removed from the written page
-_WORD = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in VERDICT_WORDS) + r")(?![\w-])", re.IGNORECASE)
+RETIRED_WORDS = ("holds", "fails")  # validity words no verdict function produces: any on the page was typed
+_WORD = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in (*VERDICT_WORDS, *RETIRED_WORDS)) + r")(?![\w-])",
+                   re.IGNORECASE)
 _EXEMPT = re.compile(OPEN + r"[^" + CLOSE + r"]*" + CLOSE + r"|`[^`\n]*`|\"[^\"\n]*\"|<!--.*?-->", re.DOTALL)
 
 # the warehouses of the shipped results: key → default home (relative to the repository root) and the command that
@@ -90,9 +93,9 @@ class Doc:
         """The word of a corrected test: its direction where p_adjusted < 0.05, else no difference detected."""
         return self.word(test_verdict(direction, p_adjusted))
 
-    def bound(self, values, ses, bound: float, z: float = 3.0) -> str:
-        """holds / fails: every Monte-Carlo mean within z standard errors of its bound (cr2.evaluation.metrics.bound_verdict)."""
-        return self.word(bound_verdict(np.asarray(values, dtype=float), np.asarray(ses, dtype=float), bound, z))
+    def bound(self, values, ses, bound: float) -> str:
+        """no violation detected / violation detected of one guarantee's cells (cr2.evaluation.validity)."""
+        return self.word(validity_verdict(np.asarray(values, dtype=float), np.asarray(ses, dtype=float), bound).verdict)
 
     def compare(self, lower: float, upper: float, p_adjusted: float | None = None) -> str:
         """larger / smaller / no difference detected of a difference's 95 % interval (a change, not a saving; with

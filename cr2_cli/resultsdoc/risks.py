@@ -1,12 +1,12 @@
 """docs/results.md, "What α bounds, and the risks users feel": per rule, the teacher-referenced risk the
 paper's α bounds beside the realised risks on the real test labels, at one α and the headline λ values, for the
-default scenario and MMLU-Pro; the validity of every rule over the stored re-splits (`cr2 guarantees`, the 3-SE
-rule) and its price over the same re-splits.
+default scenario and MMLU-Pro; the validity of every certified router and of CR²'s deployed gate over the stored
+re-splits (one verdict per router, rule, α and scenario) and the price of each rule over `cr2 guarantees`' re-splits.
 
 Every number is read from the stored evaluation run (v_realised_risk with v_operating_points_ci's intervals) and
 the newest stored validity run (guarantees, v_guarantee_price); every verdict word comes from cr2's verdict
 functions through `Doc` (one rule's own risk against α: the interval of risk − α, and Holm over the family of rules
-× λ of one scenario; validity: cr2.evaluation.metrics.bound_verdict).
+× λ of one scenario; validity: cr2.evaluation.validity over the cells of one guarantee, cr2.report.validity).
 """
 from __future__ import annotations
 
@@ -133,63 +133,95 @@ def _read_risks(doc: Doc, v: pd.DataFrame) -> str:
 
 # ---------------------------------------------------------------- validity and price over re-splits
 def _newest_guarantees(doc: Doc, key: str):
-    from warehouse.repository import guarantee_cells, guarantee_price, guarantee_runs
+    from warehouse.repository import newest_guarantees
 
     with doc.warehouse(key) as wh:
-        runs = guarantee_runs(wh)
-        if runs.empty:
-            return None, None, None
-        run = runs.iloc[0]
-        return run, guarantee_cells(wh, str(run.run_id)), guarantee_price(wh, str(run.run_id))
+        return newest_guarantees(wh)
+
+
+def _certified(doc: Doc, key: str):
+    """The newest full evaluation run of a warehouse, its certified re-split cells and its methods (display names)."""
+    from warehouse.repository import certified_validity, eval_run, methods_of_run, newest_eval_run
+
+    with doc.warehouse(key) as wh:
+        run_id = newest_eval_run(wh, full_only=True)
+        if run_id is None:
+            return None, None, pd.DataFrame(), pd.DataFrame()
+        return run_id, eval_run(wh, run_id), certified_validity(wh, run_id), methods_of_run(wh, run_id)
 
 
 def _validity(doc: Doc) -> str:
+    from cr2.evaluation.validity import LEVEL
+
     text = ["### Validity over re-splits of val + test\n",
-            "Each stored `cr2 guarantees` run re-splits val + test at random (N_calib = the val size), re-calibrates "
-            "every rule on each calibration part and measures it on the rest. Per (rule, check, α) the cell shown is "
-            "the worst over the λ grid (Monte-Carlo mean over re-splits ± its SE; crc rules: mean test risk, bound "
-            "α; ltt rules: share of re-splits where some λ's risk exceeds α, bound δ); the word is "
-            "cr2.evaluation.metrics.bound_verdict over every λ of that α: \"holds\" when every cell is within 3 SE of its "
-            "bound. The 3-SE rule is itself the family-wise allowance for the many cells of one run.\n"]
+            "One verdict per (router, rule, α, scenario), the same one `cr2 guarantees`, `cr2 results`, the HTML report "
+            "and every section of this page print (cr2.report.validity over cr2.evaluation.validity). Each "
+            "certified router's re-splits are the certify stage's: val ∪ test re-split at random (N_calib = the val "
+            "size) `evaluation.n_resplits` times, the rule re-calibrated on each calibration part and its risk measured "
+            "on the rest; CR²'s deployed gate's other promises (ltt, Mondrian, the target mode) come from the newest "
+            "`cr2 guarantees` run. **The test**: per cell (one λ; Mondrian: one group × λ; ltt and target: one share "
+            "of re-splits) a one-sided test of the promise — z = (mean − bound) / its Monte-Carlo SE, or an exact "
+            "binomial test of a share —; **the family**: the cells of one verdict, Holm-corrected at "
+            f"{LEVEL:g}. \"violation detected\" where Holm rejects a cell, else \"no violation detected\": each verdict "
+            "controls its own family-wise error over its cells, not across verdicts (a table of V verdicts whose "
+            f"promises all hold shows on average at most {LEVEL:g}·V \"violation detected\"). A cell reads "
+            "\"verdict (cells over the bound / cells tested, Holm p of the deciding cell)\".\n"]
     prices = []
     for key, title, config in SCENARIOS:
         command = f"cr2 guarantees --resplits {RESPLITS}{_cfg(config)} --home {_home(key)}"
         if not doc.has(key):
-            text.append(f"**{title}.** " + doc.missing(key, "the validity run"))
+            text.append(f"**{title}.** " + doc.missing(key, "the validity of the certified routers"))
             continue
+        text.append(_certified_table(doc, key, title))
         run, cells, price = _newest_guarantees(doc, key)
         if run is None or cells.empty:
-            text.append(f"**{title}.** " + doc.missing(key, f"a stored validity run — `{command}` stores one"))
+            text.append(f"**{title} — CR²'s deployed gate.** " + doc.missing(key, f"a stored validity run — `{command}` "
+                                                                               "stores one"))
             continue
-        kind = label_kind(str(run.label_source))
-        text.append(f"**{title} — {kind} labels** (`{run.label_source}`): run `{run.run_id}`, "
-                    f"{int(run.n_resplits):,} re-splits, N_calib = {int(run.n_calib):,}; reproduce with `{command}` "
-                    f"(after `{HOMES[key][1]}`).\n")
-        text.append(_validity_table(doc, cells))
+        kind = label_kind(str(run["label_source"]))
+        text.append(f"**{title} — CR²'s deployed gate, {kind} labels** (`{run['label_source']}`): run `{run['run_id']}`, "
+                    f"{int(run['n_resplits']):,} re-splits, N_calib = {int(run['n_calib']):,}; reproduce with "
+                    f"`{command}` (after `{HOMES[key][1]}`).\n")
+        text.append(_deployed_table(doc, cells))
         prices.append((title, kind, price))
     text.append(_price(doc, prices))
     return "\n".join(text)
 
 
-def _validity_table(doc: Doc, cells: pd.DataFrame) -> str:
-    cells = cells[cells["group"].isna()] if "group" in cells else cells  # Mondrian's per-group cells: docs/guarantees.md
-    alphas = sorted(cells["alpha"].dropna().unique()) + ([None] if cells["alpha"].isna().any() else [])
-    rows, verdicts = [], []
-    for (check, rule), g in cells.groupby(["check_name", "rule"], sort=True):
-        row = {"rule": rule, "check": f"`{check}`"}
-        for a in alphas:
-            name = f"α = {a:g}" if a is not None else "no α (a target's miss share, bound δ)"
-            ga = g[g["alpha"].isna()] if a is None else g[np.isclose(g["alpha"], a)]
-            if ga.empty:
-                row[name] = "–"
-                continue
-            z = (ga["value"] - ga["bound"]) / ga["se"].where(ga["se"] > 0)
-            worst = ga.loc[z.fillna(-np.inf).idxmax()] if z.notna().any() else ga.loc[ga["value"].idxmax()]
-            word = doc.bound(ga["value"], ga["se"].fillna(0.0), float(ga["bound"].max()))
-            verdicts.append(word)
-            row[name] = f"{worst['value']:.4f} ± {worst['se']:.4f} (bound {worst['bound']:.3g}) {word}"
+def _certified_table(doc: Doc, key: str, title: str) -> str:
+    """Every certified router × rule of a scenario, one column per α: the verdict over its λ cells."""
+    from cr2.report.styles import MethodStyles
+    from cr2.report.validity import certified_verdicts
+
+    run_id, run, cells, methods = _certified(doc, key)
+    if run_id is None:
+        return f"**{title} — certified routers.** " + doc.missing(key, "a full evaluation run (`cr2 run`)")
+    v = certified_verdicts(cells)
+    if v.empty:
+        return (f"**{title} — certified routers.** _(no rows: run `{run_id}` stores no re-splits of a certified "
+                "router — evaluation.n_resplits = 0, or no certified router)_\n")
+    label = MethodStyles.from_frame(methods).label
+    n = v["n_resplits"].dropna()
+    rows = []
+    for (router, rule, risk), g in v.groupby(["router", "rule", "risk"], sort=False):
+        row = {"router": label(router), "rule (its risk)": f"{rule} ({risk})"}
+        for r in g.itertuples():
+            row[f"α = {r.alpha:g}"] = (f"{doc.word(r.verdict)} ({r.n_violated}/{r.n_cells}, worst λ = {r.worst_lam:.3g}: "
+                                       f"{r.mean:.4f} ± {r.se:.4f})" if isinstance(r.verdict, str) else f"— ({r.note})")
         rows.append(row)
-    return markdown_table(pd.DataFrame(rows)) + "\n"
+    kind = label_kind(str(run["label_source"]))
+    head = (f"**{title} — certified routers, {kind} labels** (`{run['label_source']}`): run `{run_id}`, "
+            + (f"{int(n.max()):,} re-splits" if len(n) else "re-splits of the certify stage") + " per (λ, rule).\n")
+    return head + "\n" + markdown_table(pd.DataFrame(rows).fillna("— (not certified at this α)")) + "\n"
+
+
+def _deployed_table(doc: Doc, cells: pd.DataFrame) -> str:
+    from cr2.report.validity import deployed_display, deployed_verdicts
+
+    v = deployed_verdicts(cells)
+    if v.empty:
+        return "_(no rows: the run has no bounded promise beside the crc rules')_\n"
+    return markdown_table(deployed_display(v, doc.word)) + "\n"
 
 
 def _price(doc: Doc, prices: list) -> str:

@@ -2,7 +2,8 @@
 -- Monte-Carlo mean, 5–95 % band and standard error over random calibration/test re-splits; the guarantee
 -- is E[risk] ≤ α pointwise in λ (compare with the y = α line). `risk` is over every test row, the
 -- exchangeable population the guarantee is stated for (as the re-splits are); risk_solvable is over the
--- paper's test set (queries some model solves).
+-- paper's test set (queries some model solves). The re-splits are cr2@crc's (v_certified_validity): the same draws,
+-- so both give the same numbers at every α both grids hold, and the same validity verdict (cr2.evaluation.validity).
 SELECT o.run_id, o.label_source, o.lam, o.alpha, o.risk_all AS risk, o.risk AS risk_solvable, o.n_risk,
        max(m.value) FILTER (WHERE m.metric = 'risk_mean') AS risk_mean,
        max(m.value) FILTER (WHERE m.metric = 'risk_q05')  AS risk_q05,

@@ -1,0 +1,183 @@
+"""The validity tables: one verdict per (router, rule, α, scenario), shown the same way everywhere.
+
+`cr2 guarantees`, `cr2 results`, the HTML report and docs/results.md print the same rows: every verdict is
+cr2.evaluation.validity.validity_verdict over the cells of one guarantee, read from one stored source —
+
+- certified routers (`certified_verdicts`): the certify stage's re-splits of val ∪ test, stored with the evaluation
+  run for every `<router>@<rule>` (warehouse.repository.certified_validity); the crc rules' promise E[risk] ≤ α at
+  every λ, tested per λ;
+- CR²'s deployed gate (`deployed_verdicts`): the promises only a `cr2 guarantees` run checks — ltt's P(some λ over α)
+  ≤ δ, Mondrian CRC's per-group mean, the target mode's miss share (warehouse.repository.guarantee_cells).
+
+The crc rules' mean risk of CR²'s gate is cr2@crc … of the first source, never recomputed by the second.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from cr2.evaluation.validity import validity_verdict
+
+CERTIFIED_COLUMNS = ["router", "rule", "risk", "alpha", "verdict", "n_cells", "n_violated", "worst_lam", "mean", "se",
+                     "p_holm", "n_resplits", "note"]
+DEPLOYED_COLUMNS = ["rule", "risk", "check", "promise", "alpha", "target", "verdict", "n_cells", "n_violated",
+                    "worst_lam", "worst_group", "value", "se", "bound", "p_holm", "n_resplits", "note"]
+# the promises a `cr2 guarantees` run checks beside the certified routers': (check, metric) → (kind, promise)
+DEPLOYED_PROMISES = {
+    ("mondrian_mean_risk", "mean_test_risk"): ("mean", "E[{risk} | group] ≤ α at every λ and group"),
+    ("ltt_any_violation", "share_any_lam_over_alpha_pool"): ("share", "P(some λ has {risk} > α) ≤ δ"),
+    ("target_miss", "share_missing_target_pool"): ("share", "P(the chosen point misses its target) ≤ δ"),
+}
+CONTEXT_CHECKS = {("crc_group_mean_risk", "mean_test_risk"): "plain CRC per group: context, CRC promises no "
+                                                             "per-group bound"}
+
+
+def risk_of_rule(rule: str) -> str:
+    """The risk a rule bounds, in the catalogue's words ('' for a rule the catalogue does not hold)."""
+    from cr2.crc import RULE_CATALOGUE, rule_risk
+
+    base = rule.removeprefix("mondrian-")
+    if rule.startswith("target-"):
+        return "accuracy target" if rule.endswith("accuracy") else "cost budget"
+    spec = rule_risk(base) if base in RULE_CATALOGUE else None
+    return spec.display if spec is not None else ""
+
+
+def _procedure(rule: str) -> str | None:
+    from cr2.crc import RULE_CATALOGUE
+
+    return RULE_CATALOGUE[rule].procedure if rule in RULE_CATALOGUE else None
+
+
+def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per certified method `<router>@<rule>` and α: the verdict over its λ cells and the cell that decided it.
+
+    cells: one row per (method, lam, alpha) with risk_mean, risk_se and (optionally) n_resplits — the certify stage's
+    re-splits (warehouse.repository.certified_validity). A crc rule is tested (E[risk] ≤ α at every λ); an ltt rule's
+    promise is about all λ at once, which per-λ re-splits cannot test: its row carries a note instead of a verdict.
+    """
+    if cells.empty:
+        return pd.DataFrame(columns=CERTIFIED_COLUMNS)
+    rows = []
+    for (method, alpha), g in cells.groupby(["method", "alpha"], sort=True):
+        router, _, rule = str(method).partition("@")
+        g = g.sort_values("lam")
+        n = g["n_resplits"].dropna() if "n_resplits" in g else pd.Series(dtype=float)
+        base = {"router": router, "rule": rule, "risk": risk_of_rule(rule), "alpha": float(alpha),
+                "n_resplits": int(n.max()) if len(n) else None}
+        if _procedure(rule) != "crc":
+            rows.append({**base, "verdict": None, "n_cells": int(g["risk_mean"].notna().sum()), "n_violated": 0,
+                         "worst_lam": np.nan, "mean": np.nan, "se": np.nan, "p_holm": np.nan,
+                         "note": "not tested here: an ltt rule promises P(some λ has risk > α) ≤ δ, which per-λ "
+                                 "re-splits cannot test (`cr2 guarantees` checks it on CR²'s deployed gate)"
+                         if _procedure(rule) == "ltt" else f"rule '{rule}' makes no promise over re-splits"})
+            continue
+        v = validity_verdict(g["risk_mean"].to_numpy(float), g["risk_se"].to_numpy(float), float(alpha))
+        if v.verdict is None:
+            rows.append({**base, "verdict": None, "n_cells": 0, "n_violated": 0, "worst_lam": np.nan, "mean": np.nan,
+                         "se": np.nan, "p_holm": np.nan, "note": "no re-splits stored (evaluation.n_resplits = 0)"})
+            continue
+        rows.append({**base, "verdict": v.verdict, "n_cells": v.n_cells, "n_violated": v.n_violated,
+                     "worst_lam": float(g["lam"].iloc[v.worst]), "mean": v.value, "se": v.se, "p_holm": v.p_holm,
+                     "note": ""})
+    return pd.DataFrame(rows, columns=CERTIFIED_COLUMNS)
+
+
+def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per promise of CR²'s deployed gate in one `cr2 guarantees` run (rule, check, α or target): the verdict
+    over its cells (Mondrian: every group × λ; ltt and target: one cell) and the cell that decided it; plain CRC per
+    group as context, without a verdict.
+
+    cells: the run's bounded cells (warehouse.repository.guarantee_cells)."""
+    if cells.empty:
+        return pd.DataFrame(columns=DEPLOYED_COLUMNS)
+    keyed = cells.assign(_a=cells["alpha"].fillna(-1.0),
+                         _t=cells["target"].fillna(-1.0) if "target" in cells else -1.0)
+    rows = []
+    for (check, metric, rule, _a, _t), g in keyed.groupby(["check_name", "metric", "rule", "_a", "_t"], sort=True):
+        alpha = None if _a < 0 else float(_a)
+        target = None if _t < 0 else float(_t)
+        n = int(g["n_resplits"].max()) if "n_resplits" in g and g["n_resplits"].notna().any() else None
+        base = {"rule": rule, "risk": risk_of_rule(rule), "check": check, "alpha": alpha, "target": target,
+                "n_resplits": n}
+        g = g.sort_values(["group", "lam"], na_position="first").reset_index(drop=True)
+        if (check, metric) in CONTEXT_CHECKS:
+            w = g.loc[g["value"].idxmax()]
+            rows.append({**base, "promise": "E[{risk} | group] per group (context: not a crc promise)".format(
+                risk=base["risk"] or "risk"), "verdict": None, "n_cells": len(g), "n_violated": 0,
+                         "worst_lam": w["lam"], "worst_group": w["group"], "value": w["value"], "se": w["se"],
+                         "bound": w["bound"], "p_holm": np.nan, "note": CONTEXT_CHECKS[(check, metric)]})
+            continue
+        if (check, metric) not in DEPLOYED_PROMISES:
+            continue
+        kind, promise = DEPLOYED_PROMISES[(check, metric)]
+        v = validity_verdict(g["value"].to_numpy(float), g["se"].to_numpy(float), g["bound"].to_numpy(float),
+                             kind=kind, n_resplits=n)
+        w = g.iloc[max(v.worst, 0)]
+        rows.append({**base, "promise": promise.format(risk=base["risk"] or "risk"), "verdict": v.verdict,
+                     "n_cells": v.n_cells, "n_violated": v.n_violated, "worst_lam": w["lam"],
+                     "worst_group": w["group"], "value": v.value, "se": v.se, "bound": v.bound, "p_holm": v.p_holm,
+                     "note": ""})
+    return pd.DataFrame(rows, columns=DEPLOYED_COLUMNS)
+
+
+def _pm(value, se, digits: int = 4) -> str:
+    if value is None or pd.isna(value):
+        return "—"
+    return f"{value:.{digits}f}" + ("" if se is None or pd.isna(se) else f" ± {se:.{digits}f}")
+
+
+def _lam(v) -> str:
+    return "—" if v is None or pd.isna(v) else f"{v:g}"
+
+
+def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
+                      word: Callable[[str | None], str] = lambda w: w or "—") -> pd.DataFrame:
+    """certified_verdicts as shown: router, rule, risk bounded, α, worst λ, mean risk ± MC SE there, re-splits, the
+    verdict with its family (Holm over the λ cells) and, where there is no verdict, why. `label` names a router,
+    `word` marks a verdict word (docs/results.md's Doc.word)."""
+    if v.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({
+        "router": [label(r) for r in v["router"]], "rule": v["rule"], "risk bounded": v["risk"],
+        "α": v["alpha"].map(lambda a: f"{a:g}"), "worst λ": v["worst_lam"].map(_lam),
+        "mean risk over re-splits ± MC SE (worst λ)": [_pm(m, s) for m, s in zip(v["mean"], v["se"])],
+        "re-splits": v["n_resplits"].map(lambda n: "—" if n is None or pd.isna(n) else f"{int(n):,}"),
+        "E[risk] ≤ α at every λ: verdict (λ cells over α / tested, Holm p)": [
+            f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})" if isinstance(r.verdict, str)
+            else f"— ({r.note})"
+            for r in v.itertuples()],
+    }).reset_index(drop=True)
+
+
+def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda w: w or "—") -> pd.DataFrame:
+    """deployed_verdicts as shown: rule, risk, promise, α / target, the deciding cell (group, λ), its value ± MC SE
+    against the bound, re-splits and the verdict with its family (or, for context rows, why there is none)."""
+    if v.empty:
+        return pd.DataFrame()
+
+    def at(r) -> str:
+        return f"α = {r.alpha:g}" if r.alpha is not None and pd.notna(r.alpha) else (
+            f"target {r.target:g}" if r.target is not None and pd.notna(r.target) else "—")
+
+    def cell(r) -> str:
+        parts = [p for p in (None if r.worst_group is None or pd.isna(r.worst_group) else str(r.worst_group),
+                             None if r.worst_lam is None or pd.isna(r.worst_lam) else f"λ = {r.worst_lam:g}") if p]
+        return ", ".join(parts) or "all λ"
+
+    return pd.DataFrame({
+        "rule": v["rule"], "risk bounded": v["risk"], "promise": [r.promise or "—" for r in v.itertuples()],
+        "at": [at(r) for r in v.itertuples()], "deciding cell": [cell(r) for r in v.itertuples()],
+        "value ± MC SE": [_pm(a, b) for a, b in zip(v["value"], v["se"])],
+        "bound": v["bound"].map(lambda b: "—" if pd.isna(b) else f"{b:g}"),
+        "re-splits": v["n_resplits"].map(lambda n: "—" if n is None or pd.isna(n) else f"{int(n):,}"),
+        "verdict (cells over the bound / tested, Holm p)": [
+            f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})" if isinstance(r.verdict, str)
+            else f"— ({r.note})"
+            for r in v.itertuples()],
+    }).reset_index(drop=True)
+
+
+__all__ = ["certified_display", "certified_verdicts", "deployed_display", "deployed_verdicts", "risk_of_rule"]
