@@ -166,9 +166,24 @@ def _has_table(wh, name: str) -> bool:
     return has_table(wh, name)
 
 
+def run_deploy_rows(home: str | Path, run_id: str, alpha: float) -> list[dict[str, str]]:
+    """The deploy decision of run `run_id` at α (cr2.evaluation.deploy over its stored pairwise comparisons)."""
+    from cr2.report.deploy import decisions, deploy_rows
+    from warehouse.db import Warehouse
+    from warehouse.repository import eval_run, router_flops, run_equal_risk
+
+    with Warehouse(home, read_only=True) as wh:
+        if not _has_table(wh, "equal_risk"):
+            return []
+        rows = run_equal_risk(wh, run_id)
+        flops = router_flops(wh, eval_run(wh, run_id)["label_source"])
+    means = rows[rows["metric"] == "mean_saving_pct"].to_dict("records")
+    return deploy_rows(decisions(means, flops, alpha))
+
+
 def results_markdown(home: str | Path, alpha: float, label_source: str | None = None,
                      targets: tuple[float, ...] | None = None,
-                     deploy_rows: Sequence[Mapping[str, Any]] = ()) -> str:
+                     deploy_rows: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The headline tables of the newest evaluation run in `home` as markdown, at `targets` (default: see
     default_targets): which router to deploy (`deploy_rows`, see deploy_decision_markdown), every certified router's
     validity over re-splits, then the comparisons."""
@@ -204,7 +219,7 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         "method; training, calibration and the split held fixed). \"cheaper\" / \"dearer\" only where the "
         "interval excludes 0, otherwise \"no difference detected\".\n",
         f"{targets_line}\n",
-        deploy_decision_markdown(deploy_rows),
+        deploy_decision_markdown(run_deploy_rows(home, run_id, alpha) if deploy_rows is None else deploy_rows),
         validity_markdown(home, run_id, alpha),
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
         f"\n\n{markdown_table(fixed, 3, no_target)}",
@@ -243,9 +258,12 @@ def deploy_decision_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The deploy decision of the run's scenario: one markdown row per row of `rows` (each a mapping column → text, in
     the order given), or one line saying the run has none. The decision rule itself is computed elsewhere (the
     equal-risk statistics); this is where `cr2 results` prints it."""
+    from cr2.report.deploy import RULE_TEXT
+
     if not rows:
-        return f"{DEPLOY_TITLE}\n\n_(no deploy decision for this run: the decision rule's rows are not stored)_\n"
-    return f"{DEPLOY_TITLE}\n\n{markdown_table(pd.DataFrame(list(rows)))}"
+        return (f"{DEPLOY_TITLE}\n\n_(no deploy decision for this run: it stores no pairwise comparison of certified "
+                "routers at this α — a run made before them, or α is not among certify.alphas)_\n")
+    return f"{DEPLOY_TITLE}\n\n{RULE_TEXT}\n\n{markdown_table(pd.DataFrame(list(rows)))}"
 
 
 def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None) -> str:
