@@ -149,7 +149,7 @@ def reading(doc: Doc, s: Scenario, f: dict, cmp: dict, cr2: pd.DataFrame, risk: 
                          f"{w['risk_mean']:.4f} ± {w['risk_se']:.4f})")
         lines.append("  Over the random calibration/test re-splits stored with the run (v_risk_vs_alpha; the promise "
                      "E[risk] ≤ α at every λ, tested per λ one-sided and Holm over the λ of each α — docs/guarantees.md, "
-                     "\"Validity\"): " + "; ".join(parts) + ".")
+                     "\"Validity over re-splits\"): " + "; ".join(parts) + ".")
     ge = cmp["gate_errors"]
     if len(ge):
         lines.append("- **Gate errors.** " + "; ".join(
