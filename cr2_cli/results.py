@@ -150,7 +150,7 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
     parts = [
         f"Study `{sp['study_id'].iloc[0]}`: each seed re-ran split, teacher, gate, learned baselines, calibration and "
         "evaluation; the base seed's interval resamples the test queries only.\n",
-        f"**Mean saving vs KNN over the targets both reach, %: spread across seeds (v_seed_spread)**\n\n"
+        f"**Mean saving vs KNN over the validation target grid, %: spread across seeds (v_seed_spread)**\n\n"
         f"{markdown_table(pd.DataFrame(spread_rows(ms, lambda r: {'method': r.method})))}",
         f"**CR² saving vs KNN at {_which(targets)}, %: spread across seeds**\n\n"
         f"{markdown_table(pd.DataFrame(spread_rows(tg.sort_values('target'), lambda r: {'target': f'{r.target:.2f}'})))}",
@@ -224,7 +224,7 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
         f"\n\n{markdown_table(fixed, 3, no_target)}",
         f"**CR² vs KNN at {_which(targets)} (v_fixed_accuracy_ci)**\n\n{markdown_table(verdict_table(fa), why=no_target)}",
-        f"**Mean saving vs KNN over the targets both reach, % [95 % CI] (v_mean_saving_ci)**\n\n"
+        f"**Mean saving vs KNN over the validation target grid, % [95 % CI] (v_mean_saving_ci; CR² at α)**\n\n"
         f"{markdown_table(mean_saving_table(f['mean_saving']), why=NO_MEAN_SAVING)}",
         f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)**\n\n"
         f"{markdown_table(grid, 3, no_target)}",
@@ -489,7 +489,7 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None, targe
     parts = [f"_{banner}; run `{run_id}`; 95 % paired bootstrap over the test queries ({n_res:,} resamples, the "
              f"evaluation's index); `cr2 results --equal-risk`._\n",
              "A saving is side a's fixed-accuracy cost saving against side b, % (positive: a is cheaper), averaged over "
-             "the target accuracies both reach (0.50–0.99). Each question's tests are read together: a cell says "
+             "the validation target grid (a target a side misses costs the cheapest Always-model that reaches it). Each question's tests are read together: a cell says "
              "\"cheaper\" or \"dearer\" only where its 95 % interval excludes 0 and its Holm-adjusted p (over the "
              "question's family: every baseline × rule × α) is below 0.05; a cell without a word is **no difference "
              "detected**.\n"]

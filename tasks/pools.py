@@ -2,7 +2,7 @@
 
 Reads the run's per-query decisions and the pool's routing sets (every split), and returns tidy rows:
   - each learned method's (CR², MLP, EmbedLLM, LLMRank, …) and the full-information reference's fixed-accuracy
-    saving vs KNN and vs the best single model at every target 0.50 … 0.99 both reach and averaged over them,
+    saving vs KNN and vs the best single model at every target 0.50 … 0.99 and averaged over the run's validation target grid,
     with paired-bootstrap intervals over the test queries (evaluation.bootstrap: one index for every method);
     the full-information reference's saving vs KNN is the headroom;
   - the label diagnostics of cr2.studies.diagnostics over all of the pool's queries (accuracy, pairwise φ,

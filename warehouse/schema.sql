@@ -286,15 +286,15 @@ CREATE TABLE IF NOT EXISTS equal_risk (
     method_a    VARCHAR NOT NULL,        -- side a's method (e.g. cr2@crc-avoidable, knn@uncertified, cr2-fixed-0.5)
     method_b    VARCHAR,                 -- side b's method; NULL for cost
     metric      VARCHAR NOT NULL,        -- cost_at_accuracy | saving_pct (a's saving vs b, %) | mean_saving_pct
-    target      DOUBLE,                  -- target accuracy; NULL for the mean over the targets both reach
+    target      DOUBLE,                  -- target accuracy; NULL for the mean over the validation target grid
     estimate    DOUBLE,
-    lower       DOUBLE,                  -- percentile interval at `level` over the finite resamples
+    lower       DOUBLE,                  -- percentile interval at `level` over every resample
     upper       DOUBLE,
     level       DOUBLE NOT NULL,
     n_resamples INTEGER NOT NULL,
-    n_targets   INTEGER,                 -- mean saving: how many targets both reach
-    p_value     DOUBLE,                  -- mean saving: two-sided p of "saving = 0" (bootstrap standard error)
-    p_holm      DOUBLE,                  -- … Holm-adjusted over the question's family (every baseline × rule × α)
+    n_targets   INTEGER,                 -- mean saving: the size of the validation target grid
+    p_value     DOUBLE,                  -- two-sided bootstrap p of "saving = 0", from the interval's own resamples
+    p_holm      DOUBLE,                  -- mean saving: Holm-adjusted over its family (question × rule × α)
     verdict     VARCHAR,                 -- cheaper | dearer | no difference detected (mean saving: interval and Holm)
     seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
 );

@@ -161,7 +161,7 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
                    "Positive: cheaper than KNN at the same target accuracy (each method's interpolated monotone "
                    "frontier). Brackets: 95 % paired bootstrap interval over the test queries; a saving is a win "
                    "only where the interval excludes 0.", fixed),
-        *([TableBlock("mean_saving", "Mean saving versus KNN over the targets both reach (%)", "v_mean_saving_ci",
+        *([TableBlock("mean_saving", "Mean saving versus KNN over the validation target grid (%)", "v_mean_saving_ci",
                       "Mean of the per-target savings over every target the router and KNN reach; 95 % paired "
                       "bootstrap interval; 'cheaper'/'dearer' only where it excludes 0, else 'no difference detected'.",
                       mean_saving_table(inp.mean_saving, st.label))] if len(inp.mean_saving) else []),

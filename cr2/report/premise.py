@@ -12,7 +12,7 @@ from cr2.report.page import Figure, banner, figure_html, page, table_html
 
 def premise_grid(df: pd.DataFrame, method: str, reference: str, sign: float = 1.0) -> tuple[pd.DataFrame, ...]:
     """(estimate, lower, upper, cost ratio) grids, speed factor × channel (channels near → far), of the mean saving
-    of `method` vs `reference` over the targets both reach; sign −1 turns a saving into a loss (bounds swapped)."""
+    of `method` vs `reference` over the validation target grid (a missed target costs the Always-model fallback); sign −1 turns a saving into a loss (bounds swapped)."""
     sel = df[(df["method"] == method) & (df["reference"] == reference) & df["mean_over_targets"]]
     order = sel.groupby("channel")["mean_distance_m"].mean().sort_values().index
     grids = []
@@ -66,7 +66,7 @@ def premise_figures(df: pd.DataFrame) -> list[Figure]:
     tag = " (SIMULATED labels)" if sim else ""
     return [
         Figure("premise_saving_vs_knn", f"CR² (gate retrained on the cell) vs KNN{tag}", "v_premise",
-               "Mean fixed-accuracy saving of CR² against KNN over every target both reach, %, positive: CR² cheaper; "
+               "Mean fixed-accuracy saving of CR² against KNN over the validation target grid, %, positive: CR² cheaper; "
                "[95 % paired-bootstrap interval over test queries]; * where it excludes 0; r = E[ĉ_device] / "
                "E[min edge ĉ] in the cell.", premise_heatmap(df, "cr2-retrain", "knn", "CR² saving vs KNN" + tag)),
         Figure("premise_recal_loss", f"What re-calibration alone loses against retraining{tag}", "v_premise",

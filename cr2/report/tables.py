@@ -33,11 +33,11 @@ def ci_cell(estimate, lower, upper, fmt: str = "+.1f") -> str:
 
 
 def mean_saving_table(ms: pd.DataFrame, label: Callable[[str], str] = str) -> pd.DataFrame:
-    """Every learned router's mean saving vs KNN over the targets both reach, its 95 % interval and the verdict
+    """Every learned router's mean saving vs KNN over the validation target grid, its 95 % interval and the verdict
     (rows of v_mean_saving_ci); `label` names a router (the report: its display name)."""
     if ms.empty:
         return pd.DataFrame()
-    return pd.DataFrame({"router": [label(m) for m in ms["method"]], "targets both reach": ms["n_targets"],
+    return pd.DataFrame({"router": [label(m) for m in ms["method"]], "targets (validation grid)": ms["n_targets"],
                          "mean saving vs KNN % [95 % CI]": [ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower,
                                                                     r.saving_upper) for r in ms.itertuples()],
                          "verdict": ms["verdict"].fillna("–")}).reset_index(drop=True)

@@ -1,4 +1,4 @@
--- Every learned method's mean fixed-accuracy saving vs KNN over the targets both reach, with its paired
+-- Every learned method's mean fixed-accuracy saving vs KNN over the validation target grid, with its paired
 -- bootstrap interval and verdict (v_mean_saving_ci).
 SELECT method, display, n_targets, mean_saving_vs_knn_pct, saving_lower, saving_upper, n_resamples, verdict
 FROM v_mean_saving_ci
