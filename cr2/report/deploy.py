@@ -53,7 +53,7 @@ def deploy_rows(found: Sequence[tuple[str, Any]], scenario: str | None = None) -
 
 RULE_TEXT = ("The rule, fixed before the data (docs/guarantees.md, \"Which router to deploy\"): compare every certified "
              "router with every other at the same rule and α (mean saving over the validation grid, Holm over the "
-             "ordered pairs of the scenario and rule); among the routers no other is detectably cheaper than, deploy "
+             "ordered pairs of the scenario and rule); among the routers against which no other gets the word \"cheaper\", deploy "
              "the simplest (fewest FLOPs per decision, cr2.core.complexity). Not being beaten is absence of evidence, "
              "not equivalence: the last column is the largest saving the data cannot rule out for a more complex "
              "router — the number to weigh against its complexity.")

@@ -51,6 +51,13 @@ def _procedure(rule: str) -> str | None:
     return RULE_CATALOGUE[rule].procedure if rule in RULE_CATALOGUE else None
 
 
+def _keep_verdicts(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
+    """The verdict column as the verdict function's own objects (an object column: pandas would turn them into plain
+    strings, and a page refuses a word no verdict function produced)."""
+    frame["verdict"] = pd.Series([r["verdict"] for r in rows], index=frame.index, dtype=object)
+    return frame
+
+
 def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
     """One row per certified method `<router>@<rule>` and α: the verdict over its λ cells and the cell that decided it.
 
@@ -82,7 +89,7 @@ def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
         rows.append({**base, "verdict": v.verdict, "n_cells": v.n_cells, "n_violated": v.n_violated,
                      "worst_lam": float(g["lam"].iloc[v.worst]), "mean": v.value, "se": v.se, "p_holm": v.p_holm,
                      "note": ""})
-    return pd.DataFrame(rows, columns=CERTIFIED_COLUMNS)
+    return _keep_verdicts(pd.DataFrame(rows, columns=CERTIFIED_COLUMNS), rows)
 
 
 def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
@@ -120,7 +127,7 @@ def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
                      "n_cells": v.n_cells, "n_violated": v.n_violated, "worst_lam": w["lam"],
                      "worst_group": w["group"], "value": v.value, "se": v.se, "bound": v.bound, "p_holm": v.p_holm,
                      "note": ""})
-    return pd.DataFrame(rows, columns=DEPLOYED_COLUMNS)
+    return _keep_verdicts(pd.DataFrame(rows, columns=DEPLOYED_COLUMNS), rows)
 
 
 def _pm(value, se, digits: int = 4) -> str:

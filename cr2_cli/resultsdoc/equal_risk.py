@@ -128,7 +128,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
         t.append(row)
     out.append(f"\nCalibrated vs default threshold at α = {alpha:g}: each router with its calibrated threshold against "
                f"itself with its default one (margin ≥ 0; CR²: s ≥ 0.5), mean saving % [95 % CI] (negative: the "
-               f"calibrated rule routes dearer). A change of decision rule, not a comparison at equal realised risk. "
+               f"calibrated rule routes at a higher cost). A change of decision rule, not a comparison at equal realised risk. "
                f"Holm families: " + ", ".join(f"{r} {fam.get(('calibrated-vs-default', r), 0)}" for r in rules) + ".\n")
     out.append(markdown_table(pd.DataFrame(t)))
     if len(valid):
@@ -279,7 +279,7 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
                      "deploy (simplest not beaten)": f"{NAMES.get(choice, choice)}@{rule}"})
     return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
             f"{len(rows)} cells, sorted by the device/edge cost ratio; the simpler router by FLOPs per decision is "
-            f"{NAMES.get(simpler, simpler)}, deployed unless the other is detectably cheaper; the premise section "
+            f"{NAMES.get(simpler, simpler)}, deployed unless the other gets the word \"cheaper\" against it; the premise section "
             f"below has every study):\n\n" + markdown_table(pd.DataFrame(rows)))
 
 
