@@ -7,7 +7,10 @@ batch). `StaticGenerator` produces the same greedy tokens another way:
 
 - **length buckets.** Requests are grouped by prompt length, padded on the left to the bucket's length P (a
   power of two, at least 64). A bucket's rows share one KV cache of P + max_gen_toks slots per row, so every
-  decode step of the bucket has one shape: [B, 1] tokens against [B, heads, P + G, dim] keys and values.
+  decode step of the bucket has one shape: [B, 1] tokens against [B, heads, P + G, dim] keys and values. A
+  bucket too small to fill a batch joins the longer bucket before it (its rows fill that bucket's free slots),
+  so a call runs as few passes as its requests allow and short prompts do not pay a long cache unless that
+  saves a pass.
 - **per-row cache positions.** Row b writes its next key/value at its own slot (P + tokens it generated) and
   attends to its own prompt and generation only (a per-row mask), so a finished row's slot can take a waiting
   request at any step: its prompt is prefilled (one forward of all rows taken in at once) into the slot's first
@@ -32,6 +35,7 @@ different in the last bits on a GPU, as any change of batch composition is for l
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import time
@@ -116,10 +120,11 @@ class GenerationStats:
     compiled_shapes: list[tuple[int, int]] = field(default_factory=list)  # (batch, cache length)
     compile_error: str | None = None
     decoded_windows: int = 0  # stop-check windows decoded to text
+    compile_windows: list[tuple[float, float]] = field(default_factory=list)  # epoch s of each compiling call
 
     def snapshot(self) -> "GenerationStats":
-        return GenerationStats(self.requests, self.generated_tokens, self.decode_steps, self.row_steps, self.prefills,
-                               self.compile_s, list(self.compiled_shapes), self.compile_error, self.decoded_windows)
+        return dataclasses.replace(self, compiled_shapes=list(self.compiled_shapes),
+                                   compile_windows=list(self.compile_windows))
 
 
 @dataclass
@@ -285,7 +290,7 @@ class StaticGenerator:
         # the first calls of a compiled shape: compilation, CUDA-graph warm-up and capture
         if self.device.type == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), time.time()
         try:
             out = fn(*args)
         except Exception as exc:  # noqa: BLE001 - any compiler failure: decode eagerly and say why
@@ -298,6 +303,7 @@ class StaticGenerator:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self.stats.compile_s += time.perf_counter() - t0
+        self.stats.compile_windows.append((started, time.time()))
         return out
 
     # ------------------------------------------------------------ generation
@@ -322,12 +328,24 @@ class StaticGenerator:
         for i, p in enumerate(prompts):
             cap = 1 << 30 if max_prompt_tokens is None else max(len(p), max_prompt_tokens)
             buckets.setdefault(prompt_bucket(len(p), cap), []).append(i)
+
+        def rows_for(plen: int) -> int:
+            cap = batch_size(plen + max_gen_toks) if callable(batch_size) else int(batch_size)
+            return max(1, cap)
+
+        # a bucket that cannot fill a batch, or follows one that cannot, joins the longer bucket before it: its
+        # rows take that bucket's free slots instead of running a pass of their own
+        groups: list[tuple[int, list[int]]] = []
+        for plen in sorted(buckets, reverse=True):
+            if groups and (len(buckets[plen]) < rows_for(plen) or len(groups[-1][1]) < rows_for(groups[-1][0])):
+                groups[-1][1].extend(buckets[plen])
+            else:
+                groups.append((plen, list(buckets[plen])))
         with torch.no_grad():
-            for plen in sorted(buckets, reverse=True):
-                idx = sorted(buckets[plen], key=lambda i: -len(prompts[i]))
+            for plen, members in groups:
+                idx = sorted(members, key=lambda i: -len(prompts[i]))
                 length = plen + max_gen_toks
-                cap = batch_size(length) if callable(batch_size) else int(batch_size)
-                rows = batch_bucket(len(idx), max(1, cap), self.compile)
+                rows = batch_bucket(len(idx), rows_for(plen), self.compile)
                 queue = [_Row(i, list(prompts[i])) for i in idx]
                 for r in self._bucket(plen, length, rows, queue, max_gen_toks, finished, pad_token_id):
                     out[r.index] = r.tokens

@@ -19,7 +19,7 @@ step; the first step it holds is where lm-eval's generation of that request alon
 """
 from __future__ import annotations
 
-import json
+import re
 import weakref
 from functools import lru_cache
 from typing import Any, Sequence
@@ -49,27 +49,25 @@ def is_byte_level(tokenizer: Any) -> bool:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
         return False
-    try:
-        decoder = json.loads(backend.to_str()).get("decoder") or {}
-    except (ValueError, AttributeError):
-        return False
-    return decoder.get("type") == "ByteLevel"
+    from tokenizers import decoders
+
+    return type(getattr(backend, "decoder", None)) is decoders.ByteLevel
 
 
 def token_bytes(tokenizer: Any, vocab_size: int) -> list[bytes | None]:
     """Each id's bytes in a byte-level vocabulary (b'' for ids without a token); None where unknown (always checked)."""
     inverse = _byte_decoder()
+    to_byte = {ord(c): b for c, b in inverse.items()}
+    alphabet = re.compile("[" + re.escape("".join(inverse)) + "]*")
     added = {int(i): t.content for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items()}
     pieces = tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
     out: list[bytes | None] = []
     for i, piece in enumerate(pieces):
-        if i in added:
-            text = added[i]
-            out.append(bytes(inverse[c] for c in text) if all(c in inverse for c in text) else None)
-        elif piece is None:
+        text = added.get(i, piece)
+        if text is None:
             out.append(b"")  # the decoder skips ids it has no token for
-        elif all(c in inverse for c in piece):
-            out.append(bytes(inverse[c] for c in piece))
+        elif alphabet.fullmatch(text):
+            out.append(text.translate(to_byte).encode("latin-1"))
         else:
             out.append(None)
     return out
@@ -81,6 +79,7 @@ class _Candidates:
     def __init__(self, tokenizer: Any, vocab_size: int):
         pieces = token_bytes(tokenizer, vocab_size)
         self.vocab_size = vocab_size
+        self.byte_level = is_byte_level(tokenizer)
         self.unknown = np.array([p is None for p in pieces], dtype=bool)
         self._pieces = pieces
         self._by_byte: dict[int, np.ndarray] = {}
