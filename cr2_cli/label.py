@@ -231,21 +231,18 @@ def print_stored_projection(counts, stored_rates=None) -> None:
                   highlight=False)
     for m in measurements:
         proj = stored_projection(m, counts)
-        have = proj[proj["queries_per_s"].notna()]
-        missing = proj[proj["queries_per_s"].isna() & (proj["total_queries"] > 0)]
-        parts = []
+        parts, unmeasured = [], []
         for mid, rows in proj.groupby("model_id", sort=False):
             known = rows[rows["queries_per_s"].notna()]
             if not len(known):
+                unmeasured.append(mid)
                 continue
             gaps = rows[rows["queries_per_s"].isna() & (rows["total_queries"] > 0)]
-            text = f"{mid} {_duration(known['projected_total_s'].sum())}"
-            if len(gaps):
-                text += f" + {', '.join(gaps['benchmark'])} (not measured)"
-            parts.append(text)
-        console.print(f"  {m.device}, {m.generation} [{m.id}]: " + ("; ".join(parts) if parts else "no rate for "
-                      "this selection") + (f" — {len(missing)} (model, benchmark) pairs without a rate" if len(missing)
-                                           and len(have) else ""), highlight=False, soft_wrap=True)
+            parts.append(f"{mid} {_duration(known['projected_total_s'].sum())}"
+                         + (f" + {', '.join(gaps['benchmark'])} (not measured)" if len(gaps) else ""))
+        if unmeasured:
+            parts.append(f"{', '.join(unmeasured)} not measured")
+        console.print(f"  {m.device}, {m.generation} [{m.id}]: {'; '.join(parts)}", highlight=False, soft_wrap=True)
         console.print(f"    source: {m.source}", highlight=False, soft_wrap=True)
     if not any(m.generation == "static" for m in measurements):
         console.print(f"  cr2's static generation path (hf.generation: static): not measured on a GPU — measure it "

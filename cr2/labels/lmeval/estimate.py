@@ -62,6 +62,7 @@ class BenchmarkRate:
     generated_tokens: int = 0  # tokens the static path generated (each row to its own stop); 0 on lm-eval's path
     decode_steps: int = 0  # batched decode steps of the static path
     row_steps: int = 0  # rows × decode steps of the static path (busy and idle rows)
+    step_tokens: int = 0  # of those, the row-steps that produced a request's token
     compile_windows: tuple[tuple[float, float], ...] = ()  # epoch seconds of each compilation (GPU idle then)
 
     @property
@@ -74,8 +75,9 @@ class BenchmarkRate:
 
     @property
     def busy_row_share(self) -> float | None:
-        """Generated tokens per batch row-step: how full the static path kept its batches (None without steps)."""
-        return self.generated_tokens / self.row_steps if self.row_steps else None
+        """The share of the static path's batch rows that produced a request's token per decode step: how full it
+        kept its batches (None without steps)."""
+        return self.step_tokens / self.row_steps if self.row_steps else None
 
     def projected_s(self, n_queries: int) -> float:
         """Seconds to label `n_queries` more queries of this benchmark at the measured rate."""
@@ -212,17 +214,20 @@ def measure_rates(
         probe = _probe_s(lm) - probe_before
         probe_total += probe
         after = _stats(lm)
-        gen = {"compile_s": 0.0, "generated_tokens": 0, "decode_steps": 0, "row_steps": 0, "windows": ()}
+        gen = {"compile_s": 0.0, "generated_tokens": 0, "decode_steps": 0, "row_steps": 0, "step_tokens": 0,
+               "windows": ()}
         if before is not None and after is not None:
             gen = {"compile_s": after.compile_s - before.compile_s,
                    "generated_tokens": after.generated_tokens - before.generated_tokens,
                    "decode_steps": after.decode_steps - before.decode_steps,
                    "row_steps": after.row_steps - before.row_steps,
+                   "step_tokens": after.step_tokens - before.step_tokens,
                    "windows": tuple(after.compile_windows[len(before.compile_windows):])}
         rates.append(BenchmarkRate(
             model_id, benchmark, len(ids), len(parts), max(wall_s - probe - gen["compile_s"], 1e-9), (started, ended),
             warmup_s=warmup_s, compile_s=gen["compile_s"], probe_s=probe, output_tokens=output_tokens,
             generated_tokens=gen["generated_tokens"], decode_steps=gen["decode_steps"], row_steps=gen["row_steps"],
+            step_tokens=gen["step_tokens"],
             compile_windows=gen["windows"]))
     return rates, warmup_total, probe_total
 

@@ -112,9 +112,10 @@ class GenerationStats:
     """What the static path did (cumulative over a model's lifetime; diff two snapshots for one call)."""
 
     requests: int = 0
-    generated_tokens: int = 0  # tokens generated for requests, each up to its own stop
+    generated_tokens: int = 0  # tokens generated for requests, each up to its own stop (first ones by prefill)
     decode_steps: int = 0  # batched decode steps
     row_steps: int = 0  # rows × decode steps (busy and idle rows)
+    step_tokens: int = 0  # tokens of decode steps that went to a request (row_steps less idle and wasted rows)
     prefills: int = 0  # prefill forwards (a batch's first fill and every refill)
     compile_s: float = 0.0  # first calls of each compiled shape (compilation, CUDA-graph capture), s
     compiled_shapes: list[tuple[int, int]] = field(default_factory=list)  # (batch, cache length)
@@ -337,7 +338,7 @@ class StaticGenerator:
         # rows take that bucket's free slots instead of running a pass of their own
         groups: list[tuple[int, list[int]]] = []
         for plen in sorted(buckets, reverse=True):
-            if groups and (len(buckets[plen]) < rows_for(plen) or len(groups[-1][1]) < rows_for(groups[-1][0])):
+            if groups and (len(groups[-1][1]) < rows_for(groups[-1][0]) or len(buckets[plen]) < rows_for(plen)):
                 groups[-1][1].extend(buckets[plen])
             else:
                 groups.append((plen, list(buckets[plen])))
@@ -432,7 +433,10 @@ class StaticGenerator:
                 self.stats.row_steps += rows
             for step_tokens in torch.stack(window).tolist():
                 for slot, row in enumerate(active):
-                    if row is not None and push(row, step_tokens[slot]):
+                    if row is None:
+                        continue
+                    self.stats.step_tokens += 1
+                    if push(row, step_tokens[slot]):
                         done.append(row)
                         active[slot] = None
         return done
