@@ -218,7 +218,7 @@ def print_estimate(est) -> None:
                   f"Estimate took {_duration(est.wall_s)}.", highlight=False)
 
 
-GPU_SMOKE_COMMAND = "python scripts/gpu_smoke.py --path both --budget-s 480"
+GPU_SMOKE_COMMAND = "bash scripts/gpu_measure.sh"
 
 
 def print_stored_projection(counts, stored_rates=None) -> None:

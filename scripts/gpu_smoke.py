@@ -13,7 +13,7 @@ included — nothing is written to the warehouse. Random weights never stop earl
 runs to max_gen_toks: the generative rates are a worst case.
 
 --path: `new` is the hf backend's static-cache generation (`hf.generation: static`, the default), `old` lm-eval's
-generate_until (`hf.generation: lm-eval`), `both` runs the two on the same model, one after the other, and records
+generate_until (`hf.generation: lm-eval`), `both` runs the two on the same model, new then old, and records
 per benchmark the share of queries whose label (and whose generated text) the two paths agree on.
 
 The JSON (default benchmarks/results/gpu_smoke.json; --out elsewhere; --tiny writes one only with --out) is
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, overrides=overrides or None)
         models = args.models.split(",") if args.models else config.model_ids
         benchmarks = args.benchmarks.split(",") if args.benchmarks else config.enabled_benchmarks
-        paths = ["old", "new"] if args.path == "both" else [args.path]
+        paths = ["new", "old"] if args.path == "both" else [args.path]  # new first: a budget stop keeps its rates
         n = args.n or (2 if args.tiny else 32)
         batch = args.batch_size or ("4" if args.tiny else "32")
         base = {

@@ -286,6 +286,6 @@ def test_cr2_label_estimate_stored_projects_without_timing_anything(label_home, 
     assert "labeling estimate (measured here" not in out  # nothing was built or timed
     assert "NVIDIA H100 80GB, lm-eval [h100-2026-11-27-lm-eval]: qwen3-1.7b" in out and "outside measurement" in out
     assert "mbpp (not measured)" in out
-    assert "not measured on a GPU" in out and "scripts/gpu_smoke.py --path both" in out
+    assert "not measured on a GPU" in out and "bash scripts/gpu_measure.sh" in out
     refused = CliRunner().invoke(_app(), ["label", "--stored", "--config", str(cfg), "--home", str(label_home)])
     assert refused.exit_code == 2 and "--stored goes with --estimate" in refused.output

@@ -157,6 +157,19 @@ def test_static_generation_equals_transformers_generate_one_request_at_a_time(li
     assert stats.compile_s == 0 and stats.compiled_shapes == []  # CPU: eager
 
 
+def test_prefill_in_parts_gives_the_same_tokens(lively_model_dir, monkeypatch):
+    """Prompts go through the model PREFILL_TOKENS tokens at a time (bounded memory): one row per forward here."""
+    from cr2.labels.lmeval import static_generation
+
+    model, tok = _load(lively_model_dir)
+    prompts = [tok.encode(f"Q: {q}\nA:") for q in ("what is two and two?", "name a colour", "spell cat", "why?")]
+    whole = StaticGenerator(model, "cpu").generate(prompts, 10, lambda t: False, 4, tok.pad_token_id)
+    monkeypatch.setattr(static_generation, "PREFILL_TOKENS", 1)
+    generator = StaticGenerator(model, "cpu")
+    assert generator.generate(prompts, 10, lambda t: False, 4, tok.pad_token_id) == whole
+    assert generator.stats.prefills == len(prompts)
+
+
 def test_a_failing_compiler_leaves_the_eager_step_with_the_same_tokens(lively_model_dir, monkeypatch):
     model, tok = _load(lively_model_dir)
     prompts = [tok.encode("Q: what is two and two?\nA:"), tok.encode("Q: name a colour\nA:")]

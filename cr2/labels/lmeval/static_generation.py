@@ -46,6 +46,7 @@ from typing import Any, Callable, Sequence
 log = logging.getLogger(__name__)
 
 PROMPT_BUCKET_MIN = 64
+PREFILL_TOKENS = 16_384  # prompt tokens per prefill forward (its key/value copy is freed after each)
 # generation settings that add a logits processor under greedy decoding: a model whose generation config sets
 # one of them is left to transformers' generate (lm-eval's path)
 _GREEDY_PROCESSORS = {
@@ -355,38 +356,46 @@ class StaticGenerator:
 
     def _prefill(self, plen: int, take: list[_Row], slots: list[int], state: _Shape) -> list[int]:
         """Run the prompts of `take` (left-padded to `plen`), copy their keys/values into cache rows `slots` and
-        set those rows' state; returns each row's first generated token."""
+        set those rows' state; returns each row's first generated token. Prompts go through the model at most
+        PREFILL_TOKENS tokens at a time, which bounds the memory of the prefill's own key/value copy."""
         import torch
         from transformers import DynamicCache
 
         dev = self.device
-        k = len(take)
-        ids = torch.zeros((k, plen), dtype=torch.long)
-        att = torch.zeros((k, plen), dtype=torch.long)
-        for j, row in enumerate(take):
-            n = len(row.prompt)
-            ids[j, plen - n:] = torch.tensor(row.prompt, dtype=torch.long)
-            att[j, plen - n:] = 1
-        ids, att = ids.to(dev), att.to(dev)
-        # transformers' generate: positions from the mask, padding at position 0
-        positions = (att.cumsum(-1) - 1).masked_fill(att == 0, 0)
-        cache = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
-                         use_cache=True, logits_to_keep=1)
-        first = torch.argmax(out.logits[:, -1].float(), dim=-1)
-        where = torch.tensor(slots, dtype=torch.long, device=dev)
-        for layer, (kc, vc) in enumerate(zip(state.keys, state.values)):
-            kc[where, :, :plen] = cache.layers[layer].keys.to(kc.dtype)
-            vc[where, :, :plen] = cache.layers[layer].values.to(vc.dtype)
-        length = state.mask.shape[-1]
-        lens = att.sum(-1)
-        cols = torch.arange(length, device=dev)
-        state.mask[where, 0, 0] = (cols >= plen - lens[:, None]) & (cols < plen)  # the row's own prompt
-        state.tokens[where, 0] = first
-        state.positions[where, 0] = lens
-        state.write[where] = plen
-        self.stats.prefills += 1
-        return first.tolist()
+        per_forward = max(1, PREFILL_TOKENS // plen)
+        firsts: list[int] = []
+        for start in range(0, len(take), per_forward):
+            part, where_list = take[start:start + per_forward], slots[start:start + per_forward]
+            k = len(part)
+            ids = torch.zeros((k, plen), dtype=torch.long)
+            att = torch.zeros((k, plen), dtype=torch.long)
+            for j, row in enumerate(part):
+                n = len(row.prompt)
+                ids[j, plen - n:] = torch.tensor(row.prompt, dtype=torch.long)
+                att[j, plen - n:] = 1
+            ids, att = ids.to(dev), att.to(dev)
+            # transformers' generate: positions from the mask, padding at position 0
+            positions = (att.cumsum(-1) - 1).masked_fill(att == 0, 0)
+            cache = DynamicCache(config=self.model.config)
+            out = self.model(input_ids=ids, attention_mask=att, position_ids=positions, past_key_values=cache,
+                             use_cache=True, logits_to_keep=1)
+            first = torch.argmax(out.logits[:, -1].float(), dim=-1)
+            del out
+            where = torch.tensor(where_list, dtype=torch.long, device=dev)
+            for layer, (kc, vc) in enumerate(zip(state.keys, state.values)):
+                kc[where, :, :plen] = cache.layers[layer].keys.to(kc.dtype)
+                vc[where, :, :plen] = cache.layers[layer].values.to(vc.dtype)
+            del cache
+            length = state.mask.shape[-1]
+            lens = att.sum(-1)
+            cols = torch.arange(length, device=dev)
+            state.mask[where, 0, 0] = (cols >= plen - lens[:, None]) & (cols < plen)  # the row's own prompt
+            state.tokens[where, 0] = first
+            state.positions[where, 0] = lens
+            state.write[where] = plen
+            self.stats.prefills += 1
+            firsts.extend(first.tolist())
+        return firsts
 
     def _bucket(self, plen: int, length: int, rows: int, queue: list[_Row], max_gen_toks: int,
                 finished: Callable[[list[int]], bool], pad_token_id: int) -> list[_Row]:
