@@ -15,8 +15,9 @@ out-of-memory. For generation it probes at `max_length`, which defaults to the m
 tokens for Qwen3 — where even a 141 GB GPU fits a batch of 1–2, although cr2's longest prompt plus the
 generation limit is about a thousand tokens. Here:
 
-- **length from the requests.** Each `generate_until` call (one chunk of one benchmark) is split into groups by
-  the length it needs — prompt tokens plus the request's `max_gen_toks` — rounded up to a power of two; each
+- **length from the requests.** On the static path a batch's cache holds padded prompt + `max_gen_toks` slots
+  per row: `auto` probes at that length. On lm-eval's path each `generate_until` call (one chunk of one
+  benchmark) is split into groups by the length it needs — prompt tokens plus the request's `max_gen_toks` — rounded up to a power of two; each
   group runs as its own lm-eval call with `max_length` set to that length, so the probe measures what the
   group's batches will hold. Every prompt fits its group's length, so nothing is truncated and labels are
   those of the model's full context; the sizing is not label-relevant (it is not part of the run id).

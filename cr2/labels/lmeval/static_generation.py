@@ -222,6 +222,7 @@ class StaticGenerator:
             self._arena = None
             self._shapes.clear()
             self._steps.clear()
+            self._calls.clear()  # the shapes' steps are compiled (and captured) again: time them as compilation
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
             dtype = next(self.model.parameters()).dtype
