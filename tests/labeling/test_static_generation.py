@@ -256,3 +256,20 @@ def test_every_benchmark_labels_the_same_on_both_paths_with_varied_generations(
     texts = generations["bbh"] + generations["mbpp"]
     assert len(set(texts)) >= 8 and "" in texts  # varied, and some stopped at the first token
     assert len({len(t) for t in texts}) >= 6  # answers of many lengths: rows ended at different steps
+
+
+def test_the_compile_cache_goes_under_the_home_unless_the_user_chose_one(monkeypatch, tmp_path):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from cr2.labels.lmeval.static_generation import _inductor_cache_is_default
+    from tasks.label import compile_cache
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    assert _inductor_cache_is_default()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what torch fills in on first use
+    assert _inductor_cache_is_default()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert not _inductor_cache_is_default()
+    monkeypatch.delenv("CR2_CACHE", raising=False)
+    assert compile_cache(tmp_path / "home") == tmp_path / "home" / "cache" / "torch-compile"
+    assert compile_cache(None, tmp_path / "staging") == tmp_path / "staging" / "torch-compile"

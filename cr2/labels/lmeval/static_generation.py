@@ -108,6 +108,19 @@ def eos_token_ids(model: Any) -> set[int]:
     return {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])}
 
 
+def _inductor_cache_is_default() -> bool:
+    """Whether torch inductor's cache folder is its default (unset, or the temporary folder torch fills in on first
+    use): then cr2 puts it under the home; a folder the user chose is kept."""
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None:
+        return True
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:
+        return False
+    return os.path.abspath(current) == os.path.abspath(default_cache_dir())
+
+
 @dataclass
 class GenerationStats:
     """What the static path did (cumulative over a model's lifetime; diff two snapshots for one call)."""
@@ -271,7 +284,7 @@ class StaticGenerator:
     def _prepare_compile_cache(self) -> None:
         import torch
 
-        if self.compile_cache_dir is not None and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        if self.compile_cache_dir is not None and _inductor_cache_is_default():
             self.compile_cache_dir.mkdir(parents=True, exist_ok=True)
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(self.compile_cache_dir)
         dynamo = torch._dynamo.config
