@@ -222,25 +222,38 @@ class StaticGenerator:
         self._arena: tuple[list[Any], list[Any]] | None = None  # per layer, one flat key and one value buffer
 
     # ------------------------------------------------------------ device state
+    def _kv_dims(self) -> tuple[int, int]:
+        cfg = self.model.config
+        heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        return heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+
+    def _reserve(self, need: int) -> None:
+        """Cache buffers of at least `need` elements per layer; grown by half again at least, since a growth moves
+        every shape's addresses (its steps are compiled and captured again)."""
+        import torch
+
+        if self._arena is not None and self._arena[0][0].numel() >= need:
+            return
+        if self._arena is not None:
+            need = max(need, self._arena[0][0].numel() * 3 // 2)
+        self._arena = None
+        self._shapes.clear()
+        self._steps.clear()
+        self._calls.clear()  # the shapes' steps are compiled (and captured) again: time them as compilation
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        dtype = next(self.model.parameters()).dtype
+        flat = [torch.zeros(need, dtype=dtype, device=self.device) for _ in range(2 * self.model.config.num_hidden_layers)]
+        self._arena = (flat[0::2], flat[1::2])
+
     def _shape(self, rows: int, length: int) -> _Shape:
         """The state of shape (rows, length); the cache views start at the same addresses for every shape (a
         captured CUDA graph stays valid); the buffers grow, and the shapes are rebuilt, when a larger one comes."""
         import torch
 
-        cfg = self.model.config
-        heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        heads, head_dim = self._kv_dims()
         need = rows * heads * length * head_dim
-        if self._arena is None or self._arena[0][0].numel() < need:
-            self._arena = None
-            self._shapes.clear()
-            self._steps.clear()
-            self._calls.clear()  # the shapes' steps are compiled (and captured) again: time them as compilation
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            dtype = next(self.model.parameters()).dtype
-            flat = [torch.zeros(need, dtype=dtype, device=self.device) for _ in range(2 * cfg.num_hidden_layers)]
-            self._arena = (flat[0::2], flat[1::2])
+        self._reserve(need)
         key = (rows, length)
         if key not in self._shapes:
             view = (rows, heads, length, head_dim)
@@ -357,11 +370,13 @@ class StaticGenerator:
                 groups[-1][1].extend(buckets[plen])
             else:
                 groups.append((plen, list(buckets[plen])))
+        heads, head_dim = self._kv_dims()
+        plans = [(plen, members, batch_bucket(len(members), rows_for(plen), self.compile)) for plen, members in groups]
+        self._reserve(max(rows * heads * (plen + max_gen_toks) * head_dim for plen, _, rows in plans))  # one growth
         with torch.no_grad():
-            for plen, members in groups:
+            for plen, members, rows in plans:
                 idx = sorted(members, key=lambda i: -len(prompts[i]))
                 length = plen + max_gen_toks
-                rows = batch_bucket(len(idx), rows_for(plen), self.compile)
                 queue = [_Row(i, list(prompts[i])) for i in idx]
                 for r in self._bucket(plen, length, rows, queue, max_gen_toks, finished, pad_token_id):
                     out[r.index] = r.tokens
