@@ -141,6 +141,9 @@ def label_command(
                                   help="label nothing: time a sample of every benchmark on random-weight models of "
                                        "the pool's shapes here, and project the whole run"),
     sample: int = typer.Option(32, "--sample", min=1, help="--estimate: queries timed per (model, benchmark)"),
+    stored: bool = typer.Option(False, "--stored",
+                                help="--estimate: time nothing here; project the selection with the stored GPU "
+                                     "measurements only (configs/labeling_gpu_rates.yaml)"),
     architectures: Optional[Path] = typer.Option(None, "--architectures",
                                                  help="--estimate: architecture catalogue (default: configs/architectures.yaml)"),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)"),
@@ -154,8 +157,10 @@ def label_command(
     h = home_dir(home)
     model_ids = _split(models) or cfg.model_ids
     bench = _split(benchmarks) or cfg.enabled_benchmarks
+    if stored and not estimate:
+        raise ConfigError("--stored goes with --estimate (cr2 label --estimate --stored)")
     if estimate:
-        _estimate(cfg, h, model_ids, bench, backend, limit, spec, sample, chunk_size, architectures)
+        _estimate(cfg, h, model_ids, bench, backend, limit, spec, sample, chunk_size, architectures, stored)
         return
     from flows.label import run_labeling
 
@@ -190,7 +195,9 @@ def _params(n: int) -> str:
 
 def print_estimate(est) -> None:
     """The measured rates and projections of `cr2 label --estimate`, per (model, benchmark) and per model."""
-    table = Table(title="labeling estimate (measured here)")
+    if not est.models:
+        return
+    table = Table(title=f"labeling estimate (measured here, hf generation '{est.models[0].generation}')")
     for col in ("model", "benchmark", "sample", "q/s", "queries", "time", "unlabelled", "time"):
         table.add_column(col, justify="left" if col in ("model", "benchmark") else "right", no_wrap=True)
     for r in est.table.itertuples():
@@ -202,21 +209,60 @@ def print_estimate(est) -> None:
         console.print(
             f"{m.model_id}: {_params(m.params)} parameters ({m.shape}), {m.dtype} on {m.device}; whole selection "
             f"{_duration(rows['projected_total_s'].sum())}, not yet labelled {_duration(rows['projected_unlabelled_s'].sum())}"
-            f" (plus once per model: loading the weights, a first call ≈ {_duration(m.warmup_s)}, "
-            f"batch-size probes {_duration(m.probe_s)})", highlight=False)
+            f" (plus once per model: loading the weights, first calls ≈ {_duration(m.warmup_s)}, "
+            f"batch-size probes {_duration(m.probe_s)}, compiling decode steps {_duration(m.compile_s)})",
+            highlight=False)
     console.print(f"all models: whole selection {_duration(est.table['projected_total_s'].sum())}, not yet labelled "
                   f"{_duration(est.table['projected_unlabelled_s'].sum())} (one model at a time on this machine). "
                   "Random weights generate to max_gen_toks: generative benchmarks are a worst case. "
                   f"Estimate took {_duration(est.wall_s)}.", highlight=False)
 
 
-def _estimate(cfg, home, model_ids, bench, backend, limit, spec, sample, chunk_size, architectures) -> None:
+GPU_SMOKE_COMMAND = "bash scripts/gpu_measure.sh"
+
+
+def print_stored_projection(counts, stored_rates=None) -> None:
+    """The selection projected with every stored GPU measurement (configs/labeling_gpu_rates.yaml), per model,
+    saying which (model, benchmark) rates are missing; and that cr2's static path has none yet if so."""
+    from cr2.labels.lmeval.estimate import load_stored_rates, stored_projection
+
+    measurements = stored_rates if stored_rates is not None else load_stored_rates()
+    console.print("projections from stored GPU measurements (made elsewhere; configs/labeling_gpu_rates.yaml):",
+                  highlight=False)
+    for m in measurements:
+        proj = stored_projection(m, counts)
+        parts, unmeasured = [], []
+        for mid, rows in proj.groupby("model_id", sort=False):
+            known = rows[rows["queries_per_s"].notna()]
+            if not len(known):
+                unmeasured.append(mid)
+                continue
+            gaps = rows[rows["queries_per_s"].isna() & (rows["total_queries"] > 0)]
+            parts.append(f"{mid} {_duration(known['projected_total_s'].sum())}"
+                         + (f" + {', '.join(gaps['benchmark'])} (not measured)" if len(gaps) else ""))
+        if unmeasured:
+            parts.append(f"{', '.join(unmeasured)} not measured")
+        console.print(f"  {m.device}, {m.generation} [{m.id}]: {'; '.join(parts)}", highlight=False, soft_wrap=True)
+        console.print(f"    source: {m.source}", highlight=False, soft_wrap=True)
+    if not any(m.generation == "static" for m in measurements):
+        console.print(f"  cr2's static generation path (hf.generation: static): not measured on a GPU — measure it "
+                      f"with `{GPU_SMOKE_COMMAND}` (docs/labeling.md §9).", highlight=False, soft_wrap=True)
+
+
+def _estimate(cfg, home, model_ids, bench, backend, limit, spec, sample, chunk_size, architectures, stored) -> None:
     from flows.label import estimate_labeling
 
-    console.print(f"estimating labeling of {', '.join(model_ids)} on {', '.join(bench)}: {sample} queries per "
-                  f"(model, benchmark), chunk size {chunk_size or spec.chunk_size}, hf batch size {spec.hf.batch_size}"
-                  + (f", first {limit} queries per benchmark" if limit else "") + f"; warehouse {home / 'cr2.duckdb'}",
-                  highlight=False)
+    if stored:
+        console.print(f"projecting labeling of {', '.join(model_ids)} on {', '.join(bench)} from stored GPU "
+                      f"measurements" + (f", first {limit} queries per benchmark" if limit else "")
+                      + f"; warehouse {home / 'cr2.duckdb'}", highlight=False)
+    else:
+        console.print(f"estimating labeling of {', '.join(model_ids)} on {', '.join(bench)}: {sample} queries per "
+                      f"(model, benchmark), chunk size {chunk_size or spec.chunk_size}, hf batch size "
+                      f"{spec.hf.batch_size}, generation '{spec.hf.generation}'"
+                      + (f", first {limit} queries per benchmark" if limit else "") + f"; warehouse {home / 'cr2.duckdb'}",
+                      highlight=False)
     est = estimate_labeling(cfg, home, models=model_ids, benchmarks=bench, backend=backend, limit=limit, spec=spec,
-                            sample=sample, chunk_size=chunk_size, architectures=architectures)
+                            sample=sample, chunk_size=chunk_size, architectures=architectures, measure=not stored)
     print_estimate(est)
+    print_stored_projection(est.counts)

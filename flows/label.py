@@ -238,6 +238,7 @@ class LabelingEstimate:
     models: list[ModelRates]
     table: pd.DataFrame  # per (model, benchmark): queries/s, projected seconds for the selection and the unlabelled
     wall_s: float  # wall time of the estimate itself, s
+    counts: pd.DataFrame | None = None  # per (model, benchmark): queries of the selection (total, unlabelled)
 
 
 def estimate_labeling(
@@ -252,8 +253,10 @@ def estimate_labeling(
     sample: int = 32,
     chunk_size: int | None = None,
     architectures: str | Path | None = None,
+    measure: bool = True,
 ) -> LabelingEstimate:
-    """How long `cr2 label` with the same arguments would take here (cr2/labels/lmeval/estimate.py); writes nothing."""
+    """How long `cr2 label` with the same arguments would take here (cr2/labels/lmeval/estimate.py); writes nothing.
+    `measure=False` times nothing: only the selection's counts (for projections from stored GPU rates)."""
     spec = spec or labeling_spec(config)
     backend = backend or spec.backend
     if backend != "hf":
@@ -267,6 +270,9 @@ def estimate_labeling(
                                         benchmarks)
     home = Path(warehouse_home).expanduser().resolve() if warehouse_home is not None else default_home()
     t0 = time.monotonic()
+    if not measure:
+        _, counts = estimate_selection.fn(config, str(home), model_ids, bench, backend, limit, spec)
+        return LabelingEstimate([], projection_table([], counts), time.monotonic() - t0, counts)
     rates, counts = label_estimate_flow(config, str(home), model_ids, bench, backend, limit, spec, sample,
                                         str(architectures) if architectures is not None else None)
-    return LabelingEstimate(rates, projection_table(rates, counts), time.monotonic() - t0)
+    return LabelingEstimate(rates, projection_table(rates, counts), time.monotonic() - t0, counts)

@@ -91,6 +91,14 @@ def staging_dir(spec: LabelingSpec, home: str | Path) -> Path:
     return Path(spec.staging_dir).expanduser().resolve() if spec.staging_dir else Path(home).resolve() / "labeling"
 
 
+def compile_cache(home: str | Path | None, staging: str | Path | None = None) -> Path:
+    """Where the hf backend's compiled decode steps are cached (torch inductor): <cache>/torch-compile under the
+    home, or beside the staged chunks where a worker has no home; a re-label loads them instead of compiling."""
+    if home is not None:
+        return cache_dir(Path(home)) / "torch-compile"
+    return Path(staging) / "torch-compile"
+
+
 def _run_folder(rid: str) -> str:
     return rid.replace(":", "_").replace("/", "-")
 
@@ -345,6 +353,7 @@ def label_shard(job: ShardJob, queries_path: str, spec: LabelingSpec, staging: s
 
     labelled = run_shard(
         job, queries, spec, staging_path / "scratch", sink, already_done=already_done, progress=_emit,
+        compile_cache_dir=compile_cache(home, staging_path),
     )
     return ShardReport(job.model_id, job.shard, labelled)
 
@@ -423,7 +432,7 @@ def estimate_model_rates(
     picked = select_queries(queries, sample)
     samples = {b: picked[picked["benchmark"] == b] for b in benchmarks}
     t0 = time.perf_counter()
-    lm, params = build_lm(shape, spec, device, cache_dir(Path(home)) / "tokenizers")
+    lm, params = build_lm(shape, spec, device, cache_dir(Path(home)) / "tokenizers", compile_cache(home))
     build_s = time.perf_counter() - t0
     work = staging_dir(spec, home) / "scratch" / f"estimate-{uuid.uuid4().hex[:8]}"
     try:
@@ -433,7 +442,7 @@ def estimate_model_rates(
     del lm
     _free_device_memory(device)
     return ModelRates(model_id, shape.source, int(params), device, spec.hf.dtype, build_s, warmup_s, probe_s,
-                      tuple(rates))
+                      tuple(rates), spec.hf.generation)
 
 
 def _default_device() -> str:

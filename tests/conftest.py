@@ -74,6 +74,7 @@ HEAVY_FIRST = (
     "tests/test_report_browser.py",
     "tests/test_intervals_flow.py",
     "tests/labeling/test_gpu_smoke.py",
+    "tests/labeling/test_static_generation.py",
     "tests/test_your_pool.py",
     "tests/test_premise.py",
 )

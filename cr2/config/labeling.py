@@ -121,6 +121,12 @@ class HFBackendSpec(_Strict):
         None, ge=1, description="context length, tokens; None: the model's, with `auto` batches probed at the "
                                 "length each group of requests needs (cr2/labels/lmeval/hf_batching.py)")
     trust_remote_code: bool = False
+    generation: Literal["static", "lm-eval"] = Field(
+        "static", description="static: cr2's static-KV-cache generation (length buckets, stop strings on token ids, "
+                              "finished rows refilled, a compiled decode step on CUDA; the same text as lm-eval's); "
+                              "lm-eval: lm-eval's generate_until (transformers generate)")
+    compile: Literal["auto", "on", "off"] = Field(
+        "auto", description="static generation: compile the decode step (torch.compile, CUDA graphs); auto: on CUDA only")
     num_threads: int | None = Field(
         None, ge=1, description="CPU only: torch intra-op threads of the labeling process (None: torch's default). "
                                 "On a shared machine 1 avoids OpenMP spin-wait contention, which can slow a small "

@@ -64,13 +64,14 @@ def _requests(lm, prompts, max_gen_toks):
 
 def test_auto_batches_are_probed_at_the_length_the_requests_need(tiny_model_dir, monkeypatch):
     """lm-eval's auto probe runs at the model's context (2,048 for the tiny model, 40,960 for Qwen3); cr2's hf model
-    probes each length group at prompt + max_gen_toks rounded up, once per length, and generates the same text."""
+    on lm-eval's generation path probes each length group at prompt + max_gen_toks rounded up, once per length, and
+    generates the same text."""
     from lm_eval.models.huggingface import HFLM
 
     from cr2.labels.lmeval.backends import backend_plan, load_lm
 
     spec = cpu_spec(tiny_model_dir, hf={"dtype": "float32", "device": "cpu", "batch_size": "auto",
-                                        "max_batch_size": 4, "num_threads": 1})
+                                        "max_batch_size": 4, "num_threads": 1, "generation": "lm-eval"})
     lm = load_lm(backend_plan("hf", spec, str(tiny_model_dir), None, "tiny"))
     short = ["Q: What is 2+2?\nA:", "Q: Name a colour.\nA:"]
     long = ["Q: " + "Consider the following sequence of words carefully. " * 40 + "\nA:"]
@@ -95,6 +96,65 @@ def test_auto_batches_are_probed_at_the_length_the_requests_need(tiny_model_dir,
     lm.size_log.clear()
     fixed = load_lm(backend_plan("hf", cpu_spec(tiny_model_dir), str(tiny_model_dir), None, "tiny"))
     assert fixed.generate_until(_requests(fixed, short + long, 16)) == out  # same generations as a fixed batch
+
+
+def test_static_generation_probes_auto_batches_at_its_cache_length(tiny_model_dir, monkeypatch):
+    """On the static path a batch holds one cache of padded prompt + max_gen_toks slots per row: `auto` probes at
+    that length (once per length), never at the model's context, and the text is lm-eval's."""
+    from lm_eval.models.huggingface import HFLM
+
+    from cr2.labels.lmeval.backends import backend_plan, load_lm
+    from cr2.labels.lmeval.static_generation import prompt_bucket
+
+    spec = cpu_spec(tiny_model_dir, hf={"dtype": "float32", "device": "cpu", "batch_size": "auto",
+                                        "max_batch_size": 4, "num_threads": 1})
+    lm = load_lm(backend_plan("hf", spec, str(tiny_model_dir), None, "tiny"))
+    assert lm.generation == "static"
+    prompts = ["Q: What is 2+2?\nA:", "Q: Name a colour.\nA:",
+               "Q: " + "Consider the following sequence of words carefully. " * 40 + "\nA:"]
+    calls = []
+    inner = HFLM._detect_batch_size
+
+    def counting(self, requests=None, pos=0):
+        calls.append(self.max_length)
+        return inner(self, requests, pos)
+
+    monkeypatch.setattr(HFLM, "_detect_batch_size", counting)
+    out = lm.generate_until(_requests(lm, prompts, 16))
+    again = lm.generate_until(_requests(lm, prompts, 16))
+    monkeypatch.undo()
+    longest = prompt_bucket(len(lm.tok_encode(prompts[2])), 2048) + 16
+    assert calls == [longest]  # the short prompts join the long prompt's batch: one length, probed once
+    assert out == again
+    reference = load_lm(backend_plan("hf", cpu_spec(tiny_model_dir, hf={
+        "dtype": "float32", "device": "cpu", "batch_size": 16, "num_threads": 1, "generation": "lm-eval"}),
+        str(tiny_model_dir), None, "tiny"))
+    assert reference.generate_until(_requests(reference, prompts, 16)) == out
+
+
+def test_the_estimates_warm_up_generates_one_token_and_compilation_is_kept_apart(tiny_model_dir, label_home,
+                                                                                 label_data_dir, tmp_path):
+    from cr2.config import load_config
+    from cr2.labels.lmeval.backends import backend_plan, load_lm
+    from cr2.labels.lmeval.estimate import measure_rates
+    from tasks.label import _selection
+    from warehouse.db import Warehouse
+
+    spec = cpu_spec(tiny_model_dir, templates={"bbh": {"max_gen_toks": 16}})
+    lm = load_lm(backend_plan("hf", spec, str(tiny_model_dir), None, "tiny"))
+    with Warehouse(label_home, read_only=True) as wh:
+        queries = _selection(wh, str(label_home), ["bbh"], 3)
+    chunks = []
+    rates, warmup_s, probe_s = measure_rates(lm, "qwen3-1.7b", spec, {"bbh": queries}, tmp_path / "work",
+                                             on_chunk=lambda b, r: chunks.append((b, len(r.rows))))
+    (rate,) = rates
+    stats = lm.generation_stats
+    assert stats.requests == 1 + 3  # the warm-up query, then the three timed
+    assert stats.generated_tokens - rate.generated_tokens == 1  # the warm-up generated one token, not sixteen
+    assert rate.generated_tokens == 3 * 16  # random weights: every timed answer runs to max_gen_toks
+    assert rate.output_tokens > 0 and rate.decode_steps > 0 and 0 < rate.busy_row_share <= 1
+    assert rate.compile_s == 0.0 and rate.warmup_s == warmup_s > 0 and probe_s == 0.0  # CPU: nothing compiled
+    assert sum(n for _, n in chunks) == 3 and {b for b, _ in chunks} == {"bbh"}
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +249,43 @@ def test_cr2_label_estimate_refuses_a_backend_it_cannot_measure(label_home, labe
                                          "--home", str(label_home)])
     assert result.exit_code == 2, result.output
     assert "measures the hf backend" in result.output.replace("\n", " ")
+
+
+def test_stored_gpu_rates_project_the_default_set_and_name_what_was_not_measured():
+    import math
+
+    import pandas as pd
+
+    from cr2.labels.lmeval.estimate import load_stored_rates, stored_projection
+
+    stored = {m.id: m for m in load_stored_rates()}
+    h100 = stored["h100-2026-11-27-lm-eval"]
+    assert h100.device.startswith("NVIDIA H100") and h100.generation == "lm-eval" and "outside measurement" in h100.source
+    default_set = {"mmlu": 14_042, "bbh": 6_511, "gpqa": 448, "mbpp": 500}
+    counts = pd.DataFrame([{"model_id": m, "benchmark": b, "total": n, "unlabelled": n}
+                           for m in ("qwen3-1.7b", "qwen3-14b") for b, n in default_set.items()])
+    proj = stored_projection(h100, counts).set_index(["model_id", "benchmark"])
+    assert proj.loc[("qwen3-1.7b", "bbh"), "projected_total_s"] == pytest.approx(6_511 / 1.2)  # ≈ 1.5 h
+    assert math.isnan(proj.loc[("qwen3-1.7b", "mbpp"), "queries_per_s"])  # did not finish there: no rate
+    assert proj.loc["qwen3-14b", "queries_per_s"].isna().all()
+    assert not any(m.generation == "static" for m in stored.values())  # the static path has no GPU measurement yet
+
+
+def test_cr2_label_estimate_stored_projects_without_timing_anything(label_home, label_data_dir, tiny_model_dir,
+                                                                    tmp_path):
+    from typer.testing import CliRunner
+
+    from tests.labeling.test_label_cli import CONFIG, _app
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(CONFIG.format(data=label_data_dir, tiny=tiny_model_dir))
+    result = CliRunner().invoke(_app(), ["label", "--estimate", "--stored", "--config", str(cfg),
+                                         "--home", str(label_home)])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "labeling estimate (measured here" not in out  # nothing was built or timed
+    assert "NVIDIA H100 80GB, lm-eval [h100-2026-11-27-lm-eval]: qwen3-1.7b" in out and "outside measurement" in out
+    assert "mbpp (not measured)" in out
+    assert "not measured on a GPU" in out and "bash scripts/gpu_measure.sh" in out
+    refused = CliRunner().invoke(_app(), ["label", "--stored", "--config", str(cfg), "--home", str(label_home)])
+    assert refused.exit_code == 2 and "--stored goes with --estimate" in refused.output

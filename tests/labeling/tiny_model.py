@@ -33,8 +33,12 @@ def corpus_lines(per_benchmark: int = 150) -> list[str]:
     return lines
 
 
-def build_tiny_qwen3(out: Path, vocab_size: int = 2048, seed: int = 0) -> Path:
-    """Write a random-weight Qwen3ForCausalLM (hidden 64, 2 layers, 4 heads) and its tokenizer to `out`."""
+def build_tiny_qwen3(out: Path, vocab_size: int = 2048, seed: int = 0, init_std: float | None = None) -> Path:
+    """Write a random-weight Qwen3ForCausalLM (hidden 64, 2 layers, 4 heads) and its tokenizer to `out`.
+
+    `init_std` draws every weight matrix from N(0, init_std²) instead of transformers' init (std 0.02, under
+    which greedy decoding mostly repeats one token): at 0.2 the generations are varied text that ends at
+    stop strings and end-of-sequence at different steps."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
@@ -57,6 +61,11 @@ def build_tiny_qwen3(out: Path, vocab_size: int = 2048, seed: int = 0) -> Path:
     with torch.random.fork_rng():  # seed the init without touching the caller's global RNG state
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(cfg)
+        if init_std is not None:
+            with torch.no_grad():
+                for p in model.parameters():
+                    if p.dim() == 2:
+                        p.normal_(0.0, init_std)
     model.save_pretrained(out)
     hf_tok.save_pretrained(out)
     return out

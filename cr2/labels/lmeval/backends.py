@@ -6,8 +6,9 @@ LabelingSpec. `BackendPlan.model_args` are what lm-eval receives (recorded as `l
 enters the run id — throughput knobs (batch size, GPU memory share, concurrency) do not, so changing
 them never relabels.
 
-The `hf` backend is lm-eval's HFLM in cr2's variant (cr2/labels/lmeval/hf_batching.py), which sizes `batch_size: auto`
-from the requests' lengths instead of the model's context; everything else is lm-eval's.
+The `hf` backend is lm-eval's HFLM in cr2's variant (cr2/labels/lmeval/hf_batching.py): greedy generation on a static
+KV cache (`hf.generation: static`, the same text as lm-eval's generate_until), and `batch_size: auto` sized from the
+requests' lengths instead of the model's context; everything else is lm-eval's.
 """
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def local_revision(path: str | Path) -> str:
 def _hf(spec: LabelingSpec, pretrained: str, revision: str | None, hf_name: str, model_id: str | None) -> BackendPlan:
     s = spec.hf
     args: dict[str, Any] = {"pretrained": pretrained, "dtype": s.dtype, "batch_size": s.batch_size,
-                            "trust_remote_code": s.trust_remote_code}
+                            "trust_remote_code": s.trust_remote_code, "generation": s.generation, "compile": s.compile}
     if revision and not is_local(pretrained):
         args["revision"] = revision
     if s.device:
@@ -126,8 +127,9 @@ def backend_plan(
     return _REGISTRY[backend](spec, pretrained, revision, hf_name, model_id)
 
 
-def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
-    """Instantiate the lm-eval model of `plan` (imports lm-eval and the backend's library here)."""
+def load_lm(plan: BackendPlan, device: str | None = None, compile_cache_dir: str | Path | None = None) -> Any:
+    """Instantiate the lm-eval model of `plan` (imports lm-eval and the backend's library here); `compile_cache_dir`:
+    where the hf backend's compiled decode steps are cached (under the cr2 home, so a re-label does not recompile)."""
     from lm_eval.api.registry import get_model
 
     args = dict(plan.model_args)
@@ -139,6 +141,8 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
             args["device"] = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if num_threads and str(args["device"]).startswith("cpu"):
             torch.set_num_threads(int(num_threads))  # process-wide: the model is the process's main work
+        if compile_cache_dir is not None:
+            args["compile_cache_dir"] = str(compile_cache_dir)
     missing = [m for m in BACKEND_MODULES[plan.backend] if importlib.util.find_spec(m) is None]
     if missing:
         raise ConfigError(f"backend '{plan.backend}' needs {', '.join(missing)}: {BACKEND_INSTALL[plan.backend]}")
@@ -162,12 +166,15 @@ def load_lm(plan: BackendPlan, device: str | None = None) -> Any:
         ) from None
 
 
-def hf_lm_from_model(model: Any, tokenizer: Any, spec: LabelingSpec) -> Any:
-    """lm-eval's hf model (cr2's sized variant) over an already built transformers model, with the spec's batching."""
+def hf_lm_from_model(model: Any, tokenizer: Any, spec: LabelingSpec, compile_cache_dir: str | Path | None = None) -> Any:
+    """lm-eval's hf model (cr2's variant) over an already built transformers model, with the spec's batching and
+    generation settings."""
     from cr2.labels.lmeval.hf_batching import sized_hflm_class
 
     s = spec.hf
-    args: dict[str, Any] = {"pretrained": model, "tokenizer": tokenizer, "batch_size": s.batch_size}
+    args: dict[str, Any] = {"pretrained": model, "tokenizer": tokenizer, "batch_size": s.batch_size,
+                            "generation": s.generation, "compile": s.compile,
+                            "compile_cache_dir": str(compile_cache_dir) if compile_cache_dir is not None else None}
     if s.batch_size == "auto":
         args["max_batch_size"] = s.max_batch_size
     if s.max_length:

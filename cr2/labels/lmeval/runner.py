@@ -171,11 +171,13 @@ def run_shard(
     progress: Callable[[Progress], None] | None = None,
     lm: Any = None,
     device: str | None = None,
+    compile_cache_dir: Path | None = None,
 ) -> dict[str, int]:
     """Label every pending query of `job`, chunk by chunk; returns run_id → queries labelled now.
 
     `queries` holds the warehouse rows (indexed or not by query_id); `already_done(bj)` names queries of a
-    run that were written since the job was planned (a retried task skips them); `lm` reuses a loaded model.
+    run that were written since the job was planned (a retried task skips them); `lm` reuses a loaded model;
+    `compile_cache_dir` keeps the hf backend's compiled decode steps for the next run.
     """
     by_id = queries.set_index("query_id", drop=False) if "query_id" in queries.columns else queries
     todo_jobs = []
@@ -188,7 +190,7 @@ def run_shard(
     if not any(todo for _, todo, _ in todo_jobs):
         return labelled
     if lm is None:
-        lm = load_lm(job.backend, device)
+        lm = load_lm(job.backend, device, compile_cache_dir)
     evaluator = ChunkEvaluator(lm, spec, workdir)
     for bj, todo, done in todo_jobs:
         for ids in chunks(todo, spec.chunk_size):
