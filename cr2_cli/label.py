@@ -42,17 +42,13 @@ def _model_paths(items: Optional[list[str]]) -> dict[str, str]:
 
 def load_labeling_file(path: Path) -> dict[str, Any]:
     """A YAML file of labeling settings: either the `labeling:` section itself or a file that contains one."""
-    import yaml
-
     from cr2.core.boundary import load_yaml_file
     from cr2.core.errors import InvalidValueError
 
     try:
         data = load_yaml_file(path) or {}
-    except InvalidValueError as exc:
+    except InvalidValueError as exc:  # missing, not a regular file, too large, malformed YAML
         raise ConfigError(f"--labeling file: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--labeling file {path}: malformed YAML ({str(exc).splitlines()[0]})") from None
     section = data.get("labeling", data) if isinstance(data, dict) else data
     if not isinstance(section, dict):
         raise ConfigError(f"--labeling file {path}: expected a mapping of labeling settings")

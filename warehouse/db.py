@@ -121,8 +121,10 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
 
 def default_home() -> Path:
     """CR2_HOME if set, else var/ under the repository (an installed wheel outside a checkout: ./var)."""
+    from cr2.core.boundary import resolve_path
+
     env = os.environ.get("CR2_HOME")
-    return Path(env).expanduser().resolve() if env else _shipped_home()
+    return resolve_path(env, "$CR2_HOME") if env else _shipped_home()
 
 
 @functools.lru_cache(maxsize=1)
@@ -230,7 +232,9 @@ class Warehouse:
     """One DuckDB file under `home` (default var/), with schema version checking."""
 
     def __init__(self, home: str | Path | None = None, read_only: bool = False, *, _config: dict | None = None):
-        self.home = Path(home).expanduser().resolve() if home is not None else default_home()
+        from cr2.core.boundary import resolve_path
+
+        self.home = resolve_path(home, "warehouse folder") if home is not None else default_home()
         self.path = self.home / DB_NAME
         self.read_only = read_only
         if read_only and not self.path.exists():

@@ -106,6 +106,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _route_request(raw: bytes) -> RouteRequest:
+    """A /route body parsed (bounded, strict) and validated, or the 4xx naming the problem."""
+    try:
+        return RouteRequest.model_validate(parse_json(raw))
+    except ValidationError as exc:
+        raise HttpError(422, validation_detail(exc)) from None
+
+
 def _cr2_status(exc: Cr2Error) -> int:
     if isinstance(exc, DataValidationError):
         return 422
@@ -145,7 +153,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
     serving = config.serving
     check_exposure(serving, token, bind_host)
-    metrics = ServeMetrics()
+    metrics = ServeMetrics(config.model_ids)
     if router is None:  # the deployed router of `home`, swapped when a newer threshold table is written there
         live = warehouse_live_router(load_router(config, home, router_name), config, home, metrics)
     else:
@@ -241,13 +249,12 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
     # the handlers read their bodies themselves (bounded, strict); the schemas below document them in /docs and
     # /openapi.json, which the HTTP fuzz (tests/test_serve_fuzz.py) generates requests from
+    # bodies are parsed and checked in a worker thread: a large or hostile body costs that thread, not the event
+    # loop every other request (and /health) is answered on
     @app.post("/route", openapi_extra=_json_body(RouteRequest.model_json_schema()))
     async def route(request: Request):
         raw = await read_body(request, serving.max_body_bytes)
-        try:
-            req = RouteRequest.model_validate(parse_json(raw))
-        except ValidationError as exc:
-            raise HttpError(422, validation_detail(exc)) from None
+        req = await run_in_threadpool(_route_request, raw)
         await acquire()
         try:
             if req.lam is None:
@@ -260,7 +267,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
     @app.post("/v1/chat/completions", openapi_extra=_json_body(CHAT_SCHEMA))
     async def chat(request: Request):
-        body = parse_json(await read_body(request, serving.max_body_bytes))
+        body = await run_in_threadpool(parse_json, await read_body(request, serving.max_body_bytes))
         if not isinstance(body, dict):
             raise HttpError(422, "the request body must be a JSON object")
         query = last_user_text(body.get("messages"))
