@@ -68,7 +68,7 @@ BAD = [
     (["sql", "SELEC 1"], "Parser Error"),
     (["sql", ""], "no SQL statement given"),
     (["sql", HEAVY, "--timeout", "1"], "ran longer than 1 s"),
-    (["sql", "SELECT 1", "--timeout", "0"], "positive number of seconds"),
+    (["sql", "SELECT 1", "--timeout", "0"], "number of seconds in [0.01, 86400]"),
     (["export", "querie"], "did you mean 'queries'"),
     (["export", "models", "--out", "/proc/cr2-cannot-be-here"], "cannot create the export folder"),
     (["recalibrate", "--states", "no-such-states"], "unknown states"),
