@@ -146,6 +146,10 @@ def label_command(
     from cr2.config import load_config
 
     cfg = load_config(config)
+    if estimate and architectures is not None:  # a bad catalogue fails here, before any model is built
+        from cr2.labels.lmeval.architectures import load_architectures
+
+        load_architectures(architectures)
     spec = _spec(cfg, labeling, _model_paths(model_path))
     h = home_dir(home)
     model_ids = _split(models) or cfg.model_ids
