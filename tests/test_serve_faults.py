@@ -226,6 +226,14 @@ def test_upstream_down_is_502_and_ok_modes_pass_through(stack):
     assert status == 502 and "ConnectError" in json.loads(raw)["detail"]
 
 
+@pytest.fixture(scope="module")
+def roomy_stack():
+    """The fault stack with room for large upstream answers (64 MiB, the default): a stream outgrows every socket
+    buffer before the size limit ends it, and only the value budget refuses a JSON bomb."""
+    with fault_stack(max_response_bytes=64 << 20) as s:
+        yield s
+
+
 def _never_reads(base: str, body: dict) -> socket.socket:
     """A client that sends one chat request and then reads nothing of the answer (a 4 KiB receive buffer)."""
     host, port = base.removeprefix("http://").split(":")
@@ -238,10 +246,10 @@ def _never_reads(base: str, body: dict) -> socket.socket:
     return sock
 
 
-def test_p1_streams_nobody_reads_give_their_slots_back_after_the_write_timeout(stack):
+def test_p1_streams_nobody_reads_give_their_slots_back_after_the_write_timeout(roomy_stack):
     """Before: clients that asked for a stream larger than the socket buffers and never read held every slot (503
     for as long as their sockets stayed open); now each is disconnected WRITE_TIMEOUT_S after its buffer filled."""
-    base, _ = stack
+    base, _ = roomy_stack
     readers = [_never_reads(base, chat("endless", stream=True)) for _ in range(MAX_CONCURRENCY)]
     try:
         probe_capacity(base, within_s=4.0)  # the upstream stalls only after STALL_S (5 s): slots freed before that
@@ -272,13 +280,6 @@ def _drain(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
 
 # 1 MB of 340,000 empty objects: cheap to send, seconds of event-loop time when parsed there
 REQUEST_BOMB = b"[" + b",".join([b"{}"] * 340_000) + b"]"
-
-
-@pytest.fixture(scope="module")
-def roomy_stack():
-    """The fault stack with room for large upstream answers (8 MiB), so only the value budget refuses a bomb."""
-    with fault_stack(max_response_bytes=8 << 20) as s:
-        yield s
 
 
 def test_p2_json_bombs_are_refused_before_parsing_and_health_stays_live(roomy_stack):
