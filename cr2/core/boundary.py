@@ -286,13 +286,24 @@ _BOUND_PAIRS = ((re.compile(r"min"), "max"), (re.compile(r"(.+)_min"), r"\1_max"
 class InputModel(BaseModel):
     """The base of every model cr2 validates read input with (configuration sections, states, hardware, catalogue
     entries): unknown keys are errors, every number is finite (NaN and ±infinity are refused in every float field,
-    inside lists and mappings too), and a lower bound never exceeds the upper bound it pairs with by name."""
+    inside lists and mappings too, free-form ones such as router parameters included), and a lower bound never
+    exceeds the upper bound it pairs with by name."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="after")
-    def _bounds_ordered(self) -> "InputModel":
+    def _finite_and_ordered(self) -> "InputModel":
         fields = type(self).model_fields
+        for name in fields:  # float fields refuse NaN / inf themselves; free-form values (dict[str, Any]) here
+            stack = [(getattr(self, name), name)]
+            while stack:
+                value, where = stack.pop()
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise InvalidValueError(f"{where} must be a finite number, got {value}")
+                if isinstance(value, dict):
+                    stack.extend((v, f"{where}.{k}") for k, v in value.items())
+                elif isinstance(value, (list, tuple)):
+                    stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
         for name in fields:
             for pattern, upper in _BOUND_PAIRS:
                 m = pattern.fullmatch(name)
