@@ -143,7 +143,8 @@ def storage_error(exc: BaseException, path: str | Path) -> WarehouseError | None
         if (isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS) or any(t in first for t in _DISK_FULL_TEXT):
             where = exc.filename if isinstance(exc, OSError) and exc.filename is not None else path
             return WarehouseError(
-                f"cannot write {where}: the disk holding it is full ({first}). Nothing was half-written: the failed "
+                f"cannot write {where}: the disk holding it is full, or a quota or file-size limit is reached "
+                f"({first}). Nothing was half-written: the failed "
                 "write was rolled back and the warehouse keeps every completed one. Free space on that disk (or "
                 "point --home/CR2_HOME at another one) and run the command again.")
         if any(t in first for t in _DAMAGED_TEXT):
