@@ -258,7 +258,7 @@ def test_p12_every_file_the_cli_reads_is_read_bounded(ingested, tmp_path, monkey
     bad = tmp_path / "arch.yaml"
     bad.write_text("architectures: {qwen: [unclosed\n")
     for arch, said in ((bad, "arch.yaml: malformed YAML at line"), ("/dev/zero", "/dev/zero: is a device")):
-        result = _invoke(["label", "--estimate", "--architectures", str(arch), "--home", str(tmp_path / "h")])
+        result = _invoke(["label", "--estimate", "--architectures", str(arch), "--home", str(ingested["home"])])
         out = " ".join(result.output.split())
         assert result.exit_code == 2 and said in out and "bug" not in out, out
     chain = tmp_path / "chain"
