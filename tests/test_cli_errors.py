@@ -136,10 +136,10 @@ def test_p7_sql_fetches_only_the_rows_it_prints(ingested):
     import subprocess
     import sys
 
-    probe = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
-             "from cr2_cli.main import main\n"
-             f"main(['sql', 'SELECT range AS n FROM range(400000000)', '--limit', '2', '--home', {str(ingested['home'])!r}])\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    capped = "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); " \
+             "import cr2_cli.main; cr2_cli.main.main(sys.argv[1:])"
+    out = subprocess.run([sys.executable, "-c", capped, "sql", "SELECT range AS n FROM range(400000000)", "--limit", "2",
+                          "--home", str(ingested["home"])], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, (out.stdout + out.stderr)[-1000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith("│")]
     assert [r.strip("│ ") for r in rows] == ["0", "1"], out.stdout

@@ -43,7 +43,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 ROUTES = ("/route", "/v1/chat/completions", "/health", "/metrics", "/docs", "/openapi.json")
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH")
 OTHER = "other"  # the label of every route, method or model outside the closed sets
-AUTHENTICATED_SCOPE_KEY = "cr2.authenticated"  # set in a request's ASGI scope once the Guard let it through
 log = logging.getLogger("cr2_cli.serve")
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -156,7 +155,7 @@ class MetricsMiddleware:
                 status["code"] = int(message["status"])
             await send(message)
 
-        from cr2_cli.serve.security import ClientGone
+        from cr2_cli.serve.security import AUTHENTICATED_SCOPE_KEY, ClientGone
         from cr2_cli.serve.server import BODY_TIMEOUT_SCOPE_KEY
 
         m.in_progress.inc()
@@ -170,7 +169,7 @@ class MetricsMiddleware:
                      method, route, reason, exc.received_bytes)
         finally:
             m.in_progress.dec()
-            if scope.get(AUTHENTICATED_SCOPE_KEY):
+            if scope.get(AUTHENTICATED_SCOPE_KEY):  # set by the Guard, inside this middleware
                 code = str(status["code"]) if status["code"] else "disconnected"
                 m.requests.labels(route=route, method=method, status=code).inc()
                 if status["code"] >= 400:
@@ -179,4 +178,4 @@ class MetricsMiddleware:
             else:
                 m.unauthenticated.inc()
 
-__all__ = ["AUTHENTICATED_SCOPE_KEY", "MetricsMiddleware", "ServeMetrics"]
+__all__ = ["MetricsMiddleware", "ServeMetrics"]

@@ -30,6 +30,7 @@ from cr2.config import Config
 from cr2.core.errors import ConfigError, InvalidValueError
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+AUTHENTICATED_SCOPE_KEY = "cr2.authenticated"  # set in a request's ASGI scope once the Guard let it through
 MAX_JSON_DEPTH = 64  # nesting of objects / arrays accepted in any JSON the server reads (requests, upstream answers)
 # values (objects, arrays, members, elements) accepted in any JSON the server reads: a chat request or completion
 # holds tens to thousands; a 1 MB body of 340,000 empty objects, or an answer of 4M keys, is refused before parsing
@@ -176,8 +177,6 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        from cr2_cli.serve.metrics import AUTHENTICATED_SCOPE_KEY
-
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if "content-length" in headers and "transfer-encoding" in headers:
             send = closing_send(send)
