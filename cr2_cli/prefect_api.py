@@ -87,15 +87,16 @@ def _spawn(port: int) -> subprocess.Popen:
 def _relay_stderr(stream) -> None:
     """The server's error output: kept (its last lines) until the server is ready — a failed start is reported in
     one message, not as the server's traceback —, passed on to this process's stderr after."""
-    for line in iter(stream.readline, b""):
-        if _ready:
-            try:
-                sys.stderr.write(line.decode("utf-8", "replace"))
-                sys.stderr.flush()
-            except (OSError, ValueError):  # our stderr is gone (interpreter exit)
-                return
-        else:
-            _tail.append(line.decode("utf-8", "replace").rstrip())
+    for line in iter(stream.readline, b""):  # drained to the end, whatever happens: a full pipe would block the server
+        text = line.decode("utf-8", "replace")
+        if not _ready:
+            _tail.append(text.rstrip())
+            continue
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except (OSError, ValueError):  # our stderr is closed or replaced (interpreter exit): the line is dropped
+            pass
 
 
 def _stop() -> None:
