@@ -15,7 +15,7 @@ def resolve_named(ref: str | Path, kind: str) -> Path:
     """A name ('far-rician') or a path to a YAML file under configs/<kind>/ → the file's path."""
     p = Path(ref)
     if p.suffix in (".yaml", ".yml"):
-        if p.is_file():
+        if p.is_file() or (p.exists() and not p.is_dir()):  # not a regular file: reading it says what it is
             return p
         candidate = CONFIG_DIR / kind / p.name
         if not p.is_absolute() and shipped_path(p).is_file():

@@ -114,6 +114,16 @@ def _route_request(raw: bytes) -> RouteRequest:
         raise HttpError(422, validation_detail(exc)) from None
 
 
+def _chat_request(raw: bytes) -> tuple[dict, str]:
+    """A chat body parsed (bounded, strict) and the text of its last user message (the routed query), or the 4xx."""
+    from cr2_cli.serve.proxy import last_user_text
+
+    body = parse_json(raw)
+    if not isinstance(body, dict):
+        raise HttpError(422, "the request body must be a JSON object")
+    return body, last_user_text(body.get("messages"))
+
+
 def _cr2_status(exc: Cr2Error) -> int:
     if isinstance(exc, DataValidationError):
         return 422
@@ -149,7 +159,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     from cr2_cli.serve.batching import Decider, RouteCall
     from cr2_cli.serve.metrics import MetricsMiddleware, ServeMetrics
     from cr2_cli.serve.live import LiveRouter, warehouse_live_router
-    from cr2_cli.serve.proxy import SlotRelease, forward_chat, last_user_text, upstream_client, version_header
+    from cr2_cli.serve.proxy import SlotRelease, forward_chat, upstream_client, version_header
 
     serving = config.serving
     check_exposure(serving, token, bind_host)
@@ -267,10 +277,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
     @app.post("/v1/chat/completions", openapi_extra=_json_body(CHAT_SCHEMA))
     async def chat(request: Request):
-        body = await run_in_threadpool(parse_json, await read_body(request, serving.max_body_bytes))
-        if not isinstance(body, dict):
-            raise HttpError(422, "the request body must be a JSON object")
-        query = last_user_text(body.get("messages"))
+        body, query = await run_in_threadpool(_chat_request, await read_body(request, serving.max_body_bytes))
         check_length(query, None)
         lam = (number(body.pop("cr2_lam"), "cr2_lam", 0.0) if "cr2_lam" in body
                else number(request.headers["x-cr2-lambda"], "X-CR2-Lambda", 0.0) if "x-cr2-lambda" in request.headers
