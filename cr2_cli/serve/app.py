@@ -22,8 +22,9 @@ threshold table written to the home (a re-calibration) is swapped in without a r
 table it started with. Every answer names the version that decided it (X-CR2-Thresholds-Version).
 
 Every bad value is a 4xx naming the field and the problem: malformed JSON, JSON nested deeper than
-MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; an off-grid λ → 400 naming the
-calibrated grid; an unconfigured endpoint → 503 naming the config key.
+MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; more than MAX_JSON_VALUES values → 413
+(counted before parsing; bodies are parsed and checked in a worker thread, off the event loop); an off-grid λ →
+400 naming the calibrated grid; an unconfigured endpoint → 503 naming the config key.
 """
 from __future__ import annotations
 
