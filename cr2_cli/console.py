@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import re
+import signal
 import traceback
 
 import click
@@ -66,6 +67,19 @@ def cr2_cause(exc: BaseException | None) -> Cr2Error | None:
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def storage_cause(exc: BaseException, home) -> Cr2Error | None:
+    """The WarehouseError for a full disk or a damaged warehouse file that reached the command without passing
+    through the warehouse's own checks (warehouse.db.storage_error), naming the warehouse of `home`; else None."""
+    from cr2_cli.options import resolve_home
+    from warehouse.db import DB_NAME, storage_error
+
+    try:
+        path = resolve_home(home) / DB_NAME
+    except Exception:  # noqa: BLE001 - only a better message is at stake
+        path = "the warehouse"
+    return storage_error(exc, path)
 
 
 def cr2_error_names() -> frozenset[str]:
@@ -159,6 +173,7 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        restore_signals = None
         try:
             if existing_home:
                 from cr2_cli.options import home_dir
@@ -169,6 +184,7 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
                 from cr2_cli.options import use_prefect_home
 
                 use_prefect_home(kwargs.get("home"))  # the home's Prefect state, before a server starts on it
+                restore_signals = prefect_api.handle_termination()  # SIGTERM / SIGHUP end it as Ctrl-C does
                 prefect_api.prestart()  # a temporary API server starts while the command imports its flow
                 hide_cr2_tracebacks_on_console()
             return fn(*args, **kwargs)
@@ -185,10 +201,12 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
             raise typer.Exit(2) from None
         except KeyboardInterrupt as exc:
             release_frames(exc)
-            print_error("interrupted; the warehouse keeps only completed writes (each write is one transaction)")
-            raise typer.Exit(130) from None
+            signum = getattr(exc, "signum", signal.SIGINT)  # cr2_cli.prefect_api.Terminated: SIGTERM, SIGHUP
+            print_error(f"{'interrupted' if signum == signal.SIGINT else str(exc)}; the warehouse keeps only completed "
+                        "writes (each write is one transaction)")
+            raise typer.Exit(128 + signum) from None
         except Exception as exc:  # errors raised inside Prefect tasks arrive wrapped or re-raised as-is
-            cause = cr2_cause(exc)
+            cause = cr2_cause(exc) or storage_cause(exc, kwargs.get("home"))
             if cause is not None:
                 release_frames(exc)
                 print_error(str(cause))
@@ -200,5 +218,8 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
             print_error(f"unexpected {type(exc).__name__}: {first} — this is a bug in cr2 (the warehouse keeps only "
                         f"completed writes); run again with {TRACEBACK_ENV}=1 to see the traceback, and report it")
             raise typer.Exit(1) from None
+        finally:
+            if restore_signals is not None:
+                restore_signals()
 
     return wrapper

@@ -42,17 +42,13 @@ def _model_paths(items: Optional[list[str]]) -> dict[str, str]:
 
 def load_labeling_file(path: Path) -> dict[str, Any]:
     """A YAML file of labeling settings: either the `labeling:` section itself or a file that contains one."""
-    import yaml
-
     from cr2.core.boundary import load_yaml_file
     from cr2.core.errors import InvalidValueError
 
     try:
         data = load_yaml_file(path) or {}
-    except InvalidValueError as exc:
+    except InvalidValueError as exc:  # missing, not a regular file, too large, malformed YAML
         raise ConfigError(f"--labeling file: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--labeling file {path}: malformed YAML ({str(exc).splitlines()[0]})") from None
     section = data.get("labeling", data) if isinstance(data, dict) else data
     if not isinstance(section, dict):
         raise ConfigError(f"--labeling file {path}: expected a mapping of labeling settings")
@@ -153,6 +149,10 @@ def label_command(
     from cr2.config import load_config
 
     cfg = load_config(config)
+    if estimate and architectures is not None:  # a bad catalogue fails here, before any model is built
+        from cr2.labels.lmeval.architectures import load_architectures
+
+        load_architectures(architectures)
     spec = _spec(cfg, labeling, _model_paths(model_path))
     h = home_dir(home)
     model_ids = _split(models) or cfg.model_ids

@@ -31,10 +31,12 @@ def config_arg(config: Optional[Path]) -> str | None:
 
 
 def resolve_home(home: Optional[Path]) -> Path:
-    """The --home folder as an absolute path ($CR2_HOME or var/ when not given)."""
+    """The --home folder as an absolute path ($CR2_HOME or var/ when not given); a loop of symbolic links is an
+    error naming it."""
+    from cr2.core.boundary import resolve_path
     from warehouse.db import default_home
 
-    return home.expanduser().resolve() if home else default_home()
+    return resolve_path(home, "--home") if home else default_home()
 
 
 def home_dir(home: Optional[Path], create: bool = True) -> Path:

@@ -7,25 +7,52 @@ flows. `prestart()` starts that same server (Prefect's own command line and envi
 knows it will run a flow, without importing Prefect's server package in the command's process, so the server's
 start-up and the command's imports overlap on the two cores; `wait()` waits for its /health and points this
 process's Prefect settings at it. Still one temporary server per command, stopped at exit after Prefect has
-flushed its logs and events to it. With an API configured nothing is started; if the server cannot start, Prefect
-falls back to starting its own in the usual way (and reports any error).
+flushed its logs and events to it. With an API configured nothing is started.
+
+The server never outlives the command: it runs through cr2_cli/prefect_child.py, which has the kernel send it
+SIGTERM when the command's process dies (SIGKILL included), in a session of its own (a terminal's Ctrl-C or hang-up
+reaches the command, which stops it after Prefect has flushed); `handle_termination` turns SIGTERM and SIGHUP into
+the same orderly exit as Ctrl-C. A server that cannot start is reported once, as a clean error naming Prefect's
+home (its database) and the server's own last error line (a full disk, say), instead of being started again and
+again: a new port is tried only when the port was taken, at most PORT_RETRIES times.
 """
 from __future__ import annotations
 
 import atexit
+import collections
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+from cr2.core.errors import Cr2Error
 
 
 _proc: subprocess.Popen | None = None
 _url: str | None = None
 _ready = False
 _registered = False
-PORT_IN_USE_EXIT = 3  # uvicorn's exit status when it cannot bind
+_tail: collections.deque = collections.deque(maxlen=40)  # the server's last output lines before it was ready
+PORT_IN_USE_EXIT = 3  # uvicorn's exit status when it cannot start: the port is taken, or the app's start-up failed
+PORT_RETRIES = 3
+# how SQLite (Prefect's database) and the OS word a full disk
+_DISK_FULL_TEXT = ("database or disk is full", "No space left on device", "Disk quota exceeded", "File too large")
+
+
+class PrefectServerError(Cr2Error):
+    """Prefect's temporary API server could not start."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C's KeyboardInterrupt (handle_termination)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+        self.signum = signum
 
 
 def _free_port() -> int:
@@ -48,9 +75,28 @@ def _spawn(port: int) -> subprocess.Popen:
 
         env.update(get_current_settings().to_environment_variables(exclude_unset=True))
     app_dir = Path(importlib.util.find_spec("prefect").origin).parent.parent  # prefect.__module_path__.parent
-    return subprocess.Popen([sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir),
-                             "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "error", "--lifespan", "on"], env=env)
+    _tail.clear()
+    proc = subprocess.Popen([sys.executable, "-m", "cr2_cli.prefect_child", str(os.getpid()), "--app-dir",
+                             str(app_dir), "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+                             "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+                            env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    threading.Thread(target=_relay_stderr, args=(proc.stderr,), name="cr2-prefect-server-stderr", daemon=True).start()
+    return proc
+
+
+def _relay_stderr(stream) -> None:
+    """The server's error output: kept (its last lines) until the server is ready — a failed start is reported in
+    one message, not as the server's traceback —, passed on to this process's stderr after."""
+    for line in iter(stream.readline, b""):  # drained to the end, whatever happens: a full pipe would block the server
+        text = line.decode("utf-8", "replace")
+        if not _ready:
+            _tail.append(text.rstrip())
+            continue
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except (OSError, ValueError):  # our stderr is closed or replaced (interpreter exit): the line is dropped
+            pass
 
 
 def _stop() -> None:
@@ -89,9 +135,41 @@ def prestart() -> None:
         _proc, _url = _spawn(port), f"http://127.0.0.1:{port}/api"
 
 
+def _port_taken(url: str) -> bool:
+    """Whether the port of `url` is in use (another process bound it after _free_port chose it)."""
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _failed(what: str) -> PrefectServerError:
+    """The error for a server that could not start: what happened, its last error line, where its database is."""
+    from prefect.settings import PREFECT_HOME
+
+    home = Path(str(PREFECT_HOME.value())).expanduser()
+    lines = [ln.strip() for ln in _tail if ln.strip()]
+    said = next((ln for ln in reversed(lines) if any(t in ln for t in _DISK_FULL_TEXT)), None)
+    if said is not None:
+        return PrefectServerError(f"Prefect's temporary API server could not start: the disk holding its database "
+                                  f"{home / 'prefect.db'} is full ({said[:200]}). Free space there (or set PREFECT_HOME "
+                                  "to a folder on another disk) and run the command again.")
+    last = next((ln for ln in reversed(lines) if not ln.startswith(("File ", "Traceback", "^", "~"))), None)
+    return PrefectServerError(f"Prefect's temporary API server {what}" + (f" ({last[:200]})" if last else "")
+                              + f"; its state and database are under PREFECT_HOME={home}. Check that folder is "
+                              "writable and its disk has space, or point PREFECT_API_URL at a running Prefect "
+                              "server.")
+
+
 def wait() -> None:
-    """Wait until the server started by prestart() answers, then make it this process's Prefect API. A server that
-    does not come up is stopped; the flow then starts Prefect's own temporary server as it would have."""
+    """Wait until the server started by prestart() answers, then make it this process's Prefect API.
+
+    A server that exits without answering is started again on another port only when its port was taken (at most
+    PORT_RETRIES times); otherwise — it failed to start, or did not answer within Prefect's start-up limit — it is
+    stopped and a PrefectServerError says why, once."""
     global _proc, _url, _ready
     if _proc is None or _ready:
         return
@@ -99,12 +177,19 @@ def wait() -> None:
     from prefect.context import refresh_global_settings_context
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
-    deadline = time.monotonic() + float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    limit_s = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    deadline = time.monotonic() + limit_s
+    retries = 0
     with httpx.Client() as client:
         while time.monotonic() < deadline:
             if _proc.poll() is not None:
-                if _proc.returncode != PORT_IN_USE_EXIT:
-                    break
+                if _proc.returncode != PORT_IN_USE_EXIT or retries >= PORT_RETRIES or not _port_taken(_url):
+                    code = _proc.returncode
+                    time.sleep(0.1)  # its last lines reach the tail
+                    error = _failed(f"exited with status {code} before it answered")
+                    _proc, _url = None, None
+                    raise error
+                retries += 1
                 port = _free_port()  # the port was taken in between: another one
                 _proc, _url = _spawn(port), f"http://127.0.0.1:{port}/api"
                 continue
@@ -119,3 +204,28 @@ def wait() -> None:
             time.sleep(0.05)
     _stop()
     _url = None
+    raise _failed(f"did not answer within {limit_s:g} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)")
+
+
+def handle_termination():
+    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so a flow command ends the
+    same orderly way — Prefect records the run's end, the temporary server is stopped at exit — instead of dying
+    with its server left running. Returns a function that restores the previous handlers (a no-op off the main
+    thread, where handlers cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum, frame):
+        raise Terminated(signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, interrupt)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore

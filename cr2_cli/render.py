@@ -332,20 +332,24 @@ def print_label_sources(df: pd.DataFrame) -> None:
 
 
 def _fmt(v) -> str:
+    """A cell as printable text (cr2.core.boundary.printable) — before the table measures it, so every column
+    lines up even where a cell held terminal control sequences; a missing value as SQL names it."""
+    from cr2.core.boundary import printable
+
     if v is None or (isinstance(v, float) and v != v):
-        return "NULL"  # a query's missing value, as SQL names it
+        return "NULL"
     if isinstance(v, float):
         return f"{v:.6g}"
-    return str(v)
+    return printable(str(v))
 
 
-def print_frame(df: pd.DataFrame, limit: int) -> None:
-    """A query result as a table, its first `limit` rows, and how many more there are."""
+def print_frame(df: pd.DataFrame, more: bool = False) -> None:
+    """A query result as a table; `more`: the query has rows beyond these (not fetched)."""
     table = Table(show_lines=False)
     for col in df.columns:
-        table.add_column(str(col))
-    for row in df.head(limit).itertuples(index=False):
+        table.add_column(_fmt(col))
+    for row in df.itertuples(index=False):
         table.add_row(*[_fmt(v) for v in row])
     console.print(table)
-    if len(df) > limit:
-        console.print(f"… {len(df) - limit} more rows (use --limit)")
+    if more:
+        console.print("… more rows not fetched (raise --limit to see more)")

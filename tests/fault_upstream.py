@@ -16,6 +16,9 @@ can each pick their own fault. Modes:
 | deep | 200 JSON whose `choices` nest 50,000 levels |
 | gzip_sse | SSE compressed with Content-Encoding: gzip (what cr2 asked for with Accept-Encoding) |
 | huge | 200 answer (JSON, or SSE when streaming) of HUGE_BYTES |
+| endless | 200 SSE that never ends: 16 KiB chunks until the client (cr2) goes away, or STALL_S |
+| bomb | 200 JSON with BOMB_KEYS keys beside its `choices` (a JSON bomb: cheap to send, costly to parse) |
+| set_cookie | the ok answer with a `Set-Cookie` header (a session cookie no other client may get) |
 
 "down" is not a mode of this app: point an endpoint at a closed port (`closed_port()`).
 A stall ends when the client (cr2) disconnects, or after STALL_S, so a test's teardown never waits long.
@@ -32,6 +35,8 @@ MODES = ("ok", "slow_headers", "stall_body", "error_500", "reflect", "malformed"
 SECRET_PATH = "/srv/internal/upstream/secret_handler.py"  # what an upstream's error page might reveal
 STALL_S = 5.0
 HUGE_BYTES = 256 * 1024
+BOMB_KEYS = 300_000
+COOKIE = "upstream-session=s3cr3t-of-another-client"
 
 
 def closed_port() -> int:
@@ -104,6 +109,29 @@ class FaultUpstream:
         if mode == "slow_headers":
             await stall()
             return
+        if mode == "endless":
+            await start(200, "text/event-stream")
+            chunk = _sse(model, ("y" * 16_000,))[0]
+            gone = asyncio.Event()
+
+            async def watch():
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                gone.set()
+
+            watcher = asyncio.create_task(watch())
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                async with asyncio.timeout(STALL_S):  # a send blocked on a reader that left still ends
+                    while not gone.is_set():
+                        await body_(chunk, more=True)
+                        await asyncio.sleep(0)  # a send to a closed connection returns at once: let the loop run
+            watcher.cancel()
+            return
+        if mode == "bomb":
+            data = (b'{"choices": [], ' + b", ".join(b'"k%d": 0' % i for i in range(BOMB_KEYS)) + b"}")
+            await start(200, "application/json", length=len(data))
+            await body_(data)
+            return
         if mode == "stall_body":
             if stream:
                 await start(200, "text/event-stream")
@@ -155,7 +183,8 @@ class FaultUpstream:
                 await start(200, "application/json", length=len(data))
                 await body_(data)
             return
-        # ok
+        # ok (set_cookie: with a session cookie)
+        cookie = [(b"set-cookie", COOKIE.encode() + b"; Path=/")] if mode == "set_cookie" else []
         if stream:
             await start(200, "text/event-stream")
             for chunk in _sse(model):
@@ -163,5 +192,5 @@ class FaultUpstream:
             await body_(b"")
         else:
             data = json.dumps(_completion(model, "answer from fault-upstream")).encode()
-            await start(200, "application/json", length=len(data))
+            await start(200, "application/json", cookie, length=len(data))
             await body_(data)

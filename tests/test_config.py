@@ -154,3 +154,72 @@ def test_n_resplits_is_zero_for_no_bands_or_at_least_ten():
     assert load_config(overrides={"evaluation": {"n_resplits": 0}}).evaluation.n_resplits == 0
     with pytest.raises(ConfigError, match="n_resplits=3: use 0"):
         load_config(overrides={"evaluation": {"n_resplits": 3}})
+
+
+# ------------------------------------------------------------------ finite and ordered numbers, no overflow
+def _validate_cli(path) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from cr2_cli.main import app
+
+    result = CliRunner().invoke(app, ["config", "validate", str(path)], terminal_width=300)
+    return result.exit_code, " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("yaml_text, where", [
+    ("communication: {rtt_s: .inf}", "communication.rtt_s: Input should be a finite number"),
+    ("cost: {e0_j: .inf}", "cost.e0_j: Input should be a finite number"),
+    ("teacher: {lr: .inf}", "teacher.lr: Input should be a finite number"),
+    ("gate: {film_frequencies: [.nan]}", "gate.film_frequencies.0: Input should be a finite number"),
+    ("grids: {lam: {min: 30.0, max: 0.1, n_log: 6}}", "min (30) must not exceed max (0.1)"),
+    ("gate: {lam_min: 25.0}", "lam_min (25) must not exceed lam_max (20)"),
+])
+def test_p5_non_finite_and_contradictory_numbers_are_refused_naming_the_field(tmp_path, yaml_text, where):
+    """Before: `rtt_s: .inf` validated and `cr2 route` then deferred to the device model with NaN costs."""
+    f = tmp_path / "bad.yaml"
+    f.write_text(f"extends: default\n{yaml_text}\n")
+    code, out = _validate_cli(f)
+    assert code == 2 and where in out and "bad.yaml" in out and "bug" not in out, out
+
+
+def test_p5_every_float_field_of_the_config_refuses_nan_and_infinity():
+    """One rule for every numeric field (cr2.core.boundary.InputModel): any float leaf set to ±inf or NaN is refused."""
+    from pydantic import ValidationError
+
+    from cr2.config import Config
+    from cr2.core.reads import leaf_paths, value_at
+
+    cfg = load_config()
+    floats = [p for p in leaf_paths(cfg) if isinstance(value_at(cfg, p), float)]
+    assert len(floats) > 50
+    for i, path in enumerate(floats):
+        data = cfg.model_dump(mode="json")
+        *parents, leaf = path.split(".")
+        node = data
+        for name in parents:
+            node = node[name]
+        node[leaf] = (float("inf"), float("-inf"), float("nan"))[i % 3]
+        with pytest.raises(ValidationError, match="finite number"):
+            Config.model_validate(data)
+
+
+def test_p6_overflowing_levels_are_refused_naming_the_field(tmp_path):
+    """Before: `noise_psd_dbm_per_hz: 1e308` overflowed at load (exit 1, "bug"); so did a states file's k0_db or
+    k_factor_db of 1e308 in `cr2 drift`."""
+    from typer.testing import CliRunner
+
+    from cr2_cli.main import app
+
+    f = tmp_path / "loud.yaml"
+    f.write_text("extends: default\ncommunication: {noise_psd_dbm_per_hz: 1e308}\n")
+    code, out = _validate_cli(f)
+    assert code == 2 and "communication.noise_psd_dbm_per_hz" in out and "3000" in out and "bug" not in out, out
+    states = load_state_distribution("far-rician").model_dump(mode="json")
+    for section, key in (("path_loss", "k0_db"), ("fading", "k_factor_db")):
+        bad = {**states, section: {**states[section], key: 1e308}}
+        g = tmp_path / f"{key}.yaml"
+        g.write_text(yaml.safe_dump(bad))
+        result = CliRunner().invoke(app, ["drift", "--states", str(g), "--home", str(tmp_path / "nohome")],
+                                    terminal_width=300)
+        out = " ".join(result.output.split())
+        assert result.exit_code == 2 and f"{section}.{key}" in out and "bug" not in out, out

@@ -97,6 +97,10 @@ def test_config_validate_refuses_an_alias_bomb_and_dev_zero(tmp_path, capsys):
     code, out = run_cli(["config", "show", "-c", str(bomb)], capsys)
     assert code == 2 and "expands to more than" in out, out
     code, out = run_cli(["config", "validate", "/dev/zero"], capsys)
+    assert code == 2 and "is a device, not a regular YAML file" in out and "bug" not in out, out
+    big = tmp_path / "big.yaml"
+    big.write_text("# padding\n" * 200_000)
+    code, out = run_cli(["config", "validate", str(big)], capsys)
     assert code == 2 and "larger than" in out and "bug" not in out, out
     assert time.perf_counter() - t0 < 10
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -91,3 +93,94 @@ def test_an_api_configured_in_the_prefect_profile_is_used_and_no_server_kept(tmp
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "proc None url None env None", out.stdout
+
+
+# ------------------------------------------------------------------ the temporary server never outlives its command
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _flow_command_env(tmp_path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_PROFILE", "PREFECT_HOME")}
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGKILL", "SIGHUP"])
+def test_p10_a_killed_flow_command_takes_its_temporary_server_down(tmp_path, signame):
+    """Before: SIGKILL or SIGTERM of `cr2 recalibrate` left Prefect's temporary server (≈ 220 MB) running, reparented
+    to init. Now SIGTERM / SIGHUP end the command as Ctrl-C does (it stops its server at exit), and the server dies
+    with its parent whatever kills it (PR_SET_PDEATHSIG, or a watchdog)."""
+    import signal
+    import time
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "cr2.duckdb").touch()  # enough for the command to start its server; the flow never gets that far
+    cli = subprocess.Popen([sys.executable, "-c", "from cr2_cli.main import main; main()", "recalibrate", "--states",
+                            "default", "--home", str(home)], env=_flow_command_env(tmp_path), cwd=tmp_path,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not servers and time.monotonic() < deadline and cli.poll() is None:
+            servers = _children(cli.pid)
+            time.sleep(0.05)
+        assert servers, "the command started no temporary server"
+        time.sleep(1.0)  # the command is importing its flow, the server starting
+        os.kill(cli.pid, getattr(signal, signame))
+        output = cli.communicate(timeout=60)[0].decode()
+        deadline = time.monotonic() + 20
+        while any(_alive(p) for p in servers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in servers), f"the temporary server outlived `cr2 recalibrate` ({signame})"
+        if signame != "SIGKILL":
+            assert cli.returncode == 128 + getattr(signal, signame) and "terminated by" in output, output[-500:]
+            assert "Traceback" not in output
+    finally:
+        for pid in servers:  # a regression: do not leave it running
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+
+
+def test_p11_a_full_disk_under_prefect_home_ends_the_command_once_with_a_clean_error(tmp_path):
+    """Before: `cr2 recalibrate` with its Prefect home on a full disk restarted the temporary server in a loop (64
+    tracebacks) and had not exited after 300 s; now the server's failure is reported once and the command exits 2."""
+    from tests.full_disk import FullDisk
+
+    with FullDisk(tmp_path) as disk:
+        home = disk.folder / "home"
+        home.mkdir()
+        (home / "cr2.duckdb").touch()
+        disk.fill()
+        try:
+            out = disk.run(["recalibrate", "--states", "default", "--home", home], env=_flow_command_env(tmp_path),
+                           timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`cr2 recalibrate` on a full disk ({disk.mechanism}) did not exit within 120 s")
+    text = " ".join(out.stdout.split())
+    assert out.returncode == 2, (disk.mechanism, text[-1500:])
+    assert "Prefect's temporary API server" in text and str(home / "prefect") in text, (disk.mechanism, text[-1500:])
+    assert "Traceback" not in out.stdout and "bug" not in text

@@ -1,16 +1,20 @@
-"""`cr2 serve` against a fault-injecting upstream (tests/fault_upstream.py), faults F1–F6.
+"""`cr2 serve` against a fault-injecting upstream (tests/fault_upstream.py), faults F1–F6, and the fourth round's
+slow reader (a streamed answer nobody reads), JSON bombs (in requests and in upstream answers) and cookies.
 
 Whatever the upstream does — down, slow headers, a stall mid-body (streaming or not), 500, a malformed or
-HTML 200, gzip SSE, reflected request headers, a huge or deeply nested answer — and whenever the client
-goes away, the server answers 2xx / 4xx / 502 / 503 / 504 with a short message, never passes on the
-upstream's body, an endpoint URL with credentials or a request header, and afterwards serves at full
-capacity again (every slot released). The router is a stub (tests/test_serve_security.py explains why).
+HTML 200, gzip SSE, reflected request headers, a huge or deeply nested answer, a JSON bomb, a cookie — and
+whenever the client goes away or stops reading, the server answers 2xx / 4xx / 502 / 503 / 504 with a short
+message, never passes on the upstream's body, an endpoint URL with credentials or a request header, and afterwards
+serves at full capacity again (every slot released). The router is a stub (tests/test_serve_security.py explains
+why); the server runs with `cr2 serve`'s own uvicorn configuration (read timeouts, write-progress deadline).
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +26,7 @@ from hypothesis import strategies as st
 
 from cr2.config import load_config
 from cr2_cli.serve import create_app
-from tests.fault_upstream import HUGE_BYTES, MODES, SECRET_PATH, FaultUpstream, closed_port
+from tests.fault_upstream import COOKIE, HUGE_BYTES, MODES, SECRET_PATH, FaultUpstream, closed_port
 from tests.serve_helpers import running
 
 KEY_ENV = "CR2_TEST_FAULT_UPSTREAM_KEY"
@@ -30,8 +34,9 @@ UPSTREAM_KEY = "sk-upstream-do-not-leak-7f3a9c"
 URL_PASSWORD = "pa55w0rd-in-url"
 MAX_CONCURRENCY = 2
 HOLD_S = 0.4  # a "hold" /route decision: longer than the queue timeout, so a lost slot shows as a 503
+WRITE_TIMEOUT_S = 0.5
 SERVING = dict(timeout_s=0.5, connect_timeout_s=0.5, max_concurrency=MAX_CONCURRENCY, queue_timeout_s=0.3,
-               max_response_bytes=HUGE_BYTES // 2, api_key_env=KEY_ENV)
+               max_response_bytes=HUGE_BYTES // 2, api_key_env=KEY_ENV, write_timeout_s=WRITE_TIMEOUT_S)
 FORBIDDEN = (UPSTREAM_KEY, URL_PASSWORD, "user:", SECRET_PATH, "<html", "request_headers", "Traceback", "127.0.0.1:")
 ALLOWED = set(range(200, 300)) | set(range(400, 500)) | {502, 503, 504}
 
@@ -68,7 +73,7 @@ def fault_stack(**overrides):
             serving = cfg.serving.model_copy(update={"endpoints": endpoints, **SERVING, **overrides})
             cfg = cfg.model_copy(update={"serving": serving})
             app = create_app(cfg, "unused", router=FaultRouter([m.id for m in cfg.models]))
-            with running(app) as base:
+            with running(app, serving=serving) as base:
                 yield base, upstream
     finally:
         if old is None:
@@ -167,7 +172,7 @@ def test_f2_stalled_body_without_streaming_is_504_not_500(stack):
 
 def test_f3_deeply_nested_json_is_refused_not_a_recursion_error(stack):
     base, _ = stack
-    deep = "[" * 100_000 + "]" * 100_000
+    deep = "[" * 50_000 + "]" * 50_000  # far beyond Python's recursion limit, within MAX_JSON_VALUES
     for path, text in (("/route", '{"query": "q", "lam": 1.0, "choices": ' + deep + "}"),
                        ("/route", deep),
                        ("/v1/chat/completions", '{"messages": ' + deep + "}")):
@@ -219,6 +224,100 @@ def test_upstream_down_is_502_and_ok_modes_pass_through(stack):
         assert_clean(status, headers, raw, stream)
     status, headers, raw = send(base, "ok", False, query="down")
     assert status == 502 and "ConnectError" in json.loads(raw)["detail"]
+
+
+@pytest.fixture(scope="module")
+def roomy_stack():
+    """The fault stack with room for large upstream answers (64 MiB, the default): a stream outgrows every socket
+    buffer before the size limit ends it, and only the value budget refuses a JSON bomb."""
+    with fault_stack(max_response_bytes=64 << 20) as s:
+        yield s
+
+
+def _never_reads(base: str, body: dict) -> socket.socket:
+    """A client that sends one chat request and then reads nothing of the answer (a 4 KiB receive buffer)."""
+    host, port = base.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    payload = json.dumps(body).encode()
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                 b"content-length: %d\r\n\r\n%s" % (len(payload), payload))
+    return sock
+
+
+def test_p1_streams_nobody_reads_give_their_slots_back_after_the_write_timeout(roomy_stack):
+    """Before: clients that asked for a stream larger than the socket buffers and never read held every slot (503
+    for as long as their sockets stayed open); now each is disconnected WRITE_TIMEOUT_S after its buffer filled."""
+    base, _ = roomy_stack
+    readers = [_never_reads(base, chat("endless", stream=True)) for _ in range(MAX_CONCURRENCY)]
+    try:
+        probe_capacity(base, within_s=4.0)  # the upstream stalls only after STALL_S (5 s): slots freed before that
+        for sock in readers:  # and the slow readers' connections were closed, their unsent answer dropped
+            data, closed_s = _drain(sock, limit_s=5.0)
+            assert data.startswith(b"HTTP/1.1 200") and closed_s < 5.0, (data[:100], closed_s)
+    finally:
+        for sock in readers:
+            sock.close()
+
+
+def _drain(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
+    """What is left to read on `sock` until the server closes it (the first 4 KiB kept), and when (s)."""
+    t0, head = time.monotonic(), b""
+    sock.settimeout(0.2)
+    while time.monotonic() - t0 < limit_s:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:  # aborted: the unsent part of the answer was dropped
+            return head, time.monotonic() - t0
+        if not chunk:
+            return head, time.monotonic() - t0
+        head = (head + chunk)[:4096]
+    return head, float("inf")
+
+
+# 1 MB of 340,000 empty objects: cheap to send, seconds of event-loop time when parsed there
+REQUEST_BOMB = b"[" + b",".join([b"{}"] * 340_000) + b"]"
+
+
+def test_p2_json_bombs_are_refused_before_parsing_and_health_stays_live(roomy_stack):
+    """Before: four clients posting REQUEST_BOMB drove /health to p50 11.5 s (the bodies were parsed and checked on
+    the event loop); an upstream answer of millions of keys stalled it too. Now both are refused by the value budget
+    before they are parsed, off the event loop, and /health answers throughout."""
+    base, _ = roomy_stack
+    assert len(REQUEST_BOMB) < 1 << 20  # within max_body_bytes: only the budget refuses it
+    status, headers, raw = send(base, "bomb", stream=False)  # an upstream answer of BOMB_KEYS keys
+    assert status == 502 and re.search(r"more than [\d,]+ JSON values", json.loads(raw)["detail"]), raw[:300]
+    assert_clean(status, headers, raw, stream=False)
+    worst_s, answers = 0.0, []
+    with ThreadPoolExecutor(4) as pool:
+        posts = [pool.submit(httpx.post, base + path, content=REQUEST_BOMB, timeout=60,
+                             headers={"content-type": "application/json"})
+                 for path in ("/route", "/v1/chat/completions") * 2]
+        while not all(f.done() for f in posts):
+            t0 = time.monotonic()
+            assert httpx.get(base + "/health", timeout=60).status_code == 200
+            worst_s = max(worst_s, time.monotonic() - t0)
+            time.sleep(0.02)
+        answers = [f.result() for f in posts]
+    for r in answers:
+        assert r.status_code == 413 and re.search(r"more than [\d,]+ JSON values", r.json()["detail"]), r.text[:300]
+    assert worst_s < 2.0, f"/health took {worst_s:.1f} s while the bombs were handled"
+    probe_capacity(base, within_s=2.0)
+
+
+def test_p4_a_cookie_one_upstream_sets_is_never_sent_with_another_request(stack):
+    """Before: the proxy's one HTTP client kept a cookie jar, so an upstream's Set-Cookie for one client went out
+    with every later client's request; now the client keeps no cookies (and the cookie never reaches the client)."""
+    base, upstream = stack
+    status, headers, raw = send(base, "set_cookie", stream=False)
+    assert status == 200 and "set-cookie" not in headers
+    for stream in (False, True):  # later requests, other clients
+        assert send(base, "ok", stream=stream)[0] == 200
+        sent = upstream.seen[-1][1]
+        assert "cookie" not in sent and COOKIE.split("=")[1] not in json.dumps(sent), sent
 
 
 # ------------------------------------------------------------------ the property

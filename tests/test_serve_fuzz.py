@@ -84,3 +84,44 @@ def test_hostile_text_and_numbers_are_never_a_500(path_body, base_url):
     assert response.status_code in ALLOWED, (path, body, response.status_code, response.text[:300])
     if response.status_code >= 400:
         assert isinstance(json.loads(response.text)["detail"], str)
+
+
+# JSON bombs: bodies under max_body_bytes (1 MiB) holding more values than any request needs — wide arrays or objects
+# of tiny values, at the top or inside a field — cheap to send, seconds of CPU to parse and check. Each is refused as
+# too many values (413) before it is parsed, never a 500, and /health answers meanwhile.
+_ATOMS = {"{}": b"{}", "[]": b"[]", "0": b"0", '""': b'""', "true": b"true"}
+_BOMB = st.tuples(st.sampled_from(sorted(_ATOMS)), st.sampled_from(["array", "object"]),
+                  st.sampled_from(["top", "/route choices", "chat messages"]), st.integers(101_000, 140_000))
+
+
+def _bomb(atom: str, container: str, where: str, n: int) -> tuple[str, bytes]:
+    value = _ATOMS[atom]
+    inner = (b"[" + b",".join([value] * n) + b"]" if container == "array"
+             else b"{" + b",".join([b'"":' + value] * n) + b"}")  # one key, repeated: JSON allows it
+    if where == "/route choices":
+        return "/route", b'{"query": "q", "lam": 1.0, "choices": ' + inner + b"}"
+    if where == "chat messages":
+        return "/v1/chat/completions", b'{"messages": ' + inner + b"}"
+    return "/route", inner
+
+
+@pytest.fixture(scope="module")
+def roomy_base_url():
+    """The fuzz app's setup with the default body limit (1 MiB): room for a bomb, so only the value budget refuses it."""
+    cfg = load_config()
+    app = create_app(cfg, "unused", router=FaultRouter([m.id for m in cfg.models]))
+    with running(app) as base:
+        yield base
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(shape=_BOMB)
+def test_json_bombs_are_refused_before_parsing_never_a_500(shape, roomy_base_url):
+    import httpx
+
+    path, raw = _bomb(*shape)
+    assert len(raw) < 1 << 20
+    response = httpx.post(roomy_base_url + path, content=raw, timeout=30, headers={"content-type": "application/json"})
+    assert response.status_code == 413, (shape, response.status_code, response.text[:300])
+    assert "JSON values" in response.json()["detail"]
+    assert httpx.get(roomy_base_url + "/health", timeout=10).status_code == 200

@@ -212,3 +212,59 @@ def test_a_client_that_disconnects_mid_body_is_its_own_outcome_with_one_log_line
     assert not [r for r in seen.records if r.exc_info or "Exception in ASGI" in r.getMessage()]
     lines = [r for r in seen.records if "client gone" in r.getMessage()]
     assert len(lines) == 5 and all("\n" not in r.getMessage() for r in lines)
+
+
+# ------------------------------------------------------------------ fourth round: metrics, framing
+def _series(text: str) -> set[str]:
+    """The labelled series of a /metrics page (sample lines without their values)."""
+    return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_p3_metric_series_stay_bounded_and_nothing_is_labelled_before_authentication():
+    """Before: random 8 KB method names grew /metrics without bound, and requests refused with 401 (no token) added
+    series too. Now methods, paths and models outside closed sets are one label, and a request refused before it was
+    authenticated adds to one unlabelled counter only."""
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    with _server(token=TOKEN) as (base, _):
+        with httpx.Client(base_url=base, timeout=10) as http:
+            assert http.post("/route", json={"query": "q", "lam": 1.0}, headers=auth).status_code == 200
+            http.get("/metrics", headers=auth)  # its own series (route /metrics) exist from now on
+            first = http.get("/metrics", headers=auth).text
+            for i in range(30):  # without the token: 401 before anything else is looked at (a refused POST closes
+                method = f"M{i}" + "X" * 4000  # its connection: each on a new one)
+                assert httpx.request(method, f"{base}/nowhere/{i}", timeout=10).status_code == 401
+                assert httpx.post(f"{base}/route?{i}", json={"query": "q", "lam": 1.0}, timeout=10).status_code == 401
+            unauthenticated = http.get("/metrics", headers=auth).text
+            for i in range(30):  # with the token: every method and path outside the closed sets is "other"
+                assert http.request(f"M{i}" + "X" * 4000, f"/nowhere/{i}", headers=auth).status_code in (404, 405)
+            authenticated = http.get("/metrics", headers=auth).text
+    assert "XXXX" not in authenticated and "/nowhere" not in authenticated
+    assert _series(unauthenticated) == _series(first)  # 60 refusals, not one new series
+    assert "cr2_serve_unauthenticated_requests_total 60.0" in unauthenticated
+    new = _series(authenticated) - _series(unauthenticated)  # route "other" (and method "other"): once, not 30 times
+    assert new and all('route="other"' in s and ("method=" not in s or 'method="other"' in s) for s in new), sorted(new)
+    assert len(new) < 30, sorted(new)
+    assert len(authenticated) < len(first) + 4000
+
+
+def test_p16_a_request_with_content_length_and_transfer_encoding_closes_its_connection(server):
+    """RFC 9112 §6.1: such a request's framing is ambiguous (request smuggling); it is answered and its connection
+    closed. Before: answered and kept open, so the pipelined request behind it was answered too."""
+    base, _ = server
+    body = b'{"query": "q", "lam": 1.0}'
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    pipelined = b"GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n"
+    sock = _raw(base, "POST /route HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+                      f"content-length: {len(chunked)}\r\ntransfer-encoding: chunked\r\n", chunked + pipelined)
+    try:
+        data, closed_s = _read_all(sock, limit_s=5.0)
+    finally:
+        sock.close()
+    assert data.startswith(b"HTTP/1.1 200"), data[:300]
+    assert data.count(b"HTTP/1.1 ") == 1 and b"connection: close" in data.lower(), data[:600]
+    assert closed_s < 5.0
+    with socket.create_connection(tuple(base.removeprefix("http://").split(":")[:1]) + (int(base.rsplit(":", 1)[1]),),
+                                  timeout=5) as plain:  # an ordinary request keeps its connection
+        plain.sendall(b"GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n" * 2)
+        data, _ = _read_all(plain, limit_s=1.0)
+    assert data.count(b"HTTP/1.1 200") == 2

@@ -151,3 +151,59 @@ def test_reload_interval_zero_never_swaps(tmp_path, interval):
         write_thresholds_version(tmp_path, 2)
         time.sleep(0.3)
         assert httpx.get(base + "/health", timeout=10).json()["thresholds_version"] == 1
+
+
+def test_p13_a_version_file_naming_an_absent_version_does_not_reload_in_a_loop(tmp_path, caplog):
+    """Before: a version file naming 999 (not in the warehouse) made the server reload every poll ("1 → 1, swapped");
+    now it asks once, logs once, and keeps serving — and still swaps when the file names a version that exists."""
+    log: list = []
+    loads: list = []
+    held = {"newest": 1}  # the warehouse's newest table; the version file may name anything
+
+    def load(current):  # what newer_online_router does: the newest deployment, or `current` when it is the newest
+        loads.append(read_thresholds_version(tmp_path))
+        return current if held["newest"] == current.version else VersionedRouter(held["newest"], 0.0, log)
+
+    write_thresholds_version(tmp_path, 1)
+    live = LiveRouter(VersionedRouter(1, 0.0, log), newest_version=lambda: read_thresholds_version(tmp_path), load=load)
+    cfg = load_config()
+    cfg = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"reload_interval_s": 0.05})})
+    with caplog.at_level("WARNING", logger="cr2_cli.serve"), running(create_app(cfg, str(tmp_path), router=live)) as base:
+        write_thresholds_version(tmp_path, 999)
+        time.sleep(0.6)  # a dozen polls
+        reloads = _metric(base, "cr2_serve_threshold_reloads_total")
+        assert httpx.get(base + "/health", timeout=10).json()["thresholds_version"] == 1
+        held["newest"] = 2
+        write_thresholds_version(tmp_path, 2)  # a version that exists is still picked up
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and live.version != 2:
+            time.sleep(0.05)
+    assert loads.count(999) == 1, loads
+    assert "swapped" not in reloads and 'outcome="absent"} 1.0' in reloads, reloads
+    assert len([r for r in caplog.records if "999" in r.getMessage()]) == 1
+    assert live.version == 2
+
+
+def test_p12_a_version_file_that_is_not_a_regular_file_is_refused_and_logged_once(tmp_path, caplog):
+    """Before: a thresholds.version linked to /dev/zero was read to MemoryError at every poll (GBs of RSS); now the
+    bounded reader refuses it at once, the watcher logs it once and the server keeps serving."""
+    import subprocess
+    import sys
+
+    (tmp_path / "thresholds.version").symlink_to("/dev/zero")
+    probe = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"  # a regression: MemoryError,
+             "from cr2.core.errors import InvalidValueError\n"                                   # not the machine's memory
+             "from warehouse.repository import read_thresholds_version\n"
+             "try:\n    read_thresholds_version(%r)\nexcept InvalidValueError as exc:\n    print('refused:', exc)\n"
+             % str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "refused:" in out.stdout and "is a device" in out.stdout, out.stderr[-500:]
+    log: list = []
+    live = LiveRouter(VersionedRouter(1, 0.0, log), newest_version=lambda: read_thresholds_version(tmp_path),
+                      load=lambda cur: VersionedRouter(2, 0.0, log))
+    cfg = load_config()
+    cfg = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"reload_interval_s": 0.05})})
+    with caplog.at_level("WARNING", logger="cr2_cli.serve"), running(create_app(cfg, str(tmp_path), router=live)) as base:
+        time.sleep(0.6)
+        assert httpx.get(base + "/health", timeout=10).json()["thresholds_version"] == 1
+    assert len([r for r in caplog.records if "thresholds watcher" in r.getMessage()]) == 1

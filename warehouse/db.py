@@ -12,11 +12,17 @@ process holds a conflicting lock (up to $CR2_LOCK_WAIT_S, default 300 s), so a `
 stage never makes the stage lose its work, and a read during a write waits for it. `cr2 sql` itself
 runs on a locked-down connection (`open_user_query`): no file or network access, no extensions, a
 locked configuration, one read statement, and a time limit well below the writers' wait.
+
+Storage failures name the file: a full disk (ENOSPC, a quota, a file-size limit; DuckDB's "No space left on device")
+and a damaged file (DuckDB's "Corrupt database file", a checksum that does not match) become a WarehouseError
+naming the warehouse file and what to do (`storage_error`), wherever DuckDB reports them — opening, reading, a
+transaction's writes or its commit.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import functools
 import hashlib
 import logging
@@ -54,6 +60,8 @@ DB_NAME = "cr2.duckdb"
 LOCK_WAIT_ENV = "CR2_LOCK_WAIT_S"
 DEFAULT_LOCK_WAIT_S = 300.0
 USER_QUERY_TIMEOUT_S = 60.0  # `cr2 sql` default: well below DEFAULT_LOCK_WAIT_S, so a writer outwaits any read
+USER_QUERY_TIMEOUT_RANGE_S = (0.01, 86_400.0)  # the time limits `cr2 sql` accepts: 10 ms … one day
+INTERRUPT_REPEAT_S = 0.05  # after the deadline the interrupt is repeated this often until the statement has ended
 # what `cr2 sql` may run: one read statement (SELECT, WITH, FROM …, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN of one)
 USER_QUERY_TYPES = ("SELECT", "EXPLAIN")
 # the locked-down configuration of a user-query connection (set at connect, before any user SQL runs)
@@ -121,10 +129,40 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
     return "Could not set lock" in msg or "Conflicting lock" in msg
 
 
+# how DuckDB (and SQLite, for Prefect's database) word a full disk and a damaged file
+_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded", "File too large", "database or disk is full")
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_DAMAGED_TEXT = ("Corrupt database file", "does not match stored checksum")
+
+
+def storage_error(exc: BaseException, path: str | Path) -> WarehouseError | None:
+    """The WarehouseError naming `path` when `exc` (or an exception it was raised from) says the disk holding it
+    is full or the file is damaged; None for anything else."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        if (isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS) or any(t in first for t in _DISK_FULL_TEXT):
+            where = exc.filename if isinstance(exc, OSError) and exc.filename is not None else path
+            return WarehouseError(
+                f"cannot write {where}: the disk holding it is full, or a quota or file-size limit is reached "
+                f"({first}). Nothing was half-written: the failed "
+                "write was rolled back and the warehouse keeps every completed one. Free space on that disk (or "
+                "point --home/CR2_HOME at another one) and run the command again.")
+        if any(t in first for t in _DAMAGED_TEXT):
+            return WarehouseError(
+                f"{path} is damaged ({first}). Restore it from a backup or an export, or move it away (or point "
+                "--home/CR2_HOME at another folder) and run `cr2 run` to build a new one.")
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def default_home() -> Path:
     """CR2_HOME if set, else var/ under the repository (an installed wheel outside a checkout: ./var)."""
+    from cr2.core.boundary import resolve_path
+
     env = os.environ.get("CR2_HOME")
-    return Path(env).expanduser().resolve() if env else _shipped_home()
+    return resolve_path(env, "$CR2_HOME") if env else _shipped_home()
 
 
 @functools.lru_cache(maxsize=1)
@@ -232,18 +270,34 @@ class Warehouse:
     """One DuckDB file under `home` (default var/), with schema version checking."""
 
     def __init__(self, home: str | Path | None = None, read_only: bool = False, *, _config: dict | None = None):
-        self.home = Path(home).expanduser().resolve() if home is not None else default_home()
+        from cr2.core.boundary import resolve_path
+
+        self.home = resolve_path(home, "warehouse folder") if home is not None else default_home()
         self.path = self.home / DB_NAME
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise WarehouseError(f"no warehouse at {self.path}; run `cr2 run` (or `cr2 ingest`) first")
         self.home.mkdir(parents=True, exist_ok=True)
-        self.con = self._connect(_config or {})
+        with self.storage():
+            self.con = self._connect(_config or {})
+            try:
+                self._check_or_create_schema()
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):
+                    self.con.close()
+                raise
+
+    @contextlib.contextmanager
+    def storage(self) -> Iterator[None]:
+        """Storage failures inside the block (a full disk, a damaged file) raised as the WarehouseError naming this
+        warehouse's file (`storage_error`); every other exception as it is."""
         try:
-            self._check_or_create_schema()
-        except BaseException:
-            self.con.close()
-            raise
+            yield
+        except (duckdb.Error, OSError) as exc:
+            problem = storage_error(exc, self.path)
+            if problem is None:
+                raise
+            raise problem from None
 
     def _connect(self, config: dict) -> duckdb.DuckDBPyConnection:
         """Open the file, waiting while another process holds a conflicting lock; a new file is owner-only."""
@@ -286,7 +340,8 @@ class Warehouse:
 
     # ---------------------------------------------------------- lifecycle
     def close(self) -> None:
-        self.con.close()
+        with self.storage():
+            self.con.close()
         self._owner_only_wal()
 
     def _owner_only_wal(self) -> None:
@@ -299,7 +354,11 @@ class Warehouse:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        if exc[0] is None:
+            self.close()
+            return
+        with contextlib.suppress(Exception):  # the block's own error is the one to report
+            self.close()
 
     def _check_or_create_schema(self) -> None:
         has_meta = self.con.execute(
@@ -360,16 +419,19 @@ class Warehouse:
     # ---------------------------------------------------------- transactions and writes
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """BEGIN … COMMIT, or ROLLBACK on any exception (the warehouse stays as it was)."""
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            yield self.con
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        else:
-            self.con.execute("COMMIT")
-            self._owner_only_wal()
+        """BEGIN … COMMIT, or ROLLBACK on any exception (the warehouse stays as it was); a full disk or a damaged
+        file, in a write or at the commit, is the WarehouseError naming the file."""
+        with self.storage():
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                yield self.con
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):  # DuckDB has already aborted a transaction that failed to write
+                    self.con.execute("ROLLBACK")
+                raise
+            else:
+                self.con.execute("COMMIT")
+        self._owner_only_wal()
 
     def insert_df(self, table: str, df: pd.DataFrame, con: duckdb.DuckDBPyConnection | None = None) -> int:
         """Append the rows of df (columns named as in the table) to `table`; returns the row count."""
@@ -411,7 +473,8 @@ class Warehouse:
     def df(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
         """Run a query and return a pandas DataFrame."""
         note_read(sql)
-        return self.con.execute(sql, params or []).df()
+        with self.storage():
+            return self.con.execute(sql, params or []).df()
 
     def coded_df(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
         """Run a query and return a pandas DataFrame whose text columns are Categoricals (dictionary-encoded on the
@@ -421,7 +484,8 @@ class Warehouse:
         import pyarrow.compute as pc
 
         note_read(sql)
-        table = self.con.sql(sql, params=params or None).to_arrow_table()  # sql(): no extra copy of the rows
+        with self.storage():
+            table = self.con.sql(sql, params=params or None).to_arrow_table()  # sql(): no extra copy of the rows
         columns: dict[str, Any] = {}
         for name, col in zip(table.column_names, table.columns):
             if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
@@ -436,7 +500,8 @@ class Warehouse:
 
     def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
         note_read(sql)
-        rows = self.con.execute(sql, params or []).fetchall()  # fetchall: DuckDB 2 refuses new work on an unfinished result
+        with self.storage():
+            rows = self.con.execute(sql, params or []).fetchall()  # fetchall: DuckDB 2 refuses new work on an unfinished result
         row = rows[0] if rows else None
         return None if row is None else row[0]
 
@@ -468,17 +533,28 @@ class Warehouse:
         tmp = path.with_suffix(".parquet.tmp")
         try:  # the path travels as an argument of the relational API, never inside SQL text
             self.con.sql(f"SELECT * FROM {relation(table)}").write_parquet(str(tmp), compression="zstd")
-        except duckdb.IOException as exc:
+        except (duckdb.IOException, OSError) as exc:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+            problem = storage_error(exc, path)
+            if problem is not None:
+                raise problem from None
             raise WarehouseError(f"cannot write {path}: {str(exc).splitlines()[0]}; pass another --out") from None
         os.chmod(tmp, 0o600)  # as private as the warehouse it comes from
         tmp.replace(path)  # atomic: a failed export never leaves a half-written file
         return path
 
     # ---------------------------------------------------------- user queries (`cr2 sql`)
-    def user_query(self, sql: str, timeout_s: float = USER_QUERY_TIMEOUT_S) -> pd.DataFrame:
-        """Run one read statement a user typed (`cr2 sql`), stopped after `timeout_s`; a clear error otherwise.
+    def user_query(self, sql: str, timeout_s: float = USER_QUERY_TIMEOUT_S,
+                   max_rows: int | None = None) -> tuple[pd.DataFrame, bool]:
+        """(the first `max_rows` rows of one read statement a user typed (`cr2 sql`), whether it has more), stopped
+        after `timeout_s`; a clear error otherwise.
+
+        Rows are fetched as the statement streams them, at most `max_rows` + 1 (the one more says whether there are
+        more): `SELECT * FROM range(400000000)` with max_rows 2 reads three rows, not four hundred million. The time
+        limit always holds: it must lie in USER_QUERY_TIMEOUT_RANGE_S, and once it has passed DuckDB is interrupted
+        again every INTERRUPT_REPEAT_S until the statement ends (an interrupt that arrives before DuckDB starts
+        executing is cleared by the start, so one alone could leave the query unbounded).
 
         Only on a warehouse opened with `open_user_query` (external access off, configuration locked)."""
         if not self.read_only or self.scalar("SELECT current_setting('enable_external_access')"):
@@ -499,16 +575,37 @@ class Warehouse:
             hint = " (to write a table to a file use `cr2 export TABLE --out DIR`)" if kind in ("COPY", "EXPORT") else ""
             raise UserQueryError(f"{kind} statements are not allowed: the warehouse is read-only here and cr2 sql runs "
                                  f"{allowed}{hint}")
-        if not 0 < timeout_s < float("inf"):
-            raise UserQueryError(f"the time limit must be a positive number of seconds, got {timeout_s}")
-        timer = threading.Timer(timeout_s, self.con.interrupt)
+        low, high = USER_QUERY_TIMEOUT_RANGE_S
+        if not (isinstance(timeout_s, (int, float)) and low <= timeout_s <= high):
+            raise UserQueryError(f"the time limit must be a number of seconds in [{low:g}, {high:g}] (10 ms to one "
+                                 f"day), got {timeout_s:g}" if isinstance(timeout_s, (int, float)) else
+                                 f"the time limit must be a number of seconds, got {timeout_s!r}")
+        if max_rows is not None and max_rows < 0:
+            raise UserQueryError(f"the row limit must be ≥ 0, got {max_rows}")
+        done = threading.Event()
+
+        def watchdog() -> None:
+            if done.wait(timeout_s):
+                return
+            while not done.is_set():
+                self.con.interrupt()
+                done.wait(INTERRUPT_REPEAT_S)
+
+        timer = threading.Thread(target=watchdog, name="cr2-sql-timeout", daemon=True)
         timer.start()
         try:
-            return self.con.execute(sql).df()
+            cursor = self.con.execute(sql)
+            names = [d[0] for d in cursor.description or []]
+            rows = cursor.fetchall() if max_rows is None else cursor.fetchmany(max_rows + 1)
+            more = max_rows is not None and len(rows) > max_rows
+            return pd.DataFrame.from_records(rows[:max_rows] if more else rows, columns=names), more
         except duckdb.InterruptException:
             raise UserQueryError(f"the query ran longer than {timeout_s:g} s and was stopped; narrow it or pass "
                                  "a longer --timeout") from None
         except duckdb.Error as exc:
+            problem = storage_error(exc, self.path)
+            if problem is not None:
+                raise problem from None
             first = str(exc).splitlines()[0]
             hint = ""
             if "No function matches" in first and "BOOLEAN" in first:  # avg(correct) on labels.correct
@@ -516,7 +613,8 @@ class Warehouse:
                         "v_labels, where correct is 0/1")
             raise UserQueryError(f"SQL failed: {first}{hint}") from None
         finally:
-            timer.cancel()
+            done.set()
+            timer.join()
 
 
 def is_one_pivot_query(sql: str) -> bool:

@@ -18,7 +18,7 @@ from cr2.labels import LABEL_SOURCES
 from cr2.labels.imported import validate_imported_labels
 from cr2.core.names import check_name
 from warehouse.db import Warehouse
-from warehouse.files import read_table_file
+from warehouse.files import parse_table, read_table_bytes
 
 
 def _refuse_existing(source: str, existing: int, replace: bool) -> None:
@@ -29,9 +29,10 @@ def _refuse_existing(source: str, existing: int, replace: bool) -> None:
 
 def import_labels(home: str | Path, path: str | Path, source: str, replace: bool = False) -> dict:
     """Validate and write the labels of `path` under `source`; returns rows per model."""
-    raw = read_table_file(path)
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
-    return import_label_frame(home, raw, source, {"file": str(Path(path).resolve())}, digest, replace)
+    data = read_table_bytes(path)  # read once, bounded: the table and its digest come from the same bytes
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    return import_label_frame(home, parse_table(data, path), source, {"file": str(Path(path).resolve())}, digest,
+                              replace)
 
 
 def import_label_frame(home: str | Path, raw: pd.DataFrame, source: str, origin: dict, digest: str,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
@@ -168,10 +169,25 @@ def write_thresholds_version(home: str | Path, version: int) -> None:
 
 
 def read_thresholds_version(home: str | Path) -> int | None:
-    """The newest threshold-table version recorded beside the warehouse at `home`, or None (none recorded yet)."""
+    """The newest threshold-table version recorded beside the warehouse at `home`, or None (none recorded yet).
+
+    Read bounded (cr2.core.boundary.read_bounded, a few bytes of a regular file): a version file that is something
+    else — a link to /dev/zero, a FIFO, a large file — is an InvalidValueError naming it, never an unbounded read."""
+    from cr2.core.boundary import read_bounded
+    from cr2.core.errors import InvalidValueError
+
+    path = Path(home) / THRESHOLDS_VERSION_FILE
     try:
-        return int((Path(home) / THRESHOLDS_VERSION_FILE).read_text().strip())
-    except (FileNotFoundError, ValueError):
+        text = read_bounded(path, 64, "version file").decode("ascii").strip()
+    except InvalidValueError:
+        if not os.path.lexists(path):
+            return None
+        raise
+    except UnicodeDecodeError:
+        raise InvalidValueError(f"{path}: not a version number") from None
+    try:
+        return int(text)
+    except ValueError:
         return None
 
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from cr2.core.boundary import load_yaml_file
+from cr2.core.boundary import InputModel, load_yaml_file
 from cr2.core.errors import ConfigError, InvalidValueError, did_you_mean
 from cr2.core.shipped import CONFIG_DIR
 
@@ -24,8 +23,8 @@ CATALOGUE_DIR = CONFIG_DIR / "benchmarks"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(InputModel):
+    """Unknown keys refused, numbers finite, bounds ordered (cr2.core.boundary.InputModel)."""
 
 
 class PromptSpec(_Strict):
@@ -156,10 +155,8 @@ def read_definition(path: str | Path) -> BenchmarkDef:
     path = Path(path)
     try:
         data = load_yaml_file(path)
-    except InvalidValueError as exc:
+    except InvalidValueError as exc:  # missing, not a regular file, too large, malformed YAML
         raise ConfigError(str(exc)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML ({str(exc).splitlines()[0]}); fix the syntax") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a benchmark definition is a mapping of settings (see configs/benchmarks/mmlu.yaml)")
     data.setdefault("name", path.stem)

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from cr2.core.errors import ConfigError
@@ -16,7 +15,7 @@ def resolve_named(ref: str | Path, kind: str) -> Path:
     """A name ('far-rician') or a path to a YAML file under configs/<kind>/ → the file's path."""
     p = Path(ref)
     if p.suffix in (".yaml", ".yml"):
-        if p.is_file():
+        if p.is_file() or (p.exists() and not p.is_dir()):  # not a regular file: reading it says what it is
             return p
         candidate = CONFIG_DIR / kind / p.name
         if not p.is_absolute() and shipped_path(p).is_file():
@@ -35,21 +34,15 @@ def names_in(kind: str) -> str:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """A config file's top-level mapping, read within cr2.core.boundary's byte / alias-expansion / depth budgets."""
-    from cr2.core.boundary import load_yaml, read_yaml_bytes
+    """A config file's top-level mapping, read within cr2.core.boundary's budgets (a regular file; bytes, alias
+    expansion, depth; syntax errors naming file and line)."""
+    from cr2.core.boundary import load_yaml_file
     from cr2.core.errors import InvalidValueError
 
     try:
-        data = load_yaml(read_yaml_bytes(path), str(path))
+        data = load_yaml_file(path)
     except InvalidValueError as exc:
         raise ConfigError(str(exc)) from None
-    except yaml.YAMLError as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: malformed YAML{where}: {problem}; fix the syntax and try again") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(data).__name__}")
     return data

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
+from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError, InvalidValueError
 from cr2.core.names import SourceName
 
 BACKENDS = ("hf", "vllm", "api")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(InputModel):
+    """Unknown keys refused, numbers finite, bounds ordered (cr2.core.boundary.InputModel)."""
 
 
 # ---------------------------------------------------------------- prompt templates

@@ -14,6 +14,7 @@ from cr2.config.root import Config
 
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.yaml"
+MAX_EXTENDS_DEPTH = 16  # files in one `extends:` chain (the shipped configs use 2)
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
@@ -25,7 +26,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             cfg_path = resolve_config_path(cfg_path)
         except ConfigError:
             pass  # reading it below names the missing file
-    data = _resolve_extends(cfg_path, read_yaml(cfg_path), seen=(cfg_path.resolve(),))
+    data = _resolve_extends(cfg_path)
     if overrides:
         data = deep_merge(data, overrides)
     try:
@@ -36,22 +37,42 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         raise ConfigError(f"{cfg_path}: {exc}") from None
 
 
-def _resolve_extends(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> dict[str, Any]:
-    """`extends: default` (a name under configs/ or a path) merges this file's keys over the base file's."""
-    base_ref = data.pop("extends", None)
-    if base_ref is None:
-        return data
-    base = Path(str(base_ref))
-    if base.suffix not in (".yaml", ".yml"):
-        base = CONFIG_DIR / f"{base_ref}.yaml"
-    elif not base.is_absolute():
-        base = path.parent / base
-    if not base.is_file():
-        raise ConfigError(f"{path}: extends: '{base_ref}' not found (a name under configs/, e.g. 'default', or a YAML path)")
-    if base.resolve() in seen:
-        raise ConfigError(f"{path}: extends: '{base_ref}' forms a cycle")
-    merged = _resolve_extends(base, read_yaml(base), seen + (base.resolve(),))
-    return deep_merge(merged, data)
+def _resolved(path: Path) -> Path:
+    from cr2.core.boundary import resolve_path
+    from cr2.core.errors import InvalidValueError
+
+    try:
+        return resolve_path(path, "config")
+    except InvalidValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _resolve_extends(path: Path) -> dict[str, Any]:
+    """The settings of `path` merged over those of the files its `extends:` chain names (`extends: default`: a name
+    under configs/ or a path), at most MAX_EXTENDS_DEPTH files, followed iteratively (no recursion)."""
+    chain = [read_yaml(path)]
+    seen = [_resolved(path)]
+    while (base_ref := chain[-1].pop("extends", None)) is not None:
+        base = Path(str(base_ref))
+        if base.suffix not in (".yaml", ".yml"):
+            base = CONFIG_DIR / f"{base_ref}.yaml"
+        elif not base.is_absolute():
+            base = path.parent / base
+        if not base.is_file():
+            raise ConfigError(f"{path}: extends: '{base_ref}' not found (a name under configs/, e.g. 'default', or a "
+                              "YAML path)")
+        if _resolved(base) in seen:
+            raise ConfigError(f"{path}: extends: '{base_ref}' forms a cycle")
+        if len(chain) >= MAX_EXTENDS_DEPTH:
+            raise ConfigError(f"{seen[0]}: its `extends:` chain is longer than {MAX_EXTENDS_DEPTH} files; merge some "
+                              "of them")
+        path = base
+        chain.append(read_yaml(path))
+        seen.append(_resolved(path))
+    data: dict[str, Any] = {}
+    for layer in reversed(chain):  # the base first, each file's keys over it
+        data = deep_merge(data, layer)
+    return data
 
 
 def load_state_distribution(ref: str | Path) -> StateDistribution:

@@ -35,6 +35,10 @@ class ServingSpec(StrictModel):
                                   "request body, s, extended by min_body_rate_bps (slow-body clients are disconnected)")
     min_body_rate_bps: float = Field(1024.0, gt=0, allow_inf_nan=False, description="each byte of a request body "
                                      "received buys 1 / min_body_rate_bps s more of body_timeout_s, bytes/s")
+    write_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="how long a client may leave an "
+                                   "answer unread (the connection's send buffer full, nothing taken) before the "
+                                   "connection is closed, s; a streamed answer then ends and frees its slot (slow "
+                                   "readers)")
     max_response_bytes: int = Field(64 << 20, ge=1024, description="largest upstream answer passed on, bytes (after "
                                     "decompression; larger: 502)")
     # micro-batching of concurrent /route requests into length-bucketed encoder calls (cr2_cli/serve/batching.py)

@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from cr2.core.errors import ConfigError, InvalidValueError
 from cr2.core.names import ModelId, StateName
-from cr2.config.base import StrictModel, db_to_linear, dbm_to_w
+from cr2.config.base import Decibels, StrictModel, db_to_linear, dbm_to_w
 from cr2.config.files import names_in, read_yaml, resolve_named
 
 
@@ -31,7 +31,7 @@ class DistanceSpec(StrictModel):
 
 class FadingSpec(StrictModel):
     kind: Literal["rayleigh", "rician"] = "rayleigh"
-    k_factor_db: float | None = Field(None, description="Rician K factor, dB (rician only)")
+    k_factor_db: Decibels | None = Field(None, description="Rician K factor, dB (rician only)")
     _k_factor: float | None = PrivateAttr(None)
 
     @model_validator(mode="after")
@@ -50,7 +50,7 @@ class FadingSpec(StrictModel):
 
 
 class PathLossSpec(StrictModel):
-    k0_db: float = Field(description="reference gain K0 at d0, dB")
+    k0_db: Decibels = Field(description="reference gain K0 at d0, dB")
     exponent: float = Field(gt=0, description="path-loss exponent α_pl")
     d0_m: float = Field(gt=0, description="reference distance, m")
     _k0: float = PrivateAttr(0.0)
@@ -114,7 +114,7 @@ class CommunicationSpec(StrictModel):
     tx_power_bs_w: float = Field(gt=0, description="edge access point radiated power p_bs^dl, W")
     rtt_s: float = Field(ge=0, description="UE–edge round-trip overhead τ_rtt, s")
     carrier_frequency_hz: float = Field(gt=0)
-    noise_psd_dbm_per_hz: float = Field(description="noise power spectral density N0, dBm/Hz")
+    noise_psd_dbm_per_hz: Decibels = Field(description="noise power spectral density N0, dBm/Hz")
     _noise_psd_w_per_hz: float = PrivateAttr(0.0)
 
     def model_post_init(self, __context: Any) -> None:

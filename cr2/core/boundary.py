@@ -7,8 +7,12 @@ configuration / catalogue files all pass through these functions, so one rule de
   escapes Python gives non-UTF-8 command-line bytes), refused with the field's name;
 - a number is range-checked *before* it is turned into a float: a 401-digit integer is "out of range", never an
   OverflowError; NaN and infinities are refused;
+- a file is read bounded (`read_bounded`): a regular file only (a FIFO, a device or a socket is refused before it
+  is read, so nothing blocks or streams forever), at most a byte budget, a loop of symbolic links named as such;
 - a YAML document is read bounded (bytes, then the size of what its aliases expand to), so a 531-byte alias
-  bomb or /dev/zero is refused in milliseconds instead of exhausting memory;
+  bomb or /dev/zero is refused in milliseconds instead of exhausting memory; its syntax errors name file and line;
+- a configuration or states model (`InputModel`) holds finite numbers only, and every lower bound it names
+  (`min` / `low_x` / `x_min`) lies at or below its upper bound (`max` / `high_x` / `x_max`);
 - text bound for a terminal loses its control characters (C0, C1 and the ESC sequences they start) except
   newline and tab (`printable`).
 
@@ -16,10 +20,15 @@ Refusals are `InvalidValueError`s (a ValueError and a Cr2Error: exit code 2 on t
 """
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from cr2.core.errors import InvalidValueError
 
@@ -110,22 +119,76 @@ def _short(value: int) -> str:
     return text if len(text) <= 20 else f"an integer of {len(text.lstrip('-')):,} digits"
 
 
-# ------------------------------------------------------------------------------------------- YAML
-def read_yaml_bytes(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
-    """The text of a YAML file read bounded: at most `limit` bytes (a device or FIFO never fills memory), UTF-8."""
-    p = Path(path)
+# ------------------------------------------------------------------------------------------- files
+MAX_TABLE_BYTES = 1 << 30  # a label table a user imports (CSV / Parquet): 20k queries × a pool is a few MB
+
+
+def resolve_path(path: str | Path, what: str = "path") -> Path:
+    """`path` made absolute with every symbolic link followed, or an InvalidValueError when the links form a loop
+    (Path.resolve raises RuntimeError or OSError ELOOP there)."""
+    p = Path(path).expanduser()
     try:
-        with open(p, "rb") as fh:
-            raw = fh.read(limit + 1)
+        return p.resolve()
+    except RuntimeError:
+        raise InvalidValueError(f"{what} {p}: its symbolic links form a loop; point it at a real folder or file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidValueError(f"{what} {p}: its symbolic links form a loop; point it at a real folder or "
+                                    "file") from None
+        raise
+
+
+def read_bounded(path: str | Path, limit: int, what: str = "file") -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them: the one reader of every file cr2 is given.
+
+    A FIFO, device or socket is refused before anything is read (opened non-blocking, then fstat), so a named pipe
+    never hangs and /dev/zero never streams; a file over `limit` bytes, a folder, a missing file, a loop of symbolic
+    links and an unreadable file are InvalidValueErrors naming the path."""
+    p = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(p, flags)
     except FileNotFoundError:
         raise InvalidValueError(f"{path}: file not found") from None
     except IsADirectoryError:
-        raise InvalidValueError(f"{path}: is a folder, not a YAML file") from None
+        raise InvalidValueError(f"{path}: is a folder, not a {what}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidValueError(f"{path}: its symbolic links form a loop") from None
+        raise InvalidValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InvalidValueError(f"{path}: is a folder, not a {what}")
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(info.st_mode) else "a device" if
+                    stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "a socket" if
+                    stat.S_ISSOCK(info.st_mode) else "not a regular file")
+            raise InvalidValueError(f"{path}: is {kind}, not a regular {what}; give the path of a file")
+        if info.st_size > limit:
+            raise InvalidValueError(f"{path}: larger than {limit:,} bytes ({info.st_size:,}); is this the right "
+                                    f"{what}?")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit:  # st_size can understate (a file still growing, /proc): the read itself is bounded too
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
     except OSError as exc:
         raise InvalidValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(raw) > limit:
-        raise InvalidValueError(f"{path}: larger than {limit:,} bytes; a YAML file of cr2 is a few kB — is this the "
-                                "right file?")
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise InvalidValueError(f"{path}: larger than {limit:,} bytes; is this the right {what}?")
+    return b"".join(chunks)
+
+
+# ------------------------------------------------------------------------------------------- YAML
+def read_yaml_bytes(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
+    """The text of a YAML file read bounded (`read_bounded`: a regular file of at most `limit` bytes), UTF-8."""
+    raw = read_bounded(path, limit, "YAML file")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -175,15 +238,27 @@ def load_yaml(text: str, where: str, max_nodes: int = MAX_YAML_NODES, max_depth:
 
 
 def load_yaml_file(path: str | Path, limit: int = MAX_YAML_BYTES) -> Any:
-    """A YAML file read and parsed within the byte, node and depth budgets (syntax errors: yaml.YAMLError)."""
-    return load_yaml(read_yaml_bytes(path, limit), str(path))
+    """A YAML file read and parsed within the byte, node and depth budgets; every problem, a syntax error included,
+    is an InvalidValueError naming the file (and the line)."""
+    import yaml
+
+    try:
+        return load_yaml(read_yaml_bytes(path, limit), str(path))
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["syntax error"])[0]
+        raise InvalidValueError(f"{path}: malformed YAML{where}: {problem}; fix the syntax and try again") from None
 
 
 # ------------------------------------------------------------------------------------------- terminal
-# ESC-started sequences (CSI with parameters, OSC up to BEL/ST, and two-byte escapes), then any other C0 / DEL / C1
-# control character except newline and tab
-_ESCAPE_SEQ = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]"
-                         r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)?")
+# ESC-started sequences (CSI with parameters, OSC up to its BEL/ST, and two-byte escapes), then any other C0 / DEL /
+# C1 control character except newline and tab. An OSC without a terminator loses only its introducer: the text after
+# it stays visible (a terminal would have swallowed it), and the introducer's removal leaves nothing to swallow.
+_ESCAPE_SEQ = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]"
+                         r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -200,3 +275,43 @@ def printable(text: str) -> str:
     if not _CONTROL.search(text):
         return text
     return _CONTROL.sub("", _ESCAPE_SEQ.sub("", text))
+
+
+# ------------------------------------------------------------------------------------------- configuration models
+# a lower bound and the upper bound it pairs with, by name: min / max, x_min / x_max, min_x / max_x, low_x / high_x
+_BOUND_PAIRS = ((re.compile(r"min"), "max"), (re.compile(r"(.+)_min"), r"\1_max"), (re.compile(r"min_(.+)"), r"max_\1"),
+                (re.compile(r"low_(.+)"), r"high_\1"))
+
+
+class InputModel(BaseModel):
+    """The base of every model cr2 validates read input with (configuration sections, states, hardware, catalogue
+    entries): unknown keys are errors, every number is finite (NaN and ±infinity are refused in every float field,
+    inside lists and mappings too, free-form ones such as router parameters included), and a lower bound never
+    exceeds the upper bound it pairs with by name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _finite_and_ordered(self) -> "InputModel":
+        fields = type(self).model_fields
+        for name in fields:  # float fields refuse NaN / inf themselves; free-form values (dict[str, Any]) here
+            stack = [(getattr(self, name), name)]
+            while stack:
+                value, where = stack.pop()
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise InvalidValueError(f"{where} must be a finite number, got {value}")
+                if isinstance(value, dict):
+                    stack.extend((v, f"{where}.{k}") for k, v in value.items())
+                elif isinstance(value, (list, tuple)):
+                    stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+        for name in fields:
+            for pattern, upper in _BOUND_PAIRS:
+                m = pattern.fullmatch(name)
+                other = m.expand(upper) if m else None
+                if other is None or other not in fields:
+                    continue
+                low, high = getattr(self, name), getattr(self, other)
+                if isinstance(low, (int, float)) and isinstance(high, (int, float)) and not isinstance(low, bool) \
+                        and low > high:
+                    raise InvalidValueError(f"{name} ({low:g}) must not exceed {other} ({high:g})")
+        return self

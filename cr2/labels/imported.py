@@ -37,8 +37,8 @@ def _cell(col: pd.Series, mask: pd.Series | np.ndarray) -> str:
     i = int(np.flatnonzero(np.asarray(mask, dtype=bool))[0])
     value = col.iloc[i]
     value = value.item() if isinstance(value, np.generic) else value
-    shown = "null" if _is_null(value) else repr(value.tolist() if isinstance(value, np.ndarray) else value)
-    return f"row {i + 1}, column '{col.name}', value {shown[:80]}"
+    shown = "null" if _is_null(value) else _short(value.tolist() if isinstance(value, np.ndarray) else value)
+    return f"row {i + 1}, column '{col.name}', value {shown}"
 
 
 def _is_null(value) -> bool:
@@ -60,10 +60,19 @@ def _refuse_non_scalars(col: pd.Series) -> None:
         )
 
 
+MAX_SHOWN_CHARS = 80  # an offending value is echoed at most this long: a 200 MB cell must not become a 200 MB message
+
+
+def _short(value) -> str:
+    """repr(value), at most MAX_SHOWN_CHARS characters (longer: cut, with its length said)."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_CHARS else f"{text[:MAX_SHOWN_CHARS - 1]}… ({len(text):,} characters)"
+
+
 def _examples(values: Iterable, k: int = 3) -> str:
     vals = list(dict.fromkeys(values))
     more = f" … ({len(vals)} distinct)" if len(vals) > k else ""
-    return ", ".join(repr(v) for v in vals[:k]) + more
+    return ", ".join(_short(v) for v in vals[:k]) + more
 
 
 def _as_bool(col: pd.Series) -> pd.Series:
@@ -154,6 +163,10 @@ def validate_imported_labels(
     — or DataValidationError naming the first problem found (columns, ids, models, values, duplicates)."""
     if not isinstance(df, pd.DataFrame):
         raise DataValidationError(f"labels must be a table (DataFrame), got {type(df).__name__}")
+    twice = sorted({str(c)[:40] for c in df.columns[df.columns.duplicated()]})
+    if twice:
+        raise DataValidationError(f"the label table has the column{'s' if len(twice) > 1 else ''} "
+                                  f"{', '.join(map(repr, twice))} more than once; keep one column of each name")
     cols = set(df.columns)
     if "model" in cols and "model_id" in cols:
         raise DataValidationError("the label table has both 'model' and 'model_id' columns; keep one")

@@ -121,12 +121,19 @@ def load_accuracy_targets(path: str | Path, models: Sequence[ModelSpec] | Sequen
     equals the model id or the last part of its hf_name (Qwen3-8B-Base ↔ qwen3-8b, Qwen/Qwen3-8B).
     Columns other than model and params_b are benchmarks.
     """
+    import io
+
+    from cr2.core.boundary import MAX_YAML_BYTES, read_bounded
+    from cr2.core.errors import InvalidValueError
+
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except FileNotFoundError:
-        raise DataValidationError(f"{path}: accuracy file not found; set labels.simulator.accuracy_file") from None
+    if not path.exists() and not path.is_symlink():
+        raise DataValidationError(f"{path}: accuracy file not found; set labels.simulator.accuracy_file")
+    try:  # bounded: a regular file of at most 1 MiB (a table of a few models' accuracies)
+        text = read_bounded(path, MAX_YAML_BYTES, "CSV file").decode("utf-8")
+    except (InvalidValueError, UnicodeDecodeError) as exc:
+        raise DataValidationError(f"{path}: not a readable accuracy CSV ({exc}); set labels.simulator.accuracy_file") from None
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
     if not rows or "model" not in rows[0]:
         raise DataValidationError(f"{path}: expected a CSV with a 'model' column and one column per benchmark (%)")
     by_name = {_norm_name(r["model"]): r for r in rows}

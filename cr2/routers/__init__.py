@@ -75,13 +75,11 @@ _KINDS = ("cr2", "baseline", "baseline-variant")
 
 
 def _read_catalogue(path: Path, start: int) -> dict[str, RouterEntry]:
-    import yaml
-
     from cr2.core.boundary import load_yaml_file
 
     try:
         raw = load_yaml_file(path) or {}
-    except (InvalidValueError, yaml.YAMLError) as exc:
+    except InvalidValueError as exc:
         raise ConfigError(f"{path}: cannot read the router catalogue ({str(exc).splitlines()[0]})") from None
     out = {}
     for i, (name, spec) in enumerate(raw.items()):

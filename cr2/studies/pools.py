@@ -21,15 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError
 
 BF16_BYTES_PER_PARAM = 2.0
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(InputModel):
+    """Unknown keys refused, numbers finite, bounds ordered (cr2.core.boundary.InputModel)."""
 
 
 class PoolModel(_Strict):

@@ -41,18 +41,18 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
 @friendly
 def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WITH / FROM / PIVOT / DESCRIBE / SHOW / SUMMARIZE / "
                                              "EXPLAIN"), home: Optional[Path] = HomeOpt,
-        limit: int = typer.Option(50, min=0, help="rows to print"),
-        timeout: float = typer.Option(60.0, "--timeout", help="stop the query after this many seconds "
+        limit: int = typer.Option(50, min=0, help="rows to print (only these are fetched)"),
+        timeout: float = typer.Option(60.0, "--timeout", help="stop the query after this many seconds, 0.01 … 86400 "
                                       "(writers waiting for the warehouse wait longer: $CR2_LOCK_WAIT_S, 300 s)")) -> None:
-    """Run one read-only SQL query on the warehouse and print the result as a table.
+    """Run one read-only SQL query on the warehouse and print the first --limit rows as a table.
 
     The connection cannot touch files, the network or extensions (it can read the warehouse, nothing else),
-    runs one statement, and is stopped after --timeout seconds."""
+    runs one statement, fetches at most --limit rows, and is stopped after --timeout seconds."""
     from warehouse.db import open_user_query
 
     with open_user_query(home_dir(home, create=False)) as wh:
-        df = wh.user_query(query, timeout_s=timeout)
-    print_frame(df, limit)
+        df, more = wh.user_query(query, timeout_s=timeout, max_rows=limit)
+    print_frame(df, more)
 
 
 @friendly

@@ -22,8 +22,9 @@ threshold table written to the home (a re-calibration) is swapped in without a r
 table it started with. Every answer names the version that decided it (X-CR2-Thresholds-Version).
 
 Every bad value is a 4xx naming the field and the problem: malformed JSON, JSON nested deeper than
-MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; an off-grid λ → 400 naming the
-calibrated grid; an unconfigured endpoint → 503 naming the config key.
+MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; more than MAX_JSON_VALUES values → 413
+(counted before parsing; bodies are parsed and checked in a worker thread, off the event loop); an off-grid λ →
+400 naming the calibrated grid; an unconfigured endpoint → 503 naming the config key.
 """
 from __future__ import annotations
 
@@ -106,6 +107,24 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _route_request(raw: bytes) -> RouteRequest:
+    """A /route body parsed (bounded, strict) and validated, or the 4xx naming the problem."""
+    try:
+        return RouteRequest.model_validate(parse_json(raw))
+    except ValidationError as exc:
+        raise HttpError(422, validation_detail(exc)) from None
+
+
+def _chat_request(raw: bytes) -> tuple[dict, str]:
+    """A chat body parsed (bounded, strict) and the text of its last user message (the routed query), or the 4xx."""
+    from cr2_cli.serve.proxy import last_user_text
+
+    body = parse_json(raw)
+    if not isinstance(body, dict):
+        raise HttpError(422, "the request body must be a JSON object")
+    return body, last_user_text(body.get("messages"))
+
+
 def _cr2_status(exc: Cr2Error) -> int:
     if isinstance(exc, DataValidationError):
         return 422
@@ -141,11 +160,11 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     from cr2_cli.serve.batching import Decider, RouteCall
     from cr2_cli.serve.metrics import MetricsMiddleware, ServeMetrics
     from cr2_cli.serve.live import LiveRouter, warehouse_live_router
-    from cr2_cli.serve.proxy import SlotRelease, forward_chat, last_user_text, upstream_client, version_header
+    from cr2_cli.serve.proxy import SlotRelease, forward_chat, upstream_client, version_header
 
     serving = config.serving
     check_exposure(serving, token, bind_host)
-    metrics = ServeMetrics()
+    metrics = ServeMetrics(config.model_ids)
     if router is None:  # the deployed router of `home`, swapped when a newer threshold table is written there
         live = warehouse_live_router(load_router(config, home, router_name), config, home, metrics)
     else:
@@ -241,13 +260,12 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
     # the handlers read their bodies themselves (bounded, strict); the schemas below document them in /docs and
     # /openapi.json, which the HTTP fuzz (tests/test_serve_fuzz.py) generates requests from
+    # bodies are parsed and checked in a worker thread: a large or hostile body costs that thread, not the event
+    # loop every other request (and /health) is answered on
     @app.post("/route", openapi_extra=_json_body(RouteRequest.model_json_schema()))
     async def route(request: Request):
         raw = await read_body(request, serving.max_body_bytes)
-        try:
-            req = RouteRequest.model_validate(parse_json(raw))
-        except ValidationError as exc:
-            raise HttpError(422, validation_detail(exc)) from None
+        req = await run_in_threadpool(_route_request, raw)
         await acquire()
         try:
             if req.lam is None:
@@ -260,10 +278,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
     @app.post("/v1/chat/completions", openapi_extra=_json_body(CHAT_SCHEMA))
     async def chat(request: Request):
-        body = parse_json(await read_body(request, serving.max_body_bytes))
-        if not isinstance(body, dict):
-            raise HttpError(422, "the request body must be a JSON object")
-        query = last_user_text(body.get("messages"))
+        body, query = await run_in_threadpool(_chat_request, await read_body(request, serving.max_body_bytes))
         check_length(query, None)
         lam = (number(body.pop("cr2_lam"), "cr2_lam", 0.0) if "cr2_lam" in body
                else number(request.headers["x-cr2-lambda"], "X-CR2-Lambda", 0.0) if "x-cr2-lambda" in request.headers

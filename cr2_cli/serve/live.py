@@ -8,7 +8,9 @@ a worker thread — sharing the encoder and tokenizer, so only the teacher, gate
 swapped in with one reference assignment. A request takes the reference once, when its decision starts, so a
 request in flight finishes on the table it started with, and every answer says which version decided it
 (`thresholds_version` in the body, the X-CR2-Thresholds-Version header). A deployment that fails to load is
-logged once and the server keeps deciding with the table it has.
+logged once and the server keeps deciding with the table it has; so is a version file naming a version the warehouse
+does not hold (it is not asked for again until the file names another one), and a version file that cannot be read
+(not a regular file, too large: read bounded) is logged once per problem, not at every poll.
 
 A certified router (`cr2 serve --router knn --rule crc-avoidable`) is not swapped: its table is read once, when the
 server starts. The version file announces CR²'s tables only (a `cr2 recalibrate` re-calibrates CR²), and a certified
@@ -34,6 +36,7 @@ class LiveRouter:
         self.current = router
         self.newest_version, self.load, self.metrics = newest_version, load, metrics
         self._failed: int | None = None  # a version that failed to load: not retried until another one appears
+        self._absent: int | None = None  # a version the file names but the warehouse does not hold: not asked again
         self._set_gauge()
 
     @property
@@ -54,7 +57,7 @@ class LiveRouter:
         if self.newest_version is None or self.load is None:
             return False
         newest = self.newest_version()
-        if newest is None or newest == self.version or newest == self._failed:
+        if newest is None or newest == self.version or newest in (self._failed, self._absent):
             return False
         t0 = time.perf_counter()
         try:
@@ -66,6 +69,15 @@ class LiveRouter:
             log.warning("thresholds version %s could not be loaded (%s: %s); still serving version %s", newest,
                         type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", self.version)
             return False
+        loaded = getattr(new, "version", None)
+        if loaded != newest:  # the file names a version the warehouse does not hold (yet a newer one may be there)
+            self._absent = newest
+            if self.metrics is not None:
+                self.metrics.reloads.labels(outcome="absent").inc()
+            log.warning("the version file names thresholds version %s, which the warehouse does not hold (its newest "
+                        "is %s); not asked for again until the file names another version", newest, loaded)
+            if new is self.current or loaded == self.version:
+                return False
         old, self.current, self._failed = self.version, new, None
         self._set_gauge()
         if self.metrics is not None:
@@ -78,12 +90,17 @@ class LiveRouter:
         """Poll every `interval_s` seconds until cancelled; loading runs in a worker thread, off the event loop."""
         from starlette.concurrency import run_in_threadpool
 
+        last_problem = None
         while True:
             await asyncio.sleep(interval_s)
             try:
                 await run_in_threadpool(self.check)
+                last_problem = None
             except Exception as exc:  # noqa: BLE001 - reading the version file must never stop the watcher
-                log.warning("thresholds watcher: %s: %s", type(exc).__name__, exc)
+                problem = f"{type(exc).__name__}: {exc}"
+                if problem != last_problem:  # once per problem, not at every poll
+                    log.warning("thresholds watcher: %s; still serving version %s", problem, self.version)
+                    last_problem = problem
 
 
 def warehouse_live_router(router: Any, config: Any, home: str, metrics: Any = None) -> LiveRouter:

@@ -17,13 +17,20 @@ Each app has its own registry (several apps in one process — the tests — nev
     cr2_serve_embedding_cache_hits_total / _misses_total   embedding cache lookups
     cr2_serve_embedding_cache_entries                      embeddings held
     cr2_serve_thresholds_version                           the threshold-table version deciding now
-    cr2_serve_threshold_reloads_total{outcome}             live swaps to a newer table: swapped / failed
+    cr2_serve_threshold_reloads_total{outcome}             live swaps to a newer table: swapped / failed /
+                                                           absent (the version file names a version not held)
     cr2_serve_upstream_requests_total{model, outcome}      forwarded chat requests: ok, timeout, status, …
     cr2_serve_upstream_errors_total{model, kind}           upstream failures (every outcome but ok)
     cr2_serve_upstream_duration_seconds{model}             upstream latency (to the answer, or to a stream's
                                                            headers)
 
-`route` is the path of a known endpoint or "other" (unknown paths cannot grow the label set).
+    cr2_serve_unauthenticated_requests_total              requests refused before they were authenticated (Host,
+                                                           Origin, bearer token): counted here and nowhere else
+
+Every label comes from a closed set, so no client can grow the series: `route` is the path of a known endpoint
+or "other", `method` a standard HTTP method or "other", `model` a model of the config's pool or "other", `status`
+a code this server answers with. A request refused before authentication adds to one unlabelled counter only, so
+a client without the bearer token cannot add series either.
 """
 from __future__ import annotations
 
@@ -34,6 +41,8 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 ROUTES = ("/route", "/v1/chat/completions", "/health", "/metrics", "/docs", "/openapi.json")
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH")
+OTHER = "other"  # the label of every route, method or model outside the closed sets
 log = logging.getLogger("cr2_cli.serve")
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -42,7 +51,9 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 class ServeMetrics:
     """The metrics of one `cr2 serve` app, in its own CollectorRegistry."""
 
-    def __init__(self) -> None:
+    def __init__(self, models: tuple[str, ...] | list[str] = ()) -> None:
+        """`models`: the pool's model ids, the closed set of `model` labels (any other name counts as "other")."""
+        self.models = frozenset(models)
         r = self.registry = CollectorRegistry()
         self.requests = Counter("cr2_serve_requests", "HTTP requests by route, method and status",
                                 ["route", "method", "status"], registry=r)
@@ -75,6 +86,12 @@ class ServeMetrics:
                                        ["model", "kind"], registry=r)
         self.upstream_latency = Histogram("cr2_serve_upstream_duration_seconds", "upstream latency, s", ["model"],
                                           buckets=LATENCY_BUCKETS_S, registry=r)
+        self.unauthenticated = Counter("cr2_serve_unauthenticated_requests", "requests refused before they were "
+                                       "authenticated (Host, Origin, bearer token)", registry=r)
+
+    def model(self, name: Any) -> str:
+        """`name` as a `model` label: a model of the pool, else "other"."""
+        return name if name in self.models else OTHER
 
     def watch(self, decider: Any) -> None:
         """Read the decider's batch queue and cache size at scrape time."""
@@ -83,7 +100,7 @@ class ServeMetrics:
         self.cache_entries.set_function(lambda: 0 if cache is None else len(cache))
 
     def decided(self, decision: dict) -> None:
-        self.decisions.labels(model=str(decision.get("chosen_model")),
+        self.decisions.labels(model=self.model(decision.get("chosen_model")),
                               placement="local" if decision.get("accept_local") else "defer").inc()
 
     def cache_lookups(self, hits: int, misses: int) -> None:
@@ -96,6 +113,7 @@ class ServeMetrics:
         self.encoder_batch.observe(n_texts)
 
     def upstream_done(self, model: str, outcome: str, seconds: float) -> None:
+        model = self.model(model)
         self.upstream.labels(model=model, outcome=outcome).inc()
         self.upstream_latency.labels(model=model).observe(seconds)
         if outcome != "ok":
@@ -103,7 +121,7 @@ class ServeMetrics:
 
     def upstream_error(self, model: str, kind: str) -> None:
         """A failure after the answer started (a stream that broke off or grew too large)."""
-        self.upstream_errors.labels(model=model, kind=kind).inc()
+        self.upstream_errors.labels(model=self.model(model), kind=kind).inc()
 
     def exposition(self) -> tuple[bytes, str]:
         """(the text exposition of every metric, its content type)."""
@@ -113,8 +131,10 @@ class ServeMetrics:
 class MetricsMiddleware:
     """ASGI middleware counting every HTTP request by route and status and timing it to its last body byte.
 
-    A client that disconnects before its body is read (ClientGone) is its own outcome: counted, logged in one
-    line, and not re-raised — it is not a server error, and its traceback would only hide real ones."""
+    Labels come from closed sets (module docstring). A request the Guard refused before authenticating it adds to
+    `unauthenticated` only. A client that disconnects before its body is read (ClientGone) is its own outcome:
+    counted, logged in one line, and not re-raised — it is not a server error, and its traceback would only hide
+    real ones."""
 
     def __init__(self, app: Any, *, metrics: ServeMetrics):
         self.app, self.metrics = app, metrics
@@ -123,7 +143,9 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
-        route = path if path in ROUTES else "other"
+        route = path if path in ROUTES else OTHER
+        method = scope.get("method", "")
+        method = method if method in METHODS else OTHER
         status = {"code": 500}  # an exception before the response started ends as a 500
         m = self.metrics
         t0 = time.perf_counter()
@@ -133,7 +155,7 @@ class MetricsMiddleware:
                 status["code"] = int(message["status"])
             await send(message)
 
-        from cr2_cli.serve.security import ClientGone
+        from cr2_cli.serve.security import AUTHENTICATED_SCOPE_KEY, ClientGone
         from cr2_cli.serve.server import BODY_TIMEOUT_SCOPE_KEY
 
         m.in_progress.inc()
@@ -144,14 +166,16 @@ class MetricsMiddleware:
             status["code"] = 0
             m.disconnects.labels(route=route, reason=reason).inc()
             log.info("%s %s: client gone before its request body was read (%s, %d bytes received)",
-                     scope.get("method", ""), route, reason, exc.received_bytes)
+                     method, route, reason, exc.received_bytes)
         finally:
             m.in_progress.dec()
-            code = str(status["code"]) if status["code"] else "disconnected"
-            m.requests.labels(route=route, method=scope.get("method", ""), status=code).inc()
-            if status["code"] >= 400:
-                m.errors.labels(route=route, status=code).inc()
-            m.latency.labels(route=route).observe(time.perf_counter() - t0)
-
+            if scope.get(AUTHENTICATED_SCOPE_KEY):  # set by the Guard, inside this middleware
+                code = str(status["code"]) if status["code"] else "disconnected"
+                m.requests.labels(route=route, method=method, status=code).inc()
+                if status["code"] >= 400:
+                    m.errors.labels(route=route, status=code).inc()
+                m.latency.labels(route=route).observe(time.perf_counter() - t0)
+            else:
+                m.unauthenticated.inc()
 
 __all__ = ["MetricsMiddleware", "ServeMetrics"]

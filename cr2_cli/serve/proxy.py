@@ -5,7 +5,8 @@ key from `serving.api_key_env` only — client credentials are never forwarded) 
 streamed when asked, with the decision in the X-CR2-Decision header.
 
 Bad upstreams: an unreachable endpoint, an error status, a 200 that is not a JSON chat completion
-(malformed, HTML, nested too deep) or an answer over `serving.max_response_bytes` → 502; an endpoint that
+(malformed, HTML, nested too deep, more than MAX_JSON_VALUES values: parsed in a worker thread, the budget counted
+before parsing) or an answer over `serving.max_response_bytes` → 502; an endpoint that
 does not answer within `serving.timeout_s` → 504; 429 → 503 with Retry-After. The message names the model
 and its config key, never the endpoint URL (it may hold credentials) nor the upstream's body (it may reflect
 request headers, the upstream key included). Answers are decompressed before they are passed on. A stream
@@ -23,18 +24,24 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from cr2_cli.serve.security import HttpError, parse_bounded_json
+from cr2_cli.serve.security import HttpError, TooManyJsonValues, parse_bounded_json
 
 log = logging.getLogger("cr2_cli.serve")
 
 
 def upstream_client(serving: Any) -> Any:
-    """The one upstream HTTP client shared by all requests (timeouts and pool limits from `serving`)."""
+    """The one upstream HTTP client shared by all requests (timeouts and pool limits from `serving`).
+
+    It keeps no cookies: its jar refuses every cookie, so a `Set-Cookie` in one upstream's answer to one client is
+    never sent with another client's request, to that upstream or any other (the client is shared by all)."""
+    from http.cookiejar import CookieJar, DefaultCookiePolicy
+
     import httpx
 
     return httpx.AsyncClient(timeout=httpx.Timeout(serving.timeout_s, connect=serving.connect_timeout_s),
                              limits=httpx.Limits(max_connections=4 * serving.max_concurrency,
-                                                 max_keepalive_connections=serving.max_concurrency))
+                                                 max_keepalive_connections=serving.max_concurrency),
+                             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])))
 
 
 def version_header(decision: dict) -> dict[str, str]:
@@ -109,8 +116,12 @@ async def forward_chat(client: Any, config: Any, body: dict, decision: dict, lam
     finally:
         if resp is not None and not free.handed_over:
             await resp.aclose()
-    try:
-        answer = parse_bounded_json(content)
+    from starlette.concurrency import run_in_threadpool
+
+    try:  # in a worker thread: a large answer costs that thread, not the event loop
+        answer = await run_in_threadpool(parse_bounded_json, content)
+    except TooManyJsonValues as exc:
+        return failed(502, f"answered {resp.status_code} with JSON that {exc}", "malformed")
     except ValueError as exc:
         return failed(502, f"answered {resp.status_code} with a body that is not JSON "
                            f"({'nested too deep' if 'nested' in str(exc) else 'malformed, or HTML'})", "malformed")

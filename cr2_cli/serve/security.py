@@ -3,10 +3,15 @@
 - `Guard` (ASGI middleware) checks every HTTP request: the Host header must name the server (loopback names,
   the bound address, `serving.allowed_hosts`; a DNS-rebinding page gets 400), a browser Origin other than the
   server's own (or `serving.allowed_origins`) gets 403, the bearer token when one is set (401), and a POST
-  must be `application/json` (415) with a declared size ≤ `serving.max_body_bytes` (413).
+  must be `application/json` (415) with a declared size ≤ `serving.max_body_bytes` (413). A request that passes
+  the Host, Origin and token checks is marked authenticated in its scope (the metrics count nothing else by label).
+  A request carrying both Content-Length and Transfer-Encoding is answered with `Connection: close` and its
+  connection closed after the answer (RFC 9112 §6.1: its framing is ambiguous, a request-smuggling vector).
 - `check_exposure`: binding beyond loopback needs a bearer token (a ConfigError otherwise).
 - Bodies are read bounded (`read_body`) and parsed strictly (`parse_bounded_json`: no NaN / Infinity, nesting
-  ≤ MAX_JSON_DEPTH); `number` parses a header or field value into a finite number in range, or a 422.
+  ≤ MAX_JSON_DEPTH, at most MAX_JSON_VALUES values, counted before parsing starts); the handlers parse and check
+  in a worker thread, off the event loop; `number` parses a header or field value into a finite number in range,
+  or a 422.
 """
 from __future__ import annotations
 
@@ -25,7 +30,13 @@ from cr2.config import Config
 from cr2.core.errors import ConfigError, InvalidValueError
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+AUTHENTICATED_SCOPE_KEY = "cr2.authenticated"  # set in a request's ASGI scope once the Guard let it through
 MAX_JSON_DEPTH = 64  # nesting of objects / arrays accepted in any JSON the server reads (requests, upstream answers)
+# values (objects, arrays, members, elements) accepted in any JSON the server reads: a chat request or completion
+# holds tens to thousands; a 1 MB body of 340,000 empty objects, or an answer of 4M keys, is refused before parsing
+MAX_JSON_VALUES = 100_000
+# a JSON string (escapes included), or one structural character outside strings
+_JSON_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[,:\[{]')
 
 
 class HttpError(Exception):
@@ -88,11 +99,39 @@ def _json_depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def parse_bounded_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Strict, bounded JSON: NaN / Infinity literals and nesting deeper than `max_depth` are ValueErrors.
+class TooManyJsonValues(ValueError):
+    """A JSON text with more values than the budget (MAX_JSON_VALUES), refused before it was parsed."""
+
+
+def json_values_exceed(raw: bytes, limit: int) -> bool:
+    """Whether the JSON text `raw` holds more than `limit` values, decided without parsing it.
+
+    Every value after the first is announced by a comma, a colon or an opening bracket outside strings. Counting
+    those characters in the whole text (strings included) is an upper bound at C speed, enough for any ordinary
+    document; only above the limit are strings skipped, and that count stops as soon as it passes the limit. So a
+    hostile text costs O(limit), never the seconds of building millions of Python objects."""
+    if sum(raw.count(c) for c in (b",", b":", b"[", b"{")) < limit:
+        return False
+    n = 0
+    for m in _JSON_STRUCTURE.finditer(raw):
+        if m.end() - m.start() == 1 and raw[m.start()] != 0x22:  # a structural character, not a string
+            n += 1
+            if n >= limit:
+                return True
+    return False
+
+
+def parse_bounded_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH, max_values: int = MAX_JSON_VALUES) -> Any:
+    """Strict, bounded JSON: NaN / Infinity literals and nesting deeper than `max_depth` are ValueErrors; more
+    than `max_values` values a TooManyJsonValues, raised before parsing starts.
 
     The size is bounded by the caller (it reads at most max_body_bytes / max_response_bytes); Python's json
-    raises RecursionError for very deep input, turned into the same ValueError here."""
+    raises RecursionError for very deep input, turned into the same ValueError here. CPU-bound for large input:
+    call it off the event loop (a worker thread)."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if json_values_exceed(raw, max_values):
+        raise TooManyJsonValues(f"holds more than {max_values:,} JSON values")
     try:
         value = json.loads(raw, parse_constant=_reject_constant)
     except RecursionError:
@@ -109,6 +148,8 @@ def parse_json(raw: bytes) -> Any:
         return check_texts(parse_bounded_json(raw))
     except InvalidValueError as exc:
         raise HttpError(422, str(exc)) from None
+    except TooManyJsonValues as exc:
+        raise HttpError(413, f"the request body {exc} (the limit of any request)") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError; so are the NaN/Infinity and depth refusals
         raise HttpError(422, f"the request body is not valid JSON: {exc}") from None
 
@@ -137,12 +178,18 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        problem = self._check(scope, headers)
+        if "content-length" in headers and "transfer-encoding" in headers:
+            send = closing_send(send)
+        problem = self._authenticate(headers)
+        if problem is None:
+            scope[AUTHENTICATED_SCOPE_KEY] = True
+            problem = self._check_body(scope, headers)
         if problem is not None:
             return await send_json(send, problem.status, {"detail": problem.detail}, problem.headers)
         return await self.app(scope, receive, send)
 
-    def _check(self, scope, headers: dict[str, str]) -> HttpError | None:
+    def _authenticate(self, headers: dict[str, str]) -> HttpError | None:
+        """The Host, Origin and bearer-token checks: who may call."""
         host = headers.get("host", "")
         name = host_name(host)
         if name is None:
@@ -162,6 +209,10 @@ class Guard:
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
                 return HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
                                  {"www-authenticate": "Bearer"})
+        return None
+
+    def _check_body(self, scope, headers: dict[str, str]) -> HttpError | None:
+        """What an authenticated POST may carry: a JSON content type and a declared size within the limit."""
         if scope["method"] == "POST":
             ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if ctype != "application/json":
@@ -171,6 +222,18 @@ class Guard:
                 return HttpError(413, f"the request body has {length} bytes; the limit is {self.max_body_bytes:,} "
                                       "(serving.max_body_bytes)")
         return None
+
+
+def closing_send(send):
+    """`send` with `Connection: close` added to the response's headers: the server closes the connection after it."""
+
+    async def wrapped(message):
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+            message = {**message, "headers": headers + [(b"connection", b"close")]}
+        await send(message)
+
+    return wrapped
 
 
 async def send_json(send, status: int, content: Any, headers: dict[str, str] | None = None) -> None:

@@ -1,5 +1,5 @@
 """`cr2 serve`'s uvicorn side: a socket bound before anything says "serving", h11 with header- and body-read
-timeouts, and log lines that cannot drive a terminal."""
+timeouts and a write-progress deadline, and log lines that cannot drive a terminal."""
 from __future__ import annotations
 
 import logging
@@ -31,8 +31,10 @@ def bind_socket(host: str, port: int):
 BODY_TIMEOUT_SCOPE_KEY = "cr2.body_timeout"  # set in a request's ASGI scope when its body read timed out
 
 
-def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.0, min_body_rate_bps: float = 1024.0):
-    """uvicorn's h11 protocol with read timeouts, so slow clients cannot hold connections open:
+def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.0, min_body_rate_bps: float = 1024.0,
+                            write_timeout_s: float = 10.0):
+    """uvicorn's h11 protocol with read timeouts and a write-progress deadline, so slow clients cannot hold
+    connections (or, through a streamed answer, concurrency slots) open:
 
     - headers: a connection that has not delivered a request's headers within `header_timeout_s` of opening (or
       of the previous response) is closed;
@@ -40,7 +42,11 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
       s per byte received (Apache's mod_reqtimeout rule); a body that falls behind is answered 408 and the
       connection closed, and the request is marked in its scope (BODY_TIMEOUT_SCOPE_KEY) for the metrics;
     - a response sent before the body was read (a refusal: 401, 413, …) closes the connection instead of
-      reading the rest of a body nobody will use."""
+      reading the rest of a body nobody will use;
+    - writes: when the answer fills the connection's send buffer (the client reads slower than it is sent, or not
+      at all), the client must drain it within `write_timeout_s`, each time it fills; otherwise the connection is
+      aborted (its buffer dropped). The request sees a disconnect, so a streamed answer ends and gives back its
+      concurrency slot instead of waiting on a reader that never comes."""
     import time
 
     import h11
@@ -49,6 +55,7 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
     class HeaderTimeoutH11Protocol(H11Protocol):
         _header_timer = None
         _body_timer = None
+        _write_timer = None
         _body_started = 0.0
         _body_bytes = 0
 
@@ -87,6 +94,23 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
                                          b"\r\n\r\n" + body)
                     cycle.response_started = cycle.response_complete = True
             self.transport.close()
+
+        def pause_writing(self) -> None:  # the transport's buffer is full: the client must make progress
+            super().pause_writing()
+            if self._write_timer is None:
+                self._write_timer = self.loop.call_later(write_timeout_s, self._write_timeout)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._cancel_timer("_write_timer")
+
+        def _write_timeout(self) -> None:
+            self._write_timer = None
+            if not self.flow.write_paused:
+                return
+            log.info("closed a connection whose client read nothing of its answer for %g s (serving.write_timeout_s)",
+                     write_timeout_s)
+            self.transport.abort()  # close() would first wait to flush the buffer the client does not read
 
         def _arm_header_timer(self) -> None:
             self._cancel_timer("_header_timer")
@@ -128,7 +152,9 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
         def connection_lost(self, exc) -> None:
             self._cancel_timer("_header_timer")
             self._cancel_timer("_body_timer")
+            self._cancel_timer("_write_timer")
             super().connection_lost(exc)
+            self.flow.resume_writing()  # a send waiting for the buffer to drain returns (the cycle is disconnected)
 
     return HeaderTimeoutH11Protocol
 
@@ -159,12 +185,13 @@ def printable_logs(names: tuple[str, ...] = ("", "uvicorn", "uvicorn.error", "uv
 
 
 def server_config(app: Any, serving: Any, host: str = "127.0.0.1", port: int = 8080, **kwargs: Any):
-    """The uvicorn configuration `cr2 serve` runs with (h11 with header- and body-read timeouts; printable logs)."""
+    """The uvicorn configuration `cr2 serve` runs with (h11 with header- and body-read timeouts and a write-progress
+    deadline; printable logs)."""
     import uvicorn
 
     config = uvicorn.Config(app, host=host, port=port,
                             http=header_timeout_protocol(serving.header_timeout_s, serving.body_timeout_s,
-                                                         serving.min_body_rate_bps),
+                                                         serving.min_body_rate_bps, serving.write_timeout_s),
                             log_level=kwargs.pop("log_level", "warning"), **kwargs)
     printable_logs()  # uvicorn.Config has configured its handlers by now
     return config

