@@ -369,3 +369,19 @@ def write_sliced_data(out: Path, n_queries: int) -> tuple[Path, int]:
         rows += len(keep)
     shutil.copy(cfg.data_path / cfg.labels.simulator.accuracy_file, out / cfg.labels.simulator.accuracy_file)
     return out, rows
+
+
+def labeling_queries(benchmarks: list[str], n: int):
+    """A selection of n shipped queries of `benchmarks` (MBPP's test subset), as `cr2 label` selects them."""
+    import pandas as pd
+
+    from cr2.labels.lmeval.runs import select_queries
+
+    cols = ["query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup"]
+    frames = []
+    for b in benchmarks:
+        df = pd.read_parquet(REPO / "data" / "benchmarks" / f"{b}.parquet")
+        if b == "mbpp":
+            df = df[df["subset"] == "test"]
+        frames.append(df[cols])
+    return select_queries(pd.concat(frames, ignore_index=True), n)

@@ -25,26 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, figure, limit_threads, parse_args, write_result
+from _common import REPO, figure, labeling_queries, limit_threads, parse_args, write_result
 
 SMALL_SHAPE = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
                "num_key_value_heads": 2, "head_dim": 32}
 PATHS = ("lm-eval", "static")
-
-
-def _queries(benchmarks: list[str], n: int):
-    import pandas as pd
-
-    from cr2.labels.lmeval.runs import select_queries
-
-    cols = ["query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup"]
-    frames = []
-    for b in benchmarks:
-        df = pd.read_parquet(REPO / "data" / "benchmarks" / f"{b}.parquet")
-        if b == "mbpp":
-            df = df[df["subset"] == "test"]
-        frames.append(df[cols])
-    return select_queries(pd.concat(frames, ignore_index=True), n)
 
 
 def _models(scratch: Path):
@@ -107,7 +92,7 @@ def main() -> None:
     n = 4 if args.quick else 16
     repeats = args.repeats or (1 if args.quick else 3)
     benchmarks = ["bbh", "mbpp"]
-    queries = _queries(benchmarks, n)
+    queries = labeling_queries(benchmarks, n)
     samples = {b: queries[queries["benchmark"] == b] for b in benchmarks}
     fewshot = {"mbpp": mbpp_fewshot_docs(pd.read_parquet(REPO / "data" / "benchmarks" / "mbpp.parquet"), [2, 3, 4])}
     scratch = Path(tempfile.mkdtemp(prefix="cr2-bench-generation-"))
