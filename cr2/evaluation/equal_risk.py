@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from cr2.evaluation.statistics import bootstrap_interval, holm_adjust, saving_verdict
+from cr2.evaluation.statistics import bootstrap_intervals, holm_adjust, saving_verdict
 from cr2.routers.certify import UNCERTIFIED, certified_name
 from cr2.evaluation.fixed_accuracy import (FallbackCost, MethodOutcomes, cost_samples, grid_columns, saving_pct,
                                           stacked_points)
@@ -92,17 +92,21 @@ def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence
     return out
 
 
-def _row(c: Comparison | None, side: Side, metric: str, target: float | None, estimate: float, samples: np.ndarray,
-         level: float, *, router: str | None = None, rule: str | None = None) -> dict[str, Any]:
-    iv = bootstrap_interval(samples, estimate, level)
-    return {"question": "cost" if c is None else c.question, "router": router if c is None else c.router,
+def _rows(c: Comparison | None, side: Side, metric: str, targets: list, estimates: np.ndarray, samples: np.ndarray,
+          level: float, *, router: str | None = None, rule: str | None = None) -> list[dict[str, Any]]:
+    """One tidy row per column of samples [B, k] (a statistic per target, or one mean), its interval and p from one
+    vectorised pass over the resamples (cr2.evaluation.statistics.bootstrap_intervals)."""
+    est = np.asarray(estimates, dtype=np.float64).reshape(-1)
+    lower, upper, p = bootstrap_intervals(np.asarray(samples, dtype=np.float64).reshape(len(samples), -1), est, level)
+    base = {"question": "cost" if c is None else c.question, "router": router if c is None else c.router,
             "against": None if c is None else c.against, "rule": rule if c is None else c.rule,
             "alpha": side.alpha if c is None else c.alpha, "method_a": side.method,
-            "method_b": None if c is None else c.b.method, "metric": metric,
-            "target": None if target is None else round(float(target), 6), "estimate": iv.estimate,
-            "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples, "n_targets": None,
-            "p_value": iv.p_value, "p_holm": None,
-            "verdict": None if metric == COST else saving_verdict(iv.lower, iv.upper, level=level)}
+            "method_b": None if c is None else c.b.method, "metric": metric, "n_resamples": int(len(samples)),
+            "n_targets": None, "p_holm": None}
+    return [{**base, "target": None if t is None else round(float(t), 6), "estimate": float(e), "lower": float(lo),
+             "upper": float(hi), "p_value": float(pv),
+             "verdict": None if metric == COST else saving_verdict(lo, hi, level=level)}
+            for t, e, lo, hi, pv in zip(targets, est, lower, upper, p)]
 
 
 def family_key(row: Mapping[str, Any]) -> tuple:
@@ -130,16 +134,17 @@ def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequen
     for side, (router, rule) in cost_sides.items():
         if side in cost:
             est, samples = cost[side]
-            reached = np.isfinite(own[side][0])
-            rows += [_row(None, side, COST, tt, float(est[i]), samples[:, i], level, router=router, rule=rule)
-                     for i, tt in enumerate(t) if reached[i]]
+            reached = np.flatnonzero(np.isfinite(own[side][0]))
+            if reached.size:
+                rows += _rows(None, side, COST, list(t[reached]), est[reached], samples[:, reached], level,
+                              router=router, rule=rule)
     means: list[dict[str, Any]] = []
     for c in comparisons:
         if c.a not in cost or c.b not in cost:
             continue
         est, samples = saving_pct(cost[c.a][0], cost[c.b][0]), saving_pct(cost[c.a][1], cost[c.b][1])
-        rows += [_row(c, c.a, SAVING, tt, float(est[i]), samples[:, i], level) for i, tt in enumerate(t)]
-        row = _row(c, c.a, MEAN_SAVING, None, float(est[cols].mean()), samples[:, cols].mean(axis=1), level)
+        rows += _rows(c, c.a, SAVING, list(t), est, samples, level)
+        row = _rows(c, c.a, MEAN_SAVING, [None], np.array([est[cols].mean()]), samples[:, cols].mean(axis=1), level)[0]
         means.append({**row, "n_targets": int(cols.size)})
     families: dict[tuple, list[dict[str, Any]]] = {}
     for r in means:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cr2.evaluation.statistics import Interval, bootstrap_interval, resample_counts, resampled_means
+from cr2.evaluation.statistics import Interval, bootstrap_interval, bootstrap_intervals, resample_counts, resampled_means
 from cr2.core.errors import InvalidValueError
 
 _EPS = 1e-12  # the view's tolerance on "accuracy ≥ target"
@@ -71,10 +71,14 @@ def frontier_cost_at_each(accuracy: np.ndarray, cost: np.ndarray, targets: np.nd
     best_before = np.maximum.accumulate(np.concatenate([np.full((b, 1), -np.inf), a[:, :-1]], axis=1), axis=1)
     on = (a > best_before) & finite
     # along a row the frontier's accuracy rises, so the first frontier point with accuracy ≥ target is the first
-    # on-point that reaches it; the point before it on the frontier is the last on-point before that
-    reach = on[:, :, None] & (a[:, :, None] >= t[None, None, :] - _EPS)  # [B, k, t]
-    hit = reach.any(axis=1)
-    j = reach.argmax(axis=1)  # [B, t]
+    # on-point that reaches it: the running best accuracy over on-points only rises at them, so that point is where
+    # it first reaches the target — counted per target on [B, k] instead of a [B, k, t] array
+    best = np.maximum.accumulate(np.where(on, a, -np.inf), axis=1)
+    j = np.empty((b, t.size), dtype=np.int64)
+    for i, target in enumerate(t - _EPS):
+        j[:, i] = (best < target).sum(axis=1)
+    hit = j < k
+    j = np.where(hit, j, 0)
     last_on = np.maximum.accumulate(np.where(on, np.arange(k)[None, :], -1), axis=1)  # [B, k]
     rows = np.arange(b)[:, None]
     prev = np.where(j > 0, last_on[rows, np.maximum(j - 1, 0)], -1)
@@ -238,6 +242,8 @@ def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets:
     every resample and every interval rests on all B of them."""
     (est_m, s_m), (est_r, s_r) = (cost_samples(x, targets, counts, fallback) for x in (method, reference))
     est, samples = saving_pct(est_m, est_r), saving_pct(s_m, s_r)
-    per_target = [bootstrap_interval(samples[:, i], float(est[i]), level) for i in range(est.size)]
+    lower, upper, p = bootstrap_intervals(samples, est, level)
+    per_target = [Interval(float(e), float(lo), float(hi), level, int(samples.shape[0]), float(pv))
+                  for e, lo, hi, pv in zip(est, lower, upper, p)]
     cols = grid_columns(targets, grid)
     return per_target, bootstrap_interval(samples[:, cols].mean(axis=1), float(est[cols].mean()), level)
