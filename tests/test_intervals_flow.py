@@ -56,8 +56,11 @@ def test_estimates_equal_the_point_values_of_the_views(slice_run):
                    "AND i.metric = 'saving_vs_knn_pct' AND abs(i.target - f.target) < 1e-9 WHERE f.run_id = ?", [run_id])
         n_fa = wh.scalar("SELECT count(*) FROM v_fixed_accuracy WHERE run_id = ?", [run_id])
     assert len(ops) > 500
-    point = ops.apply(lambda r: r[r["metric"]], axis=1).astype(float)
+    minus = "_minus_alpha"  # a risk tested against α: the same mean, less α
+    point = ops.apply(lambda r: r[r["metric"][:-len(minus)]] - r["alpha"] if r["metric"].endswith(minus)
+                      else r[r["metric"]], axis=1).astype(float)
     assert np.array_equal(point.to_numpy(), ops["estimate"].to_numpy())  # the same mean of the same per-query values
+    assert ops["metric"].str.endswith(minus).any() and ops.loc[ops["metric"].str.endswith(minus), "alpha"].notna().all()
     assert len(fa) == n_fa > 0  # an interval for every (method, target) the view has
     assert np.allclose(fa["estimate"], fa["saving_vs_knn_pct"], rtol=0, atol=1e-9)
 
@@ -67,9 +70,11 @@ def test_fixed_accuracy_arrays_equal_v_fixed_accuracy_on_a_real_evaluation(slice
 
     run_id = slice_run["out"]["evaluate"]["run_id"]
     with Warehouse(slice_run["home"], read_only=True) as wh:
+        # CR² at the run's one comparison α (eval_runs.default_alpha), as the view reads it
         pts = wh.df("SELECT o.method, o.accuracy, o.cost FROM operating_points o JOIN methods m USING (run_id, method) "
-                    "WHERE o.run_id = ? AND o.benchmark = 'all' AND (m.kind = 'cr2' OR (m.kind IN "
-                    "('baseline', 'baseline-variant') AND m.learned))", [run_id])
+                    "JOIN eval_runs r USING (run_id) WHERE o.run_id = ? AND o.benchmark = 'all' AND (m.kind = 'cr2' OR "
+                    "(m.kind IN ('baseline', 'baseline-variant') AND m.learned)) AND (o.alpha IS NULL OR "
+                    "abs(o.alpha - r.default_alpha) < 1e-12)", [run_id])
         view = wh.df("SELECT method, target, cost, cost_grid, knn_cost FROM v_fixed_accuracy WHERE run_id = ?", [run_id])
         n_targets_view = wh.scalar("SELECT count(*) FROM range(50, 100)")
     assert len(VIEW_TARGETS) == n_targets_view

@@ -102,7 +102,7 @@ def test_the_page_renders_from_the_slice_run(pipeline_slice):
     doc = Doc({"default": Path(pipeline_slice["home"])})
     page = render_sections(doc, SECTIONS, marked=True)
     assert unbacked_words(page) == []
-    for part in ("gate quality (both uncertified)", "Price of the guarantee", "Validity over random",
+    for part in ("gate quality (both uncertified)", "Calibrated vs default threshold", "Validity over random",
                  "Which router should I deploy?", pipeline_slice["run_id"] if "run_id" in pipeline_slice else "eval-"):
         assert part in page
     assert "\u2e22" in page  # some verdicts were produced
