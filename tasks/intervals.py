@@ -80,14 +80,15 @@ class TestSample:
         return self.counts[:n_resamples]
 
 
-def test_sample(config: Config, home: str) -> TestSample:
-    """The evaluation's test rows, the rows its metrics count, its shared resample counts and its target grid."""
+def test_sample(config: Config, home: str, sets: dict | None = None) -> TestSample:
+    """The evaluation's test rows, the rows its metrics count, its shared resample counts and its target grid
+    (`sets`: the routing sets when the caller loaded them already)."""
     from cr2.evaluation.statistics import resample_counts, resample_indices
     from cr2.evaluation.metrics import evaluable_mask
     from tasks.inputs import load_sets
 
     spec = config.evaluation.bootstrap
-    sets = load_sets(config, home)
+    sets = load_sets(config, home) if sets is None else sets
     test, val = sets["test"], sets["val"]
     keep = evaluable_mask(test) if config.evaluation.exclude_unsolvable else np.ones(len(test), dtype=bool)
     b = max(spec.n_resamples, spec.n_resamples_compare)

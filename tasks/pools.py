@@ -56,7 +56,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
         decisions = run_decisions(wh, run_id)
         methods = methods_of_run(wh, run_id)
         equal = run_equal_risk(wh, run_id)  # the run's equal-risk stage: kept below, at the default α
-    sample = test_sample(config, home)  # the run's own rows, shared resample index and validation grid
+    sample = test_sample(config, home, sets)  # the run's own rows, shared resample index and validation grid
     keep, counts = sample.keep, sample.counts
     # one α per comparison: CR²'s sweep at the default α only
     by_method = points_by_method(operating_points(decisions, test.query_id, test.model_ids), config.grids.default_alpha)

@@ -76,3 +76,24 @@ def fake_model_endpoint(model_name: str, seen: list | None = None, fail: bool = 
                 "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}}
 
     return app
+
+
+def read_until_closed(sock: socket.socket, limit_s: float, keep: int | None = None,
+                      reset_closes: bool = False) -> tuple[bytes, float]:
+    """What the server sends on `sock` until it closes the connection (the first `keep` bytes where given), and when
+    it closed (s), or inf after limit_s. reset_closes: a connection reset (an aborted answer) counts as closed."""
+    t0, data = time.monotonic(), b""
+    sock.settimeout(0.2)
+    while time.monotonic() - t0 < limit_s:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            if not reset_closes:
+                raise
+            return data, time.monotonic() - t0
+        if not chunk:
+            return data, time.monotonic() - t0
+        data = data + chunk if keep is None else (data + chunk)[:keep]
+    return data, float("inf")

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from cr2.config import load_config
 from cr2_cli.serve import create_app
 from tests.fault_upstream import COOKIE, HUGE_BYTES, MODES, SECRET_PATH, FaultUpstream, closed_port
-from tests.serve_helpers import running
+from tests.serve_helpers import read_until_closed, running
 
 KEY_ENV = "CR2_TEST_FAULT_UPSTREAM_KEY"
 UPSTREAM_KEY = "sk-upstream-do-not-leak-7f3a9c"
@@ -262,20 +262,8 @@ def test_p1_streams_nobody_reads_give_their_slots_back_after_the_write_timeout(r
 
 
 def _drain(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
-    """What is left to read on `sock` until the server closes it (the first 4 KiB kept), and when (s)."""
-    t0, head = time.monotonic(), b""
-    sock.settimeout(0.2)
-    while time.monotonic() - t0 < limit_s:
-        try:
-            chunk = sock.recv(65536)
-        except socket.timeout:
-            continue
-        except ConnectionResetError:  # aborted: the unsent part of the answer was dropped
-            return head, time.monotonic() - t0
-        if not chunk:
-            return head, time.monotonic() - t0
-        head = (head + chunk)[:4096]
-    return head, float("inf")
+    """What is left to read on `sock` until the server closes or aborts it (the first 4 KiB kept), and when (s)."""
+    return read_until_closed(sock, limit_s, keep=4096, reset_closes=True)
 
 
 # 1 MB of 340,000 empty objects: cheap to send, seconds of event-loop time when parsed there

@@ -15,7 +15,7 @@ import pytest
 
 from cr2.config import load_config
 from cr2_cli.serve import create_app
-from tests.serve_helpers import fake_model_endpoint, running
+from tests.serve_helpers import fake_model_endpoint, read_until_closed, running
 from tests.test_serve_security import StubRouter
 
 TOKEN = "s3cret-token-for-tests"
@@ -54,21 +54,6 @@ def _raw(base: str, head: str, body: bytes = b"") -> socket.socket:
     sock = socket.create_connection((host, int(port)), timeout=10)
     sock.sendall(head.encode("latin-1") + b"\r\n" + body)
     return sock
-
-
-def _read_all(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
-    """Everything the server sends until it closes the connection, and when it closed (s), or limit_s."""
-    t0, data = time.monotonic(), b""
-    sock.settimeout(0.2)
-    while time.monotonic() - t0 < limit_s:
-        try:
-            chunk = sock.recv(65536)
-        except socket.timeout:
-            continue
-        if not chunk:
-            return data, time.monotonic() - t0
-        data += chunk
-    return data, float("inf")
 
 
 # ------------------------------------------------------------------ N2: huge numbers
@@ -135,7 +120,7 @@ def test_a_trickled_body_is_cut_off_with_408(server):
             time.sleep(0.3)
             with contextlib.suppress(OSError):
                 sock.sendall(b" ")
-        data, closed_s = _read_all(sock, limit_s=8.0)
+        data, closed_s = read_until_closed(sock, limit_s=8.0)
     finally:
         sock.close()
     assert data.startswith(b"HTTP/1.1 408"), data[:200]
@@ -151,7 +136,7 @@ def test_a_body_at_a_fair_rate_is_not_cut_off(server):
         for i in range(0, len(payload), 1024):  # 1 kB every 0.4 s: 2.5 kB/s, above the minimum rate
             sock.sendall(payload[i:i + 1024])
             time.sleep(0.4)
-        data, _ = _read_all(sock, limit_s=8.0)
+        data, _ = read_until_closed(sock, limit_s=8.0)
     finally:
         sock.close()
     assert data.startswith(b"HTTP/1.1 200"), data[:300]
@@ -162,7 +147,7 @@ def test_a_refused_request_closes_the_connection_instead_of_reading_the_trickle(
         sock = _raw(base, "POST /route HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
                           "content-length: 100000\r\n", b"{")
         try:
-            data, closed_s = _read_all(sock, limit_s=5.0)
+            data, closed_s = read_until_closed(sock, limit_s=5.0)
         finally:
             sock.close()
     assert data.startswith(b"HTTP/1.1 401"), data[:200]
@@ -257,7 +242,7 @@ def test_p16_a_request_with_content_length_and_transfer_encoding_closes_its_conn
     sock = _raw(base, "POST /route HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
                       f"content-length: {len(chunked)}\r\ntransfer-encoding: chunked\r\n", chunked + pipelined)
     try:
-        data, closed_s = _read_all(sock, limit_s=5.0)
+        data, closed_s = read_until_closed(sock, limit_s=5.0)
     finally:
         sock.close()
     assert data.startswith(b"HTTP/1.1 200"), data[:300]
@@ -266,5 +251,5 @@ def test_p16_a_request_with_content_length_and_transfer_encoding_closes_its_conn
     with socket.create_connection(tuple(base.removeprefix("http://").split(":")[:1]) + (int(base.rsplit(":", 1)[1]),),
                                   timeout=5) as plain:  # an ordinary request keeps its connection
         plain.sendall(b"GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n" * 2)
-        data, _ = _read_all(plain, limit_s=1.0)
+        data, _ = read_until_closed(plain, limit_s=1.0)
     assert data.count(b"HTTP/1.1 200") == 2

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-ROUTER_NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
-                "llmrank-bench": "LLMRank + benchmark id"}
-RULE_RISK = {"crc": "teacher disagreement", "crc-oracle": "oracle disagreement", "crc-avoidable": "avoidable error"}
+from cr2.report.tables import ROUTER_NAMES
+from cr2.report.validity import risk_of_rule
 
 
 def _name(router: str) -> str:
@@ -36,7 +35,7 @@ def deploy_rows(found: Sequence[tuple[str, Any]], scenario: str | None = None) -
     rows = []
     for rule, d in found:
         head = {**({"scenario": scenario} if scenario else {}),
-                "risk bounded at α": f"{RULE_RISK.get(rule, rule)} ({rule})"}
+                "risk bounded at α": f"{risk_of_rule(rule) or rule} ({rule})"}
         if isinstance(d, str):
             rows.append({**head, "deploy (simplest not beaten)": f"– ({d})"})
             continue

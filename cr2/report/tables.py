@@ -13,6 +13,11 @@ from cr2.config import HEADLINE_LAMS
 from cr2.report.styles import MethodStyles
 
 
+#: display names of the catalogue's routers in tables and pages (an unknown router shows its own name)
+ROUTER_NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
+                "llmrank-bench": "LLMRank + benchmark id"}
+
+
 def informative_targets(fixed: pd.DataFrame, pareto: pd.DataFrame) -> pd.DataFrame:
     """Targets at or above every compared method's accuracy at its own cheapest point (below it, a method's
     cost is just its minimum cost and the comparison says nothing)."""

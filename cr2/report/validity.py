@@ -140,6 +140,17 @@ def _lam(v) -> str:
     return "—" if v is None or pd.isna(v) else f"{v:g}"
 
 
+def _count(n) -> str:
+    return "—" if n is None or pd.isna(n) else f"{int(n):,}"
+
+
+def _verdict_cell(r, word: Callable[[str | None], str]) -> str:
+    """A verdict with its family (cells rejected / tested, the Holm p), or why a row has none."""
+    if isinstance(r.verdict, str):
+        return f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})"
+    return f"— ({r.note})"
+
+
 def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
                       word: Callable[[str | None], str] = lambda w: w or "—") -> pd.DataFrame:
     """certified_verdicts as shown: router, rule, risk bounded, α, worst λ, mean risk ± MC SE there, re-splits, the
@@ -151,11 +162,9 @@ def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
         "router": [label(r) for r in v["router"]], "rule": v["rule"], "risk bounded": v["risk"],
         "α": v["alpha"].map(lambda a: f"{a:g}"), "worst λ": v["worst_lam"].map(_lam),
         "mean risk over re-splits ± MC SE (worst λ)": [_pm(m, s) for m, s in zip(v["mean"], v["se"])],
-        "re-splits": v["n_resplits"].map(lambda n: "—" if n is None or pd.isna(n) else f"{int(n):,}"),
+        "re-splits": v["n_resplits"].map(_count),
         "E[risk] ≤ α at every λ: verdict (λ cells over α / tested, Holm p)": [
-            f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})" if isinstance(r.verdict, str)
-            else f"— ({r.note})"
-            for r in v.itertuples()],
+            _verdict_cell(r, word) for r in v.itertuples()],
     }).reset_index(drop=True)
 
 
@@ -179,11 +188,8 @@ def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda
         "at": [at(r) for r in v.itertuples()], "deciding cell": [cell(r) for r in v.itertuples()],
         "value ± MC SE": [_pm(a, b) for a, b in zip(v["value"], v["se"])],
         "bound": v["bound"].map(lambda b: "—" if pd.isna(b) else f"{b:g}"),
-        "re-splits": v["n_resplits"].map(lambda n: "—" if n is None or pd.isna(n) else f"{int(n):,}"),
-        "verdict (cells over the bound / tested, Holm p)": [
-            f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})" if isinstance(r.verdict, str)
-            else f"— ({r.note})"
-            for r in v.itertuples()],
+        "re-splits": v["n_resplits"].map(_count),
+        "verdict (cells over the bound / tested, Holm p)": [_verdict_cell(r, word) for r in v.itertuples()],
     }).reset_index(drop=True)
 
 

@@ -16,12 +16,11 @@ import pandas as pd
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, seed_t_interval
 from cr2.evaluation.validity import validity_verdict
 from cr2.report.markdown import markdown_table
-from cr2.report.tables import ci_cell
+from cr2.report.tables import ROUTER_NAMES, ci_cell
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2_cli.resultsdoc.scenario_stats import pick
 
-NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
-         "llmrank-bench": "LLMRank + benchmark id"}
+NAMES = ROUTER_NAMES
 RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracle": "oracle disagreement, on the labels",
              "crc-avoidable": "avoidable error, on the labels"}
 SCENARIOS = (("default", "Default (simulated Qwen3 labels)"), ("mmlu-pro", "MMLU-Pro (measured)"),

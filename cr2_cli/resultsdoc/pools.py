@@ -137,11 +137,6 @@ def changed_sentence(doc: Doc, family: pd.DataFrame, what: str, label: str = "po
             "no member's uncorrected word is printed.\n")
 
 
-def _kept_note(n) -> str:
-    """' (k resamples kept)' after an interval, '' where the count is not stored."""
-    return "" if n is None or pd.isna(n) else f" ({int(n):,} resamples kept)"
-
-
 # ---------------------------------------------------------------- the label diagnostics (pure, packaged data)
 def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], list[dict]]:
     from cr2.evaluation.statistics import resample_indices

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, t_interval
+from cr2.report.tables import ROUTER_NAMES
 from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
 
-NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
-         "llmrank-bench": "LLMRank + benchmark id"}
+NAMES = ROUTER_NAMES
 LEARNED = ("cr2", "mlp", "embedllm", "llmrank", "llmrank-bench")  # every learned router compared with KNN
 ALPHA = 0.01  # the α the tables quote (the paper's headline α)
 
