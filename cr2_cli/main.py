@@ -15,6 +15,7 @@ from cr2_cli.study import study_app
 from cr2_cli.study_premise import premise_command
 from cr2_cli.study_seeds import seeds_command
 from cr2_cli.study_pools import diagnostics_command, pools_command, simcheck_command
+from cr2_cli.study_routers import routers_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="CR²: cost-aware, risk-controlled device–edge LLM routing.")
 config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration files.")
@@ -52,6 +53,7 @@ study_app.command("premise")(friendly(premise_command, flow=True))
 study_app.command("pools")(friendly(pools_command, flow=True))
 study_app.command("diagnostics")(friendly(diagnostics_command, flow=True))
 study_app.command("simcheck")(friendly(simcheck_command, flow=True))
+study_app.command("routers")(friendly(routers_command, flow=True))
 
 
 def check_arguments(args: list[str]) -> None:

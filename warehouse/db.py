@@ -637,11 +637,14 @@ def where_clause(where: dict[str, Any] | None) -> str:
     return " WHERE " + " AND ".join(f"{ident(k)} = ?" for k in where)
 
 
-def copy_warehouse(home: str | Path, target: str | Path) -> Path:
+def copy_warehouse(home: str | Path, target: str | Path, with_caches: bool = False) -> Path:
     """The folder `target` holding a copy of `home`'s warehouse, made on first use (a study's per-cell home).
 
     The write-ahead log is flushed first so the file alone is the whole warehouse; the copy lands under a
-    temporary name and is renamed, so an interrupted copy never looks like a warehouse."""
+    temporary name and is renamed, so an interrupted copy never looks like a warehouse.
+    with_caches: the home's stage results and derived files (CACHE_DIRS) are copied too, before the warehouse, so
+    a stage whose key the copy's config leaves unchanged is a cache hit there (a study that adds routers to a run
+    refits and re-evaluates only what depends on them)."""
     import shutil
 
     target = Path(target)
@@ -649,10 +652,21 @@ def copy_warehouse(home: str | Path, target: str | Path) -> Path:
         target.mkdir(parents=True, exist_ok=True)
         with Warehouse(home) as wh:
             wh.con.execute("CHECKPOINT")
+        for name in CACHE_DIRS if with_caches else ():
+            src, dst = Path(home) / name, target / name
+            if src.is_dir() and not dst.exists():
+                tmp = target / f"{name}.partial"
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(src, tmp, symlinks=True)
+                tmp.replace(dst)
         tmp = target / f"{DB_NAME}.partial"
         shutil.copyfile(Path(home) / DB_NAME, tmp)
         tmp.replace(target / DB_NAME)
     return target
+
+
+#: a home's folders of stage results and derived files (tasks.common.results_dir, cache_dir)
+CACHE_DIRS = ("prefect-results", "cache")
 
 
 def open_warehouse(home: str | Path | None = None, read_only: bool = False) -> Warehouse:

@@ -117,3 +117,14 @@ def pool_study_runs(wh: Warehouse, study_id: str) -> pd.DataFrame:
     from warehouse.routing_data import named_query
 
     return wh.df(named_query("doc_pool_runs"), {"study_id": study_id})
+
+
+def router_study_rows(wh: Warehouse, study_id: str, other: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The stored rows of a router study (flows/router_study.py) in this warehouse: (savings of every certified router
+    against `other` at equal risk: unit, subject, other, estimate, lower, upper, p_value, n_resamples; headroom: unit,
+    estimate — the full-information router's mean saving vs KNN)."""
+    from warehouse.routing_data import named_query
+
+    params = {"study_id": study_id}
+    return (wh.df(named_query("router_study_savings"), params | {"other": other}),
+            wh.df(named_query("router_study_headroom"), params))

@@ -1,0 +1,96 @@
+"""`cr2 study routers`: the pre-registered router study (flows/router_study.py) and its tables from the stored rows.
+
+Wired in cr2_cli/main.py as `study_app.command("routers")(friendly(routers_command, flow=True))`.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+
+from cr2_cli.console import SafeConsole, emit
+
+console = SafeConsole()
+
+
+def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, str] | None = None):
+    """(study, rows, summary, flops) of the stored study (cr2.studies.routers.study_rows / study_summary), read from
+    the pools' base warehouse and every scenario's home; a unit not stored yet is absent from the rows. flops: FLOPs
+    per decision of every router fitted in the first pool's study home (the candidates' cost)."""
+    from cr2.studies.routers import POOLS, SCENARIOS as SCENARIO_KIND, study_rows, study_summary
+    from flows.router_study import SCENARIOS, load_study, study_id
+    from warehouse.db import DB_NAME, Warehouse
+    from warehouse.pools import pool_study_runs, router_study_rows
+    from warehouse.repository import router_flops
+
+    study = load_study(study_path)
+    homes = {n: s.home for n, s in SCENARIOS.items()} | dict(scenario_homes or {})
+    parts = [(POOLS, Path(pools_home), None)] + [(SCENARIO_KIND, Path(homes[n]), n) for n in study.scenarios]
+    savings, rooms, flops = [], [], {}
+    for kind, home, unit in parts:
+        if not (home / DB_NAME).is_file():
+            continue
+        sid = study_id(study, kind)
+        with Warehouse(home, read_only=True) as wh:
+            sav, room = router_study_rows(wh, sid, study.other)
+            runs = pool_study_runs(wh, sid)
+        if unit is not None:
+            sav, room = sav[sav["unit"] == unit], room[room["unit"] == unit]
+        savings.append(sav.assign(kind=kind))
+        rooms.append(room.assign(kind=kind))
+        if kind == POOLS and not flops and len(runs):
+            first = runs.sort_values("pool").iloc[0]
+            unit_home = home / first["home"]
+            if (unit_home / DB_NAME).is_file():
+                with Warehouse(unit_home, read_only=True) as wh:
+                    flops = router_flops(wh, str(first["label_source"]))
+    cols = ["kind", "unit", "subject", "other", "estimate", "lower", "upper", "p_value", "n_resamples"]
+    saving = pd.concat(savings, ignore_index=True) if savings else pd.DataFrame(columns=cols)
+    headroom = pd.concat(rooms, ignore_index=True) if rooms else pd.DataFrame(columns=["kind", "unit", "estimate"])
+    rows = study_rows(saving, headroom, study)
+    return study, rows, study_summary(rows, study), flops
+
+
+def study_markdown(study, rows, summary, flops, word=lambda w: w or "—") -> str:
+    """The study's three tables: the summary over the pools, then per pool, then per scenario."""
+    from cr2.report.router_study import summary_table, unit_table
+    from cr2.studies.routers import POOLS, SCENARIOS as SCENARIO_KIND
+
+    return "\n".join([summary_table(summary, flops, word), unit_table(rows, POOLS, word),
+                      unit_table(rows, SCENARIO_KIND, word)])
+
+
+def _scenario_homes(specs: list[str] | None) -> dict[str, str]:
+    out = {}
+    for spec in specs or []:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise typer.BadParameter(f"--scenario-home {spec!r}: expected NAME=PATH, e.g. default=var")
+        out[name] = path
+    return out
+
+
+def routers_command(study: Path = typer.Option(Path("configs/studies/router-study.yaml"), "--study",
+                                               help="the pre-registration YAML (configs/studies/)"),
+                    pools_home: Path = typer.Option(Path("var/mmlu-pro-sample"), "--pools-home",
+                                                    help="base warehouse of the pool sweep (`make study-pools`)"),
+                    scenario_home: Optional[list[str]] = typer.Option(None, "--scenario-home",
+                                                                      help="NAME=PATH: a scenario's warehouse "
+                                                                      "(default: var, var/mmlu-pro, var/zeroeval-*)"),
+                    unit: Optional[list[str]] = typer.Option(None, "--unit", help="run only these pools or "
+                                                             "scenarios (repeatable)"),
+                    report_only: bool = typer.Option(False, "--report-only", help="print the stored study's tables; "
+                                                     "run nothing")) -> None:
+    """Router study: every pre-registered candidate against certified KNN at equal risk, on every pool and scenario."""
+    from flows.router_study import study_routers_flow
+
+    homes = _scenario_homes(scenario_home)
+    t0 = time.perf_counter()
+    if not report_only:
+        study_routers_flow(study_path=str(study), pools_home=str(pools_home), scenario_homes=homes, only=unit or None)
+    emit(study_markdown(*study_results(str(study), str(pools_home), homes)))
+    console.print(f"cr2 study routers finished in {time.perf_counter() - t0:.1f} s (tables pool_runs, pool_results "
+                  "under study ids routers-pool-…, routers-scenario-…)", highlight=False)
