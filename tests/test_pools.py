@@ -2,11 +2,14 @@
 signed-rank test against scipy, and `cr2 study pools` end to end on two tiny pools of a 70-question MMLU-Pro slice."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from cr2.config import REPO_ROOT
-from cr2.core.errors import InvalidValueError
+from cr2.core.errors import DataValidationError, InvalidValueError
 from tests.conftest import copy_of
 
 RULE = REPO_ROOT / "configs" / "pools" / "mmlu-pro.yaml"
@@ -229,3 +232,72 @@ def test_sweep_refuses_an_unknown_pool_or_a_simulated_config(tmp_path):
 
     with pytest.raises(InvalidValueError, match="measured config"):
         study_pools_flow.fn(config_path=None, home=str(tmp_path / "h"))
+
+
+# ---------------------------------------------------------------- the router study on the sweep's pools (flow)
+@pytest.fixture(scope="module")
+def router_study(sweep, tmp_path_factory):
+    """A three-candidate study over the sweep's two pools, run twice (the second resumes from the caches)."""
+    from flows.router_study import study_routers_flow
+    from warehouse.db import Warehouse
+    from warehouse.pools import pool_savings
+
+    root = tmp_path_factory.mktemp("router-study")
+    rule = root / "rule.yaml"
+    rule.write_text(SMALL_RULE)
+    study = root / "study.yaml"
+    study.write_text("candidates:\n  - {name: gate-avoidable, what: a}\n  - {name: knn-distance, what: b}\n"
+                     "  - {name: knn-isotonic, what: c}\nreference: knn\n"
+                     f"pools: {{rule: {rule}, config: {sweep['cfg']}}}\nscenarios: []\n"
+                     "guarantee: {rule: crc-avoidable, alpha: grids.default_alpha}\n")
+    with Warehouse(sweep["home"], read_only=True) as wh:
+        before = pool_savings(wh, sweep["first"]["study_id"])
+    first = study_routers_flow(study_path=str(study), pools_home=str(sweep["home"]))
+    second = study_routers_flow(study_path=str(study), pools_home=str(sweep["home"]))
+    with Warehouse(sweep["home"], read_only=True) as wh:
+        after = pool_savings(wh, sweep["first"]["study_id"])
+    return {"study": study, "first": first, "second": second, "before": before, "after": after}
+
+
+@pytest.mark.slow
+@pytest.mark.flow
+def test_router_study_compares_every_candidate_with_certified_knn_on_every_pool(router_study, sweep):
+    from cr2.evaluation.statistics import Verdict
+    from cr2_cli.study_routers import study_results
+    from warehouse.db import Warehouse
+
+    first = router_study["first"]
+    assert sorted(first["units"]) == ["phi-3-mini-4k-instruct", "yi-6b"]
+    study, rows, summary, flops = study_results(str(router_study["study"]), str(sweep["home"]))
+    assert study.names == ["gate-avoidable", "knn-distance", "knn-isotonic"]
+    assert len(rows) == 3 * 2 and rows["estimate"].notna().all() and rows["p_value"].between(0, 1).all()
+    assert ((rows["lower"] <= rows["estimate"] + 1e-9) & (rows["estimate"] <= rows["upper"] + 1e-9)).all()
+    assert all(isinstance(w, Verdict) for w in rows["verdict"])
+    assert (rows["n_resamples"] == rows["n_resamples"].max()).all()  # every resample, on every row
+    assert rows["headroom"].notna().all()
+    assert all(flops.get(c, 0) > 0 for c in study.names)
+    assert list(summary["candidate"]) == study.names and (summary["pools"] == 2).all()
+    # each unit ran in its own copy: the sweep's pools and rows are as they were
+    pd.testing.assert_frame_equal(router_study["before"], router_study["after"])
+    unit = first["units"]["yi-6b"]
+    assert Path(unit["home"]).parts[-3:] == ("studies", "routers", "yi-6b")
+    with Warehouse(sweep["home"] / "studies" / "pools" / "yi-6b", read_only=True) as wh:
+        methods = set(wh.df("SELECT DISTINCT method FROM methods")["method"])
+    assert not methods & {"knn-distance", "gate-avoidable"}
+
+
+@pytest.mark.slow
+@pytest.mark.flow
+def test_a_second_router_study_resumes_from_the_caches(router_study):
+    assert all(u["cached"] for u in router_study["second"]["units"].values())
+    assert {u["run_id"] for u in router_study["second"]["units"].values()} == \
+        {u["run_id"] for u in router_study["first"]["units"].values()}
+
+
+def test_router_study_refuses_an_unknown_unit_or_a_missing_sweep(tmp_path):
+    from flows.router_study import study_routers_flow
+
+    with pytest.raises(InvalidValueError, match="unknown unit"):
+        study_routers_flow.fn(pools_home=str(tmp_path), only=["no-such-pool"])
+    with pytest.raises(DataValidationError, match="run the pool sweep first"):
+        study_routers_flow.fn(pools_home=str(tmp_path), only=["phi-3-mini-4k-instruct"])

@@ -44,8 +44,9 @@ def summary_table(summary: pd.DataFrame, flops: dict[str, int] | None = None,
     out = []
     for r in summary.itertuples(index=False):
         f = (flops or {}).get(r.candidate)
-        out.append({"candidate": _name(r.candidate), "pools": r.pools, "cheaper": r.cheaper, "dearer": r.dearer,
-                    "no difference detected": r.no_difference, "missing": r.missing,
+        out.append({"candidate": _name(r.candidate), "pools": r.pools, 
+                    'pools "cheaper"': r.cheaper, '"dearer"': r.dearer, '"no difference detected"': r.no_difference,
+                    "missing": r.missing,
                     "median saving, %": _num(r.median_saving), "median 95 % upper bound, %": _num(r.median_upper),
                     "median share of headroom": _num(r.median_headroom_share, ".2f"),
                     "FLOPs / decision": format_flops(f) if f else "—", "pre-registered success": word(r.outcome)})

@@ -124,8 +124,9 @@ def alpha_of(config_data: Mapping[str, Any], key: str) -> float:
 
 def study_config_data(data: Mapping[str, Any], study: RouterStudy) -> dict[str, Any]:
     """A unit's config (as data) with the study's candidates fitted beside its baselines and certified by its rule at
-    its α; the gate-trained candidate's gate is the unit's own `gate` section. The risk-vs-α bands are left out
-    (evaluation.n_resplits = 0): they are not a statistic of the study."""
+    its α; the gate-trained candidate's gate is the unit's own `gate` section. evaluation.n_resplits stays the unit's:
+    where it is > 0 the certify stage checks every candidate's validity over that many re-splits (a scenario; the
+    pool sweep's units have none)."""
     import copy
 
     out = copy.deepcopy(dict(data))
@@ -144,7 +145,6 @@ def study_config_data(data: Mapping[str, Any], study: RouterStudy) -> dict[str, 
     alpha = alpha_of(out, study.alpha_key)
     if not any(abs(float(a) - alpha) < 1e-12 for a in certify["alphas"]):
         certify["alphas"] = sorted([*map(float, certify["alphas"]), alpha])
-    out["evaluation"]["n_resplits"] = 0
     return out
 
 
