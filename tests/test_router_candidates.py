@@ -142,7 +142,9 @@ def test_knn_distance_matches_its_definition_and_chooses_k_with_the_weights(fitt
     assert plain.dev_log_loss_ != pytest.approx(router.dev_log_loss_, abs=1e-6)  # the weights change the k path
     halves = np.vstack([router.predict_proba(test.subset(np.arange(77))),
                         router.predict_proba(test.subset(np.arange(77, len(test))))])
-    np.testing.assert_array_equal(halves, router.predict_proba(test))  # a query's p̂ does not depend on its batch
+    full = router.predict_proba(test)
+    np.testing.assert_array_equal(halves, full)  # a query's p̂ does not depend on its batch
+    np.testing.assert_array_equal(router.predict_proba(test.subset(np.array([5]))), full[5:6])  # batch 1 included
 
 
 def test_weighted_and_plain_knn_on_the_same_state_have_different_fingerprints(sets):

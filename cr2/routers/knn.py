@@ -14,9 +14,11 @@ Log-loss is a proper scoring rule, so it rewards calibrated p̂ — what the cos
 weights [cr2 decision]: "uniform" (default) averages the k neighbours' labels. "cosine" (the catalogue's
 `knn-distance`) weighs neighbour i by w_i = max(cos_i, 0): p̂_m = Σ w_i y_im / Σ w_i over the k neighbours, the
 plain mean where all k weights are 0; k is chosen on dev by the same log-loss rule with the same weights. The
-weights are recomputed in float64 from the stored unit vectors of the chosen neighbours (summed in train-index
-order), so a query's p̂ depends on its neighbours alone, not on the batch it came in; this adds 2·k·(d + M + 1) + M
-FLOPs per query (the k similarities, the weighted sums per model and of the weights, the M divisions).
+similarities are recomputed per query from the stored unit vectors of the chosen neighbours (one dot product each,
+the same arithmetic whatever the batch, where the search's matrix product may round a row differently in another
+batch shape) and the weighted sums taken in float64 in train-index order, so a query's p̂ depends on its neighbours
+alone, not on the batch it came in; this adds 2·k·(d + M + 1) + M FLOPs per query (the k similarities, the weighted
+sums per model and of the weights, the M divisions).
 
 index [cr2 decision]: "exact" (default) is the brute-force search above. "hnsw" and "ivf" (opt-in, for
 large train sets) find approximate neighbours with faiss over the same vectors (inner product = cosine on
@@ -189,13 +191,14 @@ class KNNRouter(OneShotRouter):
         return _weighted_mean((w[:, :, None] * y).sum(axis=1), w.sum(axis=1), y.mean(axis=1))
 
     def _cosine_weights(self, query: np.ndarray, top: np.ndarray) -> np.ndarray:
-        """w_i = max(cos(x, x_i), 0) for the neighbours `top` [c, k], float64 (recomputed per query, not per batch)."""
+        """w_i = max(cos(x, x_i), 0) for the neighbours `top` [c, k], float64 (one dot product per query and neighbour:
+        no matrix product whose rounding depends on the batch shape)."""
         k, dim = top.shape[1], query.shape[1]
         step = max(1, int(self.max_chunk_floats) // max(k * dim, 1))
-        q = np.asarray(query, dtype=np.float64)
+        q = np.asarray(query, dtype=np.float32)
         out = np.empty(top.shape, dtype=np.float64)
         for start in range(0, len(top), step):
-            neighbours = self.train_embedding_[top[start : start + step]].astype(np.float64)  # [c, k, d]
+            neighbours = self.train_embedding_[top[start : start + step]]  # [c, k, d]
             out[start : start + step] = np.einsum("cd,ckd->ck", q[start : start + step], neighbours)
         return np.maximum(out, 0.0)
 
