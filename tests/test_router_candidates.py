@@ -286,3 +286,15 @@ def test_gate_avoidable_is_deterministic_and_checks_its_gate_parameters(fitted, 
     assert again.fingerprint() == fitted["gate-avoidable"].fingerprint()
     with pytest.raises(ConfigError, match="bad gate parameters .*epochz"):
         get_router("gate-avoidable", gate={"epochz": 2}).fit(train, dev)
+
+
+@pytest.mark.parametrize("weights", ["uniform", "cosine"])
+def test_an_exhaustive_graph_search_gives_the_exact_weighted_and_leave_one_out_proba(weights, sets):
+    """The HNSW path of the weights and of leave-one-out: with a search wide enough to be exact on 400 rows, the same
+    p̂ and the same leave-one-out features as the brute-force search."""
+    pytest.importorskip("faiss")
+    train, dev, test = sets["train"], sets["dev"], sets["test"]
+    exact = KNNRouter(k=9, weights=weights).fit(train, dev)
+    graph = KNNRouter(k=9, weights=weights, index="hnsw", hnsw_ef_search=400).fit(train, dev)
+    np.testing.assert_array_equal(graph.predict_proba(test), exact.predict_proba(test))
+    np.testing.assert_array_equal(graph.leave_one_out_proba(), exact.leave_one_out_proba())

@@ -67,7 +67,7 @@ class GateAvoidableRouter(OneShotRouter):
 
         spec = self.gate_spec()
         self.knn_ = KNNRouter(**dict(self.knn or {})).fit(train, dev)
-        # the real labels in place of the teacher's p: the margin target is the realised one (module docstring)
+        # eq. (teacher_margin) with the real labels y for the teacher's p: Δ = (y_0 − λĉ_0) − max_{M_edge} (y_m − λĉ_m)
         y_train = np.asarray(train.correct, dtype=np.float64)
         y_dev = np.asarray(dev.correct, dtype=np.float64)
         self.gate_ = fit_gate(train, dev, y_train, y_dev, spec, num_threads=int(self.num_threads))
