@@ -5,7 +5,8 @@ its cost):
   cr2-gate   the device decision: s = gate.score(e, λ), τ* = table.tau(λ, α, fingerprint), accept(s, τ*)
   cr2-edge   the edge selector on a deferred query: p = teacher.predict_proba(e), deferred_choice(p, c, λ)
   cr2-route  CR2Router.route(batch, λ): both stages for every query (what the evaluation calls)
-  knn, mlp, embedllm, llmrank   router.route(batch, λ): p̂ for every model, then argmax p̂ − λ·c
+  knn, mlp, embedllm, llmrank   router.route(batch, λ): p̂ for every model, then argmax p̂ − λ·c; the same for every
+             other learned baseline of the catalogue (the router study's candidates included)
 at batch 1 (median over many single-query calls, each on the next query of one shared pool) and at
 batch 1024 (time per query). Routers take turns inside every repeat, so drift in the machine's load
 hits them alike. All run on --threads threads (torch and BLAS; default 1: a device decides one query at
@@ -75,6 +76,21 @@ def _data(args, cfg):
             make_routing_set(max(n // 8, 500), seed=3), make_routing_set(2048, seed=4), "synthetic (cr2/evaluation/synthetic.py)")
 
 
+def _quick_fit_kwargs(name: str, epochs: int, threads: int) -> dict:
+    """Constructor arguments that fit router `name` with few epochs on `threads` threads: whatever of epochs (its own, or
+    its MLP's / gate's) and num_threads its constructor takes."""
+    import inspect
+
+    from cr2.routers import router_class
+
+    params = inspect.signature(router_class(name).__init__).parameters
+    kwargs = {"epochs": epochs} if "epochs" in params else {}
+    kwargs.update({part: {"epochs": epochs} for part in ("mlp", "gate") if part in params})
+    if "num_threads" in params:
+        kwargs["num_threads"] = threads
+    return kwargs
+
+
 def main(argv=None) -> None:
     args = parse_args(__doc__, argv,
                       threads={"type": int, "default": 1, "help": "torch and BLAS threads (default 1)"},
@@ -113,7 +129,7 @@ def main(argv=None) -> None:
     gate, teacher, fp = cr2.gate_, cr2.teacher_, cr2.gate_fingerprint_
     baselines = {}
     for name in LEARNED_BASELINES:
-        kwargs = {} if name == "knn" else {"epochs": epochs, "num_threads": args.threads}
+        kwargs = _quick_fit_kwargs(name, epochs, args.threads)
         t0 = time.perf_counter()
         baselines[name] = get_router(name, **kwargs).fit(train, dev)
         fit_s[name] = time.perf_counter() - t0

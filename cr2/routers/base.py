@@ -137,7 +137,8 @@ class OneShotRouter(ABC):
 
     @abstractmethod
     def _set_state(self, arrays: dict[str, np.ndarray], extra: dict[str, Any]) -> None:
-        """Restore the learned state written by save() (arrays and the JSON `extra`)."""
+        """Restore the learned state written by save() (arrays and the JSON `extra`); model_ids_ and embed_dim_ are
+        set already."""
 
     def _state_extra(self) -> dict[str, Any]:
         """Return JSON-serialisable learned scalars (e.g. the chosen k) stored beside the arrays."""
@@ -178,12 +179,28 @@ class OneShotRouter(ABC):
         if meta["class"] != cls.__name__:
             raise DataValidationError(f"{path}: holds a {meta['class']}, not a {cls.__name__}; load it with that class")
         router = cls(**meta["params"])
-        router._set_state(arrays, meta["extra"])
-        router.model_ids_ = tuple(meta["model_ids"])
+        router.model_ids_ = tuple(meta["model_ids"])  # set first: a composite router restores its parts with them
         router.embed_dim_ = int(meta["embed_dim"])
+        router._set_state(arrays, meta["extra"])
         if router.fingerprint() != meta["fingerprint"]:
             raise DataValidationError(f"{path}: state does not match the stored fingerprint {meta['fingerprint']}; refit")
         return router
+
+
+def part_state(router: OneShotRouter, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Return (arrays, extra) of a fitted router held inside another (a composite router's part): its state arrays
+    named `<prefix>.<name>` and its JSON extra, for the composite's own _state_arrays / _state_extra."""
+    return {f"{prefix}.{k}": v for k, v in router._state_arrays().items()}, router._state_extra()
+
+
+def restore_part(cls: type, params: dict[str, Any], arrays: dict[str, np.ndarray], extra: dict[str, Any], prefix: str,
+                 owner: OneShotRouter) -> Any:
+    """Return the part router of class `cls` (constructed from `params`) restored from a composite's stored state:
+    the arrays named `<prefix>.…` and the part's `extra`, on the pool and embedding width of `owner`."""
+    router = cls(**params)
+    router.model_ids_, router.embed_dim_ = tuple(owner.model_ids_), int(owner.embed_dim_)
+    router._set_state({k[len(prefix) + 1 :]: v for k, v in arrays.items() if k.startswith(f"{prefix}.")}, extra)
+    return router
 
 
 def read_router_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

@@ -23,11 +23,16 @@ FAST = {  # small settings that keep two fits per router well under a few second
     "embedllm": {"epochs": 3, "seed": 3},
     "llmrank": {"epochs": 2, "seed": 3, "n_clusters": 8},
     "llmrank-bench": {"epochs": 2, "seed": 3, "n_clusters": 8},
+    "knn-distance": {"k_grid": (3, 9)},
+    "knn-isotonic": {"knn": {"k_grid": (3, 9)}},
+    "knn-mlp-mean": {"knn": {"k_grid": (3, 9)}, "mlp": {"epochs": 3, "seed": 3}},
+    "knn-stack": {"knn": {"k_grid": (3, 9)}, "epochs": 3, "seed": 3},
+    "gate-avoidable": {"gate": {"epochs": 2}, "knn": {"k_grid": (3, 9)}},
     "cr2": {"teacher_spec": TeacherSpec(epochs=2), "gate_spec": GateSpec(epochs=2), "alpha": 0.1,
             "on_demand_calibration": True},
 }
 CR2_LAMS = (0.05, 0.5, 0.7, 1.0, 20.0)  # the gate is FiLM-conditioned on log λ: λ > 0
-TORCH_ROUTERS = ("mlp", "embedllm", "llmrank")
+TORCH_ROUTERS = ("mlp", "embedllm", "llmrank", "knn-stack")
 
 
 def _make(name: str, **over):

@@ -12,7 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.routers import LEARNED_BASELINES, get_router
+from cr2.routers import LEARNED_BASELINES, get_router, router_class
+
+
+def _threads(name: str) -> dict:
+    """num_threads=2 for the routers that take a thread count (the torch ones)."""
+    import inspect
+
+    return {"num_threads": 2} if "num_threads" in inspect.signature(router_class(name).__init__).parameters else {}
 
 pytestmark = pytest.mark.slow
 N_SLICE = 2000
@@ -49,6 +56,6 @@ def test_learned_baseline_beats_device_only_at_lambda_zero(name, default_slice):
     train, dev, test = default_slice["train"], default_slice["dev"], default_slice["test"]
     rows = np.arange(len(test))
     acc_device = float(test.correct[:, 0].mean())
-    router = get_router(name) if name == "knn" else get_router(name, num_threads=2)
+    router = get_router(name, **_threads(name))
     acc = float(test.correct[rows, router.fit(train, dev).route(test, 0.0).chosen].mean())
     assert acc > acc_device + 0.05, f"{name}: {acc:.3f} vs Always-1.7B {acc_device:.3f}"

@@ -12,7 +12,8 @@ from cr2.routers import BASELINES, available_routers, get_router, load_router, r
 
 
 def test_available_routers_lists_cr2_and_every_baseline():
-    assert available_routers() == ["always", "cr2", "embedllm", "knn", "llmrank", "llmrank-bench", "mlp"]
+    assert available_routers() == ["always", "cr2", "embedllm", "gate-avoidable", "knn", "knn-distance", "knn-isotonic",
+                                   "knn-mlp-mean", "knn-stack", "llmrank", "llmrank-bench", "mlp"]
     assert set(BASELINES) <= set(available_routers())
     pool = ("qwen3-1.7b", "qwen3-14b")
     assert available_routers(pool)[:2] == ["always-qwen3-1.7b", "always-qwen3-14b"]
@@ -23,7 +24,8 @@ def test_registry_miss_names_the_closest_router():
         get_router("knnn")
     msg = str(err.value)
     assert msg.startswith("unknown router 'knnn' — did you mean 'knn'?")
-    assert "available: always, cr2, embedllm, knn, llmrank, llmrank-bench, mlp" in msg
+    assert ("available: always, cr2, embedllm, gate-avoidable, knn, knn-distance, knn-isotonic, knn-mlp-mean, "
+            "knn-stack, llmrank, llmrank-bench, mlp") in msg
     assert isinstance(err.value, Cr2Error)
 
 
