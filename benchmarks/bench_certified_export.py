@@ -2,12 +2,12 @@
 
 At the default train size (17,200 synthetic train queries, cr2/evaluation/synthetic.py, k chosen on dev as in `cr2 run`), a KNN
 router is certified under crc-avoidable on a synthetic val split over the default λ grid × certify.alphas and
-exported with cr2.deploy.export.export_certified, the function behind `cr2 export-gate --router knn --rule crc-avoidable`.
+exported with cr2.deploy.certified_export.export_certified, the function behind `cr2 export-gate --router knn --rule crc-avoidable`.
 Figures, batch 1, one thread:
 
   - export size: every file of the export (router.npz — the index: train embeddings [n_train, 384] float32 and
     their correctness [n_train, M] —, thresholds.json, costs.json) and their total, bytes;
-  - certified decision: cr2.deploy.runtime.DeviceCertifiedRouter.decide(e, ĉ, λ, α) on the loaded export (neighbour
+  - certified decision: cr2.deploy.certified_export.DeviceCertifiedRouter.decide(e, ĉ, λ, α) on the loaded export (neighbour
     search, p̂, margin, τ lookup and comparison, best edge model), µs per query;
   - KNN p̂ alone: the neighbour search and mean (KNNRouter.predict_proba), µs per query;
   - CR²'s gate beside it, measured in the same process and interleaved: FusedGate (float32) score_one(e) ≥ τ*

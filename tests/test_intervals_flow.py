@@ -1,7 +1,7 @@
 """Intervals and the seed study on a real slice run (slow: a real Prefect flow in a temporary warehouse).
 
-The intervals table is filled by the run; its estimates are the views' point values; cr2/fixed_accuracy's
-full-sample frontier cost equals v_fixed_accuracy's; the verdict column uses cr2.evaluation.statistics.verdict's words;
+The intervals table is filled by the run; its estimates are the views' point values; cr2.evaluation.fixed_accuracy's
+full-sample frontier cost equals v_fixed_accuracy's; the verdict column uses cr2.evaluation.statistics.saving_verdict's words;
 intervals shrink as the (sub-sampled) test set grows; `cr2 study seeds --n 2` stores two seeds' results.
 """
 from __future__ import annotations

@@ -120,7 +120,7 @@ class SimcheckSpec(StrictModel):
     pool_config: str = Field("mmlu-pro-measured", description="config (name under configs/ or path) whose pool, "
                              "hardware and cost sections define the measured pool and its costs")
     measured_names: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MEASURED_NAMES),
-                                           description="pool model id → model name in data/measured/mmlu_pro_outputs")
+                                           description="pool model id → model name in data/measured/mmlu_pro_outputs.parquet")
     n_questions: int | None = Field(2000, ge=200, description="stable subsample of MMLU-Pro questions for the "
                                     "embeddings, ρ and the routing check (None: all 12,032)")
     structure_seeds: int = Field(5, ge=2, description="simulator seeds for the label-structure statistics")

@@ -26,7 +26,7 @@ Every rule ends in the same form — "accept at most k risky calibration points"
 the same exact next-score-above v_{k+1}; the rules differ only in k (max_risky_count / ltt_max_risky_count).
 
 The package (only numpy is imported, so the calibration, evaluation and device paths stay light):
-    catalogue.py   RULE_CATALOGUE and RISKS: every rule's name, procedure and the risk it controls
+    registry.py    RULE_CATALOGUE and RISKS: every rule's name, procedure and the risk it controls
     rules.py       one function per rule: (scores, risks, α) → τ; LTT p-values; minimum calibration sizes
     table.py       ThresholdTable (the shipped artefact) and calibrate_table (any catalogued rule)
     mondrian.py    GroupedThresholdTable, calibrate_group_tables, and table_from_records: the one loader

@@ -52,7 +52,7 @@ def export_certified(certified: Any, out_dir: str | Path, costs: dict[str, Any],
 
     certified: a cr2.routers.certify.CertifiedRouter with its table set, around a router that saves its state (the catalogued
     baselines; CR²'s gate is exported by export_gate). Before anything is written the export is read back with
-    cr2.deploy.runtime.DeviceCertifiedRouter and must decide exactly as `certified` on CERTIFIED_PROBES probe queries at
+    DeviceCertifiedRouter and must decide exactly as `certified` on CERTIFIED_PROBES probe queries at
     every (λ, α) of the table (DataValidationError otherwise; out_dir is then left as it was).
     """
     import cr2
@@ -89,7 +89,7 @@ def export_certified(certified: Any, out_dir: str | Path, costs: dict[str, Any],
                            "risk": None if risk is None else risk.name, "score_dtype": table.score_dtype},
             "decision": "accept locally (m0) iff score >= tau(lam; alpha), else argmax over edge models of "
                         "p_hat_m - lam * c_hat_m (cr2.routers.certify.certified_decisions); load with "
-                        "cr2.deploy.runtime.DeviceCertifiedRouter",
+                        "cr2.deploy.certified_export.DeviceCertifiedRouter",
             "files": {name: {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
                       for name in CERTIFIED_FILES},
         }

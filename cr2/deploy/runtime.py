@@ -35,7 +35,7 @@ MANIFEST_FILE = "manifest.json"
 GATE_FILE = "gate.onnx"
 THRESHOLDS_FILE = "thresholds.json"
 EXPORT_FILES = (GATE_FILE, THRESHOLDS_FILE)  # the files the manifest hashes
-# a certified router's export (`cr2 export-gate --router knn --rule crc-avoidable`, cr2.deploy.export.export_certified)
+# a certified router's export (`cr2 export-gate --router knn --rule crc-avoidable`, cr2.deploy.certified_export.export_certified)
 CERTIFIED_FORMAT = "cr2-certified-export/1"
 ROUTER_FILE = "router.npz"  # the fitted router's state as OneShotRouter.save writes it (KNN: its index)
 COSTS_FILE = "costs.json"  # the pool and the inputs of the decision cost ĉ (cr2.system.cost.compute_costs)
