@@ -54,13 +54,53 @@ def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, st
     return study, rows, study_summary(rows, study), flops
 
 
-def study_markdown(study, rows, summary, flops, word=lambda w: w or "—") -> str:
-    """The study's three tables: the summary over the pools, then per pool, then per scenario."""
+def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None) -> pd.DataFrame:
+    """Per stored scenario unit: the validity over the certify stage's re-splits (cr2.report.validity) of every
+    candidate and of the reference under the study's rule at the unit's α — one verdict per router, Holm over its λ
+    cells. Empty where no scenario is stored."""
+    from cr2.config import load_config
+    from cr2.report.validity import certified_verdicts
+    from cr2.studies.routers import SCENARIOS as SCENARIO_KIND, alpha_of
+    from flows.router_study import SCENARIOS, load_study, study_id
+    from warehouse.db import DB_NAME, Warehouse
+    from warehouse.pools import pool_study_runs
+    from warehouse.repository import certified_validity
+
+    study = load_study(study_path)
+    homes = {n: s.home for n, s in SCENARIOS.items()} | dict(scenario_homes or {})
+    keep = [*study.names, study.reference]
+    out = []
+    for name in study.scenarios:
+        home = Path(homes[name])
+        if not (home / DB_NAME).is_file():
+            continue
+        with Warehouse(home, read_only=True) as wh:
+            runs = pool_study_runs(wh, study_id(study, SCENARIO_KIND))
+        runs = runs[runs["pool"] == name]
+        if runs.empty or not (home / runs["home"].iloc[0] / DB_NAME).is_file():
+            continue
+        with Warehouse(home / runs["home"].iloc[0], read_only=True) as wh:
+            cells = certified_validity(wh, str(runs["run_id"].iloc[0]))
+        alpha = alpha_of(load_config(SCENARIOS[name].config).model_dump(mode="json"), study.alpha_key)
+        v = certified_verdicts(cells)
+        v = v[(v["rule"] == study.rule) & ((v["alpha"] - alpha).abs() < 1e-12) & v["router"].isin(keep)]
+        out.append(v.assign(scenario=name))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def study_markdown(study, rows, summary, flops, word=lambda w: w or "—", validity: pd.DataFrame | None = None) -> str:
+    """The study's tables: the summary over the pools, then per pool, per scenario, and the scenarios' validity."""
+    from cr2.report.markdown import markdown_table
     from cr2.report.router_study import summary_table, unit_table
+    from cr2.report.validity import certified_display
     from cr2.studies.routers import POOLS, SCENARIOS as SCENARIO_KIND
 
-    return "\n".join([summary_table(summary, flops, word), unit_table(rows, POOLS, word),
-                      unit_table(rows, SCENARIO_KIND, word)])
+    parts = [summary_table(summary, flops, word), unit_table(rows, POOLS, word), unit_table(rows, SCENARIO_KIND, word)]
+    if validity is not None and not validity.empty:
+        shown = certified_display(validity, word=word)
+        shown.insert(0, "scenario", validity["scenario"].to_numpy())
+        parts.append(markdown_table(shown))
+    return "\n".join(parts)
 
 
 def _scenario_homes(specs: list[str] | None) -> dict[str, str]:
@@ -91,6 +131,7 @@ def routers_command(study: Path = typer.Option(Path("configs/studies/router-stud
     t0 = time.perf_counter()
     if not report_only:
         study_routers_flow(study_path=str(study), pools_home=str(pools_home), scenario_homes=homes, only=unit or None)
-    emit(study_markdown(*study_results(str(study), str(pools_home), homes)))
+    emit(study_markdown(*study_results(str(study), str(pools_home), homes),
+                        validity=study_validity(str(study), homes)))
     console.print(f"cr2 study routers finished in {time.perf_counter() - t0:.1f} s (tables pool_runs, pool_results "
                   "under study ids routers-pool-…, routers-scenario-…)", highlight=False)

@@ -141,3 +141,18 @@ def test_the_tables_print_every_candidate_and_unit(tmp_path):
     assert "no scenario" in unit_table(rows, "scenario")
     summary = summary_table(study_summary(rows, study), {"knn-distance": 2_000_000})
     assert "does not meet the success criterion" in summary and "| 2.000 M |" in summary
+
+
+def test_the_results_page_section_says_how_to_build_what_is_missing(tmp_path):
+    from cr2_cli.resultsdoc import render_sections
+    from cr2_cli.resultsdoc.core import Doc
+
+    text = render_sections(Doc({"pools": tmp_path / "none"}), ("router_study",))
+    assert text.startswith("## The router study") and "make study-pools" in text
+    (tmp_path / "empty").mkdir()
+    from warehouse.db import Warehouse
+
+    with Warehouse(tmp_path / "empty"):
+        pass
+    text = render_sections(Doc({"pools": tmp_path / "empty"}), ("router_study",))
+    assert "no router study is stored" in text and "cr2 study routers" in text

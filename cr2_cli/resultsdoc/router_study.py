@@ -11,7 +11,7 @@ COMMAND = "cr2 study routers"
 
 def render(doc: Doc) -> str:
     from cr2.studies.routers import POOLS, SCENARIOS
-    from cr2_cli.study_routers import study_markdown, study_results
+    from cr2_cli.study_routers import study_markdown, study_results, study_validity
     from flows.router_study import study_id
     from warehouse.pools import pool_study_runs
 
@@ -51,11 +51,13 @@ def render(doc: Doc) -> str:
         + ", ".join(f"{s} {sources.get(s, '—')}" for s in study.scenarios)
         + ". The oracle headroom is the full-information router's mean saving against uncertified KNN (the most any "
           "router could save); a share is the candidate's saving divided by it. The intervals hold the training, the "
-          "calibration and the split fixed (test-query noise only).",
+          "calibration and the split fixed (test-query noise only). The last table is each scenario's validity over "
+          f"the certify stage's re-splits under {study.rule} at the unit's α, for every candidate and the reference "
+          "(one verdict per router, Holm over its λ cells; the pools are run without re-splits).",
         "",
         f"Candidates meeting the success criterion: {', '.join(winners) if winners else 'none'} "
         f"({len(winners)} of {len(summary)}).",
         "",
-        study_markdown(study, rows, summary, flops, doc.word),
+        study_markdown(study, rows, summary, flops, doc.word, study_validity(str(doc.repo / STUDY), homes)),
     ]
     return "\n".join(text) + "\n"
