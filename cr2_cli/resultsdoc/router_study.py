@@ -45,8 +45,8 @@ def render(doc: Doc) -> str:
         "over the validation target grid (a missed target costs the cheapest Always-model that reaches it), paired "
         "bootstrap over the test queries, interval and p from the same resamples. Family: per candidate, its "
         f"{n_pools} pool tests, Holm-adjusted; per candidate, its scenario tests, a family of their own. A word needs "
-        "the Holm p < 0.05. Success (pre-registered): detectably cheaper on at least half of the pools "
-        f"({study.min_cheaper(max(n_pools, 1))} of {n_pools}), dearer on none. Labels: pools "
+        "the Holm p < 0.05. Success (pre-registered): detectably \"cheaper\" on at least half of the pools "
+        f"({study.min_cheaper(max(n_pools, 1))} of {n_pools}), \"dearer\" on none. Labels: pools "
         f"{', '.join(sorted({v for u, v in sources.items() if u in set(pools['unit'])})) or '—'}; scenarios "
         + ", ".join(f"{s} {sources.get(s, '—')}" for s in study.scenarios)
         + ". The oracle headroom is the full-information router's mean saving against uncertified KNN (the most any "
