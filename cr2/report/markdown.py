@@ -1,6 +1,8 @@
 """The one markdown table writer: every markdown table cr2 prints or publishes goes through `markdown_table`."""
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 
@@ -23,3 +25,17 @@ def markdown_table(df: pd.DataFrame, digits: int = 4, why: str = "this run has n
 
     return "\n".join([line(df.columns), line("---" for _ in df.columns),
                       *(line(r) for r in df.itertuples(index=False))]) + "\n"
+
+
+def p_cell(p: Any, n_resamples: Any, digits: str = ".3g") -> str:
+    """A bootstrap p (or its Holm adjustment) as a table cell: 0 — no resample on the other side of 0 — reads
+    "< 1/B", since a bootstrap p is only known to be below the resolution of its B resamples; '—' where undefined."""
+    import math
+
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "—"
+    if float(p) == 0.0 and n_resamples is not None and not (isinstance(n_resamples, float) and math.isnan(n_resamples)) \
+            and float(n_resamples) > 0:
+        return f"< {1.0 / float(n_resamples):.2g}"
+    return format(float(p), digits)
+

@@ -6,21 +6,12 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from cr2.report.markdown import markdown_table
+from cr2.report.markdown import markdown_table, p_cell
 from cr2.report.tables import ROUTER_NAMES
 
 
 def _num(v: Any, spec: str = "+.1f") -> str:
     return "—" if v is None or pd.isna(v) else format(float(v) + 0.0, spec)  # + 0.0: no "-0.0"
-
-
-def _p(p: Any, n_resamples: Any) -> str:
-    """A bootstrap p; 0 (no resample on the other side of 0) reads "< 1/B": p is never exactly 0."""
-    if p is None or pd.isna(p):
-        return "—"
-    if float(p) == 0.0 and n_resamples is not None and not pd.isna(n_resamples) and n_resamples > 0:
-        return f"< {1.0 / float(n_resamples):.2g}"
-    return format(float(p), ".3g")
 
 
 def _name(router: str) -> str:
@@ -37,7 +28,7 @@ def unit_table(rows: pd.DataFrame, kind: str, word: Callable[[Any], str] = lambd
     for r in sub.itertuples(index=False):
         out.append({"candidate": _name(r.candidate), kind: r.unit,
                     "saving vs certified KNN, % [95 %]": f"{_num(r.estimate)} [{_num(r.lower)}, {_num(r.upper)}]",
-                    "p": _p(r.p_value, r.n_resamples), "p, Holm": _p(r.p_holm, r.n_resamples), "verdict": word(r.verdict),
+                    "p": p_cell(r.p_value, r.n_resamples), "p, Holm": p_cell(r.p_holm, r.n_resamples), "verdict": word(r.verdict),
                     "could save at most, %": _num(r.upper),
                     "oracle headroom vs KNN, %": _num(r.headroom, ".1f"),
                     "share of headroom": _num(r.headroom_share, ".2f")})

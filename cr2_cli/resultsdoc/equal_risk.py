@@ -15,7 +15,7 @@ import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, seed_t_interval
 from cr2.evaluation.validity import validity_verdict
-from cr2.report.markdown import markdown_table
+from cr2.report.markdown import markdown_table, p_cell
 from cr2.report.tables import ROUTER_NAMES, ci_cell
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2_cli.resultsdoc.scenario_stats import pick
@@ -274,7 +274,7 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
                      "ĉ device / cheapest edge": f"{r.cost_ratio_est:.3f}",
                      "CR² vs certified KNN, mean saving % [95 % CI]": ci_cell(r.saving_pct, r.saving_lower_pct,
                                                                               r.saving_upper_pct),
-                     "p, Holm over the cells": f"{r.p_holm:.2g}", "word": doc.word(word),
+                     "p, Holm over the cells": p_cell(r.p_holm, r.n_resamples, ".2g"), "word": doc.word(word),
                      "deploy (simplest not beaten)": f"{NAMES.get(choice, choice)}@{rule}"})
     return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
             f"{len(rows)} cells, sorted by the device/edge cost ratio; the simpler router by FLOPs per decision is "
