@@ -32,7 +32,7 @@ def render(doc: Doc) -> str:
     pools = rows[rows["kind"] == POOLS]
     n_pools = pools["unit"].nunique()
     winners = [c for c, ok in zip(summary["candidate"], summary["success"]) if ok]
-    cands = "; ".join(f"**{c.name}** — {c.what}" for c in study.candidates)
+    cands = "; ".join(f"**{c.name}** — {c.what.rstrip('.')}" for c in study.candidates)
     text = [
         head,
         f"Pre-registered in `{STUDY}` (content hash `{study.digest}`, part of the study ids "
