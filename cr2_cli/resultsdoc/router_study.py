@@ -22,13 +22,14 @@ def render(doc: Doc) -> str:
     study, rows, summary, flops = study_results(str(doc.repo / STUDY), str(doc.homes[KEY]), homes)
     if rows["estimate"].notna().sum() == 0:
         return head + "\n" + doc.missing(KEY, f"no router study is stored (`{COMMAND}`)")
-    sources = {}
+    sources, run_ids = {}, {}
     for kind, key in [(POOLS, KEY), *[(SCENARIOS, s) for s in study.scenarios]]:
         if doc.has(key):
             with doc.warehouse(key) as wh:
                 runs = pool_study_runs(wh, study_id(study, kind))
             for r in runs.itertuples(index=False):
                 sources[r.pool] = label_kind(r.label_source)
+                run_ids[r.pool] = r.run_id
     pools = rows[rows["kind"] == POOLS]
     n_pools = pools["unit"].nunique()
     winners = [c for c, ok in zip(summary["candidate"], summary["success"]) if ok]
@@ -54,6 +55,9 @@ def render(doc: Doc) -> str:
           "calibration and the split fixed (test-query noise only). The last table is each scenario's validity over "
           f"the certify stage's re-splits under {study.rule} at the unit's α, for every candidate and the reference "
           "(one verdict per router, Holm over its λ cells; the pools are run without re-splits).",
+        "",
+        "Evaluation run per unit (in its home under `studies/routers/`): "
+        + ", ".join(f"{u} `{r}`" for u, r in sorted(run_ids.items())) + ".",
         "",
         f"Candidates meeting the success criterion: {', '.join(winners) if winners else 'none'} "
         f"({len(winners)} of {len(summary)}).",
