@@ -27,7 +27,8 @@ from typing import Any
 from prefect import flow
 
 from cr2.config import Config, load_config
-from tasks.common import make_key, run_stage
+from tasks.common import run_stage
+from tasks.store import cache_key
 from warehouse.db import Warehouse
 
 STUDY_DIR = Path("studies") / "pools"  # pool homes, relative to the base warehouse home
@@ -91,7 +92,7 @@ def _record(base_home: Path, study_id: str, pool: str, config: Config, home: Pat
 
 def study_id_of(config: Config, rule_hash: str, pools: list[str]) -> str:
     """A sweep's id: the base config, the rule and its pools (a re-run replaces its rows)."""
-    return make_key("pools", config.section_hash(), rule_hash, sorted(pools))
+    return cache_key("pools", config.section_hash(), rule_hash, sorted(pools))
 
 
 @flow(name="cr2-study-pools", log_prints=True, validate_parameters=False)
@@ -171,7 +172,7 @@ def study_diagnostics_flow(config_path: str | None = None, home: str | None = No
                                   "with this config first")
     t0 = time.perf_counter()
     summary = summarise(config, h, str(run))
-    sid = make_key("diagnostics", config.section_hash(), str(run))
+    sid = cache_key("diagnostics", config.section_hash(), str(run))
     _record(h, sid, config.model_ids[0], config, h, summary, time.perf_counter() - t0)
     return {"study_id": sid, "run_id": str(run), "pool": config.model_ids[0], "cached": summary["cached"]}
 

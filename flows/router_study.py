@@ -57,9 +57,9 @@ def load_study(path: str = DEFAULT_STUDY):
 
 def study_id(study, kind: str) -> str:
     """The study's id in a base warehouse: the pre-registration's content hash and the kind of unit it holds."""
-    from tasks.common import make_key
+    from tasks.store import cache_key
 
-    return make_key(f"routers-{kind}", study.digest)
+    return cache_key(f"routers-{kind}", study.digest)
 
 
 def unit_config(config: Config, study) -> Config:

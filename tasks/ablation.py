@@ -7,7 +7,7 @@ the evaluation run. The full CR² gate, the α sweep, the calibration rule and t
 the evaluation itself; the view v_ablation picks every configuration's operating point nearest the cost
 anchor c̄ = 0.45. The ablated gates' fits need only the train/dev rows and the teacher: `cr2 run` starts them ahead
 (start_ablation_fits, tasks/ahead.py) as soon as the teacher exists, while it fits the gate, calibrates and evaluates, and a fitted gate is kept by its inputs
-(its record: tasks/inputs.py), so a re-run that changes nothing it reads does not fit it again.
+(its store record: ABLATION_GATE, tasks/inputs.py), so a re-run that changes nothing it reads does not fit it again.
 """
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, task_code_hash
-from tasks.inputs import (artifacts_dir, cr2_router, dropout_dir, fit_threads, fit_workers, inputs_key, load_sets,
-                          remember, reusable, rows_digest)
+from tasks.common import COST_FIELDS, FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage
+from tasks.inputs import artifacts_dir, cr2_router, dropout_store, fit_workers, load_sets, remember, reusable
 from warehouse.db import Warehouse
 from warehouse.repository import write_ablation
 
@@ -32,20 +31,26 @@ ABLATIONS: dict[str, dict] = {
 }
 
 
+# what an ablated gate's fit reads: the router's settings, the gate and teacher config, threads, rows with costs;
+# its key adds the frozen teacher's fingerprint and the ablation (its name and loss change)
+ABLATION_GATE = Artefact("ablation-gate-fit", Reads(config=(
+    "gate", "teacher", "grids.default_alpha", "routing.deferred_variant", "routing.on_demand_calibration",
+    "fit.torch_threads")), FIT_FIELDS + COST_FIELDS, code=("tasks.ablation",))
+
+
 def _fit_jobs(config: Config, home: str, teacher, train, dev) -> tuple[dict, dict, dict]:
-    """Per ablated gate: its inputs key (rows with costs, the router and gate settings, the frozen `teacher`, code,
-    threads), the gate fitted earlier for it (or None) and the fit job that makes it."""
+    """Per ablated gate: its artefact key (ABLATION_GATE, the frozen `teacher`, the ablation), the gate fitted
+    earlier for it (or None) and the fit job that makes it."""
     from cr2.core.checkpoint import fingerprint
     from cr2.method.gate import load_gate
 
     params = {k: v for k, v in cr2_router(config).get_params().items() if k not in ("teacher_spec", "gate_spec")}
-    digest, code = rows_digest(train, dev, costs=True), task_code_hash(run_ablation)
     specs = {name: config.gate.model_copy(update=change) for name, change in ABLATIONS.items()}
-    inputs = {name: inputs_key("ablation-gate", digest, fit_threads(config), name, sorted(params.items()),
-                               spec.model_dump_json(), config.teacher.model_dump_json(), fingerprint(teacher), code)
-              for name, spec in specs.items()}
-    found = {name: reusable(home, inputs[name], load_gate, fingerprint) for name in ABLATIONS}
-    jobs = {name: (params, config.teacher, specs[name], train, dev, teacher, str(dropout_dir(home))) for name in ABLATIONS
+    teacher_fp = fingerprint(teacher)
+    inputs = {name: ABLATION_GATE.key(config, (train, dev), teacher_fp, name, sorted(ABLATIONS[name].items()))
+              for name in ABLATIONS}
+    found = {name: reusable(home, ABLATION_GATE, inputs[name], load_gate, fingerprint) for name in ABLATIONS}
+    jobs = {name: (params, config.teacher, specs[name], train, dev, teacher, dropout_store(home)) for name in ABLATIONS
             if found[name] is None}
     return inputs, found, jobs
 
@@ -93,7 +98,7 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
         else:
             router, fit_s = fitted[name]
             path = artifacts_dir(home) / f"ablation-gate-{router.gate_fingerprint_}.pt"
-            remember(home, inputs[name], path, save_gate(router.gate_, path), fit_s)
+            remember(home, ABLATION_GATE, inputs[name], path, save_gate(router.gate_, path), fit_s)
         fit_seconds[name] = round(fit_s, 2)
         evaluate_ablation_gate(ev, name, router, val, config.grids.lam.values(), config.grids.default_alpha,
                                dist_id=config.channel.distribution.dist_id, label_source=config.labels.source)

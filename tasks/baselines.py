@@ -20,13 +20,10 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from cr2.core.data import RoutingSet
 from cr2.routers.fitting import fit_router
-from cr2.core.reads import config_digest
-from tasks.common import (ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
-                          home_relative, in_home, stage_key, task_code_hash)
-from tasks.inputs import (artifacts_dir, baseline_threads, fit_workers, inputs_key, load_sets, remember, reusable,
-                          router_proba, rows_digest)
+from tasks.common import (COST_FIELDS, FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage,
+                          catalogue_paths, home_relative, in_home, stage_key)
+from tasks.inputs import (artifacts_dir, baseline_threads, fit_workers, load_sets, remember, reusable, router_proba)
 from warehouse.db import Warehouse
 from warehouse.repository import utc_now, write_baselines
 
@@ -51,31 +48,32 @@ def _kwargs(name: str, config: Config) -> dict:
 
 
 # ---------------------------------------------------------------- a baseline's reuse record (tasks/inputs.py)
-def router_inputs_key(config: Config, name: str, train: RoutingSet, dev: RoutingSet, code: str, catalogue: str) -> str:
-    """Key of what baseline `name` is fitted on: rows (with costs unless its catalogue entry says it never reads
-    them), its parameters, the pool, the routers' code and catalogues, threads."""
+def baseline_artefact(config: Config, name: str) -> Artefact:
+    """What baseline `name`'s fit reads: its parameters, the pool, the thread settings, the catalogues and the
+    routers' code, and its rows — with costs unless its catalogue entry says it never reads them."""
     from cr2.routers import router_entry
 
     entry = router_entry(name)
-    params = sorted((k, repr(v)) for k, v in config.baselines.params.get(entry.name, {}).items())
-    return inputs_key("router", rows_digest(train, dev, costs=entry.reads_costs), baseline_threads(config), name,
-                      params, config_digest(config, ("models",)), code, catalogue)
+    params = (f"baselines.params.{entry.name}",) if entry.name in config.baselines.params else ()
+    return Artefact("router-fit", Reads(config=(*params, "models", "baselines.num_threads", "fit.torch_threads",
+                                                "baselines.catalogues"), files=catalogue_paths),
+                    FIT_FIELDS + (COST_FIELDS if entry.reads_costs else ()), code=("tasks.baselines",))
 
 
-def reusable_router(home: str, key: str) -> tuple[Any, dict] | None:
-    """(fitted baseline, record) fitted earlier for `key`, or None."""
+def reusable_router(home: str, artefact: Artefact, key: str) -> tuple[Any, dict] | None:
+    """(fitted baseline, record) fitted earlier for `key` (artefact.key), or None."""
     from cr2.routers import load_router
 
-    return reusable(home, key, load_router, lambda r: r.fingerprint())
+    return reusable(home, artefact, key, load_router, lambda r: r.fingerprint())
 
 
 def _fit_jobs(config: Config, home: str, train, dev) -> tuple[dict, dict, dict]:
-    """Per baseline: its inputs key, the artefact fitted earlier for it (or None), and the fit job that makes it."""
-    code, catalogues = task_code_hash(fit_baselines), catalogue_hash(config)
+    """Per baseline: its artefact key, the artefact fitted earlier for it (or None), and the fit job that makes it."""
     names = baseline_names(config)
-    inputs = {name: router_inputs_key(config, name, train, dev, code, catalogues) for name in names}
+    artefacts = {name: baseline_artefact(config, name) for name in names}
+    inputs = {name: artefacts[name].key(config, (train, dev), name) for name in names}
     # a router whose catalogue entry says it never reads a cost is reused after a change of states
-    found = {name: reusable_router(home, inputs[name]) for name in names}
+    found = {name: reusable_router(home, artefacts[name], inputs[name]) for name in names}
     extra, out_dir = [str(p) for p in config.baselines.catalogues], str(artifacts_dir(home))
     jobs = {name: (name, _kwargs(name, config), extra, train, dev, out_dir) for name in names if found[name] is None}
     return inputs, found, jobs
@@ -115,7 +113,7 @@ def fit_baselines(config: Config, home: str) -> dict:
             reused.append(name)
         else:
             router, fp, path, fit_s = fitted[name]
-            remember(home, inputs[name], path, fp, fit_s)
+            remember(home, baseline_artefact(config, name), inputs[name], path, fp, fit_s)
         # cached by content, shared with the certify stage: a router that reads no cost keeps it across channels
         p_hat = np.asarray(router_proba(router, fp, home, test, reads_costs=router_entry(name).reads_costs)[0],
                            dtype=np.float64)

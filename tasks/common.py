@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -33,17 +32,12 @@ from typing import Any
 
 from prefect import Task
 
+from cr2.core.hashing import bytes_array, content_fingerprint
 from cr2.core.reads import TrackedConfig, config_digest, undeclared
+from tasks.store import cache_key
 
+from tasks.store import cache_dir  # noqa: F401  (the store's root, for the derived files of the tasks)
 from warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
-
-
-def make_key(stage: str, *parts: Any) -> str:
-    """A cache key: sha256 over the stage name and the string form of each part."""
-    h = hashlib.sha256(stage.encode())
-    for p in parts:
-        h.update(b"\x1f" + str(p).encode())
-    return f"{stage}-{h.hexdigest()[:24]}"
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -158,11 +152,7 @@ def _project_code_hash(module_names: tuple[str, ...]) -> str:
 
 
 def _hash_files(paths: tuple[Path, ...], root: Path) -> str:
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    return content_fingerprint(arrays={str(path.relative_to(root)): bytes_array(path.read_bytes()) for path in paths})
 
 
 def catalogue_hash(config: Any) -> str:
@@ -197,19 +187,9 @@ def task_code_hash(task_or_fn: Any) -> str:
 
 def file_hash(*paths: Path) -> str:
     """Content hash of files (missing files hash as 'missing', so they surface as errors in the task)."""
-    h = hashlib.sha256()
-    for p in paths:
-        h.update(str(Path(p).name).encode())
-        h.update(Path(p).read_bytes() if Path(p).is_file() else b"missing")
-    return h.hexdigest()[:16]
-
-
-def cache_dir(home: Path) -> Path:
-    """Derived, re-creatable files (converted tokenizer, checkpoints): $CR2_CACHE or <home>/cache."""
-    env = os.environ.get("CR2_CACHE")
-    d = Path(env) if env else Path(home) / "cache"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    named = [(Path(p).name, Path(p).read_bytes() if Path(p).is_file() else b"missing") for p in paths]
+    return content_fingerprint([name for name, _ in named],
+                               arrays={f"{i}": bytes_array(data) for i, (_, data) in enumerate(named)})
 
 
 def results_dir(home: Path) -> Path:
@@ -333,6 +313,43 @@ class Reads:
         return parts
 
 
+FIT_FIELDS = ("query_id", "benchmark", "model_ids", "embedding", "correct")  # what every fit can read of its rows
+COST_FIELDS = ("cost", "cost_est", "distance_m")  # the channel-dependent row fields (they change with the states)
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """A fitted artefact kept in the store between runs (tasks/store.py), its inputs declared like a stage's.
+
+    kind:   the store kind of its records ('teacher-fit', 'router-fit', 'ablation-gate-fit');
+    reads:  the config paths, files and environment it reads (a `Reads` without warehouse rows: an artefact is
+            fitted on routing sets already in memory);
+    fields: the row fields of its training sets it can read (cr2.core.hashing.fingerprint_rows: FIT_FIELDS, and
+            COST_FIELDS for one that reads costs);
+    code:   the modules whose code closure keys it.
+
+    Its key (`key`) is computed by the code that computes a stage's: the declared reads' parts (Reads), the rows'
+    fingerprint over the declared fields, the code hash and the given parts (fingerprints of the fitted state it
+    starts from, a variant's name), keyed by tasks.store.cache_key. A field outside the declaration cannot change it.
+    """
+
+    kind: str
+    reads: Reads
+    fields: tuple[str, ...]
+    code: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.reads.in_warehouse:
+            raise ValueError(f"artefact {self.kind} declares warehouse reads; it is fitted on routing sets in memory")
+
+    def key(self, config: Any, sets: Iterable[Any], *given: Any) -> str:
+        """The store key of fitting it under `config` on `sets` (train, dev, …) from `given` parts."""
+        from cr2.core.hashing import fingerprint_rows
+
+        parts = self.reads._parts(config, None)
+        return cache_key(self.kind, *parts, fingerprint_rows(*sets, fields=self.fields), code_hash(*self.code), *given)
+
+
 @dataclass(frozen=True)
 class Stage:
     """One cached pipeline stage.
@@ -363,7 +380,7 @@ class Stage:
         parts, epoch = self.reads.key_parts(config, home, *inputs)
         if self.upstream is not None:
             parts += [str(p) for p in self.upstream(*inputs)]
-        return make_key(self.name, *parts, code, epoch)
+        return cache_key(self.name, *parts, code, epoch)
 
     def _cache_key(self, context: Any, parameters: dict[str, Any]) -> str:
         return self.key(**parameters)

@@ -1,5 +1,5 @@
 """What the model-fitting tasks share: the config's routing sets, the configured CR² router, fit threads and workers,
-and the two files their fits and scores are kept in between runs.
+and the store entries their fits, scores and predictions are kept in between runs (tasks/store.py).
 
 Train, calibrate, evaluate, intervals, baselines, ablation, premise and guarantees read their inputs through
 this module rather than from one another, so editing one task's code changes only that task's code hash
@@ -10,26 +10,23 @@ in it reads them (the gate is distilled on them, the MLP baseline takes them as 
 same stage never see a cost — the teacher p_m(x) and the baselines whose catalogue entry says `reads_costs: false`
 are fitted on query ids, benchmarks, embeddings and correctness labels only — so after a change of the
 channel-state distribution they are reused instead of fitted again. Fitting is deterministic (same rows, spec,
-seed and thread count → the same parameters), so the reused artefact is the one a refit would produce. A small
-record beside the checkpoints, <cache>/artifacts/<kind>-inputs-<key>.json, names the artefact fitted for each
-inputs key (`inputs_key`: the content of the rows it can read, its config, its code and the thread count); the
-stage that fits a kind writes and reads its records (train: the teacher; baselines: the routers; ablation: the
-ablated gates). The checkpoint's fingerprint is verified on load; a missing or changed checkpoint means a refit.
+seed and thread count → the same parameters), so the reused artefact is the one a refit would produce. Each kind
+of artefact declares what it reads (tasks.common.Artefact: config paths, row fields, code; train.TEACHER,
+baselines.baseline_artefact, ablation.ABLATION_GATE) and its key is computed from that declaration alone; a store
+record (<cache>/<kind>/<key>.json) names the checkpoint fitted for each key (`remember`, `reusable`). The stage
+that fits a kind writes and reads its records (train: the teacher; baselines: the routers; ablation: the ablated
+gates). The checkpoint's fingerprint is verified on load; a missing or changed checkpoint means a refit.
 
 The frozen gate's scores and teacher's p. s_φ(e(x), λ) and p_m(x) see only the query's embedding — never the
 channel state — so a re-calibration on a new state distribution, a re-evaluation or a re-run that keeps the gate
-needs them once per gate. `remember_scores` stores them at <cache>/scores/<key>.npz, the key covering the gate and
-teacher fingerprints, the λ grid and the content of the rows (query ids and embedding bytes), and hands them to the
-router with CR2Router.remember, so every stage that scores these rows (calibrate, evaluate, the re-calibration's
-evaluation, certify) reads them. The values are the router's own (float64 evaluation rounded once to float32): a
-cache hit is bit-identical to recomputing.
+needs them once per gate. `remember_scores` keeps them in the store (<cache>/scores/<key>.npz), the key covering the
+gate and teacher fingerprints, the λ grid and the content of the rows (query ids and embeddings: SCORE_FIELDS), and
+hands them to the router with CR2Router.remember, so every stage that scores these rows (calibrate, evaluate, the
+re-calibration's evaluation, certify) reads them. The values are the router's own (float64 evaluation rounded once
+to float32): a cache hit is bit-identical to recomputing.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Sequence
@@ -38,7 +35,9 @@ import numpy as np
 
 from cr2.config import Config
 from cr2.core.data import RoutingSet
-from tasks.common import cache_dir, home_relative, in_home, make_key, routing_args
+from cr2.core.hashing import fingerprint_rows
+from tasks.common import Artefact, home_relative, in_home, routing_args
+from tasks.store import Store, store
 from warehouse.db import Warehouse
 from warehouse.routing_data import load_routing_sets
 
@@ -68,39 +67,29 @@ def load_sets(config: Config, home: str | Path) -> dict:
 
 
 # ---------------------------------------------------------------- a fitted router's p̂, cached by content
-def predict_rows_fingerprint(data: RoutingSet, reads_costs: bool = True) -> str:
-    """Content hash of everything a router may read when it predicts (pre-execution inputs only): query ids,
-    benchmarks, embeddings and, for a router that reads costs (catalogue `reads_costs`), the decision cost ĉ (the MLP
-    reads ĉ; LLMRank + benchmark id reads the benchmark). A router fitted without costs predicts without them, so
-    its p̂ outlives a change of the state distribution."""
-    h = hashlib.sha256(rows_fingerprint(data).encode())
-    h.update("\x1f".join(map(str, data.benchmark)).encode())
-    if reads_costs:
-        h.update(np.ascontiguousarray(data.decision_cost, dtype=np.float64).tobytes())
-    return h.hexdigest()[:24]
+SCORE_FIELDS = ("query_id", "embedding")  # what the gate and the teacher see of a row
+PREDICT_FIELDS = ("query_id", "embedding", "benchmark")  # a router's pre-execution inputs, ĉ aside
+
+
+def predict_fields(reads_costs: bool) -> tuple[str, ...]:
+    """What a router may read when it predicts (pre-execution inputs only): query ids, benchmarks, embeddings and,
+    for a router that reads costs (catalogue `reads_costs`), the decision cost ĉ (the MLP reads ĉ; LLMRank +
+    benchmark id reads the benchmark). A router fitted without costs predicts without them, so its p̂ outlives a
+    change of the state distribution."""
+    return PREDICT_FIELDS + (("decision_cost",) if reads_costs else ())
 
 
 def router_proba(router, fingerprint: str, home: str | Path, data: RoutingSet, reads_costs: bool = True
                  ) -> tuple[np.ndarray, bool]:
     """(p̂ [n, M] as the router predicts it, cache hit) of a fitted router on `data`, computed once per router and set.
 
-    Stored at <cache>/router-proba/<key>.npz, the key covering the router's fingerprint and the rows' pre-execution
-    content (predict_rows_fingerprint), so a re-run that keeps both reads it and every change recomputes it.
+    The store's `router-proba` entry, keyed by the router's fingerprint and the rows' pre-execution content
+    (predict_fields), so a re-run that keeps both reads it and every change recomputes it.
     """
-    folder = cache_dir(Path(home)) / "router-proba"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{make_key('router-proba', fingerprint, predict_rows_fingerprint(data, reads_costs))}.npz"
-    if path.is_file():
-        try:
-            with np.load(path) as f:
-                return f["p_hat"], True
-        except (OSError, ValueError, KeyError):  # a damaged file is recomputed, not trusted
-            pass
-    p_hat = np.asarray(router.predict_proba(data))
-    tmp = folder / f".{uuid.uuid4().hex}.npz"
-    np.savez(tmp, p_hat=p_hat)
-    os.replace(tmp, path)  # atomic: a killed run never leaves a half-written file under the key
-    return p_hat, False
+    parts = (fingerprint, fingerprint_rows(data, fields=predict_fields(reads_costs)))
+    value, hit = store(home).get_or_compute("router-proba", parts, lambda: {"p_hat": np.asarray(router.predict_proba(data))},
+                                            "npz", accept=lambda v: "p_hat" in v)
+    return value["p_hat"], hit
 
 
 def cr2_router(config: Config, trained: dict | None = None, home: str | Path | None = None):
@@ -123,117 +112,62 @@ def cr2_trainer(config: Config):
                      num_threads=fit_threads(config))
 
 
-def dropout_dir(home: str | Path) -> Path:
-    """Where the gate fits' dropout masks are stored once and replayed (cr2.method.dropout)."""
-    return cache_dir(Path(home)) / "dropout"
+def dropout_store(home: str | Path) -> Store:
+    """The store the gate fits' dropout masks are kept in and replayed from (cr2.method.dropout: kind `dropout`)."""
+    return store(home)
 
 
 def artifacts_dir(home: str | Path) -> Path:
-    d = cache_dir(Path(home)) / "artifacts"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    """The store's folder of checkpoints, each named by its own content fingerprint."""
+    return store(home).folder("artifacts")
 
 
 # ---------------------------------------------------------------- records of fitted artefacts (module docstring)
-def rows_digest(*sets: RoutingSet, costs: bool) -> str:
-    """Content hash of what a fit can read from `sets`: query ids, benchmarks, embeddings, labels, the pool — and,
-    with `costs`, the channel-dependent fields (costs, cost estimates, distances)."""
-    h = hashlib.sha256()
-    for data in sets:
-        h.update("\x1f".join(map(str, data.query_id)).encode() + b"\x1e")
-        h.update("\x1f".join(map(str, data.benchmark)).encode() + b"\x1e")
-        h.update("\x1f".join(data.model_ids).encode() + b"\x1e")
-        h.update(np.ascontiguousarray(data.embedding, dtype=np.float32).tobytes())
-        h.update(np.ascontiguousarray(data.correct, dtype=bool).tobytes())
-        if costs:
-            for arr in (data.cost, data.cost_est, data.distance_m):
-                h.update(b"none" if arr is None else np.ascontiguousarray(arr, dtype=np.float64).tobytes())
-    return h.hexdigest()
-
-
-def inputs_key(kind: str, digest: str, threads: int, *parts: Any) -> str:
-    """Key of one artefact's inputs: its rows' digest, the given config/code parts and the torch thread count."""
-    return make_key(f"{kind}-inputs", digest, *parts, threads)
-
-
-def _record_path(home: str | Path, key: str) -> Path:
-    return artifacts_dir(home) / f"{key}.json"
-
-
-def reusable(home: str | Path, key: str, load: Callable[[Path], Any], fingerprint: Callable[[Any], str]
-             ) -> tuple[Any, dict] | None:
-    """(artefact, record) fitted earlier for `key` — loaded with `load` and its fingerprint checked — or None when
-    there is none, its checkpoint is gone or another artefact now sits under that name."""
-    path = _record_path(home, key)
-    if not path.is_file():
+def reusable(home: str | Path, artefact: Artefact, key: str, load: Callable[[Path], Any],
+             fingerprint: Callable[[Any], str]) -> tuple[Any, dict] | None:
+    """(artefact, record) fitted earlier for `key` (artefact.key) — loaded with `load` and its fingerprint checked
+    — or None when there is none, its checkpoint is gone or another artefact now sits under that name."""
+    rec = store(home).get(artefact.kind, key, "json")
+    if rec is None or not rec.get("path") or not in_home(home, rec["path"]).is_file():
         return None
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError):
+    fitted = load(in_home(home, rec["path"]))
+    if fingerprint(fitted) != rec.get("fingerprint"):
         return None
-    ckpt = in_home(home, rec.get("path", ""))
-    if not rec.get("path") or not ckpt.is_file():
-        return None
-    artefact = load(ckpt)
-    if fingerprint(artefact) != rec.get("fingerprint"):
-        return None
-    return artefact, rec
+    return fitted, rec
 
 
-def remember(home: str | Path, key: str, path: str | Path, fingerprint: str, fit_seconds: float, **extra: Any) -> None:
-    """Record that the artefact saved at `path` (with `fingerprint`) was fitted for `key` (atomic write)."""
+def remember(home: str | Path, artefact: Artefact, key: str, path: str | Path, fingerprint: str, fit_seconds: float,
+             **extra: Any) -> None:
+    """Record that the checkpoint saved at `path` (with `fingerprint`) was fitted for `key` (a store entry)."""
     rec = {"path": home_relative(home, path), "fingerprint": fingerprint, "fit_seconds": float(fit_seconds), **extra}
-    target = _record_path(home, key)
-    tmp = target.with_name(f".{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(rec))
-    os.replace(tmp, target)
+    store(home).put(artefact.kind, key, rec, "json")
 
 
 # ---------------------------------------------------------------- the gate's scores and the teacher's p (docstring)
-def rows_fingerprint(data: RoutingSet) -> str:
-    """Content hash of a set's query ids and embeddings (what the gate and teacher see)."""
-    h = hashlib.sha256()
-    h.update("\x1f".join(map(str, data.query_id)).encode())
-    h.update(np.ascontiguousarray(data.embedding, dtype=np.float32).tobytes())
-    return h.hexdigest()[:24]
+def scores_parts(router, data: RoutingSet, lams: np.ndarray) -> tuple[str, ...]:
+    """The key parts of a `scores` entry: the gate and teacher fingerprints, the rows' content (SCORE_FIELDS) and λ."""
+    return (router.gate_fingerprint_, router.teacher_fingerprint_, fingerprint_rows(data, fields=SCORE_FIELDS),
+            np.asarray(lams, dtype=np.float64).tobytes().hex())
 
 
-def scores_key(router, data: RoutingSet, lams: np.ndarray) -> str:
-    return make_key("scores", router.gate_fingerprint_, router.teacher_fingerprint_, rows_fingerprint(data),
-                    np.asarray(lams, dtype=np.float64).tobytes().hex())
-
-
-def _compute_scores(router, data: RoutingSet, lams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(scores [n, n_lam] float32, proba [n, M] float32) of the set's distinct queries, expanded to its rows."""
+def _compute_scores(router, data: RoutingSet, lams: np.ndarray) -> dict[str, np.ndarray]:
+    """{scores [n, n_lam] float32, proba [n, M] float32} of the set's distinct queries, expanded to its rows."""
     _, first, inverse = np.unique(data.query_id, return_index=True, return_inverse=True)
     emb = data.embedding[first]  # a query's draws share its embedding: score each query once
-    return router.gate_.score(emb, lams)[inverse], router.teacher_.predict_proba(emb)[inverse]
+    return {"scores": router.gate_.score(emb, lams)[inverse], "proba": router.teacher_.predict_proba(emb)[inverse]}
 
 
 def remember_scores(router, home: str | Path, sets: dict[str, RoutingSet], lams: Sequence[float]) -> dict[str, bool]:
     """Give `router` the gate scores at the λ > 0 of `lams` and the teacher's p of each set's rows, read from the
-    cache or computed and stored; returns {set name: cache hit}."""
+    store or computed and stored; returns {set name: cache hit}."""
     lam_arr = np.unique(np.asarray(lams, dtype=np.float64))
     lam_arr = lam_arr[lam_arr > 0]  # λ = 0 is never scored (CR2Router.scores)
-    folder = cache_dir(Path(home)) / "scores"
-    folder.mkdir(parents=True, exist_ok=True)
     hits = {}
     for name, data in sets.items():
         if len(data) == 0:
             continue
-        path = folder / f"{scores_key(router, data, lam_arr)}.npz"
-        scores = proba = None
-        if path.is_file():
-            try:
-                with np.load(path) as f:
-                    scores, proba = f["scores"], f["proba"]
-            except (OSError, ValueError, KeyError):  # a damaged file is recomputed, not trusted
-                scores = proba = None
-        hits[name] = scores is not None
-        if scores is None:
-            scores, proba = _compute_scores(router, data, lam_arr)
-            tmp = folder / f".{uuid.uuid4().hex}.npz"
-            np.savez(tmp, scores=scores, proba=proba)
-            os.replace(tmp, path)  # atomic: a killed run never leaves a half-written file under the key
-        router.remember(data.embedding, lam_arr, scores, proba)
+        value, hits[name] = store(home).get_or_compute(
+            "scores", scores_parts(router, data, lam_arr), lambda: _compute_scores(router, data, lam_arr), "npz",
+            accept=lambda v: "scores" in v and "proba" in v)
+        router.remember(data.embedding, lam_arr, value["scores"], value["proba"])
     return hits

@@ -19,7 +19,8 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_state_distribution
-from tasks.common import Reads, Rows, RoutingRows, Stage, cache_dir, make_key, stage_key
+from tasks.common import Reads, Rows, RoutingRows, Stage, stage_key
+from tasks.store import cache_key, store
 from tasks.inputs import baseline_threads, cr2_router, fit_threads, load_sets
 from warehouse.db import Warehouse
 
@@ -34,15 +35,14 @@ def study_id(config: Config, base: dict, baselines: dict, *, speeds, channels, n
     """The study a cell belongs to: everything that changes its numbers (labels, gate, teacher, baselines, config,
     the grid, the bootstrap, how cells retrain), not the code — so two studies never write over each other."""
     how = ("scratch",) if retrain_from == "scratch" else (retrain_from, int(retrain_epochs))  # scratch: config epochs
-    return make_key("premise", config.labels.source, base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
+    return cache_key("premise", config.labels.source, base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
                     sorted((k, v["fingerprint"]) for k, v in baselines.items()), config.section_hash(),
                     [f"{float(f):.6g}" for f in speeds], list(channels), int(n_resamples), int(seed), how)
 
 
 def inputs_path(home: str, key: str):
-    d = cache_dir(home) / "premise"
-    d.mkdir(parents=True, exist_ok=True)
-    return d / f"inputs-{key[-24:]}.npz"
+    """Where the premise inputs of stage key `key` are kept: the store's `premise-inputs` entry."""
+    return store(home).path("premise-inputs", key, "npz")
 
 
 def reads_costs(router, test) -> bool:
@@ -85,11 +85,7 @@ def premise_inputs_task(config: Config, home: str, base: dict, baselines: dict) 
                            prompt_tokens=prompt, output_tokens=out_tok,
                            teacher_proba=np.asarray(teacher.proba(embedding), dtype=np.float64),
                            model_ids=model_ids, p_hat_test=p_hat, p_hat_val=p_hat_val)
-    path = inputs_path(home, key)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **inputs.arrays())
-    tmp.replace(path)
+    path = store(home).put("premise-inputs", key, inputs.arrays(), "npz")
     return {"key": key, "path": str(path), "n": len(inputs), "cost_aware": sorted(cost_aware),
             "cost_independent": sorted(p_hat)}
 

@@ -14,7 +14,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, make_key, stage_key, task_code_hash
+from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, stage_key, task_code_hash
+from tasks.store import cache_key
 from tasks.evaluate import decision_frame
 from tasks.inputs import cr2_router, load_sets, remember_scores
 from warehouse.db import Warehouse
@@ -41,7 +42,7 @@ def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dic
     out, writes = {}, []
     for phase, cal in tables.items():
         router.set_threshold_table(loaded[phase])
-        ev = Evaluation(run_id=f"eval-{make_key(key, phase)[-16:]}", test=test, proba=proba, keep=keep)
+        ev = Evaluation(run_id=f"eval-{cache_key(key, phase)[-16:]}", test=test, proba=proba, keep=keep)
         evaluate_table(ev, router, groups[phase])
         run = {"run_id": ev.run_id, "config_hash": EVALUATE_RECALIBRATION.reads.config_hash(config), "label_source": config.labels.source,
                "split_seed": int(config.splits.seed),

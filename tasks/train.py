@@ -16,23 +16,15 @@ from typing import Any
 from prefect import task
 
 from cr2.config import Config
-from cr2.core.data import RoutingSet
-from cr2.core.reads import config_digest
 from tasks import ahead
-from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
-from tasks.inputs import (artifacts_dir, cr2_trainer, dropout_dir, fit_threads, in_home, inputs_key, load_sets,
-                          remember, reusable, rows_digest)
+from tasks.common import FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage, home_relative, stage_key
+from tasks.inputs import artifacts_dir, cr2_trainer, dropout_store, in_home, load_sets, remember, reusable
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now
 
-TEACHER_CONFIG = ("teacher", "models")  # what a teacher fit reads of the config (within the train stage's reads)
-
-
-# ---------------------------------------------------------------- the teacher's reuse record (tasks/inputs.py)
-def teacher_inputs_key(config: Config, train: RoutingSet, dev: RoutingSet, code: str) -> str:
-    """Key of what the teacher is fitted on: rows without costs, the teacher and pool config, code, threads."""
-    return inputs_key("teacher", rows_digest(train, dev, costs=False), fit_threads(config),
-                      config_digest(config, TEACHER_CONFIG), code)
+# what a teacher fit reads (within the train stage's reads): the teacher and pool config, threads, rows without costs
+TEACHER = Artefact("teacher-fit", Reads(config=("teacher", "models", "fit.torch_threads")), FIT_FIELDS,
+                   code=("tasks.train",))
 
 
 def reusable_teacher(home: str, key: str) -> tuple[Any, dict] | None:
@@ -40,7 +32,7 @@ def reusable_teacher(home: str, key: str) -> tuple[Any, dict] | None:
     from cr2.core.checkpoint import fingerprint
     from cr2.method.teacher import load_teacher
 
-    found = reusable(home, key, load_teacher, fingerprint)
+    found = reusable(home, TEACHER, key, load_teacher, fingerprint)
     if found is not None:
         teacher, rec = found
         teacher.history_, teacher.best_epoch_ = rec["history"], int(rec["best_epoch"])
@@ -49,7 +41,7 @@ def reusable_teacher(home: str, key: str) -> tuple[Any, dict] | None:
 
 def record_teacher(home: str, key: str, saved: dict, teacher: Any, fit_seconds: float) -> None:
     """Remember that `teacher` (saved as saved["path"], saved["fingerprint"]) was fitted for `key`."""
-    remember(home, key, saved["path"], saved["fingerprint"], fit_seconds, history=teacher.history_,
+    remember(home, TEACHER, key, saved["path"], saved["fingerprint"], fit_seconds, history=teacher.history_,
              best_epoch=int(teacher.best_epoch_))
 
 
@@ -61,7 +53,7 @@ def train_cr2(config: Config, home: str) -> dict:
     train, dev = sets["train"], sets["dev"]
     router = cr2_trainer(config)
     # the teacher never sees a cost: after a change of state distribution it is reused, not refitted
-    teacher_key = teacher_inputs_key(config, train, dev, task_code_hash(train_cr2))
+    teacher_key = TEACHER.key(config, (train, dev))
     reused = reusable_teacher(home, teacher_key)
     t0 = time.perf_counter()
     teacher = reused[0] if reused else router.fit_teacher(train, dev)
@@ -69,9 +61,9 @@ def train_cr2(config: Config, home: str) -> dict:
     if ahead.pending("teacher"):  # several gate fits start now: the masks they share are drawn once, here
         from cr2.method.gate import gate_mask_stream
 
-        gate_mask_stream(dropout_dir(home), router.gate_spec, train.embedding.shape[1], len(train), router.num_threads)
+        gate_mask_stream(dropout_store(home), router.gate_spec, train.embedding.shape[1], len(train), router.num_threads)
     ahead.announce("teacher", teacher)  # inside `cr2 run`: the fits that need only the teacher start now
-    router.fit(train, dev, teacher=teacher, dropout_cache=dropout_dir(home))
+    router.fit(train, dev, teacher=teacher, dropout_cache=dropout_store(home))
     fit_s = time.perf_counter() - t0
     modules = router.save_modules(artifacts_dir(home))
     if reused is None:

@@ -35,7 +35,7 @@ def test_the_contract_catches_an_upward_import(tmp_path):
     # the same contract on a copy of the tree with one upward import added (cr2 → tasks) must fail
     for pkg in ("cr2_cli", "flows", "tasks", "warehouse", "cr2"):
         shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "cr2" / "upward.py").write_text("from tasks.common import make_key  # an upward import\n")
+    (tmp_path / "cr2" / "upward.py").write_text("from tasks.store import cache_key  # an upward import\n")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.run([_lint_imports(), "--config", str(ROOT / ".importlinter"), "--no-cache"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)

@@ -1,8 +1,10 @@
-"""Stable hashing: randomness that depends only on names (seed, query id, …), never on process or order."""
+"""Stable hashing: randomness that depends only on names (seed, query id, …), never on process or order; and the
+one fingerprint function of cr2 (`content_fingerprint`), with its row-content form (`fingerprint_rows`)."""
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,15 +23,17 @@ def stable_u64_array(keys: Sequence[str]) -> np.ndarray:
     )
 
 
-FINGERPRINT_CHARS = 16  # hex characters of every content fingerprint cr2 stores
+FINGERPRINT_CHARS = 16  # hex characters of every content fingerprint and cache key cr2 stores
 
 
 def content_fingerprint(*meta: object, arrays: dict[str, np.ndarray] | None = None) -> str:
-    """Return the fingerprint of fitted state: sha256 over the JSON of `meta`, then each named array
-    (name, dtype, shape, bytes) in sorted-name order, cut to 16 hex chars.
+    """Return the fingerprint of `meta` and named arrays: sha256 over the JSON of `meta`, then each named array
+    (name, dtype, shape, bytes) in sorted-name order, cut to FINGERPRINT_CHARS hex chars.
 
-    The one fingerprint function of cr2: torch checkpoints (state_dict as arrays), the one-shot
-    routers' learned arrays and the CR² router (its parts' fingerprints as meta) all go through it.
+    The one fingerprint function of cr2: fitted state (torch checkpoints as state_dict arrays, the one-shot
+    routers' learned arrays, the CR² router from its parts' fingerprints), cache keys (tasks/store.py: the key
+    parts as meta), config digests, source and data files (their bytes as arrays) and routing rows
+    (`fingerprint_rows`) all go through it.
     """
     import json
 
@@ -43,3 +47,45 @@ def content_fingerprint(*meta: object, arrays: dict[str, np.ndarray] | None = No
         digest.update(str(tuple(arr.shape)).encode())
         digest.update(arr.tobytes())
     return digest.hexdigest()[:FINGERPRINT_CHARS]
+
+
+def bytes_array(data: bytes) -> np.ndarray:
+    """[len(data)] uint8 view of raw bytes (a file's content as one of content_fingerprint's arrays)."""
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _text(values: Any) -> np.ndarray:
+    return bytes_array("\x1f".join(map(str, values)).encode())
+
+
+# every row field a fingerprint may cover, with the form it is hashed in (fixed dtypes: a float32 copy and a
+# float64 copy of the same numbers hash alike); None hashes as an empty array marked by its name
+ROW_FIELDS: dict[str, Any] = {
+    "query_id": _text,
+    "benchmark": _text,
+    "model_ids": _text,
+    "embedding": lambda a: np.asarray(a, dtype=np.float32),
+    "correct": lambda a: np.asarray(a, dtype=bool),
+    "cost": lambda a: np.asarray(a, dtype=np.float64),
+    "cost_est": lambda a: np.asarray(a, dtype=np.float64),
+    "distance_m": lambda a: np.asarray(a, dtype=np.float64),
+    "decision_cost": lambda a: np.asarray(a, dtype=np.float64),  # ĉ when estimated, else c (RoutingSet.decision_cost)
+}
+
+
+def fingerprint_rows(*sets: Any, fields: Sequence[str]) -> str:
+    """The content fingerprint of the declared `fields` of routing sets (RoutingSet attributes, ROW_FIELDS): what
+    a computation that reads only those fields of those rows can depend on. Fields outside `fields` never change
+    it; every declared one does."""
+    unknown = sorted(set(fields) - set(ROW_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown row fields {unknown}; known: {sorted(ROW_FIELDS)}")
+    arrays = {}
+    for i, data in enumerate(sets):
+        for name in fields:
+            value = getattr(data, name)
+            if value is None:
+                arrays[f"{i}.{name}:none"] = np.zeros(0, np.uint8)
+            else:
+                arrays[f"{i}.{name}"] = ROW_FIELDS[name](value)
+    return content_fingerprint(sorted(fields), len(sets), arrays=arrays)

@@ -10,8 +10,6 @@ whole subtree they are called on), and `undeclared` lists what was read outside 
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -49,8 +47,9 @@ def _plain(value: Any) -> Any:
 
 def config_digest(config: Any, paths: Iterable[str]) -> str:
     """Hash of the config's values at `paths` (and of the paths themselves): part of a stage's cache key."""
-    part = {p: _plain(value_at(config, p)) for p in sorted(set(paths))}
-    return hashlib.sha256(json.dumps(part, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    from cr2.core.hashing import content_fingerprint
+
+    return content_fingerprint({p: _plain(value_at(config, p)) for p in sorted(set(paths))})
 
 
 def leaf_paths(model: BaseModel, path: str = ROOT) -> Iterator[str]:

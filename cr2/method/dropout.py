@@ -6,7 +6,7 @@ architecture and the batch shapes, so they draw the same dropout masks from the 
 those draws (serial mt19937, two 32-bit draws per element) are a third of a gate fit's time. torch's CPU kernel
 draws element by element in memory order whatever the tensor's shape, so the masks of consecutive dropout calls
 are consecutive slices of one flat draw from the starting state (tested). `MaskStream` holds that flat draw as
-bits, stored once per (state, keep probability) in a cache folder; `ReplayDropout` takes its masks from a stream
+bits, stored once per (state, keep probability) in a content-addressed store (kind `dropout`); `ReplayDropout` takes its masks from a stream
 and applies F.dropout's own arithmetic (noise = mask / (1 − p), out = x · noise), so values and gradients are
 bit-identical to nn.Dropout's. Replaying does not consume the process' generator: only a fit that owns its
 generator state (cr2.core.checkpoint.seeded_torch) and draws from it nothing but dropout masks may replay.
@@ -14,15 +14,15 @@ generator state (cr2.core.checkpoint.seeded_torch) and draws from it nothing but
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
-from pathlib import Path
-from typing import Iterator
+from collections.abc import Callable, Sequence
+from typing import Any, Iterator, Protocol
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from cr2.core.hashing import content_fingerprint
 
 _CHUNK = 1 << 24  # elements drawn per call when a stream is made (a multiple of 8: whole bytes of bits)
 
@@ -69,34 +69,37 @@ class MaskStream:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def stream_path(folder: str | Path, state: torch.Tensor, keep: float) -> Path:
-    """Where the stream of (state, keep) is stored in `folder`: named by torch's version (its kernel defines the
-    draws), the state and keep."""
-    h = hashlib.sha256(f"cr2-dropout-stream-1|{torch.__version__}|{float(keep)!r}|".encode())
-    h.update(bytes(state.numpy()))
-    return Path(folder) / f"dropout-{h.hexdigest()[:24]}.npz"
+class Store(Protocol):
+    """Where streams are kept: a content-addressed store (tasks/store.py: Store) — the value under
+    (kind, key_parts) read back when present and accepted, else computed and stored atomically."""
+
+    def get_or_compute(self, kind: str, key_parts: Sequence[Any], compute: Callable[[], Any], codec: str,
+                       accept: Callable[[Any], bool] | None = None) -> tuple[Any, bool]: ...
 
 
-def mask_stream(folder: str | Path, state: torch.Tensor, keep: float, n: int) -> MaskStream:
-    """The stream of (at least) `n` draws from generator state `state` at `keep`: read from `folder` when stored
-    there, else drawn and stored (atomically: a reader sees a whole file or none; two writers write the same)."""
-    path = stream_path(folder, state, keep)
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        with np.load(path) as f:
-            if int(f["n"]) >= n:
-                return MaskStream(f["bits"], int(f["n"]), torch.from_numpy(f["end_state"].copy()), keep)
-    gen = _generator(state)
-    bits = np.empty((n + 7) // 8, dtype=np.uint8)
-    for start in range(0, n, _CHUNK):
-        stop = min(start + _CHUNK, n)
-        bits[start // 8:(stop + 7) // 8] = np.packbits(_draw(gen, keep, stop - start))
-    end_state = gen.get_state()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as out:
-        np.savez(out, bits=bits, n=np.int64(n), end_state=end_state.numpy())
-    tmp.replace(path)
-    return MaskStream(bits, n, end_state, keep)
+def stream_key_parts(state: torch.Tensor, keep: float) -> tuple[str, ...]:
+    """The store key parts of the stream of (state, keep): torch's version (its kernel defines the draws), keep and
+    the generator state's fingerprint."""
+    return ("cr2-dropout-stream-1", torch.__version__, repr(float(keep)),
+            content_fingerprint(arrays={"state": state.numpy()}))
+
+
+def mask_stream(store: Store, state: torch.Tensor, keep: float, n: int) -> MaskStream:
+    """The stream of (at least) `n` draws from generator state `state` at `keep`: the store's `dropout` entry when it
+    holds n draws or more, else drawn and stored (atomically: a reader sees a whole entry or none; two writers
+    write the same)."""
+
+    def draw() -> dict[str, np.ndarray]:
+        gen = _generator(state)
+        bits = np.empty((n + 7) // 8, dtype=np.uint8)
+        for start in range(0, n, _CHUNK):
+            stop = min(start + _CHUNK, n)
+            bits[start // 8:(stop + 7) // 8] = np.packbits(_draw(gen, keep, stop - start))
+        return {"bits": bits, "n": np.int64(n), "end_state": gen.get_state().numpy()}
+
+    value, _ = store.get_or_compute("dropout", stream_key_parts(state, keep), draw, "npz",
+                                    accept=lambda v: {"bits", "n", "end_state"} <= set(v) and int(v["n"]) >= n)
+    return MaskStream(value["bits"], int(value["n"]), torch.from_numpy(np.array(value["end_state"])), keep)
 
 
 class ReplayDropout(nn.Dropout):

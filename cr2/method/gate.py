@@ -30,6 +30,7 @@ from cr2.config import GateSpec
 from cr2.core.data import EMBED_DIM, RoutingSet
 from cr2.core.errors import ConfigError, DataValidationError, InvalidValueError
 from cr2.method.dropout import MaskStream, ReplayDropout, mask_stream
+from cr2.method.dropout import Store as MaskStore
 from cr2.method.utility import sign_label, teacher_margin
 
 TEMPERATURE_FLOOR = 1e-6
@@ -243,14 +244,14 @@ def fit_gate(
     *,
     num_threads: int = 1,
     init: MarginGate | None = None,
-    dropout_cache: str | Path | None = None,
+    dropout_cache: MaskStore | None = None,
 ) -> MarginGate:
     """Return the margin gate fitted by margin distillation, at the epoch of lowest dev loss, frozen in eval mode.
 
     init: a fitted gate of the same shape to start from (re-distillation on new costs, e.g. the premise map's
     retrained cells); None: a fresh gate initialised from spec.seed.
-    dropout_cache: a folder where the fit's dropout masks are stored once and replayed by every fit with the same
-    seed and shapes (gate_mask_stream); the same gate, bit for bit, as without it.
+    dropout_cache: a store (tasks/store.py) where the fit's dropout masks are kept once and replayed by every fit
+    with the same seed and shapes (gate_mask_stream); the same gate, bit for bit, as without it.
 
     teacher_proba_*: the frozen teacher's p_m(x) on train/dev, [n, n_models]. Each mini-batch draws
     J = spec.lambdas_per_batch λ log-uniformly in [lam_min, lam_max]; the dev loss is measured on a fixed
@@ -299,20 +300,20 @@ def fit_gate(
     return gate
 
 
-def _mask_stream(folder: str | Path, spec: GateSpec, n_train: int) -> MaskStream:
+def _mask_stream(store: MaskStore, spec: GateSpec, n_train: int) -> MaskStream:
     """The dropout draws of a gate fit of `spec` on n_train rows, from the generator's current state: J λ × every
     train row × the hidden width, per epoch (every epoch runs: the best one is chosen after)."""
     n = spec.epochs * spec.lambdas_per_batch * n_train * spec.hidden
-    return mask_stream(folder, torch.get_rng_state(), 1.0 - spec.dropout, n)
+    return mask_stream(store, torch.get_rng_state(), 1.0 - spec.dropout, n)
 
 
-def gate_mask_stream(folder: str | Path, spec: GateSpec, embed_dim: int, n_train: int, num_threads: int = 1) -> None:
-    """Draw and store the dropout masks fit_gate(…, dropout_cache=folder) will replay, before several fits start at
+def gate_mask_stream(store: MaskStore, spec: GateSpec, embed_dim: int, n_train: int, num_threads: int = 1) -> None:
+    """Draw and store the dropout masks fit_gate(…, dropout_cache=store) will replay, before several fits start at
     once (so that one process draws them, not each); nothing when stored already."""
     if spec.dropout > 0:
         with seeded_torch(spec.seed, num_threads):
             MarginGate(embed_dim, spec.hidden, spec.film_frequencies, spec.dropout, spec.temperature_init)
-            _mask_stream(folder, spec, n_train)
+            _mask_stream(store, spec, n_train)
 
 
 def save_gate(gate: MarginGate, path: str | Path) -> str:

@@ -60,8 +60,8 @@ class CR2Router:
         """Return self with teacher_ (fitted first, then frozen) and gate_ (distilled from it) fitted.
 
         With `teacher` given, that frozen teacher is kept and only the gate is distilled (the ablation
-        gates share the full gate's teacher). dropout_cache: a folder where the gate fit's dropout masks are
-        stored and replayed (cr2.method.gate.fit_gate); the same router either way.
+        gates share the full gate's teacher). dropout_cache: a store (tasks/store.py) where the gate fit's dropout
+        masks are kept and replayed (cr2.method.gate.fit_gate); the same router either way.
         """
         import time
 

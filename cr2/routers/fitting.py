@@ -97,9 +97,9 @@ def fit_router(name: str, kwargs: dict, catalogues: Sequence[str], train: Any, d
 
 
 def fit_gate_variant(params: dict, teacher_spec: Any, gate_spec: Any, train: Any, dev: Any, teacher: Any,
-                     dropout_cache: str | None = None) -> tuple[Any, float]:
+                     dropout_cache: Any = None) -> tuple[Any, float]:
     """A CR² router (`params`, specs) whose gate is distilled from the frozen `teacher`; returns (router, fit s).
-    dropout_cache: where the gate fits' shared dropout masks are stored (cr2.method.gate.fit_gate)."""
+    dropout_cache: the store the gate fits' shared dropout masks are kept in (cr2.method.gate.fit_gate)."""
     import time
 
     from cr2.routers.cr2_router import CR2Router
