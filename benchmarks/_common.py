@@ -28,6 +28,7 @@ if str(REPO) not in sys.path:  # tests/serve_helpers.py (fake model endpoints) l
     sys.path.append(str(REPO))
 
 from cr2.core.env import apply_offline_env  # noqa: E402
+from cr2.core.files import atomic_write  # noqa: E402
 
 apply_offline_env()  # every benchmark imports this module first: offline, and OMP_WAIT_POLICY before torch loads
 
@@ -204,9 +205,7 @@ def write_result(name: str, payload: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"{name}.json"
     payload = {"benchmark": name, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), **payload}
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(out)
+    atomic_write(out, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     for f in payload.get("figures", []):
         spread = f"[{fmt(f['q1'])}–{fmt(f['q3'])}]" if f["n"] > 1 else ""
         status = "" if "target" not in f else {True: "  met", False: "  MISSED", None: "  n/a"}[f["met"]]

@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 from _common import RESULTS, fmt, machine
 
+from cr2.core.files import atomic_write
 from cr2.report.markdown import markdown_table
 
 HERE = Path(__file__).resolve().parent
@@ -101,9 +102,7 @@ def merge(args: argparse.Namespace, suite: dict, load_before: list[float], secon
         "results": results,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS / "latest.json.tmp"
-    tmp.write_text(json.dumps(latest, indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(RESULTS / "latest.json")
+    atomic_write(RESULTS / "latest.json", json.dumps(latest, indent=2, ensure_ascii=False) + "\n")
     return latest
 
 

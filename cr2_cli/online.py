@@ -11,7 +11,7 @@ from typing import Any
 
 from cr2.config import Config
 from cr2.deploy.deployment import CR2, OnlineRouter, check_route_inputs, deployed_router  # noqa: F401  (re-exported)
-from tasks.common import cache_dir
+from tasks.store import cache_dir
 from warehouse.deployment import read_deployment
 
 

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 from prefect import flow
 
 from cr2.config import Config, load_state_distribution
+from cr2.core.files import atomic_write
 from tasks.common import run_stage
 from tasks.premise import PREMISE_CELL, PREMISE_INPUTS, study_id
 from warehouse.db import Warehouse
@@ -133,12 +134,7 @@ def premise_report(config: Config, home: Path, sid: str) -> str:
 
     with Warehouse(home, read_only=True) as wh:
         df = premise_view(wh, sid)
-    out = Path(home) / "premise-report"
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "index.html.tmp"
-    tmp.write_text(premise_page(df, sid), encoding="utf-8")
-    tmp.replace(out / "index.html")
-    return str(out / "index.html")
+    return str(atomic_write(Path(home) / "premise-report" / "index.html", premise_page(df, sid)))
 
 
 def task_runner(kind: str = "threads", workers: int = 1, dask_address: str | None = None) -> Any:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -99,15 +98,9 @@ class GpuSampler(threading.Thread):
 
 def write_json_atomic(path: Path, payload: dict) -> None:
     """Write `payload` to `path` through a temporary file in the same folder and a rename (never half-written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(payload, indent=2, default=str) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from cr2.core.files import atomic_write
+
+    atomic_write(path, json.dumps(payload, indent=2, default=str) + "\n")
 
 
 def _tiny_data(out: Path) -> Path:
@@ -208,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     from cr2.labels.lmeval.backends import hf_lm_from_model
     from cr2.labels.lmeval.estimate import measure_rates, resolve_shape
     from cr2.labels.lmeval.runs import select_queries
-    from tasks.common import cache_dir
+    from tasks.store import cache_dir
     from tasks.label import _mbpp_fewshot, compile_cache, estimate_selection
 
     scratch = Path(tempfile.mkdtemp(prefix="cr2-gpu-smoke-"))

@@ -36,7 +36,6 @@ from cr2.core.hashing import bytes_array, content_fingerprint
 from cr2.core.reads import TrackedConfig, config_digest, undeclared
 from tasks.store import cache_key
 
-from tasks.store import cache_dir  # noqa: F401  (the store's root, for the derived files of the tasks)
 from warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
 
 

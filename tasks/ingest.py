@@ -10,7 +10,8 @@ from prefect import task
 from cr2.inputs.datasets import QUERY_COLUMNS, answer_checks, prompt_texts, select_queries
 from cr2.config import Config
 from cr2.inputs.tokenizer import folder_token_counter, qwen_token_counter
-from tasks.common import Reads, Stage, cache_dir
+from tasks.common import Reads, Stage
+from tasks.store import cache_dir
 from warehouse.db import Warehouse
 from warehouse.inputs import replace_queries
 from warehouse.validation import validate_frame

@@ -42,8 +42,9 @@ from cr2.labels.lmeval.runner import ChunkResult, Progress, run_shard
 from cr2.labels.lmeval.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
 from cr2.config.labeling import LabelingSpec
 from cr2.labels.lmeval.taskdefs import task_config_hash
+from cr2.core.files import atomic_write
 from cr2.core.shipped import DATA_DIR
-from tasks.common import cache_dir
+from tasks.store import cache_dir
 from warehouse.db import Warehouse
 from warehouse.labels import (LABEL_COLUMNS, done_query_ids, finish_label_run, label_runs, label_task_queries,
                               start_label_run, write_label_chunk)
@@ -124,12 +125,7 @@ def write_sample_log(staging: Path, rid: str, records: list[dict[str, Any]]) -> 
     folder.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256("\n".join(r["query_id"] for r in records).encode()).hexdigest()[:16]
     path = folder / f"samples-{digest}.jsonl"
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, "".join(json.dumps(rec, ensure_ascii=False, default=str) + "\n" for rec in records))
 
 
 def _now() -> dt.datetime:
@@ -143,10 +139,7 @@ def stage_chunk(staging: Path, source: str, model_id: str, rid: str, rows: pd.Da
     folder.mkdir(parents=True, exist_ok=True)
     frame = rows.assign(source=source, model_id=model_id, run_id=rid)
     path = folder / f"chunk-{_now():%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:6]}.parquet"
-    tmp = path.with_suffix(".parquet.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
 def staged_ids(staging: Path, rid: str) -> set[str]:
@@ -213,10 +206,7 @@ def export_queries(home: str, benchmarks: list[str], limit: int | None, staging:
     out = Path(staging) / "queries"
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"queries-{digest}.parquet"
-    tmp = path.with_suffix(".parquet.tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
-    return str(path)
+    return str(atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False)))
 
 
 SHIPPED_MBPP = DATA_DIR / "benchmarks" / "mbpp.parquet"

@@ -18,7 +18,8 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.core.errors import DataValidationError
-from tasks.common import Reads, Rows, Stage, cache_dir, stage_key
+from tasks.common import Reads, Rows, Stage, stage_key
+from tasks.store import cache_dir
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 from warehouse.db import Warehouse
 from warehouse.inputs import (cost_inputs, embedded_count, queries_to_embed, query_count, query_embeddings, query_ids,

@@ -12,6 +12,7 @@ from pathlib import Path
 from prefect import task
 
 from cr2.config import Config
+from cr2.core.files import replace_dir, temp_dir_beside
 from tasks.common import Reads, Stage
 from warehouse.db import Warehouse
 from warehouse.repository import (certified_validity, eval_run, methods_of_run, newest_guarantees, view_for_run,
@@ -65,19 +66,17 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
                        operating_points_ci=ops_ci)
     figures, tables = build_figures(inp), build_tables(inp)
     out = report_dir(home)
-    tmp = out.with_name("report.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "tables").mkdir(parents=True)
-    (tmp / "index.html").write_text(render_html(inp, figures, tables), encoding="utf-8")
-    for t in tables:
-        t.frame.to_csv(tmp / "tables" / f"{t.key}.csv", index=False)
-        (tmp / "tables" / f"{t.key}.tex").write_text(to_latex(t.frame), encoding="utf-8")
-    old = out.with_name("report.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if out.exists():
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_dir_beside(out, mode=0o777)  # as any folder the user makes (umask)
+    try:
+        (tmp / "tables").mkdir()
+        (tmp / "index.html").write_text(render_html(inp, figures, tables), encoding="utf-8")
+        for t in tables:
+            t.frame.to_csv(tmp / "tables" / f"{t.key}.csv", index=False)
+            (tmp / "tables" / f"{t.key}.tex").write_text(to_latex(t.frame), encoding="utf-8")
+        replace_dir(tmp, out)  # readers see the previous report or this one, whole
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone after the move; what a failure left
     return {"path": str(out / "index.html"), "figures": [f.key for f in figures], "tables": [t.key for t in tables],
             "labels_simulated": header["labels_simulated"]}
 

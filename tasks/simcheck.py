@@ -13,8 +13,10 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_config, resolve_config_path
+from cr2.core.files import atomic_write
 from cr2.core.errors import ConfigError
-from tasks.common import Reads, Stage, cache_dir, stage_key
+from tasks.common import Reads, Stage, stage_key
+from tasks.store import cache_dir
 from warehouse.db import Warehouse
 from warehouse.repository import write_simcheck
 
@@ -155,10 +157,8 @@ def build_simcheck_page(home: str, run_id: str) -> str:
     out = Path(home) / "report"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "simcheck.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render_simcheck_html(meta, frames["structure"], frames["savings"], frames["cr2"], frames["points"],
-                                        frames["fit"]), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, render_simcheck_html(meta, frames["structure"], frames["savings"], frames["cr2"],
+                                            frames["points"], frames["fit"]))
     return str(path)
 
 

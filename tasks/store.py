@@ -56,7 +56,8 @@ class Codec:
 
 
 def _write_npz(value: dict[str, np.ndarray], path: Path) -> None:
-    np.savez(path, **value)
+    with open(path, "wb") as fh:  # a file object: savez adds no suffix
+        np.savez(fh, **value)
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import Cr2SqlError, WarehouseError
+from cr2.core.files import atomic_write, replace_dir, temp_sibling
 from cr2.core.shipped import default_home as _shipped_home
 
 log = logging.getLogger(__name__)
@@ -530,19 +531,18 @@ class Warehouse:
         except OSError as exc:
             raise WarehouseError(f"cannot create the export folder {out}: {exc.strerror}; pass another --out") from None
         path = out / f"{table}.parquet"
-        tmp = path.with_suffix(".parquet.tmp")
-        try:  # the path travels as an argument of the relational API, never inside SQL text
+
+        def write(tmp: Path) -> None:  # the path travels as an argument of the relational API, never inside SQL text
             self.con.sql(f"SELECT * FROM {relation(table)}").write_parquet(str(tmp), compression="zstd")
+            os.chmod(tmp, 0o600)  # as private as the warehouse it comes from
+
+        try:
+            return atomic_write(path, write)  # a failed export never leaves a half-written file
         except (duckdb.IOException, OSError) as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             problem = storage_error(exc, path)
             if problem is not None:
                 raise problem from None
             raise WarehouseError(f"cannot write {path}: {str(exc).splitlines()[0]}; pass another --out") from None
-        os.chmod(tmp, 0o600)  # as private as the warehouse it comes from
-        tmp.replace(path)  # atomic: a failed export never leaves a half-written file
-        return path
 
     # ---------------------------------------------------------- user queries (`cr2 sql`)
     def user_query(self, sql: str, timeout_s: float = USER_QUERY_TIMEOUT_S,
@@ -655,17 +655,17 @@ def copy_warehouse(home: str | Path, target: str | Path, with_caches: bool = Fal
         for name in CACHE_DIRS if with_caches else ():
             src, dst = Path(home) / name, target / name
             if src.is_dir() and not dst.exists():
-                tmp = target / f"{name}.partial"
-                shutil.rmtree(tmp, ignore_errors=True)
-                shutil.copytree(src, tmp, symlinks=True)
-                tmp.replace(dst)
-        tmp = target / f"{DB_NAME}.partial"
-        shutil.copyfile(Path(home) / DB_NAME, tmp)
-        tmp.replace(target / DB_NAME)
+                tmp = temp_sibling(dst)
+                try:
+                    shutil.copytree(src, tmp, symlinks=True)
+                    replace_dir(tmp, dst)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+        atomic_write(target / DB_NAME, lambda tmp: shutil.copyfile(Path(home) / DB_NAME, tmp))
     return target
 
 
-#: a home's folders of stage results and derived files (tasks.common.results_dir, cache_dir)
+#: a home's folders of stage results and derived files (tasks.common.results_dir, tasks.store.cache_dir)
 CACHE_DIRS = ("prefect-results", "cache")
 
 

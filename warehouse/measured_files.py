@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -16,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import DataValidationError
+from cr2.core.files import atomic_write
 
 QUESTIONS_FILE = "measured/mmlu_pro_questions.parquet"
 OUTPUTS_FILE = "measured/mmlu_pro_outputs.parquet"
@@ -109,10 +108,11 @@ def add_to_embedding_cache(path: Path, keys: Sequence[str], vectors: np.ndarray)
     """Merge (keys, vectors) into the cache file, atomically (temporary file, then rename)."""
     cached = read_embedding_cache(path)
     cached.update(zip(list(keys), np.asarray(vectors, dtype=np.float32)))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-    with os.fdopen(fd, "wb") as fh:
-        np.savez(fh, keys=np.array(list(cached)), vectors=np.stack(list(cached.values())) if cached
-                 else np.zeros((0, 0), np.float32))
-    os.replace(tmp, path)
+    arrays = {"keys": np.array(list(cached)),
+              "vectors": np.stack(list(cached.values())) if cached else np.zeros((0, 0), np.float32)}
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+
+    atomic_write(path, write)

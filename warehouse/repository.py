@@ -18,6 +18,7 @@ import pandas as pd
 
 from cr2.crc import GroupedThresholdTable, ThresholdTable, table_from_records
 from cr2.core.errors import DataValidationError, UncalibratedOperatingPointError
+from cr2.core.files import atomic_write
 from warehouse.db import Warehouse, relation, undefined_as_null
 from warehouse.files import in_home
 
@@ -160,12 +161,8 @@ def newest_threshold_dist(wh: Warehouse) -> str | None:
 
 def write_thresholds_version(home: str | Path, version: int) -> None:
     """Record `version` as the newest threshold table of the warehouse at `home` (THRESHOLDS_VERSION_FILE)."""
-    import os
-
-    path = Path(home) / THRESHOLDS_VERSION_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{int(version)}\n")
-    os.replace(tmp, path)  # readers see the old number or the new one, never a partial file
+    # readers see the old number or the new one, never a partial file
+    atomic_write(Path(home) / THRESHOLDS_VERSION_FILE, f"{int(version)}\n")
 
 
 def read_thresholds_version(home: str | Path) -> int | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from cr2.core.hashing import content_fingerprint
+from cr2.core.files import atomic_write
 
 PREDICT_BATCH = 8192  # rows per forward pass of a torch module at inference; bounds memory only
 
@@ -52,11 +53,7 @@ def save_checkpoint(module: Any, hparams: dict[str, Any], path: str | Path, kind
 
     fp = fingerprint(module)
     payload = {"kind": kind, "hparams": dict(hparams), "state_dict": module.state_dict(), "fingerprint": fp}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(payload, tmp)
-    tmp.replace(path)  # a failed write leaves the previous checkpoint in place
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))  # a failed write leaves the previous checkpoint in place
     return fp
 
 

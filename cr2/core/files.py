@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -10,14 +11,16 @@ from typing import Any
 
 
 def temp_sibling(path: str | Path) -> Path:
-    """A fresh hidden name beside `path` (same folder, so a rename onto `path` is atomic) that keeps its suffix
-    (writers that add a suffix, such as numpy's savez, write exactly there): .<stem>.<random>.tmp<suffix>."""
+    """A fresh hidden name beside `path` (same folder, so a rename onto `path` is atomic): .<name>.<random>.tmp —
+    never ending in the target's suffix, so a reader listing *.parquet or *.npz never sees a file being written
+    (a writer that appends a suffix to a path, such as numpy's savez, is given an open file instead)."""
     path = Path(path)
-    return path.with_name(f".{path.stem}.{uuid.uuid4().hex[:12]}.tmp{path.suffix}")
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
 
 
 def atomic_write(path: str | Path, write: bytes | str | Callable[[Path], Any]) -> Path:
-    """Write `path` atomically: bytes or text as given, or `write(tmp)` filling a temporary sibling, then one rename.
+    """Write `path` atomically: bytes or text (UTF-8) as given, or `write(tmp)` filling a temporary sibling (a path:
+    open it, or hand it to a writer that writes exactly there), then one rename.
 
     A failure or a killed process leaves `path` as it was (a failed write removes its temporary file); concurrent
     writers of the same content each rename a whole file. Creates the parent folder. Returns `path`.
@@ -37,4 +40,30 @@ def atomic_write(path: str | Path, write: bytes | str | Callable[[Path], Any]) -
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+    return path
+
+
+def temp_dir_beside(path: str | Path, mode: int = 0o700) -> Path:
+    """A fresh folder beside `path` (temp_sibling's name; private unless `mode` says otherwise) to fill before
+    `replace_dir` moves it there."""
+    tmp = temp_sibling(path)
+    tmp.mkdir(mode=mode)
+    return tmp
+
+
+def replace_dir(tmp: str | Path, path: str | Path) -> Path:
+    """Move the finished folder `tmp` to `path` with renames only: a folder already at `path` is replaced whole, and
+    put back when the move fails, so readers see the old folder or the new one, never a mix. Returns `path`."""
+    tmp, path = Path(tmp), Path(path)
+    if not path.exists():
+        os.replace(tmp, path)
+        return path
+    old = temp_sibling(path)
+    os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except OSError:
+        os.replace(old, path)  # put the previous folder back
+        raise
+    shutil.rmtree(old, ignore_errors=True)
     return path

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ import numpy as np
 from cr2.crc import GroupedThresholdTable, ThresholdTable, rule_risk
 from cr2.inputs.embed import ENCODER_NAME
 from cr2.core.errors import DataValidationError
+from cr2.core.files import temp_dir_beside
 from cr2.deploy.export import publish_export, thresholds_json
 from cr2.deploy.runtime import (CERTIFIED_FILES, CERTIFIED_FORMAT, COSTS_FILE, MANIFEST_FILE, ROUTER_FILE, THRESHOLDS_FILE,
                          DeviceThresholds, _read_json, _require, sha256_file)
@@ -69,7 +69,7 @@ def export_certified(certified: Any, out_dir: str | Path, costs: dict[str, Any],
         raise DataValidationError(f"costs['models'] {model_ids} is not the router's pool {list(certified.router.model_ids_)}")
     out_dir = Path(out_dir).absolute()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    tmp = temp_dir_beside(out_dir)
     try:
         fingerprint = certified.router.save(tmp / ROUTER_FILE)
         (tmp / THRESHOLDS_FILE).write_text(json.dumps(thresholds_json(table), indent=1) + "\n", encoding="utf-8")

@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -41,6 +39,7 @@ from cr2.crc import GroupedThresholdTable, ThresholdTable, rule_risk
 from cr2.core.data import EMBED_DIM
 from cr2.inputs.embed import ENCODER_NAME
 from cr2.core.errors import DataValidationError
+from cr2.core.files import replace_dir, temp_dir_beside
 from cr2.deploy.runtime import (
     CERTIFIED_FILES,
     EXPORT_FILES,
@@ -242,17 +241,7 @@ def _replace_dir(tmp: Path, out_dir: Path) -> None:
                 f"{out_dir} exists and holds files other than a cr2 gate export ({sorted(entries)[:5]}); "
                 "pick an empty or new directory"
             )
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-        os.replace(out_dir, old / "export")
-        try:
-            os.replace(tmp, out_dir)
-        except OSError:
-            os.replace(old / "export", out_dir)  # put the previous export back
-            raise
-        finally:
-            shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out_dir)
+    replace_dir(tmp, out_dir)
 
 
 def export_gate(gate: Any, table: ThresholdTable | GroupedThresholdTable, out_dir: str | Path,
@@ -280,7 +269,7 @@ def export_gate(gate: Any, table: ThresholdTable | GroupedThresholdTable, out_di
         raise DataValidationError(f"the gate takes {embed_dim}-dim embeddings, but {encoder_name} gives {EMBED_DIM}")
     out_dir = Path(out_dir).absolute()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    tmp = temp_dir_beside(out_dir)
     try:
         _write_onnx(gate, tmp / GATE_FILE, gate_fp)
         parity = _parity(gate, tmp / GATE_FILE, table.scored_lams)

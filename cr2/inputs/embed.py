@@ -49,6 +49,7 @@ import numpy as np
 
 from cr2.core.data import EMBED_DIM
 from cr2.core.errors import Cr2Error, InvalidValueError
+from cr2.core.files import atomic_write
 
 ENCODER_NAME = "all-MiniLM-L6-v2"
 CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -197,21 +198,17 @@ def export_onnx(model: Any, dest: str | Path) -> Path:
 
     import torch
 
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     example = torch.ones(2, 16, dtype=torch.long)
     axes = {name: {0: "batch", 1: "tokens"} for name in (*ONNX_INPUTS, "last_hidden_state")}
-    try:
+
+    def export(tmp: Path) -> None:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notices
             torch.onnx.export(_last_hidden_module(model), (example, example, torch.zeros_like(example)), str(tmp),
                               input_names=list(ONNX_INPUTS), output_names=["last_hidden_state"],
                               dynamic_axes=axes, opset_version=17, dynamo=False)
-        os.replace(tmp, dest)  # readers see the old file or the whole new one, never a half-written export
-    finally:
-        tmp.unlink(missing_ok=True)
-    return dest
+
+    return atomic_write(dest, export)  # readers see the old file or the whole new one, never a half-written export
 
 
 def quantize_onnx_int8(src: str | Path, dest: str | Path) -> Path:
@@ -226,18 +223,13 @@ def quantize_onnx_int8(src: str | Path, dest: str | Path) -> Path:
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     level = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # quantize_dynamic logs a pre-processing hint at WARNING
-    try:
-        quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"])
-        os.replace(tmp, dest)  # readers see the old file or the whole new one, never a half-written model
+    try:  # readers see the old file or the whole new one, never a half-written model
+        atomic_write(dest, lambda tmp: quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8,
+                                                        per_channel=True, op_types_to_quantize=["MatMul"]))
     finally:
         logging.getLogger().setLevel(level)
-        tmp.unlink(missing_ok=True)
     return dest
 
 

@@ -8,13 +8,13 @@ folder in config (`tokenizer.path`) overrides the packaged vocabulary.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cr2.core.errors import ConfigError
+from cr2.core.files import atomic_write
 
 # The Qwen2/3 pre-tokenisation pattern (tokenizer.json of the Qwen3 releases).
 QWEN_PATTERN = (
@@ -68,10 +68,7 @@ def _qwen_tokenizer_json(cache_dir: Path) -> tuple[Path, str]:
 
         tk = TikTokenConverter(vocab_file=str(ranks), pattern=QWEN_PATTERN, extra_special_tokens=QWEN_SPECIAL).converted()
         tk.normalizer = normalizers.NFC()
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f".tokenizer.{os.getpid()}.json.tmp")  # processes sharing a cache convert at once
-        tk.save(str(tmp))
-        tmp.replace(cached)
+        atomic_write(cached, lambda tmp: tk.save(str(tmp)))  # processes sharing a cache convert at once
     return cached, digest
 
 

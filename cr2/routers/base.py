@@ -32,6 +32,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from cr2.core.data import Decisions, RoutingSet
+from cr2.core.files import atomic_write
 from cr2.core.errors import DataValidationError, InvalidValueError, NotFittedError
 from cr2.core.checkpoint import PREDICT_BATCH, fit_epochs
 from cr2.core.hashing import content_fingerprint
@@ -164,12 +165,11 @@ class OneShotRouter(ABC):
             "extra": self._state_extra(),
             "fingerprint": self.fingerprint(),
         }
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **{META_KEY: np.array(json.dumps(meta))}, **arrays)
-        tmp.replace(path)  # a failed write leaves the previous file in place
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **{META_KEY: np.array(json.dumps(meta))}, **arrays)
+
+        atomic_write(path, write)  # a failed write leaves the previous file in place
         return meta["fingerprint"]
 
     @classmethod

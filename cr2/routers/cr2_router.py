@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,6 +26,7 @@ from cr2.crc import (GroupedThresholdTable, ThresholdTable, calibrate_group_tabl
                      table_from_records)
 from cr2.core.data import Decisions, RoutingSet
 from cr2.core.errors import DataValidationError, NotFittedError, UncalibratedOperatingPointError
+from cr2.core.files import atomic_write, temp_sibling
 from cr2.core.hashing import content_fingerprint
 from cr2.method.routing import VARIANTS, route
 from cr2.method.utility import risk_label
@@ -396,6 +396,7 @@ class CR2Router:
 
     def save_modules(self, directory: str | Path) -> dict[str, dict[str, str]]:
         """Write the teacher and gate checkpoints as <kind>-<fingerprint>.pt (atomically); return kind → {fingerprint, path}."""
+        from cr2.core.checkpoint import fingerprint
         from cr2.method.gate import save_gate
         from cr2.method.teacher import save_teacher
 
@@ -404,10 +405,8 @@ class CR2Router:
         directory.mkdir(parents=True, exist_ok=True)
         out = {}
         for kind, module, save in (("teacher", self.teacher_, save_teacher), ("gate", self.gate_, save_gate)):
-            tmp = directory / f".{kind}-{uuid.uuid4().hex}.tmp"
-            fp = save(module, tmp)
-            path = directory / f"{kind}-{fp}.pt"
-            tmp.replace(path)  # atomic: a killed run never leaves a half-written checkpoint under its final name
+            fp = fingerprint(module)  # the name: a killed run never leaves a half-written checkpoint under it
+            path = atomic_write(directory / f"{kind}-{fp}.pt", lambda tmp: save(module, tmp))
             out[kind] = {"fingerprint": fp, "path": str(path)}
         return out
 
@@ -432,17 +431,17 @@ class CR2Router:
         table = getattr(self, "threshold_table_", None)
         staged = []
         for kind, module, save in (("teacher", self.teacher_, save_teacher), ("gate", self.gate_, save_gate)):
-            tmp = directory / f".{BUNDLE_FILES[kind]}.tmp"
+            tmp = temp_sibling(directory / BUNDLE_FILES[kind])
             save(module, tmp)
             staged.append((tmp, directory / BUNDLE_FILES[kind]))
         if table is not None:
-            tmp = directory / f".{BUNDLE_FILES['thresholds']}.tmp"
+            tmp = temp_sibling(directory / BUNDLE_FILES["thresholds"])
             tmp.write_text(json.dumps(table.to_records()))
             staged.append((tmp, directory / BUNDLE_FILES["thresholds"]))
         manifest = {"name": self.name, "model_ids": list(self.model_ids_), "fingerprint": self.fingerprint(),
                     "alpha": self.alpha, "variant": self.variant, "on_demand_calibration": self.on_demand_calibration,
                     "teacher_fingerprint": self.teacher_fingerprint_, "gate_fingerprint": self.gate_fingerprint_}
-        tmp = directory / f".{BUNDLE_FILES['manifest']}.tmp"
+        tmp = temp_sibling(directory / BUNDLE_FILES["manifest"])
         tmp.write_text(json.dumps(manifest, indent=1))
         staged.append((tmp, directory / BUNDLE_FILES["manifest"]))
         for src, dst in staged:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
 import time
 from pathlib import Path
 
+from cr2.core.files import atomic_write
 from cr2_cli.resultsdoc import SECTIONS, default_homes, render_sections
 from cr2_cli.resultsdoc.core import HOMES, Doc
 
@@ -55,10 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{a.out} is the generated page ({took:.1f} s)", file=sys.stderr)
         return 0
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_name(f".{a.out.name}.{os.getpid()}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, a.out)  # a failed render never leaves a half-written page
+    atomic_write(a.out, page)  # a failed render never leaves a half-written page
     print(f"wrote {a.out} ({len(page.splitlines())} lines, {took:.1f} s)", file=sys.stderr)
     return 0
 
