@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,7 +111,7 @@ class Store:
             return None
         try:
             value = _codec(codec).read(path)
-        except (OSError, ValueError, KeyError, EOFError):  # damaged: recomputed, never trusted
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # damaged: recomputed, never trusted
             return None
         return value if accept is None or accept(value) else None
 

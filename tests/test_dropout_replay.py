@@ -1,5 +1,5 @@
 """Replayed dropout masks (cr2.method.dropout): the same masks, values, gradients and fitted gates as torch's own
-dropout, from a stream drawn once and shared through a folder."""
+dropout, from a stream drawn once and shared through the content-addressed store (tasks/store.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +10,9 @@ from torch.nn import functional as F
 from cr2.config import GateSpec
 from cr2.core.checkpoint import fingerprint
 from cr2.evaluation.synthetic import make_routing_set
-from cr2.method.dropout import ReplayDropout, mask_stream, stream_path
+from cr2.method.dropout import ReplayDropout, mask_stream, stream_key_parts
 from cr2.method.gate import fit_gate, gate_mask_stream
+from tasks.store import Store, cache_key
 
 SHAPES = [(8, 256, 32), (8, 100, 32), (3, 7, 5), (1,), (8, 256, 32)]
 
@@ -35,7 +36,7 @@ def test_replayed_masks_give_torchs_dropout_values_and_gradients_bit_for_bit(tmp
     state = torch.get_rng_state()
     expected = _torch_dropout(xs, 0.1, state)
     drop = ReplayDropout(0.1).train()
-    stream = mask_stream(tmp_path, state, 1 - 0.1, stored)
+    stream = mask_stream(Store(tmp_path), state, 1 - 0.1, stored)
     got_y, got_g = [], []
     with drop.replaying(stream):
         for x in xs:
@@ -51,15 +52,18 @@ def test_replayed_masks_give_torchs_dropout_values_and_gradients_bit_for_bit(tmp
 
 def test_a_stored_stream_is_read_back_and_a_longer_one_replaces_it(tmp_path):
     state = torch.Generator().manual_seed(3).get_state()
-    first = mask_stream(tmp_path, state, 0.9, 5000).take(5000)
-    path = stream_path(tmp_path, state, 0.9)
+    store = Store(tmp_path)
+    first = mask_stream(store, state, 0.9, 5000).take(5000)
+    path = store.path("dropout", cache_key("dropout", *stream_key_parts(state, 0.9)), "npz")
     stamp = path.stat().st_mtime_ns
-    assert np.array_equal(mask_stream(tmp_path, state, 0.9, 4000).take(5000), first)  # read, not drawn again
+    assert np.array_equal(mask_stream(store, state, 0.9, 4000).take(5000), first)  # read, not drawn again
     assert path.stat().st_mtime_ns == stamp
-    longer = mask_stream(tmp_path, state, 0.9, 9000)
+    longer = mask_stream(store, state, 0.9, 9000)
     assert np.array_equal(longer.take(5000), first) and path.stat().st_mtime_ns != stamp
-    assert mask_stream(tmp_path, state, 0.9, 9000).n == 9000
-    other = mask_stream(tmp_path, state, 0.8, 5000).take(5000)  # another keep: another stream
+    assert mask_stream(store, state, 0.9, 9000).n == 9000
+    path.write_bytes(path.read_bytes()[:100])  # a damaged entry is drawn again, never trusted
+    assert np.array_equal(mask_stream(store, state, 0.9, 5000).take(5000), first)
+    other = mask_stream(store, state, 0.8, 5000).take(5000)  # another keep: another stream
     assert not np.array_equal(other, first)
     with pytest.raises(ValueError, match="cannot replay"):
         with ReplayDropout(0.3).replaying(longer):
@@ -72,9 +76,9 @@ def test_a_gate_fitted_with_replayed_masks_is_the_gate_fitted_without(tmp_path):
     p_train, p_dev = rng.random(train.cost.shape), rng.random(dev.cost.shape)
     spec = GateSpec(epochs=2, hidden=32, lambdas_per_batch=4, batch_size=64)
     plain = fit_gate(train, dev, p_train, p_dev, spec)
-    gate_mask_stream(tmp_path, spec, train.embedding.shape[1], len(train))  # drawn once, before the fits
-    assert len(list(tmp_path.glob("dropout-*.npz"))) == 1
-    replayed = fit_gate(train, dev, p_train, p_dev, spec, dropout_cache=tmp_path)
-    fresh = fit_gate(train, dev, p_train, p_dev, spec, dropout_cache=tmp_path / "new")  # drawn by the fit itself
+    gate_mask_stream(Store(tmp_path), spec, train.embedding.shape[1], len(train))  # drawn once, before the fits
+    assert len(list((tmp_path / "dropout").glob("dropout-*.npz"))) == 1
+    replayed = fit_gate(train, dev, p_train, p_dev, spec, dropout_cache=Store(tmp_path))
+    fresh = fit_gate(train, dev, p_train, p_dev, spec, dropout_cache=Store(tmp_path / "new"))  # drawn by the fit itself
     assert fingerprint(plain) == fingerprint(replayed) == fingerprint(fresh)
     assert plain.history_ == replayed.history_

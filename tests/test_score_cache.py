@@ -95,13 +95,13 @@ def test_cached_scores_give_the_same_thresholds_and_metrics_on_new_states(fitted
 
 
 def test_another_gate_never_reads_these_scores(fitted, sets, tmp_path, monkeypatch):
-    from tasks.inputs import remember_scores, scores_key
+    from tasks.inputs import remember_scores, scores_parts
 
     monkeypatch.delenv("CR2_CACHE", raising=False)
     other = CR2Router(TEACHER, GATE.model_copy(update={"seed": GATE.seed + 1}), alpha=0.05).fit(
         sets["train"], sets["dev"], teacher=fitted.teacher_)
     lams = np.asarray(LAMS[1:])
-    assert scores_key(fitted, sets["val"], lams) != scores_key(other, sets["val"], lams)
+    assert scores_parts(fitted, sets["val"], lams) != scores_parts(other, sets["val"], lams)
     remember_scores(_fresh(fitted), tmp_path, {"val": sets["val"]}, LAMS)
     assert remember_scores(other, tmp_path, {"val": sets["val"]}, LAMS) == {"val": False}
     np.testing.assert_array_equal(other.scores(sets["val"].embedding, 2.0), other.gate_.score(sets["val"].embedding, 2.0))

@@ -5,7 +5,9 @@
    warehouse; a config field or table read outside its Reads fails here.
 2. Keys follow the declarations, field by field: for every leaf of the config (enumerated from the pydantic
    models, so a new field is covered without touching this file), a stage's key changes exactly when the field
-   is among the stage's declared reads; likewise for a row changed in each table a stage reads.
+   is among the stage's declared reads; likewise for a row changed in each table a stage reads. The store's
+   artefact keys (tasks.common.Artefact: the teacher, each baseline, the ablated gates) are held to the same rule,
+   for every config leaf and every row field.
 3. Outputs decide: for a sample of fields, the prepare stages re-run on a copy of the warehouse with the field
    changed; every stage whose output (compared by content) changed has a new key, and a stage whose key stayed
    the same produced the same rows.
@@ -162,6 +164,49 @@ def test_every_config_field_changes_exactly_the_keys_that_declare_it(slice_run):
             except Exception:  # a perturbed value the key cannot be computed from (an unknown catalogue file):
                 key = None  # a failing key is a changed key — the stage cannot be cached under it
             assert (key != base[name]) == covered(leaf, stage.reads.config), (name, leaf)
+
+
+def _artefacts(config):
+    """Every artefact kind the store keeps a record of, with the given parts of one of its keys."""
+    from tasks.ablation import ABLATION_GATE
+    from tasks.baselines import baseline_artefact, baseline_names
+    from tasks.train import TEACHER
+
+    arts = {"teacher": (TEACHER, ()), "ablation-gate": (ABLATION_GATE, ("teacher-fingerprint", "sign-only"))}
+    arts.update({f"router:{name}": (baseline_artefact(config, name), (name,)) for name in baseline_names(config)})
+    return arts
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # perturbed values of another type than the field's (keys only)
+def test_every_config_and_row_field_changes_exactly_the_artefact_keys_that_declare_it(small_config):
+    """The store's artefact keys (tasks.common.Artefact) follow their declarations like stage keys: a config leaf
+    moves a key exactly when the artefact's Reads cover it, a row field exactly when its fields name it."""
+    from cr2.core.hashing import ROW_FIELDS
+    from cr2.evaluation.synthetic import make_routing_set
+    from tests.test_store import _changed
+
+    config = small_config
+    sets = (make_routing_set(40, seed=1), make_routing_set(20, seed=2))
+    arts = _artefacts(config)
+    assert {"teacher", "ablation-gate", "router:knn", "router:mlp"} <= set(arts)
+    base = {name: art.key(config, sets, *given) for name, (art, given) in arts.items()}
+    wrong = []
+    for leaf in leaf_paths(config):
+        changed = _with(config, leaf, _perturbed(value_at(config, leaf)))
+        for name, (art, given) in arts.items():
+            try:
+                key = art.key(changed, sets, *given)
+            except Exception:  # a perturbed value the key cannot be computed from: a changed key
+                key = None
+            if (key != base[name]) != covered(leaf, art.reads.config):
+                wrong.append((name, leaf))
+    assert not wrong, f"config fields whose effect on an artefact key disagrees with its declaration: {wrong[:20]}"
+    for field in ROW_FIELDS:
+        changed_sets = tuple(_changed(data, field) for data in sets)
+        read = field if field != "decision_cost" else "cost_est"  # ĉ: the estimate, when the rows carry one
+        for name, (art, given) in arts.items():
+            assert (art.key(config, changed_sets, *given) != base[name]) == (read in art.fields), (name, field)
+    assert any("cost" in art.fields for art, _ in arts.values()) and "cost" not in arts["teacher"][0].fields
 
 
 ROW_EDITS = {  # every row of each table a key fingerprints, in columns its readers read (table: (columns, SQL))

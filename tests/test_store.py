@@ -1,0 +1,162 @@
+"""The content-addressed store (tasks/store.py), its key function, the one atomic write (cr2/core/files.py) and the
+row fingerprint (cr2.core.hashing.fingerprint_rows): a hit returns what was stored, a damaged entry is recomputed,
+a failed write leaves the previous entry whole, and a row field changes a fingerprint exactly when it is declared."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from cr2.core.files import atomic_write, replace_dir, temp_dir_beside, temp_sibling
+from cr2.core.hashing import FINGERPRINT_CHARS, ROW_FIELDS, fingerprint_rows
+from cr2.evaluation.synthetic import make_routing_set
+from tasks.store import CODECS, Codec, Store, cache_key
+
+
+def _counting(value):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return value
+
+    return compute, calls
+
+
+@pytest.mark.parametrize("codec, value", [("npz", {"a": np.arange(5.0), "b": np.eye(2, dtype=np.float32)}),
+                                          ("json", {"path": "cache/x.pt", "fingerprint": "ab", "n": [1, 2]})])
+def test_a_value_is_computed_once_and_read_back_as_stored(tmp_path, codec, value):
+    store = Store(tmp_path)
+    compute, calls = _counting(value)
+    first, hit = store.get_or_compute("kind-x", ("p", 1), compute, codec)
+    again, hit_again = store.get_or_compute("kind-x", ("p", 1), compute, codec)
+    assert (hit, hit_again, len(calls)) == (False, True, 1)
+    for got in (first, again):
+        assert got.keys() == value.keys()
+        for k in value:
+            np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(value[k]))
+    assert store.get_or_compute("kind-x", ("p", 2), compute, codec)[1] is False and len(calls) == 2  # other parts
+    entry = store.path("kind-x", cache_key("kind-x", "p", 1), codec)
+    assert entry.parent == tmp_path / "kind-x" and entry.suffix == CODECS[codec].suffix
+    assert sorted(p.name for p in entry.parent.iterdir() if p.name.startswith(".")) == []  # no temporary file left
+
+
+@pytest.mark.parametrize("damage", [b"", b"PK\x03\x04 not a whole archive", b"{\"half\": "])
+def test_a_damaged_entry_is_recomputed_never_trusted(tmp_path, damage):
+    store = Store(tmp_path)
+    for codec, value in (("npz", {"a": np.arange(3)}), ("json", {"a": 1})):
+        compute, calls = _counting(value)
+        store.get_or_compute("k", ("x",), compute, codec)
+        store.path("k", cache_key("k", "x"), codec).write_bytes(damage)
+        got, hit = store.get_or_compute("k", ("x",), compute, codec)
+        assert not hit and len(calls) == 2
+        assert store.get_or_compute("k", ("x",), compute, codec)[1]  # rewritten whole
+    store.path("k", cache_key("k", "y"), "json").write_text("[1, 2]")  # readable, but not a record
+    assert store.get("k", cache_key("k", "y"), "json") is None
+
+
+def test_an_entry_the_reader_rejects_is_recomputed_and_replaced(tmp_path):
+    store = Store(tmp_path)
+    store.get_or_compute("k", ("x",), lambda: {"n": np.int64(3)}, "npz")
+    got, hit = store.get_or_compute("k", ("x",), lambda: {"n": np.int64(9)}, "npz", accept=lambda v: int(v["n"]) >= 5)
+    assert not hit and int(got["n"]) == 9
+    assert int(store.get("k", cache_key("k", "x"), "npz")["n"]) == 9
+
+
+def test_a_write_that_fails_midway_leaves_the_previous_entry_whole_and_no_temporary_file(tmp_path):
+    store = Store(tmp_path)
+    store.put("k", "k-1", {"a": 1}, "json")
+
+    def half_then_fail(value, path):
+        path.write_text('{"a": 2, "b"')
+        raise KeyboardInterrupt  # a run stopped while writing
+
+    with pytest.raises(KeyboardInterrupt):
+        store.put("k", "k-1", {"a": 2}, Codec(".json", half_then_fail, CODECS["json"].read))
+    assert store.get("k", "k-1", "json") == {"a": 1}
+    assert [p.name for p in (tmp_path / "k").iterdir()] == ["k-1.json"]
+
+
+def test_atomic_write_replaces_whole_files_under_names_no_reader_lists(tmp_path):
+    target = tmp_path / "sub" / "table.parquet"
+    assert atomic_write(target, b"one") == target and target.read_bytes() == b"one"
+    atomic_write(target, "two ✓")
+    assert target.read_text(encoding="utf-8") == "two ✓"
+    tmp = temp_sibling(target)
+    assert tmp.parent == target.parent and tmp.name.startswith(".") and not tmp.name.endswith(".parquet")
+
+    def partial(path):
+        path.write_bytes(b"partial")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, partial)
+    assert target.read_text(encoding="utf-8") == "two ✓" and sorted(p.name for p in target.parent.iterdir()) == ["table.parquet"]
+
+
+def test_replace_dir_swaps_a_whole_folder(tmp_path):
+    out = tmp_path / "report"
+    for n in (1, 2):
+        tmp = temp_dir_beside(out)
+        (tmp / "index.html").write_text(f"v{n}")
+        replace_dir(tmp, out)
+    assert (out / "index.html").read_text() == "v2" and [p.name for p in tmp_path.iterdir()] == ["report"]
+
+
+def test_cache_keys_have_one_length_and_follow_every_part():
+    key = cache_key("scores", "a", 1, [2, 3])
+    assert key.startswith("scores-") and len(key) == len("scores-") + FINGERPRINT_CHARS
+    assert key == cache_key("scores", "a", "1", "[2, 3]")  # parts are keyed by their string form
+    assert len({key, cache_key("scores", "a", 1), cache_key("scores", "a", 1, [2, 4]), cache_key("router", "a", 1, [2, 3])}) == 4
+
+
+def _changed(data, field):
+    """`data` with one row field changed (every row), the rest kept."""
+    if field == "model_ids":
+        return dataclasses.replace(data, model_ids=tuple(m + "-x" for m in data.model_ids))
+    if field == "decision_cost":
+        return dataclasses.replace(data, cost_est=np.asarray(data.decision_cost) * 2 + 0.5)
+    value = getattr(data, field)
+    if value is None:
+        value = np.ones(len(data)) if field == "distance_m" else np.ones_like(data.cost)
+    elif value.dtype.kind in "OUS":
+        value = np.asarray([f"{v}-x" for v in value], dtype=object)
+    elif value.dtype == bool:
+        value = ~value
+    else:
+        value = value * 2 + 0.5
+    return dataclasses.replace(data, **{field: value})
+
+
+def test_a_row_field_changes_the_fingerprint_exactly_when_declared():
+    data = make_routing_set(30, seed=4)
+    for declared in (("query_id", "embedding"), ("query_id", "benchmark", "model_ids", "embedding", "correct"),
+                     tuple(ROW_FIELDS)):
+        base = fingerprint_rows(data, fields=declared)
+        assert len(base) == FINGERPRINT_CHARS
+        for field in ROW_FIELDS:
+            other = fingerprint_rows(_changed(data, field), fields=declared)
+            moved = other != base
+            # decision_cost is ĉ when estimated, else c: a change of cost_est moves it too
+            reads = field in declared or (field == "cost_est" and "decision_cost" in declared) or (
+                field == "decision_cost" and "cost_est" in declared)
+            assert moved == reads, (declared, field)
+    two = make_routing_set(30, seed=5)
+    assert fingerprint_rows(data, two, fields=("query_id",)) != fingerprint_rows(two, data, fields=("query_id",))
+    with pytest.raises(ValueError, match="unknown row fields"):
+        fingerprint_rows(data, fields=("costs",))
+
+
+def test_an_artefact_cannot_declare_warehouse_reads():
+    from tasks.common import Artefact, Reads, Rows
+
+    with pytest.raises(ValueError, match="in memory"):
+        Artefact("x-fit", Reads(rows=(Rows("queries"),)), ("query_id",), code=("tasks.train",))
+
+
+def test_store_records_round_trip_as_json(tmp_path):
+    store = Store(tmp_path)
+    store.put("teacher-fit", "teacher-fit-0", {"path": "cache/artifacts/t.pt"}, "json")
+    assert json.loads(store.path("teacher-fit", "teacher-fit-0", "json").read_text()) == {"path": "cache/artifacts/t.pt"}
