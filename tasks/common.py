@@ -18,6 +18,12 @@ key cannot miss a read the declaration has; `tracked_run` runs a task on a read-
 its check fails on any read outside the declaration (tests/test_stage_reads.py runs it for every stage).
 `run_stage` runs a stage inside a flow (cached, or recomputed when an output file went missing) and marks
 its result `cached`. Results (small JSON-able summaries) persist under <home>/prefect-results.
+
+A fitted artefact that outlives its stage's key (the teacher across state distributions, a baseline that reads no
+cost, an ablated gate) declares its inputs the same way (`Artefact`: a `Reads` of config paths and files, the row
+fields it can read, its code) and is recorded in the content-addressed store under a key computed from that
+declaration by the same code (tasks/store.py: the one place files under <home>/cache are keyed, read and written;
+`cache_key` keys stages and store entries alike).
 """
 from __future__ import annotations
 
