@@ -40,7 +40,7 @@ def test_the_contract_catches_an_upward_import(tmp_path):
     proc = subprocess.run([_lint_imports(), "--config", str(ROOT / ".importlinter"), "--no-cache"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
-    assert "cr2.upward -> tasks.common" in proc.stdout, proc.stdout[-3000:]
+    assert "cr2.upward -> tasks.store" in proc.stdout, proc.stdout[-3000:]
 
 
 # ---------------------------------------------------------------- database access only in warehouse/
