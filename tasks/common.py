@@ -160,15 +160,6 @@ def _hash_files(paths: tuple[Path, ...], root: Path) -> str:
     return content_fingerprint(arrays={str(path.relative_to(root)): bytes_array(path.read_bytes()) for path in paths})
 
 
-def catalogue_hash(config: Any) -> str:
-    """Content hash of a config's extra router catalogues and the module files their entries name
-    (routers outside the project tree, which code_closure cannot see)."""
-    from cr2.routers import use_catalogues
-
-    use_catalogues(config.baselines.catalogues)
-    return file_hash(*catalogue_paths(config))
-
-
 def catalogue_paths(config: Any) -> list[Path]:
     """A config's extra router catalogue files and the module files their entries name."""
     paths = []
