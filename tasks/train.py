@@ -18,13 +18,21 @@ from prefect import task
 from cr2.config import Config
 from tasks import ahead
 from tasks.common import FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage, home_relative, stage_key
-from tasks.inputs import artifacts_dir, cr2_trainer, dropout_store, in_home, load_sets, remember, reusable
+from tasks.inputs import artifacts_dir, cr2_trainer, dropout_store, fit_threads, in_home, load_sets, remember, reusable
 from warehouse.db import Warehouse
 from warehouse.repository import register_artifacts, utc_now
 
 # what a teacher fit reads (within the train stage's reads): the teacher and pool config, threads, rows without costs
 TEACHER = Artefact("teacher-fit", Reads(config=("teacher", "models", "fit.torch_threads")), FIT_FIELDS,
                    code=("tasks.train",))
+
+
+def fit_teacher(config: Config, train, dev) -> Any:
+    """Fit the teacher as TEACHER declares it: the teacher spec at fit.torch_threads threads (the rows' costs are
+    never read; tests/test_stage_reads.py tracks both)."""
+    from cr2.method.teacher import fit_teacher as fit
+
+    return fit(train, dev, config.teacher, num_threads=fit_threads(config))
 
 
 def reusable_teacher(home: str, key: str) -> tuple[Any, dict] | None:
@@ -56,7 +64,7 @@ def train_cr2(config: Config, home: str) -> dict:
     teacher_key = TEACHER.key(config, (train, dev))
     reused = reusable_teacher(home, teacher_key)
     t0 = time.perf_counter()
-    teacher = reused[0] if reused else router.fit_teacher(train, dev)
+    teacher = reused[0] if reused else fit_teacher(config, train, dev)
     teacher_s = time.perf_counter() - t0
     if ahead.pending("teacher"):  # several gate fits start now: the masks they share are drawn once, here
         from cr2.method.gate import gate_mask_stream

@@ -209,6 +209,32 @@ def test_every_config_and_row_field_changes_exactly_the_artefact_keys_that_decla
     assert any("cost" in art.fields for art, _ in arts.values()) and "cost" not in arts["teacher"][0].fields
 
 
+def test_the_artefact_fits_read_only_what_their_declarations_name(small_config, tmp_path):
+    """The artefacts' declarations are complete: the teacher's fit and the ablated gates' fit jobs (everything those
+    fits are given), run on a read-tracking view of the config, read no config field outside their Reads; and the
+    teacher, declared without costs, never reads one (fitted on rows with other costs, it is the same teacher)."""
+    from cr2.core.checkpoint import fingerprint
+    from cr2.core.reads import TrackedConfig, undeclared
+    from cr2.evaluation.synthetic import make_routing_set
+    from tasks.ablation import ABLATION_GATE, _fit_jobs
+    from tasks.common import COST_FIELDS
+    from tasks.train import TEACHER, fit_teacher
+    from tests.test_store import _changed
+
+    config = small_config.model_copy(update={"teacher": small_config.teacher.model_copy(update={"epochs": 1})})
+    train, dev = make_routing_set(60, seed=1), make_routing_set(20, seed=2)
+    tracked = TrackedConfig(config)
+    teacher = fit_teacher(tracked, train, dev)
+    assert tracked.reads and undeclared(tracked.reads, TEACHER.reads.config) == []
+    assert not set(COST_FIELDS) & set(TEACHER.fields)
+    for field in COST_FIELDS:
+        again = fit_teacher(config, _changed(train, field), _changed(dev, field))
+        assert fingerprint(again) == fingerprint(teacher), field
+    tracked = TrackedConfig(config)
+    _fit_jobs(tracked, str(tmp_path), teacher, train, dev)
+    assert tracked.reads and undeclared(tracked.reads, ABLATION_GATE.reads.config) == []
+
+
 ROW_EDITS = {  # every row of each table a key fingerprints, in columns its readers read (table: (columns, SQL))
     "queries": (("benchmark", "content_hash", "prompt_tokens", "subset"),
                 "UPDATE queries SET benchmark = benchmark || '-x', content_hash = content_hash || 'x', "
