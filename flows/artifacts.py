@@ -11,8 +11,8 @@ Every user-facing flow ends by publishing, under stable keys (so the UI shows th
 | `cr2-drift` | table | the drift test: KS statistic and Holm-adjusted p per state feature |
 | `cr2-report` | link | the HTML report of the run (a file:// link on the machine that ran it) |
 
-The numbers come from the warehouse (warehouse/queries/artifact_*.sql), never from memory, so an artifact
-shows what `cr2 sql` would. Simulated labels are flagged in every markdown summary and table description.
+The numbers come from the warehouse (warehouse/queries/cr2_operating_point_metrics.sql, methods_at_lam.sql,
+recalibration_before_after.sql), never from memory, so an artifact shows what `cr2 sql` would. Simulated labels are flagged in every markdown summary and table description.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from cr2.config import HEADLINE_LAMS, Config
 from cr2.labels import is_simulated
 from cr2.report.markdown import markdown_table
 from warehouse.db import Warehouse
-from warehouse.repository import artifact_frames, recalibration_frame
+from warehouse.reads import recalibration
+from warehouse.repository import artifact_frames
 
 COMPARE_LAM = 2.0  # the λ of the router-comparison table
 
@@ -107,7 +108,7 @@ def publish_recalibration(config: Config, home: Path, out: dict) -> list[str]:
     else:
         old, new = out["old_thresholds"], out["new_thresholds"]
         with Warehouse(home, read_only=True) as wh:
-            both = recalibration_frame(wh, out["before"]["run_id"], out["after"]["run_id"], alpha)
+            both = recalibration(wh, out["before"]["run_id"], out["after"]["run_id"], alpha)
         create_table_artifact(_records(both), key="cr2-recalibration",
                               description=f"CR² on test under {out['new_dist_id']} at α = {alpha:g}: thresholds "
                                           f"v{old['version']} (before) vs v{new['version']} (after){sim}")
