@@ -181,18 +181,19 @@ def run_deploy_rows(home: str | Path, run_id: str, alpha: float) -> list[dict[st
     return deploy_rows(decisions(means, flops, alpha))
 
 
-def results_markdown(home: str | Path, alpha: float, label_source: str | None = None,
+def results_markdown(home: str | Path, alpha: float | None = None, label_source: str | None = None,
                      targets: tuple[float, ...] | None = None,
                      deploy_rows: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The headline tables of the newest evaluation run in `home` as markdown, at `targets` (default: see
     default_targets): which router to deploy (`deploy_rows`, see deploy_decision_markdown), every certified router's
-    validity over re-splits, then the comparisons."""
+    validity over re-splits, then the comparisons; CR² at `alpha` (None: the α the run stores)."""
     from warehouse.db import Warehouse
     from warehouse.reads import reached_targets
-    from warehouse.repository import headline_results, newest_eval_run
+    from warehouse.repository import headline_results, newest_eval_run, stored_run_alpha
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
+        alpha = stored_run_alpha(wh, run_id) if alpha is None else alpha
         reached = reached_targets(wh, run_id)
         if targets is None:
             targets, targets_line = default_targets(reached)
@@ -314,9 +315,11 @@ PAPER_COMPLEXITY = {"mlp": (235_204, "469.2 k"), "knn": (None, "13.826 M"), "emb
                     "llmrank": (608_516, "1.215 M"), "teacher": (398_340, "789.5 k"), "gate": (104_706, "207.1 k")}
 
 
-def comparison_markdown(home: str | Path, alpha: float, label_source: str | None = None) -> str:
-    """Paper beside ours for every comparable number, from the newest evaluation run in `home`."""
+def comparison_markdown(home: str | Path, alpha: float | None = None, label_source: str | None = None) -> str:
+    """Paper beside ours for every comparable number, from the newest evaluation run in `home` (CR² at `alpha`; None:
+    the α the run stores)."""
     f = comparison_frames(home, alpha, label_source)
+    alpha = f["alpha"]
     fa, rows = f["fixed_accuracy"], f["fixed"].copy()
     cr2 = fa[fa["method"] == "cr2"].assign(t=lambda d: d["target"].round(2)).set_index("t")
     rows.insert(3, "verdict", [NOT_REACHED if float(t) not in cr2.index else
@@ -331,15 +334,17 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
     ])
 
 
-def comparison_frames(home: str | Path, alpha: float, label_source: str | None = None) -> dict:
+def comparison_frames(home: str | Path, alpha: float | None = None, label_source: str | None = None) -> dict:
     """The paper-beside-ours tables of the newest evaluation run in `home`, as frames: fixed (the paper's targets:
     paper, ours interpolated with its interval, ours at the grid point, every other router), local, gate_errors,
-    complexity; and fixed_accuracy (the stored rows behind `fixed`, interval and view verdict included) and run_id."""
+    complexity; and fixed_accuracy (the stored rows behind `fixed`, interval and view verdict included), run_id and
+    alpha (`alpha`, or where None the α the run stores)."""
     from warehouse.db import Warehouse
-    from warehouse.repository import headline_results, newest_eval_run, view_for_run
+    from warehouse.repository import headline_results, newest_eval_run, stored_run_alpha, view_for_run
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
+        alpha = stored_run_alpha(wh, run_id) if alpha is None else alpha
         f = headline_results(wh, run_id, targets=TARGETS, cost_anchor=COST_ANCHOR, alpha=alpha, lams=LAMS)
         errors = view_for_run(wh, "v_gate_errors", run_id)
         ops = view_for_run(wh, "v_pareto", run_id)
@@ -390,7 +395,7 @@ def comparison_frames(home: str | Path, alpha: float, label_source: str | None =
         crows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
                       "ours params": _num(cx.loc[kind, "params"], ",.0f") if kind in cx.index else "–",
                       "ours FLOPs": _num(cx.loc[kind, "flops"], ",.0f") if kind in cx.index else "–"})
-    return {"run_id": run_id, "fixed_accuracy": fa, "fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows),
+    return {"run_id": run_id, "alpha": alpha, "fixed_accuracy": fa, "fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows),
             "gate_errors": pd.DataFrame(erows), "complexity": pd.DataFrame(crows)}
 
 

@@ -11,7 +11,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -289,6 +289,21 @@ def eval_run(wh: Warehouse, run_id: str) -> dict[str, Any]:
     if df.empty:
         raise DataValidationError(f"no evaluation run '{run_id}'; run `cr2 run` (or `cr2 evaluate`)")
     return df.iloc[0].to_dict()
+
+
+def run_alpha(run: Mapping[str, Any]) -> float:
+    """The α a stored evaluation run compares at (eval_runs.default_alpha: its config's grids.default_alpha when it
+    ran): every page, table and artefact of a stored run reads it here, never from the config in force today."""
+    alpha = run.get("default_alpha")
+    if alpha is None or pd.isna(alpha):
+        raise DataValidationError(f"evaluation run '{run['run_id']}' stores no default α (a run stored before schema 8); "
+                                  "pass --alpha, or re-run `cr2 evaluate` to store it")
+    return float(alpha)
+
+
+def stored_run_alpha(wh: Warehouse, run_id: str) -> float:
+    """run_alpha of evaluation run `run_id`."""
+    return run_alpha(eval_run(wh, run_id))
 
 
 def methods_of_run(wh: Warehouse, run_id: str) -> pd.DataFrame:

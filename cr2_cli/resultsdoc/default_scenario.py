@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.report.markdown import markdown_table
-from cr2.report.tables import ci_cell
+from cr2.report.cells import ci_cell
 from cr2_cli.results import COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TARGETS, comparison_frames, points_table
 from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.scenario_stats import (ALPHA, Scenario, banner, load, num, pick, router_target_rows, target_family)

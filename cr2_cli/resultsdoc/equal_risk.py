@@ -15,8 +15,9 @@ import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, seed_t_interval
 from cr2.evaluation.validity import validity_verdict
-from cr2.report.markdown import markdown_table, p_cell
-from cr2.report.tables import ROUTER_NAMES, ci_cell
+from cr2.report.cells import ci_cell, p_cell
+from cr2.report.markdown import markdown_table
+from cr2.report.tables import ROUTER_NAMES
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2_cli.resultsdoc.scenario_stats import pick
 

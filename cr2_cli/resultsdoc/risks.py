@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.statistics import holm_of_stored
-from cr2.report.tables import ci_cell
+from cr2.report.cells import ci_cell
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind

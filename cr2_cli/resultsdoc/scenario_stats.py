@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, t_interval
+from cr2.report import cells
 from cr2.report.tables import ROUTER_NAMES
 from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
 
@@ -28,7 +29,7 @@ def name(method: str) -> str:
 
 
 def num(v, fmt: str = "+.1f") -> str:
-    return "–" if v is None or pd.isna(v) else format(float(v), fmt)
+    return cells.num(v, fmt)
 
 
 @dataclass
@@ -133,11 +134,11 @@ def seed_family(doc: Doc, spread: pd.DataFrame) -> pd.DataFrame:
 
 
 def mean_sd(r, fmt: str = "+.1f") -> str:
-    return f"{num(r.seed_mean, fmt)} ± {num(r.seed_sd, fmt.lstrip('+'))}"
+    return cells.mean_sd_cell(r.seed_mean, r.seed_sd, fmt)
 
 
 def t_cell(r, fmt: str = "+.1f") -> str:
-    return "–" if pd.isna(r.lo) else f"[{num(r.lo, fmt)}, {num(r.hi, fmt)}]"
+    return cells.interval_cell(r.lo, r.hi, fmt)
 
 
 def pick(df: pd.DataFrame, **where) -> pd.DataFrame:
