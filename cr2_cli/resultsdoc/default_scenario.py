@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.report.markdown import markdown_table
 from cr2.report.cells import ci_cell
-from cr2_cli.results import COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TARGETS, comparison_frames, points_table
+from cr2.report.headline import COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TARGETS, points_table
+from cr2.report.markdown import markdown_table
+from cr2_cli.results import comparison_frames
 from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.scenario_stats import (ALPHA, Scenario, banner, load, num, pick, router_target_rows, target_family)
 
@@ -104,7 +105,7 @@ def beside(doc: Doc, s: Scenario, f: dict, cmp: dict, tf: pd.DataFrame, risk: pd
     fixed = fixed.rename(columns={"ours CR² vs KNN % (grid)": "ours CR² vs KNN % (grid-point rule, no interval)"})
     return "\n\n".join([
         f"### Paper beside ours ({s.kind}, `{s.source}`, run `{s.run_id}`)",
-        "The paper's values are copied from the paper (§VII; the .tex line of each is cited in `cr2_cli/results.py`). "
+        "The paper's values are copied from the paper (§VII; the .tex line of each is cited in `cr2/report/headline.py`). "
         "The paper gives fixed-accuracy savings only against KNN and no per-benchmark sizes or model accuracies.",
         "**Fixed-accuracy cost saving vs KNN, CR² (v_fixed_accuracy_ci; interpolated monotone frontier unless the "
         "column names the grid-point rule)** — the other routers at these targets, with their words: the section above",

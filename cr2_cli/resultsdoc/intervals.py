@@ -8,9 +8,9 @@ import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, saving_verdict, t_interval
 from cr2.config import HEADLINE_LAMS
-from cr2.report.markdown import markdown_table
 from cr2.report.cells import ci_cell
-from cr2_cli.results import PAPER_TARGETS
+from cr2.report.headline import PAPER_TARGETS
+from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.scenario_stats import (ALPHA, LEARNED, Scenario, banner, holm_line, kept, load, mean_sd, name,
                                               num, pick, router_family, seed_family, seed_routers, t_cell,

@@ -8,7 +8,7 @@ import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
-from cr2_cli.results import COST_ANCHOR, LAMS
+from cr2.report.headline import COST_ANCHOR, LAMS
 from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.scenario_stats import ALPHA, Scenario, banner, load, name, router_target_rows, target_family
 
