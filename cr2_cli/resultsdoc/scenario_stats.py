@@ -21,7 +21,6 @@ from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
 
 NAMES = ROUTER_NAMES
 LEARNED = ("cr2", "mlp", "embedllm", "llmrank", "llmrank-bench")  # every learned router compared with KNN
-ALPHA = 0.01  # the α the tables quote (the paper's headline α)
 
 
 def name(method: str) -> str:
@@ -49,6 +48,13 @@ class Scenario:
     spread: pd.DataFrame  # v_seed_spread of the study
     queries: dict[str, int] = field(default_factory=dict)
     risk_tests: pd.DataFrame = field(default_factory=pd.DataFrame)  # intervals rows risk_all_minus_alpha
+
+    @property
+    def alpha(self) -> float:
+        """The α the tables quote: the one the run compares at, stored with it (eval_runs.default_alpha)."""
+        from warehouse.repository import run_alpha
+
+        return run_alpha(self.run)
 
     @property
     def n_seeds(self) -> int:
