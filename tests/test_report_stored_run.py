@@ -59,3 +59,14 @@ def test_cr2_results_reads_the_runs_alpha_by_default(changed_after_run):
     assert results_markdown(home) == results_markdown(home, 0.01)
     assert "**CR² at α = 0.01 [95 % CI]" in results_markdown(home)
     assert comparison_markdown(home) == comparison_markdown(home, 0.01)
+
+
+@pytest.mark.flow
+@pytest.mark.slow
+def test_the_cli_summary_of_a_run_prints_the_runs_alpha(changed_after_run):
+    from cr2_cli.render import console, print_operating_points
+
+    with console.capture() as out:
+        print_operating_points(changed_after_run["home"], changed_after_run["first"]["evaluate"])
+    text = " ".join(out.get().split())  # the title wraps at the table's width
+    assert "CR² on test, α = 0.01 " in text and "α = 0.05" not in text
