@@ -19,6 +19,15 @@ def test_a_run_without_a_stored_alpha_is_refused_with_what_to_do():
     assert run_alpha({"run_id": "eval-new", "default_alpha": 0.05}) == 0.05
 
 
+
+def test_the_results_page_reads_every_scenario_at_the_one_alpha_their_runs_store():
+    from cr2_cli.resultsdoc.equal_risk import page_alpha
+
+    assert page_alpha({"default": 0.01, "mmlu-pro": 0.01, "zeroeval-qwen": None}) == 0.01
+    assert page_alpha({}) is None
+    with pytest.raises(DataValidationError, match="different α.*default: 0.01, mmlu-pro: 0.05"):
+        page_alpha({"default": 0.01, "mmlu-pro": 0.05})
+
 @pytest.fixture(scope="module")
 def changed_after_run(pipeline_slice, tmp_path_factory) -> dict:
     """The slice run's warehouse (copied: the report is rebuilt into it) and its config with another default α."""

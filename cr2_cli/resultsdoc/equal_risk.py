@@ -95,10 +95,12 @@ def scenario_alpha(doc: Doc, key: str) -> float | None:
 def page_alpha(alphas: dict[str, float | None]) -> float | None:
     """The one α the comparisons of every scenario are read at (each run's stored α); an error where they differ, since
     the page's families and its deploy table are stated at one α."""
+    from cr2.core.errors import DataValidationError
+
     found = {k: a for k, a in alphas.items() if a is not None}
     if len(set(found.values())) > 1:
-        raise ValueError(f"the scenarios' runs compare at different α ({', '.join(f'{k}: {a:g}' for k, a in found.items())}); "
-                         "the equal-risk section reads every scenario at one α: re-run them with one grids.default_alpha")
+        raise DataValidationError(f"the scenarios' runs compare at different α ({', '.join(f'{k}: {a:g}' for k, a in found.items())}); "
+                                  "the equal-risk section reads every scenario at one α: re-run them with one grids.default_alpha")
     return next(iter(found.values()), None)
 
 
