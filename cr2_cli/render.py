@@ -1,9 +1,11 @@
-"""What `cr2`'s commands print: one function per table or summary, reading the warehouse through warehouse/reads.py.
+"""What `cr2`'s commands print: one function per table or summary, reading the warehouse through warehouse/reads.py
+and writing every cell with cr2.report.cells (missing values as '—').
 
 Every table on labels carries their label note, so simulated results are never read as measured.
 """
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -13,19 +15,10 @@ from rich.text import Text
 
 from cr2_cli.console import console
 from cr2.config import HEADLINE_LAMS  # the λ values the CLI's summaries show (defined once)
+from cr2.report import cells
+from cr2.report.tables import on_lams
 
-
-def _on(values, lams, tol: float = 1e-9) -> list[bool]:
-    """For each λ in `values`: whether it is one of `lams` (float tolerance)."""
-    return [any(abs(float(v) - lam) < tol for lam in lams) for v in values]
-
-
-def num(value, spec: str, scale: float = 1.0, suffix: str = "", missing: str = "—") -> str:
-    """A number of a table cell as text (value × scale in format `spec`, then `suffix`), or `missing` where there is
-    none (None, NaN): no printed table shows a literal 'nan'."""
-    if value is None or pd.isna(value):
-        return missing
-    return format(float(value) * scale, spec) + suffix
+num = partial(cells.num, missing_text=cells.EM_DASH)  # the command line writes a missing number '—'
 
 
 def label_note(wh, source: str) -> str:
@@ -106,18 +99,17 @@ def print_calibrate(summary: dict) -> None:
                   f"({state})", highlight=False)
 
 
-def print_operating_points(home: Path, config_path: Optional[Path], evaluated: dict, lams=HEADLINE_LAMS) -> None:
-    """CR² on the test split at the default α for a few λ: risk, local rate, accuracy, cost."""
-    from cr2.config import load_config
+def print_operating_points(home: Path, evaluated: dict, lams=HEADLINE_LAMS) -> None:
+    """CR² on the test split at the run's default α (stored with it) for a few λ: risk, local rate, accuracy, cost."""
     from warehouse.db import Warehouse
     from warehouse.reads import cr2_operating_points
+    from warehouse.repository import stored_run_alpha
 
-    cfg = load_config(config_path)
-    alpha = cfg.grids.default_alpha
     with Warehouse(home, read_only=True) as wh:
+        alpha = stored_run_alpha(wh, evaluated["run_id"])
         df = cr2_operating_points(wh, evaluated["run_id"], alpha)
         note = label_note(wh, evaluated["label_source"])
-    df = df[_on(df["lam"], lams)]
+    df = df[on_lams(df["lam"], lams)]
     # risk, accuracy, cost and local rate on the paper's test set (the queries some model solves); risk_all over
     # every test query, the population CRC's guarantee is stated for
     table = Table(title=f"CR² on test, α = {alpha:g} (risk, local rate, accuracy, cost over the "
@@ -128,7 +120,7 @@ def print_operating_points(home: Path, config_path: Optional[Path], evaluated: d
         table.add_column(col, justify="right")
     for r in df.itertuples():
         table.add_row(f"{r.lam:g}", num(r.risk, ".4f"), num(r.risk_all, ".4f"), num(r.oracle_risk_all, ".4f"),
-                      num(r.avoidable_risk_all, ".4f"), num(r.local_accuracy, ".1f", 100, "%", "— (none accepted)"),
+                      num(r.avoidable_risk_all, ".4f"), num(r.local_accuracy, ".1f", 100, "%", missing_text="— (none accepted)"),
                       num(r.local_rate, ".1f", 100, "%"), num(r.accuracy, ".1f", 100, "%"), num(r.cost, ".3f"))
     console.print(table)
     console.print("α bounds the risk of the calibration rule (calibration.rule; `crc`: teacher risk = teacher "
@@ -166,17 +158,20 @@ def print_drift(findings: list[dict]) -> None:
                       f"{'  DRIFT' if f['drifted'] else ''}", highlight=False)
 
 
-def print_recalibration(home: Path, out: dict, alpha: float, lams=HEADLINE_LAMS) -> None:
-    """The new thresholds and CR² on test under the new states, old thresholds (before) vs re-calibrated (after)."""
+def print_recalibration(home: Path, out: dict, lams=HEADLINE_LAMS) -> None:
+    """The new thresholds and CR² on test under the new states, old thresholds (before) vs re-calibrated (after), at
+    the α the re-calibrated run stores."""
     from warehouse.db import Warehouse
     from warehouse.reads import recalibration
+    from warehouse.repository import stored_run_alpha
 
     old, new = out["old_thresholds"], out["new_thresholds"]
     console.print(f"states {out['old_dist_id']} → {out['new_dist_id']}: thresholds v{old['version']} → v{new['version']} "
                   f"(N_calib = {new['n_calib']:,}; gate {new['gate_fingerprint']} unchanged)", highlight=False)
     with Warehouse(home, read_only=True) as wh:
+        alpha = stored_run_alpha(wh, out["after"]["run_id"])
         df = recalibration(wh, out["before"]["run_id"], out["after"]["run_id"], alpha)
-    df = df[_on(df["lam"], lams)]
+    df = df[on_lams(df["lam"], lams)]
     table = Table(title=f"CR² on test under {out['new_dist_id']}, α = {alpha:g}: old thresholds (before) vs re-calibrated")
     for col in ("λ", "risk before", "risk after", "local before", "local after", "acc before", "acc after",
                 "cost before", "cost after"):
@@ -331,25 +326,13 @@ def print_label_sources(df: pd.DataFrame) -> None:
     console.print(table)
 
 
-def _fmt(v) -> str:
-    """A cell as printable text (cr2.core.boundary.printable) — before the table measures it, so every column
-    lines up even where a cell held terminal control sequences; a missing value as SQL names it."""
-    from cr2.core.boundary import printable
-
-    if v is None or (isinstance(v, float) and v != v):
-        return "NULL"
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return printable(str(v))
-
-
 def print_frame(df: pd.DataFrame, more: bool = False) -> None:
     """A query result as a table; `more`: the query has rows beyond these (not fetched)."""
     table = Table(show_lines=False)
     for col in df.columns:
-        table.add_column(_fmt(col))
+        table.add_column(cells.sql_cell(col))
     for row in df.itertuples(index=False):
-        table.add_row(*[_fmt(v) for v in row])
+        table.add_row(*[cells.sql_cell(v) for v in row])
     console.print(table)
     if more:
         console.print("… more rows not fetched (raise --limit to see more)")

@@ -1,7 +1,8 @@
 """`cr2 results`: the numbers docs/results.md compares with the paper, as markdown, from the warehouse views.
 
-Every table names the view it comes from and carries the run's label source, so simulated results are
-never read as measured.
+A view over the library: the rows come from warehouse/ (the stored run), the tables and cells from cr2.report.headline
+and cr2.report.cells. Every table names the view it comes from and carries the run's label source, so simulated
+results are never read as measured.
 """
 from __future__ import annotations
 
@@ -11,28 +12,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from cr2.config import HEADLINE_LAMS
-from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
 from cr2.labels import is_simulated
+from cr2.report.headline import (COST_ANCHOR, LAMS, NO_MEAN_SAVING, NOT_REACHED, QUESTION_TITLES, TARGETS,
+                                 VIEW_TARGET_RANGE, cost_at_target_table, default_targets, deploy_decision_markdown,
+                                 equal_risk_cell, grid_saving_table, paper_comparison_tables, points_table,
+                                 resamples_text, saving_table, seed_spread_rows, share_cell, verdict_table,
+                                 which_targets, why_no_target)
 from cr2.report.markdown import markdown_table
-from cr2.report.tables import ci_cell, mean_saving_table
-
-TARGETS = PAPER_TARGETS
-VIEW_TARGET_RANGE = (float(VIEW_TARGETS[0]), float(VIEW_TARGETS[-1]))  # the targets v_fixed_accuracy evaluates
-NOT_REACHED = "not reached"  # a fixed-accuracy cell where the router or KNN does not reach the target
-NO_MEAN_SAVING = ("no learned method reaches a target together with KNN, or the run has no intervals "
-                  "(`cr2 run` stores them)")
-COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45
-LAMS = HEADLINE_LAMS  # the λ the summary quotes (cr2.config)
-
-
-def _num(v, fmt: str) -> str:
-    return "–" if v is None or pd.isna(v) else format(float(v), fmt)
-
-
-def _pct(share, fmt: str = ".1f") -> str:
-    """A share as 'x.y %', or why there is none."""
-    return "— (no rows)" if share is None or pd.isna(share) else f"{100 * float(share):{fmt}} %"
+from cr2.report.tables import mean_saving_table
 
 
 def parse_targets(text: str) -> tuple[float, ...]:
@@ -50,78 +37,6 @@ def parse_targets(text: str) -> tuple[float, ...]:
     return tuple(sorted({round(v, 2) for v in values}))
 
 
-def default_targets(reached: pd.DataFrame, method: str = "cr2") -> tuple[tuple[float, ...], str]:
-    """The targets `cr2 results` shows when none are given, and a line saying why.
-
-    The paper's four targets (0.79–0.82) where CR² and KNN both reach 0.82; otherwise the four consecutive
-    targets ending at the highest one both reach (a pool whose routers top out lower still gets a comparison)."""
-    top = reached.loc[reached["method"] == method, "max_target"]
-    if top.empty or pd.isna(top.iloc[0]):
-        return PAPER_TARGETS, (f"Targets: the paper's {_span(PAPER_TARGETS)}; CR² and KNN reach no common target in "
-                               f"{VIEW_TARGET_RANGE[0]:.2f} … {VIEW_TARGET_RANGE[1]:.2f} in this run.")
-    highest = round(float(top.iloc[0]), 2)
-    if highest >= PAPER_TARGETS[-1] - 1e-9:
-        return PAPER_TARGETS, (f"Targets: the paper's {_span(PAPER_TARGETS)} (CR² and KNN both reach up to "
-                               f"{highest:.2f}; `--targets` picks others).")
-    targets = tuple(round(highest - 0.01 * i, 2) for i in range(len(PAPER_TARGETS) - 1, -1, -1)
-                    if highest - 0.01 * i >= VIEW_TARGET_RANGE[0] - 1e-9)
-    return targets, (f"Targets: {_span(targets)}, the four highest CR² and KNN both reach — not the paper's "
-                     f"{_span(PAPER_TARGETS)}, which they do not both reach (highest common target {highest:.2f}); "
-                     "`--targets` picks others.")
-
-
-def _which(targets) -> str:
-    return "the paper's targets" if tuple(targets) == PAPER_TARGETS else f"the targets {_span(targets)}"
-
-
-def _span(targets) -> str:
-    t = sorted(targets)
-    return f"{t[0]:.2f}–{t[-1]:.2f}" if len(t) > 1 else f"{t[0]:.2f}"
-
-
-def _why_no_target(reached: pd.DataFrame, targets) -> str:
-    """Why a fixed-accuracy table has no rows at `targets`: what the methods reach instead."""
-    top = reached.loc[reached["method"] == "cr2", "max_target"].dropna()
-    where = (f"the highest target CR² and KNN both reach is {float(top.iloc[0]):.2f}" if len(top)
-             else "CR² and KNN reach no common target in this run")
-    return f"no method reaches the targets {_span(targets)} together with KNN — {where}; pass --targets"
-
-
-def saving_table(fa: pd.DataFrame, methods=()) -> pd.DataFrame:
-    """Targets × methods: the saving vs KNN with its 95 % interval in every cell (v_fixed_accuracy_ci); a method of
-    `methods` (those that reach some target with KNN) without a row at these targets gets a column of NOT_REACHED."""
-    if fa.empty:
-        return fa
-    cells = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper) for r in fa.itertuples()])
-    table = cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first")
-    table = table.reindex(columns=sorted(set(table.columns) | set(methods)))
-    return table.fillna(NOT_REACHED).reset_index()
-
-
-def verdict_table(fa: pd.DataFrame, method: str = "cr2") -> pd.DataFrame:
-    """One method's saving vs KNN per target with the words its 95 % interval allows (v_fixed_accuracy_ci)."""
-    d = fa[fa["method"] == method]
-    return pd.DataFrame({"target": d["target"].round(2),
-                         f"{method} saving vs KNN % [95 % CI]": [ci_cell(r.saving_vs_knn_pct, r.saving_lower,
-                                                                         r.saving_upper) for r in d.itertuples()],
-                         "verdict": d["verdict"].fillna("–")})
-
-
-def points_table(df: pd.DataFrame, first: tuple[str, ...]) -> pd.DataFrame:
-    """Operating points with each metric as 'estimate [lower, upper]' (v_operating_points_ci)."""
-    out = df[list(first)].copy()
-    for m, fmt in (("accuracy", ".4f"), ("cost", ".4f"), ("local_rate", ".4f"), ("risk", ".4f"),
-                   ("oracle_risk_all", ".4f"), ("avoidable_risk_all", ".4f")):
-        if m in df.columns:
-            out[m + " [95 % CI]"] = [ci_cell(e, lo, hi, fmt) for e, lo, hi in
-                                     zip(df[m], df.get(m + "_lower", pd.Series([None] * len(df))),
-                                         df.get(m + "_upper", pd.Series([None] * len(df))))]
-    for extra in ("risk_all", "local_accuracy", "false_defer"):
-        if extra in df.columns:
-            out[extra] = df[extra]
-    return out
-
-
 def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: float | None = None,
                          lams: tuple[float, ...] = LAMS, targets: tuple[float, ...] = TARGETS) -> str:
     """The spread across seeds (v_seed_spread) of the headline numbers, beside the base seed's bootstrap interval."""
@@ -135,13 +50,6 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
     if sp.empty:
         return "_(no seed study in this warehouse: `cr2 study seeds --n 5`)_\n"
 
-    def spread_rows(d: pd.DataFrame, label, fmt: str = "+.1f") -> list[dict]:
-        return [{**label(r), "seeds": int(r.n_seeds),
-                 "mean ± sd": f"{_num(r.seed_mean, fmt)} ± {_num(r.seed_sd, fmt.lstrip('+'))}",
-                 "min – max": f"{_num(r.seed_min, fmt)} – {_num(r.seed_max, fmt)}",
-                 "base seed [95 % bootstrap CI]": ci_cell(r.base_value, r.base_lower, r.base_upper, fmt)}
-                for r in d.itertuples()]
-
     ms = sp[sp["metric"] == "mean_saving_vs_knn_pct"].sort_values("method")
     tg = sp[(sp["metric"] == "saving_vs_knn_pct") & (sp["method"] == "cr2") & sp["target"].round(2).isin(targets)]
     a = alpha if alpha is not None else sp.loc[sp["method"] == "cr2", "alpha"].dropna().min()
@@ -151,11 +59,11 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
         f"Study `{sp['study_id'].iloc[0]}`: each seed re-ran split, teacher, gate, learned baselines, calibration and "
         "evaluation; the base seed's interval resamples the test queries only.\n",
         f"**Mean saving vs KNN over the validation target grid, %: spread across seeds (v_seed_spread)**\n\n"
-        f"{markdown_table(pd.DataFrame(spread_rows(ms, lambda r: {'method': r.method})))}",
-        f"**CR² saving vs KNN at {_which(targets)}, %: spread across seeds**\n\n"
-        f"{markdown_table(pd.DataFrame(spread_rows(tg.sort_values('target'), lambda r: {'target': f'{r.target:.2f}'})))}",
+        f"{markdown_table(pd.DataFrame(seed_spread_rows(ms, lambda r: {'method': r.method})))}",
+        f"**CR² saving vs KNN at {which_targets(targets)}, %: spread across seeds**\n\n"
+        f"{markdown_table(pd.DataFrame(seed_spread_rows(tg.sort_values('target'), lambda r: {'target': f'{r.target:.2f}'})))}",
         f"**CR² at α = {float(a):g}: spread across seeds**\n\n"
-        f"{markdown_table(pd.DataFrame(spread_rows(op, lambda r: {'λ': f'{r.lam:g}', 'metric': r.metric}, '.4f')))}",
+        f"{markdown_table(pd.DataFrame(seed_spread_rows(op, lambda r: {'λ': f'{r.lam:g}', 'metric': r.metric}, '.4f')))}",
     ]
     return "\n".join(parts)
 
@@ -181,41 +89,40 @@ def run_deploy_rows(home: str | Path, run_id: str, alpha: float) -> list[dict[st
     return deploy_rows(decisions(means, flops, alpha))
 
 
-def results_markdown(home: str | Path, alpha: float, label_source: str | None = None,
+def results_markdown(home: str | Path, alpha: float | None = None, label_source: str | None = None,
                      targets: tuple[float, ...] | None = None,
                      deploy_rows: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The headline tables of the newest evaluation run in `home` as markdown, at `targets` (default: see
     default_targets): which router to deploy (`deploy_rows`, see deploy_decision_markdown), every certified router's
-    validity over re-splits, then the comparisons."""
+    validity over re-splits, then the comparisons; CR² at `alpha` (None: the α the run stores)."""
     from warehouse.db import Warehouse
     from warehouse.reads import reached_targets
-    from warehouse.repository import headline_results, newest_eval_run
+    from warehouse.repository import headline_results, newest_eval_run, stored_run_alpha
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
+        alpha = stored_run_alpha(wh, run_id) if alpha is None else alpha
         reached = reached_targets(wh, run_id)
         if targets is None:
             targets, targets_line = default_targets(reached)
         else:
             targets_line = f"Targets: {', '.join(f'{t:.2f}' for t in targets)} (--targets)."
         f = headline_results(wh, run_id, targets=targets, cost_anchor=COST_ANCHOR, alpha=alpha, lams=LAMS)
-    no_target = _why_no_target(reached, targets)
+    no_target = why_no_target(reached, targets)
     run = f["run"].iloc[0]
     simulated = is_simulated(run["label_source"])
     banner = ("SIMULATED labels — not measured" if simulated else "MEASURED labels") + f" (label source `{run['label_source']}`)"
     fa = f["fixed_accuracy"]
     fixed = saving_table(fa, reached["method"])
-    grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1)
-    grid = grid.reindex(columns=sorted(set(grid.columns) | set(reached["method"])))
-    grid = grid.astype(object).where(grid.notna(), NOT_REACHED).reset_index()
+    grid = grid_saving_table(fa, reached["method"])
     ca = f["cost_assumptions"]
-    dearer = (f"{_pct(ca['device_dearer_share_estimated'].iloc[0])} under ĉ (routing), "
-              f"{_pct(ca['device_dearer_share_realised'].iloc[0])} under c (realised)") if len(ca) else \
+    dearer = (f"{share_cell(ca['device_dearer_share_estimated'].iloc[0])} under ĉ (routing), "
+              f"{share_cell(ca['device_dearer_share_realised'].iloc[0])} under c (realised)") if len(ca) else \
         "— (the run's states have no cost rows)"
     parts = [
         f"_{banner}; run `{run_id}`, states `{run['dist_id']}`, decision cost `{run.get('decision_cost', 'realised')}`._\n",
         f"Device model dearer than the cheapest edge model (v_cost_assumptions): {dearer}.\n",
-        f"Intervals: 95 % paired bootstrap over the test queries ({_resamples(f)} resamples, one index for every "
+        f"Intervals: 95 % paired bootstrap over the test queries ({resamples_text(f)} resamples, one index for every "
         "method; training, calibration and the split held fixed). \"cheaper\" / \"dearer\" only where the "
         "interval excludes 0, otherwise \"no difference detected\".\n",
         f"{targets_line}\n",
@@ -223,7 +130,7 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
         validity_markdown(home, run_id, alpha),
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
         f"\n\n{markdown_table(fixed, 3, no_target)}",
-        f"**CR² vs KNN at {_which(targets)} (v_fixed_accuracy_ci)**\n\n{markdown_table(verdict_table(fa), why=no_target)}",
+        f"**CR² vs KNN at {which_targets(targets)} (v_fixed_accuracy_ci)**\n\n{markdown_table(verdict_table(fa), why=no_target)}",
         f"**Mean saving vs KNN over the validation target grid, % [95 % CI] (v_mean_saving_ci; CR² at α)**\n\n"
         f"{markdown_table(mean_saving_table(f['mean_saving']), why=NO_MEAN_SAVING)}",
         f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)**\n\n"
@@ -249,21 +156,6 @@ def results_markdown(home: str | Path, alpha: float, label_source: str | None = 
     if has_study:
         parts.append(f"**Seed variability**\n\n{seed_spread_markdown(home, alpha=alpha, targets=targets)}")
     return "\n".join(parts)
-
-
-DEPLOY_TITLE = "**Which router to deploy**"
-
-
-def deploy_decision_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The deploy decision of the run's scenario: one markdown row per row of `rows` (each a mapping column → text, in
-    the order given), or one line saying the run has none. The decision rule itself is computed elsewhere (the
-    equal-risk statistics); this is where `cr2 results` prints it."""
-    from cr2.report.deploy import RULE_TEXT
-
-    if not rows:
-        return (f"{DEPLOY_TITLE}\n\n_(no deploy decision for this run: it stores no pairwise comparison of certified "
-                "routers at this α — a run made before them, or α is not among certify.alphas)_\n")
-    return f"{DEPLOY_TITLE}\n\n{RULE_TEXT}\n\n{markdown_table(pd.DataFrame(list(rows)))}"
 
 
 def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None) -> str:
@@ -296,27 +188,11 @@ def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None)
             f"violation detected\" (docs/guarantees.md).\n\n{markdown_table(table)}")
 
 
-def _resamples(f: dict) -> str:
-    ms = f.get("mean_saving", pd.DataFrame())
-    ops = f.get("operating_points", pd.DataFrame())
-    if "n_resamples" in ops.columns and ops["n_resamples"].notna().any():
-        return f"{int(ops['n_resamples'].max()):,}"
-    return f"{int(ms['n_resamples'].max()):,}" if len(ms) and ms["n_resamples"].notna().any() else "–"
-
-
-# The paper's comparable numbers (../paper/cr2-paper.tex, §VII; line numbers of the .tex in brackets). The
-# paper gives fixed-accuracy savings against KNN only (fig:dumbbell_cost_saving, L998–1002).
-PAPER_SAVING_VS_KNN = {0.79: 4.8, 0.80: 5.6, 0.81: 16.9, 0.82: 16.2}
-PAPER_LOCAL_AT_045 = {0.002: (0.8201, 0.023), 0.010: (0.8197, 0.043), 0.050: (0.8180, 0.094)}  # tab:ablation (acc, local)
-PAPER_FIXED_RATE = {0.10: (0.8167, 0.106), 0.20: (0.7970, 0.219)}  # tab:ablation L1117–1118
-PAPER_GATE_ERRORS = {0.35: (3.56, 4.9), 0.55: (0.78, 1.9)}  # fig:misdefer L1131: false defers %, total gate error %
-PAPER_COMPLEXITY = {"mlp": (235_204, "469.2 k"), "knn": (None, "13.826 M"), "embedllm": (90_714, "717.4 k"),
-                    "llmrank": (608_516, "1.215 M"), "teacher": (398_340, "789.5 k"), "gate": (104_706, "207.1 k")}
-
-
-def comparison_markdown(home: str | Path, alpha: float, label_source: str | None = None) -> str:
-    """Paper beside ours for every comparable number, from the newest evaluation run in `home`."""
+def comparison_markdown(home: str | Path, alpha: float | None = None, label_source: str | None = None) -> str:
+    """Paper beside ours for every comparable number, from the newest evaluation run in `home` (CR² at `alpha`; None:
+    the α the run stores)."""
     f = comparison_frames(home, alpha, label_source)
+    alpha = f["alpha"]
     fa, rows = f["fixed_accuracy"], f["fixed"].copy()
     cr2 = fa[fa["method"] == "cr2"].assign(t=lambda d: d["target"].round(2)).set_index("t")
     rows.insert(3, "verdict", [NOT_REACHED if float(t) not in cr2.index else
@@ -331,139 +207,22 @@ def comparison_markdown(home: str | Path, alpha: float, label_source: str | None
     ])
 
 
-def comparison_frames(home: str | Path, alpha: float, label_source: str | None = None) -> dict:
+def comparison_frames(home: str | Path, alpha: float | None = None, label_source: str | None = None) -> dict:
     """The paper-beside-ours tables of the newest evaluation run in `home`, as frames: fixed (the paper's targets:
     paper, ours interpolated with its interval, ours at the grid point, every other router), local, gate_errors,
-    complexity; and fixed_accuracy (the stored rows behind `fixed`, interval and view verdict included) and run_id."""
+    complexity; and fixed_accuracy (the stored rows behind `fixed`, interval and view verdict included), run_id and
+    alpha (`alpha`, or where None the α the run stores)."""
     from warehouse.db import Warehouse
-    from warehouse.repository import headline_results, newest_eval_run, view_for_run
+    from warehouse.repository import headline_results, newest_eval_run, stored_run_alpha, view_for_run
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
+        alpha = stored_run_alpha(wh, run_id) if alpha is None else alpha
         f = headline_results(wh, run_id, targets=TARGETS, cost_anchor=COST_ANCHOR, alpha=alpha, lams=LAMS)
         errors = view_for_run(wh, "v_gate_errors", run_id)
         ops = view_for_run(wh, "v_pareto", run_id)
-    fa = f["fixed_accuracy"]
-    rows = []
-    for t in TARGETS:
-        d = fa[(fa["target"].round(2) == t)].set_index("method")
-        cell = lambda m, col: NOT_REACHED if m not in d.index else _num(d.loc[m, col], "+.1f")  # noqa: E731
-        ci = lambda m: NOT_REACHED if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
-                                                            d.loc[m].get("saving_lower"), d.loc[m].get("saving_upper"))
-        rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
-                     "ours CR² vs KNN % (interp.) [95 % CI]": ci("cr2"),
-                     "ours CR² vs KNN % (grid)": cell("cr2", "saving_vs_knn_grid_pct"),
-                     **{f"ours {m} vs KNN % (interp.) [95 % CI]": ci(m)
-                        for m in sorted(set(fa["method"]) - {"cr2", "knn"})}})
-    local = f["local_at_cost"].set_index("alpha")
-    lrows = [{"α": f"{a:g}", "paper accuracy": f"{acc:.4f}", "paper local rate": f"{100 * lr:.1f} %",
-              "ours accuracy": _num(local.loc[a, "accuracy"], ".4f") if a in local.index else "–",
-              "ours local rate": _pct(local.loc[a, "local_rate"]) if a in local.index else "–",
-              "ours cost (nearest 0.45)": _num(local.loc[a, "cost"], ".3f") if a in local.index else "–"}
-             for a, (acc, lr) in PAPER_LOCAL_AT_045.items()]
-    ab = f["ablation"].set_index("method")
-    for rate, (acc, lr) in PAPER_FIXED_RATE.items():
-        m = f"cr2-rate-{rate:g}"
-        lrows.append({"α": f"fixed local rate f = {rate:.2f}", "paper accuracy": f"{acc:.4f}",
-                      "paper local rate": f"{100 * lr:.1f} %",
-                      "ours accuracy": _num(ab.loc[m, "accuracy"], ".4f") if m in ab.index else "–",
-                      "ours local rate": _pct(ab.loc[m, "local_rate"]) if m in ab.index else "–",
-                      "ours cost (nearest 0.45)": _num(ab.loc[m, "cost"], ".3f") if m in ab.index else "–"})
-    cr2_pts = ops[(ops["method"] == "cr2") & ops["alpha"].round(6).eq(round(alpha, 6))]
-    erows = []
-    for c, (fd, tot) in PAPER_GATE_ERRORS.items():
-        near = cr2_pts.iloc[(cr2_pts["cost"] - c).abs().argsort()[:1]] if len(cr2_pts) else cr2_pts
-        e = errors[(errors["alpha"].round(6) == round(alpha, 6))]
-        if len(near):
-            lam = float(near["lam"].iloc[0])
-            e = e[e["lam"] == lam]
-        ours_fd = _pct(e["false_defer"].iloc[0], ".2f") if len(e) else "–"
-        ours_fa = _pct(e["false_accept"].iloc[0], ".2f") if len(e) else "–"
-        ours_tot = _pct(e["false_defer"].iloc[0] + e["false_accept"].iloc[0], ".2f") if len(e) else "–"
-        erows.append({"c̄": f"{c:.2f}", "paper false defers": f"{fd:.2f} %", "paper total gate error": f"≈ {tot:.1f} %",
-                      "ours λ (nearest c̄)": f"{lam:g}" if len(near) else "–", "ours false accepts": ours_fa,
-                      "ours false defers": ours_fd, "ours total": ours_tot})
-    cx = f["complexity"].set_index("kind")
-    crows = []
-    for key, (params, flops) in PAPER_COMPLEXITY.items():
-        kind = key if key in ("teacher", "gate") else f"router:{key}"
-        crows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
-                      "ours params": _num(cx.loc[kind, "params"], ",.0f") if kind in cx.index else "–",
-                      "ours FLOPs": _num(cx.loc[kind, "flops"], ",.0f") if kind in cx.index else "–"})
-    return {"run_id": run_id, "fixed_accuracy": fa, "fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows),
-            "gate_errors": pd.DataFrame(erows), "complexity": pd.DataFrame(crows)}
-
-
-QUESTION_TITLES = {
-    "gate-quality": "Gate quality — CR² uncertified (gate at s ≥ 0.5) vs the baseline uncertified (its one-shot argmax)",
-    "calibrated-vs-default": "Calibrated vs default threshold — each router certified at α vs itself with its default "
-                             "threshold (a change of rule, not a price at equal risk)",
-    "certified-score": "Which score certifies cheaper — CR²@rule vs baseline@rule at the same α",
-    "pairwise": "Every certified router vs every other — the deploy rule's tests (same rule, default α)",
-}
-
-
-def _er_cell(r) -> str:
-    """'estimate [lower, upper] word' of one equal-risk row (the word from the stored verdict)."""
-    word = {"cheaper": " cheaper", "dearer": " dearer"}.get(r["verdict"], "")
-    return ci_cell(r["estimate"], r["lower"], r["upper"]) + word
-
-
-def _side_label(rule, alpha) -> str:
-    return ("uncertified" if rule is None or pd.isna(rule) else str(rule)) + ("" if alpha is None or pd.isna(alpha)
-                                                                              else f" α={float(alpha):g}")
-
-
-def cost_at_target_table(rows: pd.DataFrame, reach: pd.DataFrame, target: float) -> tuple[pd.DataFrame, list[str]]:
-    """The equal-risk cost table at `target`: one row per certified router, one column per side (uncertified, then
-    each rule × α the run certified), every cell the cost [95 % CI] or why there is none; and one note per column
-    that no router reaches (with the highest accuracy any of them reaches there).
-
-    rows: the run's `equal_risk` rows; reach: side_reach (the highest accuracy of every method and α)."""
-    from cr2.evaluation.equal_risk import uncertified_side
-    from cr2.routers.certify import UNCERTIFIED, certified_name
-
-    sides = rows[rows["question"] == "cost"] if len(rows) else rows
-    # every certified side the run evaluated, whether or not its frontier reaches any target (a side that reaches none
-    # has no cost row at all, and would otherwise vanish from the table without a word)
-    certified = reach[reach["method"].str.contains("@", regex=False)]
-    split = certified["method"].str.split("@", n=1, expand=True) if len(certified) else pd.DataFrame(columns=[0, 1])
-    routers = sorted(set(split[0]) | set(sides["router"] if len(sides) else []))
-    if not routers:
-        return pd.DataFrame(), []
-    pairs = {(str(rule), float(a)) for rule, a in zip(split[1], certified["alpha"]) if rule != UNCERTIFIED and pd.notna(a)}
-    if len(sides):
-        pairs |= {(str(r), float(a)) for r, a in sides[["rule", "alpha"]].itertuples(index=False)
-                  if pd.notna(r) and pd.notna(a)}
-    columns = [(None, None), *sorted(pairs)]
-    at = sides[(sides["target"] - target).abs() < 1e-9] if len(sides) else sides
-    top = {(str(m), None if pd.isna(a) else round(float(a), 9)): float(x)
-           for m, a, x in reach[["method", "alpha", "max_accuracy"]].itertuples(index=False) if pd.notna(x)}
-    out, short = [], {c: [] for c in columns}
-    for router in routers:
-        row = {"router": router}
-        for rule, alpha in columns:
-            hit = at[(at["router"] == router) & (at["rule"].isna() if rule is None else at["rule"] == rule)
-                     & (at["alpha"].isna() if alpha is None else (at["alpha"] - alpha).abs() < 1e-12)]
-            label = _side_label(rule, alpha)
-            if len(hit):
-                r = hit.iloc[0]
-                row[label] = ci_cell(r["estimate"], r["lower"], r["upper"], ".3f")
-                continue
-            method = uncertified_side(router).method if rule is None else certified_name(router, rule)
-            best = top.get((method, None if alpha is None else round(alpha, 9)))
-            if best is None:
-                row[label] = "— (not evaluated)"
-            elif best < target - 1e-9:
-                row[label] = f"does not reach {target:.2f} (tops out at {best:.3f})"
-                short[(rule, alpha)].append(best)
-            else:
-                row[label] = f"— (no cost row at {target:.2f})"
-        out.append(row)
-    notes = [f"_{_side_label(rule, alpha)}: no router reaches {target:.2f} (the highest accuracy any reaches there is "
-             f"{max(short[(rule, alpha)]):.3f}: under this rule and α the calibrated thresholds accept more locally "
-             "than the target allows)._" for rule, alpha in columns if len(short[(rule, alpha)]) == len(routers)]
-    return pd.DataFrame(out), notes
+    return {"run_id": run_id, "alpha": alpha, "fixed_accuracy": f["fixed_accuracy"],
+            **paper_comparison_tables(f, errors, ops, alpha)}
 
 
 def equal_risk_markdown(home: str | Path, label_source: str | None = None, target: float = 0.80) -> str:
@@ -502,7 +261,7 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None, targe
         q = means[means["question"] == question].copy()
         if q.empty:
             continue
-        q["cell"] = [_er_cell(r) for _, r in q.iterrows()]
+        q["cell"] = [equal_risk_cell(r) for _, r in q.iterrows()]
         if question == "gate-quality":
             table = q[["against", "cell", "n_targets", "p_value", "p_holm"]].rename(
                 columns={"against": "baseline", "cell": "CR² vs baseline, mean saving % [95 % CI]"})

@@ -14,19 +14,19 @@ import numpy as np
 import pandas as pd
 import typer
 
-from cr2.report.markdown import markdown_table
+from cr2.report import cells
+from cr2.report.markdown import text_table
 from cr2_cli.console import SafeConsole, emit
 
 console = SafeConsole()
 
 
 def _fmt(v, spec: str = ".1f") -> str:
-    return "—" if v is None or pd.isna(v) else format(float(v), spec)
+    return cells.num(v, spec, missing_text=cells.EM_DASH)
 
 
 def _table(rows: list[list], columns: list[str]) -> str:
-    """Rows of cells already written as text, as a markdown table (cr2.report.markdown)."""
-    return markdown_table(pd.DataFrame(rows, columns=columns, dtype=object))
+    return text_table(columns, rows)
 
 
 def savings_markdown(home: Path, study_id: str) -> str:

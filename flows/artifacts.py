@@ -11,8 +11,8 @@ Every user-facing flow ends by publishing, under stable keys (so the UI shows th
 | `cr2-drift` | table | the drift test: KS statistic and Holm-adjusted p per state feature |
 | `cr2-report` | link | the HTML report of the run (a file:// link on the machine that ran it) |
 
-The numbers come from the warehouse (warehouse/queries/artifact_*.sql), never from memory, so an artifact
-shows what `cr2 sql` would. Simulated labels are flagged in every markdown summary and table description.
+The numbers come from the warehouse (warehouse/queries/cr2_operating_point_metrics.sql, methods_at_lam.sql,
+recalibration_before_after.sql), never from memory, so an artifact shows what `cr2 sql` would. Simulated labels are flagged in every markdown summary and table description.
 """
 from __future__ import annotations
 
@@ -20,63 +20,43 @@ from pathlib import Path
 
 import pandas as pd
 
-from cr2.config import HEADLINE_LAMS, Config
+from cr2.config import Config
 from cr2.labels import is_simulated
-from cr2.report.markdown import markdown_table
+from cr2.report.cells import json_records
+from cr2.report.markdown import columns_table, label_banner
+from cr2.report.tables import on_lams
 from warehouse.db import Warehouse
-from warehouse.repository import artifact_frames, recalibration_frame
+from warehouse.reads import recalibration
+from warehouse.repository import artifact_frames, eval_run, run_alpha
 
 COMPARE_LAM = 2.0  # the λ of the router-comparison table
 
 
-def label_banner(label_source: str) -> str:
-    """The label-source line every summary starts with; simulated labels are flagged loudly."""
-    if is_simulated(label_source):
-        return (f"> **SIMULATED LABELS** (`{label_source}`): every number below is computed on correctness labels "
-                "from the simulator (docs/labels.md), not on measured Qwen3 outputs.")
-    return f"> Labels: measured, source `{label_source}`."
-
-
-def _records(df: pd.DataFrame) -> list[dict]:
-    """JSON-safe rows for a table artifact (floats rounded to 4 decimals, NaN → None)."""
-    out = []
-    for row in df.to_dict(orient="records"):
-        out.append({k: (None if isinstance(v, float) and v != v else round(v, 4) if isinstance(v, float) else v)
-                    for k, v in row.items()})
-    return out
-
-
-def _md_table(df: pd.DataFrame, columns: dict[str, str]) -> str:
-    """The `columns` of df (column → header) as a markdown table (cr2.report.markdown)."""
-    return markdown_table(df[list(columns)].rename(columns=columns)).rstrip("\n")
-
-
-def _headline(df: pd.DataFrame) -> pd.DataFrame:
-    return df[[any(abs(v - lam) < 1e-9 for lam in HEADLINE_LAMS) for v in df["lam"]]]
-
-
 def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict | None = None,
                        flow_name: str = "cr2-evaluate") -> list[str]:
-    """Markdown summary, CR² operating points, router comparison (and the report link); returns the keys."""
+    """Markdown summary, CR² operating points, router comparison (and the report link); returns the keys. α, labels
+    and states are the stored run's (eval_runs), not the config's."""
     from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
-    alpha, run_id, source = config.grids.default_alpha, evaluated["run_id"], evaluated["label_source"]
+    run_id = evaluated["run_id"]
     with Warehouse(home, read_only=True) as wh:
+        run = eval_run(wh, run_id)
+        alpha, source = run_alpha(run), str(run["label_source"])
         ops, compare = artifact_frames(wh, run_id, alpha, COMPARE_LAM)
     sim = " — SIMULATED labels" if is_simulated(source) else ""
-    create_table_artifact(_records(ops), key="cr2-operating-points",
+    create_table_artifact(json_records(ops), key="cr2-operating-points",
                           description=f"CR² on test at α = {alpha:g}, run {run_id}, labels {source}{sim}")
-    create_table_artifact(_records(compare), key="cr2-router-comparison",
+    create_table_artifact(json_records(compare), key="cr2-router-comparison",
                           description=f"every method at λ = {COMPARE_LAM:g} (CR² at α = {alpha:g}), run {run_id}, "
                                       f"labels {source}{sim}")
     keys = ["cr2-operating-points", "cr2-router-comparison"]
     md = [f"# {flow_name}: evaluation run `{run_id}`", "", label_banner(source), "",
-          f"- state distribution: `{config.channel.distribution.dist_id}`",
+          f"- state distribution: `{run['dist_id']}`",
           f"- test queries: {evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "
           "(accuracy, cost, local rate)", "",
           f"## CR² at α = {alpha:g}", "",
-          _md_table(_headline(ops), {"lam": "λ", "risk": "false-accept risk", "local_rate": "local rate",
-                                     "accuracy": "accuracy", "cost": "norm. cost"}), "",
+          columns_table(ops[on_lams(ops["lam"])], {"lam": "λ", "risk": "false-accept risk", "local_rate": "local rate",
+                                                   "accuracy": "accuracy", "cost": "norm. cost"}), "",
           "Full tables: artifacts `cr2-operating-points` and `cr2-router-comparison`; in SQL: "  # sql-text: shown to the user, never run
           f"`cr2 sql \"SELECT * FROM operating_points WHERE run_id = '{run_id}'\"`."]
     if report and report.get("path"):
@@ -90,32 +70,37 @@ def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict
 
 
 def publish_recalibration(config: Config, home: Path, out: dict) -> list[str]:
-    """Markdown summary, drift statistics and (when it ran) the before/after table; returns the keys."""
+    """Markdown summary, drift statistics and (when it ran) the before/after table; returns the keys. α and labels
+    are the re-calibrated run's (eval_runs); without one (no drift), the labels this flow run read."""
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-    alpha, source = config.grids.default_alpha, config.labels.source
+    source, alpha, both = config.labels.source, None, None
+    if not out["skipped"]:
+        with Warehouse(home, read_only=True) as wh:
+            after = eval_run(wh, out["after"]["run_id"])
+            source, alpha = str(after["label_source"]), run_alpha(after)
+            both = recalibration(wh, out["before"]["run_id"], out["after"]["run_id"], alpha)
     sim = " — SIMULATED labels" if is_simulated(source) else ""
     drift = pd.DataFrame(out["drift"])
-    create_table_artifact(_records(drift), key="cr2-drift",
+    create_table_artifact(json_records(drift), key="cr2-drift",
                           description=f"KS drift test of {out['new_dist_id']} against the calibration states")
     keys = ["cr2-drift"]
     md = [f"# cr2-recalibrate: `{out['old_dist_id']}` → `{out['new_dist_id']}`", "", label_banner(source), "",
           "## Drift check (two-sample KS, Holm-corrected)", "",
-          _md_table(drift, {"feature": "feature", "statistic": "KS D", "p_adjusted": "p (Holm)", "drifted": "drift"}), ""]
+          columns_table(drift, {"feature": "feature", "statistic": "KS D", "p_adjusted": "p (Holm)", "drifted": "drift"}), ""]
     if out["skipped"]:
         md.append("**No drift detected: thresholds kept as they are** (only_if_drift).")
     else:
         old, new = out["old_thresholds"], out["new_thresholds"]
-        with Warehouse(home, read_only=True) as wh:
-            both = recalibration_frame(wh, out["before"]["run_id"], out["after"]["run_id"], alpha)
-        create_table_artifact(_records(both), key="cr2-recalibration",
+        create_table_artifact(json_records(both), key="cr2-recalibration",
                               description=f"CR² on test under {out['new_dist_id']} at α = {alpha:g}: thresholds "
                                           f"v{old['version']} (before) vs v{new['version']} (after){sim}")
         keys.append("cr2-recalibration")
         md += [f"Thresholds v{old['version']} → **v{new['version']}** (N_calib = {new['n_calib']:,}; gate "
                f"`{new['gate_fingerprint']}` unchanged).", "", f"## CR² on test at α = {alpha:g}: before → after", "",
-               _md_table(_headline(both), {"lam": "λ", "risk_before": "risk before", "risk_after": "risk after",
-                                           "local_rate_before": "local before", "local_rate_after": "local after",
-                                           "cost_before": "cost before", "cost_after": "cost after"})]
+               columns_table(both[on_lams(both["lam"])],
+                             {"lam": "λ", "risk_before": "risk before", "risk_after": "risk after",
+                              "local_rate_before": "local before", "local_rate_after": "local after",
+                              "cost_before": "cost before", "cost_after": "cost after"})]
     create_markdown_artifact("\n".join(md), key="cr2-recalibrate-summary", description=f"cr2-recalibrate summary{sim}")
     return ["cr2-recalibrate-summary", *keys]

@@ -45,7 +45,7 @@ def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dic
         ev = Evaluation(run_id=f"eval-{cache_key(key, phase)[-16:]}", test=test, proba=proba, keep=keep)
         evaluate_table(ev, router, groups[phase])
         run = {"run_id": ev.run_id, "config_hash": EVALUATE_RECALIBRATION.reads.config_hash(config), "label_source": config.labels.source,
-               "split_seed": int(config.splits.seed),
+               "split_seed": int(config.splits.seed), "default_alpha": float(config.grids.default_alpha),
                "decision_cost": config.routing.decision_cost, "dist_id": config.channel.distribution.dist_id,
                "threshold_version": cal["version"], "code_version": task_code_hash(evaluate_recalibration),
                "created_at": utc_now()}

@@ -15,8 +15,8 @@ from cr2.config import Config
 from cr2.core.files import replace_dir, temp_dir_beside
 from tasks.common import Reads, Stage
 from warehouse.db import Warehouse
-from warehouse.repository import (certified_validity, eval_run, methods_of_run, newest_guarantees, view_for_run,
-                                  whole_view)
+from warehouse.repository import (certified_validity, eval_run, methods_of_run, newest_guarantees, run_alpha,
+                                  view_for_run, whole_view)
 from warehouse.labels import label_origin
 
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy_ci", "calibration_rules": "v_calibration_rules",
@@ -32,7 +32,10 @@ def report_dir(home: str | Path) -> Path:
 @task(name="report")
 def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, trained: dict, baselines: dict,
                  ablated: dict | None = None) -> dict:
-    """Write the HTML report and its CSV/LaTeX tables; returns the page's path and what it contains."""
+    """Write the HTML report and its CSV/LaTeX tables; returns the page's path and what it contains.
+
+    Every setting the page prints or uses (α, labels, states, threshold version, config hash) is the stored run's
+    (eval_runs), never the config in force now: `config` only carries the stage's signature."""
     from cr2.report.evaluation import ReportInputs, build_figures, build_tables, render_html
     from cr2.report.latex import to_latex
 
@@ -60,7 +63,7 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
               "test queries": f"{evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "
                               "(accuracy, cost, local rate)",
               **{f"queries: {b}": f"{n:,}" for b, n in data_counts.items()}}
-    inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=config.grids.default_alpha,
+    inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=run_alpha(run),
                        **frames, certified_validity=certified, guarantee_run=guarantee_run,
                        guarantees=guarantees, guarantee_price=guarantee_price, mean_saving=mean_saving,
                        operating_points_ci=ops_ci)
@@ -89,6 +92,5 @@ def _upstream(evaluated: dict, data_counts: dict, trained: dict, baselines: dict
 
 
 REPORT = Stage(build_report, Reads(
-    config=("grids", "evaluation"),
     upstream=("eval_runs", "methods", "decisions", "metrics", "thresholds", "artifacts", "intervals", "guarantees",
               "labels", "label_runs", "queries", "costs", "models")), upstream=_upstream, outputs=lambda home, r: [r["path"]])

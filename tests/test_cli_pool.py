@@ -121,7 +121,8 @@ def test_a_pivot_that_is_not_one_read_is_still_refused(imported, sql, message):
 
 def test_results_targets_default_to_what_the_methods_reach():
     from cr2.report.markdown import markdown_table
-    from cr2_cli.results import PAPER_TARGETS, _why_no_target, default_targets, parse_targets
+    from cr2.report.headline import PAPER_TARGETS, default_targets, why_no_target
+    from cr2_cli.results import parse_targets
 
     reached = pd.DataFrame({"method": ["cr2", "knn"], "max_target": [0.84, 0.86]})
     assert default_targets(reached)[0] == PAPER_TARGETS  # the paper's range where both reach it
@@ -130,7 +131,7 @@ def test_results_targets_default_to_what_the_methods_reach():
     assert targets == (0.76, 0.77, 0.78, 0.79) and "0.79" in line and "paper" in line
     none = pd.DataFrame({"method": [], "max_target": []})
     assert default_targets(none)[0] == PAPER_TARGETS and "no common target" in default_targets(none)[1]
-    why = _why_no_target(low, PAPER_TARGETS)
+    why = why_no_target(low, PAPER_TARGETS)
     assert "0.79" in why and "--targets" in why
     assert markdown_table(pd.DataFrame(), why=why) == f"_(no rows: {why})_\n"
     assert parse_targets("0.7, 0.75,0.7") == (0.7, 0.75)

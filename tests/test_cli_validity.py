@@ -55,7 +55,7 @@ def test_cli_tables_print_no_nan_and_say_why_a_cell_is_empty(small_cli_run):
 
 
 def test_cost_table_names_what_does_not_reach_the_target():
-    from cr2_cli.results import cost_at_target_table
+    from cr2.report.headline import cost_at_target_table
 
     def cost(router, rule, alpha, target):
         return {"question": "cost", "router": router, "rule": rule, "alpha": alpha, "target": target, "estimate": 0.4,
@@ -148,10 +148,10 @@ def test_the_nan_check_catches_a_nan(text):
 
 def test_markdown_tables_write_missing_text_cells_as_a_dash_and_no_target_line_has_no_nan():
     from cr2.report.markdown import markdown_table
-    from cr2_cli.results import _why_no_target
+    from cr2.report.headline import why_no_target
 
     md = markdown_table(pd.DataFrame({"router": ["cr2", "knn"], "cell": ["0.3 [0.2, 0.4]", np.nan],
                                       "n": [1.0, np.nan], "other": [None, "x"]}))
     assert not NAN.search(md) and "None" not in md and md.count("–") == 3
     reached = pd.DataFrame({"method": ["cr2"], "min_target": [np.nan], "max_target": [np.nan], "n_targets": [0]})
-    assert "reach no common target" in _why_no_target(reached, (0.75,))
+    assert "reach no common target" in why_no_target(reached, (0.75,))

@@ -109,14 +109,14 @@ def newest_study(wh: Warehouse, prefix: str) -> str | None:
     """The newest study id of pool_runs starting with `prefix` ('pools', 'diagnostics'), or None."""
     from warehouse.routing_data import named_query
 
-    return wh.scalar(named_query("doc_newest_study"), {"prefix": prefix})
+    return wh.scalar(named_query("newest_pool_study"), {"prefix": prefix})
 
 
 def pool_study_runs(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """The stored pools of one study: label source, models (JSON), m_ref, run id, home, test rows, resamples."""
     from warehouse.routing_data import named_query
 
-    return wh.df(named_query("doc_pool_runs"), {"study_id": study_id})
+    return wh.df(named_query("pool_study_runs"), {"study_id": study_id})
 
 
 def router_study_rows(wh: Warehouse, study_id: str, other: str) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -11,7 +11,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -288,6 +288,21 @@ def eval_run(wh: Warehouse, run_id: str) -> dict[str, Any]:
     return df.iloc[0].to_dict()
 
 
+def run_alpha(run: Mapping[str, Any]) -> float:
+    """The α a stored evaluation run compares at (eval_runs.default_alpha: its config's grids.default_alpha when it
+    ran): every page, table and artefact of a stored run reads it here, never from the config in force today."""
+    alpha = run.get("default_alpha")
+    if alpha is None or pd.isna(alpha):
+        raise DataValidationError(f"evaluation run '{run['run_id']}' stores no default α (a run stored before schema 8); "
+                                  "pass --alpha, or re-run `cr2 evaluate` to store it")
+    return float(alpha)
+
+
+def stored_run_alpha(wh: Warehouse, run_id: str) -> float:
+    """run_alpha of evaluation run `run_id`."""
+    return run_alpha(eval_run(wh, run_id))
+
+
 def methods_of_run(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The `methods` rows of one evaluation run (what each evaluated method is, from the catalogue)."""
     return wh.df("SELECT * FROM methods WHERE run_id = ? ORDER BY sort_order, method", [run_id])
@@ -334,7 +349,7 @@ def guarantee_runs(wh: Warehouse, label_source: str | None = None) -> pd.DataFra
 
     if getattr(wh, "schema_version", "2") == "1":
         return pd.DataFrame(columns=["run_id", "source", "label_source", "n_resplits", "n_calib", "created_at"])
-    df = wh.df(named_query("resultsdoc_guarantee_runs"))
+    df = wh.df(named_query("guarantee_runs"))
     return df if label_source is None else df[df["label_source"] == label_source].reset_index(drop=True)
 
 
@@ -342,7 +357,7 @@ def guarantee_cells(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """Every bounded cell (rule, check, λ, α) of one validity run: Monte-Carlo mean, SE and bound."""
     from warehouse.routing_data import named_query
 
-    return wh.df(named_query("resultsdoc_guarantee_cells"), {"run_id": run_id})
+    return wh.df(named_query("guarantee_cells"), {"run_id": run_id})
 
 
 def guarantee_price(wh: Warehouse, run_id: str) -> pd.DataFrame:
@@ -355,7 +370,7 @@ def realised_risk_ci(wh: Warehouse, run_id: str, alpha: float, lams: Sequence[fl
     each with its stored 95 % paired-bootstrap interval (the realised-risk table of `cr2 results` and of docs/results.md)."""
     from warehouse.routing_data import named_query
 
-    return wh.df(named_query("resultsdoc_realised_risk_ci"),
+    return wh.df(named_query("realised_risk_with_ci"),
                  {"run_id": run_id, "alpha": float(alpha), "lams": [float(v) for v in lams]})
 
 
@@ -383,16 +398,16 @@ def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], co
     params = {"run_id": run_id}
     run = eval_run(wh, run_id)
     return {
-        "fixed_accuracy": wh.df(named_query("results_fixed_accuracy"),
+        "fixed_accuracy": wh.df(named_query("fixed_accuracy_at_targets"),
                                 {**params, "targets": [round(float(t), 2) for t in targets]}),
-        "local_at_cost": wh.df(named_query("results_local_at_cost"), {**params, "cost": float(cost_anchor)}),
-        "sweep": wh.df(named_query("results_sweep_extremes"), {**params, "alpha": float(alpha)}),
-        "operating_points": wh.df(named_query("results_operating_points"),
+        "local_at_cost": wh.df(named_query("cr2_local_rate_at_cost"), {**params, "cost": float(cost_anchor)}),
+        "sweep": wh.df(named_query("sweep_extremes"), {**params, "alpha": float(alpha)}),
+        "operating_points": wh.df(named_query("cr2_operating_points_ci"),
                                   {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
-        "realised_risk": wh.df(named_query("results_realised_risk"),
+        "realised_risk": wh.df(named_query("realised_risk_at_lams"),
                                {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
-        "mean_saving": wh.df(named_query("results_mean_saving"), params),
-        "at_lams": wh.df(named_query("results_baselines_at_lams"),
+        "mean_saving": wh.df(named_query("mean_saving_vs_knn"), params),
+        "at_lams": wh.df(named_query("methods_at_lams_ci"),
                          {**params, "alpha": float(alpha), "lams": [float(v) for v in lams]}),
         "ablation": view_for_run(wh, "v_ablation", run_id),
         "complexity": whole_view(wh, "v_router_complexity").drop_duplicates("kind"),
@@ -536,12 +551,5 @@ def artifact_frames(wh: Warehouse, run_id: str, alpha: float, lam: float) -> tup
     """The Prefect artefacts of an evaluation run: CR²'s operating points at α and every method at λ."""
     from warehouse.routing_data import named_query
 
-    return (wh.df(named_query("artifact_operating_points"), {"run_id": run_id, "alpha": alpha}),
-            wh.df(named_query("artifact_router_comparison"), {"run_id": run_id, "lam": lam, "alpha": alpha}))
-
-
-def recalibration_frame(wh: Warehouse, before: str, after: str, alpha: float) -> pd.DataFrame:
-    """CR² on test at α before and after a re-calibration (the two evaluation runs side by side)."""
-    from warehouse.routing_data import named_query
-
-    return wh.df(named_query("artifact_recalibration"), {"before": before, "after": after, "alpha": alpha})
+    return (wh.df(named_query("cr2_operating_point_metrics"), {"run_id": run_id, "alpha": alpha}),
+            wh.df(named_query("methods_at_lam"), {"run_id": run_id, "lam": lam, "alpha": alpha}))

@@ -9,12 +9,12 @@ from warehouse.routing_data import named_query
 
 def simcheck_runs(wh: Warehouse) -> pd.DataFrame:
     """Every sim-to-real run, newest first: run_id, n_questions, pool, created_at, has_routing, has_fresh_fit."""
-    return wh.df(named_query("doc_simcheck_runs"))
+    return wh.df(named_query("simcheck_runs"))
 
 
 def simcheck_rows(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """Every statistic of sim-to-real run `run_id`: measured beside each simulated source's mean over seeds."""
-    return wh.df(named_query("doc_simcheck_rows"), {"run_id": run_id})
+    return wh.df(named_query("simcheck_all_statistics"), {"run_id": run_id})
 
 
 def simcheck_page_frames(wh: Warehouse, run_id: str) -> tuple[dict[str, pd.DataFrame], pd.Series]:

@@ -5,7 +5,8 @@ Pure: pandas frames (the rows of the warehouse views) in, PNG bytes and strings 
 page        the shell every HTML page shares: stylesheet, SIMULATED / MEASURED banner, facts, figures, tables
 styles      how each evaluated method is shown (display name, colour, learned, reference)
 figures     the evaluation's figures, and the shared matplotlib frame (`axes`, `png`)
-tables      the evaluation's tables, the one interval cell (`ci_cell`) and the mean-saving table
+cells       how every number, share, interval, p-value and count is written in a table cell
+tables      the evaluation's tables and the mean-saving table
 latex       a table as booktabs LaTeX
 markdown    the one markdown table writer
 evaluation  the evaluation page (one run's §VII figures and tables)

@@ -15,7 +15,8 @@ from cr2.report.figures import (curves_figure, fixed_accuracy_figure, gate_error
                                 realised_risk_figure, risk_figure, saving_interval_figure)
 from cr2.report.page import Figure, TableBlock, banner, facts_table, figure_html, page, table_html
 from cr2.report.styles import MethodStyles
-from cr2.report.tables import (ablation_table, benchmark_table, ci_cell, guarantee_price_table, informative_targets,
+from cr2.report.cells import ci_cell
+from cr2.report.tables import (ablation_table, benchmark_table, guarantee_price_table, informative_targets,
                                mean_saving_table, operating_point_ci_table, realised_risk_table, risk_check_table)
 
 

@@ -1,8 +1,6 @@
 """The one markdown table writer: every markdown table cr2 prints or publishes goes through `markdown_table`."""
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 
@@ -27,15 +25,23 @@ def markdown_table(df: pd.DataFrame, digits: int = 4, why: str = "this run has n
                       *(line(r) for r in df.itertuples(index=False))]) + "\n"
 
 
-def p_cell(p: Any, n_resamples: Any, digits: str = ".3g") -> str:
-    """A bootstrap p (or its Holm adjustment) as a table cell: 0 — no resample on the other side of 0 — reads
-    "< 1/B", since a bootstrap p is only known to be below the resolution of its B resamples; '—' where undefined."""
-    import math
 
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "—"
-    if float(p) == 0.0 and n_resamples is not None and not (isinstance(n_resamples, float) and math.isnan(n_resamples)) \
-            and float(n_resamples) > 0:
-        return f"< {1.0 / float(n_resamples):.2g}"
-    return format(float(p), digits)
+def text_table(head: list[str], rows: list[list[str]], why: str = "this run has none here", *,
+               tight_empty: bool = False) -> str:
+    """Rows of cells already written as text (cr2.report.cells) under `head`, as a markdown table."""
+    return markdown_table(pd.DataFrame(rows, columns=head, dtype=object), why=why, tight_empty=tight_empty)
 
+
+def columns_table(df: pd.DataFrame, columns: dict[str, str]) -> str:
+    """The `columns` of df (column → header) as a markdown table, without its final newline."""
+    return markdown_table(df[list(columns)].rename(columns=columns)).rstrip("\n")
+
+
+def label_banner(label_source: str) -> str:
+    """The label-source line a markdown summary starts with; simulated labels are flagged loudly."""
+    from cr2.labels import is_simulated
+
+    if is_simulated(label_source):
+        return (f"> **SIMULATED LABELS** (`{label_source}`): every number below is computed on correctness labels "
+                "from the simulator (docs/labels.md), not on measured Qwen3 outputs.")
+    return f"> Labels: measured, source `{label_source}`."

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 
-from cr2.report.markdown import markdown_table, p_cell
+from cr2.report.cells import EM_DASH, num, p_cell
+from cr2.report.markdown import markdown_table
 from cr2.report.tables import ROUTER_NAMES
 
 
 def _num(v: Any, spec: str = "+.1f") -> str:
-    return "—" if v is None or pd.isna(v) else format(float(v) + 0.0, spec)  # + 0.0: no "-0.0"
+    return num(v, spec, missing_text=EM_DASH, no_negative_zero=True)
 
 
 def _name(router: str) -> str:

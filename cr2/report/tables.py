@@ -1,6 +1,5 @@
-"""The report's tables: tidy frames (rows of the warehouse views) in, display frames out (values as shown).
-
-`ci_cell` writes every interval the same way; `mean_saving_table` is the one table of the mean saving vs KNN.
+"""The report's tables: tidy frames (rows of the warehouse views) in, display frames out (values as shown, each cell
+written by cr2.report.cells); `mean_saving_table` is the one table of the mean saving vs KNN.
 """
 from __future__ import annotations
 
@@ -10,12 +9,18 @@ import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
+from cr2.report.cells import ci_cell, num, pm_cell
 from cr2.report.styles import MethodStyles
 
 
 #: display names of the catalogue's routers in tables and pages (an unknown router shows its own name)
 ROUTER_NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
                 "llmrank-bench": "LLMRank + benchmark id"}
+
+
+def on_lams(values, lams=HEADLINE_LAMS, tol: float = 1e-9) -> list[bool]:
+    """For each λ of `values`: whether it is one of `lams` (the λ a summary quotes; float tolerance)."""
+    return [any(abs(float(v) - lam) < tol for lam in lams) for v in values]
 
 
 def informative_targets(fixed: pd.DataFrame, pareto: pd.DataFrame) -> pd.DataFrame:
@@ -25,16 +30,6 @@ def informative_targets(fixed: pd.DataFrame, pareto: pd.DataFrame) -> pd.DataFra
     pts = pareto[pareto["method"].isin(methods)]
     floor = pts.sort_values(["cost", "accuracy"], ascending=[True, False]).groupby("method").first()["accuracy"].max()
     return fixed[fixed["target"] >= np.floor(floor * 100) / 100 - 1e-9]
-
-
-def ci_cell(estimate, lower, upper, fmt: str = "+.1f") -> str:
-    """'estimate [lower, upper]' (a 95 % interval) for a table cell: '–' without an estimate, the estimate alone
-    without bounds."""
-    if estimate is None or pd.isna(estimate):
-        return "–"
-    if lower is None or upper is None or pd.isna(lower) or pd.isna(upper):
-        return format(float(estimate), fmt)
-    return f"{format(float(estimate), fmt)} [{format(float(lower), fmt)}, {format(float(upper), fmt)}]"
 
 
 def mean_saving_table(ms: pd.DataFrame, label: Callable[[str], str] = str) -> pd.DataFrame:
@@ -65,7 +60,7 @@ def realised_risk_table(rr: pd.DataFrame, alpha: float, lams=HEADLINE_LAMS) -> p
     """Per rule and λ at α, the teacher-referenced and realised risks, local accuracy, local rate and cost."""
     if rr.empty:
         return pd.DataFrame()
-    d = rr[np.isclose(rr["alpha"].fillna(-1), alpha) & rr["lam"].apply(lambda v: any(abs(v - x) < 1e-9 for x in lams))]
+    d = rr[np.isclose(rr["alpha"].fillna(-1), alpha) & np.array(on_lams(rr["lam"], lams), dtype=bool)]
     d = d.sort_values(["lam", "rule"])
     f = lambda v, k=4: "–" if pd.isna(v) else f"{v:.{k}f}"  # noqa: E731
     return pd.DataFrame({"rule": d["rule"], "λ": d["lam"].map(lambda v: f"{v:g}"), "teacher disagreement": d["teacher_risk"].map(f),
@@ -101,8 +96,8 @@ def risk_check_table(risk: pd.DataFrame) -> pd.DataFrame:
         n = int(d["n_risk"].min())
         se = risk_tolerance(alpha, n, z=1.0)
         worst = float(d["risk"].max())
-        rows.append({"α": f"{alpha:g}", "max test risk over λ": _f(worst, ".4f"),
-                     "(max − α) / binomial SE": _f((worst - alpha) / se, "+.1f") if se > 0 else "— (no test rows)",
+        rows.append({"α": f"{alpha:g}", "max test risk over λ": num(worst, ".4f"),
+                     "(max − α) / binomial SE": num((worst - alpha) / se, "+.1f") if se > 0 else "— (no test rows)",
                      "max MC mean over λ": f"{d['risk_mean'].max():.4f}" if d["risk_mean"].notna().any()
                      else "— (no re-splits stored)", "N test": f"{n:,}"})
     return pd.DataFrame(rows)
@@ -128,24 +123,10 @@ def ablation_table(ab: pd.DataFrame, alpha: float) -> pd.DataFrame:
     for group, label, d in spec:
         if len(d):
             r = d.iloc[0]
-            rows.append({"group": group, "configuration": label, "accuracy": _f(r["accuracy"], ".4f"),
-                         "local rate": _f(r["local_rate"], ".1f", 100, "%"), "cost": _f(r["cost"], ".3f"),
-                         "λ": _f(r["lam"], "g")})
+            rows.append({"group": group, "configuration": label, "accuracy": num(r["accuracy"], ".4f"),
+                         "local rate": num(r["local_rate"], ".1f", 100, "%"), "cost": num(r["cost"], ".3f"),
+                         "λ": num(r["lam"], "g")})
     return pd.DataFrame(rows)
-
-
-def _f(value, spec: str, scale: float = 1.0, suffix: str = "") -> str:
-    """A number as text ('–' where there is none: no table cell reads 'nan')."""
-    return "–" if value is None or pd.isna(value) else format(float(value) * scale, spec) + suffix
-
-
-def _pm(value: float, se: float | None, digits: int = 4) -> str:
-    """value ± Monte-Carlo SE as text ('–' without a value)."""
-    if value is None or pd.isna(value):
-        return "–"
-    if se is None or (isinstance(se, float) and np.isnan(se)):
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} ± {se:.{digits}f}"
 
 
 def guarantee_price_table(p: pd.DataFrame) -> pd.DataFrame:
@@ -156,9 +137,9 @@ def guarantee_price_table(p: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "rule": p["rule"], "λ": p["lam"].map(lambda x: "" if pd.isna(x) else f"{x:g}"),
         "α / target": [f"α={a:g}" if pd.notna(a) else f"target {t:g}" for a, t in zip(p["alpha"], p["target"])],
-        "local rate ± SE": [_pm(a, b, 3) for a, b in zip(p["local_rate"], p["local_rate_se"])],
-        "mean cost ± SE": [_pm(a, b, 4) for a, b in zip(p["mean_cost"], p["mean_cost_se"])],
-        "accuracy ± SE": [_pm(a, b, 4) for a, b in zip(p["accuracy"], p["accuracy_se"])],
+        "local rate ± SE": [pm_cell(a, b, 3) for a, b in zip(p["local_rate"], p["local_rate_se"])],
+        "mean cost ± SE": [pm_cell(a, b, 4) for a, b in zip(p["mean_cost"], p["mean_cost_se"])],
+        "accuracy ± SE": [pm_cell(a, b, 4) for a, b in zip(p["accuracy"], p["accuracy_se"])],
         "Δ local vs CRC": p["local_rate_vs_crc"].map(lambda x: "" if pd.isna(x) else f"{x:+.3f}"),
         "Δ cost vs CRC": p["mean_cost_vs_crc"].map(lambda x: "" if pd.isna(x) else f"{x:+.4f}"),
     }).reset_index(drop=True)

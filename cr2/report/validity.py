@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.validity import validity_verdict
+from cr2.report.cells import EM_DASH, count_cell, lam_cell, pm_cell
 
 CERTIFIED_COLUMNS = ["router", "rule", "risk", "alpha", "verdict", "n_cells", "n_violated", "worst_lam", "mean", "se",
                      "p_holm", "n_resplits", "note"]
@@ -130,18 +131,12 @@ def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
     return _keep_verdicts(pd.DataFrame(rows, columns=DEPLOYED_COLUMNS), rows)
 
 
-def _pm(value, se, digits: int = 4) -> str:
-    if value is None or pd.isna(value):
-        return "—"
-    return f"{value:.{digits}f}" + ("" if se is None or pd.isna(se) else f" ± {se:.{digits}f}")
-
-
 def _lam(v) -> str:
-    return "—" if v is None or pd.isna(v) else f"{v:g}"
+    return lam_cell(v, EM_DASH)
 
 
 def _count(n) -> str:
-    return "—" if n is None or pd.isna(n) else f"{int(n):,}"
+    return count_cell(n, EM_DASH)
 
 
 def _verdict_cell(r, word: Callable[[str | None], str]) -> str:
@@ -161,7 +156,8 @@ def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
     return pd.DataFrame({
         "router": [label(r) for r in v["router"]], "rule": v["rule"], "risk bounded": v["risk"],
         "α": v["alpha"].map(lambda a: f"{a:g}"), "worst λ": v["worst_lam"].map(_lam),
-        "mean risk over re-splits ± MC SE (worst λ)": [_pm(m, s) for m, s in zip(v["mean"], v["se"])],
+        "mean risk over re-splits ± MC SE (worst λ)": [pm_cell(m, s, missing_text=EM_DASH)
+                                                        for m, s in zip(v["mean"], v["se"])],
         "re-splits": v["n_resplits"].map(_count),
         "E[risk] ≤ α at every λ: verdict (λ cells over α / tested, Holm p)": [
             _verdict_cell(r, word) for r in v.itertuples()],
@@ -186,7 +182,7 @@ def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda
     return pd.DataFrame({
         "rule": v["rule"], "risk bounded": v["risk"], "promise": [r.promise or "—" for r in v.itertuples()],
         "at": [at(r) for r in v.itertuples()], "deciding cell": [cell(r) for r in v.itertuples()],
-        "value ± MC SE": [_pm(a, b) for a, b in zip(v["value"], v["se"])],
+        "value ± MC SE": [pm_cell(a, b, missing_text=EM_DASH) for a, b in zip(v["value"], v["se"])],
         "bound": v["bound"].map(lambda b: "—" if pd.isna(b) else f"{b:g}"),
         "re-splits": v["n_resplits"].map(_count),
         "verdict (cells over the bound / tested, Holm p)": [_verdict_cell(r, word) for r in v.itertuples()],

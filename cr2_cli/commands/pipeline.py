@@ -112,7 +112,7 @@ def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> N
     if "calibrate" in summary:
         print_calibrate(summary["calibrate"])
     if "evaluate" in summary:
-        print_operating_points(h, config, summary["evaluate"])
+        print_operating_points(h, summary["evaluate"])
         if "baselines" in summary:
             print_baselines(h, summary["baselines"], summary["evaluate"])
     console.print(f"\ncr2 run finished in {time.perf_counter() - t0:.1f} s")

@@ -12,7 +12,8 @@ from cr2_cli.render import print_frame
 
 
 @friendly
-def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tables (default: grids.default_alpha)"),
+def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tables (default: the α the evaluation run "
+                                                          "stores, its config's grids.default_alpha)"),
             label_source: Optional[str] = typer.Option(None, help="newest run of this label source (default: newest)"),
             paper: bool = typer.Option(False, "--paper", help="also the paper's numbers beside ours"),
             equal_risk: bool = typer.Option(False, "--equal-risk", help="only the equal-risk comparison: every "
@@ -23,7 +24,6 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
                                                   "the four highest CR² and KNN both reach when they do not reach 0.82)"),
             config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
-    from cr2.config import load_config
     from cr2_cli.results import comparison_markdown, equal_risk_markdown, parse_targets, results_markdown
 
     if equal_risk:
@@ -31,11 +31,10 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
         emit(equal_risk_markdown(home_dir(home, create=False), label_source, target))
         return
     chosen = parse_targets(targets) if targets is not None else None  # a bad list fails before the warehouse opens
-    a = alpha if alpha is not None else load_config(config).grids.default_alpha
     h = home_dir(home, create=False)
-    emit(results_markdown(h, a, label_source, chosen))
+    emit(results_markdown(h, alpha, label_source, chosen))
     if paper:
-        emit(comparison_markdown(h, a, label_source))
+        emit(comparison_markdown(h, alpha, label_source))
 
 
 @friendly

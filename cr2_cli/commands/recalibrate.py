@@ -36,9 +36,7 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
     if out["skipped"]:
         console.print("no drift detected: thresholds kept as they are", highlight=False)
         return
-    from cr2.config import load_config
-
-    print_recalibration(h, out, load_config(config).grids.default_alpha)
+    print_recalibration(h, out)
     console.print(f"recalibrate finished in {time.perf_counter() - t0:.1f} s", highlight=False)
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from cr2.report.cells import ci_cell
+from cr2.report.headline import COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TARGETS, points_table
 from cr2.report.markdown import markdown_table
-from cr2.report.tables import ci_cell
-from cr2_cli.results import COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TARGETS, comparison_frames, points_table
+from cr2_cli.results import comparison_frames
 from cr2_cli.resultsdoc.core import HOMES, Doc
-from cr2_cli.resultsdoc.scenario_stats import (ALPHA, Scenario, banner, load, num, pick, router_target_rows, target_family)
+from cr2_cli.resultsdoc.scenario_stats import (Scenario, banner, load, num, pick, router_target_rows, target_family)
 
 KEY = "default"
 
@@ -23,10 +24,10 @@ def render(doc: Doc) -> str:
     from warehouse.repository import headline_results, view_for_run
 
     with doc.warehouse(KEY) as wh:
-        f = headline_results(wh, s.run_id, targets=PAPER_TARGETS, cost_anchor=COST_ANCHOR, alpha=ALPHA, lams=LAMS)
+        f = headline_results(wh, s.run_id, targets=PAPER_TARGETS, cost_anchor=COST_ANCHOR, alpha=s.alpha, lams=LAMS)
         risk = view_for_run(wh, "v_risk_vs_alpha", s.run_id)
         pool = pool_models(wh)
-    cmp = comparison_frames(doc.homes[KEY], ALPHA)
+    cmp = comparison_frames(doc.homes[KEY], s.alpha)
     tf = target_family(doc, s)
     return "\n\n".join([intro(s, pool), full_run(doc, s, f, tf), beside(doc, s, f, cmp, tf, risk),
                         "### What the protocol change did\n\nThe before/after table of the protocol change "
@@ -71,9 +72,9 @@ def full_run(doc: Doc, s: Scenario, f: dict, tf: pd.DataFrame) -> str:
         markdown_table(grid, 3, "no router reaches the paper's targets together with KNN").rstrip(),
         f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points: the point whose pooled cost is nearest)**",
         markdown_table(f["local_at_cost"]).rstrip(),
-        f"**CR² at α = {ALPHA:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**",
+        f"**CR² at α = {s.alpha:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**",
         markdown_table(points_table(f["operating_points"], ("lam", "alpha"))).rstrip(),
-        f"**Largest local rate and smallest cost over the λ sweep, α = {ALPHA:g} (operating_points)**",
+        f"**Largest local rate and smallest cost over the λ sweep, α = {s.alpha:g} (operating_points)**",
         markdown_table(f["sweep"]).rstrip(),
         f"**Ablation at c̄ ≈ {COST_ANCHOR} (v_ablation)**", markdown_table(ab).rstrip(),
         "**Router complexity (v_router_complexity)**", markdown_table(f["complexity"][["kind", "params", "flops"]]).rstrip(),
@@ -104,14 +105,14 @@ def beside(doc: Doc, s: Scenario, f: dict, cmp: dict, tf: pd.DataFrame, risk: pd
     fixed = fixed.rename(columns={"ours CR² vs KNN % (grid)": "ours CR² vs KNN % (grid-point rule, no interval)"})
     return "\n\n".join([
         f"### Paper beside ours ({s.kind}, `{s.source}`, run `{s.run_id}`)",
-        "The paper's values are copied from the paper (§VII; the .tex line of each is cited in `cr2_cli/results.py`). "
+        "The paper's values are copied from the paper (§VII; the .tex line of each is cited in `cr2/report/headline.py`). "
         "The paper gives fixed-accuracy savings only against KNN and no per-benchmark sizes or model accuracies.",
         "**Fixed-accuracy cost saving vs KNN, CR² (v_fixed_accuracy_ci; interpolated monotone frontier unless the "
         "column names the grid-point rule)** — the other routers at these targets, with their words: the section above",
         markdown_table(fixed).rstrip(),
         f"**Local rate at c̄ ≈ {COST_ANCHOR} (paper tab:ablation; ours: operating_points / v_ablation)**",
         markdown_table(cmp["local"]).rstrip(),
-        f"**Gate-error decomposition at α = {ALPHA:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
+        f"**Gate-error decomposition at α = {s.alpha:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
         f"cost is nearest c̄)**", markdown_table(cmp["gate_errors"]).rstrip(),
         "**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**",
         markdown_table(cmp["complexity"]).rstrip(),
@@ -137,7 +138,7 @@ def reading(doc: Doc, s: Scenario, f: dict, cmp: dict, cr2: pd.DataFrame, risk: 
             f", paper {r['paper local rate']} at {r['paper accuracy']}" for _, r in loc.iterrows()) + ".")
     op = f["operating_points"]
     if len(op):
-        lines.append(f"- **Risk.** CR²'s test false-acceptance risk at α = {ALPHA:g} is "
+        lines.append(f"- **Risk.** CR²'s test false-acceptance risk at α = {s.alpha:g} is "
                      + " / ".join(num(v, ".4f") for v in op["risk"]) + " at λ = "
                      + " / ".join(f"{v:g}" for v in op["lam"]) + " (solvable rows; "
                      + " / ".join(num(v, ".4f") for v in op["risk_all"]) + " over all test rows).")
@@ -157,14 +158,14 @@ def reading(doc: Doc, s: Scenario, f: dict, cmp: dict, cr2: pd.DataFrame, risk: 
             f"defers {r['ours false defers']}, total {r['ours total']} (paper false defers {r['paper false defers']}, "
             f"total {r['paper total gate error']})" for _, r in ge.iterrows()) + ".")
     ab = f["ablation"]
-    base = ab[(ab["method"] == "cr2") & ((ab["alpha"] - ALPHA).abs() < 1e-12)]
+    base = ab[(ab["method"] == "cr2") & ((ab["alpha"] - s.alpha).abs() < 1e-12)]
     loss = ab[ab["method"].str.startswith("ablation:")]
     if len(base) and len(loss):
         b = base.iloc[0]
         lines.append(f"- **Ablation.** The {len(loss)} loss ablations sit within "
                      f"{(loss['accuracy'] - b['accuracy']).abs().max():.4f} accuracy and "
                      f"{100 * (loss['local_rate'] - b['local_rate']).abs().max():.2f} points of local rate of CR² at "
-                     f"α = {ALPHA:g} near c̄ ≈ {COST_ANCHOR} (one operating point each, no interval).")
+                     f"α = {s.alpha:g} near c̄ ≈ {COST_ANCHOR} (one operating point each, no interval).")
     cx = cmp["complexity"]
     if len(cx):
         same = sum(1 for _, r in cx.iterrows() if r["paper params"] not in ("—", "–") and r["paper params"] == r["ours params"])

@@ -15,8 +15,9 @@ import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, seed_t_interval
 from cr2.evaluation.validity import validity_verdict
-from cr2.report.markdown import markdown_table, p_cell
-from cr2.report.tables import ROUTER_NAMES, ci_cell
+from cr2.report.cells import ci_cell, p_cell
+from cr2.report.markdown import markdown_table
+from cr2.report.tables import ROUTER_NAMES
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2_cli.resultsdoc.scenario_stats import pick
 
@@ -26,7 +27,6 @@ RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracl
 SCENARIOS = (("default", "Default (simulated Qwen3 labels)"), ("mmlu-pro", "MMLU-Pro (measured)"),
              ("zeroeval-qwen", "ZeroEval Qwen ladder (measured)"), ("zeroeval-gemma", "ZeroEval Gemma ladder (measured)"))
 QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score", "pairwise")
-ALPHA = 0.01  # grids.default_alpha of every shipped config: the one α every comparison below is read at
 
 INTRO = """## Equal-risk comparison: every router certified under the same rules
 
@@ -81,6 +81,27 @@ def _verdicts(means: pd.DataFrame) -> pd.Series:
 def _family_sizes(means: pd.DataFrame, alpha: float) -> dict[tuple, int]:
     at = means[means["alpha"].isna() | ((means["alpha"] - alpha).abs() < 1e-12)]
     return {k: len(g) for k, g in at.groupby(["question", at["rule"].fillna("–")], sort=False)}
+
+
+def scenario_alpha(doc: Doc, key: str) -> float | None:
+    """The α the newest evaluation run of scenario `key` compares at (stored with it), None without a run."""
+    from warehouse.repository import stored_run_alpha
+
+    with doc.warehouse(key) as wh:
+        run_id = doc.newest_run(wh)
+        return None if run_id is None else stored_run_alpha(wh, run_id)
+
+
+def page_alpha(alphas: dict[str, float | None]) -> float | None:
+    """The one α the comparisons of every scenario are read at (each run's stored α); an error where they differ, since
+    the page's families and its deploy table are stated at one α."""
+    from cr2.core.errors import DataValidationError
+
+    found = {k: a for k, a in alphas.items() if a is not None}
+    if len(set(found.values())) > 1:
+        raise DataValidationError(f"the scenarios' runs compare at different α ({', '.join(f'{k}: {a:g}' for k, a in found.items())}); "
+                                  "the equal-risk section reads every scenario at one α: re-run them with one grids.default_alpha")
+    return next(iter(found.values()), None)
 
 
 def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, pd.DataFrame]:
@@ -286,11 +307,12 @@ def render(doc: Doc) -> str:
     from warehouse.pools import newest_pool_study
 
     all_means, texts, present = [], [], []
+    alpha = page_alpha({key: scenario_alpha(doc, key) for key, _ in SCENARIOS if doc.has(key)})
     for key, name in SCENARIOS:
         if not doc.has(key):
             texts.append(f"#### {name}\n\n" + doc.missing(key))
             continue
-        text, means = scenario_tables(doc, key, name, ALPHA)
+        text, means = scenario_tables(doc, key, name, alpha)
         texts.append(text + "\n" + seed_table(doc, key))
         if len(means):
             all_means.append(means)
@@ -301,8 +323,8 @@ def render(doc: Doc) -> str:
     means = pd.concat(all_means, ignore_index=True) if all_means else pd.DataFrame()
     if len(means):
         out += ["", f"**The questions over the {len(present)} scenarios** ({', '.join(present)}; each verdict from its "
-                f"family's Holm correction, families per scenario × question × rule at α = {ALPHA:g}):", "",
-                answers(doc, means, ALPHA)]
+                f"family's Holm correction, families per scenario × question × rule at α = {alpha:g}):", "",
+                answers(doc, means, alpha)]
     out += texts
     if doc.has("pools"):
         from cr2_cli.study_pools import equal_risk_pools_markdown
@@ -312,8 +334,8 @@ def render(doc: Doc) -> str:
         if study is not None:
             out += [f"\n#### The MMLU-Pro pools (study `{study}`), at grids.default_alpha\n",
                     equal_risk_pools_markdown(doc.homes["pools"], study, word=doc.word)]
-    out.append(f"\n#### Which router should I deploy? (α = {ALPHA:g})\n")
-    out.append(deploy_table(doc, means, ALPHA) if len(means) else doc.missing("default"))
+    out.append("\n#### Which router should I deploy?" + ("" if alpha is None else f" (α = {alpha:g})") + "\n")
+    out.append(deploy_table(doc, means, alpha) if len(means) else doc.missing("default"))
     if doc.has("default"):
         out += ["\n**By device/edge cost ratio — default scenario (SIMULATED labels)**\n", premise_deploy_table(doc)]
     return "\n".join(out)

@@ -8,11 +8,11 @@ import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, saving_verdict, t_interval
 from cr2.config import HEADLINE_LAMS
+from cr2.report.cells import ci_cell
+from cr2.report.headline import PAPER_TARGETS
 from cr2.report.markdown import markdown_table
-from cr2.report.tables import ci_cell
-from cr2_cli.results import PAPER_TARGETS
 from cr2_cli.resultsdoc.core import HOMES, Doc
-from cr2_cli.resultsdoc.scenario_stats import (ALPHA, LEARNED, Scenario, banner, holm_line, kept, load, mean_sd, name,
+from cr2_cli.resultsdoc.scenario_stats import (LEARNED, Scenario, banner, holm_line, kept, load, mean_sd, name,
                                               num, pick, router_family, seed_family, seed_routers, t_cell,
                                               target_family)
 
@@ -83,7 +83,7 @@ def mean_saving_part(doc: Doc, s: Scenario) -> str:
             for r in fam.itertuples()]
     b = kept(fam["n_resamples"].min())
     out = [f"**Mean fixed-accuracy saving vs KNN over the validation target grid, base split** (v_mean_saving_ci; CR² "
-           f"at α = {ALPHA:g}; every interval on all {b} resamples, a target a frontier misses costing the cheapest "
+           f"at α = {s.alpha:g}; every interval on all {b} resamples, a target a frontier misses costing the cheapest "
            f"Always-model that reaches it)",
            markdown_table(pd.DataFrame(rows)).rstrip(),
            holm_line(fam, lambda r: f"{name(r.method)}'s mean saving", "the routers' mean savings")]
@@ -137,7 +137,7 @@ def per_target_part(doc: Doc, s: Scenario, targets) -> str:
     routers = fam["method"].nunique()
     return "\n\n".join([
         f"**Saving vs KNN at the targets, % [95 % CI]** (v_fixed_accuracy_ci, interpolated monotone frontier, CR² at "
-        f"α = {ALPHA:g}; each word from Holm over the {n} tests of every target × router of this run — {routers} "
+        f"α = {s.alpha:g}; each word from Holm over the {n} tests of every target × router of this run — {routers} "
         f"routers)",
         markdown_table(pd.DataFrame(rows).fillna("–")).rstrip(),
         holm_line(fam, lambda r: f"{name(r.method)} at {r.target:.2f}", "every target × router")])
@@ -145,7 +145,7 @@ def per_target_part(doc: Doc, s: Scenario, targets) -> str:
 
 def points_part(doc: Doc, s: Scenario) -> str:
     p = s.points
-    d = p[p["lam"].isin(HEADLINE_LAMS) & (((p["method"] == "cr2") & ((p["alpha"] - ALPHA).abs() < 1e-12))
+    d = p[p["lam"].isin(HEADLINE_LAMS) & (((p["method"] == "cr2") & ((p["alpha"] - s.alpha).abs() < 1e-12))
                                           | p["method"].isin(["knn", "mlp"]))]
     if d.empty:
         return "_(no CR², KNN or MLP operating point at the headline λ in this run)_"
@@ -156,10 +156,10 @@ def points_part(doc: Doc, s: Scenario) -> str:
             row[f"{m} [95 % CI]"] = ci_cell(getattr(r, m), getattr(r, f"{m}_lower"), getattr(r, f"{m}_upper"), ".3f")
         for m in OP_METRICS:
             sp = pick(s.spread, method=r.method, metric=m, lam=float(r.lam), benchmark="all",
-                      alpha=float(ALPHA) if r.method == "cr2" else None) if len(s.spread) else pd.DataFrame()
+                      alpha=float(s.alpha) if r.method == "cr2" else None) if len(s.spread) else pd.DataFrame()
             row[f"{m}: seeds mean ± sd"] = mean_sd(next(sp.itertuples()), ".3f") if len(sp) else "–"
         rows.append(row)
-    return (f"**Operating points, CR² at α = {ALPHA:g}, KNN and MLP** (v_operating_points_ci, "
+    return (f"**Operating points, CR² at α = {s.alpha:g}, KNN and MLP** (v_operating_points_ci, "
             f"{kept(d['n_resamples'].max())} resamples each; seeds: v_seed_spread, mean ± sd only)\n\n"
             + markdown_table(pd.DataFrame(rows)).rstrip())
 
@@ -169,26 +169,26 @@ def risk_vs_alpha(doc: Doc, s: Scenario) -> str:
     from the bootstrap of risk − α (its p from the same resamples), over seeds from the t-interval of the mean risk;
     each family the headline λ, Holm over them — the same family on both."""
     t = s.risk_tests
-    c = t[(t["method"] == "cr2") & ((t["alpha"] - ALPHA).abs() < 1e-12) & t["lam"].isin(HEADLINE_LAMS)
+    c = t[(t["method"] == "cr2") & ((t["alpha"] - s.alpha).abs() < 1e-12) & t["lam"].isin(HEADLINE_LAMS)
           & (t["benchmark"] == "all")].sort_values("lam") if len(t) else t
     if c.empty:
         return ""
     ph = holm_adjust(c["p_value"].to_numpy(float))
-    base = "; ".join(f"λ = {r.lam:g}: risk {num(r.estimate + ALPHA, '.4f')}, risk − α {num(r.estimate, '+.4f')} "
+    base = "; ".join(f"λ = {r.lam:g}: risk {num(r.estimate + s.alpha, '.4f')}, risk − α {num(r.estimate, '+.4f')} "
                      f"[{num(r.lower, '+.4f')}, {num(r.upper, '+.4f')}], {_compare(doc, r.lower, r.upper, q)}"
                      for r, q in zip(c.itertuples(), ph))
-    out = (f"CR²'s test teacher-disagreement risk at α = {ALPHA:g} over all test rows (the risk its rule bounds; 95 % "
+    out = (f"CR²'s test teacher-disagreement risk at α = {s.alpha:g} over all test rows (the risk its rule bounds; 95 % "
            f"interval of risk − α, \"larger\" / \"smaller\" only where its Holm-adjusted bootstrap p over the "
            f"{len(c)} λ is below 0.05): {base}.")
     if s.spread.empty:
         return out
     sp = s.spread[(s.spread["method"] == "cr2") & (s.spread["metric"] == "risk_all") & (s.spread["benchmark"] == "all")
-                  & ((s.spread["alpha"] - ALPHA).abs() < 1e-9) & s.spread["lam"].isin(HEADLINE_LAMS)]
+                  & ((s.spread["alpha"] - s.alpha).abs() < 1e-9) & s.spread["lam"].isin(HEADLINE_LAMS)]
     sp = sp.sort_values("lam")
-    ivs = [t_interval(m - ALPHA, sd, n) for m, sd, n in zip(sp["seed_mean"], sp["seed_sd"], sp["n_seeds"])]
+    ivs = [t_interval(m - s.alpha, sd, n) for m, sd, n in zip(sp["seed_mean"], sp["seed_sd"], sp["n_seeds"])]
     ph = holm_adjust([i.p_value for i in ivs])
     seeds = "; ".join(
-        f"λ = {lam:g}: {num(iv.mean + ALPHA, '.4f')} ± {num(iv.sd, '.4f')}, risk − α t-interval "
+        f"λ = {lam:g}: {num(iv.mean + s.alpha, '.4f')} ± {num(iv.sd, '.4f')}, risk − α t-interval "
         f"[{num(iv.lower, '+.4f')}, {num(iv.upper, '+.4f')}], "
         f"{_compare(doc, iv.lower, iv.upper, q)}" for lam, iv, q in zip(sp["lam"], ivs, ph))
     return out + (f" Over the {s.n_seeds} seeds (all rows; mean ± sd; the word from the t-interval of risk − α and its "

@@ -8,9 +8,9 @@ import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
-from cr2_cli.results import COST_ANCHOR, LAMS
+from cr2.report.headline import COST_ANCHOR, LAMS
 from cr2_cli.resultsdoc.core import HOMES, Doc
-from cr2_cli.resultsdoc.scenario_stats import ALPHA, Scenario, banner, load, name, router_target_rows, target_family
+from cr2_cli.resultsdoc.scenario_stats import Scenario, banner, load, name, router_target_rows, target_family
 
 KEY = "mmlu-pro"
 TITLE = "## Measured scenario (MMLU-Pro)"
@@ -32,13 +32,13 @@ def render(doc: Doc) -> str:
         local = view_for_run(wh, "v_local_rate", s.run_id)
         at_cost = view_for_run(wh, "v_benchmark_at_cost", s.run_id)
         by_cat = view_for_run(wh, "v_subset_at_cost", s.run_id)
-        ca = headline_results(wh, s.run_id, targets=(), cost_anchor=COST_ANCHOR, alpha=ALPHA,
+        ca = headline_results(wh, s.run_id, targets=(), cost_anchor=COST_ANCHOR, alpha=s.alpha,
                               lams=LAMS)["cost_assumptions"]
     models = models.groupby("model_id", sort=False).first().reset_index() if len(models) else models
-    cr2 = ops[(ops["method"] == "cr2") & np.isclose(ops["alpha"].fillna(-1), ALPHA)]
+    cr2 = ops[(ops["method"] == "cr2") & np.isclose(ops["alpha"].fillna(-1), s.alpha)]
     return "\n\n".join([header(s), shows(s, models, ca),
-                        models_part(models), cr2_part(cr2), fixed_part(doc, s), pareto_part(ops),
-                        risk_part(doc, risk), local_part(local), category_part(at_cost, by_cat)]) + "\n"
+                        models_part(models), cr2_part(cr2, s.alpha), fixed_part(doc, s), pareto_part(ops),
+                        risk_part(doc, risk), local_part(local, s.alpha), category_part(at_cost, by_cat)]) + "\n"
 
 
 def header(s: Scenario) -> str:
@@ -82,13 +82,13 @@ def models_part(models: pd.DataFrame) -> str:
             + markdown_table(t).rstrip())
 
 
-def cr2_part(cr2: pd.DataFrame) -> str:
+def cr2_part(cr2: pd.DataFrame, alpha: float) -> str:
     rows = cr2[cr2["lam"].isin(HEADLINE_LAMS)].sort_values("lam")
     t = pd.DataFrame({"λ": rows["lam"].map("{:g}".format), "false-accept risk": rows["risk"].map("{:.4f}".format),
                       "risk, all test rows": rows["risk_all"].map("{:.4f}".format),
                       "local rate": rows["local_rate"].map("{:.1%}".format),
                       "accuracy": rows["accuracy"].map("{:.3f}".format), "cost": rows["cost"].map("{:.3f}".format)})
-    return (f"**CR² on test at α = {ALPHA:g}** (operating_points; risk, local rate, accuracy and cost over the test "
+    return (f"**CR² on test at α = {alpha:g}** (operating_points; risk, local rate, accuracy and cost over the test "
             "queries some model solves, the paper's test set; risk also over all test rows; intervals: the section "
             "above):\n\n" + markdown_table(t, why="no CR² point at the headline λ").rstrip())
 
@@ -150,10 +150,10 @@ def risk_part(doc: Doc, risk: pd.DataFrame) -> str:
             + (f"\n\nAt every λ of the sweep: {lines}." if lines else ""))
 
 
-def local_part(local: pd.DataFrame) -> str:
-    lr = local[(local["method"] == "cr2") & np.isclose(local["alpha"].fillna(-1), ALPHA)].sort_values("lam")
+def local_part(local: pd.DataFrame, alpha: float) -> str:
+    lr = local[(local["method"] == "cr2") & np.isclose(local["alpha"].fillna(-1), alpha)].sort_values("lam")
     t = pd.DataFrame({"λ": lr["lam"].map("{:g}".format), "local rate": lr["local_rate"].map("{:.1%}".format)})
-    return f"**Local rate vs λ** (v_local_rate, CR² at α = {ALPHA:g}):\n\n" + markdown_table(t, why="no CR² rows").rstrip()
+    return f"**Local rate vs λ** (v_local_rate, CR² at α = {alpha:g}):\n\n" + markdown_table(t, why="no CR² rows").rstrip()
 
 
 def category_part(at_cost: pd.DataFrame, by_cat: pd.DataFrame) -> str:

@@ -14,7 +14,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from cr2.report.markdown import markdown_table
+from cr2.report import cells
+from cr2.report.markdown import text_table
 from cr2_cli.resultsdoc.core import Doc, counts, label_kind
 
 KEY = "pools"
@@ -25,36 +26,18 @@ LABELS_COMMAND = "python scripts/pool_label_diagnostics.py"
 RESAMPLES_LABELS = 1000  # paired resamples of the questions for the m_ref accuracy gaps (seed 0)
 
 
-# ---------------------------------------------------------------- small formatting helpers (shared)
+# ---------------------------------------------------------------- cells of the measured-pool sections (shared)
+# cr2.report.cells' rules, negative numbers written with the typeset minus sign (cells.MINUS)
 def num(v, spec: str = ".1f") -> str:
-    """A number, '–' where there is none; a minus sign for negatives."""
-    if v is None or pd.isna(v):
-        return "–"
-    return format(float(v), spec).replace("-", "−")
-
-
-def text_table(head: list[str], rows: list[list[str]], why: str = "this run has none here", *,
-               tight_empty: bool = False) -> str:
-    """Rows of cells already written as text under `head`, as a markdown table (cr2.report.markdown)."""
-    return markdown_table(pd.DataFrame(rows, columns=head, dtype=object), why=why, tight_empty=tight_empty)
+    return cells.num(v, spec, minus=cells.MINUS)
 
 
 def cell(estimate, lower, upper, spec: str = "+.1f") -> str:
-    """'estimate [lower, upper]', '–' without an estimate."""
-    if estimate is None or pd.isna(estimate):
-        return "–"
-    if lower is None or upper is None or pd.isna(lower) or pd.isna(upper):
-        return num(estimate, spec)
-    return f"{num(estimate, spec)} [{num(lower, spec)}, {num(upper, spec)}]"
+    return cells.ci_cell(estimate, lower, upper, spec, minus=cells.MINUS)
 
 
 def span(values: Iterable, spec: str = ".3f") -> str:
-    """'min–max' of the finite values ('x' when they agree, '–' when there are none)."""
-    v = [float(x) for x in values if x is not None and not pd.isna(x)]
-    if not v:
-        return "–"
-    lo, hi = num(min(v), spec), num(max(v), spec)
-    return lo if lo == hi else f"{lo} to {hi}" if min(v) < 0 else f"{lo}–{hi}"
+    return cells.span(values, spec, minus=cells.MINUS)
 
 
 def resamples_kept(values: Iterable) -> str:

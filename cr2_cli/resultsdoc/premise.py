@@ -18,6 +18,7 @@ import pandas as pd
 
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS
 from cr2.evaluation.statistics import holm_adjust, saving_verdict, spearman_permutation_test
+from cr2.report.cells import ci_cell
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, change_verdict, label_kind
 
@@ -129,11 +130,7 @@ def cells(v: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- words and cells of the tables
 def _ci(est, lo, hi) -> str:
-    if est is None or pd.isna(est):
-        return "not reached"
-    if pd.isna(lo) or pd.isna(hi):
-        return f"{est:+.1f}"
-    return f"{est:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+    return ci_cell(est, lo, hi, "+.1f", "not reached")
 
 
 def _word(doc: Doc, c, tag: str, holm: bool = True) -> str:

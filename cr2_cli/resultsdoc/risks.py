@@ -14,12 +14,11 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.statistics import holm_of_stored
-from cr2.report.tables import ci_cell
+from cr2.report.cells import ci_cell
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
-ALPHA = 0.01  # the α of the per-rule table (the paper's default α)
 PRICE_ALPHA = 0.01  # the α of the price table (`cr2 guarantees` prices at the config's grids.default_alpha)
 SCENARIOS = (("default", "Default scenario", None), ("mmlu-pro", "Measured scenario — MMLU-Pro",
                                                       "configs/mmlu-pro-measured.yaml"))
@@ -71,7 +70,7 @@ def vs_alpha(rr: pd.DataFrame, alpha: float, tests: pd.DataFrame) -> pd.DataFram
 
 
 def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
-    from warehouse.repository import eval_run, newest_eval_run, realised_risk_ci, run_intervals
+    from warehouse.repository import eval_run, newest_eval_run, realised_risk_ci, run_alpha, run_intervals
 
     if not doc.has(key):
         return f"### {title}\n\n" + doc.missing(key, "the evaluation run of the per-rule risks")
@@ -80,7 +79,8 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
         if run_id is None:
             return f"### {title}\n\n" + doc.missing(key, "a full evaluation run (`cr2 run`)")
         run = eval_run(wh, run_id)
-        rr = realised_risk_ci(wh, run_id, ALPHA, HEADLINE_LAMS)
+        alpha = run_alpha(run)  # the α the run compares at, stored with it
+        rr = realised_risk_ci(wh, run_id, alpha, HEADLINE_LAMS)
         tests = pd.concat([run_intervals(wh, run_id, m) for m in MINUS_ALPHA.values()], ignore_index=True)
     kind = label_kind(run["label_source"])
     head = (f"### {title} — {kind} labels\n\n"
@@ -89,8 +89,8 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
                "measurements" if kind == "SIMULATED" else "") + "); reproduce the warehouse with "
             f"`{HOMES[key][1]}`, this page with `make results-doc`._\n")
     if rr.empty:
-        return head + doc.missing(key, f"rows of v_realised_risk at α = {ALPHA:g} in run `{run_id}`")
-    v = vs_alpha(rr, ALPHA, tests)
+        return head + doc.missing(key, f"rows of v_realised_risk at α = {alpha:g} in run `{run_id}`")
+    v = vs_alpha(rr, alpha, tests)
     rows = []
     for r in v.itertuples():
         rows.append({"λ": f"{r.lam:g}", "rule": f"**{r.rule}**" if r.method == "cr2" else r.rule,
@@ -106,7 +106,7 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
                      f"vs α (Holm, {len(v)} tests)": doc.compare(r.d_lower, r.d_upper, r.p_holm)})
     n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())
     text = [head, f"N_test = {n_test:,} (risks), {n_eval:,} solvable (local rate, cost, accuracy); intervals: "
-                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {ALPHA:g}.\n", markdown_table(pd.DataFrame(rows))]
+                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {alpha:g}.\n", markdown_table(pd.DataFrame(rows))]
     text.append(_read_risks(doc, v))
     return "\n".join(text)
 

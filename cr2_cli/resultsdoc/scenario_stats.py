@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, t_interval
+from cr2.report import cells
 from cr2.report.tables import ROUTER_NAMES
 from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
 
 NAMES = ROUTER_NAMES
 LEARNED = ("cr2", "mlp", "embedllm", "llmrank", "llmrank-bench")  # every learned router compared with KNN
-ALPHA = 0.01  # the α the tables quote (the paper's headline α)
 
 
 def name(method: str) -> str:
@@ -28,7 +28,7 @@ def name(method: str) -> str:
 
 
 def num(v, fmt: str = "+.1f") -> str:
-    return "–" if v is None or pd.isna(v) else format(float(v), fmt)
+    return cells.num(v, fmt)
 
 
 @dataclass
@@ -48,6 +48,13 @@ class Scenario:
     spread: pd.DataFrame  # v_seed_spread of the study
     queries: dict[str, int] = field(default_factory=dict)
     risk_tests: pd.DataFrame = field(default_factory=pd.DataFrame)  # intervals rows risk_all_minus_alpha
+
+    @property
+    def alpha(self) -> float:
+        """The α the tables quote: the one the run compares at, stored with it (eval_runs.default_alpha)."""
+        from warehouse.repository import run_alpha
+
+        return run_alpha(self.run)
 
     @property
     def n_seeds(self) -> int:
@@ -133,11 +140,11 @@ def seed_family(doc: Doc, spread: pd.DataFrame) -> pd.DataFrame:
 
 
 def mean_sd(r, fmt: str = "+.1f") -> str:
-    return f"{num(r.seed_mean, fmt)} ± {num(r.seed_sd, fmt.lstrip('+'))}"
+    return cells.mean_sd_cell(r.seed_mean, r.seed_sd, fmt)
 
 
 def t_cell(r, fmt: str = "+.1f") -> str:
-    return "–" if pd.isna(r.lo) else f"[{num(r.lo, fmt)}, {num(r.hi, fmt)}]"
+    return cells.interval_cell(r.lo, r.hi, fmt)
 
 
 def pick(df: pd.DataFrame, **where) -> pd.DataFrame:

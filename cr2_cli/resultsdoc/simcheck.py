@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
+from cr2.report.markdown import text_table
 from cr2_cli.resultsdoc.core import Doc, label_kind
-from cr2_cli.resultsdoc.pools import num, span, text_table
+from cr2_cli.resultsdoc.pools import num, span
 
 V2, V1 = "simulated-irt-v2", "simulated-irt-v1"
 PHI_POOL = "phi-3-mini-4k-instruct"

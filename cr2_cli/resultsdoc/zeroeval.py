@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from cr2_cli.resultsdoc.core import Doc, label_kind
-from cr2_cli.resultsdoc.pools import (ROUTERS, cell, changed_sentence, num, savings_table, text_table, verdict_counts,
-                                      with_holm)
+from cr2.report.markdown import text_table
+from cr2_cli.resultsdoc.pools import ROUTERS, cell, changed_sentence, num, savings_table, verdict_counts, with_holm
 
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
 
