@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.compile_cache:
             compile_dir = Path(args.compile_cache).expanduser().resolve()
         else:  # a temporary home is removed at the end: keep the compiled steps in the default home's cache
-            from cr2.core.shipped import default_home
+            from cr2.config.shipped import default_home
 
             compile_dir = compile_cache(home if args.home else default_home())
         sampler.start()

@@ -22,7 +22,7 @@ from prefect import task
 from cr2.config import Config
 from cr2.core.data import RoutingSet
 from cr2.routers.fitting import fit_router
-from cr2.core.reads import config_digest
+from cr2.config.reads import config_digest
 from tasks.common import (ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_hash, catalogue_paths,
                           home_relative, in_home, stage_key, task_code_hash)
 from tasks.inputs import (artifacts_dir, baseline_threads, fit_workers, inputs_key, load_sets, remember, reusable,

@@ -17,7 +17,7 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.core.data import RoutingSet
-from cr2.core.reads import config_digest
+from cr2.config.reads import config_digest
 from tasks import ahead
 from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, home_relative, stage_key, task_code_hash
 from tasks.inputs import (artifacts_dir, cr2_trainer, dropout_dir, fit_threads, in_home, inputs_key, load_sets,
@@ -37,7 +37,7 @@ def teacher_inputs_key(config: Config, train: RoutingSet, dev: RoutingSet, code:
 
 def reusable_teacher(home: str, key: str) -> tuple[Any, dict] | None:
     """(teacher, record) fitted earlier for `key` (its training history restored), or None."""
-    from cr2.core.checkpoint import fingerprint
+    from cr2.method.checkpoint import fingerprint
     from cr2.method.teacher import load_teacher
 
     found = reusable(home, key, load_teacher, fingerprint)

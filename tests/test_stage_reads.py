@@ -19,7 +19,7 @@ import pytest
 from prefect import task
 
 from cr2.config import load_config
-from cr2.core.reads import covered, leaf_paths, value_at
+from cr2.config.reads import covered, leaf_paths, value_at
 from tests.conftest import run_stages_to_evaluate
 from tests.conftest import write_small_benchmarks
 from warehouse.db import Warehouse

@@ -25,12 +25,12 @@ NOT_BUILT = {".git", ".venv", ".hypothesis", ".pytest_cache", "var", "build", "d
 
 WHERE = '''
 import json
-import cr2, cr2.config.benchmark_catalogue, cr2.config as c, cr2.routers, cr2.core.shipped
+import cr2, cr2.config.benchmark_catalogue, cr2.config as c, cr2.routers, cr2.config.shipped
 from cr2.labels.lmeval.architectures import ARCHITECTURES_FILE
 from warehouse.db import default_home
 cfg = c.load_config()
 files = [cfg.benchmark_file(b) for b in cfg.enabled_benchmarks] + [cfg.data_path / cfg.labels.simulator.accuracy_file]
-print(json.dumps({"cr2": cr2.__file__, "in_checkout": cr2.core.shipped.IN_CHECKOUT, "default": str(c.DEFAULT_CONFIG),
+print(json.dumps({"cr2": cr2.__file__, "in_checkout": cr2.config.shipped.IN_CHECKOUT, "default": str(c.DEFAULT_CONFIG),
                   "catalogue": str(cr2.config.benchmark_catalogue.CATALOGUE_DIR), "benchmarks": cr2.config.benchmark_catalogue.available(),
                   "routers": str(cr2.routers.CATALOGUE), "architectures": str(ARCHITECTURES_FILE),
                   "data": [str(f) for f in files], "missing": [str(f) for f in files if not f.is_file()],

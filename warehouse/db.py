@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import Cr2SqlError, WarehouseError
-from cr2.core.shipped import default_home as _shipped_home
+from cr2.config.shipped import default_home as _shipped_home
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from cr2.core.boundary import InputModel, load_yaml_file
 from cr2.core.errors import ConfigError, InvalidValueError, did_you_mean
-from cr2.core.shipped import CONFIG_DIR
+from cr2.config.shipped import CONFIG_DIR
 
 CATALOGUE_DIR = CONFIG_DIR / "benchmarks"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError, InvalidValueError
-from cr2.core.names import SourceName
+from cr2.config.names import SourceName
 
 BACKENDS = ("hf", "vllm", "api")
 

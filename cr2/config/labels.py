@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from cr2.core.errors import InvalidValueError
-from cr2.core.names import SourceName
+from cr2.config.names import SourceName
 from cr2.config.benchmark_catalogue import OutputLengthDist
 from cr2.config.base import StrictModel
 from cr2.config.files import read_yaml, resolve_named

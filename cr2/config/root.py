@@ -13,7 +13,7 @@ from cr2.config import benchmark_catalogue as catalogue
 from cr2.config.benchmark_catalogue import BenchmarkDef
 from cr2.core.errors import Cr2Error, InvalidValueError
 from cr2.config.labeling import LabelingSpec
-from cr2.core.shipped import shipped_path
+from cr2.config.shipped import shipped_path
 from cr2.config.base import StrictModel
 from cr2.config.files import names_in, read_yaml, resolve_named
 from cr2.config.system import (
@@ -123,7 +123,7 @@ class Config(StrictModel):
             if sorted(self.enabled_benchmarks) != sorted(measured.benchmarks):
                 raise InvalidValueError(f"measured labels cover benchmark(s) {measured.benchmarks} only; enable exactly "
                                         f"those (enabled: {self.enabled_benchmarks})")
-            from cr2.core.names import is_simulated
+            from cr2.config.names import is_simulated
 
             if is_simulated(self.labels.source):
                 raise InvalidValueError(f"labels.source '{self.labels.source}' names simulated labels; measured labels need "

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from cr2.core.errors import ConfigError, InvalidValueError
-from cr2.core.names import ModelId, StateName
+from cr2.config.names import ModelId, StateName
 from cr2.config.base import Decibels, StrictModel, db_to_linear, dbm_to_w
 from cr2.config.files import names_in, read_yaml, resolve_named
 

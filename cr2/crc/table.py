@@ -75,7 +75,7 @@ class ThresholdTable:
     alphas: tuple[float, ...]  # [n_alpha] ascending risk levels α
     taus: np.ndarray  # [n_lam, n_alpha] float64 τ*, each exact in score_dtype; ±inf allowed
     n_calib: int  # N, calibration queries per λ
-    gate_fingerprint: str  # cr2.core.checkpoint.fingerprint of the gate whose scores were calibrated
+    gate_fingerprint: str  # cr2.method.checkpoint.fingerprint of the gate whose scores were calibrated
     dist_id: str  # the channel-state distribution of the calibration set
     label_source: str  # where the correctness labels came from
     rule: str = "crc"  # crc | empirical | ltt (| fixed | rate: the ablation's uncalibrated rules)

@@ -108,7 +108,7 @@ class CR2Router:
         return router._set_fitted(teacher, gate, tuple(model_ids))
 
     def _set_fitted(self, teacher: Any, gate: Any, model_ids: tuple[str, ...]) -> "CR2Router":
-        from cr2.core.checkpoint import fingerprint
+        from cr2.method.checkpoint import fingerprint
 
         if teacher.hparams["n_models"] != len(model_ids):
             raise DataValidationError(f"the teacher has {teacher.hparams['n_models']} heads but the pool has {len(model_ids)} models")

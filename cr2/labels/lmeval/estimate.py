@@ -39,7 +39,7 @@ import yaml
 
 from cr2.config.labeling import LabelingSpec
 from cr2.core.errors import ConfigError
-from cr2.core.shipped import CONFIG_DIR
+from cr2.config.shipped import CONFIG_DIR
 from cr2.labels.lmeval.runs import chunks
 
 GPU_RATES_FILE = CONFIG_DIR / "labeling_gpu_rates.yaml"
