@@ -138,7 +138,7 @@ def test_an_absurd_distance_is_refused_without_a_numpy_warning(ingested):
     from cr2.system.channel import MAX_DISTANCE_M, channel_gain, uplink_rate_bps
     from cr2.config import load_config
     from cr2.core.errors import DataValidationError
-    from cr2_cli.online import check_route_inputs
+    from cr2.deploy.deployment import check_route_inputs
 
     with pytest.raises(DataValidationError, match="distance_m"):
         check_route_inputs("q", None, 1.0, 0.1, 1e308)

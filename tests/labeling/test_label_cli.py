@@ -6,7 +6,7 @@ import typer
 from typer.testing import CliRunner
 
 from cr2_cli.console import friendly
-from cr2_cli.label import label_command
+from cr2_cli.commands.label import label_command
 from warehouse.db import Warehouse
 
 CONFIG = """extends: default
