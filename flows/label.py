@@ -31,7 +31,7 @@ from cr2.config import Config
 from cr2.core.errors import ConfigError, did_you_mean
 from cr2.labels.lmeval.runner import Progress
 from cr2.labels.lmeval.runs import LabelingError, ShardJob
-from cr2.config.labeling import BACKENDS, LabelingSpec, TaskRunnerSpec, labeling_spec
+from cr2.config.lmeval import BACKENDS, LabelingSpec, TaskRunnerSpec, labeling_spec
 from cr2.labels.lmeval.estimate import ModelRates, projection_table
 from tasks.label import (
     add_progress_hook,

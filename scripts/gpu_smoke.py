@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from cr2.config import load_config
-    from cr2.config.labeling import LabelingSpec
+    from cr2.config.lmeval import LabelingSpec
     from cr2.labels.lmeval.architectures import load_architectures, load_tokenizer, random_model
     from cr2.labels.lmeval.backends import hf_lm_from_model
     from cr2.labels.lmeval.estimate import measure_rates, resolve_shape

@@ -40,7 +40,7 @@ from cr2.labels.lmeval.docs import mbpp_fewshot_docs
 from cr2.labels.lmeval.estimate import ModelRates, build_lm, measure_rates, resolve_shape
 from cr2.labels.lmeval.runner import ChunkResult, Progress, run_shard
 from cr2.labels.lmeval.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 from cr2.labels.lmeval.taskdefs import task_config_hash
 from cr2.config.shipped import DATA_DIR
 from tasks.common import cache_dir

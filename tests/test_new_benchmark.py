@@ -115,7 +115,7 @@ def test_toy_benchmarks_run_through_ingest_and_prepare(toy_config, tmp_path):
 
 def test_toy_benchmarks_have_lm_eval_tasks(toy_config, tmp_path):
     from cr2.labels.lmeval.docs import build_docs
-    from cr2.config.labeling import LabelingSpec
+    from cr2.config.lmeval import LabelingSpec
     from cr2.labels.lmeval.taskdefs import task_config
 
     spec = LabelingSpec()

@@ -145,7 +145,7 @@ def test_empty_target_is_refused_even_when_optional(tmp_path, target, declared):
 
 def test_lm_eval_docs_refuse_queries_without_a_target():
     from cr2.labels.lmeval.docs import build_docs
-    from cr2.config.labeling import TemplateSpec
+    from cr2.config.lmeval import TemplateSpec
 
     rows = pd.DataFrame({"query_id": ["gsm8k/test/00000"], "benchmark": ["gsm8k"], "subset": ["test"],
                          "question": ["1 + 1?"], "choices": [None], "target": [None], "tests": [None],

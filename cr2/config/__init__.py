@@ -6,7 +6,8 @@ units once, here, at load time. Unknown keys are errors that name the key path. 
 or path and resolved at load, so the resolved config — and its hash — covers them.
 
 One module per concern: base (units, the strict model), files (finding and reading YAML), system (§IV:
-states, hardware, models, cost, channel), inputs, method, labels, evaluation, serving, root (Config) and loader;
+states, hardware, models, cost, channel), inputs, method, label_sources, evaluation, serving, root (Config) and
+loader; lmeval holds the settings of `cr2 label` (labelling with lm-evaluation-harness);
 beside them: where the shipped configs and data are (shipped), the pattern of user-given names (names) and which
 config fields a computation reads (reads).
 """
@@ -20,7 +21,7 @@ from cr2.config.inputs import BenchmarkSpec, EmbeddingSpec, SplitSpec, Tokenizer
 from cr2.config.method import (
     BaselinesSpec, CalibrationSpec, CertifySpec, FitSpec, GateSpec, GridSpec, HEADLINE_LAMS, LambdaGrid,
     RoutingSpec, TeacherSpec)
-from cr2.config.labels import (
+from cr2.config.label_sources import (
     DEFAULT_MEASURED_NAMES, OutputTokenDist, LabelSpec, MeasuredLabelsSpec, MeasuredOrigin, SimcheckSpec,
     SimulatorShape, SimulatorSpec)
 from cr2.config.evaluation import BootstrapSpec, EvaluationSpec

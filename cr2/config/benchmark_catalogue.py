@@ -56,7 +56,7 @@ class LmEvalSpec(_Strict):
 
     metric: Literal["acc", "acc_norm", "exact_match", "pass_at_1"]
     template: dict[str, Any] | None = Field(
-        None, description="fields of cr2.config.labeling.TemplateSpec; None: cr2's built-in template of this benchmark")
+        None, description="fields of cr2.config.lmeval.TemplateSpec; None: cr2's built-in template of this benchmark")
 
 
 class BenchmarkDef(_Strict):

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from cr2.config import benchmark_catalogue as catalogue
 from cr2.config.benchmark_catalogue import BenchmarkDef
 from cr2.core.errors import Cr2Error, InvalidValueError
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 from cr2.config.shipped import shipped_path
 from cr2.config.base import StrictModel
 from cr2.config.files import names_in, read_yaml, resolve_named
@@ -21,7 +21,7 @@ from cr2.config.system import (
 from cr2.config.inputs import BenchmarkSpec, EmbeddingSpec, SplitSpec, TokenizerSpec
 from cr2.config.method import (
     BaselinesSpec, CalibrationSpec, CertifySpec, FitSpec, GateSpec, GridSpec, RoutingSpec, TeacherSpec)
-from cr2.config.labels import LabelSpec, SimcheckSpec
+from cr2.config.label_sources import LabelSpec, SimcheckSpec
 from cr2.config.evaluation import EvaluationSpec
 from cr2.config.serving import ServingSpec
 
@@ -54,7 +54,7 @@ class Config(StrictModel):
     serving: ServingSpec = ServingSpec()
     simcheck: SimcheckSpec = SimcheckSpec()
     labeling: LabelingSpec | None = Field(None, description="lm-evaluation-harness labeling (docs/labeling.md); "
-                                          "None: the defaults of cr2.config.labeling")
+                                          "None: the defaults of cr2.config.lmeval")
 
     @field_validator("hardware", mode="before")
     @classmethod

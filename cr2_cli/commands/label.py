@@ -58,7 +58,7 @@ def load_labeling_file(path: Path) -> dict[str, Any]:
 def _spec(config: Any, labeling: Optional[Path], model_paths: dict[str, str]):
     from pydantic import ValidationError
 
-    from cr2.config.labeling import LabelingSpec, labeling_spec
+    from cr2.config.lmeval import LabelingSpec, labeling_spec
 
     base = labeling_spec(config)
     if labeling is None and not model_paths:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import DataValidationError
-from cr2.config.labeling import TemplateSpec
+from cr2.config.lmeval import TemplateSpec
 
 LETTERS = "ABCDEFGHIJ"
 DOCS_VERSION = "1"  # bump when the doc fields change: part of the task config hash

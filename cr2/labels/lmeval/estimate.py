@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 import yaml
 
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 from cr2.core.errors import ConfigError
 from cr2.config.shipped import CONFIG_DIR
 from cr2.labels.lmeval.runs import chunks

@@ -17,7 +17,7 @@ from typing import Any
 
 from cr2.core.errors import ConfigError
 from cr2.labels.lmeval.docs import DOCS_VERSION
-from cr2.config.labeling import SandboxSpec, TemplateSpec, output_type as benchmark_output_type
+from cr2.config.lmeval import SandboxSpec, TemplateSpec, output_type as benchmark_output_type
 
 # lm-eval's bbh zeroshot template metric (tasks/bbh/zeroshot/_zeroshot_template_yaml)
 BBH_EXACT_MATCH: dict[str, Any] = {

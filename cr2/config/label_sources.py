@@ -1,4 +1,5 @@
-"""Correctness labels: the simulator, measured label files, the sim-to-real check."""
+"""Where correctness labels come from (the config's `labels:` section): the label source, the simulator, measured
+label files, the sim-to-real check. Producing labels with lm-eval is configured in cr2/config/lmeval.py."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,6 @@
-"""Typed settings of real labeling: backend, prompt templates, sandbox, chunking, sharding, task runner.
+"""Typed settings of `cr2 label`, labelling with lm-evaluation-harness (the config's `labeling:` section or a
+labeling YAML): backend, prompt templates, sandbox, chunking, sharding, task runner. Which label source a run
+uses is configured in cr2/config/label_sources.py.
 
 `LabelingSpec()` holds working defaults, so labeling runs without a `labeling:` section in the config;
 `labeling_spec(config)` returns the config's section when it has one (see docs/labeling.md for the YAML).
