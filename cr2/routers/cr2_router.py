@@ -248,7 +248,7 @@ class CR2Router:
     ) -> ThresholdTable | GroupedThresholdTable:
         """Return the threshold table τ*(λ; α) on the calibration set `val`; also sets threshold_table_.
 
-        rule (a cr2.crc.RULE_CATALOGUE key, calibrated by cr2.crc.calibrate_table): "crc" (conformal risk control, the method: E[teacher disagreement] ≤ α
+        rule (a cr2.crc.RULE_REGISTRY key, calibrated by cr2.crc.calibrate_table): "crc" (conformal risk control, the method: E[teacher disagreement] ≤ α
         per λ), "ltt" (Learn-then-Test with `delta`: every λ's risk ≤ α at once with probability ≥ 1 − δ),
         "crc-oracle" / "ltt-oracle" and "crc-avoidable" / "ltt-avoidable" (the same on val's real labels: oracle
         disagreement, avoidable error), "empirical" (no +1 correction), "fixed" (τ = 0.5 for every cell,
