@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         queries, counts = estimate_selection.fn(config, str(home), models, benchmarks, "hf", None, spec0)
         picked = select_queries(queries, n)
         fewshot = {"mbpp": _mbpp_fewshot(config, spec0)} if "mbpp" in benchmarks else {}
-        catalogue = load_architectures(architectures)
+        shapes = load_architectures(architectures)
         payload = {
             "benchmark": "gpu_smoke", "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "tiny": args.tiny,
             "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                 stopped = True
                 break
             model_cfg = next(m for m in config.models if m.id == mid)
-            shape = resolve_shape(mid, model_cfg.hf_name, spec0.model_paths.get(mid), catalogue)
+            shape = resolve_shape(mid, model_cfg.hf_name, spec0.model_paths.get(mid), shapes)
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()

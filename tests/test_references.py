@@ -304,7 +304,7 @@ def test_python_comments_and_docstrings_are_scanned_but_code_names_are_not(tmp_p
     ("configs/my-far.yaml", None),
     ("scripts/README.md", None),
     ("docs/NO_SUCH.md", "no such file"),
-    ("configs/benchmarks/<name>.yaml", None),
+    ("configs/datasets/<name>.yaml", None),
     ("benchmarks/gpqa.parquet", None),  # a benchmark config's file entry, relative to data/
     ("benchmarks/results/gpu_smoke.json", None),
 ])

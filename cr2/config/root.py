@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from cr2.config import benchmark_catalogue as catalogue
-from cr2.config.benchmark_catalogue import BenchmarkDef
+from cr2.config import dataset_defs
+from cr2.config.dataset_defs import DatasetDef
 from cr2.core.errors import Cr2Error, InvalidValueError
 from cr2.config.lmeval import LabelingSpec
 from cr2.config.shipped import shipped_path
@@ -61,14 +61,14 @@ class Config(StrictModel):
     def _load_hw(cls, value: Any) -> Any:
         if isinstance(value, (str, Path)):
             return read_yaml(resolve_named(value, "hardware"))
-        if isinstance(value, (list, tuple)):  # several catalogue profiles: a pool mixing platforms
+        if isinstance(value, (list, tuple)):  # several hardware profiles: a pool mixing platforms
             return merge_hardware_profiles(value)
         return value
 
     @model_validator(mode="before")
     @classmethod
-    def _catalogue(cls, data: Any) -> Any:
-        """Resolve each benchmark's catalogue definition and take its defaults (L_out, simulated lengths)."""
+    def _dataset_defs(cls, data: Any) -> Any:
+        """Resolve each benchmark's dataset definition and take its defaults (L_out, simulated lengths)."""
         if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), dict):
             return data
         data = dict(data)
@@ -76,15 +76,15 @@ class Config(StrictModel):
         for name, entry in data["benchmarks"].items():
             entry = dict(entry or {})
             ref = entry.get("definition")
-            if not isinstance(ref, (BenchmarkDef, dict)):
+            if not isinstance(ref, (DatasetDef, dict)):
                 try:
-                    entry["definition"] = catalogue.resolve(str(name), ref)
+                    entry["definition"] = dataset_defs.resolve(str(name), ref)
                 except Cr2Error as exc:  # unknown name or a bad definition file
                     raise InvalidValueError(str(exc)) from None
             benchmarks[name] = entry
         data["benchmarks"] = benchmarks
-        defs = {n: (e["definition"] if isinstance(e["definition"], BenchmarkDef)
-                    else BenchmarkDef.model_validate(e["definition"])) for n, e in benchmarks.items()}
+        defs = {n: (e["definition"] if isinstance(e["definition"], DatasetDef)
+                    else DatasetDef.model_validate(e["definition"])) for n, e in benchmarks.items()}
         if isinstance(data.get("cost"), dict):
             given = dict(data["cost"].get("default_output_tokens") or {})
             data["cost"] = {**data["cost"], "default_output_tokens": {
@@ -111,7 +111,7 @@ class Config(StrictModel):
                     f"model '{m.id}' runs on platform '{m.platform}', which hardware profile "
                     f"'{self.hardware.name}' does not define (has: {', '.join(self.hardware.platforms)}); "
                     f"list the profile that defines it, `hardware: [{self.hardware.name.replace('+', ', ')}, …]` "
-                    f"merges profiles (catalogue under configs/hardware/: {names_in('hardware')})"
+                    f"merges profiles (shipped under configs/hardware/: {names_in('hardware')})"
                 )
             if m.role == "edge" and m.server_power_w is None:
                 raise InvalidValueError(f"edge model '{m.id}' needs server_power_w")
@@ -162,10 +162,10 @@ class Config(StrictModel):
     def data_path(self) -> Path:
         return shipped_path(self.data_dir)
 
-    def benchmark_def(self, name: str) -> BenchmarkDef:
-        """The catalogue entry of a benchmark of this config (or the catalogue's, for one it does not list)."""
+    def benchmark_def(self, name: str) -> DatasetDef:
+        """The dataset definition of a benchmark of this config (or the shipped one, for one it does not list)."""
         spec = self.benchmarks.get(name)
-        return spec.definition if spec is not None else catalogue.get_benchmark(name)
+        return spec.definition if spec is not None else dataset_defs.get_dataset(name)
 
     def benchmark_file(self, name: str) -> Path:
         """The benchmark's Parquet file (data_dir-relative names resolved)."""
