@@ -51,7 +51,7 @@ def _sample_texts(cfg, n: int, seed: int = 0) -> list[str]:
     texts = []
     for name in cfg.enabled_benchmarks:
         spec = cfg.benchmarks[name]
-        df = pq.read_table(cfg.data_path / spec.data_file).to_pandas()  # the catalogue's file unless overridden
+        df = pq.read_table(cfg.data_path / spec.data_file).to_pandas()  # the definition's file unless overridden
         if spec.selected_subsets is not None:
             df = df[df["subset"].isin(spec.selected_subsets)]
         take = df.iloc[np.sort(rng.choice(len(df), size=min(per, len(df)), replace=False))]

@@ -51,7 +51,7 @@ def _models(scratch: Path):
 def run_paths(model, tokenizer, batch: int, samples: dict, fewshot: dict, work: Path, repeats: int) -> dict:
     """Both paths over the same model; each repeat times every benchmark on both paths back to back (old first,
     then new, alternating the order per repeat), so a change of the machine's load hits both alike."""
-    from cr2.config.labeling import LabelingSpec
+    from cr2.config.lmeval import LabelingSpec
     from cr2.labels.lmeval.backends import hf_lm_from_model
     from cr2.labels.lmeval.runner import ChunkEvaluator
 

@@ -111,7 +111,7 @@ def main() -> None:
 
     from cr2.labels.lmeval.architectures import load_architectures, qwen3_tokenizer, random_model
     from cr2.labels.lmeval.docs import mbpp_fewshot_docs
-    from cr2.config.labeling import LabelingSpec
+    from cr2.config.lmeval import LabelingSpec
 
     n = 4 if args.quick else 16
     benchmarks = ["bbh", "mbpp"]

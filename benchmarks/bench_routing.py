@@ -11,7 +11,7 @@ at batch 1 (median over many single-query calls, each on the next query of one s
 batch 1024 (time per query). Routers take turns inside every repeat, so drift in the machine's load
 hits them alike. All run on --threads threads (torch and BLAS; default 1: a device decides one query at
 a time, and on a shared 2-core machine a multi-threaded BLAS call at batch 1 mostly measures scheduler
-contention). FLOPs are the counted ones (flops_per_query(), cr2.core.complexity convention).
+contention). FLOPs are the counted ones (flops_per_query(), cr2.method.complexity convention).
 
 Data: synthetic routing sets (cr2/evaluation/synthetic.py) with the default split sizes — 17,200 train queries
 (train + dev of the default set), so KNN searches as many vectors as in the paper's setting — or, with

@@ -1,25 +1,27 @@
 """The `cr2` command line: the app and its table of contents.
 
-Each command group lives in its own module under cr2_cli/commands/ (plus cr2_cli/label.py and the study
-modules); what they print is in cr2_cli/render.py, the consoles and the one-line errors in cr2_cli/console.py,
-the shared --config/--home options in cr2_cli/options.py. Adding a command is one module and one line here.
+Each command or command group lives in its own module under cr2_cli/commands/, named after the command
+(`cr2 label`: commands/label.py; `cr2 labels …`: commands/labels.py; `cr2 study <name>`: commands/study_<name>.py);
+what they print is in cr2_cli/render.py, the consoles and the one-line errors in cr2_cli/console.py, the shared
+--config/--home options in cr2_cli/options.py. Adding a command is one module and one line here.
 """
 from __future__ import annotations
 
 import typer
 
 from cr2_cli.commands import checks, config, deploy, labels, pipeline, query, recalibrate
+from cr2_cli.commands.label import label_command
+from cr2_cli.commands.study_pools import diagnostics_command, pools_command, simcheck_command
+from cr2_cli.commands.study_premise import premise_command
+from cr2_cli.commands.study_routers import routers_command
+from cr2_cli.commands.study_seeds import seeds_command
 from cr2_cli.console import friendly
-from cr2_cli.label import label_command
-from cr2_cli.study import study_app
-from cr2_cli.study_premise import premise_command
-from cr2_cli.study_seeds import seeds_command
-from cr2_cli.study_pools import diagnostics_command, pools_command, simcheck_command
-from cr2_cli.study_routers import routers_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="CR²: cost-aware, risk-controlled device–edge LLM routing.")
 config_app = typer.Typer(no_args_is_help=True, help="Show or check configuration files.")
 labels_app = typer.Typer(no_args_is_help=True, help="Correctness label sources: list, import.")
+study_app = typer.Typer(no_args_is_help=True, help="Studies over seeds and scenarios (Prefect flows; results in the "
+                                                  "warehouse).")
 app.add_typer(config_app, name="config")
 app.add_typer(labels_app, name="labels")
 app.add_typer(study_app, name="study")

@@ -1,5 +1,5 @@
 """Route queries online with a deployed router (CR², or a certified '<router>@<rule>'): the CLI's loaders around
-cr2.deploy.deployment.
+cr2.deploy.deployment, by (λ, α) or by target (an accuracy or a budget).
 
 cr2/deploy/deployment.py defines the deployed router (its table, the split it calibrates on, OnlineRouter, target
 selection, route-input validation); warehouse/deployment.py reads a deployment. Here: the two compose.
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cr2.config import Config
-from cr2.deploy.deployment import CR2, OnlineRouter, check_route_inputs, deployed_router  # noqa: F401  (re-exported)
+from cr2.deploy.deployment import CR2, OnlineRouter, check_route_inputs, deployed_router
 from tasks.store import cache_dir
 from warehouse.deployment import read_deployment
 
@@ -42,3 +42,13 @@ def route_query(config: Config, home: str | Path, question: str, choices: list[s
     """The deployed router's decision for one query (loads the deployed artefacts for this one call)."""
     check_route_inputs(question, choices, lam, alpha, distance_m)
     return load_online_router(config, home, router).route(question, choices, lam, alpha, distance_m, benchmark, seed)
+
+
+def route_by_target(config: Config, home: str | Path, question: str, choices: list[str] | None,
+                    target_accuracy: float | None, budget: float | None, distance_m: float | None = None,
+                    benchmark: str = "mmlu", seed: int = 0, router: OnlineRouter | None = None) -> dict:
+    """The CR² decision for one query at the operating point certified for the target (OnlineRouter.choose_target;
+    `router`: an already loaded online router, else CR²'s newest deployment in `home`)."""
+    if router is None:
+        router = load_online_router(config, home)
+    return router.route_by_target(question, choices, target_accuracy, budget, distance_m, benchmark, seed)

@@ -187,12 +187,12 @@ def print_recalibration(home: Path, out: dict, lams=HEADLINE_LAMS) -> None:
 # ------------------------------------------------------------------ deployment
 def risk_line(out: dict, alpha: float) -> str:
     """What the threshold's α bounds, in words: the rule and the risk it controls."""
-    from cr2.crc import RULE_CATALOGUE
+    from cr2.crc import RULE_REGISTRY
 
     rule = out.get("rule", "crc")
     if not out.get("risk"):
         return f"rule {rule}: uncalibrated, no risk is bounded"
-    promise = RULE_CATALOGUE[rule].promise if rule in RULE_CATALOGUE else ""
+    promise = RULE_REGISTRY[rule].promise if rule in RULE_REGISTRY else ""
     return (f"rule {rule}: α = {alpha:g} bounds the {out['risk_display']} risk ({out['risk']}) — {promise}"
             + ("; this is agreement with the teacher, not the error rate of local answers"
                if out["risk"] == "teacher-disagreement" else ""))

@@ -26,12 +26,12 @@ import pandas as pd
 from prefect import flow
 from pydantic import ValidationError
 
-from cr2.config import benchmark_catalogue as catalogue
+from cr2.config import dataset_defs
 from cr2.config import Config
 from cr2.core.errors import ConfigError, did_you_mean
 from cr2.labels.lmeval.runner import Progress
 from cr2.labels.lmeval.runs import LabelingError, ShardJob
-from cr2.config.labeling import BACKENDS, LabelingSpec, TaskRunnerSpec, labeling_spec
+from cr2.config.lmeval import BACKENDS, LabelingSpec, TaskRunnerSpec, labeling_spec
 from cr2.labels.lmeval.estimate import ModelRates, projection_table
 from tasks.label import (
     add_progress_hook,
@@ -160,8 +160,8 @@ def _selection(config: Config, spec: LabelingSpec, overrides: dict[str, Any], mo
             raise did_you_mean("model", m, config.model_ids)
     bench = list(benchmarks) if benchmarks else config.enabled_benchmarks
     for b in bench:
-        if b not in config.benchmarks and b not in catalogue.available():
-            raise did_you_mean("benchmark", b, sorted(set(config.benchmarks) | set(catalogue.available())))
+        if b not in config.benchmarks and b not in dataset_defs.available():
+            raise did_you_mean("benchmark", b, sorted(set(config.benchmarks) | set(dataset_defs.available())))
     return spec, model_ids, bench
 
 

@@ -104,7 +104,7 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
     same questions (same text, same encoder) are copied before prepare, so nothing is embedded twice."""
     from cr2.core.errors import InvalidValueError
     from cr2.studies.pools import load_pool_rule, pool_overrides, select_pools
-    from cr2.core.shipped import shipped_path
+    from cr2.config.shipped import shipped_path
     from flows.ingest import ingest
     from flows.prepare import prepare
     from tasks.common import file_hash

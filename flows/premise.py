@@ -139,7 +139,7 @@ def premise_report(config: Config, home: Path, sid: str) -> str:
 
 def task_runner(kind: str = "threads", workers: int = 1, dask_address: str | None = None) -> Any:
     """The Prefect task runner the cells fan out on: threads (default, `workers` at once) or a Dask cluster."""
-    from cr2.config.labeling import TaskRunnerSpec
+    from cr2.config.lmeval import TaskRunnerSpec
     from flows.label import build_task_runner
 
     if kind == "threads":

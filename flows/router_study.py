@@ -40,7 +40,7 @@ SCENARIOS = {"default": ScenarioHome(None, "var"),
 
 
 def _study_path(path: str) -> Path:
-    from cr2.core.shipped import shipped_path
+    from cr2.config.shipped import shipped_path
 
     p = Path(path)
     return p if p.is_absolute() or p.is_file() else shipped_path(path)

@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from cr2.config import load_config
-    from cr2.config.labeling import LabelingSpec
+    from cr2.config.lmeval import LabelingSpec
     from cr2.labels.lmeval.architectures import load_architectures, load_tokenizer, random_model
     from cr2.labels.lmeval.backends import hf_lm_from_model
     from cr2.labels.lmeval.estimate import measure_rates, resolve_shape
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.compile_cache:
             compile_dir = Path(args.compile_cache).expanduser().resolve()
         else:  # a temporary home is removed at the end: keep the compiled steps in the default home's cache
-            from cr2.core.shipped import default_home
+            from cr2.config.shipped import default_home
 
             compile_dir = compile_cache(home if args.home else default_home())
         sampler.start()
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         queries, counts = estimate_selection.fn(config, str(home), models, benchmarks, "hf", None, spec0)
         picked = select_queries(queries, n)
         fewshot = {"mbpp": _mbpp_fewshot(config, spec0)} if "mbpp" in benchmarks else {}
-        catalogue = load_architectures(architectures)
+        shapes = load_architectures(architectures)
         payload = {
             "benchmark": "gpu_smoke", "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "tiny": args.tiny,
             "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 stopped = True
                 break
             model_cfg = next(m for m in config.models if m.id == mid)
-            shape = resolve_shape(mid, model_cfg.hf_name, spec0.model_paths.get(mid), catalogue)
+            shape = resolve_shape(mid, model_cfg.hf_name, spec0.model_paths.get(mid), shapes)
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()

@@ -41,7 +41,7 @@ ABLATION_GATE = Artefact("ablation-gate-fit", Reads(config=(
 def _fit_jobs(config: Config, home: str, teacher, train, dev) -> tuple[dict, dict, dict]:
     """Per ablated gate: its artefact key (ABLATION_GATE, the frozen `teacher`, the ablation), the gate fitted
     earlier for it (or None) and the fit job that makes it."""
-    from cr2.core.checkpoint import fingerprint
+    from cr2.method.checkpoint import fingerprint
     from cr2.method.gate import load_gate
 
     params = {k: v for k, v in cr2_router(config).get_params().items() if k not in ("teacher_spec", "gate_spec")}

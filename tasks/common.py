@@ -3,7 +3,7 @@
 Prefect's default cache policy includes the flow-run id, so it caches only within one run. Each cr2 task
 is instead one `Stage`: the task, the reads it declares, and the files its result points at. A stage's
 `Reads` name, in one place, everything its task reads:
-  - the config fields (dotted paths; cr2.core.reads),
+  - the config fields (dotted paths; cr2.config.reads),
   - the warehouse rows (`Rows`: a table with a filter and columns; `RoutingRows`: the routing view),
   - the files (benchmark files, accuracy targets),
   - the tables whose rows its upstream results name (their content fingerprints are in those results),
@@ -39,7 +39,7 @@ from typing import Any
 from prefect import Task
 
 from cr2.core.hashing import bytes_array, content_fingerprint
-from cr2.core.reads import TrackedConfig, config_digest, undeclared
+from cr2.config.reads import TrackedConfig, config_digest, undeclared
 from tasks.store import cache_key
 
 from warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
@@ -412,7 +412,7 @@ class ReadCheck:
 
 def tracked_run(stage: Stage, config: Any, home: str | Path, *inputs: Any) -> ReadCheck:
     """Run the stage's task body (no Prefect, no cache) and its key on a read-tracking view of the config
-    (cr2.core.reads.TrackedConfig) and of the warehouse (warehouse.db.recording_reads); `.verify()` on the returned
+    (cr2.config.reads.TrackedConfig) and of the warehouse (warehouse.db.recording_reads); `.verify()` on the returned
     check fails on any read outside the stage's Reads."""
     from warehouse.db import recording_reads
 

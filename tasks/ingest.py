@@ -37,7 +37,7 @@ def build_query_frame(config: Config, home: Path) -> pd.DataFrame:
 
 
 def validation_view(config: Config, df: pd.DataFrame) -> pd.DataFrame:
-    """Columns the GX `queries` suite checks against each benchmark's catalogue entry (options, target, tests)."""
+    """Columns the GX `queries` suite checks against each benchmark's dataset definition (options, target, tests)."""
     defs = {b: config.benchmark_def(b) for b in set(df["benchmark"])}
     return pd.concat([df, answer_checks(defs, df)], axis=1)
 

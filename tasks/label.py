@@ -40,10 +40,10 @@ from cr2.labels.lmeval.docs import mbpp_fewshot_docs
 from cr2.labels.lmeval.estimate import ModelRates, build_lm, measure_rates, resolve_shape
 from cr2.labels.lmeval.runner import ChunkResult, Progress, run_shard
 from cr2.labels.lmeval.runs import BenchmarkJob, ShardJob, run_id, run_key, select_queries, shard_of
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 from cr2.labels.lmeval.taskdefs import task_config_hash
 from cr2.core.files import atomic_write
-from cr2.core.shipped import DATA_DIR
+from cr2.config.shipped import DATA_DIR
 from tasks.store import cache_dir
 from warehouse.db import Warehouse
 from warehouse.labels import (LABEL_COLUMNS, done_query_ids, finish_label_run, label_runs, label_task_queries,

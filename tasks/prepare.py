@@ -121,7 +121,7 @@ def simulate_labels_task(config: Config, home: str) -> dict:
     """SIMULATED correctness labels y_m(x) and output lengths (docs/labels.md) under the configured simulator
     (simulated-irt-v1, or simulated-irt-v2 with its fitted shape)."""
     from cr2.inputs.embed import router_texts
-    from cr2.labels.simulator import load_accuracy_targets, simulate_labels, with_catalogue_targets
+    from cr2.labels.simulator import load_accuracy_targets, simulate_labels, with_dataset_targets
 
     source = config.labels.source
     if source not in SIMULATED_SOURCES:
@@ -131,7 +131,7 @@ def simulate_labels_task(config: Config, home: str) -> dict:
         emb = query_embeddings(wh, config.embedding.store_name) if source == "simulated-irt-v2" else None
     sim = config.labels.simulator
     targets = load_accuracy_targets(config.data_path / sim.accuracy_file, config.models)
-    targets = with_catalogue_targets(targets, config.models, {
+    targets = with_dataset_targets(targets, config.models, {
         b: spec.definition.simulated.accuracy_pct for b, spec in config.benchmarks.items()
         if spec.definition.simulated is not None})
     choices = _choices(q["choices"])

@@ -37,7 +37,7 @@ def fit_teacher(config: Config, train, dev) -> Any:
 
 def reusable_teacher(home: str, key: str) -> tuple[Any, dict] | None:
     """(teacher, record) fitted earlier for `key` (its training history restored), or None."""
-    from cr2.core.checkpoint import fingerprint
+    from cr2.method.checkpoint import fingerprint
     from cr2.method.teacher import load_teacher
 
     found = reusable(home, TEACHER, key, load_teacher, fingerprint)

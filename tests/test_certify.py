@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from cr2.routers.certify import (CertifiedRouter, calibrate_certified, calibration_risks, certifiable_routers,
                          certified_decisions, certified_name, margin_score, one_shot_decisions, parse_certified_name)
-from cr2.crc import RULE_CATALOGUE, RULES, ThresholdTable, ltt_delta_per_lam, ltt_max_risky_count, max_risky_count
+from cr2.crc import RULE_REGISTRY, RULES, ThresholdTable, ltt_delta_per_lam, ltt_max_risky_count, max_risky_count
 from cr2.core.data import RoutingSet
 from cr2.core.errors import DataValidationError, InvalidValueError, UncalibratedOperatingPointError, UnknownNameError
 from cr2.evaluation.metrics import resplit_risk
@@ -21,7 +21,7 @@ DELTA = 0.1
 # ---------------------------------------------------------------- (a) exact and valid for an arbitrary score
 def _allowed(rule: str, n: int, alpha: float, n_lam: int = 1) -> int:
     """The rule's count k of risky calibration points it may accept (−1: none, not even with d = 0)."""
-    spec = RULE_CATALOGUE[rule]
+    spec = RULE_REGISTRY[rule]
     if spec.needs_delta:
         return int(ltt_max_risky_count(n, np.array([alpha]), ltt_delta_per_lam(DELTA, n_lam))[0])
     return int(max_risky_count(n, np.array([alpha]), spec.procedure)[0])
@@ -48,7 +48,7 @@ def arbitrary_scores(draw):
 def test_every_rule_threshold_is_exact_for_an_arbitrary_score(case, rule):
     scores, risks, alpha = case
     n = len(scores)
-    delta = DELTA if RULE_CATALOGUE[rule].needs_delta else None
+    delta = DELTA if RULE_REGISTRY[rule].needs_delta else None
     table = calibrate_certified(scores[:, None], risks[:, None], [1.0], [alpha], fingerprint="fp", dist_id="d",
                                 label_source="s", rule=rule, delta=delta)
     tau = float(table.taus[0, 0])

@@ -98,7 +98,7 @@ def test_f9_state_distribution_and_model_names_follow_the_same_pattern(ingested,
 
     from cr2.config import load_config, load_state_distribution
     from cr2.core.errors import ConfigError
-    from cr2.core.names import NAME_PATTERN
+    from cr2.config.names import NAME_PATTERN
 
     states = load_state_distribution("default").model_dump(mode="json")
     bad = tmp_path / "bad-states.yaml"
@@ -138,7 +138,7 @@ def test_an_absurd_distance_is_refused_without_a_numpy_warning(ingested):
     from cr2.system.channel import MAX_DISTANCE_M, channel_gain, uplink_rate_bps
     from cr2.config import load_config
     from cr2.core.errors import DataValidationError
-    from cr2_cli.online import check_route_inputs
+    from cr2.deploy.deployment import check_route_inputs
 
     with pytest.raises(DataValidationError, match="distance_m"):
         check_route_inputs("q", None, 1.0, 0.1, 1e308)
@@ -158,7 +158,7 @@ def test_f9_recalibrate_refuses_a_markup_state_name_before_writing(prefect_harne
     import yaml
 
     from cr2.config import load_state_distribution
-    from cr2.core.names import NAME_PATTERN
+    from cr2.config.names import NAME_PATTERN
 
     bad = tmp_path / "cell.yaml"
     bad.write_text(yaml.safe_dump({**load_state_distribution("default").model_dump(mode="json"), "name": "[/x]cell"}))

@@ -187,7 +187,7 @@ def test_p5_every_float_field_of_the_config_refuses_nan_and_infinity():
     from pydantic import ValidationError
 
     from cr2.config import Config
-    from cr2.core.reads import leaf_paths, value_at
+    from cr2.config.reads import leaf_paths, value_at
 
     cfg = load_config()
     floats = [p for p in leaf_paths(cfg) if isinstance(value_at(cfg, p), float)]

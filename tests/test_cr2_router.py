@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from cr2.core.checkpoint import fingerprint
+from cr2.method.checkpoint import fingerprint
 from cr2.config import GateSpec, TeacherSpec
 from cr2.crc import calibrate_threshold
 from cr2.core.data import Router

@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional as F
 
 from cr2.config import GateSpec
-from cr2.core.checkpoint import fingerprint
+from cr2.method.checkpoint import fingerprint
 from cr2.evaluation.synthetic import make_routing_set
 from cr2.method.dropout import ReplayDropout, mask_stream, stream_key_parts
 from cr2.method.gate import fit_gate, gate_mask_stream

@@ -67,7 +67,7 @@ def test_bad_inputs_are_clear_errors(gate, emb):
 
 
 def test_device_gate_fused_reads_the_export_and_equals_its_scores(gate, emb, tmp_path):
-    from cr2.core.checkpoint import fingerprint
+    from cr2.method.checkpoint import fingerprint
     from cr2.crc import calibrate_table
     from cr2.deploy.export import export_gate
     from cr2.deploy.runtime import DeviceGate

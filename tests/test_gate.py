@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from cr2.core.checkpoint import fingerprint
+from cr2.method.checkpoint import fingerprint
 from cr2.config import GateSpec
 from cr2.method.gate import MarginGate, fit_gate, gate_loss, load_gate, save_gate
 from cr2.method.utility import sign_label, teacher_margin

@@ -1,4 +1,4 @@
-"""Adding a benchmark is one catalogue YAML + its data file (docs/new_benchmark.md).
+"""Adding a benchmark is one dataset definition (YAML) + its data file (docs/new_benchmark.md).
 
 Two toy benchmarks — multiple choice with 3 to 5 options, and generative — are defined in a temporary folder,
 outside configs/ and data/, and run through ingest and prepare with simulated labels; the labeler builds their
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cr2.config import benchmark_catalogue as catalogue
+from cr2.config import dataset_defs
 from cr2.config import load_config
 from cr2.core.errors import ConfigError, DataValidationError
 from tasks.ingest import ingest_queries
@@ -68,7 +68,7 @@ def _toy_frames() -> dict[str, pd.DataFrame]:
 @pytest.fixture()
 def toy_config(tmp_path, small_data_dir):
     """A config whose only benchmarks are the two toys, defined and stored under tmp_path."""
-    cat, data = tmp_path / "catalogue", tmp_path / "toydata"
+    cat, data = tmp_path / "datasets", tmp_path / "toydata"
     cat.mkdir()
     data.mkdir()
     for name, frame in _toy_frames().items():
@@ -82,13 +82,13 @@ def toy_config(tmp_path, small_data_dir):
                        "toy_mc": {"definition": str(cat / "toy_mc.yaml")},
                        "toy_gen": {"definition": str(cat / "toy_gen.yaml")}},
     })
-    catalogue._REGISTERED.pop("toy_mc", None)
-    catalogue._REGISTERED.pop("toy_gen", None)
+    dataset_defs._REGISTERED.pop("toy_mc", None)
+    dataset_defs._REGISTERED.pop("toy_gen", None)
 
 
 def test_toy_benchmarks_run_through_ingest_and_prepare(toy_config, tmp_path):
     home = tmp_path / "home"
-    assert "toy_mc" not in {p.stem for p in catalogue.CATALOGUE_DIR.glob("*.yaml")}  # nothing added to configs/
+    assert "toy_mc" not in {p.stem for p in dataset_defs.DATASETS_DIR.glob("*.yaml")}  # nothing added to configs/
     summary = ingest_queries.fn(toy_config, str(home))
     assert {b: v["queries"] for b, v in summary["benchmarks"].items()} == {"toy_mc": N, "toy_gen": N}
     for i, step in enumerate((embed_queries, assign_splits_task, sample_states_task, simulate_labels_task,
@@ -100,11 +100,11 @@ def test_toy_benchmarks_run_through_ingest_and_prepare(toy_config, tmp_path):
                        JOIN queries q USING (query_id) GROUP BY ALL""")
         n_costs = wh.scalar("SELECT count(*) FROM costs")
         n_emb = wh.scalar("SELECT count(*) FROM embeddings")
-    # the catalogue's prompt: 'Q: ' + question + one '(X) option' line each + 'Answer:' — five options cost more tokens
+    # the definition's prompt: 'Q: ' + question + one '(X) option' line each + 'Answer:' — five options cost more tokens
     five = q[(q["benchmark"] == "toy_mc") & (q["n_choices"] == 5)]["prompt_tokens"].min()
     three = q[(q["benchmark"] == "toy_mc") & (q["n_choices"] == 3)]["prompt_tokens"].max()
     assert five > three > 0
-    # simulated labels hit the catalogue's target accuracies exactly (rank cut: round(acc·n) correct)
+    # simulated labels hit the definition's target accuracies exactly (rank cut: round(acc·n) correct)
     got = {(r.benchmark, r.model_id): round(r.acc * N) for r in acc.itertuples()}
     assert got[("toy_mc", "qwen3-1.7b")] == 12 and got[("toy_mc", "qwen3-14b")] == 24
     assert got[("toy_gen", "qwen3-4b")] == 10 and got[("toy_gen", "qwen3-14b")] == 18
@@ -115,7 +115,7 @@ def test_toy_benchmarks_run_through_ingest_and_prepare(toy_config, tmp_path):
 
 def test_toy_benchmarks_have_lm_eval_tasks(toy_config, tmp_path):
     from cr2.labels.lmeval.docs import build_docs
-    from cr2.config.labeling import LabelingSpec
+    from cr2.config.lmeval import LabelingSpec
     from cr2.labels.lmeval.taskdefs import task_config
 
     spec = LabelingSpec()

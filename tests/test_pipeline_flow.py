@@ -325,7 +325,7 @@ def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_
     from warehouse.repository import load_threshold_table
     from tasks.guarantees import check_guarantees
     from cr2_cli.online import load_online_router
-    from cr2_cli.targets import route_by_target
+    from cr2_cli.online import route_by_target
 
     cfg = load_config(pipeline["cfg"])
     home = str(pipeline["home"])

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cr2.crc import RISKS, RULE_CATALOGUE, RULES, calibrate_table, max_risky_count, rule_risk, rule_spec
+from cr2.crc import RISKS, RULE_REGISTRY, RULES, calibrate_table, max_risky_count, rule_risk, rule_spec
 from cr2.core.data import Decisions, RoutingSet
 from cr2.evaluation.metrics import (avoidable_error_per_query, avoidable_error_risk, local_accuracy, local_accuracy_terms,
                          oracle_disagreement_per_query, oracle_disagreement_risk, risk_per_query)
@@ -102,16 +102,16 @@ def test_metric_rows_carry_the_realised_risks_for_every_method():
     assert v["avoidable_risk"] == pytest.approx(1 / 5) and v["avoidable_risk_all"] == pytest.approx(1 / 6)
 
 
-# ---------------------------------------------------------------- the rule catalogue
-def test_one_rule_catalogue_names_the_risk_of_every_rule():
+# ---------------------------------------------------------------- the rule registry
+def test_one_rule_registry_names_the_risk_of_every_rule():
     import cr2.routers.cr2_router as cr2_router
 
     assert {"crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoidable"} <= set(RULES)
-    assert not hasattr(cr2_router, "CALIBRATION_RULES")  # the router reads cr2.crc's catalogue, it keeps no list of its own
+    assert not hasattr(cr2_router, "CALIBRATION_RULES")  # the router reads cr2.crc's registry, it keeps no list of its own
     assert rule_risk("crc").name == "teacher-disagreement" and rule_risk("ltt-oracle").name == "oracle-disagreement"
     assert rule_risk("crc-avoidable").display == "avoidable error" and rule_risk("fixed") is None
     assert rule_spec("ltt-avoidable").needs_delta and not rule_spec("crc-oracle").needs_delta
-    assert {r.risk for r in RULE_CATALOGUE.values() if r.risk} == set(RISKS)
+    assert {r.risk for r in RULE_REGISTRY.values() if r.risk} == set(RISKS)
     with pytest.raises(LookupError, match="did you mean 'crc-oracle'"):
         rule_spec("crc-orcale")
     # the same count k as their procedure: only the risk label differs

@@ -145,7 +145,7 @@ def test_sections_render_on_small_stored_studies_with_backed_words_only(homes, t
 
 
 def test_equal_risk_pools_table_tests_across_pools_with_no_per_pool_words(homes):
-    from cr2_cli.study_pools import equal_risk_pools_markdown
+    from cr2_cli.commands.study_pools import equal_risk_pools_markdown
 
     text = equal_risk_pools_markdown(homes["pools"], "pools-x")
     assert "| resamples per pool interval |" in text and "per-pool 95 % CI" not in text

@@ -57,7 +57,7 @@ def test_fit_predict_save_load(name, fitted, sets, tmp_path):
     p_hat = router.predict_proba(test)
     assert p_hat.shape == (len(test), test.n_models) and p_hat.dtype == np.float32
     assert np.all((p_hat >= 0) & (p_hat <= 1)) and np.all(np.isfinite(p_hat))
-    from cr2.core.complexity import knn_flops
+    from cr2.method.complexity import knn_flops
 
     # every candidate runs the KNN search (at least), and counts it
     assert router.n_params() >= 0 and router.flops_per_query() >= knn_flops(test.embedding.shape[1], len(sets["train"]))
@@ -208,7 +208,7 @@ def test_knn_stack_training_features_are_leave_one_out(fitted, sets):
     m = train.n_models
     np.testing.assert_array_equal(router._train_inputs(train)[1][:, -m:].numpy(), loo)
     np.testing.assert_array_equal(router._inputs(test)[1][:, -m:].numpy(), knn.predict_proba(test))
-    from cr2.core.complexity import knn_flops
+    from cr2.method.complexity import knn_flops
     from cr2.routers.mlp import mlp_flops
 
     n_cost = len(router.cost_columns_)

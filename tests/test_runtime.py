@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cr2.core.checkpoint import fingerprint
+from cr2.method.checkpoint import fingerprint
 from cr2.config import GateSpec
 from cr2.crc import accept, calibrate_table
 from cr2.core.errors import DataValidationError, FingerprintMismatchError, UncalibratedOperatingPointError

@@ -44,7 +44,7 @@ def _stub_route_by_target(config, home, question, choices, target_accuracy, budg
 @pytest.fixture(scope="module")
 def base_url():
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("cr2_cli.targets.route_by_target", _stub_route_by_target)
+        mp.setattr("cr2_cli.online.route_by_target", _stub_route_by_target)
         with running(FaultUpstream(), port=UPSTREAM_PORT), running(APP) as base:
             yield base
 

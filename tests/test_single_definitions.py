@@ -11,9 +11,9 @@ CODE_DIRS = ("cr2", "cr2_cli", "tasks", "flows", "warehouse", "benchmarks", "scr
 
 # (what, pattern of a re-coded copy, the one file allowed to hold it)
 SINGLE = [
-    ("the simulated-source test (cr2.labels.is_simulated)", r"startswith\(\s*['\"]simulated", "cr2/core/names.py"),
+    ("the simulated-source test (cr2.labels.is_simulated)", r"startswith\(\s*['\"]simulated", "cr2/config/names.py"),
     ("the headline λ (cr2.config.HEADLINE_LAMS)", r"0\.5,\s*2(\.0)?,\s*8(\.0)?\b", "cr2/config/method.py"),
-    ("the calibration rule list (cr2.crc.RULE_CATALOGUE)", r"\bCALIBRATION_RULES\b", None),
+    ("the calibration rule list (cr2.crc.RULE_REGISTRY)", r"\bCALIBRATION_RULES\b", None),
 ]
 
 

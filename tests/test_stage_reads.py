@@ -21,7 +21,7 @@ import pytest
 from prefect import task
 
 from cr2.config import load_config
-from cr2.core.reads import covered, leaf_paths, value_at
+from cr2.config.reads import covered, leaf_paths, value_at
 from tests.conftest import run_stages_to_evaluate
 from tests.conftest import write_small_benchmarks
 from warehouse.db import Warehouse
@@ -213,8 +213,8 @@ def test_the_artefact_fits_read_only_what_their_declarations_name(small_config, 
     """The artefacts' declarations are complete: the teacher's fit and the ablated gates' fit jobs (everything those
     fits are given), run on a read-tracking view of the config, read no config field outside their Reads; and the
     teacher, declared without costs, never reads one (fitted on rows with other costs, it is the same teacher)."""
-    from cr2.core.checkpoint import fingerprint
-    from cr2.core.reads import TrackedConfig, undeclared
+    from cr2.method.checkpoint import fingerprint
+    from cr2.config.reads import TrackedConfig, undeclared
     from cr2.evaluation.synthetic import make_routing_set
     from tasks.ablation import ABLATION_GATE, _fit_jobs
     from tasks.common import COST_FIELDS

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from cr2.core.checkpoint import fingerprint
+from cr2.method.checkpoint import fingerprint
 from cr2.config import TeacherSpec
 from cr2.core.errors import DataValidationError
 from cr2.method.gate import MarginGate, save_gate

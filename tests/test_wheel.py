@@ -25,13 +25,13 @@ NOT_BUILT = {".git", ".venv", ".hypothesis", ".pytest_cache", "var", "build", "d
 
 WHERE = '''
 import json
-import cr2, cr2.config.benchmark_catalogue, cr2.config as c, cr2.routers, cr2.core.shipped
+import cr2, cr2.config.dataset_defs, cr2.config as c, cr2.routers, cr2.config.shipped
 from cr2.labels.lmeval.architectures import ARCHITECTURES_FILE
 from warehouse.db import default_home
 cfg = c.load_config()
 files = [cfg.benchmark_file(b) for b in cfg.enabled_benchmarks] + [cfg.data_path / cfg.labels.simulator.accuracy_file]
-print(json.dumps({"cr2": cr2.__file__, "in_checkout": cr2.core.shipped.IN_CHECKOUT, "default": str(c.DEFAULT_CONFIG),
-                  "catalogue": str(cr2.config.benchmark_catalogue.CATALOGUE_DIR), "benchmarks": cr2.config.benchmark_catalogue.available(),
+print(json.dumps({"cr2": cr2.__file__, "in_checkout": cr2.config.shipped.IN_CHECKOUT, "default": str(c.DEFAULT_CONFIG),
+                  "datasets": str(cr2.config.dataset_defs.DATASETS_DIR), "benchmarks": cr2.config.dataset_defs.available(),
                   "routers": str(cr2.routers.CATALOGUE), "architectures": str(ARCHITECTURES_FILE),
                   "data": [str(f) for f in files], "missing": [str(f) for f in files if not f.is_file()],
                   "home": str(default_home())}))
@@ -96,7 +96,7 @@ def test_installed_cr2_finds_its_files_in_the_venv_not_the_checkout(installed):
     assert where["in_checkout"] is False
     assert not where["missing"], f"shipped data missing from the wheel: {where['missing']}"
     assert "mmlu" in where["benchmarks"] and "mmlu_pro" in where["benchmarks"]
-    for key in ("cr2", "default", "catalogue", "routers", "architectures"):
+    for key in ("cr2", "default", "datasets", "routers", "architectures"):
         assert Path(where[key]).is_relative_to(venv), f"{key}: {where[key]} is not the installed wheel's"
     assert all(Path(p).is_relative_to(venv) for p in where["data"]), where["data"]
     assert Path(where["home"]) == elsewhere.resolve() / "var"  # the default home outside a checkout: ./var

@@ -5,7 +5,7 @@ block is one `cr2` command run through the CLI. The guide's folder `my-pool/` be
 the repository root, where the guide says to run; removed afterwards), the only change made to its text.
 
 Also here: the pieces the guide relies on — optional gold targets (null accepted where the
-catalogue entry says so, refused with a clear message elsewhere, empty strings refused always), the schema 3 → 4
+dataset definition says so, refused with a clear message elsewhere, empty strings refused always), the schema 3 → 4
 migration that lets `queries.target` be NULL, several hardware profiles in one config, and the closed-set type.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_guide_has_the_whole_path():
 @pytest.mark.slow
 @pytest.mark.flow
 def test_guide_runs_as_written(prefect_harness, monkeypatch):
-    """Every block of docs/your_pool.md, in order: catalogue entry, questions, config, ingest, import, run,
+    """Every block of docs/your_pool.md, in order: dataset definition, questions, config, ingest, import, run,
     results, sql — on 240 toy questions and four models (≈ 2–4 min on a busy 2-core machine)."""
     from typer.testing import CliRunner
 
@@ -121,7 +121,7 @@ def _ingest(tmp_path, definition):
     return ingest_queries.fn(cfg, str(home)), home
 
 
-def test_null_target_needs_the_catalogue_to_say_optional(tmp_path):
+def test_null_target_needs_the_dataset_definition_to_say_optional(tmp_path):
     from warehouse.db import Warehouse
 
     _toy_questions(tmp_path, [None, "2", None])
@@ -145,7 +145,7 @@ def test_empty_target_is_refused_even_when_optional(tmp_path, target, declared):
 
 def test_lm_eval_docs_refuse_queries_without_a_target():
     from cr2.labels.lmeval.docs import build_docs
-    from cr2.config.labeling import TemplateSpec
+    from cr2.config.lmeval import TemplateSpec
 
     rows = pd.DataFrame({"query_id": ["gsm8k/test/00000"], "benchmark": ["gsm8k"], "subset": ["test"],
                          "question": ["1 + 1?"], "choices": [None], "target": [None], "tests": [None],
@@ -210,7 +210,7 @@ def test_closed_set_answers_are_checked_against_choices_or_answer_set(tmp_path):
     _toy_questions(tmp_path, ["(C)", "12"], choices=[["(A)", "(B)"], ["10", "12", "14"]])
     with pytest.raises(DataValidationError, match=r"target '\(C\)' not among its answers \['\(A\)', '\(B\)'\]"):
         _ingest(tmp_path, definition)
-    from cr2.config.benchmark_catalogue import read_definition
+    from cr2.config.dataset_defs import read_definition
 
     path = tmp_path / "toy_acc.yaml"
     path.write_text("file: x.parquet\nanswer: closed-set\nlm_eval: {metric: acc}\ndefault_output_tokens: 4\n")

@@ -1,5 +1,5 @@
 """The ZeroEval data: the shipped copies, the GSM8K / CRUXEval / MATH-L5 benchmark files derived from
-them, and their catalogue entries."""
+them, and their dataset definitions."""
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from cr2.config import benchmark_catalogue as catalogue
+from cr2.config import dataset_defs
 from cr2.config import REPO_ROOT
 from cr2.core.errors import DataValidationError
 from cr2.labels.zeroeval import BENCHMARKS, zeroeval_benchmark_frame
@@ -37,7 +37,7 @@ def test_benchmark_file_is_the_conversion_of_the_questions(questions, name):
     for col in ("query_id", "subset", "question", "target", "source_benchmark", "source_item_id"):
         assert (shipped[col].to_numpy() == fresh[col].to_numpy()).all(), col
     assert shipped["target"].str.strip().ne("").all()
-    definition = catalogue.get_benchmark(name)
+    definition = dataset_defs.get_dataset(name)
     assert definition.answer == "generative" and definition.file == f"benchmarks/{name}.parquet"
 
 

@@ -40,7 +40,7 @@ import pandas as pd
 
 from cr2.core.errors import Cr2SqlError, WarehouseError
 from cr2.core.files import atomic_write, replace_dir, temp_sibling
-from cr2.core.shipped import default_home as _shipped_home
+from cr2.config.shipped import default_home as _shipped_home
 
 log = logging.getLogger(__name__)
 

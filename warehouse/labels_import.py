@@ -16,7 +16,7 @@ import pandas as pd
 from cr2.core.errors import DataValidationError
 from cr2.labels import LABEL_SOURCES
 from cr2.labels.imported import validate_imported_labels
-from cr2.core.names import check_name
+from cr2.config.names import check_name
 from warehouse.db import Warehouse
 from warehouse.files import parse_table, read_table_bytes
 

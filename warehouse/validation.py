@@ -32,7 +32,7 @@ def _queries(ctx: dict) -> list[tuple[str, dict]]:
         ("ExpectColumnValuesToBeInSet", {"column": "benchmark", "value_set": list(ctx["benchmarks"])}),
         ("ExpectColumnValuesToNotBeNull", {"column": "question"}),
         ("ExpectColumnValuesToBeBetween", {"column": "prompt_tokens", "min_value": 1}),
-        # against each query's catalogue entry (configs/benchmarks/): option count, target among the options, tests
+        # against each query's dataset definition (configs/datasets/): option count, target among the options, tests
         # (each column is 'ok' or a description of the problem, cr2.inputs.datasets.answer_checks)
         ("ExpectColumnValuesToBeInSet", {"column": "choices_ok", "value_set": ["ok"]}),
         ("ExpectColumnValuesToBeInSet", {"column": "target_ok", "value_set": ["ok"]}),

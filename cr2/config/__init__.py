@@ -6,9 +6,12 @@ units once, here, at load time. Unknown keys are errors that name the key path. 
 or path and resolved at load, so the resolved config — and its hash — covers them.
 
 One module per concern: base (units, the strict model), files (finding and reading YAML), system (§IV:
-states, hardware, models, cost, channel), inputs, method, labels, evaluation, serving, root (Config) and loader.
+states, hardware, models, cost, channel), inputs, method, label_sources, evaluation, serving, root (Config) and
+loader; lmeval holds the settings of `cr2 label` (labelling with lm-evaluation-harness);
+beside them: where the shipped configs and data are (shipped), the pattern of user-given names (names) and which
+config fields a computation reads (reads).
 """
-from cr2.core.shipped import CONFIG_DIR, REPO_ROOT
+from cr2.config.shipped import CONFIG_DIR, REPO_ROOT
 from cr2.config.base import StrictModel, db_to_linear, dbm_to_w
 from cr2.config.files import format_validation, names_in, read_yaml, resolve_named
 from cr2.config.system import (
@@ -18,7 +21,7 @@ from cr2.config.inputs import BenchmarkSpec, EmbeddingSpec, SplitSpec, Tokenizer
 from cr2.config.method import (
     BaselinesSpec, CalibrationSpec, CertifySpec, FitSpec, GateSpec, GridSpec, HEADLINE_LAMS, LambdaGrid,
     RoutingSpec, TeacherSpec)
-from cr2.config.labels import (
+from cr2.config.label_sources import (
     DEFAULT_MEASURED_NAMES, OutputTokenDist, LabelSpec, MeasuredLabelsSpec, MeasuredOrigin, SimcheckSpec,
     SimulatorShape, SimulatorSpec)
 from cr2.config.evaluation import BootstrapSpec, EvaluationSpec

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cr2.core.errors import ConfigError
-from cr2.core.shipped import CONFIG_DIR, shipped_path
+from cr2.config.shipped import CONFIG_DIR, shipped_path
 
 
 

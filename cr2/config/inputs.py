@@ -6,20 +6,20 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from cr2.config.benchmark_catalogue import BenchmarkDef
+from cr2.config.dataset_defs import DatasetDef
 from cr2.core.errors import InvalidValueError
 from cr2.config.base import StrictModel
 
 
 class BenchmarkSpec(StrictModel):
-    """A benchmark selected for the run: its catalogue definition (configs/benchmarks/) plus this config's choices."""
+    """A benchmark selected for the run: its dataset definition (configs/datasets/) plus this config's choices."""
 
     enabled: bool = True
-    definition: BenchmarkDef = Field(description="the catalogue entry; in YAML a path to a definition file, "
-                                                 "default configs/benchmarks/<name>.yaml")
-    file: str | None = Field(None, description="Parquet file, relative to data_dir (None: the catalogue's)")
+    definition: DatasetDef = Field(description="the dataset definition; in YAML a path to a definition file, "
+                                                 "default configs/datasets/<name>.yaml")
+    file: str | None = Field(None, description="Parquet file, relative to data_dir (None: the definition's)")
     subsets: list[str] | Literal["all"] | None = Field(
-        None, description="subsets to keep: a list, 'all', or None for the catalogue's default")
+        None, description="subsets to keep: a list, 'all', or None for the definition's default")
 
     @property
     def data_file(self) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cr2.core.errors import ConfigError
-from cr2.core.shipped import CONFIG_DIR, shipped_path
+from cr2.config.shipped import CONFIG_DIR, shipped_path
 from cr2.config.files import format_validation, read_yaml, resolve_named
 from cr2.config.system import StateDistribution
 from cr2.config.root import Config

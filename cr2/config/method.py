@@ -97,7 +97,7 @@ class RoutingSpec(StrictModel):
 class CalibrationSpec(StrictModel):
     """Which guarantee the threshold table carries (docs/guarantees.md): crc, ltt over the λ grid, Mondrian groups."""
 
-    rule: str = Field("crc", description="a catalogued rule (cr2.crc.RULE_CATALOGUE): crc: E[teacher disagreement] ≤ α "
+    rule: str = Field("crc", description="a registered rule (cr2.crc.RULE_REGISTRY): crc: E[teacher disagreement] ≤ α "
                       "per λ (paper); ltt: with probability ≥ 1 − δ every λ at once; empirical: no +1 (ablation); "
                       "crc-oracle / ltt-oracle: the same on oracle disagreement with the real labels; crc-avoidable / "
                       "ltt-avoidable: on avoidable errors (device wrong, an edge model right)")
@@ -135,7 +135,7 @@ class CertifySpec(StrictModel):
     alphas: list[float] = Field(default_factory=lambda: [0.005, 0.01, 0.02, 0.05], min_length=1,
                                 description="risk levels α every certified router is calibrated at (each in (0, 1))")
     rules: list[str] = Field(default_factory=lambda: ["crc", "crc-oracle", "crc-avoidable"], min_length=1,
-                             description="calibrated rules (cr2.crc.RULE_CATALOGUE): a certified router per rule")
+                             description="calibrated rules (cr2.crc.RULE_REGISTRY): a certified router per rule")
     routers: list[str] | None = Field(None, description="routers to certify (catalogue names; 'cr2' certifies CR²'s "
                                       "gate score); null: every configured baseline that predicts p̂, and cr2")
     delta: float | None = Field(None, gt=0, lt=1, description="the ltt rules only: P(some λ's threshold has risk > α) ≤ δ")

@@ -9,11 +9,11 @@ from typing import Any
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from cr2.config import benchmark_catalogue as catalogue
-from cr2.config.benchmark_catalogue import BenchmarkDef
+from cr2.config import dataset_defs
+from cr2.config.dataset_defs import DatasetDef
 from cr2.core.errors import Cr2Error, InvalidValueError
-from cr2.config.labeling import LabelingSpec
-from cr2.core.shipped import shipped_path
+from cr2.config.lmeval import LabelingSpec
+from cr2.config.shipped import shipped_path
 from cr2.config.base import StrictModel
 from cr2.config.files import names_in, read_yaml, resolve_named
 from cr2.config.system import (
@@ -21,7 +21,7 @@ from cr2.config.system import (
 from cr2.config.inputs import BenchmarkSpec, EmbeddingSpec, SplitSpec, TokenizerSpec
 from cr2.config.method import (
     BaselinesSpec, CalibrationSpec, CertifySpec, FitSpec, GateSpec, GridSpec, RoutingSpec, TeacherSpec)
-from cr2.config.labels import LabelSpec, SimcheckSpec
+from cr2.config.label_sources import LabelSpec, SimcheckSpec
 from cr2.config.evaluation import EvaluationSpec
 from cr2.config.serving import ServingSpec
 
@@ -54,21 +54,21 @@ class Config(StrictModel):
     serving: ServingSpec = ServingSpec()
     simcheck: SimcheckSpec = SimcheckSpec()
     labeling: LabelingSpec | None = Field(None, description="lm-evaluation-harness labeling (docs/labeling.md); "
-                                          "None: the defaults of cr2.config.labeling")
+                                          "None: the defaults of cr2.config.lmeval")
 
     @field_validator("hardware", mode="before")
     @classmethod
     def _load_hw(cls, value: Any) -> Any:
         if isinstance(value, (str, Path)):
             return read_yaml(resolve_named(value, "hardware"))
-        if isinstance(value, (list, tuple)):  # several catalogue profiles: a pool mixing platforms
+        if isinstance(value, (list, tuple)):  # several hardware profiles: a pool mixing platforms
             return merge_hardware_profiles(value)
         return value
 
     @model_validator(mode="before")
     @classmethod
-    def _catalogue(cls, data: Any) -> Any:
-        """Resolve each benchmark's catalogue definition and take its defaults (L_out, simulated lengths)."""
+    def _dataset_defs(cls, data: Any) -> Any:
+        """Resolve each benchmark's dataset definition and take its defaults (L_out, simulated lengths)."""
         if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), dict):
             return data
         data = dict(data)
@@ -76,15 +76,15 @@ class Config(StrictModel):
         for name, entry in data["benchmarks"].items():
             entry = dict(entry or {})
             ref = entry.get("definition")
-            if not isinstance(ref, (BenchmarkDef, dict)):
+            if not isinstance(ref, (DatasetDef, dict)):
                 try:
-                    entry["definition"] = catalogue.resolve(str(name), ref)
+                    entry["definition"] = dataset_defs.resolve(str(name), ref)
                 except Cr2Error as exc:  # unknown name or a bad definition file
                     raise InvalidValueError(str(exc)) from None
             benchmarks[name] = entry
         data["benchmarks"] = benchmarks
-        defs = {n: (e["definition"] if isinstance(e["definition"], BenchmarkDef)
-                    else BenchmarkDef.model_validate(e["definition"])) for n, e in benchmarks.items()}
+        defs = {n: (e["definition"] if isinstance(e["definition"], DatasetDef)
+                    else DatasetDef.model_validate(e["definition"])) for n, e in benchmarks.items()}
         if isinstance(data.get("cost"), dict):
             given = dict(data["cost"].get("default_output_tokens") or {})
             data["cost"] = {**data["cost"], "default_output_tokens": {
@@ -111,7 +111,7 @@ class Config(StrictModel):
                     f"model '{m.id}' runs on platform '{m.platform}', which hardware profile "
                     f"'{self.hardware.name}' does not define (has: {', '.join(self.hardware.platforms)}); "
                     f"list the profile that defines it, `hardware: [{self.hardware.name.replace('+', ', ')}, …]` "
-                    f"merges profiles (catalogue under configs/hardware/: {names_in('hardware')})"
+                    f"merges profiles (shipped under configs/hardware/: {names_in('hardware')})"
                 )
             if m.role == "edge" and m.server_power_w is None:
                 raise InvalidValueError(f"edge model '{m.id}' needs server_power_w")
@@ -123,7 +123,7 @@ class Config(StrictModel):
             if sorted(self.enabled_benchmarks) != sorted(measured.benchmarks):
                 raise InvalidValueError(f"measured labels cover benchmark(s) {measured.benchmarks} only; enable exactly "
                                         f"those (enabled: {self.enabled_benchmarks})")
-            from cr2.core.names import is_simulated
+            from cr2.config.names import is_simulated
 
             if is_simulated(self.labels.source):
                 raise InvalidValueError(f"labels.source '{self.labels.source}' names simulated labels; measured labels need "
@@ -162,10 +162,10 @@ class Config(StrictModel):
     def data_path(self) -> Path:
         return shipped_path(self.data_dir)
 
-    def benchmark_def(self, name: str) -> BenchmarkDef:
-        """The catalogue entry of a benchmark of this config (or the catalogue's, for one it does not list)."""
+    def benchmark_def(self, name: str) -> DatasetDef:
+        """The dataset definition of a benchmark of this config (or the shipped one, for one it does not list)."""
         spec = self.benchmarks.get(name)
-        return spec.definition if spec is not None else catalogue.get_benchmark(name)
+        return spec.definition if spec is not None else dataset_defs.get_dataset(name)
 
     def benchmark_file(self, name: str) -> Path:
         """The benchmark's Parquet file (data_dir-relative names resolved)."""

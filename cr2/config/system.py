@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from cr2.core.errors import ConfigError, InvalidValueError
-from cr2.core.names import ModelId, StateName
+from cr2.config.names import ModelId, StateName
 from cr2.config.base import Decibels, StrictModel, db_to_linear, dbm_to_w
 from cr2.config.files import names_in, read_yaml, resolve_named
 
@@ -143,7 +143,7 @@ class CostSpec(StrictModel):
     e0_j: float = Field(gt=0, description="energy scale E0, J")
     default_output_tokens: dict[str, float] = Field(
         default_factory=dict, description="L_out per benchmark when no label run recorded output lengths, tokens "
-        "(default: the catalogue's default_output_tokens, configs/benchmarks/<name>.yaml)"
+        "(default: the definition's default_output_tokens, configs/datasets/<name>.yaml)"
     )
 
     @model_validator(mode="after")
@@ -170,7 +170,7 @@ def merge_hardware_profiles(refs: list[Any]) -> dict[str, Any]:
     """One hardware profile from several (names under configs/hardware/, paths or mappings), platforms merged in
     order; a platform two profiles define differently is an error naming both (so no figure silently wins)."""
     if not refs:
-        raise ConfigError("hardware: an empty list; name at least one profile (catalogue: " + names_in("hardware") + ")")
+        raise ConfigError("hardware: an empty list; name at least one profile (shipped: " + names_in("hardware") + ")")
     names, descriptions, platforms, owner = [], [], {}, {}
     for ref in refs:
         data = read_yaml(resolve_named(ref, "hardware")) if isinstance(ref, (str, Path)) else dict(ref)

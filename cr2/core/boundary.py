@@ -1,7 +1,7 @@
 """The input boundary: every text, number and YAML document that enters cr2 from outside is checked here.
 
 HTTP bodies (cr2_cli/serve), command-line arguments (cr2_cli/main.py), routed queries (cr2.deploy.deployment) and
-configuration / catalogue files all pass through these functions, so one rule decides what is accepted:
+configuration / dataset-definition files all pass through these functions, so one rule decides what is accepted:
 
 - text is well-formed Unicode that encodes to UTF-8: no lone surrogates (JSON "\\ud83d", or the surrogate
   escapes Python gives non-UTF-8 command-line bytes), refused with the field's name;
@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from cr2.core.errors import InvalidValueError
 
-MAX_YAML_BYTES = 1 << 20  # a configuration or catalogue file; the shipped ones are a few kB
+MAX_YAML_BYTES = 1 << 20  # a configuration or dataset-definition file; the shipped ones are a few kB
 MAX_YAML_NODES = 100_000  # scalars + collections after every alias is expanded (the default config has ~1,000)
 MAX_YAML_DEPTH = 64
 MAX_MAGNITUDE = 1e300  # integers beyond this would overflow (or nearly) as floats: refused before conversion
@@ -284,8 +284,8 @@ _BOUND_PAIRS = ((re.compile(r"min"), "max"), (re.compile(r"(.+)_min"), r"\1_max"
 
 
 class InputModel(BaseModel):
-    """The base of every model cr2 validates read input with (configuration sections, states, hardware, catalogue
-    entries): unknown keys are errors, every number is finite (NaN and ±infinity are refused in every float field,
+    """The base of every model cr2 validates read input with (configuration sections, states, hardware, dataset
+    definitions): unknown keys are errors, every number is finite (NaN and ±infinity are refused in every float field,
     inside lists and mappings too, free-form ones such as router parameters included), and a lower bound never
     exceeds the upper bound it pairs with by name."""
 

@@ -26,9 +26,9 @@ Every rule ends in the same form — "accept at most k risky calibration points"
 the same exact next-score-above v_{k+1}; the rules differ only in k (max_risky_count / ltt_max_risky_count).
 
 The package (only numpy is imported, so the calibration, evaluation and device paths stay light):
-    registry.py    RULE_CATALOGUE and RISKS: every rule's name, procedure and the risk it controls
+    registry.py    RULE_REGISTRY and RISKS: every rule's name, procedure and the risk it controls
     rules.py       one function per rule: (scores, risks, α) → τ; LTT p-values; minimum calibration sizes
-    table.py       ThresholdTable (the shipped artefact) and calibrate_table (any catalogued rule)
+    table.py       ThresholdTable (the shipped artefact) and calibrate_table (any registered rule)
     mondrian.py    GroupedThresholdTable, calibrate_group_tables, and table_from_records: the one loader
                    of stored threshold records, pooled or Mondrian
 Argument mistakes (a bad α, δ, shape or rule/table combination) raise InvalidValueError; bad data (NaN
@@ -41,7 +41,7 @@ from cr2.crc.registry import (  # noqa: F401
     LAM_RTOL,
     RISKS,
     RULES,
-    RULE_CATALOGUE,
+    RULE_REGISTRY,
     TABLE_RULES,
     RiskSpec,
     Rule,
@@ -87,7 +87,7 @@ __all__ = [
     "LAM_RTOL",
     "RISKS",
     "RULES",
-    "RULE_CATALOGUE",
+    "RULE_REGISTRY",
     "TABLE_RULES",
     "RiskSpec",
     "Rule",

@@ -1,7 +1,7 @@
-"""The catalogue of threshold rules and of the risk each one controls — the one list every caller reads.
+"""The registry of threshold rules and of the risk each one controls — the one list every caller reads.
 
 config `calibration.rule`, `cr2 calibrate --rule`, the `thresholds` table, CR2Router.calibrate and the
-device export all name a RULE_CATALOGUE key; docs/guarantees.md says which rule to choose.
+device export all name a RULE_REGISTRY key; docs/guarantees.md says which rule to choose.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ FIXED_THRESHOLD = 0.5  # the uncalibrated baseline rule: accept iff s ≥ 0.5
 LAM_RTOL = 1e-9  # relative tolerance when matching a requested λ (or α) to the calibrated grid
 
 
-# ---------------------------------------------------------------- the catalogue: rules and the risk each controls
+# ---------------------------------------------------------------- the registry: rules and the risk each controls
 @dataclass(frozen=True)
 class RiskSpec:
     """A 0/1 risk label r_i(λ) a calibration rule can control: R(τ) = E[r · 1[s ≥ τ]]."""
@@ -38,7 +38,7 @@ RISKS: dict[str, RiskSpec] = {r.name: r for r in (
 
 @dataclass(frozen=True)
 class RuleSpec:
-    """A catalogued threshold rule: how many risky calibration points it may accept (procedure) and which risk."""
+    """A registered threshold rule: how many risky calibration points it may accept (procedure) and which risk."""
 
     name: str  # what config `calibration.rule`, `cr2 calibrate --rule` and the `thresholds` table say
     procedure: str  # crc | empirical | ltt (the count k of accepted risky points) | fixed | rate (uncalibrated)
@@ -54,7 +54,7 @@ class RuleSpec:
         return self.procedure in ("crc", "empirical", "ltt")
 
 
-RULE_CATALOGUE: dict[str, RuleSpec] = {r.name: r for r in (
+RULE_REGISTRY: dict[str, RuleSpec] = {r.name: r for r in (
     RuleSpec("crc", "crc", "teacher-disagreement", "E[teacher disagreement] ≤ α per λ (paper)"),
     RuleSpec("empirical", "empirical", "teacher-disagreement", "teacher disagreement d/N ≤ α on val (ablation; no guarantee)"),
     RuleSpec("ltt", "ltt", "teacher-disagreement", "P(every λ has teacher disagreement ≤ α) ≥ 1 − δ"),
@@ -66,18 +66,18 @@ RULE_CATALOGUE: dict[str, RuleSpec] = {r.name: r for r in (
     RuleSpec("fixed", "fixed", None, "τ = 0.5 (uncalibrated; no guarantee)"),
     RuleSpec("rate", "rate", None, "a fixed local rate f on val (uncalibrated; no guarantee)"),
 )}
-Rule = str  # a RULE_CATALOGUE key
-RULES = tuple(name for name, r in RULE_CATALOGUE.items() if r.calibrated)  # what calibrate_table computes
-TABLE_RULES = tuple(RULE_CATALOGUE)  # what a ThresholdTable may hold
+Rule = str  # a RULE_REGISTRY key
+RULES = tuple(name for name, r in RULE_REGISTRY.items() if r.calibrated)  # what calibrate_table computes
+TABLE_RULES = tuple(RULE_REGISTRY)  # what a ThresholdTable may hold
 
 
 def rule_spec(rule: str) -> RuleSpec:
-    """Return the catalogued rule; an unknown name is an error with a did-you-mean and the list."""
-    if rule not in RULE_CATALOGUE:
+    """Return the registered rule; an unknown name is an error with a did-you-mean and the list."""
+    if rule not in RULE_REGISTRY:
         from cr2.core.errors import did_you_mean
 
-        raise did_you_mean("calibration rule", rule, list(RULE_CATALOGUE))
-    return RULE_CATALOGUE[rule]
+        raise did_you_mean("calibration rule", rule, list(RULE_REGISTRY))
+    return RULE_REGISTRY[rule]
 
 
 def rule_risk(rule: str) -> RiskSpec | None:
@@ -87,9 +87,9 @@ def rule_risk(rule: str) -> RiskSpec | None:
 
 
 def rule_for(procedure: str, risk: str) -> str:
-    """Return the catalogued rule with this procedure (crc | empirical | ltt) and risk, e.g. ("crc", "avoidable-error")."""
-    for r in RULE_CATALOGUE.values():
+    """Return the registered rule with this procedure (crc | empirical | ltt) and risk, e.g. ("crc", "avoidable-error")."""
+    for r in RULE_REGISTRY.values():
         if r.procedure == procedure and r.risk == risk:
             return r.name
-    raise InvalidValueError(f"no catalogued rule controls '{risk}' with procedure '{procedure}'")
+    raise InvalidValueError(f"no registered rule controls '{risk}' with procedure '{procedure}'")
 

@@ -1,6 +1,6 @@
 """The shipped artefact: ThresholdTable τ*(λ; α) over a λ × α grid, bound to the gate it calibrates.
 
-calibrate_table builds one for any catalogued rule (crc, empirical, ltt, fixed, rate); to_records /
+calibrate_table builds one for any registered rule (crc, empirical, ltt, fixed, rate); to_records /
 from_records are the tidy form the warehouse and the router bundle store (cr2.crc.table_from_records
 reads pooled and Mondrian records alike).
 """
@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from cr2.crc.registry import LAM_RTOL, RULE_CATALOGUE, TABLE_RULES, Rule, rule_spec
+from cr2.crc.registry import LAM_RTOL, RULE_REGISTRY, TABLE_RULES, Rule, rule_spec
 from cr2.crc.rules import _scores_array, calibrate_thresholds, fixed_threshold, ltt_delta_per_lam, rate_threshold
 from cr2.core.errors import (DataValidationError, FingerprintMismatchError, InvalidValueError,
                         UncalibratedOperatingPointError)
@@ -75,7 +75,7 @@ class ThresholdTable:
     alphas: tuple[float, ...]  # [n_alpha] ascending risk levels α
     taus: np.ndarray  # [n_lam, n_alpha] float64 τ*, each exact in score_dtype; ±inf allowed
     n_calib: int  # N, calibration queries per λ
-    gate_fingerprint: str  # cr2.core.checkpoint.fingerprint of the gate whose scores were calibrated
+    gate_fingerprint: str  # cr2.method.checkpoint.fingerprint of the gate whose scores were calibrated
     dist_id: str  # the channel-state distribution of the calibration set
     label_source: str  # where the correctness labels came from
     rule: str = "crc"  # crc | empirical | ltt (| fixed | rate: the ablation's uncalibrated rules)
@@ -87,7 +87,7 @@ class ThresholdTable:
         if self.rule not in TABLE_RULES:
             raise InvalidValueError(f"unknown calibration rule '{self.rule}'; available: {', '.join(TABLE_RULES)}")
         delta = _optional(self.delta)
-        needs_delta = RULE_CATALOGUE[self.rule].needs_delta
+        needs_delta = RULE_REGISTRY[self.rule].needs_delta
         if needs_delta and (delta is None or not 0.0 < float(delta) < 1.0):
             raise InvalidValueError(f"an '{self.rule}' threshold table needs δ ∈ (0, 1), got {self.delta!r}")
         if not needs_delta and delta is not None:
@@ -142,7 +142,7 @@ class ThresholdTable:
     # ------------------------------------------------------------ composition and persistence
     def merge(self, other: "ThresholdTable") -> "ThresholdTable":
         """Return a table with the λ rows of both (same α grid, gate, calibration set); `other` wins on shared λ."""
-        if RULE_CATALOGUE[self.rule].needs_delta or RULE_CATALOGUE[other.rule].needs_delta:
+        if RULE_REGISTRY[self.rule].needs_delta or RULE_REGISTRY[other.rule].needs_delta:
             raise InvalidValueError(
                 "LTT threshold tables cannot be merged: the family-wise correction (δ over the λ grid) covers only "
                 "the λ they were calibrated with; recalibrate with every λ at once (`cr2 calibrate --rule ltt --lam …`)"

@@ -257,7 +257,7 @@ def export_gate(gate: Any, table: ThresholdTable | GroupedThresholdTable, out_di
     import torch
 
     import cr2
-    from cr2.core.checkpoint import fingerprint
+    from cr2.method.checkpoint import fingerprint
 
     gate_fp = fingerprint(gate)
     table.check_fingerprint(gate_fp)

@@ -3,7 +3,7 @@ deploy").
 
 Inputs: the pairwise mean savings of every certified router against every other at one rule and the default α
 (cr2.evaluation.equal_risk, question "pairwise": both orders of every pair, Holm over that family) and each router's
-FLOPs per decision (cr2.core.complexity's convention). The rule:
+FLOPs per decision (cr2.method.complexity's convention). The rule:
 
 1. a router is *beaten* where some other router is detectably cheaper than it (its Holm-corrected verdict
    "cheaper" against it, or the router's own verdict "dearer" against that one);

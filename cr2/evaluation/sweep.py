@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cr2.crc import (RULE_CATALOGUE, calibrate_thresholds, empirical_threshold, fixed_threshold, ltt_delta_per_lam,
+from cr2.crc import (RULE_REGISTRY, calibrate_thresholds, empirical_threshold, fixed_threshold, ltt_delta_per_lam,
                      rate_threshold, rule_spec)
 from cr2.core.data import Decisions, RoutingSet
 from cr2.evaluation.metrics import PER_QUERY_METRICS, MetricInputs, false_defers, local_accuracy, resplit_risk
@@ -112,7 +112,7 @@ COMPARED_RULES = ("ltt", "crc-oracle", "crc-avoidable", "ltt-oracle", "ltt-avoid
 
 def rule_thresholds(rule: str, s_val: np.ndarray, val: RoutingSet, val_proba: np.ndarray, lam: float,
                     alphas: Sequence[float], *, delta: float | None, n_lam: int) -> np.ndarray:
-    """τ(λ; α) of a catalogued rule on the calibration split at one λ > 0, [n_alpha] (LTT at δ / n_lam per λ)."""
+    """τ(λ; α) of a registered rule on the calibration split at one λ > 0, [n_alpha] (LTT at δ / n_lam per λ)."""
     spec = rule_spec(rule)
     r_val = risk_label(spec.risk, lam, proba=val_proba, decision_cost=val.decision_cost, correct=val.correct,
                        cost=val.cost)
@@ -315,8 +315,8 @@ RISK_RULE_COLOURS = {"ltt": "#16a085", "crc-oracle": "#d35400", "crc-avoidable":
 def _derived(method: str) -> tuple[str, str, str] | None:
     if method in DERIVED_METHODS:
         return DERIVED_METHODS[method]
-    if method.startswith("cr2-") and method[4:] in RULE_CATALOGUE and RULE_CATALOGUE[method[4:]].calibrated:
-        rule = RULE_CATALOGUE[method[4:]]
+    if method.startswith("cr2-") and method[4:] in RULE_REGISTRY and RULE_REGISTRY[method[4:]].calibrated:
+        rule = RULE_REGISTRY[method[4:]]
         from cr2.crc import RISKS
 
         return ("cr2-risk-rule", f"CR² {rule.name} ({RISKS[rule.risk].display})", RISK_RULE_COLOURS.get(rule.name, "#c0392b"))

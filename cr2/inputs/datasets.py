@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cr2.config.benchmark_catalogue import BenchmarkDef
+from cr2.config.dataset_defs import DatasetDef
 from cr2.config import Config
 from cr2.core.errors import DataValidationError
 
@@ -96,14 +96,14 @@ def content_hashes(df: pd.DataFrame) -> list[str]:
 
 
 def prompt_texts(config: Config, df: pd.DataFrame) -> list[str]:
-    """The zero-shot prompt of every query (its benchmark's catalogue template), whose tokens are L_in(x)."""
+    """The zero-shot prompt of every query (its benchmark's dataset-definition template), whose tokens are L_in(x)."""
     defs = {b: config.benchmark_def(b) for b in set(df["benchmark"])}
     return [defs[b].prompt_text(q, c) for b, q, c in zip(df["benchmark"], df["question"], df["choices"])]
 
 
-def target_problem(query_id: str, benchmark: str, definition: BenchmarkDef, target: Any, n_choices: int,
+def target_problem(query_id: str, benchmark: str, definition: DatasetDef, target: Any, n_choices: int,
                    choices: Any = None) -> str:
-    """'ok', or what is wrong with a query's gold target under its catalogue entry: a missing target where the
+    """'ok', or what is wrong with a query's gold target under its dataset definition: a missing target where the
     entry says `target: required`, an empty or blank string (a missing answer is null, never ''), or a
     multiple-choice target that is not a letter among the query's own options, a closed-set target that is not one
     of the query's choices (else the entry's answer_set)."""
@@ -112,11 +112,11 @@ def target_problem(query_id: str, benchmark: str, definition: BenchmarkDef, targ
         if definition.target == "optional":
             return "ok"
         return (f"{query_id}: no target; benchmark '{benchmark}' requires a gold answer (a benchmark whose labels are "
-                "imported may declare `target: optional` in its catalogue entry, docs/your_pool.md)")
+                "imported may declare `target: optional` in its dataset definition, docs/your_pool.md)")
     if not isinstance(target, str) or not target.strip():
         return (f"{query_id}: empty target {target!r}; give the gold answer, or leave it null"
                 + (" (the entry says `target: optional`)" if definition.target == "optional"
-                   else f" and declare `target: optional` in configs/benchmarks/{benchmark}.yaml"))
+                   else f" and declare `target: optional` in configs/datasets/{benchmark}.yaml"))
     if definition.multiple_choice:
         letters = definition.letters[:n_choices]
         if len(target) != 1 or target not in letters:
@@ -125,14 +125,14 @@ def target_problem(query_id: str, benchmark: str, definition: BenchmarkDef, targ
         allowed = [str(c) for c in choices] if n_choices else definition.answer_set
         if not allowed:
             return (f"{query_id}: a closed-set benchmark needs the query's `choices` or the entry's `answer_set` "
-                    f"(configs/benchmarks/{benchmark}.yaml)")
+                    f"(configs/datasets/{benchmark}.yaml)")
         if target not in allowed:
             return f"{query_id}: target {target!r} not among its answers {allowed[:6]}{' …' if len(allowed) > 6 else ''}"
     return "ok"
 
 
-def answer_checks(defs: dict[str, BenchmarkDef], df: pd.DataFrame) -> pd.DataFrame:
-    """Per query, what the `queries` suite checks against its catalogue entry, each as 'ok' or a description of
+def answer_checks(defs: dict[str, DatasetDef], df: pd.DataFrame) -> pd.DataFrame:
+    """Per query, what the `queries` suite checks against its dataset definition, each as 'ok' or a description of
     the problem (so a failure shows the offending values): choices_ok (option count within the entry's range),
     target_ok (`target_problem`: present unless optional, never blank, a letter among the options for multiple
     choice), tests_ok (≥ 1 test)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from cr2.core.errors import did_you_mean
-from cr2.core.names import is_simulated  # noqa: F401  (defined beside the other name rules; re-exported here)
+from cr2.config.names import is_simulated  # noqa: F401  (defined beside the other name rules; re-exported here)
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 
 __all__ = ["LABEL_SOURCES", "SIMULATED_SOURCE", "SIMULATED_SOURCE_V2", "get_label_source", "is_simulated", "label_note"]

@@ -3,7 +3,7 @@
 Two pure conversions, no I/O:
 
 - `mmlu_pro_benchmark_frame`: the MMLU-Pro questions (question_id, question, options_json, answer,
-  category, …) as a benchmark file of the catalogue (data/benchmarks/mmlu_pro.parquet: query_id,
+  category, …) as a benchmark file (data/benchmarks/mmlu_pro.parquet: query_id,
   benchmark, subset, question, choices, target, tests, test_setup);
 - `join_measured_labels`: the per-(model, item) outputs of any measured pool as the long table
   `cr2 labels import` takes (query_id, model, correct, output_tokens) for the pool's models, matched to the
@@ -93,7 +93,7 @@ def join_measured_labels(outputs: pd.DataFrame, queries: pd.DataFrame, on: Mappi
     """Labels of any measured pool as the import table: query_id, model (pool id), correct, output_tokens.
 
     outputs: one row per (model, item): `model`, `correct`, `generated_chars` and the key columns (keys of `on`);
-    queries: the ingested queries: query_id, benchmark (catalogue name), the key columns (values of `on`);
+    queries: the ingested queries: query_id, benchmark (dataset name), the key columns (values of `on`);
     on: outputs column → queries column that together identify an item (labels.measured.join);
     model_names: pool model id → name in the outputs, or {benchmark: name};
     chars_per_token: one factor or {benchmark: factor}. Every pool model must answer every query exactly once.

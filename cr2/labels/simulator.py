@@ -160,10 +160,10 @@ def load_accuracy_targets(path: str | Path, models: Sequence[ModelSpec] | Sequen
     return out
 
 
-def with_catalogue_targets(targets: Mapping[tuple[str, str], float], models: Sequence[ModelSpec],
+def with_dataset_targets(targets: Mapping[tuple[str, str], float], models: Sequence[ModelSpec],
                            accuracy_pct: Mapping[str, Mapping[str, float]]) -> dict[tuple[str, str], float]:
-    """`targets` completed from the benchmarks' catalogue entries ({benchmark: {model name: %}}, the
-    `simulated.accuracy_pct` of configs/benchmarks/<name>.yaml) for pairs the accuracy file lacks; names
+    """`targets` completed from the benchmarks' dataset definitions ({benchmark: {model name: %}}, the
+    `simulated.accuracy_pct` of configs/datasets/<name>.yaml) for pairs the accuracy file lacks; names
     match a model as in `load_accuracy_targets`."""
     out = dict(targets)
     for bench, by_name in accuracy_pct.items():

@@ -1,8 +1,8 @@
-"""The ZeroEval questions (data/measured/zeroeval/) as catalogue benchmark files: GSM8K, CRUXEval, MATH level 5.
+"""The ZeroEval questions (data/measured/zeroeval/) as benchmark files: GSM8K, CRUXEval, MATH level 5.
 
 Pure conversion, no I/O. `zeroeval_benchmark_frame` turns the rows of one source benchmark of
-zeroeval_questions.parquet (benchmark, item_id, question, answer, source) into the benchmark-file layout of the
-catalogue (query_id, benchmark, subset, question, choices, target, tests, test_setup), plus the join key of the
+zeroeval_questions.parquet (benchmark, item_id, question, answer, source) into the benchmark-file layout
+(query_id, benchmark, subset, question, choices, target, tests, test_setup), plus the join key of the
 measured outputs (`source_benchmark`, `source_item_id`), so the measured labels of any pool can be matched to
 the ingested queries (labels.measured.join in the config, docs/measured.md).
 
@@ -19,7 +19,7 @@ from cr2.core.errors import DataValidationError
 
 QUESTION_COLUMNS = ("benchmark", "item_id", "question", "answer", "source")
 
-# catalogue name → (name in the source file, subset of every query)
+# dataset name → (name in the source file, subset of every query)
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "gsm8k": ("GSM8K", "test"),
     "cruxeval": ("CRUXEval", "output"),  # CRUXEval-O: predict the output of the function
@@ -44,7 +44,7 @@ def gold_target(source_benchmark: str, answer: str) -> str:
 
 
 def zeroeval_benchmark_frame(questions: pd.DataFrame, benchmark: str) -> pd.DataFrame:
-    """The questions of catalogue benchmark `benchmark` (gsm8k, cruxeval, math_l5) in the benchmark-file
+    """The questions of benchmark `benchmark` (gsm8k, cruxeval, math_l5) in the benchmark-file
     layout, ordered by item index; DataValidationError on a missing column, a repeated id or an empty answer."""
     missing = [c for c in QUESTION_COLUMNS if c not in questions.columns]
     if missing:

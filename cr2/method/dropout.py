@@ -9,7 +9,7 @@ are consecutive slices of one flat draw from the starting state (tested). `MaskS
 bits, stored once per (state, keep probability) in a content-addressed store (kind `dropout`); `ReplayDropout` takes its masks from a stream
 and applies F.dropout's own arithmetic (noise = mask / (1 − p), out = x · noise), so values and gradients are
 bit-identical to nn.Dropout's. Replaying does not consume the process' generator: only a fit that owns its
-generator state (cr2.core.checkpoint.seeded_torch) and draws from it nothing but dropout masks may replay.
+generator state (cr2.method.checkpoint.seeded_torch) and draws from it nothing but dropout masks may replay.
 """
 from __future__ import annotations
 

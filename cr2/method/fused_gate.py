@@ -91,7 +91,7 @@ class FusedGate:
         """Fold a cr2.method.gate.MarginGate (torch) at λ (the only function here that needs torch)."""
         import torch
 
-        from cr2.core.checkpoint import float64_twin
+        from cr2.method.checkpoint import float64_twin
 
         twin = float64_twin(gate)  # what MarginGate.score evaluates: T = softplus(η_T) + 1e-6 in float64 too
         with torch.no_grad():

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cr2.core.checkpoint import (
+from cr2.method.checkpoint import (
     fingerprint,
     fit_epochs,
     float64_twin,
@@ -25,7 +25,7 @@ from cr2.core.checkpoint import (
     save_checkpoint,
     seeded_torch,
 )
-from cr2.core.complexity import count_parameters, elementwise_flops, linear_flops
+from cr2.method.complexity import count_parameters, elementwise_flops, linear_flops
 from cr2.config import GateSpec
 from cr2.core.data import EMBED_DIM, RoutingSet
 from cr2.core.errors import ConfigError, DataValidationError, InvalidValueError
@@ -154,7 +154,7 @@ class MarginGate(nn.Module):
         return count_parameters(self)
 
     def flops_per_query(self) -> int:
-        """Return the FLOPs of one query at one λ (cr2.core.complexity convention; 207,104 for the paper's gate)."""
+        """Return the FLOPs of one query at one λ (cr2.method.complexity convention; 207,104 for the paper's gate)."""
         d, h = self.hparams["embed_dim"], self.hidden
         return (
             linear_flops(d, h)  # W1

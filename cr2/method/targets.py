@@ -115,7 +115,7 @@ class TargetChoice:
     n_certified: int  # how many (λ, α) passed
     certified: np.ndarray = field(repr=False)  # [n_lam, n_alpha] bool
     p_values: np.ndarray = field(repr=False)  # [n_lam, n_alpha] float64
-    rule: str = "crc"  # the rule that calibrated the candidate thresholds τ(λ; α) (cr2.crc.RULE_CATALOGUE)
+    rule: str = "crc"  # the rule that calibrated the candidate thresholds τ(λ; α) (cr2.crc.RULE_REGISTRY)
 
     @property
     def risk(self) -> str | None:

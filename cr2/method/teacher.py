@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cr2.core.checkpoint import (
+from cr2.method.checkpoint import (
     PREDICT_BATCH,
     fingerprint,
     fit_epochs,
@@ -24,7 +24,7 @@ from cr2.core.checkpoint import (
     save_checkpoint,
     seeded_torch,
 )
-from cr2.core.complexity import count_parameters, elementwise_flops, linear_flops
+from cr2.method.complexity import count_parameters, elementwise_flops, linear_flops
 from cr2.config import TeacherSpec
 from cr2.core.data import EMBED_DIM, RoutingSet
 from cr2.core.errors import DataValidationError, InvalidValueError
@@ -64,7 +64,7 @@ class TeacherSelector(nn.Module):
         return count_parameters(self)
 
     def flops_per_query(self) -> int:
-        """Return the FLOPs of one query (cr2.core.complexity convention; 789,504 for 4 models)."""
+        """Return the FLOPs of one query (cr2.method.complexity convention; 789,504 for 4 models)."""
         d, h = self.hparams["embed_dim"], self.hparams["hidden"]
         per_head = linear_flops(d, h) + elementwise_flops(h) + linear_flops(h, 1)
         return self.hparams["n_models"] * per_head

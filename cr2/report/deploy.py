@@ -30,7 +30,7 @@ def decisions(rows: Sequence[Mapping[str, Any]], flops: Mapping[str, int], alpha
 def deploy_rows(found: Sequence[tuple[str, Any]], scenario: str | None = None) -> list[dict[str, str]]:
     """One row per rule: the router to deploy with its FLOPs, the routers detectably beaten (and by which), and the
     largest saving a more complex router could still have over it (estimate, 95 % upper bound)."""
-    from cr2.core.complexity import format_flops
+    from cr2.method.complexity import format_flops
 
     rows = []
     for rule, d in found:
@@ -53,6 +53,6 @@ def deploy_rows(found: Sequence[tuple[str, Any]], scenario: str | None = None) -
 RULE_TEXT = ("The rule, fixed before the data (docs/guarantees.md, \"Which router to deploy\"): compare every certified "
              "router with every other at the same rule and α (mean saving over the validation grid, Holm over the "
              "ordered pairs of the scenario and rule); among the routers against which no other gets the word \"cheaper\", deploy "
-             "the simplest (fewest FLOPs per decision, cr2.core.complexity). Not being beaten is absence of evidence, "
+             "the simplest (fewest FLOPs per decision, cr2.method.complexity). Not being beaten is absence of evidence, "
              "not equivalence: the last column is the largest saving the data cannot rule out for a more complex "
              "router — the number to weigh against its complexity.")

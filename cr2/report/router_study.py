@@ -39,7 +39,7 @@ def summary_table(summary: pd.DataFrame, flops: dict[str, int] | None = None,
                   word: Callable[[Any], str] = lambda w: w or "—") -> str:
     """Per candidate over the pools: detectably cheaper / dearer / no difference (Holm over its pools), missing,
     medians, FLOPs per decision, and whether it meets the pre-registered success criterion."""
-    from cr2.core.complexity import format_flops
+    from cr2.method.complexity import format_flops
 
     out = []
     for r in summary.itertuples(index=False):

@@ -36,20 +36,20 @@ CONTEXT_CHECKS = {("crc_group_mean_risk", "mean_test_risk"): "plain CRC per grou
 
 
 def risk_of_rule(rule: str) -> str:
-    """The risk a rule bounds, in the catalogue's words ('' for a rule the catalogue does not hold)."""
-    from cr2.crc import RULE_CATALOGUE, rule_risk
+    """The risk a rule bounds, in the rule registry's words ('' for a rule the registry does not hold)."""
+    from cr2.crc import RULE_REGISTRY, rule_risk
 
     base = rule.removeprefix("mondrian-")
     if rule.startswith("target-"):
         return "accuracy target" if rule.endswith("accuracy") else "cost budget"
-    spec = rule_risk(base) if base in RULE_CATALOGUE else None
+    spec = rule_risk(base) if base in RULE_REGISTRY else None
     return spec.display if spec is not None else ""
 
 
 def _procedure(rule: str) -> str | None:
-    from cr2.crc import RULE_CATALOGUE
+    from cr2.crc import RULE_REGISTRY
 
-    return RULE_CATALOGUE[rule].procedure if rule in RULE_CATALOGUE else None
+    return RULE_REGISTRY[rule].procedure if rule in RULE_REGISTRY else None
 
 
 def _keep_verdicts(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:

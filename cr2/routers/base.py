@@ -34,7 +34,7 @@ import numpy as np
 from cr2.core.data import Decisions, RoutingSet
 from cr2.core.files import atomic_write
 from cr2.core.errors import DataValidationError, InvalidValueError, NotFittedError
-from cr2.core.checkpoint import PREDICT_BATCH, fit_epochs
+from cr2.method.checkpoint import PREDICT_BATCH, fit_epochs
 from cr2.core.hashing import content_fingerprint
 from cr2.method.utility import DEVICE_INDEX, full_information_choice
 
@@ -129,7 +129,7 @@ class OneShotRouter(ABC):
 
     @abstractmethod
     def flops_per_query(self) -> int:
-        """Return the FLOPs of one routing decision after the embedding (cr2.core.complexity convention)."""
+        """Return the FLOPs of one routing decision after the embedding (cr2.method.complexity convention)."""
 
     # ------------------------------------------------------------ learned state
     @abstractmethod
@@ -405,7 +405,7 @@ class TorchOneShotRouter(OneShotRouter):
 
     def n_params(self) -> int:
         """Return the number of trainable parameters of the fitted network."""
-        from cr2.core.complexity import count_parameters
+        from cr2.method.complexity import count_parameters
 
         self._check_fitted()
         return count_parameters(self.net_)

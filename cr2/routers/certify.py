@@ -1,7 +1,7 @@
 """Certified routing for every router: any router's local-acceptance score, calibrated by the rules of cr2.crc.
 
 A certified router is a NAME, `<router>@<rule>` (e.g. `knn@crc-avoidable`): a catalogued router, a calibrated rule
-of cr2.crc.RULE_CATALOGUE, and nothing else — no code per router. It routes like CR²'s online rule (paper
+of cr2.crc.RULE_REGISTRY, and nothing else — no code per router. It routes like CR²'s online rule (paper
 Algorithm 1) with the router's own pieces:
 
     accept locally (m0)  iff  s(x, ξ; λ) ≥ τ(λ; α)            τ calibrated per λ on val (cr2.crc.calibrate_table)
@@ -53,7 +53,7 @@ class CertifiedName:
     """A certified router's name: the catalogued router and the calibrated rule."""
 
     router: str  # a catalogue key, e.g. "knn" or "llmrank-bench"
-    rule: str  # a calibrated RULE_CATALOGUE key, e.g. "crc-avoidable"
+    rule: str  # a calibrated RULE_REGISTRY key, e.g. "crc-avoidable"
 
     def __str__(self) -> str:
         return f"{self.router}{SEPARATOR}{self.rule}"

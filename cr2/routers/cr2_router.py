@@ -108,7 +108,7 @@ class CR2Router:
         return router._set_fitted(teacher, gate, tuple(model_ids))
 
     def _set_fitted(self, teacher: Any, gate: Any, model_ids: tuple[str, ...]) -> "CR2Router":
-        from cr2.core.checkpoint import fingerprint
+        from cr2.method.checkpoint import fingerprint
 
         if teacher.hparams["n_models"] != len(model_ids):
             raise DataValidationError(f"the teacher has {teacher.hparams['n_models']} heads but the pool has {len(model_ids)} models")
@@ -248,7 +248,7 @@ class CR2Router:
     ) -> ThresholdTable | GroupedThresholdTable:
         """Return the threshold table τ*(λ; α) on the calibration set `val`; also sets threshold_table_.
 
-        rule (a cr2.crc.RULE_CATALOGUE key, calibrated by cr2.crc.calibrate_table): "crc" (conformal risk control, the method: E[teacher disagreement] ≤ α
+        rule (a cr2.crc.RULE_REGISTRY key, calibrated by cr2.crc.calibrate_table): "crc" (conformal risk control, the method: E[teacher disagreement] ≤ α
         per λ), "ltt" (Learn-then-Test with `delta`: every λ's risk ≤ α at once with probability ≥ 1 − δ),
         "crc-oracle" / "ltt-oracle" and "crc-avoidable" / "ltt-avoidable" (the same on val's real labels: oracle
         disagreement, avoidable error), "empirical" (no +1 correction), "fixed" (τ = 0.5 for every cell,
@@ -396,7 +396,7 @@ class CR2Router:
 
     def save_modules(self, directory: str | Path) -> dict[str, dict[str, str]]:
         """Write the teacher and gate checkpoints as <kind>-<fingerprint>.pt (atomically); return kind → {fingerprint, path}."""
-        from cr2.core.checkpoint import fingerprint
+        from cr2.method.checkpoint import fingerprint
         from cr2.method.gate import save_gate
         from cr2.method.teacher import save_teacher
 

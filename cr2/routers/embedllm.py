@@ -15,7 +15,7 @@ FLOPs [cr2 decision, reproducing the paper's 717.4 k]: EmbedLLM scores (query, m
 reference forward pass projects the query once per pair, so the count is per pair × M:
     M · (2·384·232 [projection] + 232 [q ⊙ v_m] + 2·232·2 [classifier] + 2 [two-logit read-out])
   = 4 · 179,338 = 717,352  → "717.4 k".
-Under cr2.core.complexity's strict convention (read-out not counted) the same forward pass is 717,344,
+Under cr2.method.complexity's strict convention (read-out not counted) the same forward pass is 717,344,
 printed "717.3 k"; the paper's 717.4 k needs 6–105 FLOPs more, and the classifier's 2-logit read-out per
 pair (bias add or softmax of two logits, 2 per pair) is the natural term that supplies them. Projecting the
 query once and sharing it across models would cost only 2·384·232 + M·(232 + 2·232·2 + 2) = 181,016.
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from cr2.core.complexity import elementwise_flops, linear_flops
+from cr2.method.complexity import elementwise_flops, linear_flops
 from cr2.core.data import EMBED_DIM, RoutingSet
 from cr2.routers.base import TorchOneShotRouter, embedding_tensor
 

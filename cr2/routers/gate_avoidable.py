@@ -62,7 +62,7 @@ class GateAvoidableRouter(OneShotRouter):
                               "(cr2.config.GateSpec), e.g. {epochs: 20, hidden: 256}") from None
 
     def _fit(self, train: RoutingSet, dev: RoutingSet) -> None:
-        from cr2.core.checkpoint import fingerprint
+        from cr2.method.checkpoint import fingerprint
         from cr2.method.gate import fit_gate
 
         spec = self.gate_spec()
@@ -122,7 +122,7 @@ class GateAvoidableRouter(OneShotRouter):
     def _set_state(self, arrays: dict[str, np.ndarray], extra: dict[str, Any]) -> None:
         import torch
 
-        from cr2.core.checkpoint import fingerprint
+        from cr2.method.checkpoint import fingerprint
         from cr2.method.gate import MarginGate
 
         self.knn_ = restore_part(KNNRouter, dict(self.knn or {}), arrays, extra["knn"], "knn", self)

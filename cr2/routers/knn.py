@@ -3,7 +3,7 @@
 Neighbours are found by cosine similarity over the L2-normalised embeddings, i.e. a dot product with
 every training vector: one matrix product per chunk of queries (chunks bound the [chunk, n_train]
 similarity matrix to `max_chunk_floats` entries). The per-query cost is therefore 2·d·n_train FLOPs
-(cr2.core.complexity.knn_flops; 13.826 M for d = 384 and ≈ 18k train queries in the paper). Selecting the
+(cr2.method.complexity.knn_flops; 13.826 M for d = 384 and ≈ 18k train queries in the paper). Selecting the
 k largest similarities is a read-out and is not counted, like argmax.
 
 k [cr2 decision]: unless given, k is chosen on the dev set from `k_grid` by the dev log-loss of p̂
@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cr2.core.complexity import knn_flops
+from cr2.method.complexity import knn_flops
 from cr2.core.data import RoutingSet
 from cr2.core.errors import DataValidationError
 from cr2.routers.base import OneShotRouter, l2_normalise

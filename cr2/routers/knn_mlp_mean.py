@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from cr2.core.complexity import elementwise_flops
+from cr2.method.complexity import elementwise_flops
 from cr2.core.data import RoutingSet
 from cr2.routers.base import OneShotRouter, part_state, restore_part
 from cr2.routers.knn import KNNRouter

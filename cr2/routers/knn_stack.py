@@ -82,7 +82,7 @@ class KNNStackRouter(MLPRouter):
         return self._with_features(train, self.knn_.leave_one_out_proba())
 
     def flops_per_query(self) -> int:
-        """Return the KNN part's FLOPs + the MLP's with the M stacking inputs (cr2.core.complexity convention)."""
+        """Return the KNN part's FLOPs + the MLP's with the M stacking inputs (cr2.method.complexity convention)."""
         self._check_fitted()
         n_models = len(self.model_ids_)
         return int(self.knn_.flops_per_query()) + mlp_flops(n_models, self.embed_dim_, self.hidden,

@@ -50,7 +50,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cr2.core.complexity import elementwise_flops, linear_flops
+from cr2.method.complexity import elementwise_flops, linear_flops
 from cr2.core.data import EMBED_DIM, RoutingSet
 from cr2.core.errors import DataValidationError
 from cr2.routers.base import TorchOneShotRouter, embedding_tensor, gen_dropout, l2_normalise

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cr2.core.complexity import elementwise_flops, linear_flops
+from cr2.method.complexity import elementwise_flops, linear_flops
 from cr2.core.data import EMBED_DIM, RoutingSet
 from cr2.routers.base import TorchOneShotRouter, embedding_tensor, gen_dropout
 
@@ -98,7 +98,7 @@ class MLPRouter(TorchOneShotRouter):
         return (embedding_tensor(data), torch.from_numpy(np.ascontiguousarray(extra)))
 
     def flops_per_query(self) -> int:
-        """Return 2·(d + extra)·H + H + 2·H·M (cr2.core.complexity convention)."""
+        """Return 2·(d + extra)·H + H + 2·H·M (cr2.method.complexity convention)."""
         self._check_fitted()
         return mlp_flops(len(self.model_ids_), self.embed_dim_, self.hidden, len(self.cost_columns_))
 

@@ -6,7 +6,7 @@ A pool sweep runs the whole pipeline on many device–edge pools drawn from one 
   - every model with N ≤ device_max_params is the device model of one pool;
   - its three edge models are, for each target ratio r of size_ratios in order, the not-yet-chosen edge candidate
     (larger than the device, fits the largest edge platform) whose N is nearest to r · N_device on a log scale;
-    ties: a chat/instruction-tuned model first, then the catalogue order;
+    ties: a chat/instruction-tuned model first, then the rule's model order;
   - m_ref (c_ref = 1) is the pool's largest edge model by N.
 N is the parameters active per token (the N_m of cr2/system/cost.py; the total for a dense model). The platform of an
 edge model is the smallest one whose memory holds its bf16 weights (total params × 2 bytes) × memory_headroom.
@@ -128,7 +128,7 @@ def _tie_order(rule: PoolRule) -> dict[str, int]:
 
 
 def select_pools(rule: PoolRule) -> list[Pool]:
-    """Every pool of the rule (module docstring), in catalogue order of the device models."""
+    """Every pool of the rule (module docstring), in the rule's order of the device models."""
     order = _tie_order(rule)
     fits = [m for m in rule.models if edge_platform(m, rule) is not None]
     pools = []

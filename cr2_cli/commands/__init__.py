@@ -1,1 +1,2 @@
-"""`cr2`'s commands, one module per group; cr2_cli/main.py registers them on the app."""
+"""`cr2`'s commands, one module per command or command group, named after it; cr2_cli/main.py registers them
+on the app."""

@@ -38,7 +38,7 @@ def route(question: str = typer.Argument(..., help="the query text"),
         if name != "cr2":
             raise typer.BadParameter(f"--target-accuracy/--budget choose CR²'s operating points; route '{name}' "
                                      "with --lam and --alpha on its calibrated grid")
-        from cr2_cli.targets import route_by_target
+        from cr2_cli.online import route_by_target
 
         out = route_by_target(cfg, home_dir(home, create=False), question, list(choice) if choice else None,
                               target_accuracy, budget, distance_m, benchmark, seed)

@@ -80,9 +80,9 @@ def calibration_overrides(rule: Optional[str], delta: Optional[float], group: Op
     out: dict = {}
     if rule is not None:
         out["rule"] = rule
-        from cr2.crc import RULE_CATALOGUE
+        from cr2.crc import RULE_REGISTRY
 
-        if delta is None and not (rule in RULE_CATALOGUE and RULE_CATALOGUE[rule].needs_delta):
+        if delta is None and not (rule in RULE_REGISTRY and RULE_REGISTRY[rule].needs_delta):
             out["delta"] = None
     if delta is not None:
         out["delta"] = delta

@@ -327,7 +327,7 @@ def render(doc: Doc) -> str:
                 answers(doc, means, alpha)]
     out += texts
     if doc.has("pools"):
-        from cr2_cli.study_pools import equal_risk_pools_markdown
+        from cr2_cli.commands.study_pools import equal_risk_pools_markdown
 
         with doc.warehouse("pools") as wh:
             study = newest_pool_study(wh)

@@ -200,7 +200,7 @@ def _gap_part(doc: Doc, gaps: list[dict]) -> str:
 
 # ---------------------------------------------------------------- the sweep
 def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    from cr2_cli.study_pools import signed_rank_tests
+    from cr2_cli.commands.study_pools import signed_rank_tests
 
     tests = signed_rank_tests(knn)
     if tests.empty:
@@ -218,7 +218,7 @@ def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 
 def _sweep_part(doc: Doc) -> str:
-    from cr2_cli.study_pools import diagnostics_markdown
+    from cr2_cli.commands.study_pools import diagnostics_markdown
     from warehouse.pools import newest_study, pool_diagnostics, pool_savings, pool_study_runs
 
     with doc.warehouse(KEY) as wh:

@@ -11,7 +11,7 @@ COMMAND = "cr2 study routers"
 
 def render(doc: Doc) -> str:
     from cr2.studies.routers import POOLS, SCENARIOS
-    from cr2_cli.study_routers import study_markdown, study_results, study_validity
+    from cr2_cli.commands.study_routers import study_markdown, study_results, study_validity
     from flows.router_study import study_id
     from warehouse.pools import pool_study_runs
 

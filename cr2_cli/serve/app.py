@@ -241,7 +241,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
 
     async def decide_by_target(req: "RouteRequest"):
         """The operating point certified for the request's target (cached on the router), then route."""
-        from cr2_cli.targets import route_by_target
+        from cr2_cli.online import route_by_target
 
         check_length(req.query, req.choices)
         out = await run_in_threadpool(route_by_target, config, home, req.query, req.choices, req.target_accuracy,

@@ -106,7 +106,8 @@ class LiveRouter:
 def warehouse_live_router(router: Any, config: Any, home: str, metrics: Any = None) -> LiveRouter:
     """The LiveRouter of a deployed warehouse: for CR², the version file at `home` and newer_online_router to load;
     a certified router keeps the table it started with (module docstring)."""
-    from cr2_cli.online import CR2, newer_online_router
+    from cr2.deploy.deployment import CR2
+    from cr2_cli.online import newer_online_router
     from warehouse.repository import read_thresholds_version
 
     if getattr(router, "name", CR2) != CR2:

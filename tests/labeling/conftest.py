@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from cr2.config import load_config
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 from tests.conftest import write_small_benchmarks
 from tests.labeling.tiny_model import build_tiny_qwen3
 from warehouse.db import DB_NAME, Warehouse

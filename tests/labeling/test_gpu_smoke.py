@@ -36,7 +36,7 @@ def test_the_gpu_smoke_script_runs_both_paths_tiny_on_cpu_and_writes_rates_and_a
         if r["benchmark"] in ("bbh", "mbpp"):
             assert r["tokens_per_s"] > 0 and r["output_tokens"] > 0
             assert (r["generated_tokens"] == 2 * 32) is (r["path"] == "new")  # the static path counts its tokens
-    # every model was built once from its catalogue shape (tiny here) with the real Qwen3 vocabulary
+    # every model was built once from its architectures-file shape (tiny here) with the real Qwen3 vocabulary
     assert [m["model_id"] for m in data["models"]] == models
     assert all(m["shape"].startswith("Qwen/Qwen3-") and m["params"] > 151_936 * 64 for m in data["models"])
     assert all(set(m["paths"]) == {"old", "new"} and m["paths"]["new"]["compile_error"] is None

@@ -6,7 +6,7 @@ import typer
 from typer.testing import CliRunner
 
 from cr2_cli.console import friendly
-from cr2_cli.label import label_command
+from cr2_cli.commands.label import label_command
 from warehouse.db import Warehouse
 
 CONFIG = """extends: default
@@ -72,7 +72,7 @@ def test_cr2_label_against_the_tiny_model(prefect_harness, label_home, cli_files
 @pytest.mark.parametrize("args, message", [
     (["--backend", "vlm"], "did you mean 'vllm'"),
     (["--models", "qwen3-7b"], "unknown model 'qwen3-7b'"),
-    (["--benchmarks", "mmlu,gsm9k"], "unknown benchmark 'gsm9k'"),  # (gsm8k is a catalogue benchmark; gsm9k is not)
+    (["--benchmarks", "mmlu,gsm9k"], "unknown benchmark 'gsm9k'"),  # (gsm8k has a dataset definition; gsm9k has none)
     (["--model-path", "qwen3-4b"], "MODEL_ID=FOLDER"),
 ])
 def test_cr2_label_rejects_bad_arguments_with_a_clear_message(args, message, cli_files, label_home):

@@ -22,7 +22,7 @@ LARGER = 24  # queries per benchmark of the measured run
 SAMPLE = 8  # queries per benchmark the estimate times
 
 
-def test_the_catalogue_holds_the_published_qwen3_shapes():
+def test_the_architectures_file_holds_the_published_qwen3_shapes():
     arch = load_architectures()
     pool = {m.hf_name for m in load_config().models}
     assert pool <= set(arch), f"pool models without an architecture: {pool - set(arch)}"

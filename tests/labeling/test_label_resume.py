@@ -35,7 +35,7 @@ from cr2.core.env import apply_offline_env
 
 apply_offline_env()  # offline switches first
 from cr2.config import load_config
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 from flows.label import run_labeling
 
 data_dir, home, spec_file, marker, model = sys.argv[1:6]

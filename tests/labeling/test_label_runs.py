@@ -11,7 +11,7 @@ from cr2.core.errors import DataValidationError, UnknownNameError
 from cr2.labels.lmeval.backends import backend_plan
 from cr2.labels.lmeval.runs import chunks, run_id, run_key, select_queries, shard_of
 from cr2.labels.lmeval.samples import sample_records, samples_to_rows
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 
 
 def _queries() -> pd.DataFrame:

@@ -16,7 +16,7 @@ from lm_eval.tasks._yaml_loader import load_yaml
 from cr2.config import REPO_ROOT
 from cr2.core.errors import ConfigError, DataValidationError
 from cr2.labels.lmeval.docs import build_docs, mbpp_fewshot_docs, render
-from cr2.config.labeling import DEFAULT_TEMPLATES, LabelingSpec
+from cr2.config.lmeval import DEFAULT_TEMPLATES, LabelingSpec
 from cr2.labels.lmeval.taskdefs import task_config, task_config_hash
 
 TASKS = Path(lm_eval.__file__).parent / "tasks"

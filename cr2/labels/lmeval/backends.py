@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cr2.core.errors import ConfigError, did_you_mean
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 
 LM_EVAL_MODELS = {"hf": "hf", "vllm": "vllm", "api": "local-completions"}
 _LOAD_LOCK = threading.Lock()

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import DataValidationError
-from cr2.config.labeling import TemplateSpec
+from cr2.config.lmeval import TemplateSpec
 
 LETTERS = "ABCDEFGHIJ"
 DOCS_VERSION = "1"  # bump when the doc fields change: part of the task config hash
@@ -84,7 +84,7 @@ def _mc_doc(row: Any, benchmark: str, n_range: tuple[int, int] = (4, 4)) -> dict
 
 
 def _generative_doc(row: Any) -> dict[str, Any]:
-    """A catalogue benchmark without a dedicated builder: question, exact target, subject."""
+    """A benchmark (dataset definition) without a dedicated builder: question, exact target, subject."""
     return {"query_id": row.query_id, "question": _text(row.question), "target": _text(row.target),
             "subject": _text(row.subset).replace("_", " ")}
 
@@ -132,14 +132,14 @@ _BUILDERS: dict[str, Callable[[Any], dict[str, Any]]] = {
 
 
 def _builder(benchmark: str) -> Callable[[Any], dict[str, Any]]:
-    """The doc builder of a benchmark: a dedicated one, else the generic one its catalogue entry's answer type picks."""
+    """The doc builder of a benchmark: a dedicated one, else the generic one its definition's answer type picks."""
     if benchmark in _BUILDERS:
         return _BUILDERS[benchmark]
-    from cr2.config.benchmark_catalogue import get_benchmark
+    from cr2.config.dataset_defs import get_dataset
     from cr2.core.errors import UnknownNameError
 
     try:
-        definition = get_benchmark(benchmark)
+        definition = get_dataset(benchmark)
     except UnknownNameError as exc:
         raise DataValidationError(f"no lm-eval doc builder: {exc}") from None
     if definition.multiple_choice:

@@ -37,9 +37,9 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 import yaml
 
-from cr2.config.labeling import LabelingSpec
+from cr2.config.lmeval import LabelingSpec
 from cr2.core.errors import ConfigError
-from cr2.core.shipped import CONFIG_DIR
+from cr2.config.shipped import CONFIG_DIR
 from cr2.labels.lmeval.runs import chunks
 
 GPU_RATES_FILE = CONFIG_DIR / "labeling_gpu_rates.yaml"
@@ -89,7 +89,7 @@ class ModelRates:
     """What was measured for one pool model."""
 
     model_id: str
-    shape: str  # where the architecture came from: the catalogue's hf_name or a model folder
+    shape: str  # where the architecture came from: the architectures file's hf_name or a model folder
     params: int  # parameters of the random-weight model
     device: str
     dtype: str
@@ -109,25 +109,25 @@ class ModelShape:
     """How to build one pool model's random-weight stand-in: a transformers config and a tokenizer."""
 
     model_id: str
-    source: str  # hf_name of the catalogue entry, or the folder its config.json came from
+    source: str  # hf_name of its architectures entry, or the folder its config.json came from
     config: Any  # transformers PretrainedConfig
     tokenizer: str  # 'qwen3-bpe' or a tokenizer folder
 
 
-def resolve_shape(model_id: str, hf_name: str, weights: str | None, catalogue: dict[str, Any]) -> ModelShape:
-    """The shape of a pool model: its weights folder's config.json if it has one, else its catalogue entry."""
+def resolve_shape(model_id: str, hf_name: str, weights: str | None, architectures: dict[str, Any]) -> ModelShape:
+    """The shape of a pool model: its weights folder's config.json if it has one, else its entry in the architectures file."""
     from cr2.labels.lmeval.architectures import folder_config
 
     for candidate in (weights, hf_name):
         if candidate and Path(candidate).expanduser().is_dir():
             folder = str(Path(candidate).expanduser().resolve())
             return ModelShape(model_id, folder, folder_config(folder), folder)
-    arch = catalogue.get(hf_name)
+    arch = architectures.get(hf_name)
     if arch is None:
         raise ConfigError(
             f"no architecture for model '{model_id}' (hf_name '{hf_name}'): add the numbers of its config.json to "
             f"configs/architectures.yaml, or give a folder with its config.json and tokenizer "
-            f"(--model-path {model_id}=FOLDER); known: {', '.join(sorted(catalogue)) or 'none'}"
+            f"(--model-path {model_id}=FOLDER); known: {', '.join(sorted(architectures)) or 'none'}"
         )
     return ModelShape(model_id, hf_name, arch.hf_config(), arch.tokenizer)
 

@@ -32,7 +32,7 @@ from cr2.labels.lmeval.backends import load_lm, token_counter
 from cr2.labels.lmeval.docs import build_docs
 from cr2.labels.lmeval.runs import BenchmarkJob, ShardJob, chunks
 from cr2.labels.lmeval.samples import sample_records, samples_to_rows
-from cr2.config.labeling import LabelingSpec, output_type
+from cr2.config.lmeval import LabelingSpec, output_type
 from cr2.labels.lmeval.taskdefs import label_filter, task_config, task_name
 
 log = logging.getLogger(__name__)

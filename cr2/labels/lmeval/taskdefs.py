@@ -17,7 +17,7 @@ from typing import Any
 
 from cr2.core.errors import ConfigError
 from cr2.labels.lmeval.docs import DOCS_VERSION
-from cr2.config.labeling import SandboxSpec, TemplateSpec, output_type as benchmark_output_type
+from cr2.config.lmeval import SandboxSpec, TemplateSpec, output_type as benchmark_output_type
 
 # lm-eval's bbh zeroshot template metric (tasks/bbh/zeroshot/_zeroshot_template_yaml)
 BBH_EXACT_MATCH: dict[str, Any] = {
@@ -52,9 +52,9 @@ def _check_template(benchmark: str, t: TemplateSpec) -> str:
     else:
         if t.doc_to_target is None or t.max_gen_toks is None or t.until is None:
             raise ConfigError(f"templates.{benchmark}: a generative template needs doc_to_target, until and max_gen_toks")
-        from cr2.config.benchmark_catalogue import get_benchmark
+        from cr2.config.dataset_defs import get_dataset
 
-        expected = get_benchmark(benchmark).lm_eval.metric
+        expected = get_dataset(benchmark).lm_eval.metric
         if t.metric != expected:
             raise ConfigError(f"templates.{benchmark}.metric must be {expected} (got '{t.metric}')")
     if benchmark != "mbpp" and t.num_fewshot:
@@ -64,7 +64,7 @@ def _check_template(benchmark: str, t: TemplateSpec) -> str:
             f"for mbpp (fewshot_task_ids); set num_fewshot: 0 for {benchmark}"
         )
     if t.metric == "pass_at_1" and benchmark != "mbpp":
-        raise ConfigError(f"templates.{benchmark}.metric: pass_at_1 runs MBPP's sandboxed tests; a catalogue "
+        raise ConfigError(f"templates.{benchmark}.metric: pass_at_1 runs MBPP's sandboxed tests; a dataset-defined "
                           "benchmark scores generations with exact_match")
     if benchmark == "mbpp" and t.num_fewshot != len(t.fewshot_task_ids):
         raise ConfigError(
@@ -135,7 +135,7 @@ def task_config(
             if not fewshot or len(fewshot) < template.num_fewshot:
                 raise ConfigError(f"mbpp needs {template.num_fewshot} few-shot examples, got {len(fewshot or [])}")
             cfg["fewshot_config"] = {"sampler": "first_n", "samples": list(fewshot)}
-    else:  # a catalogue benchmark: exact match of the generation against doc_to_target
+    else:  # a benchmark with a dataset definition: exact match of the generation against doc_to_target
         cfg["metric_list"] = [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True}]
     return cfg
 

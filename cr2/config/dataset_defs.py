@@ -1,11 +1,11 @@
-"""The benchmark catalogue: one YAML per benchmark under configs/benchmarks/ says everything cr2 needs to know.
+"""Dataset definitions: one YAML per benchmark under configs/datasets/ says everything cr2 needs to know.
 
 A definition names the data file, the default subsets, the answer type (multiple-choice or generative), the
 number of options, the prompt whose tokens are L_in(x), the lm-eval metric its labels use, and the default
 output length L_out when no label run recorded one. Ingest, validation, the label simulator, the labeler and
 the cost model all read it, so adding a benchmark is one YAML plus its data file (docs/new_benchmark.md).
 
-Lookup is by name: configs/benchmarks/<name>.yaml, or a definition registered from another folder (a config's
+Lookup is by name: configs/datasets/<name>.yaml, or a definition registered from another folder (a config's
 `benchmarks.<name>.definition: path/to/file.yaml` registers it when the config loads).
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pydantic import Field, ValidationError, model_validator
 
 from cr2.core.boundary import InputModel, load_yaml_file
 from cr2.core.errors import ConfigError, InvalidValueError, did_you_mean
-from cr2.core.shipped import CONFIG_DIR
+from cr2.config.shipped import CONFIG_DIR
 
-CATALOGUE_DIR = CONFIG_DIR / "benchmarks"
+DATASETS_DIR = CONFIG_DIR / "datasets"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
@@ -56,11 +56,11 @@ class LmEvalSpec(_Strict):
 
     metric: Literal["acc", "acc_norm", "exact_match", "pass_at_1"]
     template: dict[str, Any] | None = Field(
-        None, description="fields of cr2.config.labeling.TemplateSpec; None: cr2's built-in template of this benchmark")
+        None, description="fields of cr2.config.lmeval.TemplateSpec; None: cr2's built-in template of this benchmark")
 
 
-class BenchmarkDef(_Strict):
-    """One catalogue entry (configs/benchmarks/<name>.yaml)."""
+class DatasetDef(_Strict):
+    """One dataset definition (configs/datasets/<name>.yaml)."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="benchmark id: query ids start with '<name>/'")
     description: str = ""
@@ -86,7 +86,7 @@ class BenchmarkDef(_Strict):
     simulated: SimulatedSpec | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "BenchmarkDef":
+    def _consistent(self) -> "DatasetDef":
         if self.answer == "multiple-choice":
             if self.choices is None:
                 raise InvalidValueError("a multiple-choice benchmark needs `choices` (the number of options)")
@@ -146,54 +146,54 @@ class BenchmarkDef(_Strict):
         return self.prompt.template.format(question=question.strip(), choices=options)
 
 
-# definitions registered from outside configs/benchmarks (by path), name → definition
-_REGISTERED: dict[str, BenchmarkDef] = {}
+# definitions registered from outside configs/datasets (by path), name → definition
+_REGISTERED: dict[str, DatasetDef] = {}
 
 
-def read_definition(path: str | Path) -> BenchmarkDef:
-    """Load and validate one catalogue YAML; ConfigError naming the file and key on a problem."""
+def read_definition(path: str | Path) -> DatasetDef:
+    """Load and validate one dataset definition (YAML); ConfigError naming the file and key on a problem."""
     path = Path(path)
     try:
         data = load_yaml_file(path)
     except InvalidValueError as exc:  # missing, not a regular file, too large, malformed YAML
         raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a benchmark definition is a mapping of settings (see configs/benchmarks/mmlu.yaml)")
+        raise ConfigError(f"{path}: a benchmark definition is a mapping of settings (see configs/datasets/mmlu.yaml)")
     data.setdefault("name", path.stem)
     if data["name"] != path.stem:
         raise ConfigError(f"{path}: name '{data['name']}' must equal the file name '{path.stem}'")
     try:
-        return BenchmarkDef.model_validate(data)
+        return DatasetDef.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"{path}: invalid benchmark definition: {problems} (docs/new_benchmark.md)") from None
 
 
 def available() -> list[str]:
-    """Names of every benchmark in the catalogue (configs/benchmarks/ and registered definitions)."""
-    return sorted({p.stem for p in CATALOGUE_DIR.glob("*.yaml")} | set(_REGISTERED))
+    """Names of every benchmark with a dataset definition (configs/datasets/ and registered definitions)."""
+    return sorted({p.stem for p in DATASETS_DIR.glob("*.yaml")} | set(_REGISTERED))
 
 
-def get_benchmark(name: str) -> BenchmarkDef:
-    """The catalogue entry of `name`; UnknownNameError with a suggestion on a miss."""
+def get_dataset(name: str) -> DatasetDef:
+    """The dataset definition of `name`; UnknownNameError with a suggestion on a miss."""
     if name in _REGISTERED:
         return _REGISTERED[name]
-    path = CATALOGUE_DIR / f"{name}.yaml"
+    path = DATASETS_DIR / f"{name}.yaml"
     if not path.is_file():
         raise did_you_mean("benchmark", name, available())
     return read_definition(path)
 
 
-def register(definition: BenchmarkDef) -> BenchmarkDef:
+def register(definition: DatasetDef) -> DatasetDef:
     """Make a definition from another folder findable by name (the labeler looks benchmarks up by name)."""
     _REGISTERED[definition.name] = definition
     return definition
 
 
-def resolve(name: str, ref: str | Path | None = None) -> BenchmarkDef:
-    """The definition of benchmark `name`: from the YAML at `ref` (registered), else the catalogue's."""
+def resolve(name: str, ref: str | Path | None = None) -> DatasetDef:
+    """The definition of benchmark `name`: from the YAML at `ref` (registered), else the shipped one's."""
     if ref is None:
-        return get_benchmark(name)
+        return get_dataset(name)
     definition = read_definition(ref)
     if definition.name != name:
         raise ConfigError(f"benchmarks.{name}.definition: {ref} defines '{definition.name}', not '{name}'")

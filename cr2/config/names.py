@@ -46,7 +46,7 @@ def _pydantic_check(what: str):
     return AfterValidator(check)
 
 
-# pydantic field types (cr2/config/, cr2/config/labeling.py)
+# pydantic field types (cr2/config/, cr2/config/lmeval.py)
 StateName = Annotated[str, _pydantic_check("state distribution name")]
 SourceName = Annotated[str, _pydantic_check("label source")]
 ModelId = Annotated[str, _pydantic_check("model id")]

@@ -1,4 +1,5 @@
-"""Correctness labels: the simulator, measured label files, the sim-to-real check."""
+"""Where correctness labels come from (the config's `labels:` section): the label source, the simulator, measured
+label files, the sim-to-real check. Producing labels with lm-eval is configured in cr2/config/lmeval.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,13 +8,13 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from cr2.core.errors import InvalidValueError
-from cr2.core.names import SourceName
-from cr2.config.benchmark_catalogue import OutputLengthDist
+from cr2.config.names import SourceName
+from cr2.config.dataset_defs import OutputLengthDist
 from cr2.config.base import StrictModel
 from cr2.config.files import read_yaml, resolve_named
 
 
-OutputTokenDist = OutputLengthDist  # the simulator's log-normal output length: one model, in cr2/config/benchmark_catalogue.py
+OutputTokenDist = OutputLengthDist  # the simulator's log-normal output length: one model, in cr2/config/dataset_defs.py
 
 
 class SimulatorShape(StrictModel):
@@ -68,7 +69,8 @@ class MeasuredLabelsSpec(StrictModel):
     `benchmark` through `join` (outputs column → column of the benchmark files). MMLU-Pro
     (configs/mmlu-pro-measured.yaml) and the ZeroEval ladders (configs/zeroeval-*.yaml) are two instances."""
 
-    benchmark: str | list[str] = Field(description="catalogue benchmark(s) the outputs answer; exactly the enabled ones")
+    benchmark: str | list[str] = Field(description="benchmark(s) the outputs answer (configs/datasets/); exactly the "
+                                                 "enabled ones")
     outputs_file: str = Field(description="per-(model, item) outputs Parquet, relative to data_dir")
     join: dict[str, str] = Field(default_factory=lambda: {"question_id": "mmlu_pro_question_id"}, min_length=1,
                                  description="outputs column → benchmark-file column that identify an item "

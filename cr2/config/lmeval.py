@@ -1,4 +1,6 @@
-"""Typed settings of real labeling: backend, prompt templates, sandbox, chunking, sharding, task runner.
+"""Typed settings of `cr2 label`, labelling with lm-evaluation-harness (the config's `labeling:` section or a
+labeling YAML): backend, prompt templates, sandbox, chunking, sharding, task runner. Which label source a run
+uses is configured in cr2/config/label_sources.py.
 
 `LabelingSpec()` holds working defaults, so labeling runs without a `labeling:` section in the config;
 `labeling_spec(config)` returns the config's section when it has one (see docs/labeling.md for the YAML).
@@ -20,7 +22,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError, InvalidValueError
-from cr2.core.names import SourceName
+from cr2.config.names import SourceName
 
 BACKENDS = ("hf", "vllm", "api")
 
@@ -94,17 +96,17 @@ DEFAULT_TEMPLATES: dict[str, TemplateSpec] = {
 
 
 def output_type(benchmark: str) -> str:
-    """lm-eval output type of a benchmark (multiple_choice or generate_until), from its catalogue entry."""
-    from cr2.config.benchmark_catalogue import get_benchmark
+    """lm-eval output type of a benchmark (multiple_choice or generate_until), from its dataset definition."""
+    from cr2.config.dataset_defs import get_dataset
 
-    return get_benchmark(benchmark).output_type
+    return get_dataset(benchmark).output_type
 
 
-def catalogue_template(benchmark: str) -> TemplateSpec | None:
-    """The lm-eval template a catalogue entry declares (configs/benchmarks/<name>.yaml, lm_eval.template), or None."""
-    from cr2.config.benchmark_catalogue import get_benchmark
+def dataset_template(benchmark: str) -> TemplateSpec | None:
+    """The lm-eval template a dataset definition declares (configs/datasets/<name>.yaml, lm_eval.template), or None."""
+    from cr2.config.dataset_defs import get_dataset
 
-    definition = get_benchmark(benchmark)
+    definition = get_dataset(benchmark)
     if definition.lm_eval.template is None:
         return None
     return TemplateSpec.model_validate({"metric": definition.lm_eval.metric, **definition.lm_eval.template})
@@ -230,22 +232,22 @@ class LabelingSpec(_Strict):
         return self
 
     def template(self, benchmark: str) -> TemplateSpec:
-        """The benchmark's template: cr2's built-in one (mirroring lm-eval) or its catalogue entry's
+        """The benchmark's template: cr2's built-in one (mirroring lm-eval) or its dataset definition's
         `lm_eval.template`, with this spec's overrides applied."""
-        from cr2.config.benchmark_catalogue import available
+        from cr2.config.dataset_defs import available
         from cr2.core.errors import UnknownNameError
 
         base = DEFAULT_TEMPLATES.get(benchmark)
         if base is None:
             try:
-                base = catalogue_template(benchmark)
+                base = dataset_template(benchmark)
             except UnknownNameError as exc:
                 raise ConfigError(str(exc)) from None
         if base is None:
             raise ConfigError(
                 f"no lm-eval template for benchmark '{benchmark}': add `lm_eval.template` (doc_to_text, and "
-                f"doc_to_choice or doc_to_target/until/max_gen_toks) to its catalogue entry "
-                f"(docs/new_benchmark.md); built in: {', '.join(DEFAULT_TEMPLATES)}; catalogue: {', '.join(available())}")
+                f"doc_to_choice or doc_to_target/until/max_gen_toks) to its dataset definition "
+                f"(docs/new_benchmark.md); built in: {', '.join(DEFAULT_TEMPLATES)}; defined: {', '.join(available())}")
         override = self.templates.get(benchmark, {})
         return TemplateSpec.model_validate({**base.model_dump(), **override})
 

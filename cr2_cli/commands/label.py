@@ -58,7 +58,7 @@ def load_labeling_file(path: Path) -> dict[str, Any]:
 def _spec(config: Any, labeling: Optional[Path], model_paths: dict[str, str]):
     from pydantic import ValidationError
 
-    from cr2.config.labeling import LabelingSpec, labeling_spec
+    from cr2.config.lmeval import LabelingSpec, labeling_spec
 
     base = labeling_spec(config)
     if labeling is None and not model_paths:
@@ -141,7 +141,7 @@ def label_command(
                                 help="--estimate: time nothing here; project the selection with the stored GPU "
                                      "measurements only (configs/labeling_gpu_rates.yaml)"),
     architectures: Optional[Path] = typer.Option(None, "--architectures",
-                                                 help="--estimate: architecture catalogue (default: configs/architectures.yaml)"),
+                                                 help="--estimate: architectures file (default: configs/architectures.yaml)"),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)"),
     home: Optional[Path] = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)"),
 ) -> None:
@@ -149,7 +149,7 @@ def label_command(
     from cr2.config import load_config
 
     cfg = load_config(config)
-    if estimate and architectures is not None:  # a bad catalogue fails here, before any model is built
+    if estimate and architectures is not None:  # a bad architectures file fails here, before any model is built
         from cr2.labels.lmeval.architectures import load_architectures
 
         load_architectures(architectures)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # cr2/core/shipped.py → the repository
+REPO_ROOT = Path(__file__).resolve().parents[2]  # cr2/config/shipped.py → the repository
 IN_CHECKOUT = (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "configs").is_dir()
 # repository folder → the package an installed wheel carries it as
 PACKAGES: dict[str, str] = {"configs": "cr2_configs", "data": "cr2_data"}
