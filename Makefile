@@ -17,14 +17,14 @@ install_pkgs = { $(PIP) uv && $(VENV)/bin/uv pip install -q --python $(PY) --com
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(PY)
+$(VENV)/.installed: pyproject.toml setup.py | $(PY)
 	$(call install_pkgs,-e .)
-	$(PY) -c "import cr2, prefect, torch, duckdb" 
+	$(PY) -c "import cr2, cr2_tasks, prefect, torch, duckdb" 
 	touch $@
 
 # one install call installs cr2 with its test extras (a fresh venv resolves everything once); it marks the plain
 # install done too, so `make run` after `make test` installs nothing
-$(VENV)/.installed-dev: pyproject.toml | $(PY)
+$(VENV)/.installed-dev: pyproject.toml setup.py | $(PY)
 	$(call install_pkgs,-e '.[dev$(comma)dask]')
 	$(PY) -c "import cr2, prefect, torch, duckdb, pytest, xdist, hypothesis, prefect_dask, schemathesis"
 	touch $(VENV)/.installed $@

@@ -1,8 +1,17 @@
-"""Packaging that pyproject.toml cannot say: the packages found in the tree plus the repository's configs/ and data/
-folders, installed as the packages cr2_configs and cr2_data (cr2/config/shipped.py finds them there outside a checkout)."""
+"""Packaging that pyproject.toml cannot say. Every installed import name is cr2-prefixed: the repository's folders
+keep their names (cr2/, cr2_cli/, flows/, tasks/, warehouse/, configs/, data/) and install as the packages below
+(cr2_tasks.common.package_folder reads it back from the installed packages)."""
 from setuptools import find_namespace_packages, setup
 
-SHIPPED = {"cr2_configs": "configs", "cr2_data": "data"}  # package → repository folder (cr2.config.shipped.PACKAGES)
+FOLDERS = {"cr2": "cr2", "cr2_cli": "cr2_cli", "cr2_flows": "flows", "cr2_tasks": "tasks", "cr2_warehouse": "warehouse",
+           "cr2_configs": "configs", "cr2_data": "data"}  # import name → repository folder
+CODE = ("cr2", "cr2_cli", "cr2_flows", "cr2_tasks", "cr2_warehouse")
 
-setup(packages=[*find_namespace_packages(include=["cr2*", "tasks*", "flows*", "warehouse*", "cr2_cli*"]), *SHIPPED],
-      package_dir=SHIPPED)
+
+def packages(name: str, folder: str) -> list[str]:
+    """`name` and its sub-packages, found under `folder`."""
+    return [name] + [f"{name}.{sub}" for sub in find_namespace_packages(where=folder, exclude=["__pycache__*"])]
+
+
+setup(packages=[p for n in CODE for p in packages(n, FOLDERS[n])] + ["cr2_configs", "cr2_data"],
+      package_dir={n: f for n, f in FOLDERS.items() if n != f})

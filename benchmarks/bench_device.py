@@ -240,9 +240,9 @@ def part_c(args, cfg, encoders, figures, tables, notes, details):
     from cr2.evaluation.metrics import accuracy, evaluable_mask, false_acceptance_risk, local_rate, mean_cost
     from cr2.method.routing import route
     from cr2_cli.online import load_deployed_router
-    from tasks.inputs import routing_args
-    from warehouse.db import Warehouse
-    from warehouse.routing_data import load_routing_sets
+    from cr2_tasks.inputs import routing_args
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.routing_data import load_routing_sets
 
     home = args.warehouse
     router, _ = load_deployed_router(cfg, home)

@@ -32,7 +32,7 @@ def _pool(args):
 
     if args.warehouse:
         from cr2.config import load_config
-        from tasks.guarantees import validity_pool
+        from cr2_tasks.guarantees import validity_pool
 
         p = validity_pool(load_config(args.config), args.warehouse)
         return p, "warehouse val+test", p["label_source"]
@@ -62,7 +62,7 @@ def main() -> None:
     from cr2.evaluation.validity import validity_verdict
 
     from cr2.evaluation.guarantees import ResplitSpec, resplit_validity
-    from tasks.guarantees import default_targets
+    from cr2_tasks.guarantees import default_targets
 
     B = args.resplits or (50 if args.quick else 500)
     pool, source, label_source = _pool(args)
@@ -165,7 +165,7 @@ def main() -> None:
     if args.warehouse:
         import uuid
 
-        from tasks.guarantees import write_guarantees
+        from cr2_tasks.guarantees import write_guarantees
 
         out = write_guarantees(args.warehouse, records, uuid.uuid4().hex[:12], source, label_source)
         notes.append(f"stored in {args.warehouse}: guarantees run_id {out['run_id']}")

@@ -102,7 +102,7 @@ def cli(args: list[str], env: dict, flow_name: str) -> dict:
 
 def _fit_seconds(home: Path) -> dict:
     """Return {artifact kind: fit seconds} recorded in the warehouse's `artifacts` table (teacher, gate, router:*)."""
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     with Warehouse(home, read_only=True) as wh:
         df = wh.df("SELECT kind, fit_seconds FROM artifacts")
@@ -133,7 +133,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="cr2-bench-pipeline-") as tmp:
         env0 = fresh_env(Path(tmp) / "help")
         help_s = [run_measured([CR2, "--help"], env0)["wall_s"] for _ in range(reps)]  # start-up without a flow
-        import_s = [run_measured([sys.executable, "-c", "import cr2_cli.main, flows.run, flows.recalibrate"], env0)["wall_s"]
+        import_s = [run_measured([sys.executable, "-c", "import cr2_cli.main, cr2_flows.run, cr2_flows.recalibrate"], env0)["wall_s"]
                     for _ in range(reps)]  # what a flow command imports before Prefect starts its server
         for size in sorted(sizes, key=lambda s: (s == FULL, s)):
             n_cold = cold_reps if size == main_size else 1

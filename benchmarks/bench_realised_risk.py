@@ -44,9 +44,9 @@ def main() -> None:
     from cr2.evaluation.metrics import evaluable_mask, local_accuracy_terms, risk_per_query
     from cr2.report.markdown import markdown_table
     from cr2_cli.online import load_deployed_router
-    from tasks.inputs import routing_args
-    from warehouse.db import Warehouse
-    from warehouse.routing_data import load_routing_sets
+    from cr2_tasks.inputs import routing_args
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.routing_data import load_routing_sets
 
     t0 = time.perf_counter()
     cfg = load_config(args.config)
@@ -136,11 +136,11 @@ def _store(cfg, home: str, table, version: int) -> dict:
 
     import pandas as pd
 
-    from tasks.baselines import baseline_names
-    from tasks.evaluate import evaluate
-    from tasks.report import build_report
-    from warehouse.db import Warehouse
-    from warehouse.repository import deployed_artifacts
+    from cr2_tasks.baselines import baseline_names
+    from cr2_tasks.evaluate import evaluate
+    from cr2_tasks.report import build_report
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import deployed_artifacts
 
     t0 = time.perf_counter()
     with Warehouse(home, read_only=True) as wh:

@@ -35,10 +35,10 @@ def main(argv=None) -> None:
     from cr2.config import load_config
     from cr2.evaluation.sweep import Evaluation, evaluate_cr2, evaluate_table
     from cr2.evaluation.metrics import evaluable_mask
-    from tasks.inputs import cr2_router, load_sets
-    from tasks.inputs import remember_scores
-    from warehouse.db import Warehouse
-    from warehouse.repository import load_threshold_table
+    from cr2_tasks.inputs import cr2_router, load_sets
+    from cr2_tasks.inputs import remember_scores
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import load_threshold_table
 
     reps = args.repeats or (1 if args.quick else 3)
     cfg = load_config()

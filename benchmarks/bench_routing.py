@@ -62,9 +62,9 @@ def _median(xs):
 def _data(args, cfg):
     """Return (train, dev, val, queries, source)."""
     if args.warehouse:
-        from tasks.inputs import routing_args
-        from warehouse.db import Warehouse
-        from warehouse.routing_data import load_routing_sets
+        from cr2_tasks.inputs import routing_args
+        from cr2_warehouse.db import Warehouse
+        from cr2_warehouse.routing_data import load_routing_sets
 
         with Warehouse(args.warehouse, read_only=True) as wh:
             sets = load_routing_sets(wh, tuple(m.id for m in cfg.models), **routing_args(cfg))

@@ -225,7 +225,7 @@ def main(argv=None) -> None:
         args.requests, args.seconds, args.ceiling = 200, 5.0, 64
     from cr2.config import load_config
     from cr2.inputs.embed import load_encoder
-    from tasks.store import cache_dir
+    from cr2_tasks.store import cache_dir
 
     config = load_config(args.config) if args.config else load_config()
     texts = _texts(2000)

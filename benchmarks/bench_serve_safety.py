@@ -56,7 +56,7 @@ def serve_child(port: int, max_concurrency: int) -> None:
     from cr2.routers.cr2_router import CR2Router
     from cr2.inputs.tokenizer import qwen_token_counter
     from cr2_cli.serve import create_app
-    from tasks.store import cache_dir
+    from cr2_tasks.store import cache_dir
     from cr2.deploy.deployment import OnlineRouter
     from cr2.evaluation.synthetic import make_routing_set
     from tests.serve_helpers import fake_model_endpoint, running

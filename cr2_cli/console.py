@@ -71,9 +71,9 @@ def cr2_cause(exc: BaseException | None) -> Cr2Error | None:
 
 def storage_cause(exc: BaseException, home) -> Cr2Error | None:
     """The WarehouseError for a full disk or a damaged warehouse file that reached the command without passing
-    through the warehouse's own checks (warehouse.db.storage_error), naming the warehouse of `home`; else None."""
+    through the warehouse's own checks (cr2_warehouse.db.storage_error), naming the warehouse of `home`; else None."""
     from cr2_cli.options import resolve_home
-    from warehouse.db import DB_NAME, storage_error
+    from cr2_warehouse.db import DB_NAME, storage_error
 
     try:
         path = resolve_home(home) / DB_NAME

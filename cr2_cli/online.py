@@ -11,8 +11,8 @@ from typing import Any
 
 from cr2.config import Config
 from cr2.deploy.deployment import CR2, OnlineRouter, check_route_inputs, deployed_router
-from tasks.store import cache_dir
-from warehouse.deployment import read_deployment
+from cr2_tasks.store import cache_dir
+from cr2_warehouse.deployment import read_deployment
 
 
 def load_deployed_router(config: Config, home: str | Path, version: int | None = None,

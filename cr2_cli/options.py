@@ -34,7 +34,7 @@ def resolve_home(home: Optional[Path]) -> Path:
     """The --home folder as an absolute path ($CR2_HOME or var/ when not given); a loop of symbolic links is an
     error naming it."""
     from cr2.core.boundary import resolve_path
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     return resolve_path(home, "--home") if home else default_home()
 
@@ -44,7 +44,7 @@ def home_dir(home: Optional[Path], create: bool = True) -> Path:
 
     create=False (commands that only read a warehouse): a folder without a warehouse is an error and nothing is
     created on disk."""
-    from warehouse.db import DB_NAME, WarehouseError
+    from cr2_warehouse.db import DB_NAME, WarehouseError
 
     h = resolve_home(home)
     if not create and not (h / DB_NAME).is_file():

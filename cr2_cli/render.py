@@ -24,7 +24,7 @@ num = partial(cells.num, missing_text=cells.EM_DASH)  # the command line writes 
 def label_note(wh, source: str) -> str:
     """'SIMULATED labels (…), not measured' / 'MEASURED labels (…) from <repository> @ <commit>' for a table title."""
     from cr2.labels import label_note as note
-    from warehouse.labels import label_origin
+    from cr2_warehouse.labels import label_origin
 
     return note(source, label_origin(wh, source))
 
@@ -61,8 +61,8 @@ def print_prepare_steps(summary: dict) -> None:
 def print_model_summary(home: Path, config_path: Optional[Path]) -> None:
     """Per benchmark: queries, accuracy and mean normalised cost per model, under the configured labels and states."""
     from cr2.config import load_config
-    from warehouse.db import Warehouse
-    from warehouse.reads import model_summary
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import model_summary
 
     cfg = load_config(config_path)
     with Warehouse(home, read_only=True) as wh:
@@ -101,9 +101,9 @@ def print_calibrate(summary: dict) -> None:
 
 def print_operating_points(home: Path, evaluated: dict, lams=HEADLINE_LAMS) -> None:
     """CR² on the test split at the run's default α (stored with it) for a few λ: risk, local rate, accuracy, cost."""
-    from warehouse.db import Warehouse
-    from warehouse.reads import cr2_operating_points
-    from warehouse.repository import stored_run_alpha
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import cr2_operating_points
+    from cr2_warehouse.repository import stored_run_alpha
 
     with Warehouse(home, read_only=True) as wh:
         alpha = stored_run_alpha(wh, evaluated["run_id"])
@@ -131,8 +131,8 @@ def print_operating_points(home: Path, evaluated: dict, lams=HEADLINE_LAMS) -> N
 
 def print_baselines(home: Path, baselines: dict, evaluated: dict) -> None:
     """Each baseline's size, fit time and test accuracy/cost at λ = 0 and λ = 2."""
-    from warehouse.db import Warehouse
-    from warehouse.reads import baseline_points
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import baseline_points
 
     with Warehouse(home, read_only=True) as wh:
         df = baseline_points(wh, evaluated["run_id"], (0.0, 2.0))
@@ -161,9 +161,9 @@ def print_drift(findings: list[dict]) -> None:
 def print_recalibration(home: Path, out: dict, lams=HEADLINE_LAMS) -> None:
     """The new thresholds and CR² on test under the new states, old thresholds (before) vs re-calibrated (after), at
     the α the re-calibrated run stores."""
-    from warehouse.db import Warehouse
-    from warehouse.reads import recalibration
-    from warehouse.repository import stored_run_alpha
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import recalibration
+    from cr2_warehouse.repository import stored_run_alpha
 
     old, new = out["old_thresholds"], out["new_thresholds"]
     console.print(f"states {out['old_dist_id']} → {out['new_dist_id']}: thresholds v{old['version']} → v{new['version']} "
@@ -246,7 +246,7 @@ def _frame_table(df: pd.DataFrame, title: str) -> Table:
 def newest_eval_run_or_none(wh, label_source: str | None) -> str | None:
     """The newest evaluation run (of `label_source`), None where the warehouse has none."""
     from cr2.core.errors import DataValidationError
-    from warehouse.repository import newest_eval_run
+    from cr2_warehouse.repository import newest_eval_run
 
     try:
         return newest_eval_run(wh, label_source)
@@ -259,9 +259,9 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
     newest evaluation run of `label_source`), then the promises of CR²'s deployed gate that validity run `run_id`
     checked (ltt, Mondrian, target) — cr2.report.validity, the rows `cr2 results`, the report and docs/results.md show."""
     from cr2.report.validity import certified_display, certified_verdicts, deployed_display, deployed_verdicts
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
     from cr2.report.styles import MethodStyles
-    from warehouse.repository import certified_validity, eval_run, guarantee_cells, methods_of_run
+    from cr2_warehouse.repository import certified_validity, eval_run, guarantee_cells, methods_of_run
 
     with Warehouse(home, read_only=True) as wh:
         eval_id = newest_eval_run_or_none(wh, label_source)
@@ -292,8 +292,8 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
 
 def print_simcheck(home: Path, out: dict) -> None:
     """Measured vs simulated label statistics (v_simcheck) and how often the saving's sign agrees."""
-    from warehouse.db import Warehouse
-    from warehouse.reads import simcheck_points, simcheck_signs
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import simcheck_points, simcheck_signs
 
     with Warehouse(home, read_only=True) as wh:
         df = simcheck_points(wh, out["run_id"])

@@ -40,8 +40,8 @@ def parse_targets(text: str) -> tuple[float, ...]:
 def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: float | None = None,
                          lams: tuple[float, ...] = LAMS, targets: tuple[float, ...] = TARGETS) -> str:
     """The spread across seeds (v_seed_spread) of the headline numbers, beside the base seed's bootstrap interval."""
-    from warehouse.db import Warehouse
-    from warehouse.repository import seed_spread
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import seed_spread
 
     with Warehouse(home, read_only=True) as wh:
         if not _has_table(wh, "seed_runs"):
@@ -69,7 +69,7 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
 
 
 def _has_table(wh, name: str) -> bool:
-    from warehouse.reads import has_table
+    from cr2_warehouse.reads import has_table
 
     return has_table(wh, name)
 
@@ -77,8 +77,8 @@ def _has_table(wh, name: str) -> bool:
 def run_deploy_rows(home: str | Path, run_id: str, alpha: float) -> list[dict[str, str]]:
     """The deploy decision of run `run_id` at α (cr2.evaluation.deploy over its stored pairwise comparisons)."""
     from cr2.report.deploy import decisions, deploy_rows
-    from warehouse.db import Warehouse
-    from warehouse.repository import eval_run, router_flops, run_equal_risk
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import eval_run, router_flops, run_equal_risk
 
     with Warehouse(home, read_only=True) as wh:
         if not _has_table(wh, "equal_risk"):
@@ -95,9 +95,9 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
     """The headline tables of the newest evaluation run in `home` as markdown, at `targets` (default: see
     default_targets): which router to deploy (`deploy_rows`, see deploy_decision_markdown), every certified router's
     validity over re-splits, then the comparisons; CR² at `alpha` (None: the α the run stores)."""
-    from warehouse.db import Warehouse
-    from warehouse.reads import reached_targets
-    from warehouse.repository import headline_results, newest_eval_run, stored_run_alpha
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import reached_targets
+    from cr2_warehouse.repository import headline_results, newest_eval_run, stored_run_alpha
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
@@ -149,7 +149,7 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
         f"{markdown_table(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",
         f"**Router complexity (v_router_complexity)**\n\n{markdown_table(f['complexity'][['kind', 'params', 'flops']])}",
     ]
-    from warehouse.reads import has_seed_study
+    from cr2_warehouse.reads import has_seed_study
 
     with Warehouse(home, read_only=True) as wh:
         has_study = has_seed_study(wh)
@@ -163,8 +163,8 @@ def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None)
     rule, α), the rows `cr2 guarantees` prints (cr2.report.validity) — at `alpha` where the run certified it, else at
     every α."""
     from cr2.report.validity import certified_display, certified_verdicts
-    from warehouse.db import Warehouse
-    from warehouse.repository import certified_validity, methods_of_run
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import certified_validity, methods_of_run
 
     with Warehouse(home, read_only=True) as wh:
         cells = certified_validity(wh, run_id)
@@ -212,8 +212,8 @@ def comparison_frames(home: str | Path, alpha: float | None = None, label_source
     paper, ours interpolated with its interval, ours at the grid point, every other router), local, gate_errors,
     complexity; and fixed_accuracy (the stored rows behind `fixed`, interval and view verdict included), run_id and
     alpha (`alpha`, or where None the α the run stores)."""
-    from warehouse.db import Warehouse
-    from warehouse.repository import headline_results, newest_eval_run, stored_run_alpha, view_for_run
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import headline_results, newest_eval_run, stored_run_alpha, view_for_run
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
@@ -228,10 +228,10 @@ def comparison_frames(home: str | Path, alpha: float | None = None, label_source
 def equal_risk_markdown(home: str | Path, label_source: str | None = None, target: float = 0.80) -> str:
     """The equal-risk comparison of the newest evaluation run in `home` (table equal_risk) as markdown: every
     certified router's cost at `target` accuracy with risk ≤ α, and CR²'s decomposition against each baseline."""
-    from warehouse.db import Warehouse
-    from warehouse.repository import eval_run, newest_eval_run, run_equal_risk
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import eval_run, newest_eval_run, run_equal_risk
 
-    from warehouse.reads import side_reach
+    from cr2_warehouse.reads import side_reach
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)

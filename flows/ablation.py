@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cr2.config import Config
-from tasks.ablation import ABLATION
-from tasks.common import run_stage
+from cr2_tasks.ablation import ABLATION
+from cr2_tasks.common import run_stage
 
 
 def ablation(config: Config, home: Path, trained: dict, evaluated: dict) -> dict:

@@ -25,9 +25,9 @@ from cr2.labels import is_simulated
 from cr2.report.cells import json_records
 from cr2.report.markdown import columns_table, label_banner
 from cr2.report.tables import on_lams
-from warehouse.db import Warehouse
-from warehouse.reads import recalibration
-from warehouse.repository import artifact_frames, eval_run, run_alpha
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.reads import recalibration
+from cr2_warehouse.repository import artifact_frames, eval_run, run_alpha
 
 COMPARE_LAM = 2.0  # the λ of the router-comparison table
 

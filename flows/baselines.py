@@ -10,8 +10,8 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.baselines import BASELINES
-from tasks.common import run_stage
+from cr2_tasks.baselines import BASELINES
+from cr2_tasks.common import run_stage
 
 
 def fit_baselines(config: Config, home: Path) -> dict:
@@ -22,6 +22,6 @@ def fit_baselines(config: Config, home: Path) -> dict:
 @flow(name="cr2-baselines", log_prints=True)
 def baselines_flow(config_path: str | None = None, home: str | None = None) -> dict:
     from cr2.config import load_config
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     return fit_baselines(load_config(config_path), Path(home) if home else default_home())

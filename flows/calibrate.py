@@ -10,8 +10,8 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.calibrate import CALIBRATE
-from tasks.common import run_stage
+from cr2_tasks.calibrate import CALIBRATE
+from cr2_tasks.common import run_stage
 
 
 def calibrate(config: Config, home: Path, trained: dict, extra_lams: tuple[float, ...] = ()) -> dict:
@@ -22,8 +22,8 @@ def calibrate(config: Config, home: Path, trained: dict, extra_lams: tuple[float
 def calibrate_flow(config_path: str | None = None, home: str | None = None, extra_lams: list[float] | None = None,
                    calibration: dict | None = None) -> dict:
     from cr2.config import load_config
-    from flows.train import train
-    from warehouse.db import default_home
+    from cr2_flows.train import train
+    from cr2_warehouse.db import default_home
 
     # `calibration` overrides config.calibration (rule, delta, group, small_group) from the CLI
     config = load_config(config_path, overrides={"calibration": calibration} if calibration else None)

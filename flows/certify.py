@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from cr2.config import Config
-from tasks.certify import CERTIFY
-from tasks.common import run_stage
-from tasks.equal_risk import EQUAL_RISK
+from cr2_tasks.certify import CERTIFY
+from cr2_tasks.common import run_stage
+from cr2_tasks.equal_risk import EQUAL_RISK
 
 
 def certify(config: Config, home: Path, trained: dict, baselines: dict, evaluated: dict) -> dict:

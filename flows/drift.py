@@ -12,8 +12,8 @@ import numpy as np
 
 from cr2.config import Config, load_state_distribution
 from cr2.deploy.drift import DriftReport, drift_test, state_features
-from warehouse.db import Warehouse
-from warehouse.drift import calibration_states
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.drift import calibration_states
 
 
 def drift_check(config: Config, home: str | Path, states: str | Path, n: int = 2000, alpha: float = 0.05) -> DriftReport:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
+import cr2_flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import Config
-from tasks.common import run_stage
-from tasks.evaluate import EVALUATE
-from tasks.intervals import INTERVALS
+from cr2_tasks.common import run_stage
+from cr2_tasks.evaluate import EVALUATE
+from cr2_tasks.intervals import INTERVALS
 
 
 def evaluate(config: Config, home: Path, trained: dict, calibrated: dict, baselines: dict) -> dict:
@@ -29,11 +29,11 @@ def study_run(config: Config, home: Path) -> dict:
     """What a study re-runs per pool or seed, each stage cached in `home`: prepare → train → calibrate → baselines →
     evaluate → certify → equal-risk → intervals, in `cr2 run`'s order (no ablation, no report); the evaluation's
     result with its equal-risk and intervals results."""
-    from flows.baselines import fit_baselines
-    from flows.calibrate import calibrate
-    from flows.certify import certify, equal_risk
-    from flows.prepare import prepare
-    from flows.train import train
+    from cr2_flows.baselines import fit_baselines
+    from cr2_flows.calibrate import calibrate
+    from cr2_flows.certify import certify, equal_risk
+    from cr2_flows.prepare import prepare
+    from cr2_flows.train import train
 
     prepare(config, home)
     trained = train(config, home)
@@ -48,11 +48,11 @@ def study_run(config: Config, home: Path) -> dict:
 @flow(name="cr2-evaluate", log_prints=True)
 def evaluate_flow(config_path: str | None = None, home: str | None = None) -> dict:
     from cr2.config import load_config
-    from flows.artifacts import publish_evaluation
-    from flows.baselines import fit_baselines
-    from flows.calibrate import calibrate
-    from flows.train import train
-    from warehouse.db import default_home
+    from cr2_flows.artifacts import publish_evaluation
+    from cr2_flows.baselines import fit_baselines
+    from cr2_flows.calibrate import calibrate
+    from cr2_flows.train import train
+    from cr2_warehouse.db import default_home
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()

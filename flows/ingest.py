@@ -11,8 +11,8 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import run_stage
-from tasks.ingest import INGEST
+from cr2_tasks.common import run_stage
+from cr2_tasks.ingest import INGEST
 
 
 def ingest(config: Config, home: Path) -> dict:
@@ -23,6 +23,6 @@ def ingest(config: Config, home: Path) -> dict:
 @flow(name="cr2-ingest", log_prints=True)
 def ingest_flow(config_path: str | None = None, home: str | None = None) -> dict:
     from cr2.config import load_config
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     return ingest(load_config(config_path), Path(home) if home else default_home())

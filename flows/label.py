@@ -33,7 +33,7 @@ from cr2.labels.lmeval.runner import Progress
 from cr2.labels.lmeval.runs import LabelingError, ShardJob
 from cr2.config.lmeval import BACKENDS, LabelingSpec, TaskRunnerSpec, labeling_spec
 from cr2.labels.lmeval.estimate import ModelRates, projection_table
-from tasks.label import (
+from cr2_tasks.label import (
     add_progress_hook,
     estimate_model_rates,
     estimate_selection,
@@ -45,7 +45,7 @@ from tasks.label import (
     remove_progress_hook,
     staging_dir,
 )
-from warehouse.db import default_home
+from cr2_warehouse.db import default_home
 
 RUNNERS = ("threads", "dask", "ray")
 

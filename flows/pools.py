@@ -27,9 +27,9 @@ from typing import Any
 from prefect import flow
 
 from cr2.config import Config, load_config
-from tasks.common import run_stage
-from tasks.store import cache_key
-from warehouse.db import Warehouse
+from cr2_tasks.common import run_stage
+from cr2_tasks.store import cache_key
+from cr2_warehouse.db import Warehouse
 
 STUDY_DIR = Path("studies") / "pools"  # pool homes, relative to the base warehouse home
 DEFAULT_RULE = "configs/pools/mmlu-pro.yaml"
@@ -48,16 +48,16 @@ def pool_config(config: Config, overrides: dict[str, Any]) -> Config:
 
 def pool_home(home: Path, pool: str) -> Path:
     """The warehouse folder of one pool: a copy of the base warehouse made on first use."""
-    from warehouse.db import copy_warehouse
+    from cr2_warehouse.db import copy_warehouse
 
     return copy_warehouse(home, home / STUDY_DIR / pool)
 
 
 def run_pool(config: Config, home: Path) -> dict:
     """The pipeline stages of one pool, each a cached task in `home`: ingest (the pool's models), then prepare …
-    intervals (flows.evaluate.study_run)."""
-    from flows.evaluate import study_run
-    from flows.ingest import ingest
+    intervals (cr2_flows.evaluate.study_run)."""
+    from cr2_flows.evaluate import study_run
+    from cr2_flows.ingest import ingest
 
     ingest(config, home)  # registers the pool's models (the queries are the base's, unchanged)
     return study_run(config, home)
@@ -65,7 +65,7 @@ def run_pool(config: Config, home: Path) -> dict:
 
 def summarise(config: Config, home: Path, run_id: str) -> dict:
     """The pool-summary task of run `run_id` in `home` (cached)."""
-    from tasks.pools import POOL_SUMMARY
+    from cr2_tasks.pools import POOL_SUMMARY
 
     return run_stage(POOL_SUMMARY, config, home, run_id)
 
@@ -77,7 +77,7 @@ def _models_json(config: Config, names: dict[str, str]) -> list[dict[str, Any]]:
 
 def _record(base_home: Path, study_id: str, pool: str, config: Config, home: Path, summary: dict,
             seconds: float) -> None:
-    from warehouse.pools import write_pool
+    from cr2_warehouse.pools import write_pool
 
     names = dict(config.labels.measured.models) if config.labels.measured is not None else {}
     s = summary["summary"]
@@ -105,10 +105,10 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
     from cr2.core.errors import InvalidValueError
     from cr2.studies.pools import load_pool_rule, pool_overrides, select_pools
     from cr2.config.shipped import shipped_path
-    from flows.ingest import ingest
-    from flows.prepare import prepare
-    from tasks.common import file_hash
-    from warehouse.db import default_home
+    from cr2_flows.ingest import ingest
+    from cr2_flows.prepare import prepare
+    from cr2_tasks.common import file_hash
+    from cr2_warehouse.db import default_home
 
     config = load_config(config_path)
     if config.labels.measured is None:
@@ -127,8 +127,8 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
     t_all = time.perf_counter()
     ingest(config, h)
     if embeddings_from:
-        from warehouse.db import DB_NAME
-        from warehouse.pools import copy_embeddings
+        from cr2_warehouse.db import DB_NAME
+        from cr2_warehouse.pools import copy_embeddings
 
         src = Path(embeddings_from) / DB_NAME
         if not src.is_file():
@@ -159,11 +159,11 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
 def study_diagnostics_flow(config_path: str | None = None, home: str | None = None) -> dict:
     """The pool summary (comparisons, headroom, label diagnostics) of the newest evaluation run of one warehouse."""
     from cr2.core.errors import DataValidationError
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()
-    from warehouse.pools import newest_run
+    from cr2_warehouse.pools import newest_run
 
     with Warehouse(h, read_only=True) as wh:
         run = newest_run(wh, config.labels.source)
@@ -180,8 +180,8 @@ def study_diagnostics_flow(config_path: str | None = None, home: str | None = No
 @flow(name="cr2-study-simcheck", log_prints=True, validate_parameters=False)
 def study_simcheck_flow(config_path: str | None = None, home: str | None = None, routing: bool = True) -> dict:
     """The sim-to-real check on the measured warehouse at `home` (tasks/simcheck_measured.py); rows in `simcheck`."""
-    from tasks.simcheck_measured import SIMCHECK_MEASURED
-    from warehouse.db import default_home
+    from cr2_tasks.simcheck_measured import SIMCHECK_MEASURED
+    from cr2_warehouse.db import default_home
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()

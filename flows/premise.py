@@ -29,9 +29,9 @@ from prefect import flow
 
 from cr2.config import Config, load_state_distribution
 from cr2.core.files import atomic_write
-from tasks.common import run_stage
-from tasks.premise import PREMISE_CELL, PREMISE_INPUTS, study_id
-from warehouse.db import Warehouse
+from cr2_tasks.common import run_stage
+from cr2_tasks.premise import PREMISE_CELL, PREMISE_INPUTS, study_id
+from cr2_warehouse.db import Warehouse
 
 DEFAULT_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_CHANNELS = ("default", "premise-far", "premise-cell-edge", "premise-beyond-edge")
@@ -41,8 +41,8 @@ DEFAULT_RETRAIN_FROM = "scratch"
 
 
 def _base(config: Config, home: Path) -> tuple[dict, dict]:
-    from tasks.baselines import baseline_names
-    from warehouse.premise import base_artifacts, baseline_artifacts
+    from cr2_tasks.baselines import baseline_names
+    from cr2_warehouse.premise import base_artifacts, baseline_artifacts
 
     names = [n for n in baseline_names(config) if not n.startswith("always-")]
     with Warehouse(home, read_only=True) as wh:
@@ -73,7 +73,7 @@ def record_study(config: Config, home: Path, speeds: Sequence[float], channels: 
     """The study id of these settings on the warehouse's base, recorded in premise_studies (with `only_if_stored`,
     only when the warehouse already holds cells under that id: settings that do not match a stored study record
     nothing); returns {study_id, base_run, n_cells, recorded}."""
-    from warehouse.premise import premise_cell_count, write_premise_study
+    from cr2_warehouse.premise import premise_cell_count, write_premise_study
 
     for ch in channels:
         load_state_distribution(ch)  # a misspelt channel fails before any work
@@ -98,7 +98,7 @@ def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS
             retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM,
             config_path: str | None = None) -> dict:
     """Run (or resume) the premise map inside the current flow; returns the study id and each cell's summary."""
-    from warehouse.premise import write_premise_cell
+    from cr2_warehouse.premise import write_premise_cell
 
     t0 = time.perf_counter()
     rec = record_study(config, home, speeds, channels, n_resamples, seed, retrain_epochs, retrain_from, config_path)
@@ -130,7 +130,7 @@ def premise(config: Config, home: Path, speeds: Sequence[float] = DEFAULT_SPEEDS
 def premise_report(config: Config, home: Path, sid: str) -> str:
     """Write <home>/premise-report/index.html (v_premise as a table, the two heatmaps); returns its path."""
     from cr2.report.premise import premise_page
-    from warehouse.premise import premise_view
+    from cr2_warehouse.premise import premise_view
 
     with Warehouse(home, read_only=True) as wh:
         df = premise_view(wh, sid)
@@ -140,7 +140,7 @@ def premise_report(config: Config, home: Path, sid: str) -> str:
 def task_runner(kind: str = "threads", workers: int = 1, dask_address: str | None = None) -> Any:
     """The Prefect task runner the cells fan out on: threads (default, `workers` at once) or a Dask cluster."""
     from cr2.config.lmeval import TaskRunnerSpec
-    from flows.label import build_task_runner
+    from cr2_flows.label import build_task_runner
 
     if kind == "threads":
         spec = TaskRunnerSpec(kind="threads", max_workers=workers)
@@ -155,7 +155,7 @@ def premise_flow(config_path: str | None = None, home: str | None = None, speeds
                  retrain_epochs: int = DEFAULT_RETRAIN_EPOCHS, retrain_from: str = DEFAULT_RETRAIN_FROM) -> dict:
     """The premise map of the warehouse at `home` under the config (a study over device speed × channel)."""
     from cr2.config import load_config
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     return premise(load_config(config_path), Path(home) if home else default_home(),
                    tuple(speeds or DEFAULT_SPEEDS), tuple(channels or DEFAULT_CHANNELS), n_resamples, seed, retrain_epochs,

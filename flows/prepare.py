@@ -19,10 +19,10 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import run_stage
-from tasks.measured import MEASURED_LABELS
-from tasks.prepare import COSTS, EMBEDDINGS, LABELS, SIMULATED_SOURCES, SPLITS, STATES, check_label_source
-from warehouse.db import Warehouse
+from cr2_tasks.common import run_stage
+from cr2_tasks.measured import MEASURED_LABELS
+from cr2_tasks.prepare import COSTS, EMBEDDINGS, LABELS, SIMULATED_SOURCES, SPLITS, STATES, check_label_source
+from cr2_warehouse.db import Warehouse
 
 
 def prepare(config: Config, home: Path) -> dict:
@@ -42,6 +42,6 @@ def prepare(config: Config, home: Path) -> dict:
 @flow(name="cr2-prepare", log_prints=True)
 def prepare_flow(config_path: str | None = None, home: str | None = None) -> dict:
     from cr2.config import load_config
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     return prepare(load_config(config_path), Path(home) if home else default_home())

@@ -23,14 +23,14 @@ from pathlib import Path
 
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
+import cr2_flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import Config, load_config, load_state_distribution
-from flows.calibrate import calibrate
-from flows.baselines import fit_baselines
-from flows.evaluate import evaluate
-from flows.prepare import prepare
-from flows.train import train
-from tasks.common import run_stage
+from cr2_flows.calibrate import calibrate
+from cr2_flows.baselines import fit_baselines
+from cr2_flows.evaluate import evaluate
+from cr2_flows.prepare import prepare
+from cr2_flows.train import train
+from cr2_tasks.common import run_stage
 
 
 def with_distribution(config: Config, states: str | Path) -> Config:
@@ -48,7 +48,7 @@ def operator_speed(config: Config, bands: bool) -> Config:
 
 def evaluate_tables(config: Config, home: Path, trained: dict, tables: dict[str, dict]) -> tuple[dict, dict]:
     """(before, after): CR² on test under config's states with each threshold table (one cached stage)."""
-    from tasks.recalibrate import EVALUATE_RECALIBRATION
+    from cr2_tasks.recalibrate import EVALUATE_RECALIBRATION
 
     out = run_stage(EVALUATE_RECALIBRATION, config, home, trained, tables)
     return {**out["before"], "cached": out["cached"]}, {**out["after"], "cached": out["cached"]}
@@ -56,7 +56,7 @@ def evaluate_tables(config: Config, home: Path, trained: dict, tables: dict[str,
 
 def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: bool = False, bands: bool = False,
                 baselines: bool = False) -> dict:
-    from flows.drift import drift_check
+    from cr2_flows.drift import drift_check
 
     new = with_distribution(operator_speed(config, bands), states)
     trained = train(config, home)  # frozen: the gate never sees ξ
@@ -83,8 +83,8 @@ def recalibrate_flow(states: str, config_path: str | None = None, home: str | No
                      only_if_drift: bool = False, bands: bool = False, baselines: bool = False) -> dict:
     """Re-calibrate the threshold table of the frozen gate on a new state distribution (name or YAML file);
     with only_if_drift, only when the drift check finds the new states depart from the calibration states."""
-    from flows.artifacts import publish_recalibration
-    from warehouse.db import default_home
+    from cr2_flows.artifacts import publish_recalibration
+    from cr2_warehouse.db import default_home
 
     config, h = load_config(config_path), Path(home) if home else default_home()
     out = recalibrate(config, h, states, only_if_drift, bands, baselines)

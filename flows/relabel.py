@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
+import cr2_flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import load_config
 
 
@@ -17,7 +17,7 @@ from cr2.config import load_config
 def relabel_flow(config_path: str | None = None, home: str | None = None, models: list[str] | None = None,
                  benchmarks: list[str] | None = None, backend: str | None = None, limit: int | None = None) -> dict:
     """Label what is missing for the configured pool (or the given models/benchmarks); returns run summaries."""
-    from flows.label import run_labeling
+    from cr2_flows.label import run_labeling
 
     result = run_labeling(load_config(config_path), home, models=models, benchmarks=benchmarks, backend=backend,
                           limit=limit)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cr2.config import Config
-from tasks.common import run_stage
-from tasks.report import REPORT
+from cr2_tasks.common import run_stage
+from cr2_tasks.report import REPORT
 
 
 def report(config: Config, home: Path, evaluated: dict, trained: dict, baselines: dict, data_counts: dict,

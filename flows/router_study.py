@@ -5,7 +5,7 @@ existing warehouse with its caches (`<pools home>/studies/routers/<pool>` from t
 `studies/pools/<pool>`; `<scenario home>/studies/routers/<scenario>` from the scenario's home), so the pool sweep's
 and the scenario's own runs stay as they are and only what the candidates change is computed:
   the unit's config + the candidates (cr2.studies.routers.study_config_data) → prepare … equal-risk → intervals
-  (flows.evaluate.study_run) → pool summary (tasks/pools.py: the equal-risk rows with their bootstrap p, the
+  (cr2_flows.evaluate.study_run) → pool summary (tasks/pools.py: the equal-risk rows with their bootstrap p, the
   oracle headroom)
 and the unit's rows go into pool_runs / pool_results of the unit's base warehouse under the study's id, which
 includes the pre-registration's content hash. An interrupted study resumes: cached stages are not re-run.
@@ -49,7 +49,7 @@ def _study_path(path: str) -> Path:
 def load_study(path: str = DEFAULT_STUDY):
     """The pre-registration at `path` (a file, or a path shipped with cr2) with its content hash."""
     from cr2.studies.routers import load_router_study
-    from tasks.common import file_hash
+    from cr2_tasks.common import file_hash
 
     p = _study_path(path)
     return load_router_study(p, file_hash(p))
@@ -57,7 +57,7 @@ def load_study(path: str = DEFAULT_STUDY):
 
 def study_id(study, kind: str) -> str:
     """The study's id in a base warehouse: the pre-registration's content hash and the kind of unit it holds."""
-    from tasks.store import cache_key
+    from cr2_tasks.store import cache_key
 
     return cache_key(f"routers-{kind}", study.digest)
 
@@ -69,8 +69,8 @@ def unit_config(config: Config, study) -> Config:
 
 
 def _run_unit(config: Config, source: Path, home: Path, base: Path, sid: str, unit: str) -> dict:
-    from flows.pools import _record, run_pool, summarise
-    from warehouse.db import copy_warehouse
+    from cr2_flows.pools import _record, run_pool, summarise
+    from cr2_warehouse.db import copy_warehouse
 
     t0 = time.perf_counter()
     copy_warehouse(source, home, with_caches=True)
@@ -91,8 +91,8 @@ def study_routers_flow(study_path: str = DEFAULT_STUDY, pools_home: str = POOLS_
     from cr2.core.errors import DataValidationError, InvalidValueError
     from cr2.studies.pools import load_pool_rule, pool_overrides, select_pools
     from cr2.studies.routers import POOLS, SCENARIOS as SCENARIO_KIND
-    from flows.pools import STUDY_DIR as POOL_DIR, pool_config
-    from warehouse.db import DB_NAME
+    from cr2_flows.pools import STUDY_DIR as POOL_DIR, pool_config
+    from cr2_warehouse.db import DB_NAME
 
     study = load_study(study_path)
     homes = {n: s.home for n, s in SCENARIOS.items()} | dict(scenario_homes or {})

@@ -13,28 +13,28 @@ from pathlib import Path
 
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
+import cr2_flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import load_config
-from flows.ablation import ablation
-from flows.artifacts import publish_evaluation
-from flows.baselines import fit_baselines
-from flows.calibrate import calibrate
-from flows.certify import certify, equal_risk
-from flows.evaluate import evaluate, intervals
-from flows.ingest import ingest
-from flows.prepare import prepare
-from flows.report import report
-from flows.train import train
-from tasks.ablation import start_ablation_fits
-from tasks import ahead
-from tasks.baselines import start_baseline_fits
-from tasks.inputs import fit_workers
-from tasks.train import trained_teacher
+from cr2_flows.ablation import ablation
+from cr2_flows.artifacts import publish_evaluation
+from cr2_flows.baselines import fit_baselines
+from cr2_flows.calibrate import calibrate
+from cr2_flows.certify import certify, equal_risk
+from cr2_flows.evaluate import evaluate, intervals
+from cr2_flows.ingest import ingest
+from cr2_flows.prepare import prepare
+from cr2_flows.report import report
+from cr2_flows.train import train
+from cr2_tasks.ablation import start_ablation_fits
+from cr2_tasks import ahead
+from cr2_tasks.baselines import start_baseline_fits
+from cr2_tasks.inputs import fit_workers
+from cr2_tasks.train import trained_teacher
 
 
 @flow(name="cr2-run", log_prints=True)
 def run_flow(config_path: str | None = None, home: str | None = None) -> dict:
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()

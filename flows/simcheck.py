@@ -15,12 +15,12 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import run_stage
-from tasks.simcheck import SIMCHECK
+from cr2_tasks.common import run_stage
+from cr2_tasks.simcheck import SIMCHECK
 
 
 def simcheck(config: Config, home: Path, full: bool = False, routing: bool = True) -> dict:
-    from tasks.simcheck import build_simcheck_page
+    from cr2_tasks.simcheck import build_simcheck_page
 
     result = run_stage(SIMCHECK, config, home, full, routing)
     result["report"] = build_simcheck_page(str(home), result["run_id"])
@@ -31,6 +31,6 @@ def simcheck(config: Config, home: Path, full: bool = False, routing: bool = Tru
 def simcheck_flow(config_path: str | None = None, home: str | None = None, full: bool = False,
                   routing: bool = True) -> dict:
     from cr2.config import load_config
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     return simcheck(load_config(config_path), Path(home) if home else default_home(), full, routing)

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow
 
-import flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
+import cr2_flows  # noqa: F401  (Prefect loads this file by path: the package's offline environment first, cr2/core/env.py)
 from cr2.config import Config, load_config
 
 STUDY_DIR = Path("studies") / "seeds"  # seed homes, relative to the warehouse home
@@ -54,8 +54,8 @@ def seed_overrides(config: Config, seed: int, target_grid: list[float] | None = 
 
 def base_target_grid(config: Config, home: Path) -> list[float]:
     """The target grid of the base run (its validation split's, or the configured one); runs the base if needed."""
-    from tasks.inputs import load_sets
-    from tasks.intervals import validation_grid
+    from cr2_tasks.inputs import load_sets
+    from cr2_tasks.intervals import validation_grid
 
     if config.evaluation.target_grid is not None:
         return list(config.evaluation.target_grid)
@@ -65,21 +65,21 @@ def base_target_grid(config: Config, home: Path) -> list[float]:
 
 def seed_home(home: Path, seed: int) -> Path:
     """The warehouse folder of a non-base seed: a copy of `home`'s warehouse made on first use."""
-    from warehouse.db import copy_warehouse
+    from cr2_warehouse.db import copy_warehouse
 
     return copy_warehouse(home, home / STUDY_DIR / f"seed-{seed}")
 
 
 def run_seed(config: Config, home: Path) -> dict:
-    """The pipeline stages a seed re-runs (each a cached task in `home`): prepare … intervals (flows.evaluate.study_run)."""
-    from flows.evaluate import study_run
+    """The pipeline stages a seed re-runs (each a cached task in `home`): prepare … intervals (cr2_flows.evaluate.study_run)."""
+    from cr2_flows.evaluate import study_run
 
     return study_run(config, home)
 
 
 def study_id_of(config: Config, seeds: list[int]) -> str:
     """A study's id: the configuration and the seeds (a re-run of the same study replaces its rows)."""
-    from tasks.store import cache_key
+    from cr2_tasks.store import cache_key
 
     return cache_key("seeds", config.section_hash(), sorted(seeds))
 
@@ -89,9 +89,9 @@ def study_seeds_flow(config_path: str | None = None, home: str | None = None, n:
                      seeds: list[int] | None = None) -> dict:
     """Re-run split + training + calibration + evaluation for N seeds; per-seed results in `seed_results`."""
     from cr2.core.errors import InvalidValueError
-    from warehouse.db import Warehouse, default_home
+    from cr2_warehouse.db import Warehouse, default_home
     from cr2.evaluation.equal_risk import study_statistics
-    from warehouse.repository import run_equal_risk, run_intervals, utc_now, write_seed_result
+    from cr2_warehouse.repository import run_equal_risk, run_intervals, utc_now, write_seed_result
 
     config = load_config(config_path)
     h = Path(home) if home else default_home()

@@ -10,8 +10,8 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
-from tasks.common import run_stage
-from tasks.train import TRAIN
+from cr2_tasks.common import run_stage
+from cr2_tasks.train import TRAIN
 
 
 def train(config: Config, home: Path) -> dict:
@@ -21,6 +21,6 @@ def train(config: Config, home: Path) -> dict:
 @flow(name="cr2-train", log_prints=True)
 def train_flow(config_path: str | None = None, home: str | None = None) -> dict:
     from cr2.config import load_config
-    from warehouse.db import default_home
+    from cr2_warehouse.db import default_home
 
     return train(load_config(config_path), Path(home) if home else default_home())

@@ -70,8 +70,8 @@ def run_pipeline(code: Path, config: Path, home: Path) -> float:
 
 def _newest_run(home: Path) -> tuple[object, object, str]:
     sys.path.insert(0, str(ROOT))
-    from warehouse.db import Warehouse
-    from warehouse.repository import newest_eval_run, run_decisions, view_for_run
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import newest_eval_run, run_decisions, view_for_run
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh)

@@ -201,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     from cr2.labels.lmeval.backends import hf_lm_from_model
     from cr2.labels.lmeval.estimate import measure_rates, resolve_shape
     from cr2.labels.lmeval.runs import select_queries
-    from tasks.store import cache_dir
-    from tasks.label import _mbpp_fewshot, compile_cache, estimate_selection
+    from cr2_tasks.store import cache_dir
+    from cr2_tasks.label import _mbpp_fewshot, compile_cache, estimate_selection
 
     scratch = Path(tempfile.mkdtemp(prefix="cr2-gpu-smoke-"))
     sampler = GpuSampler()
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.home:
             home = Path(args.home).expanduser().resolve()
         else:
-            from tasks.ingest import ingest_queries
+            from cr2_tasks.ingest import ingest_queries
 
             home = scratch / "home"
             home.mkdir()

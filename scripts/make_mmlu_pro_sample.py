@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pandas as pd
 
-from tasks.simcheck import subsample_rows
+from cr2_tasks.simcheck import subsample_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 N_QUESTIONS = 2000

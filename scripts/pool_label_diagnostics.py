@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cr2.studies.pools import load_pool_rule, pool_label_table, select_pools
 from cr2_cli.resultsdoc.pools import label_diagnostics_table
-from warehouse.measured_files import read_measured_correctness
+from cr2_warehouse.measured_files import read_measured_correctness
 
 ROOT = Path(__file__).resolve().parents[1]
 

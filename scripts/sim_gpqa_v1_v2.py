@@ -13,12 +13,12 @@ from cr2.inputs.embed import router_texts, load_encoder, embed_texts
 from cr2.labels.simulator import load_accuracy_targets, simulate_labels
 from cr2.labels.simulator_v2 import simulate_labels_v2
 from cr2.studies.simcheck import label_structure
-from warehouse.measured_files import text_keys, embedding_cache_file, read_embedding_cache, add_to_embedding_cache
+from cr2_warehouse.measured_files import text_keys, embedding_cache_file, read_embedding_cache, add_to_embedding_cache
 cfg = load_config()
 q = pd.read_parquet("data/benchmarks/gpqa.parquet")
 q = q[q["subset"] == "main"].reset_index(drop=True)
 texts = router_texts(list(q["question"]), [list(c) for c in q["choices"]])
-from warehouse.db import default_home
+from cr2_warehouse.db import default_home
 cache = default_home() / "cache"
 f = embedding_cache_file(cache, "all-MiniLM-L6-v2", 256)
 keys = text_keys(texts); have = read_embedding_cache(f)

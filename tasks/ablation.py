@@ -18,10 +18,10 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import COST_FIELDS, FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage
-from tasks.inputs import artifacts_dir, cr2_router, dropout_store, fit_workers, load_sets, remember, reusable
-from warehouse.db import Warehouse
-from warehouse.repository import write_ablation
+from cr2_tasks.common import COST_FIELDS, FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage
+from cr2_tasks.inputs import artifacts_dir, cr2_router, dropout_store, fit_workers, load_sets, remember, reusable
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import write_ablation
 
 ABLATIONS: dict[str, dict] = {
     "sign-only": {"w_margin": 0.0, "w_mono": 0.0},
@@ -35,7 +35,7 @@ ABLATIONS: dict[str, dict] = {
 # its key adds the frozen teacher's fingerprint and the ablation (its name and loss change)
 ABLATION_GATE = Artefact("ablation-gate-fit", Reads(config=(
     "gate", "teacher", "grids.default_alpha", "routing.deferred_variant", "routing.on_demand_calibration",
-    "fit.torch_threads")), FIT_FIELDS + COST_FIELDS, code=("tasks.ablation",))
+    "fit.torch_threads")), FIT_FIELDS + COST_FIELDS, code=("cr2_tasks.ablation",))
 
 
 def _fit_jobs(config: Config, home: str, teacher, train, dev) -> tuple[dict, dict, dict]:
@@ -56,11 +56,11 @@ def _fit_jobs(config: Config, home: str, teacher, train, dev) -> tuple[dict, dic
 
 
 def start_ablation_fits(config: Config, home: str | Path, teacher) -> list[str]:
-    """Inside a tasks.ahead block: start the ablated gates' fits (those not fitted before for the same inputs) from
+    """Inside a cr2_tasks.ahead block: start the ablated gates' fits (those not fitted before for the same inputs) from
     the frozen `teacher` as soon as it exists, so they run while the flow fits the gate, calibrates and evaluates;
     returns the gates started."""
     from cr2.routers.fitting import fit_gate_variant
-    from tasks import ahead
+    from cr2_tasks import ahead
 
     if not ahead.active():
         return []
@@ -77,7 +77,7 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
     from cr2.method.gate import save_gate
     from cr2.evaluation.metrics import evaluable_mask
     from cr2.routers.cr2_router import CR2Router
-    from tasks import ahead
+    from cr2_tasks import ahead
 
     sets = load_sets(config, home)
     train, dev, val, test = sets["train"], sets["dev"], sets["val"], sets["test"]

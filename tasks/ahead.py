@@ -2,9 +2,9 @@
 
 `cr2 run` is a chain of stages, but several fits do not depend on the stages before them: the baselines need only
 the prepared rows, the ablation gates only those and the frozen teacher. Inside `fits_ahead(workers)` a flow may
-start them early (tasks.baselines.start_baseline_fits; tasks.ablation.start_ablation_fits, registered with `when`
+start them early (cr2_tasks.baselines.start_baseline_fits; cr2_tasks.ablation.start_ablation_fits, registered with `when`
 and run when the train stage `announce`s its teacher, before the gate's fit): each missing fit is submitted to one
-cr2.routers.fitting.FitPool under its artefact key (tasks.common.Artefact.key), and the stage that needs it later
+cr2.routers.fitting.FitPool under its artefact key (cr2_tasks.common.Artefact.key), and the stage that needs it later
 takes the running fit by that key (`collect`) instead of fitting it itself. Other independent jobs of a stage (the
 certified routers' rows) go to the same processes (`fit_all`). A stage that would only wait takes back the jobs no
 process has begun and runs them itself, so the flow's process and the pool's share the work to the end. A fit runs

@@ -21,11 +21,11 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.routers.fitting import fit_router
-from tasks.common import (COST_FIELDS, FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage,
+from cr2_tasks.common import (COST_FIELDS, FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage,
                           catalogue_paths, home_relative, in_home, stage_key)
-from tasks.inputs import (artifacts_dir, baseline_threads, fit_workers, load_sets, remember, reusable, router_proba)
-from warehouse.db import Warehouse
-from warehouse.repository import utc_now, write_baselines
+from cr2_tasks.inputs import (artifacts_dir, baseline_threads, fit_workers, load_sets, remember, reusable, router_proba)
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import utc_now, write_baselines
 
 
 def baseline_names(config: Config) -> list[str]:
@@ -57,7 +57,7 @@ def baseline_artefact(config: Config, name: str) -> Artefact:
     params = (f"baselines.params.{entry.name}",) if entry.name in config.baselines.params else ()
     return Artefact("router-fit", Reads(config=(*params, "models", "baselines.num_threads", "fit.torch_threads",
                                                 "baselines.catalogues"), files=catalogue_paths),
-                    FIT_FIELDS + (COST_FIELDS if entry.reads_costs else ()), code=("tasks.baselines",))
+                    FIT_FIELDS + (COST_FIELDS if entry.reads_costs else ()), code=("cr2_tasks.baselines",))
 
 
 def reusable_router(home: str, artefact: Artefact, key: str) -> tuple[Any, dict] | None:
@@ -80,9 +80,9 @@ def _fit_jobs(config: Config, home: str, train, dev) -> tuple[dict, dict, dict]:
 
 
 def start_baseline_fits(config: Config, home: str | Path) -> list[str]:
-    """Inside a tasks.ahead block: start the fits the baselines stage will need (those not fitted before for the
+    """Inside a cr2_tasks.ahead block: start the fits the baselines stage will need (those not fitted before for the
     same inputs), so they run while the flow goes on; returns the routers started."""
-    from tasks import ahead
+    from cr2_tasks import ahead
 
     if not ahead.active():
         return []
@@ -95,7 +95,7 @@ def start_baseline_fits(config: Config, home: str | Path) -> list[str]:
 def fit_baselines(config: Config, home: str) -> dict:
     """Fit, save and register every baseline; record its test predictions. Returns {"routers": name → artefact}."""
     from cr2.routers import router_entry
-    from tasks import ahead
+    from cr2_tasks import ahead
 
     key = stage_key(BASELINES, config, home)
     sets = load_sets(config, home)

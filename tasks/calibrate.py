@@ -12,10 +12,10 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.core.errors import DataValidationError
-from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage
-from tasks.inputs import cr2_router, load_sets, remember_scores
-from warehouse.db import Warehouse
-from warehouse.repository import write_thresholds
+from cr2_tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage
+from cr2_tasks.inputs import cr2_router, load_sets, remember_scores
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import write_thresholds
 
 
 def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.ndarray:
@@ -34,7 +34,7 @@ def calibrate_cr2(config: Config, home: str, trained: dict, extra_lams: tuple[fl
     cal = config.calibration
     groups = None
     if cal.group is not None:  # Mondrian: the group (query attribute) of every calibration query
-        from warehouse.routing_data import query_groups
+        from cr2_warehouse.routing_data import query_groups
 
         with Warehouse(home, read_only=True) as wh:
             groups = query_groups(wh, val.query_id, cal.group)

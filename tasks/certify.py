@@ -7,7 +7,7 @@ same cr2.crc functions as CR²'s own table, teacher disagreement under CR²'s fr
 with its validity over random val ∪ test re-splits (metrics resplit_risk_*), and a router whose score is its margin
 also as `<router>@uncertified` (its own one-shot decision: the decomposition's uncertified side). Metric rows and
 per-query decisions land in the evaluation run like CR²'s. A baseline's p̂ on val and test is computed once per
-router and set and cached by content (tasks.inputs.router_proba, shared with the baselines stage); CR²'s gate scores come from the gate's score cache.
+router and set and cached by content (cr2_tasks.inputs.router_proba, shared with the baselines stage); CR²'s gate scores come from the gate's score cache.
 The key covers the val/test rows, the certify/grids/evaluation config, the trained and fitted routers' fingerprints,
 the evaluation run it appends to and the code the task can run.
 """
@@ -19,11 +19,11 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.core.errors import ConfigError
-from tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home
-from tasks.evaluate import decision_frame
-from tasks.inputs import cr2_router, fit_workers, load_sets, remember_scores, router_proba
-from warehouse.db import Warehouse
-from warehouse.repository import write_certified
+from cr2_tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home
+from cr2_tasks.evaluate import decision_frame
+from cr2_tasks.inputs import cr2_router, fit_workers, load_sets, remember_scores, router_proba
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import write_certified
 
 CR2 = "cr2"
 
@@ -51,7 +51,7 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
     from cr2.routers.certify import calibrate_certified, calibration_risks, certified_name, local_scores, score_fingerprint
     from cr2.crc import rule_spec
     from cr2.evaluation.sweep import Evaluation, certified_rows, method_rows
-    from tasks import ahead
+    from cr2_tasks import ahead
     from cr2.evaluation.metrics import evaluable_mask
     from cr2.routers import load_router, router_entry
 

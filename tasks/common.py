@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib.util
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -40,24 +41,32 @@ from prefect import Task
 
 from cr2.core.hashing import bytes_array, content_fingerprint
 from cr2.config.reads import TrackedConfig, config_digest, undeclared
-from tasks.store import cache_key
+from cr2_tasks.store import cache_key
 
-from warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
+from cr2_warehouse.files import home_relative, in_home  # noqa: F401  (recorded paths: relative to the home)
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-PROJECT_PACKAGES = ("cr2", "tasks", "flows", "warehouse", "cr2_cli")
+PROJECT_PACKAGES = ("cr2", "cr2_tasks", "cr2_flows", "cr2_warehouse", "cr2_cli")  # setup.py: their folders
 DATA_SUFFIXES = (".sql", ".yaml", ".yml", ".json")
 _PKG = "(?:%s)(?:\\.[A-Za-z_]\\w*)+" % "|".join(PROJECT_PACKAGES)
 _MODULE_STRING = re.compile(rf"{_PKG}(?::[A-Za-z_]\w*)?")  # a whole string constant naming a module (registries)
 _MODULE_TARGET = re.compile(rf"\b({_PKG}):[A-Za-z_]\w*")  # 'module:Class' inside a data file
 
 
+@functools.cache
+def package_folder(package: str) -> str:
+    """The repository folder a top-level project package is installed from (setup.py maps cr2_tasks → tasks/, …)."""
+    spec = importlib.util.find_spec(package)
+    return Path(next(iter(spec.submodule_search_locations))).name
+
+
 def _module_file(name: str, root: Path) -> Path | None:
     """The source file of project module `name` under `root`, or None when it is not one."""
-    if name.split(".")[0] not in PROJECT_PACKAGES:
+    top, *rest = name.split(".")
+    if top not in PROJECT_PACKAGES:
         return None
-    base = root.joinpath(*name.split("."))
+    base = root.joinpath(package_folder(top), *rest)
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
             return path
@@ -67,6 +76,7 @@ def _module_file(name: str, root: Path) -> Path | None:
 def _package_of(path: Path, root: Path) -> str:
     rel = path.relative_to(root).with_suffix("")
     parts = list(rel.parts)
+    parts[0] = {package_folder(p): p for p in PROJECT_PACKAGES}.get(parts[0], parts[0])
     return ".".join(parts[:-1] if parts[-1] != "__init__" else parts[:-1])
 
 
@@ -225,7 +235,7 @@ class RoutingRows:
     tables: frozenset[str] = frozenset({"states", "costs", "labels", "models", "queries", "splits", "embeddings"})
 
     def fingerprint(self, config: Any, wh: Any, *args: Any) -> str:
-        from warehouse.routing_data import SPLITS, routing_fingerprint
+        from cr2_warehouse.routing_data import SPLITS, routing_fingerprint
 
         return routing_fingerprint(wh, **routing_args(config), splits=self.splits or SPLITS)
 
@@ -293,8 +303,8 @@ class Reads:
         writes warehouse tables (`in_warehouse`); otherwise the epoch is '' (its upstream results carry theirs)."""
         if not self.in_warehouse:
             return self._parts(config, None, *args), ""
-        from warehouse.db import Warehouse
-        from warehouse.repository import warehouse_epoch
+        from cr2_warehouse.db import Warehouse
+        from cr2_warehouse.repository import warehouse_epoch
 
         with Warehouse(home) as wh:
             return self._parts(config, wh, *args), warehouse_epoch(wh)
@@ -326,7 +336,7 @@ class Artefact:
 
     Its key (`key`) is computed by the code that computes a stage's: the declared reads' parts (Reads), the rows'
     fingerprint over the declared fields, the code hash and the given parts (fingerprints of the fitted state it
-    starts from, a variant's name), keyed by tasks.store.cache_key. A field outside the declaration cannot change it.
+    starts from, a variant's name), keyed by cr2_tasks.store.cache_key. A field outside the declaration cannot change it.
     """
 
     kind: str
@@ -412,9 +422,9 @@ class ReadCheck:
 
 def tracked_run(stage: Stage, config: Any, home: str | Path, *inputs: Any) -> ReadCheck:
     """Run the stage's task body (no Prefect, no cache) and its key on a read-tracking view of the config
-    (cr2.config.reads.TrackedConfig) and of the warehouse (warehouse.db.recording_reads); `.verify()` on the returned
+    (cr2.config.reads.TrackedConfig) and of the warehouse (cr2_warehouse.db.recording_reads); `.verify()` on the returned
     check fails on any read outside the stage's Reads."""
-    from warehouse.db import recording_reads
+    from cr2_warehouse.db import recording_reads
 
     tracked = TrackedConfig(config)
     with recording_reads() as tables:

@@ -15,8 +15,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage
-from warehouse.db import Warehouse
+from cr2_tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage
+from cr2_warehouse.db import Warehouse
 
 
 @task(name="equal-risk")
@@ -26,8 +26,8 @@ def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: di
     from cr2.evaluation.sweep import CERTIFIED_KINDS
     from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
     from cr2.evaluation.intervals import method_outcomes, always_fallback
-    from tasks.intervals import operating_points, test_sample
-    from warehouse.repository import run_decisions, write_equal_risk
+    from cr2_tasks.intervals import operating_points, test_sample
+    from cr2_warehouse.repository import run_decisions, write_equal_risk
 
     t0 = time.perf_counter()
     spec = config.evaluation.bootstrap

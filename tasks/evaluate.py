@@ -14,11 +14,11 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home, stage_key, task_code_hash
-from tasks.inputs import cr2_router, load_sets, remember_scores
-from warehouse.db import Warehouse
-from warehouse.repository import baseline_proba, load_threshold_table, utc_now, write_evaluation
-from warehouse.routing_data import table_groups
+from cr2_tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home, stage_key, task_code_hash
+from cr2_tasks.inputs import cr2_router, load_sets, remember_scores
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import baseline_proba, load_threshold_table, utc_now, write_evaluation
+from cr2_warehouse.routing_data import table_groups
 
 
 def decision_frame(ev) -> pd.DataFrame:

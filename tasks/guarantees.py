@@ -20,16 +20,16 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from warehouse.db import Warehouse
-from warehouse.repository import replace_guarantee_run
-from warehouse.routing_data import query_groups
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import replace_guarantee_run
+from cr2_warehouse.routing_data import query_groups
 
 
 def validity_pool(config: Config, home: str | Path) -> dict:
     """The val + test queries of the deployed gate: scores and risks at the calibrated λ grid, teacher p, costs, labels."""
     from cr2.deploy.deployment import deployed_router
     from cr2.method.utility import disagree_label, risk_label
-    from warehouse.deployment import read_deployment
+    from cr2_warehouse.deployment import read_deployment
 
     deployment = read_deployment(home, config)
     router, table = deployed_router(config, deployment), deployment.table

@@ -10,11 +10,11 @@ from prefect import task
 from cr2.inputs.datasets import QUERY_COLUMNS, answer_checks, prompt_texts, select_queries
 from cr2.config import Config
 from cr2.inputs.tokenizer import folder_token_counter, qwen_token_counter
-from tasks.common import Reads, Stage
-from tasks.store import cache_dir
-from warehouse.db import Warehouse
-from warehouse.inputs import replace_queries
-from warehouse.validation import validate_frame
+from cr2_tasks.common import Reads, Stage
+from cr2_tasks.store import cache_dir
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.inputs import replace_queries
+from cr2_warehouse.validation import validate_frame
 
 def _token_counter(config: Config, home: Path):
     if config.tokenizer.path:

@@ -3,7 +3,7 @@ and the store entries their fits, scores and predictions are kept in between run
 
 Train, calibrate, evaluate, intervals, baselines, ablation, premise and guarantees read their inputs through
 this module rather than from one another, so editing one task's code changes only that task's code hash
-(tasks.common.code_hash) and keeps the others' caches.
+(cr2_tasks.common.code_hash) and keeps the others' caches.
 
 Fitted artefacts across state distributions. A stage's cache key covers the costs of its rows, because something
 in it reads them (the gate is distilled on them, the MLP baseline takes them as inputs). Other artefacts of the
@@ -11,7 +11,7 @@ same stage never see a cost — the teacher p_m(x) and the baselines whose catal
 are fitted on query ids, benchmarks, embeddings and correctness labels only — so after a change of the
 channel-state distribution they are reused instead of fitted again. Fitting is deterministic (same rows, spec,
 seed and thread count → the same parameters), so the reused artefact is the one a refit would produce. Each kind
-of artefact declares what it reads (tasks.common.Artefact: config paths, row fields, code; train.TEACHER,
+of artefact declares what it reads (cr2_tasks.common.Artefact: config paths, row fields, code; train.TEACHER,
 baselines.baseline_artefact, ablation.ABLATION_GATE) and its key is computed from that declaration alone; a store
 record (<cache>/<kind>/<key>.json) names the checkpoint fitted for each key (`remember`, `reusable`). The stage
 that fits a kind writes and reads its records (train: the teacher; baselines: the routers; ablation: the ablated
@@ -36,10 +36,10 @@ import numpy as np
 from cr2.config import Config
 from cr2.core.data import RoutingSet
 from cr2.core.hashing import fingerprint_rows
-from tasks.common import Artefact, home_relative, in_home, routing_args
-from tasks.store import Store, store
-from warehouse.db import Warehouse
-from warehouse.routing_data import load_routing_sets
+from cr2_tasks.common import Artefact, home_relative, in_home, routing_args
+from cr2_tasks.store import Store, store
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.routing_data import load_routing_sets
 
 
 def fit_threads(config: Config) -> int:

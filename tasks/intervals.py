@@ -17,8 +17,8 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage
-from warehouse.db import Warehouse
+from cr2_tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage
+from cr2_warehouse.db import Warehouse
 
 
 def _positions(index: pd.Index, column: pd.Series) -> np.ndarray:
@@ -85,7 +85,7 @@ def test_sample(config: Config, home: str, sets: dict | None = None) -> TestSamp
     (`sets`: the routing sets when the caller loaded them already)."""
     from cr2.evaluation.statistics import resample_counts, resample_indices
     from cr2.evaluation.metrics import evaluable_mask
-    from tasks.inputs import load_sets
+    from cr2_tasks.inputs import load_sets
 
     spec = config.evaluation.bootstrap
     sets = load_sets(config, home) if sets is None else sets
@@ -116,8 +116,8 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
     from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
     from cr2.evaluation.intervals import (method_outcomes, metric_intervals, points_by_method, saving_interval_rows,
                                           always_fallback)
-    from tasks.inputs import cr2_router
-    from warehouse.repository import methods_of_run, run_decisions, write_intervals
+    from cr2_tasks.inputs import cr2_router
+    from cr2_warehouse.repository import methods_of_run, run_decisions, write_intervals
 
     t0 = time.perf_counter()
     spec = config.evaluation.bootstrap

@@ -44,9 +44,9 @@ from cr2.config.lmeval import LabelingSpec
 from cr2.labels.lmeval.taskdefs import task_config_hash
 from cr2.core.files import atomic_write
 from cr2.config.shipped import DATA_DIR
-from tasks.store import cache_dir
-from warehouse.db import Warehouse
-from warehouse.labels import (LABEL_COLUMNS, done_query_ids, finish_label_run, label_runs, label_task_queries,
+from cr2_tasks.store import cache_dir
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.labels import (LABEL_COLUMNS, done_query_ids, finish_label_run, label_runs, label_task_queries,
                               start_label_run, write_label_chunk)
 
 QUERY_COLUMNS = ["query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup"]

@@ -14,10 +14,10 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.core.errors import DataValidationError
-from tasks.common import Reads, Rows, Stage
-from warehouse.db import Warehouse
-from warehouse.inputs import benchmark_query_ids
-from warehouse.labels_import import import_label_frame
+from cr2_tasks.common import Reads, Rows, Stage
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.inputs import benchmark_query_ids
+from cr2_warehouse.labels_import import import_label_frame
 
 @task(name="prepare-measured-labels")
 def import_measured_labels_task(config: Config, home: str) -> dict:

@@ -21,8 +21,8 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage, stage_key
-from warehouse.db import Warehouse
+from cr2_tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage, stage_key
+from cr2_warehouse.db import Warehouse
 
 
 EQUAL_RISK_METRIC = "equal-risk:"  # pool_results.metric of an equal-risk mean saving: equal-risk:<question>
@@ -44,9 +44,9 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     from cr2.evaluation.intervals import method_outcomes, points_by_method, always_fallback
     from cr2.studies.pools import BEST_SINGLE, ORACLE, comparison_rows
     from cr2.studies.premise import device_edge_ratio
-    from tasks.intervals import operating_points, test_sample
-    from tasks.inputs import load_sets
-    from warehouse.repository import methods_of_run, run_decisions, run_equal_risk
+    from cr2_tasks.intervals import operating_points, test_sample
+    from cr2_tasks.inputs import load_sets
+    from cr2_warehouse.repository import methods_of_run, run_decisions, run_equal_risk
 
     t0 = time.perf_counter()
     spec = config.evaluation.bootstrap

@@ -19,10 +19,10 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config, load_state_distribution
-from tasks.common import Reads, Rows, RoutingRows, Stage, stage_key
-from tasks.store import cache_key, store
-from tasks.inputs import baseline_threads, cr2_router, fit_threads, load_sets
-from warehouse.db import Warehouse
+from cr2_tasks.common import Reads, Rows, RoutingRows, Stage, stage_key
+from cr2_tasks.store import cache_key, store
+from cr2_tasks.inputs import baseline_threads, cr2_router, fit_threads, load_sets
+from cr2_warehouse.db import Warehouse
 
 CELL_SECTIONS = ("models", "reference_model", "communication", "power", "cost", "hardware", "channel", "grids",
                  "routing", "evaluation", "calibration", "gate", "teacher", "baselines", "fit", "labels", "splits",
@@ -59,7 +59,7 @@ def premise_inputs_task(config: Config, home: str, base: dict, baselines: dict) 
     """The cost-independent inputs of every cell as one .npz; which baselines read costs (refitted per cell)."""
     from cr2.studies.premise import SPLITS, PremiseInputs
     from cr2.routers import load_router
-    from warehouse.premise import query_tokens
+    from cr2_warehouse.premise import query_tokens
 
     key = stage_key(PREMISE_INPUTS, config, home, base, baselines)
     sets = load_sets(config, home)
@@ -99,7 +99,7 @@ def premise_cell_task(config: Config, home: str, inputs: dict, base: dict, basel
     from cr2.studies.premise import Cell, PremiseInputs, run_cell
     from cr2.routers import load_router
     from cr2.routers import get_router
-    from tasks.baselines import _kwargs
+    from cr2_tasks.baselines import _kwargs
 
     with np.load(inputs["path"], allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}

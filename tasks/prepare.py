@@ -1,7 +1,7 @@
 """Prepare tasks: embeddings, splits, channel states, labels and costs for every query (validated, cached).
 
 Each task reads its inputs from the warehouse, calls the pure cr2 library, validates its output with the
-GX suite named after the table, and writes in one transaction. Each is a Stage (tasks.common) whose Reads
+GX suite named after the table, and writes in one transaction. Each is a Stage (cr2_tasks.common) whose Reads
 declare the config fields, warehouse rows and files it reads: its key covers their values and content
 fingerprints, the source of the code it runs and the warehouse epoch, so a task re-runs when one of them
 changed (and tests/test_stage_reads.py fails if it reads anything else).
@@ -18,15 +18,15 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.core.errors import DataValidationError
-from tasks.common import Reads, Rows, Stage, stage_key
-from tasks.store import cache_dir
+from cr2_tasks.common import Reads, Rows, Stage, stage_key
+from cr2_tasks.store import cache_dir
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
-from warehouse.db import Warehouse
-from warehouse.inputs import (cost_inputs, embedded_count, queries_to_embed, query_count, query_embeddings, query_ids,
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.inputs import (cost_inputs, embedded_count, queries_to_embed, query_count, query_embeddings, query_ids,
                               split_inputs, write_costs, write_embeddings, write_splits, write_states)
-from warehouse.labels import (label_coverage, label_source_counts, output_tokens, replace_label_source,
+from cr2_warehouse.labels import (label_coverage, label_source_counts, output_tokens, replace_label_source,
                               simulator_inputs)
-from warehouse.validation import validate_frame
+from cr2_warehouse.validation import validate_frame
 
 SIMULATED_SOURCES = (SIMULATED_SOURCE, "simulated-irt-v2")  # built-in simulators (docs/labels.md)
 

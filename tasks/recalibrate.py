@@ -14,13 +14,13 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, stage_key, task_code_hash
-from tasks.store import cache_key
-from tasks.evaluate import decision_frame
-from tasks.inputs import cr2_router, load_sets, remember_scores
-from warehouse.db import Warehouse
-from warehouse.repository import load_threshold_table, utc_now, write_evaluation
-from warehouse.routing_data import table_groups
+from cr2_tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, stage_key, task_code_hash
+from cr2_tasks.store import cache_key
+from cr2_tasks.evaluate import decision_frame
+from cr2_tasks.inputs import cr2_router, load_sets, remember_scores
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import load_threshold_table, utc_now, write_evaluation
+from cr2_warehouse.routing_data import table_groups
 
 @task(name="evaluate-recalibration")
 def evaluate_recalibration(config: Config, home: str, trained: dict, tables: dict[str, dict]) -> dict:

@@ -13,11 +13,11 @@ from prefect import task
 
 from cr2.config import Config
 from cr2.core.files import replace_dir, temp_dir_beside
-from tasks.common import Reads, Stage
-from warehouse.db import Warehouse
-from warehouse.repository import (certified_validity, eval_run, methods_of_run, newest_guarantees, run_alpha,
+from cr2_tasks.common import Reads, Stage
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import (certified_validity, eval_run, methods_of_run, newest_guarantees, run_alpha,
                                   view_for_run, whole_view)
-from warehouse.labels import label_origin
+from cr2_warehouse.labels import label_origin
 
 VIEWS = {"pareto": "v_pareto", "fixed_accuracy": "v_fixed_accuracy_ci", "calibration_rules": "v_calibration_rules",
          "risk_vs_alpha": "v_risk_vs_alpha", "local_rate": "v_local_rate", "variants": "v_variants",

@@ -1,6 +1,6 @@
 """The sim-to-real check as a task: measured MMLU-Pro labels vs simulated ones on the same questions.
 
-Reads data/measured/ (warehouse.measured_files), embeds the questions (cached under <home>/cache/simcheck),
+Reads data/measured/ (cr2_warehouse.measured_files), embeds the questions (cached under <home>/cache/simcheck),
 computes the measured pool's costs (cr2.system.cost with the pool config), fits the v2 shape afresh (for the
 record), simulates every configured source over several seeds, runs cr2.studies.simcheck, and writes tidy rows
 to the `simcheck` table (view v_simcheck). docs/labels.md describes the check and its results.
@@ -15,10 +15,10 @@ from prefect import task
 from cr2.config import Config, load_config, resolve_config_path
 from cr2.core.files import atomic_write
 from cr2.core.errors import ConfigError
-from tasks.common import Reads, Stage, stage_key
-from tasks.store import cache_dir
-from warehouse.db import Warehouse
-from warehouse.repository import write_simcheck
+from cr2_tasks.common import Reads, Stage, stage_key
+from cr2_tasks.store import cache_dir
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import write_simcheck
 
 SUBSAMPLE_SALT = "cr2-simcheck"
 EMBED_CHUNK = 250  # questions embedded between two writes of the cache (progress survives an interrupt)
@@ -36,7 +36,7 @@ def subsample_rows(question_ids: np.ndarray, n: int | None) -> np.ndarray:
 
 def cached_embeddings(texts: list[str], config: Config, home: Path, progress: bool = True) -> np.ndarray:
     """e(x) of every text, from the cache where present, embedding (and caching) the rest in chunks."""
-    from warehouse.measured_files import add_to_embedding_cache, embedding_cache_file, read_embedding_cache, text_keys
+    from cr2_warehouse.measured_files import add_to_embedding_cache, embedding_cache_file, read_embedding_cache, text_keys
 
     emb_spec = config.embedding
     path = embedding_cache_file(cache_dir(home), emb_spec.encoder, emb_spec.max_seq_length)
@@ -80,7 +80,7 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
     from cr2.labels.fit_shape import fit_shape
     from cr2.studies.simcheck import RoutingCheckSpec, label_sweep, shape_record, simulate_source, split_sets
     from cr2.inputs.splits import assign_splits
-    from warehouse.measured_files import read_measured_pool
+    from cr2_warehouse.measured_files import read_measured_pool
 
     home_p = Path(home)
     spec = config.simcheck
@@ -147,7 +147,7 @@ def simcheck_task(config: Config, home: str, full: bool = False, routing: bool =
 def build_simcheck_page(home: str, run_id: str) -> str:
     """Write <home>/report/simcheck.html for one simcheck run; returns its path."""
     from cr2.report.simcheck import render_simcheck_html
-    from warehouse.simcheck import simcheck_page_frames
+    from cr2_warehouse.simcheck import simcheck_page_frames
 
     with Warehouse(home, read_only=True) as wh:
         frames, run = simcheck_page_frames(wh, run_id)
@@ -163,7 +163,7 @@ def build_simcheck_page(home: str, run_id: str) -> str:
 
 
 def _measured_files(config: Config) -> list[Path]:
-    from warehouse.measured_files import OUTPUTS_FILE, QUESTIONS_FILE
+    from cr2_warehouse.measured_files import OUTPUTS_FILE, QUESTIONS_FILE
 
     return [config.data_path / QUESTIONS_FILE, config.data_path / OUTPUTS_FILE]
 

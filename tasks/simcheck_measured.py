@@ -19,9 +19,9 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config
-from tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage, stage_key
-from warehouse.db import Warehouse
-from warehouse.repository import write_simcheck
+from cr2_tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage, stage_key
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import write_simcheck
 
 SPLITS = ("train", "dev", "val", "test")
 
@@ -41,7 +41,7 @@ def simcheck_measured_task(config: Config, home: str, routing: bool = True) -> d
     """Measured vs simulated labels on a measured warehouse's own queries: tidy rows → `simcheck`."""
     from cr2.core.errors import ConfigError
     from cr2.studies.simcheck import RoutingCheckSpec, SplitSets, label_sweep, shape_record, simulate_source
-    from tasks.inputs import load_sets
+    from cr2_tasks.inputs import load_sets
 
     if config.labels.measured is None:
         raise ConfigError("the sim-to-real check on a warehouse needs a measured config (labels.measured), e.g. "
@@ -55,7 +55,7 @@ def simcheck_measured_task(config: Config, home: str, routing: bool = True) -> d
     emb = np.concatenate([np.asarray(p.embedding, dtype=np.float32) for p in parts])
     y_meas = np.concatenate([np.asarray(p.correct, dtype=bool) for p in parts])
     with Warehouse(home, read_only=True) as wh:
-        from warehouse.pools import query_choices
+        from cr2_warehouse.pools import query_choices
 
         n_choices, texts = query_choices(wh, ids)
     model_ids = list(parts[0].model_ids)

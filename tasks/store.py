@@ -5,11 +5,11 @@ teacher's p per gate and rows (`scores`), a fitted router's p̂ per router and r
 dropout masks (`dropout`, cr2.method.dropout), and the records of fitted artefacts — which checkpoint was fitted for
 which inputs (`teacher-fit`, `router-fit`, `ablation-gate-fit`; the checkpoints themselves sit in <cache>/artifacts,
 named by their own content fingerprint). Prefect's stage results use the same key function (`cache_key`) and persist
-under <home>/prefect-results (tasks.common.Stage).
+under <home>/prefect-results (cr2_tasks.common.Stage).
 
   key     `cache_key(kind, *parts)`: "<kind>-" + cr2.core.hashing.content_fingerprint of the kind and the parts
           (16 hex chars). The parts come from declarations only: a stage's `Reads`, an artefact's `Artefact`
-          (tasks.common), the fingerprints of the fitted state a value is computed from.
+          (cr2_tasks.common), the fingerprints of the fitted state a value is computed from.
   entry   <cache>/<kind>/<key>.<codec suffix>; codecs: "npz" (a dict of arrays) and "json" (a JSON object).
   read    `Store.get`: a missing, unreadable or rejected (`accept`) entry is a miss — a damaged entry is
           recomputed, never trusted.
@@ -35,7 +35,7 @@ from cr2.core.hashing import content_fingerprint
 
 def cache_key(kind: str, *parts: Any) -> str:
     """The key of a `kind` of value computed from `parts` (each taken by its string form): '<kind>-<16 hex>'.
-    Stage keys (tasks.common.Stage.key), artefact keys (tasks.common.Artefact.key) and every store entry use it."""
+    Stage keys (cr2_tasks.common.Stage.key), artefact keys (cr2_tasks.common.Artefact.key) and every store entry use it."""
     return f"{kind}-{content_fingerprint(kind, *(str(p) for p in parts))}"
 
 

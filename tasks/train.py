@@ -2,7 +2,7 @@
 
 The key covers its declared reads (TRAIN.reads: the train and dev rows — embeddings, labels, costs under the
 training state distribution —, the teacher/gate config and the training threads) and the code the task can run
-(tasks.common.code_hash), so retraining happens only when one of them changed. Checkpoints go to
+(cr2_tasks.common.code_hash), so retraining happens only when one of them changed. Checkpoints go to
 <cache>/artifacts/<kind>-<fingerprint>.pt and are registered in the `artifacts` table; a cached result
 whose checkpoint files were deleted is recomputed (the stage's outputs).
 """
@@ -16,15 +16,15 @@ from typing import Any
 from prefect import task
 
 from cr2.config import Config
-from tasks import ahead
-from tasks.common import FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage, home_relative, stage_key
-from tasks.inputs import artifacts_dir, cr2_trainer, dropout_store, fit_threads, in_home, load_sets, remember, reusable
-from warehouse.db import Warehouse
-from warehouse.repository import register_artifacts, utc_now
+from cr2_tasks import ahead
+from cr2_tasks.common import FIT_FIELDS, ROUTING_CONFIG, Artefact, Reads, RoutingRows, Stage, home_relative, stage_key
+from cr2_tasks.inputs import artifacts_dir, cr2_trainer, dropout_store, fit_threads, in_home, load_sets, remember, reusable
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import register_artifacts, utc_now
 
 # what a teacher fit reads (within the train stage's reads): the teacher and pool config, threads, rows without costs
 TEACHER = Artefact("teacher-fit", Reads(config=("teacher", "models", "fit.torch_threads")), FIT_FIELDS,
-                   code=("tasks.train",))
+                   code=("cr2_tasks.train",))
 
 
 def fit_teacher(config: Config, train, dev) -> Any:

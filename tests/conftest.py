@@ -208,7 +208,7 @@ def pipeline_slice(prefect_harness) -> dict:
     import pickle
 
     def build(folder: Path) -> None:
-        from flows.run import run_flow
+        from cr2_flows.run import run_flow
 
         data = write_small_benchmarks(folder / "data", per_subset=40, subsets_per_benchmark=3)
         cfg = folder / "small.yaml"
@@ -229,7 +229,7 @@ def measured_slice(prefect_harness) -> dict:
     import pickle
 
     def build(folder: Path) -> None:
-        from flows.run import run_flow
+        from cr2_flows.run import run_flow
         from tests.test_measured import MEASURED_CONFIG, SLICE, _slice
 
         data = _slice(folder / "data", per_category=5)
@@ -290,12 +290,12 @@ def small_cli_run(prefect_harness) -> dict:
 def run_stages_to_evaluate(run) -> dict:
     """The stages of `cr2 run` from ingest to evaluate, each through `run(stage, *inputs)` (the test's way of running
     one: a tracked run, the bare task body, …); returns each stage's result by name."""
-    from tasks.baselines import BASELINES
-    from tasks.calibrate import CALIBRATE
-    from tasks.evaluate import EVALUATE
-    from tasks.ingest import INGEST
-    from tasks.prepare import COSTS, EMBEDDINGS, LABELS, SPLITS, STATES
-    from tasks.train import TRAIN
+    from cr2_tasks.baselines import BASELINES
+    from cr2_tasks.calibrate import CALIBRATE
+    from cr2_tasks.evaluate import EVALUATE
+    from cr2_tasks.ingest import INGEST
+    from cr2_tasks.prepare import COSTS, EMBEDDINGS, LABELS, SPLITS, STATES
+    from cr2_tasks.train import TRAIN
 
     out = {"ingest": run(INGEST)}
     for stage in (EMBEDDINGS, SPLITS, STATES, LABELS, COSTS):

@@ -59,7 +59,7 @@ def test_the_sql_verdict_is_the_python_verdict():
 
     import duckdb
 
-    from warehouse.db import MACROS_FILE
+    from cr2_warehouse.db import MACROS_FILE
 
     con = duckdb.connect()
     con.execute(MACROS_FILE.read_text())
@@ -76,7 +76,7 @@ def test_the_sql_target_grids_are_the_python_ones():
     import duckdb
 
     from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
-    from warehouse.db import MACROS_FILE
+    from cr2_warehouse.db import MACROS_FILE
 
     con = duckdb.connect()
     con.execute(MACROS_FILE.read_text())

@@ -1,5 +1,5 @@
 """Cache keys cannot go stale: a task's code hash covers every project file it can execute, found from its
-imports (tasks.common.code_closure), so an edit to a transitive dependency changes the key the task is
+imports (cr2_tasks.common.code_closure), so an edit to a transitive dependency changes the key the task is
 cached under (and the task re-runs), while an edit to code it cannot reach keeps the cache.
 
 Each case edits a file in a temporary copy of the project and recomputes the key from that copy's sources.
@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cr2", "tasks", "flows", "warehouse", "cr2_cli")
-TASKS = ("tasks.evaluate:evaluate", "tasks.report:build_report", "tasks.train:train_cr2", "tasks.prepare:EMBED_CODE")
+TASKS = ("cr2_tasks.evaluate:evaluate", "cr2_tasks.report:build_report", "cr2_tasks.train:train_cr2", "cr2_tasks.prepare:EMBED_CODE")
 
 
 def _module_names() -> dict[str, tuple[str, ...]]:
@@ -37,16 +37,16 @@ def project_copy(tmp_path_factory) -> Path:
 
 
 def _keys(root: Path) -> dict[str, str]:
-    from tasks.common import code_hash
+    from cr2_tasks.common import code_hash
 
     return {spec: code_hash(*mods, root=root) for spec, mods in _module_names().items()}
 
 
 def test_the_task_keys_use_these_hashes():
-    from tasks.common import code_hash, task_code_hash
-    from tasks.evaluate import evaluate
+    from cr2_tasks.common import code_hash, task_code_hash
+    from cr2_tasks.evaluate import evaluate
 
-    assert task_code_hash(evaluate) == code_hash("tasks.evaluate") == _keys(ROOT)["tasks.evaluate:evaluate"]
+    assert task_code_hash(evaluate) == code_hash("cr2_tasks.evaluate") == _keys(ROOT)["cr2_tasks.evaluate:evaluate"]
 
 
 def _edited(root: Path, rel: str, keys_before: dict[str, str]) -> dict[str, bool]:
@@ -71,18 +71,18 @@ def test_editing_a_transitive_dependency_of_evaluate_reruns_it(project_copy, bef
     # cr2/routers/base.py holds the one-shot choice argmax p̂ − λc: evaluate reaches it only through
     # cr2.evaluation.sweep → cr2.routers.base (the hand-kept list of old missed it)
     changed = _edited(project_copy, "cr2/routers/base.py", before)
-    assert changed["tasks.evaluate:evaluate"] and changed["tasks.train:train_cr2"]
-    assert not changed["tasks.prepare:EMBED_CODE"]  # embeddings stay keyed by encoder + text
+    assert changed["cr2_tasks.evaluate:evaluate"] and changed["cr2_tasks.train:train_cr2"]
+    assert not changed["cr2_tasks.prepare:EMBED_CODE"]  # embeddings stay keyed by encoder + text
 
 
 def test_editing_a_view_reruns_the_report(project_copy, before):
     changed = _edited(project_copy, "warehouse/views/v_fixed_accuracy.sql", before)
-    assert changed["tasks.report:build_report"] and changed["tasks.evaluate:evaluate"]
+    assert changed["cr2_tasks.report:build_report"] and changed["cr2_tasks.evaluate:evaluate"]
 
 
 def test_editing_a_catalogue_entry_reruns_evaluation(project_copy, before):
     changed = _edited(project_copy, "cr2/routers/catalogue.yaml", before)
-    assert changed["tasks.evaluate:evaluate"]
+    assert changed["cr2_tasks.evaluate:evaluate"]
 
 
 def test_an_unrelated_edit_keeps_the_cache(project_copy, before):
@@ -90,19 +90,19 @@ def test_an_unrelated_edit_keeps_the_cache(project_copy, before):
     changed = _edited(project_copy, "cr2/labels/lmeval/sandbox.py", before)
     assert not any(changed.values()), changed
     changed = _edited(project_copy, "cr2/system/cost.py", before)
-    assert not changed["tasks.evaluate:evaluate"] and not changed["tasks.report:build_report"]
+    assert not changed["cr2_tasks.evaluate:evaluate"] and not changed["cr2_tasks.report:build_report"]
 
 
 # the shared inputs of the model-fitting tasks live in tasks/inputs.py, not in the train task, so
 # editing the train task re-runs training only; editing the shared inputs re-runs every task that reads them
-DOWNSTREAM_OF_TRAINING = ("tasks.calibrate", "tasks.evaluate", "tasks.baselines", "tasks.ablation",
-                          "tasks.intervals", "tasks.premise", "tasks.guarantees")
+DOWNSTREAM_OF_TRAINING = ("cr2_tasks.calibrate", "cr2_tasks.evaluate", "cr2_tasks.baselines", "cr2_tasks.ablation",
+                          "cr2_tasks.intervals", "cr2_tasks.premise", "cr2_tasks.guarantees")
 
 
 def _task_hashes(root: Path) -> dict[str, str]:
-    from tasks.common import code_hash
+    from cr2_tasks.common import code_hash
 
-    return {m: code_hash(m, root=root) for m in ("tasks.train", *DOWNSTREAM_OF_TRAINING)}
+    return {m: code_hash(m, root=root) for m in ("cr2_tasks.train", *DOWNSTREAM_OF_TRAINING)}
 
 
 def _hashes_after_edit(root: Path, rel: str) -> dict[str, str]:
@@ -118,18 +118,18 @@ def _hashes_after_edit(root: Path, rel: str) -> dict[str, str]:
 def test_editing_the_train_task_keeps_the_other_stages_caches(project_copy):
     before = _task_hashes(project_copy)
     after = _hashes_after_edit(project_copy, "tasks/train.py")
-    assert after["tasks.train"] != before["tasks.train"]
+    assert after["cr2_tasks.train"] != before["cr2_tasks.train"]
     kept = [m for m in DOWNSTREAM_OF_TRAINING if after[m] == before[m]]
     assert kept == list(DOWNSTREAM_OF_TRAINING), f"re-run by an edit of tasks/train.py: {set(DOWNSTREAM_OF_TRAINING) - set(kept)}"
 
 
 def test_editing_the_shared_task_inputs_reruns_every_stage_that_reads_them(project_copy):
-    # the validity check (tasks.guarantees) loads the deployed router through cr2/deploy/deployment.py and
+    # the validity check (cr2_tasks.guarantees) loads the deployed router through cr2/deploy/deployment.py and
     # warehouse/deployment.py, not through the task inputs: an edit there re-runs it instead
-    readers = ("tasks.train", *(m for m in DOWNSTREAM_OF_TRAINING if m != "tasks.guarantees"))
+    readers = ("cr2_tasks.train", *(m for m in DOWNSTREAM_OF_TRAINING if m != "cr2_tasks.guarantees"))
     before = _task_hashes(project_copy)
     after = _hashes_after_edit(project_copy, "tasks/inputs.py")
     assert all(after[m] != before[m] for m in readers), after
-    assert after["tasks.guarantees"] == before["tasks.guarantees"]
+    assert after["cr2_tasks.guarantees"] == before["cr2_tasks.guarantees"]
     for rel in ("cr2/deploy/deployment.py", "warehouse/deployment.py"):
-        assert _hashes_after_edit(project_copy, rel)["tasks.guarantees"] != before["tasks.guarantees"], rel
+        assert _hashes_after_edit(project_copy, rel)["cr2_tasks.guarantees"] != before["cr2_tasks.guarantees"], rel

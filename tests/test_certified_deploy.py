@@ -20,7 +20,7 @@ from cr2.config import load_config
 from cr2_cli.main import app as cli
 from tests.conftest import run_stages_to_evaluate, write_small_benchmarks
 from tests.serve_helpers import running
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.slow]
 
@@ -38,7 +38,7 @@ CHOICES = ["Oxygen", "Carbon dioxide", "Nitrogen", "Helium"]
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory, one_torch_thread):
     """A slice home after the stages of `cr2 run` up to certify (CR²'s table and knn@crc-avoidable's)."""
-    from tasks.certify import CERTIFY
+    from cr2_tasks.certify import CERTIFY
 
     root = tmp_path_factory.mktemp("certified-deploy")
     data = write_small_benchmarks(root / "data", per_subset=20, subsets_per_benchmark=2)
@@ -61,8 +61,8 @@ def _library_router(deployed, name: str = NAME):
     """The certified router as the library builds it from the stored artefacts, without cr2.deploy.deployment."""
     from cr2.routers.certify import CertifiedRouter
     from cr2.routers import load_router
-    from warehouse.files import in_home
-    from warehouse.repository import load_threshold_table
+    from cr2_warehouse.files import in_home
+    from cr2_warehouse.repository import load_threshold_table
 
     with Warehouse(deployed["home"], read_only=True) as wh:
         table = load_threshold_table(wh, router=name)
@@ -128,7 +128,7 @@ def test_cr2_stays_the_default_and_names_itself(deployed):
                        timeout=120)
     assert health["router"] == "cr2" and r.json()["router"] == "cr2"
     with Warehouse(deployed["home"], read_only=True) as wh:
-        from warehouse.repository import newest_threshold_version
+        from cr2_warehouse.repository import newest_threshold_version
 
         assert health["thresholds_version"] == newest_threshold_version(wh)  # CR²'s own table, not a certified one
     assert health["thresholds_version"] != deployed["versions"][NAME]
@@ -173,7 +173,7 @@ def test_cli_route_errors_name_the_fix(deployed, args, message):
 # ---------------------------------------------------------------- export
 def test_export_certified_knn_is_self_contained_and_decides_like_the_host(deployed, tmp_path):
     from cr2.deploy.certified_export import DeviceCertifiedRouter
-    from warehouse.routing_data import load_routing_sets
+    from cr2_warehouse.routing_data import load_routing_sets
 
     out = tmp_path / "knn-export"
     result = _invoke(deployed, "export-gate", str(out), "--router", "knn", "--rule", "crc-avoidable")

@@ -257,8 +257,8 @@ def _table(fp: str) -> ThresholdTable:
 
 
 def test_thresholds_are_stored_and_read_back_with_the_certified_routers_name(home):
-    from warehouse.db import Warehouse
-    from warehouse.repository import (load_threshold_table, newest_threshold_version, read_thresholds_version,
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import (load_threshold_table, newest_threshold_version, read_thresholds_version,
                                       write_thresholds)
 
     cr2_table, knn_table = _table("gate-fp"), _table("knn-fp")
@@ -284,8 +284,8 @@ def test_thresholds_are_stored_and_read_back_with_the_certified_routers_name(hom
 
 
 def test_schema_5_thresholds_migrate_as_cr2s(home):
-    from warehouse.db import SCHEMA_VERSION, Warehouse
-    from warehouse.repository import load_threshold_table, write_thresholds
+    from cr2_warehouse.db import SCHEMA_VERSION, Warehouse
+    from cr2_warehouse.repository import load_threshold_table, write_thresholds
 
     with Warehouse(home) as wh:
         version = write_thresholds(wh, _table("gate-fp"))

@@ -17,7 +17,7 @@ from cr2.crc import RULES
 from tests.conftest import run_stages_to_evaluate, write_small_benchmarks
 from tests.test_extending import CATALOGUE as TOY_CATALOGUE
 from tests.test_extending import TOY_ROUTER
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.slow]
 
@@ -29,9 +29,9 @@ SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resp
 
 @pytest.fixture(scope="module")
 def certified(tmp_path_factory, one_torch_thread):
-    from tasks.certify import CERTIFY
-    from tasks.common import tracked_run
-    from tasks.equal_risk import EQUAL_RISK
+    from cr2_tasks.certify import CERTIFY
+    from cr2_tasks.common import tracked_run
+    from cr2_tasks.equal_risk import EQUAL_RISK
 
     root = tmp_path_factory.mktemp("certify-slice")
     plugin = root / "plugin"
@@ -96,7 +96,7 @@ def test_every_router_with_a_score_and_the_toy_router_are_certified_under_every_
 
 
 def test_tables_are_stored_under_the_routers_name_bound_to_its_score(certified):
-    from warehouse.repository import load_threshold_table
+    from cr2_warehouse.repository import load_threshold_table
 
     result, baselines, trained = certified["result"], certified["baselines"]["routers"], certified["trained"]
     assert set(result["versions"]) == {f"{r}@{rule}" for r in result["routers"] for rule in RULES}
@@ -115,8 +115,8 @@ def test_tables_are_stored_under_the_routers_name_bound_to_its_score(certified):
 
 def test_certified_cr2_reproduces_cr2s_own_calibration(certified):
     """The same cr2.crc functions on the same gate score: cr2@<rule> has CR²'s own thresholds under that rule."""
-    from tasks.inputs import cr2_router, load_sets
-    from warehouse.repository import load_threshold_table
+    from cr2_tasks.inputs import cr2_router, load_sets
+    from cr2_warehouse.repository import load_threshold_table
 
     config, home, result = certified["config"], certified["home"], certified["result"]
     val = load_sets(config, home)["val"]
@@ -132,8 +132,8 @@ def test_certified_cr2_reproduces_cr2s_own_calibration(certified):
 def test_deferred_queries_go_to_the_routers_own_best_edge_model_and_uncertified_is_its_one_shot_rule(certified):
     from cr2.routers.base import one_shot_choice
     from cr2.method.routing import deferred_choice
-    from tasks.inputs import load_sets
-    from warehouse.repository import baseline_proba
+    from cr2_tasks.inputs import load_sets
+    from cr2_warehouse.repository import baseline_proba
 
     config, home, run_id = certified["config"], certified["home"], certified["result"]["run_id"]
     test = load_sets(config, home)["test"]

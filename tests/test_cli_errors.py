@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cr2_cli.main import app
-from warehouse.db import DB_NAME, Warehouse, table_names
+from cr2_warehouse.db import DB_NAME, Warehouse, table_names
 
 HEAVY = "SELECT count(*) FROM range(1000000000000) a"  # minutes of work: only a time limit ends it
 
@@ -17,7 +17,7 @@ HEAVY = "SELECT count(*) FROM range(1000000000000) a"  # minutes of work: only a
 def ingested(small_data_dir, tmp_path_factory):
     """A warehouse with queries and models (ingest only), and a folder of bad input files."""
     from cr2.config import load_config
-    from tasks.ingest import ingest_queries
+    from cr2_tasks.ingest import ingest_queries
 
     root = tmp_path_factory.mktemp("cli-errors")
     home = root / "home"
@@ -111,12 +111,12 @@ def test_a_damaged_warehouse_is_named_as_such_not_as_locked(ingested):
 
 
 def test_an_unexpected_error_is_one_line_with_a_way_to_the_traceback(ingested, monkeypatch):
-    import warehouse.db
+    import cr2_warehouse.db
 
     def boom(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(warehouse.db, "open_user_query", boom)
+    monkeypatch.setattr(cr2_warehouse.db, "open_user_query", boom)
     result = _invoke(["sql", "SELECT 1", "--home", str(ingested["home"])])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "unexpected RuntimeError: boom" in result.output and "CR2_TRACEBACK=1" in result.output
@@ -152,7 +152,7 @@ def test_p8_the_time_limit_holds_when_the_interrupt_comes_before_execution(inges
     import threading
     import time
 
-    from warehouse.db import UserQueryError, open_user_query
+    from cr2_warehouse.db import UserQueryError, open_user_query
 
     class SlowStart:
         def __init__(self, con):

@@ -94,7 +94,7 @@ def test_cr2_error_inside_a_flow_prints_one_message_and_exits_2(prefect_harness,
 
     from cr2.config import REPO_ROOT
 
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     with Warehouse(tmp_path / "home"):  # recalibrate works on a warehouse another command built (an empty one here)
         pass

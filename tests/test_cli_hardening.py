@@ -13,14 +13,14 @@ import pytest
 from typer.testing import CliRunner
 
 from cr2_cli.main import app
-from warehouse.db import Warehouse, table_names
+from cr2_warehouse.db import Warehouse, table_names
 
 
 @pytest.fixture(scope="module")
 def ingested(small_data_dir, tmp_path_factory):
     """A warehouse with queries and models (ingest only)."""
     from cr2.config import load_config
-    from tasks.ingest import ingest_queries
+    from cr2_tasks.ingest import ingest_queries
 
     root = tmp_path_factory.mktemp("cli-hardening")
     home = root / "home"

@@ -12,14 +12,14 @@ from typer.testing import CliRunner
 
 from cr2.config import CONFIG_DIR
 from cr2_cli.main import app
-from warehouse.db import DB_NAME, Warehouse
+from cr2_warehouse.db import DB_NAME, Warehouse
 
 
 @pytest.fixture(scope="module")
 def ingested(small_data_dir, tmp_path_factory):
     """A warehouse `cr2 ingest -c small.yaml` wrote (queries and pool only), its config, and a label file."""
     from cr2.config import load_config
-    from tasks.ingest import ingest_queries
+    from cr2_tasks.ingest import ingest_queries
 
     root = tmp_path_factory.mktemp("cli-pool")
     home = root / "home"

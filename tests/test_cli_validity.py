@@ -14,8 +14,8 @@ NAN = re.compile(r"(?<![\w-])nan(?![\w-])", re.IGNORECASE)
 
 
 def _run_id(home: Path) -> str:
-    from warehouse.db import Warehouse
-    from warehouse.repository import newest_eval_run
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import newest_eval_run
 
     with Warehouse(home, read_only=True) as wh:
         return newest_eval_run(wh)
@@ -23,8 +23,8 @@ def _run_id(home: Path) -> str:
 
 def _expected(home: Path) -> pd.DataFrame:
     from cr2.report.validity import certified_verdicts
-    from warehouse.db import Warehouse
-    from warehouse.repository import certified_validity
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import certified_validity
 
     with Warehouse(home, read_only=True) as wh:
         return certified_verdicts(certified_validity(wh, _run_id(home)))
@@ -83,8 +83,8 @@ def test_every_certified_router_gets_one_verdict_the_same_in_guarantees_results_
     from cr2_cli.render import console
     from cr2_cli.results import validity_markdown
     from tests.conftest import copy_of
-    from warehouse.db import Warehouse
-    from warehouse.repository import methods_of_run
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import methods_of_run
 
     home = Path(small_cli_run["home"])
     with Warehouse(home, read_only=True) as wh:
@@ -128,7 +128,7 @@ def test_every_certified_router_gets_one_verdict_the_same_in_guarantees_results_
 def test_cr2_bands_are_the_resplits_of_cr2_at_crc(small_cli_run):
     """One stored source: the risk-vs-α bands of the evaluation (cr2-resplit) and cr2@crc's validity re-splits are the
     same draws, so every (λ, α) both hold has the same mean, SE and band."""
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     home = Path(small_cli_run["home"])
     with Warehouse(home, read_only=True) as wh:

@@ -12,14 +12,14 @@ import pytest
 
 from cr2.config import load_config
 from cr2.evaluation.metrics import risk_tolerance
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.slow, pytest.mark.flow, pytest.mark.fullsize]  # `make test-full`
 
 
 @pytest.fixture(scope="module")
 def default_run(prefect_harness, tmp_path_factory):
-    from flows.run import run_flow
+    from cr2_flows.run import run_flow
 
     home = tmp_path_factory.mktemp("default") / "home"
     return home, run_flow(home=str(home))
@@ -65,7 +65,7 @@ def test_learned_baselines_beat_device_only_and_report_is_built(default_run):
 
 
 def test_second_run_does_no_work(default_run):
-    from flows.run import run_flow
+    from cr2_flows.run import run_flow
 
     home, first = default_run
     again = run_flow(home=str(home))

@@ -70,4 +70,4 @@ def test_the_deployment_module_imports_no_database_orchestrator_or_upper_layer()
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     top = {m.split(".")[0] for m in json.loads(proc.stdout.strip().splitlines()[-1])}
-    assert not top & {"duckdb", "prefect", "warehouse", "tasks", "flows", "cr2_cli", "torch"}
+    assert not top & {"duckdb", "prefect", "cr2_warehouse", "cr2_tasks", "cr2_flows", "cr2_cli", "torch"}

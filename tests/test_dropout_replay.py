@@ -12,7 +12,7 @@ from cr2.method.checkpoint import fingerprint
 from cr2.evaluation.synthetic import make_routing_set
 from cr2.method.dropout import ReplayDropout, mask_stream, stream_key_parts
 from cr2.method.gate import fit_gate, gate_mask_stream
-from tasks.store import Store, cache_key
+from cr2_tasks.store import Store, cache_key
 
 SHAPES = [(8, 256, 32), (8, 100, 32), (3, 7, 5), (1,), (8, 256, 32)]
 

@@ -76,7 +76,7 @@ def test_import_cr2_changes_no_environment_variable():
     assert all(v is None for v in report["after"].values())
 
 
-@pytest.mark.parametrize("module", ["cr2_cli.main", "flows.run", "tasks.train", "warehouse.db"])
+@pytest.mark.parametrize("module", ["cr2_cli.main", "cr2_flows.run", "cr2_tasks.train", "cr2_warehouse.db"])
 def test_entry_point_sets_the_environment_before_any_heavy_import(module):
     report, proc = probe(module)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -92,7 +92,7 @@ ENTRYPOINTS = sorted({d["entrypoint"].split(":")[0]
 
 @pytest.mark.parametrize("path", ENTRYPOINTS)
 def test_a_deployment_entrypoint_loaded_by_path_sets_the_environment(path):
-    # Prefect loads `flows/run.py:run_flow` as a file, not as flows.run, so flows/__init__.py runs only if the file
+    # Prefect loads `flows/run.py:run_flow` as a file, not as cr2_flows.run, so flows/__init__.py runs only if the file
     # imports the package before anything heavy
     report, proc = probe(path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from tests.conftest import write_small_benchmarks
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
@@ -72,7 +72,7 @@ baselines:
 
 
 def test_a_router_from_a_temporary_directory_runs_through_the_pipeline(prefect_harness, tmp_path):
-    from flows.run import run_flow
+    from cr2_flows.run import run_flow
 
     plugin = tmp_path / "plugin"
     plugin.mkdir()

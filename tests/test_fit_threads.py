@@ -27,8 +27,8 @@ FIT = textwrap.dedent("""
         os.cpu_count = lambda: int(os.environ["FAKE_CPU_COUNT"])
     from cr2.config import load_config
     from cr2.evaluation.synthetic import make_routing_set
-    from tasks.inputs import cr2_trainer
-    from tasks.baselines import _kwargs
+    from cr2_tasks.inputs import cr2_trainer
+    from cr2_tasks.baselines import _kwargs
     from cr2.routers import get_router
 
     config = load_config(overrides={"teacher": {"epochs": 3}, "gate": {"epochs": 3}, "fit": {"torch_threads": 2},
@@ -95,7 +95,7 @@ def _sleep_then_square(x: int, seconds: float) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_a_stage_takes_back_the_jobs_no_process_has_begun_and_gets_every_result_in_order():
-    from tasks import ahead
+    from cr2_tasks import ahead
 
     jobs = [(x, 0.4) for x in range(6)]
     with ahead.fits_ahead(1):
@@ -108,7 +108,7 @@ def test_a_stage_takes_back_the_jobs_no_process_has_begun_and_gets_every_result_
 
 
 def test_callbacks_wait_for_their_event_inside_a_block_only():
-    from tasks import ahead
+    from cr2_tasks import ahead
 
     seen = []
     ahead.when("teacher", seen.append)  # outside a block: nothing waits

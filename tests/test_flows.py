@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow]
 
 
 def test_ingest_flow_second_run_is_cached_and_does_no_work(prefect_harness, small_data_dir, tmp_path, monkeypatch):
-    from flows.ingest import ingest_flow
+    from cr2_flows.ingest import ingest_flow
 
     cfg = tmp_path / "small.yaml"
     cfg.write_text(f"extends: default\ndata_dir: {small_data_dir}\n")
@@ -19,7 +19,7 @@ def test_ingest_flow_second_run_is_cached_and_does_no_work(prefect_harness, smal
     with Warehouse(home, read_only=True) as wh:
         before = wh.table_fingerprint("queries")
     # a second run with nothing changed must not even call the task body
-    import tasks.ingest as ti
+    import cr2_tasks.ingest as ti
 
     monkeypatch.setattr(ti, "build_query_frame", lambda *a, **k: pytest.fail("ingest recomputed on a warm run"))
     second = ingest_flow(config_path=str(cfg), home=str(home))

@@ -16,9 +16,9 @@ import pytest
 
 from cr2.config import LambdaGrid
 from cr2.evaluation.guarantees import ResplitSpec, resplit_validity
-from tasks.guarantees import default_targets, write_guarantees
+from cr2_tasks.guarantees import default_targets, write_guarantees
 from cr2.evaluation.synthetic import make_pool
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 LAMS = np.array(LambdaGrid(min=0.1, max=20.0, n_log=24, extra=[0.5, 1.0, 2.0, 8.0]).values())
 ALPHAS = [0.002, 0.005, 0.01, 0.02, 0.05]
@@ -75,7 +75,7 @@ def test_validity_records_land_in_the_views(home):
     from cr2.evaluation.validity import WORDS
     from cr2.report.tables import guarantee_price_table
     from cr2.report.validity import deployed_verdicts
-    from warehouse.repository import guarantee_cells
+    from cr2_warehouse.repository import guarantee_cells
 
     with Warehouse(home, read_only=True) as wh:
         vt = deployed_verdicts(guarantee_cells(wh, "r1"))

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from tasks.common import home_relative, in_home
-from warehouse.db import Warehouse
+from cr2_tasks.common import home_relative, in_home
+from cr2_warehouse.db import Warehouse
 
 
 def test_paths_inside_the_home_are_recorded_relative_and_others_absolute(tmp_path):
@@ -21,12 +21,12 @@ def test_paths_inside_the_home_are_recorded_relative_and_others_absolute(tmp_pat
 
 @pytest.mark.slow
 def test_a_moved_home_routes_with_its_own_checkpoints(small_config, home, tmp_path, monkeypatch):
-    from tasks.calibrate import calibrate_cr2
-    from tasks.ingest import ingest_queries
-    from tasks.prepare import (assign_splits_task, compute_costs_task, embed_queries, sample_states_task,
+    from cr2_tasks.calibrate import calibrate_cr2
+    from cr2_tasks.ingest import ingest_queries
+    from cr2_tasks.prepare import (assign_splits_task, compute_costs_task, embed_queries, sample_states_task,
                                simulate_labels_task)
     from cr2_cli.online import load_online_router
-    from tasks.train import train_cr2
+    from cr2_tasks.train import train_cr2
 
     cfg = small_config.model_copy(update={"teacher": small_config.teacher.model_copy(update={"epochs": 1}),
                                           "gate": small_config.gate.model_copy(update={"epochs": 1})})

@@ -33,14 +33,15 @@ def test_the_layer_and_acyclic_contracts_hold():
 
 def test_the_contract_catches_an_upward_import(tmp_path):
     # the same contract on a copy of the tree with one upward import added (cr2 → tasks) must fail
-    for pkg in ("cr2_cli", "flows", "tasks", "warehouse", "cr2"):
-        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "cr2" / "upward.py").write_text("from tasks.store import cache_key  # an upward import\n")
+    for pkg, folder in (("cr2_cli", "cr2_cli"), ("cr2_flows", "flows"), ("cr2_tasks", "tasks"),
+                        ("cr2_warehouse", "warehouse"), ("cr2", "cr2")):  # import name, repository folder (setup.py)
+        shutil.copytree(ROOT / folder, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "cr2" / "upward.py").write_text("from cr2_tasks.store import cache_key  # an upward import\n")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.run([_lint_imports(), "--config", str(ROOT / ".importlinter"), "--no-cache"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
-    assert "cr2.upward -> tasks.store" in proc.stdout, proc.stdout[-3000:]
+    assert "cr2.upward -> cr2_tasks.store" in proc.stdout, proc.stdout[-3000:]
 
 
 # ---------------------------------------------------------------- database access only in warehouse/

@@ -9,9 +9,9 @@ import pytest
 
 from cr2.config import load_config
 from cr2.core.errors import DataValidationError
-from warehouse.repository import warehouse_epoch
-from tasks.ingest import INGEST, ingest_queries
-from warehouse.db import Warehouse
+from cr2_warehouse.repository import warehouse_epoch
+from cr2_tasks.ingest import INGEST, ingest_queries
+from cr2_warehouse.db import Warehouse
 
 # Source row counts of the default selection (data/README.md): MMLU test 14,042; BBH 6,511;
 # GPQA main 448; MBPP test (task_id 11–510) 500.

@@ -24,7 +24,7 @@ BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x, x]"] +
 @pytest.fixture(scope="module")
 def ingested(small_data_dir, tmp_path_factory):
     from cr2.config import load_config
-    from tasks.ingest import ingest_queries
+    from cr2_tasks.ingest import ingest_queries
 
     home = tmp_path_factory.mktemp("boundary") / "home"
     ingest_queries.fn(load_config(overrides={"data_dir": str(small_data_dir)}), str(home))

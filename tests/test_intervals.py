@@ -129,7 +129,7 @@ def test_operating_point_intervals_shrink_as_the_test_set_grows():
 
 def test_seed_overrides_reseed_the_split_the_training_and_every_seeded_baseline():
     from cr2.config import load_config
-    from flows.study_seeds import seed_overrides
+    from cr2_flows.study_seeds import seed_overrides
 
     base = load_config()
     cfg = load_config(overrides=seed_overrides(base, 3))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import copy_of
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
@@ -106,9 +106,9 @@ def test_intervals_shrink_as_the_test_set_grows_on_the_warehouse(slice_run):
     from cr2.config import load_config
     from cr2.evaluation.intervals import metric_intervals
     from cr2.evaluation.metrics import PER_QUERY_METRICS, evaluable_mask
-    from tasks.intervals import operating_points
-    from tasks.inputs import load_sets
-    from warehouse.repository import run_decisions
+    from cr2_tasks.intervals import operating_points
+    from cr2_tasks.inputs import load_sets
+    from cr2_warehouse.repository import run_decisions
 
     config = load_config(slice_run["cfg"])
     home = slice_run["home"]

@@ -104,7 +104,7 @@ def test_f8_lists_and_mappings_are_refused_not_a_type_error(column, values):
 
 
 def test_f8_a_parquet_list_column_is_refused(tmp_path):
-    from warehouse.files import read_table_file
+    from cr2_warehouse.files import read_table_file
 
     path = tmp_path / "lists.parquet"
     _frame(correct=[[True], [False], [True], [True]]).to_parquet(path, index=False)

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.ingest import ingest_queries
-from warehouse.db import Warehouse
+from cr2_tasks.ingest import ingest_queries
+from cr2_warehouse.db import Warehouse
 
 N_IMPORTERS = 3
 
 GATED_IMPORT = textwrap.dedent("""
     import pathlib, sys, time
-    import warehouse.labels_import as li
+    import cr2_warehouse.labels_import as li
 
     barrier, me, n = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     validate = li.validate_imported_labels

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 
 from cr2.core.errors import DataValidationError
-from tasks.ingest import ingest_queries
-from warehouse.labels_import import import_labels
-from warehouse.db import Warehouse
+from cr2_tasks.ingest import ingest_queries
+from cr2_warehouse.labels_import import import_labels
+from cr2_warehouse.db import Warehouse
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ import pytest
 from cr2.config import REPO_ROOT, load_config
 from cr2.core.errors import DataValidationError
 from cr2.labels.measured import measured_label_frame, mmlu_pro_benchmark_frame
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 DATA = REPO_ROOT / "data"
 MEASURED_CONFIG = REPO_ROOT / "configs" / "mmlu-pro-measured.yaml"
@@ -104,9 +104,9 @@ def _labels_state(home):
 
 
 def test_import_rejects_unmatched_models_or_questions_and_changes_nothing(tmp_path, outputs):
-    from tasks.ingest import ingest_queries
-    from warehouse.labels_import import import_label_frame
-    from tasks.measured import import_measured_labels_task
+    from cr2_tasks.ingest import ingest_queries
+    from cr2_warehouse.labels_import import import_label_frame
+    from cr2_tasks.measured import import_measured_labels_task
 
     data = _slice(tmp_path / "data", per_category=3)
     cfg = load_config(MEASURED_CONFIG, overrides={"data_dir": str(data)})
@@ -177,7 +177,7 @@ def test_measured_scenario_end_to_end_on_a_slice(measured_slice):
 @pytest.mark.fullsize  # `make test-full`; the slice above runs in `make test`
 def test_full_measured_scenario(prefect_harness, tmp_path):
     """The whole 12,032-question scenario as `make run-measured` runs it (≈ an hour on a busy 2-core machine)."""
-    from flows.run import run_flow
+    from cr2_flows.run import run_flow
 
     home = tmp_path / "mmlu-pro"
     out = run_flow(config_path=str(MEASURED_CONFIG), home=str(home))

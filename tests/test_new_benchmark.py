@@ -15,9 +15,9 @@ import pytest
 from cr2.config import dataset_defs
 from cr2.config import load_config
 from cr2.core.errors import ConfigError, DataValidationError
-from tasks.ingest import ingest_queries
-from tasks.prepare import assign_splits_task, compute_costs_task, embed_queries, sample_states_task, simulate_labels_task
-from warehouse.db import Warehouse
+from cr2_tasks.ingest import ingest_queries
+from cr2_tasks.prepare import assign_splits_task, compute_costs_task, embed_queries, sample_states_task, simulate_labels_task
+from cr2_warehouse.db import Warehouse
 
 N = 40  # queries per toy benchmark: 2 subsets of 20
 

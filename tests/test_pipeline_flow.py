@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import copy_of
-from warehouse.db import Warehouse, relation
+from cr2_warehouse.db import Warehouse, relation
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
@@ -58,7 +58,7 @@ def test_first_run_fills_every_stage(pipeline):
 
 
 def test_second_run_with_nothing_changed_does_no_work(pipeline):
-    from flows.run import run_flow
+    from cr2_flows.run import run_flow
 
     again = run_flow(config_path=str(pipeline["cfg"]), home=str(pipeline["home"]))
     assert again["ingest"]["cached"]
@@ -70,7 +70,7 @@ def test_second_run_with_nothing_changed_does_no_work(pipeline):
 
 
 def test_new_state_distribution_recomputes_only_states_and_costs(pipeline):
-    from flows.prepare import prepare_flow
+    from cr2_flows.prepare import prepare_flow
 
     cfg = pipeline["root"] / "far.yaml"
     cfg.write_text(pipeline["cfg"].read_text() + "channel: {distribution: far-rician}\n")
@@ -177,7 +177,7 @@ def test_report_is_self_contained_and_has_every_figure(pipeline):
 
 
 def test_recalibrate_on_a_new_state_distribution_keeps_the_gate(pipeline):
-    from flows.recalibrate import recalibrate_flow
+    from cr2_flows.recalibrate import recalibrate_flow
 
     out = recalibrate_flow(states="far-rician", config_path=str(pipeline["cfg"]), home=str(pipeline["home"]))
     first = pipeline["first"]
@@ -321,9 +321,9 @@ def test_ltt_mondrian_calibration_target_routing_and_validity_run(pipeline, tmp_
     from cr2.core.errors import TargetInfeasibleError
     from cr2.deploy.runtime import DeviceThresholds
     from cr2_cli.main import app
-    from flows.calibrate import calibrate_flow
-    from warehouse.repository import load_threshold_table
-    from tasks.guarantees import check_guarantees
+    from cr2_flows.calibrate import calibrate_flow
+    from cr2_warehouse.repository import load_threshold_table
+    from cr2_tasks.guarantees import check_guarantees
     from cr2_cli.online import load_online_router
     from cr2_cli.online import route_by_target
 
@@ -371,8 +371,8 @@ def test_realised_risks_rules_on_real_labels_and_the_risk_name_everywhere(pipeli
     from cr2_cli.online import load_online_router
     from cr2_cli.render import risk_line
     from cr2_cli.results import results_markdown
-    from flows.calibrate import calibrate_flow
-    from tasks.guarantees import check_guarantees
+    from cr2_flows.calibrate import calibrate_flow
+    from cr2_tasks.guarantees import check_guarantees
 
     cfg = load_config(pipeline["cfg"])
     home = str(pipeline["home"])
@@ -418,8 +418,8 @@ def test_mondrian_cr2_run_evaluates_each_group_with_its_own_thresholds(pipeline)
     from cr2.config import load_config
     from cr2.crc import GroupedThresholdTable
     from cr2.deploy.deployment import deployed_router
-    from flows.run import run_flow
-    from warehouse.deployment import read_deployment
+    from cr2_flows.run import run_flow
+    from cr2_warehouse.deployment import read_deployment
 
     path = pipeline["root"] / "mondrian.yaml"
     text = pipeline["cfg"].read_text().replace("grids: {lam: {", "grids: {alpha: [0.05, 0.2, 0.3], default_alpha: 0.2, lam: {")
@@ -459,9 +459,9 @@ def test_mondrian_per_subset_cr2_run_routes_each_query_at_its_subsets_threshold(
     from cr2.config import load_config
     from cr2.crc import GroupedThresholdTable
     from cr2.deploy.deployment import deployed_router
-    from flows.run import run_flow
-    from warehouse.deployment import read_deployment
-    from warehouse.routing_data import query_groups
+    from cr2_flows.run import run_flow
+    from cr2_warehouse.deployment import read_deployment
+    from cr2_warehouse.routing_data import query_groups
 
     path = pipeline["root"] / "mondrian-subset.yaml"
     text = pipeline["cfg"].read_text().replace("grids: {lam: {", "grids: {alpha: [0.05, 0.2, 0.3], default_alpha: 0.2, lam: {")
@@ -486,7 +486,7 @@ def test_mondrian_per_subset_cr2_run_routes_each_query_at_its_subsets_threshold(
 def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeline):
     """The fast path (CR² alone, scores from the per-gate cache, one task) writes the same thresholds
     and the same CR² metrics and decisions as the full evaluation of each table (the slow path, --baselines)."""
-    from flows.recalibrate import recalibrate_flow
+    from cr2_flows.recalibrate import recalibrate_flow
 
     kw = {"states": "far-rician", "config_path": str(pipeline["cfg"]), "home": str(pipeline["home"])}
     fast = recalibrate_flow(**kw)
@@ -510,7 +510,7 @@ def test_recalibrate_at_operator_speed_gives_the_full_evaluations_numbers(pipeli
 def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(pipeline):
     """The teacher never sees a cost: a re-run under another channel-state distribution reuses it (the
     same fingerprint) and distils a new gate on the new costs."""
-    from flows.run import run_flow
+    from cr2_flows.run import run_flow
 
     first = pipeline["first"]
     cfg = pipeline["root"] / "far.yaml"
@@ -520,7 +520,7 @@ def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(
     assert out["train"]["teacher"]["fingerprint"] == first["train"]["teacher"]["fingerprint"]
     assert out["train"]["gate"]["fingerprint"] != first["train"]["gate"]["fingerprint"]
     # the first run's deployment still resolves to its teacher (the reused teacher was registered again)
-    from warehouse.repository import deployed_artifacts
+    from cr2_warehouse.repository import deployed_artifacts
 
     with Warehouse(pipeline["home"], read_only=True) as wh:
         for run in (first, out):
@@ -541,7 +541,7 @@ def test_a_live_server_follows_a_recalibration_without_a_restart(pipeline, tmp_p
 
     import httpx
 
-    from flows.recalibrate import recalibrate_flow
+    from cr2_flows.recalibrate import recalibrate_flow
     from tests.serve_helpers import free_port
 
     home = tmp_path / "home"

@@ -179,7 +179,7 @@ models:
 def sweep(measured_slice, tmp_path_factory):
     """The sweep, run twice, on a copy of the run's measured slice warehouse (conftest.measured_slice): the base
     warehouse a user sweeps from after `cr2 run` (flows/pools.py), so its ingest and prepare are cached there."""
-    from flows.pools import study_pools_flow
+    from cr2_flows.pools import study_pools_flow
 
     root = tmp_path_factory.mktemp("pools")
     cfg = measured_slice["cfg"]
@@ -194,8 +194,8 @@ def sweep(measured_slice, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.flow
 def test_sweep_runs_each_pool_end_to_end_with_intervals_and_diagnostics(sweep):
-    from warehouse.db import Warehouse
-    from warehouse.pools import pool_diagnostics, pool_savings
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.pools import pool_diagnostics, pool_savings
 
     first, home = sweep["first"], sweep["home"]
     assert sorted(first["pools"]) == ["phi-3-mini-4k-instruct", "yi-6b"]
@@ -228,7 +228,7 @@ def test_a_second_sweep_reuses_every_pool(sweep):
 
 
 def test_sweep_refuses_an_unknown_pool_or_a_simulated_config(tmp_path):
-    from flows.pools import study_pools_flow
+    from cr2_flows.pools import study_pools_flow
 
     with pytest.raises(InvalidValueError, match="measured config"):
         study_pools_flow.fn(config_path=None, home=str(tmp_path / "h"))
@@ -238,9 +238,9 @@ def test_sweep_refuses_an_unknown_pool_or_a_simulated_config(tmp_path):
 @pytest.fixture(scope="module")
 def router_study(sweep, tmp_path_factory):
     """A three-candidate study over the sweep's two pools, run twice (the second resumes from the caches)."""
-    from flows.router_study import study_routers_flow
-    from warehouse.db import Warehouse
-    from warehouse.pools import pool_savings
+    from cr2_flows.router_study import study_routers_flow
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.pools import pool_savings
 
     root = tmp_path_factory.mktemp("router-study")
     rule = root / "rule.yaml"
@@ -264,7 +264,7 @@ def router_study(sweep, tmp_path_factory):
 def test_router_study_compares_every_candidate_with_certified_knn_on_every_pool(router_study, sweep):
     from cr2.evaluation.statistics import Verdict
     from cr2_cli.commands.study_routers import study_results
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     first = router_study["first"]
     assert sorted(first["units"]) == ["phi-3-mini-4k-instruct", "yi-6b"]
@@ -295,7 +295,7 @@ def test_a_second_router_study_resumes_from_the_caches(router_study):
 
 
 def test_router_study_refuses_an_unknown_unit_or_a_missing_sweep(tmp_path):
-    from flows.router_study import study_routers_flow
+    from cr2_flows.router_study import study_routers_flow
 
     with pytest.raises(InvalidValueError, match="unknown unit"):
         study_routers_flow.fn(pools_home=str(tmp_path), only=["no-such-pool"])

@@ -34,7 +34,7 @@ SCRIPT = """
 import os, sys
 from cr2_cli import prefect_api
 prefect_api.prestart()
-import flows.recalibrate  # the imports the server start overlaps with
+import cr2_flows.recalibrate  # the imports the server start overlaps with
 prefect_api.wait()
 from prefect import flow, task
 

@@ -16,7 +16,7 @@ import yaml
 from cr2.config import load_config
 from tests.conftest import write_small_benchmarks
 from tests.prefect_stack import REPO, prefect_stack
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.slow]
 

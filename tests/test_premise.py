@@ -167,7 +167,7 @@ def test_inputs_keep_val_p_hat_through_a_file_and_read_files_without_it():
 @pytest.fixture(scope="module")
 def study(pipeline_slice, tmp_path_factory):
     """The study, run twice, on a copy of the run's slice warehouse (conftest.pipeline_slice)."""
-    from flows.premise import run_premise
+    from cr2_flows.premise import run_premise
     from tests.conftest import copy_of
 
     home = copy_of(pipeline_slice["home"], tmp_path_factory.mktemp("premise") / "home")
@@ -181,8 +181,8 @@ def study(pipeline_slice, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.flow
 def test_study_on_a_slice_fills_a_2x2_grid_with_intervals_and_a_report(study):
-    from warehouse.db import Warehouse
-    from warehouse.premise import premise_view
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.premise import premise_view
 
     first, home = study["first"], study["home"]
     assert first["n_cells"] == 4 and first["n_cached"] == 0
@@ -216,7 +216,7 @@ def test_study_on_a_slice_fills_a_2x2_grid_with_intervals_and_a_report(study):
 @pytest.mark.slow
 @pytest.mark.flow
 def test_a_second_study_run_reuses_every_cell(study):
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     second = study["second"]
     assert second["study_id"] == study["first"]["study_id"]
@@ -232,8 +232,8 @@ def test_the_study_records_its_settings_and_the_results_page_shows_it(study):
     its command, every verdict word backed."""
     from cr2_cli.resultsdoc import render_sections
     from cr2_cli.resultsdoc.core import Doc, unbacked_words
-    from warehouse.db import Warehouse
-    from warehouse.premise import premise_studies
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.premise import premise_studies
 
     sid = study["first"]["study_id"]
     with Warehouse(study["home"], read_only=True) as wh:
@@ -251,8 +251,8 @@ def test_the_study_records_its_settings_and_the_results_page_shows_it(study):
 @pytest.mark.flow
 def test_the_base_cell_prices_exactly_as_prepare_did(study):
     """cell_costs at speed ×1 under the config's states reproduces the warehouse's ĉ and c (one pricing, twice)."""
-    from tasks.premise import inputs_path  # noqa: F401  (the study wrote its inputs there)
-    from warehouse.db import Warehouse
+    from cr2_tasks.premise import inputs_path  # noqa: F401  (the study wrote its inputs there)
+    from cr2_warehouse.db import Warehouse
 
     cfg = load_config(study["cfg"])
     with np.load(study["first"]["inputs"]["path"], allow_pickle=False) as data:
@@ -311,7 +311,7 @@ def test_studies_that_change_numbers_never_share_an_id():
     """Retraining mode and epochs, the grid, the bootstrap and its seed are all in the study id, so a from-scratch
     re-run never writes over a fine-tuned study (and each stays queryable)."""
     from cr2.config import load_config
-    from tasks.premise import study_id
+    from cr2_tasks.premise import study_id
 
     cfg = load_config()
     base = {"teacher": {"fingerprint": "t"}, "gate": {"fingerprint": "g"}}

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.ingest import ingest_queries
-from tasks.prepare import (
+from cr2_tasks.ingest import ingest_queries
+from cr2_tasks.prepare import (
     assign_splits_task,
     compute_costs_task,
     embed_queries,
     sample_states_task,
     simulate_labels_task,
 )
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 STEPS = (embed_queries, assign_splits_task, sample_states_task, simulate_labels_task, compute_costs_task)
 TABLES = ("embeddings", "splits", "states", "labels", "costs")
@@ -56,7 +56,7 @@ def test_only_new_or_changed_queries_are_embedded(small_config, tmp_path):
 
 def test_costs_need_labels_from_the_configured_source(small_config, tmp_path):
     from cr2.core.errors import DataValidationError
-    from tasks.prepare import check_label_source
+    from cr2_tasks.prepare import check_label_source
 
     home = tmp_path / "h"
     _prepare(small_config, home)

@@ -193,8 +193,8 @@ def test_new_rules_hold_on_a_slice_and_land_in_the_views(home):
     assert price.loc["crc-avoidable", "avoidable_risk"] <= 0.01 + 0.005
     # … and the paper's rule does not control the avoidable error (the synthetic pool's gate follows the teacher)
     assert price.loc["crc", "avoidable_risk"] > price.loc["crc-avoidable", "avoidable_risk"]
-    from tasks.guarantees import write_guarantees
-    from warehouse.db import Warehouse
+    from cr2_tasks.guarantees import write_guarantees
+    from cr2_warehouse.db import Warehouse
 
     write_guarantees(home, df.to_dict("records"), "r26", "synthetic", "sim")
     with Warehouse(home) as wh:
@@ -204,7 +204,7 @@ def test_new_rules_hold_on_a_slice_and_land_in_the_views(home):
     row = p[(p.rule == "crc-oracle") & (p.lam == 0.5)].iloc[0]
     assert np.isfinite(row.crc_local_rate) and np.isfinite(row.oracle_risk) and np.isfinite(row.avoidable_risk)
     from cr2.report.validity import deployed_verdicts
-    from warehouse.repository import guarantee_cells
+    from cr2_warehouse.repository import guarantee_cells
 
     with Warehouse(home, read_only=True) as wh:
         vt = deployed_verdicts(guarantee_cells(wh, "r26"))

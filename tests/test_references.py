@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 FOLDERS = ("cr2_cli", "cr2", "tasks", "flows", "warehouse", "configs", "docs", "tests", "benchmarks", "scripts",
            "data", ".ci")
-PACKAGES = ("cr2_cli", "cr2", "tasks", "flows", "warehouse")
+PACKAGES = ("cr2_cli", "cr2", "cr2_tasks", "cr2_flows", "cr2_warehouse")  # import names (setup.py)
 FILE_SUFFIXES = frozenset({"py", "yaml", "yml", "md", "sql", "json", "jsonl", "csv", "sh", "toml", "txt", "html",
                            "parquet", "png", "svg", "log", "npz", "cfg", "ini", "onnx", "duckdb", "whl", "lock", "pt",
                            "pkl", "gz", "tar", "tmp"})
@@ -107,7 +107,9 @@ def _matches(pieces: list[tuple[int, str]], rx: re.Pattern) -> list[tuple[int, s
 
 # ---------------------------------------------------------------- dotted names
 def _module_file(parts: list[str], root: Path) -> Path | None:
-    base = root.joinpath(*parts)
+    from cr2_tasks.common import package_folder
+
+    base = root.joinpath(package_folder(parts[0]) if parts[0] in PACKAGES else parts[0], *parts[1:])
     for f in (base / "__init__.py", base.with_name(base.name + ".py")):
         if f.is_file():
             return f

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 pytestmark = [pytest.mark.flow, pytest.mark.slow,

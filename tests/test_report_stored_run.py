@@ -8,7 +8,7 @@ import pytest
 
 from cr2.core.errors import DataValidationError
 from tests.conftest import copy_of
-from warehouse.repository import run_alpha
+from cr2_warehouse.repository import run_alpha
 
 
 def test_a_run_without_a_stored_alpha_is_refused_with_what_to_do():
@@ -43,7 +43,7 @@ def changed_after_run(pipeline_slice, tmp_path_factory) -> dict:
 @pytest.mark.flow
 @pytest.mark.slow
 def test_the_report_after_a_config_change_still_uses_the_runs_alpha(changed_after_run):
-    from tasks.report import build_report
+    from cr2_tasks.report import build_report
 
     home, first = changed_after_run["home"], changed_after_run["first"]
     tables = home / "report" / "tables"

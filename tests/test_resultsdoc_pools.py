@@ -48,7 +48,7 @@ def _p(lo: float, hi: float) -> float:
 
 
 def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[float, float, float]]) -> None:
-    from warehouse.pools import write_pool
+    from cr2_warehouse.pools import write_pool
 
     run = {"label_source": "measured-mmlu-pro-v1", "models": _models(pool, edges), "reference": edges[-1],
            "run_id": f"eval-{pool}", "home": ".", "n_test": 600, "n_evaluable": 400, "n_queries": 2000,
@@ -67,7 +67,7 @@ def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[
 
 
 def _simcheck(wh, run_id: str, routing: bool, fresh_fit: bool) -> None:
-    from warehouse.repository import write_simcheck
+    from cr2_warehouse.repository import write_simcheck
 
     ids = ["dev", "mid", "big"]
     rows = []
@@ -101,7 +101,7 @@ def _simcheck(wh, run_id: str, routing: bool, fresh_fit: bool) -> None:
 def homes(tmp_path_factory) -> dict[str, Path]:
     """A pools warehouse with a 3-pool study (two share their edge models), two ladder warehouses with a
     diagnostics study and a sim-to-real run with routing, and an MMLU-Pro warehouse with a `cr2 simcheck` run."""
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     root = tmp_path_factory.mktemp("resultsdoc-pools")
     h = {k: root / k for k in ("pools", "zeroeval-gemma", "zeroeval-qwen", "mmlu-pro")}
@@ -216,7 +216,7 @@ def test_pool_label_table_and_reference_gaps_on_a_hand_made_file():
 def test_sections_render_on_warehouses_that_hold_none_of_their_runs(tmp_path):
     """Warehouses of the current schema without a pool study, a diagnostics study or a sim-to-real run (as the
     test slice's default-scenario warehouse): each part says what is missing instead of failing."""
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     homes = {}
     for key in ("pools", "zeroeval-gemma", "zeroeval-qwen", "mmlu-pro"):

@@ -93,8 +93,8 @@ def test_premise_study_settings_are_recorded_once_and_name_their_command(tmp_pat
 
     from cr2_cli.resultsdoc.core import Doc
     from cr2_cli.resultsdoc.premise import command, mode
-    from warehouse.db import Warehouse
-    from warehouse.premise import premise_studies, write_premise_study
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.premise import premise_studies, write_premise_study
 
     study = {"study_id": "premise-x", "label_source": "measured-mmlu-pro-v1", "config": "configs/mmlu-pro-measured.yaml",
              "speeds": [0.5, 1, 2, 4, 8], "channels": ["default", "premise-far", "premise-cell-edge",
@@ -147,8 +147,8 @@ def test_a_guarantees_run_is_stored_and_the_page_reads_it(pipeline_slice, tmp_pa
     from cr2_cli.main import app
     from cr2_cli.resultsdoc import render_sections
     from cr2_cli.resultsdoc.core import Doc, unbacked_words
-    from warehouse.db import Warehouse
-    from warehouse.repository import guarantee_cells, guarantee_runs
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import guarantee_cells, guarantee_runs
 
     home = copy_of(Path(pipeline_slice["home"]), tmp_path / "home")
     res = CliRunner().invoke(app, ["guarantees", "--resplits", "12", "-c", str(pipeline_slice["cfg"]),

@@ -85,8 +85,8 @@ def test_sections_together_on_the_slice(pipeline_slice):
     doc = Doc({"default": Path(pipeline_slice["home"])})
     page = render_sections(doc, SECTIONS, marked=True)
     assert unbacked_words(page) == []
-    from warehouse.db import Warehouse
-    from warehouse.repository import newest_eval_run
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import newest_eval_run
 
     with Warehouse(pipeline_slice["home"], read_only=True) as wh:
         run_id = newest_eval_run(wh)

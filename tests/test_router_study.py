@@ -150,7 +150,7 @@ def test_the_results_page_section_says_how_to_build_what_is_missing(tmp_path):
     text = render_sections(Doc({"pools": tmp_path / "none"}), ("router_study",))
     assert text.startswith("## The router study") and "make study-pools" in text
     (tmp_path / "empty").mkdir()
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     with Warehouse(tmp_path / "empty"):
         pass

@@ -66,7 +66,7 @@ def test_remembered_scores_are_the_computed_ones_and_unknown_lambdas_are_compute
 
 
 def test_cached_scores_give_the_same_thresholds_and_metrics_on_new_states(fitted, sets, tmp_path, monkeypatch):
-    from tasks.inputs import remember_scores
+    from cr2_tasks.inputs import remember_scores
 
     monkeypatch.delenv("CR2_CACHE", raising=False)
     val, test = _with_new_costs(sets["val"], 1), _with_new_costs(sets["test"], 2)
@@ -95,7 +95,7 @@ def test_cached_scores_give_the_same_thresholds_and_metrics_on_new_states(fitted
 
 
 def test_another_gate_never_reads_these_scores(fitted, sets, tmp_path, monkeypatch):
-    from tasks.inputs import remember_scores, scores_parts
+    from cr2_tasks.inputs import remember_scores, scores_parts
 
     monkeypatch.delenv("CR2_CACHE", raising=False)
     other = CR2Router(TEACHER, GATE.model_copy(update={"seed": GATE.seed + 1}), alpha=0.05).fit(
@@ -108,7 +108,7 @@ def test_another_gate_never_reads_these_scores(fitted, sets, tmp_path, monkeypat
 
 
 def test_a_routers_p_hat_is_cached_by_what_it_reads_and_survives_a_channel_change_only_without_costs(tmp_path):
-    from tasks.inputs import router_proba
+    from cr2_tasks.inputs import router_proba
 
     class Counting:
         calls = 0

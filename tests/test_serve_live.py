@@ -17,7 +17,7 @@ from cr2.config import load_config
 from cr2_cli.serve import create_app
 from cr2_cli.serve.live import LiveRouter
 from tests.serve_helpers import running
-from warehouse.repository import read_thresholds_version, write_thresholds_version
+from cr2_warehouse.repository import read_thresholds_version, write_thresholds_version
 
 MODELS = ["dev", "edge"]
 
@@ -193,7 +193,7 @@ def test_p12_a_version_file_that_is_not_a_regular_file_is_refused_and_logged_onc
     (tmp_path / "thresholds.version").symlink_to("/dev/zero")
     probe = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"  # a regression: MemoryError,
              "from cr2.core.errors import InvalidValueError\n"                                   # not the machine's memory
-             "from warehouse.repository import read_thresholds_version\n"
+             "from cr2_warehouse.repository import read_thresholds_version\n"
              "try:\n    read_thresholds_version(%r)\nexcept InvalidValueError as exc:\n    print('refused:', exc)\n"
              % str(tmp_path))
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)

@@ -55,8 +55,8 @@ def small_check(tmp_path, monkeypatch):
     """The real measured files, a 240-question subsample, embeddings replaced by cached random unit vectors
     (so no encoder runs): what the task computes on top of them is real."""
     from cr2.config import load_config
-    from tasks import simcheck as task_mod
-    from warehouse.measured_files import add_to_embedding_cache, embedding_cache_file, read_measured_pool, text_keys
+    from cr2_tasks import simcheck as task_mod
+    from cr2_warehouse.measured_files import add_to_embedding_cache, embedding_cache_file, read_measured_pool, text_keys
 
     cfg = load_config()
     cfg = cfg.model_copy(update={"simcheck": cfg.simcheck.model_copy(update={
@@ -73,8 +73,8 @@ def small_check(tmp_path, monkeypatch):
 
 
 def test_simcheck_task_structure_on_a_slice(small_check):
-    from tasks.simcheck import build_simcheck_page, simcheck_task
-    from warehouse.db import Warehouse
+    from cr2_tasks.simcheck import build_simcheck_page, simcheck_task
+    from cr2_warehouse.db import Warehouse
 
     cfg, home = small_check
     out = simcheck_task.fn(cfg, str(home), False, False)
@@ -96,8 +96,8 @@ def test_simcheck_task_structure_on_a_slice(small_check):
 
 @pytest.mark.slow
 def test_simcheck_task_routing_on_a_slice(small_check):
-    from tasks.simcheck import simcheck_task
-    from warehouse.db import Warehouse
+    from cr2_tasks.simcheck import simcheck_task
+    from cr2_warehouse.db import Warehouse
 
     cfg, home = small_check
     out = simcheck_task.fn(cfg, str(home), False, True)
@@ -111,7 +111,7 @@ def test_simcheck_task_routing_on_a_slice(small_check):
 
 def test_a_warehouse_from_before_gains_the_simcheck_tables(tmp_path):
     """Tables added to schema.sql since a warehouse was created appear when it is opened for writing."""
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     with Warehouse(tmp_path) as wh:
         wh.con.execute("DROP VIEW v_simcheck; DROP TABLE simcheck; DROP TABLE simcheck_runs")

@@ -33,11 +33,11 @@ def _slice(root, per_benchmark: int):
 
 @pytest.mark.flow
 def test_simcheck_on_a_zeroeval_warehouse_compares_measured_and_simulated(prefect_harness, tmp_path):
-    from flows.ingest import ingest
-    from flows.pools import study_simcheck_flow
-    from flows.prepare import prepare
+    from cr2_flows.ingest import ingest
+    from cr2_flows.pools import study_simcheck_flow
+    from cr2_flows.prepare import prepare
     from cr2.config import load_config
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     data = _slice(tmp_path / "data", per_benchmark=40)
     cfg_path = tmp_path / "qwen.yaml"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import SMALL_RUN, copy_of
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 def _costs(home, seed: int) -> pd.DataFrame:
     with Warehouse(home, read_only=True) as wh:
@@ -17,8 +17,8 @@ def _costs(home, seed: int) -> pd.DataFrame:
 
 
 def test_two_seeds_keep_their_own_cost_estimates(small_config, tmp_path):
-    from tasks.ingest import ingest_queries
-    from tasks.prepare import (assign_splits_task, compute_costs_task, embed_queries, sample_states_task,
+    from cr2_tasks.ingest import ingest_queries
+    from cr2_tasks.prepare import (assign_splits_task, compute_costs_task, embed_queries, sample_states_task,
                                simulate_labels_task)
 
     def prepare(config, home):
@@ -43,7 +43,7 @@ def test_two_seeds_keep_their_own_cost_estimates(small_config, tmp_path):
 @pytest.mark.slow
 def test_seed_1_after_seed_0_gives_the_numbers_of_a_fresh_warehouse(small_cli_run, tmp_path):
     """Seed 0's `cr2 run` is the test run's shared one (conftest.small_cli_run), continued in a copy."""
-    from flows.run import run_flow
+    from cr2_flows.run import run_flow
 
     seed1 = tmp_path / "seed1.yaml"
     seed1.write_text(SMALL_RUN.format(data=small_cli_run["data"], seed=1))

@@ -17,7 +17,7 @@ import pytest
 
 from cr2.config import REPO_ROOT
 from cr2.core.errors import Cr2Error, UnknownNameError, WarehouseError
-from warehouse.db import Warehouse, ident, relation, table_names
+from cr2_warehouse.db import Warehouse, ident, relation, table_names
 
 SCANNED = ("cr2", "tasks", "flows", "warehouse", "cr2_cli", "benchmarks", "tests")
 SAFE_CALLS = {"ident", "idents", "relation", "where_clause", "view_sql", "named_query"}
@@ -102,7 +102,7 @@ def test_no_sql_is_built_from_strings(package):
             continue
         offenders += [f"{path.relative_to(REPO_ROOT)}:{line}: {snippet}"
                       for line, snippet in sql_built_from_strings(path.read_text(encoding="utf-8"))]
-    assert not offenders, "SQL built from strings (use ? parameters or warehouse.db.ident/relation):\n" + "\n".join(offenders)
+    assert not offenders, "SQL built from strings (use ? parameters or cr2_warehouse.db.ident/relation):\n" + "\n".join(offenders)
 
 
 # ------------------------------------------------------------------ validated identifiers
@@ -137,8 +137,8 @@ def _all_fingerprints(home: Path) -> dict:
 def test_hostile_state_distribution_and_label_source_reach_sql_only_as_values(small_config, home):
     """The probe: a state distribution named `cell' OR true; DELETE FROM thresholds; --` made `cr2 prepare`
     delete every threshold. Now it is a value like any other."""
-    from tasks.ingest import ingest_queries
-    from tasks.prepare import COSTS, compute_costs_task, sample_states_task, simulate_labels_task
+    from cr2_tasks.ingest import ingest_queries
+    from cr2_tasks.prepare import COSTS, compute_costs_task, sample_states_task, simulate_labels_task
 
     ingest_queries.fn(small_config, str(home))
     n = _seed_thresholds(home)
@@ -160,8 +160,8 @@ def test_hostile_state_distribution_and_label_source_reach_sql_only_as_values(sm
 
 
 def test_hostile_label_source_and_model_id_in_an_import(small_config, home, tmp_path):
-    from tasks.ingest import ingest_queries
-    from warehouse.labels_import import import_labels
+    from cr2_tasks.ingest import ingest_queries
+    from cr2_warehouse.labels_import import import_labels
 
     ingest_queries.fn(small_config, str(home))
     n = _seed_thresholds(home)

@@ -1,4 +1,4 @@
-"""Stage keys cover exactly what each stage reads (tasks.common: Reads, Stage.key, tracked_run).
+"""Stage keys cover exactly what each stage reads (cr2_tasks.common: Reads, Stage.key, tracked_run).
 
 1. Declarations are complete: every stage of `cr2 run` (and the pool summary, the recalibration evaluation and
    the premise inputs) runs once on a small slice through a read-tracking view of the config and of the
@@ -6,7 +6,7 @@
 2. Keys follow the declarations, field by field: for every leaf of the config (enumerated from the pydantic
    models, so a new field is covered without touching this file), a stage's key changes exactly when the field
    is among the stage's declared reads; likewise for a row changed in each table a stage reads. The store's
-   artefact keys (tasks.common.Artefact: the teacher, each baseline, the ablated gates) are held to the same rule,
+   artefact keys (cr2_tasks.common.Artefact: the teacher, each baseline, the ablated gates) are held to the same rule,
    for every config leaf and every row field.
 3. Outputs decide: for a sample of fields, the prepare stages re-run on a copy of the warehouse with the field
    changed; every stage whose output (compared by content) changed has a new key, and a stage whose key stayed
@@ -24,7 +24,7 @@ from cr2.config import load_config
 from cr2.config.reads import covered, leaf_paths, value_at
 from tests.conftest import run_stages_to_evaluate
 from tests.conftest import write_small_benchmarks
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resplits": 10},
          "grids": {"lam": {"min": 0.1, "max": 20.0, "n_log": 4, "extra": [0.0, 2.0]}},
@@ -36,15 +36,15 @@ SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resp
 def slice_run(tmp_path_factory, one_torch_thread):
     """Every stage run once, tracked, on a small slice: {stage name: ReadCheck}, the stages with their inputs,
     the config and the home."""
-    from tasks.ablation import ABLATION
-    from tasks.certify import CERTIFY
-    from tasks.common import tracked_run
-    from tasks.equal_risk import EQUAL_RISK
-    from tasks.intervals import INTERVALS
-    from tasks.pools import POOL_SUMMARY
-    from tasks.premise import PREMISE_INPUTS
-    from tasks.recalibrate import EVALUATE_RECALIBRATION
-    from tasks.report import REPORT
+    from cr2_tasks.ablation import ABLATION
+    from cr2_tasks.certify import CERTIFY
+    from cr2_tasks.common import tracked_run
+    from cr2_tasks.equal_risk import EQUAL_RISK
+    from cr2_tasks.intervals import INTERVALS
+    from cr2_tasks.pools import POOL_SUMMARY
+    from cr2_tasks.premise import PREMISE_INPUTS
+    from cr2_tasks.recalibrate import EVALUATE_RECALIBRATION
+    from cr2_tasks.report import REPORT
 
     root = tmp_path_factory.mktemp("stage-reads")
     data = write_small_benchmarks(root / "data", per_subset=12, subsets_per_benchmark=2)
@@ -85,7 +85,7 @@ def test_each_stage_reads_only_what_it_declares(slice_run, name):
 
 
 def test_the_tracking_catches_an_undeclared_read(small_config, tmp_path):
-    from tasks.common import Reads, Rows, Stage, UndeclaredReadError, tracked_run
+    from cr2_tasks.common import Reads, Rows, Stage, UndeclaredReadError, tracked_run
 
     @task(name="reads-more-than-it-says")
     def sneaky(config, home: str) -> dict:
@@ -168,9 +168,9 @@ def test_every_config_field_changes_exactly_the_keys_that_declare_it(slice_run):
 
 def _artefacts(config):
     """Every artefact kind the store keeps a record of, with the given parts of one of its keys."""
-    from tasks.ablation import ABLATION_GATE
-    from tasks.baselines import baseline_artefact, baseline_names
-    from tasks.train import TEACHER
+    from cr2_tasks.ablation import ABLATION_GATE
+    from cr2_tasks.baselines import baseline_artefact, baseline_names
+    from cr2_tasks.train import TEACHER
 
     arts = {"teacher": (TEACHER, ()), "ablation-gate": (ABLATION_GATE, ("teacher-fingerprint", "sign-only"))}
     arts.update({f"router:{name}": (baseline_artefact(config, name), (name,)) for name in baseline_names(config)})
@@ -179,7 +179,7 @@ def _artefacts(config):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # perturbed values of another type than the field's (keys only)
 def test_every_config_and_row_field_changes_exactly_the_artefact_keys_that_declare_it(small_config):
-    """The store's artefact keys (tasks.common.Artefact) follow their declarations like stage keys: a config leaf
+    """The store's artefact keys (cr2_tasks.common.Artefact) follow their declarations like stage keys: a config leaf
     moves a key exactly when the artefact's Reads cover it, a row field exactly when its fields name it."""
     from cr2.core.hashing import ROW_FIELDS
     from cr2.evaluation.synthetic import make_routing_set
@@ -216,9 +216,9 @@ def test_the_artefact_fits_read_only_what_their_declarations_name(small_config, 
     from cr2.method.checkpoint import fingerprint
     from cr2.config.reads import TrackedConfig, undeclared
     from cr2.evaluation.synthetic import make_routing_set
-    from tasks.ablation import ABLATION_GATE, _fit_jobs
-    from tasks.common import COST_FIELDS
-    from tasks.train import TEACHER, fit_teacher
+    from cr2_tasks.ablation import ABLATION_GATE, _fit_jobs
+    from cr2_tasks.common import COST_FIELDS
+    from cr2_tasks.train import TEACHER, fit_teacher
     from tests.test_store import _changed
 
     config = small_config.model_copy(update={"teacher": small_config.teacher.model_copy(update={"epochs": 1})})
@@ -251,7 +251,7 @@ ROW_EDITS = {  # every row of each table a key fingerprints, in columns its read
 
 
 def _reads_columns(read, table: str, columns: tuple[str, ...], config) -> bool:
-    from tasks.common import Rows
+    from cr2_tasks.common import Rows
 
     if table not in read.tables:
         return False

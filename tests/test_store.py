@@ -12,7 +12,7 @@ import pytest
 from cr2.core.files import atomic_write, replace_dir, temp_dir_beside, temp_sibling
 from cr2.core.hashing import FINGERPRINT_CHARS, ROW_FIELDS, fingerprint_rows
 from cr2.evaluation.synthetic import make_routing_set
-from tasks.store import CODECS, Codec, Store, cache_key
+from cr2_tasks.store import CODECS, Codec, Store, cache_key
 
 
 def _counting(value):
@@ -150,10 +150,10 @@ def test_a_row_field_changes_the_fingerprint_exactly_when_declared():
 
 
 def test_an_artefact_cannot_declare_warehouse_reads():
-    from tasks.common import Artefact, Reads, Rows
+    from cr2_tasks.common import Artefact, Reads, Rows
 
     with pytest.raises(ValueError, match="in memory"):
-        Artefact("x-fit", Reads(rows=(Rows("queries"),)), ("query_id",), code=("tasks.train",))
+        Artefact("x-fit", Reads(rows=(Rows("queries"),)), ("query_id",), code=("cr2_tasks.train",))
 
 
 def test_store_records_round_trip_as_json(tmp_path):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from cr2.core.errors import WarehouseError
-from warehouse.db import SCHEMA_VERSION, Warehouse, table_names
+from cr2_warehouse.db import SCHEMA_VERSION, Warehouse, table_names
 
 LATER_TABLES = {"labels", "label_runs", "splits", "embeddings", "state_distributions", "states", "costs",
                 "thresholds", "decisions", "metrics", "queries", "models", "eval_runs"}
@@ -58,7 +58,7 @@ def test_schema_1_warehouse_is_readable_and_migrates_on_the_first_write(tmp_path
     in one transaction, by the first writable open; its thresholds load as pooled crc tables."""
     import duckdb
 
-    from warehouse.db import DB_NAME
+    from cr2_warehouse.db import DB_NAME
 
     tmp_path.mkdir(exist_ok=True)
     con = duckdb.connect(str(tmp_path / DB_NAME))
@@ -114,8 +114,8 @@ def test_schema_6_pool_results_gain_a_resample_count_by_the_migration(home):
     as it is — its rows read with the count unknown, thresholds still name their router — and the first writable
     open adds the column (old rows NULL, `n` untouched) and recreates the view; a pool written then keeps each
     interval's count."""
-    from warehouse.pools import has_resample_counts, pool_equal_risk, pool_savings, write_pool
-    from warehouse.repository import _has_router_column
+    from cr2_warehouse.pools import has_resample_counts, pool_equal_risk, pool_savings, write_pool
+    from cr2_warehouse.repository import _has_router_column
 
     run = {"label_source": "measured-x", "models": [{"id": "d", "role": "device"}], "reference": "d", "run_id": "r",
            "home": ".", "n_test": 10, "n_evaluable": 8, "n_queries": 20, "cost_ratio_realised": 1.0,
@@ -157,7 +157,7 @@ def test_schema_6_pool_results_gain_a_resample_count_by_the_migration(home):
 
 
 def test_views_are_created_after_the_views_they_read():
-    from warehouse.db import _READ_FROM, view_names, view_sql
+    from cr2_warehouse.db import _READ_FROM, view_names, view_sql
 
     order = view_names()
     assert sorted(order) == sorted(set(order))
@@ -169,7 +169,7 @@ def test_views_are_created_after_the_views_they_read():
 def test_an_undefined_estimate_or_bound_is_stored_as_null():
     import numpy as np
 
-    from warehouse.db import undefined_as_null
+    from cr2_warehouse.db import undefined_as_null
 
     df = undefined_as_null(pd.DataFrame({"estimate": [1.5, np.nan, np.inf], "lower": [None, -np.inf, 0.0],
                                          "label": ["a", "b", "c"]}), ("estimate", "lower"))
@@ -182,7 +182,7 @@ def test_a_premise_cell_is_replaced_whole_and_never_holds_nan(home):
     of the same cell replaces the first, and a write that fails leaves the stored cell as it was."""
     import numpy as np
 
-    from warehouse.premise import CELL_COLUMNS, write_premise_cell
+    from cr2_warehouse.premise import CELL_COLUMNS, write_premise_cell
 
     summary = {k: 1.0 for k in CELL_COLUMNS} | {"speed_factor": 2.0, "channel": "default", "dist_id": "d",
                                                 "n_test": 10, "n_evaluable": 9, "n_resamples": 100, "alpha": 0.01,

@@ -18,7 +18,7 @@ import pytest
 
 from cr2.config import REPO_ROOT
 from cr2.core.errors import WarehouseError
-from warehouse.db import DB_NAME, Warehouse
+from cr2_warehouse.db import DB_NAME, Warehouse
 
 ROW = {"model_id": "m", "hf_name": "h", "params": 1.0, "platform": "p", "role": "device", "position": 0}
 
@@ -117,8 +117,8 @@ def test_a_damaged_file_is_not_reported_as_locked(home):
 def test_a_long_cr2_sql_cannot_make_a_stage_lose_its_work(small_config, home):
     """A stage that computed for a while and then writes waits for a running `cr2 sql` (which stops at its
     --timeout, well below the writers' wait) and keeps its work."""
-    from tasks.ingest import ingest_queries
-    from tasks.prepare import sample_states_task
+    from cr2_tasks.ingest import ingest_queries
+    from cr2_tasks.prepare import sample_states_task
 
     ingest_queries.fn(small_config, str(home))
     sql = _cr2("sql", "SELECT count(*) FROM range(1000000000000) a", "--timeout", "4", "--home", str(home))

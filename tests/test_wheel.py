@@ -27,7 +27,7 @@ WHERE = '''
 import json
 import cr2, cr2.config.dataset_defs, cr2.config as c, cr2.routers, cr2.config.shipped
 from cr2.labels.lmeval.architectures import ARCHITECTURES_FILE
-from warehouse.db import default_home
+from cr2_warehouse.db import default_home
 cfg = c.load_config()
 files = [cfg.benchmark_file(b) for b in cfg.enabled_benchmarks] + [cfg.data_path / cfg.labels.simulator.accuracy_file]
 print(json.dumps({"cr2": cr2.__file__, "in_checkout": cr2.config.shipped.IN_CHECKOUT, "default": str(c.DEFAULT_CONFIG),
@@ -100,3 +100,21 @@ def test_installed_cr2_finds_its_files_in_the_venv_not_the_checkout(installed):
         assert Path(where[key]).is_relative_to(venv), f"{key}: {where[key]} is not the installed wheel's"
     assert all(Path(p).is_relative_to(venv) for p in where["data"]), where["data"]
     assert Path(where["home"]) == elsewhere.resolve() / "var"  # the default home outside a checkout: ./var
+
+
+INSTALLED_NAMES = {"cr2", "cr2_cli", "cr2_flows", "cr2_tasks", "cr2_warehouse", "cr2_configs", "cr2_data"}
+
+
+def test_the_wheel_claims_only_cr2_prefixed_import_names(installed):
+    """The repository's flows/, tasks/ and warehouse/ install as cr2_flows, cr2_tasks and cr2_warehouse (setup.py): a
+    user's own `tasks.py` or `flows/` neither shadows cr2's nor is shadowed by it."""
+    venv, _, _ = installed
+    (pure,) = {Path(p) for p in (venv / "lib").glob("python3*/site-packages")}
+    (record,) = pure.glob("cr2-*.dist-info/RECORD")
+    tops = {line.split(",")[0].split("/")[0] for line in record.read_text().splitlines() if line.strip()}
+    names = {t.removesuffix(".py") for t in tops if t != ".." and not t.endswith(".dist-info")}
+    assert names == INSTALLED_NAMES, f"installed import names: {sorted(names)}"
+    probe = ("import importlib.util, json; print(json.dumps({n: importlib.util.find_spec(n) is not None for n in "
+             f"{sorted(INSTALLED_NAMES | {'tasks', 'flows', 'warehouse'})!r}}}))")
+    found = json.loads(run(installed, str(venv / "bin" / "python"), "-c", probe).stdout)
+    assert found == {n: n in INSTALLED_NAMES for n in found}, found

@@ -75,7 +75,7 @@ def test_guide_runs_as_written(prefect_harness, monkeypatch):
                     result = CliRunner().invoke(app, args[1:], terminal_width=200)
                     assert result.exit_code == 0, f"{line}\n{result.output}"
                     outputs.append((line, result.output))
-        from warehouse.db import Warehouse
+        from cr2_warehouse.db import Warehouse
 
         with Warehouse(root / "var", read_only=True) as wh:
             assert wh.scalar("SELECT count(*) FROM queries WHERE target IS NULL") == 240
@@ -112,7 +112,7 @@ def _toy_questions(tmp_path, targets, choices=None) -> None:
 
 
 def _ingest(tmp_path, definition):
-    from tasks.ingest import ingest_queries
+    from cr2_tasks.ingest import ingest_queries
 
     cfg = load_config(overrides={"benchmarks": {"mmlu": {"enabled": False}, "bbh": {"enabled": False},
                                                 "gpqa": {"enabled": False}, "mbpp": {"enabled": False},
@@ -122,7 +122,7 @@ def _ingest(tmp_path, definition):
 
 
 def test_null_target_needs_the_dataset_definition_to_say_optional(tmp_path):
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     _toy_questions(tmp_path, [None, "2", None])
     with pytest.raises(DataValidationError, match=r"toy_gen/s/00000: no target; benchmark 'toy_gen' requires a gold "
@@ -160,7 +160,7 @@ def test_schema_3_warehouse_migrates_to_a_nullable_target(tmp_path):
     """A schema-3 warehouse (queries.target NOT NULL) is upgraded in place by the first writable open."""
     import duckdb
 
-    from warehouse.db import DB_NAME, SCHEMA_VERSION, Warehouse
+    from cr2_warehouse.db import DB_NAME, SCHEMA_VERSION, Warehouse
 
     con = duckdb.connect(str(tmp_path / DB_NAME))
     con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)")

@@ -146,8 +146,8 @@ evaluation: {{n_resplits: 10}}
 def test_scenario_end_to_end_on_a_slice(prefect_harness, tmp_path, scenario):
     """`cr2 run -c configs/zeroeval-<scenario>.yaml` on 40 (gemma) / 60 (qwen) items per benchmark: its own warehouse,
     MEASURED labels (the slice keeps ≥ 48 training queries, LLMRank's cluster count)."""
-    from flows.run import run_flow
-    from warehouse.db import Warehouse
+    from cr2_flows.run import run_flow
+    from cr2_warehouse.db import Warehouse
 
     per_benchmark = {"gemma": 40, "qwen": 60}[scenario]
     data = _slice(tmp_path / "data", scenario, per_benchmark=per_benchmark)

@@ -665,7 +665,7 @@ def copy_warehouse(home: str | Path, target: str | Path, with_caches: bool = Fal
     return target
 
 
-#: a home's folders of stage results and derived files (tasks.common.results_dir, tasks.store.cache_dir)
+#: a home's folders of stage results and derived files (cr2_tasks.common.results_dir, cr2_tasks.store.cache_dir)
 CACHE_DIRS = ("prefect-results", "cache")
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from cr2.config import Config
 from cr2.deploy.deployment import CR2, Deployment, calibration_split
 from cr2.core.data import RoutingSet
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 from cr2.core.errors import UncalibratedOperatingPointError
-from warehouse.repository import (certified_table_names, cost_scales, deployed_artifacts, fitted_router_artifact,
+from cr2_warehouse.repository import (certified_table_names, cost_scales, deployed_artifacts, fitted_router_artifact,
                                   load_threshold_table, newest_threshold_version, state_distribution_spec)
-from warehouse.routing_data import load_routing_sets
+from cr2_warehouse.routing_data import load_routing_sets
 
 
 def read_deployment(home: str | Path, config: Config, version: int | None = None, router: str = CR2) -> Deployment:

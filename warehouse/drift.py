@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from cr2.core.errors import DataValidationError
-from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.routing_data import named_query
 
 DRIFT_FEATURES = ("distance_m", "rate_ul_bps", "rate_dl_bps")
 
@@ -15,7 +15,7 @@ def calibration_states(wh: Warehouse, seed: int, dist_id: str | None = None,
     """Drift features of the val split's states under `dist_id` (default: the newest threshold table's, else
     `default_dist_id`)."""
     if dist_id is None:
-        from warehouse.repository import newest_threshold_dist
+        from cr2_warehouse.repository import newest_threshold_dist
 
         dist_id = newest_threshold_dist(wh) or default_dist_id
     df = wh.df(named_query("drift_calibration_states"), {"seed": int(seed), "dist_id": dist_id})

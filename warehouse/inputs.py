@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import DataValidationError
-from warehouse.db import Warehouse
-from warehouse.repository import cost_scales_key
-from warehouse.routing_data import named_query
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.repository import cost_scales_key
+from cr2_warehouse.routing_data import named_query
 
 
 # ---------------------------------------------------------------- queries and the model pool

@@ -12,8 +12,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.routing_data import named_query
 
 LABEL_COLUMNS = ["source", "query_id", "model_id", "correct", "output_tokens", "run_id"]
 

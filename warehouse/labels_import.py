@@ -17,8 +17,8 @@ from cr2.core.errors import DataValidationError
 from cr2.labels import LABEL_SOURCES
 from cr2.labels.imported import validate_imported_labels
 from cr2.config.names import check_name
-from warehouse.db import Warehouse
-from warehouse.files import parse_table, read_table_bytes
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.files import parse_table, read_table_bytes
 
 
 def _refuse_existing(source: str, existing: int, replace: bool) -> None:

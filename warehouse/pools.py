@@ -8,8 +8,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from warehouse.db import Warehouse, undefined_as_null
-from warehouse.repository import utc_now
+from cr2_warehouse.db import Warehouse, undefined_as_null
+from cr2_warehouse.repository import utc_now
 
 RUN_COLUMNS = ("study_id", "pool", "label_source", "models", "reference", "run_id", "home", "n_test", "n_evaluable",
                "n_queries", "cost_ratio_realised", "cost_ratio_est", "n_resamples", "seconds", "created_at")
@@ -71,7 +71,7 @@ def pool_diagnostics(wh: Warehouse, study_id: str) -> pd.DataFrame:
 def newest_run(wh: Warehouse, label_source: str) -> str | None:
     """The newest full evaluation run under `label_source` — one that evaluated KNN, the reference every comparison
     needs (a re-calibration's CR²-only before/after runs are skipped) — or None when there is none."""
-    from warehouse.repository import newest_eval_run
+    from cr2_warehouse.repository import newest_eval_run
 
     return newest_eval_run(wh, label_source, full_only=True)
 
@@ -107,14 +107,14 @@ def copy_embeddings(wh: Warehouse, source_home: str | Path, encoder: str) -> int
 # ---------------------------------------------------------------- reads of the generated docs/results.md
 def newest_study(wh: Warehouse, prefix: str) -> str | None:
     """The newest study id of pool_runs starting with `prefix` ('pools', 'diagnostics'), or None."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     return wh.scalar(named_query("newest_pool_study"), {"prefix": prefix})
 
 
 def pool_study_runs(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """The stored pools of one study: label source, models (JSON), m_ref, run id, home, test rows, resamples."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     return wh.df(named_query("pool_study_runs"), {"study_id": study_id})
 
@@ -123,7 +123,7 @@ def router_study_rows(wh: Warehouse, study_id: str, other: str) -> tuple[pd.Data
     """The stored rows of a router study (flows/router_study.py) in this warehouse: (savings of every certified router
     against `other` at equal risk: unit, subject, other, estimate, lower, upper, p_value, n_resamples; headroom: unit,
     estimate — the full-information router's mean saving vs KNN)."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     params = {"study_id": study_id}
     return (wh.df(named_query("router_study_savings"), params | {"other": other}),

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import DataValidationError
-from warehouse.db import Warehouse, note_read, undefined_as_null
-from warehouse.reads import has_table
-from warehouse.files import in_home
-from warehouse.repository import deployed_artifacts, utc_now
-from warehouse.routing_data import named_query
+from cr2_warehouse.db import Warehouse, note_read, undefined_as_null
+from cr2_warehouse.reads import has_table
+from cr2_warehouse.files import in_home
+from cr2_warehouse.repository import deployed_artifacts, utc_now
+from cr2_warehouse.routing_data import named_query
 
 CELL_COLUMNS = ("speed_factor", "channel", "dist_id", "mean_distance_m", "cost_ratio_est", "cost_ratio_realised",
                 "device_dearer_share_est", "n_test", "n_evaluable", "n_resamples", "alpha")

@@ -8,8 +8,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.routing_data import named_query
 
 
 def model_summary(wh: Warehouse, label_source: str, dist_id: str, split_seed: int) -> pd.DataFrame:

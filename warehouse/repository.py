@@ -19,8 +19,8 @@ import pandas as pd
 from cr2.crc import GroupedThresholdTable, ThresholdTable, table_from_records
 from cr2.core.errors import DataValidationError, UncalibratedOperatingPointError
 from cr2.core.files import atomic_write
-from warehouse.db import Warehouse, relation, undefined_as_null
-from warehouse.files import in_home
+from cr2_warehouse.db import Warehouse, relation, undefined_as_null
+from cr2_warehouse.files import in_home
 
 THRESHOLD_COLUMNS = ("version", "dist_id", "label_source", "gate_fingerprint", "lam", "alpha", "tau", "n_calib", "rule",
                      "score_dtype", "created_at", "delta", "group", "router")
@@ -144,7 +144,7 @@ def _insert_thresholds(wh: Warehouse, con: Any, table: ThresholdTable | GroupedT
 
 def _has_router_column(wh: Warehouse) -> bool:
     """Whether `thresholds` names each table's router (schema ≥ 6); an older warehouse read as it is holds CR²'s only."""
-    from warehouse.db import READABLE_OLD_VERSIONS
+    from cr2_warehouse.db import READABLE_OLD_VERSIONS
 
     version = getattr(wh, "schema_version", None)
     return not (version in READABLE_OLD_VERSIONS and int(version) < 6)
@@ -152,7 +152,7 @@ def _has_router_column(wh: Warehouse) -> bool:
 
 def newest_threshold_dist(wh: Warehouse) -> str | None:
     """The state distribution CR²'s newest threshold table was calibrated under (None: no table yet)."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     if not _has_router_column(wh):
         return wh.scalar("SELECT dist_id FROM thresholds ORDER BY version DESC LIMIT 1")
@@ -311,14 +311,14 @@ def methods_of_run(wh: Warehouse, run_id: str) -> pd.DataFrame:
 def view_for_run(wh: Warehouse, view: str, run_id: str) -> pd.DataFrame:
     """The rows of view `view` (a name from warehouse/views/) for one evaluation run, in the order of their columns
     (a reader that picks the first of equal rows gets the same one whatever order DuckDB's threads produced)."""
-    from warehouse.db import relation
+    from cr2_warehouse.db import relation
 
     return wh.df(f"SELECT * FROM {relation(view)} WHERE run_id = ? ORDER BY ALL", [run_id])
 
 
 def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
     """All rows of view `view`."""
-    from warehouse.db import relation
+    from cr2_warehouse.db import relation
 
     return wh.df(f"SELECT * FROM {relation(view)}")
 
@@ -345,7 +345,7 @@ def newest_guarantees(wh: Warehouse) -> tuple[dict | None, pd.DataFrame, pd.Data
 def guarantee_runs(wh: Warehouse, label_source: str | None = None) -> pd.DataFrame:
     """The validity runs (`cr2 guarantees`) of the warehouse, newest first (of `label_source` when given); empty
     when there is none or the warehouse predates the table."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     if getattr(wh, "schema_version", "2") == "1":
         return pd.DataFrame(columns=["run_id", "source", "label_source", "n_resplits", "n_calib", "created_at"])
@@ -355,7 +355,7 @@ def guarantee_runs(wh: Warehouse, label_source: str | None = None) -> pd.DataFra
 
 def guarantee_cells(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """Every bounded cell (rule, check, λ, α) of one validity run: Monte-Carlo mean, SE and bound."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     return wh.df(named_query("guarantee_cells"), {"run_id": run_id})
 
@@ -368,7 +368,7 @@ def guarantee_price(wh: Warehouse, run_id: str) -> pd.DataFrame:
 def realised_risk_ci(wh: Warehouse, run_id: str, alpha: float, lams: Sequence[float]) -> pd.DataFrame:
     """CR² under every rule at (α, λ ∈ lams): the teacher-referenced and realised risks, local rate, cost and accuracy,
     each with its stored 95 % paired-bootstrap interval (the realised-risk table of `cr2 results` and of docs/results.md)."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     return wh.df(named_query("realised_risk_with_ci"),
                  {"run_id": run_id, "alpha": float(alpha), "lams": [float(v) for v in lams]})
@@ -380,7 +380,7 @@ def newest_eval_run(wh: Warehouse, label_source: str | None = None, *, full_only
     reference every summary compares with. A re-calibration's CR²-only before/after runs are passed
     over; when no run has KNN (a config without it), the newest run — or None with `full_only`. No run at all is
     an error, or None with `full_only`."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     row = wh.df(named_query("newest_full_eval_run"), {"label_source": label_source or None})
     if row.empty or (full_only and not bool(row["is_full"].iloc[0])):
@@ -393,7 +393,7 @@ def newest_eval_run(wh: Warehouse, label_source: str | None = None, *, full_only
 def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], cost_anchor: float, alpha: float,
                      lams: Sequence[float]) -> dict[str, pd.DataFrame]:
     """The frames docs/results.md compares with the paper, from the views of one evaluation run."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     params = {"run_id": run_id}
     run = eval_run(wh, run_id)
@@ -465,7 +465,7 @@ def certified_validity(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The certified routers' validity over re-splits in run `run_id`: per (method, λ, α) the mean test risk over the
     random calibration/test re-splits, its Monte-Carlo standard error and the number of re-splits (metrics
     resplit_risk_mean / _se / _n; NULL n for a run stored before the count was)."""
-    from warehouse.db import view_sql
+    from cr2_warehouse.db import view_sql
 
     # the view's own SELECT as a subquery: one definition, and a warehouse opened read-only before its views were
     # re-created (one built by an older cr2) still answers
@@ -549,7 +549,7 @@ def seed_spread(wh: Warehouse, study_id: str | None = None) -> pd.DataFrame:
 
 def artifact_frames(wh: Warehouse, run_id: str, alpha: float, lam: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The Prefect artefacts of an evaluation run: CR²'s operating points at α and every method at λ."""
-    from warehouse.routing_data import named_query
+    from cr2_warehouse.routing_data import named_query
 
     return (wh.df(named_query("cr2_operating_point_metrics"), {"run_id": run_id, "alpha": alpha}),
             wh.df(named_query("methods_at_lam"), {"run_id": run_id, "lam": lam, "alpha": alpha}))

@@ -7,7 +7,7 @@ import numpy as np
 
 from cr2.core.data import EMBED_DIM, RoutingSet
 from cr2.core.errors import DataValidationError
-from warehouse.db import Warehouse, note_read
+from cr2_warehouse.db import Warehouse, note_read
 
 QUERIES_DIR = Path(__file__).resolve().parent / "queries"
 SPLITS = ("train", "dev", "val", "test")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from warehouse.db import Warehouse
-from warehouse.routing_data import named_query
+from cr2_warehouse.db import Warehouse
+from cr2_warehouse.routing_data import named_query
 
 
 def simcheck_runs(wh: Warehouse) -> pd.DataFrame:

@@ -73,7 +73,7 @@ class CalibrationSplit:
     split: str = "val"  # the calibration split
 
     def routing_args(self) -> dict[str, Any]:
-        """The keyword arguments of warehouse.routing_data.load_routing_sets for these rows (model_ids aside)."""
+        """The keyword arguments of cr2_warehouse.routing_data.load_routing_sets for these rows (model_ids aside)."""
         return {"dist_id": self.dist_id, "label_source": self.label_source, "seed": self.seed, "encoder": self.encoder,
                 "decision_cost": self.decision_cost}
 

@@ -211,7 +211,7 @@ def paper_comparison_tables(f: dict, errors: pd.DataFrame, ops: pd.DataFrame, al
     """The paper beside ours, as display frames: fixed (the paper's targets: paper, ours interpolated with its
     interval, ours at the grid point, every other router), local (local rate at c̄ ≈ 0.45 per α and at fixed local
     rates), gate_errors (at the λ whose pooled cost is nearest each c̄) and complexity. `f`: the headline rows
-    (warehouse.repository.headline_results at the paper's targets), `errors`: v_gate_errors, `ops`: v_pareto."""
+    (cr2_warehouse.repository.headline_results at the paper's targets), `errors`: v_gate_errors, `ops`: v_pareto."""
     fa = f["fixed_accuracy"]
     rows = []
     for t in TARGETS:

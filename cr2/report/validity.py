@@ -4,10 +4,10 @@
 cr2.evaluation.validity.validity_verdict over the cells of one guarantee, read from one stored source —
 
 - certified routers (`certified_verdicts`): the certify stage's re-splits of val ∪ test, stored with the evaluation
-  run for every `<router>@<rule>` (warehouse.repository.certified_validity); the crc rules' promise E[risk] ≤ α at
+  run for every `<router>@<rule>` (cr2_warehouse.repository.certified_validity); the crc rules' promise E[risk] ≤ α at
   every λ, tested per λ;
 - CR²'s deployed gate (`deployed_verdicts`): the promises only a `cr2 guarantees` run checks — ltt's P(some λ over α)
-  ≤ δ, Mondrian CRC's per-group mean, the target mode's miss share (warehouse.repository.guarantee_cells).
+  ≤ δ, Mondrian CRC's per-group mean, the target mode's miss share (cr2_warehouse.repository.guarantee_cells).
 
 The crc rules' mean risk of CR²'s gate is cr2@crc … of the first source, never recomputed by the second.
 """
@@ -63,7 +63,7 @@ def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
     """One row per certified method `<router>@<rule>` and α: the verdict over its λ cells and the cell that decided it.
 
     cells: one row per (method, lam, alpha) with risk_mean, risk_se and (optionally) n_resplits — the certify stage's
-    re-splits (warehouse.repository.certified_validity). A crc rule is tested (E[risk] ≤ α at every λ); an ltt rule's
+    re-splits (cr2_warehouse.repository.certified_validity). A crc rule is tested (E[risk] ≤ α at every λ); an ltt rule's
     promise is about all λ at once, which per-λ re-splits cannot test: its row carries a note instead of a verdict.
     """
     if cells.empty:
@@ -98,7 +98,7 @@ def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
     over its cells (Mondrian: every group × λ; ltt and target: one cell) and the cell that decided it; plain CRC per
     group as context, without a verdict.
 
-    cells: the run's bounded cells (warehouse.repository.guarantee_cells)."""
+    cells: the run's bounded cells (cr2_warehouse.repository.guarantee_cells)."""
     if cells.empty:
         return pd.DataFrame(columns=DEPLOYED_COLUMNS)
     keyed = cells.assign(_a=cells["alpha"].fillna(-1.0),

@@ -24,7 +24,7 @@ def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="
     of CR²'s deployed gate no other stage checks (ltt, Mondrian, target) over random re-splits of val + test and store
     them (view v_guarantees)."""
     from cr2.config import load_config
-    from tasks.guarantees import check_guarantees
+    from cr2_tasks.guarantees import check_guarantees
 
     h = home_dir(home, create=False)
     cfg = load_config(config)
@@ -39,7 +39,7 @@ def simcheck(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
              structure_only: bool = typer.Option(False, "--structure-only", help="skip the routing part (no router "
                                                  "is fitted)")) -> None:
     """Sim-to-real check: measured MMLU-Pro labels vs the simulators on the same questions (docs/labels.md)."""
-    from flows.simcheck import simcheck_flow
+    from cr2_flows.simcheck import simcheck_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 

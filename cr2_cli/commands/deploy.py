@@ -117,7 +117,7 @@ def _export_certified(cfg, home: Path, out: Path, version: Optional[int], name: 
     """`cr2 export-gate --router R --rule X`: the certified router's state, table, cost inputs and manifest."""
     from cr2.deploy.deployment import decision_cost_inputs, deployed_router
     from cr2.deploy.certified_export import export_certified
-    from warehouse.deployment import read_deployment
+    from cr2_warehouse.deployment import read_deployment
 
     deployment = read_deployment(home, cfg, version, name)
     m = export_certified(deployed_router(cfg, deployment), out, decision_cost_inputs(cfg, deployment))

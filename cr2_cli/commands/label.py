@@ -1,7 +1,7 @@
 """`cr2 label`: real per-query correctness labels from lm-evaluation-harness, with progress per (model, benchmark).
 
 Wired in cr2_cli/main.py as `app.command("label")(friendly(label_command, flow=True))`. The command is a thin wrapper
-over `flows.label.run_labeling`; see docs/labeling.md for backends, fan-out and resumption.
+over `cr2_flows.label.run_labeling`; see docs/labeling.md for backends, fan-out and resumption.
 """
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def label_command(
     if estimate:
         _estimate(cfg, h, model_ids, bench, backend, limit, spec, sample, chunk_size, architectures, stored)
         return
-    from flows.label import run_labeling
+    from cr2_flows.label import run_labeling
 
     console.print(f"labeling {', '.join(model_ids)} on {', '.join(bench)} with backend "
                   f"'{backend or spec.backend}'" + (f", first {limit} queries per benchmark" if limit else "")
@@ -250,7 +250,7 @@ def print_stored_projection(counts, stored_rates=None) -> None:
 
 
 def _estimate(cfg, home, model_ids, bench, backend, limit, spec, sample, chunk_size, architectures, stored) -> None:
-    from flows.label import estimate_labeling
+    from cr2_flows.label import estimate_labeling
 
     if stored:
         console.print(f"projecting labeling of {', '.join(model_ids)} on {', '.join(bench)} from stored GPU "

@@ -16,8 +16,8 @@ def check_pool_written(home: Path, config: Optional[Path]) -> None:
     command when the warehouse has none, or (with -c) holds another config's pool or benchmarks."""
     from cr2.config import load_config
     from cr2.core.errors import DataValidationError
-    from warehouse.db import DB_NAME, Warehouse
-    from warehouse.reads import pool_models, query_counts
+    from cr2_warehouse.db import DB_NAME, Warehouse
+    from cr2_warehouse.reads import pool_models, query_counts
 
     cfg = load_config(config) if config is not None else None
     ingest = f"cr2 ingest -c {config}" if config is not None else "cr2 ingest -c CONFIG"
@@ -54,7 +54,7 @@ def labels_import(file: Path = typer.Argument(..., help="long-form Parquet or CS
                   home: Optional[Path] = HomeOpt) -> None:
     """Import labels produced elsewhere into a warehouse `cr2 ingest -c CONFIG` wrote; nothing is written unless every
     row is valid."""
-    from warehouse.labels_import import import_labels
+    from cr2_warehouse.labels_import import import_labels
 
     h = resolve_home(home)
     check_pool_written(h, config)  # names the ingest command when there is no warehouse yet
@@ -68,8 +68,8 @@ def labels_import(file: Path = typer.Argument(..., help="long-form Parquet or CS
 @friendly
 def labels_list(home: Optional[Path] = HomeOpt) -> None:
     """Label sources in the warehouse, with rows, models and how they were produced."""
-    from warehouse.db import Warehouse
-    from warehouse.reads import label_sources
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import label_sources
 
     with Warehouse(home_dir(home, create=False), read_only=True) as wh:
         df = label_sources(wh)

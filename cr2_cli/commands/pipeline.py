@@ -17,7 +17,7 @@ from cr2_cli.render import (print_baselines, print_calibrate, print_ingest_summa
 @friendly(flow=True)
 def ingest(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Load the selected benchmarks into the warehouse (validated, cached)."""
-    from flows.ingest import ingest_flow
+    from cr2_flows.ingest import ingest_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
@@ -32,7 +32,7 @@ def ingest(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -
 @friendly(flow=True)
 def prepare(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Embeddings, splits, channel states, labels and costs for every query (validated, cached)."""
-    from flows.prepare import prepare_flow
+    from cr2_flows.prepare import prepare_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
@@ -47,7 +47,7 @@ def prepare(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) 
 @friendly(flow=True, existing_home=True)
 def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Train the CR² teacher selector and margin gate on the prepared train split (cached)."""
-    from flows.train import train_flow
+    from cr2_flows.train import train_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
@@ -65,7 +65,7 @@ def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt
               group: Optional[str] = typer.Option(None, "--group", help="Mondrian: benchmark | subset (none: pooled)"),
               small_group: Optional[str] = typer.Option(None, "--small-group", help="error | defer")) -> None:
     """Calibrate the threshold table τ*(λ; α) of the trained gate on the val split (new version)."""
-    from flows.calibrate import calibrate_flow
+    from cr2_flows.calibrate import calibrate_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 
@@ -96,7 +96,7 @@ def calibration_overrides(rule: Optional[str], delta: Optional[float], group: Op
 @friendly(flow=True)
 def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Run the whole pipeline on the configured data (one flow, one process)."""
-    from flows.run import run_flow
+    from cr2_flows.run import run_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
 

@@ -47,7 +47,7 @@ def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WIT
 
     The connection cannot touch files, the network or extensions (it can read the warehouse, nothing else),
     runs one statement, fetches at most --limit rows, and is stopped after --timeout seconds."""
-    from warehouse.db import open_user_query
+    from cr2_warehouse.db import open_user_query
 
     with open_user_query(home_dir(home, create=False)) as wh:
         df, more = wh.user_query(query, timeout_s=timeout, max_rows=limit)
@@ -58,7 +58,7 @@ def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WIT
 def export(table: str = typer.Argument(..., help="table or view name"), home: Optional[Path] = HomeOpt,
            out: Optional[Path] = typer.Option(None, help="output folder (default: <home>/export)")) -> None:
     """Write a table or view to <home>/export/TABLE.parquet."""
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     with Warehouse(home_dir(home, create=False), read_only=True) as wh:
         path = wh.export(table, out)

@@ -27,7 +27,7 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
 
     t0 = time.perf_counter()
     h = home_dir(home)
-    from flows.recalibrate import recalibrate_flow
+    from cr2_flows.recalibrate import recalibrate_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
     out = recalibrate_flow(states=states, config_path=config_arg(config), home=str(h),
@@ -47,7 +47,7 @@ def drift(states: str = typer.Option(..., "--states", help="candidate state dist
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Test whether a state distribution departs from the deployed calibration states (KS per feature)."""
     from cr2.config import load_config, load_state_distribution
-    from flows.drift import drift_check
+    from cr2_flows.drift import drift_check
 
     load_state_distribution(states)  # a bad file or name fails here, before the warehouse is opened
     report = drift_check(load_config(config), home_dir(home, create=False), states, n, alpha)

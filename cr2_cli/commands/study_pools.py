@@ -31,8 +31,8 @@ def _table(rows: list[list], columns: list[str]) -> str:
 
 def savings_markdown(home: Path, study_id: str) -> str:
     """Per pool: each method's mean saving vs KNN and vs the best single model [95 % interval], verdict vs KNN."""
-    from warehouse.db import Warehouse
-    from warehouse.pools import pool_diagnostics, pool_savings
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.pools import pool_diagnostics, pool_savings
 
     with Warehouse(home, read_only=True) as wh:
         sav, diag = pool_savings(wh, study_id), pool_diagnostics(wh, study_id)
@@ -122,8 +122,8 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "â€
     `word` renders each verdict (docs/results.md marks the ones its verdict functions produce)."""
     from cr2.evaluation.statistics import holm_adjust, signed_rank_test, test_verdict
     from cr2.core.errors import InvalidValueError
-    from warehouse.db import Warehouse
-    from warehouse.pools import pool_equal_risk
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.pools import pool_equal_risk
 
     with Warehouse(home, read_only=True) as wh:
         er = pool_equal_risk(wh, study_id)
@@ -158,8 +158,8 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "â€
 
 def diagnostics_markdown(home: Path, study_id: str) -> str:
     """One row per pool: headroom, accuracies, P(device right | m_ref wrong), Ï† and k-NN AUCs."""
-    from warehouse.db import Warehouse
-    from warehouse.pools import pool_diagnostics
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.pools import pool_diagnostics
 
     with Warehouse(home, read_only=True) as wh:
         d = pool_diagnostics(wh, study_id)
@@ -186,7 +186,7 @@ def pools_command(rule: Path = typer.Option(Path("configs/pools/mmlu-pro.yaml"),
                                                                  "var/mmlu-pro) instead of embedding them")) -> None:
     """Pool sweep: every pool of a written-down rule end to end, with intervals and label diagnostics."""
     from cr2_cli.options import home_dir
-    from flows.pools import study_pools_flow
+    from cr2_flows.pools import study_pools_flow
 
     h = home_dir(home)
     t0 = time.perf_counter()
@@ -204,7 +204,7 @@ def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", 
                                                             "$CR2_HOME or var/)")) -> None:
     """Label diagnostics and savings with intervals of one warehouse's newest evaluation run (a scenario)."""
     from cr2_cli.options import home_dir
-    from flows.pools import study_diagnostics_flow
+    from cr2_flows.pools import study_diagnostics_flow
 
     h = home_dir(home)
     out = study_diagnostics_flow(config_path=str(config) if config else None, home=str(h))
@@ -215,8 +215,8 @@ def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", 
 
 def simcheck_markdown(home: Path, run_id: str) -> str:
     """Measured vs simulated (mean over seeds) for the structure and diagnostics statistics, and the savings' signs."""
-    from warehouse.db import Warehouse
-    from warehouse.reads import simcheck_savings, simcheck_structure
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import simcheck_savings, simcheck_structure
 
     with Warehouse(home, read_only=True) as wh:
         v, sav = simcheck_structure(wh, run_id), simcheck_savings(wh, run_id)
@@ -244,7 +244,7 @@ def simcheck_command(config: Optional[Path] = typer.Option(None, "--config", "-c
                                                      "only (skip fitting the routers per label set)")) -> None:
     """Sim-to-real check on any measured warehouse: its measured labels vs simulated-irt-v2 on the same queries."""
     from cr2_cli.options import home_dir
-    from flows.pools import study_simcheck_flow
+    from cr2_flows.pools import study_simcheck_flow
 
     h = home_dir(home)
     t0 = time.perf_counter()

@@ -49,7 +49,7 @@ def premise_command(
 ) -> None:
     """The premise map: CR² vs the baselines over a grid of device speed × channel, with bootstrap intervals."""
     from cr2.core.errors import ConfigError, did_you_mean
-    from flows.premise import run_premise
+    from cr2_flows.premise import run_premise
 
     if retrain_from not in ("scratch", "base"):
         raise did_you_mean("--retrain-from", retrain_from, ["scratch", "base"])
@@ -61,7 +61,7 @@ def premise_command(
     h = home_dir(home)
     if record_only:
         from cr2.config import load_config
-        from flows.premise import record_study
+        from cr2_flows.premise import record_study
 
         rec = record_study(load_config(config), h, _floats(speeds), names, resamples, seed, retrain_epochs, retrain_from,
                            str(config) if config else None, only_if_stored=True)
@@ -78,8 +78,8 @@ def premise_command(
     table = Table(title=f"premise map {out['study_id']}: CR² (retrained) mean saving vs KNN over targets, % [95 % CI]")
     for col in ("speed", "channel", "ĉ ratio", "CR² vs KNN", "recal − retrain", "cached"):
         table.add_column(col, justify="right")
-    from warehouse.db import Warehouse
-    from warehouse.premise import premise_view
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.premise import premise_view
 
     with Warehouse(h, read_only=True) as wh:
         v = premise_view(wh, out["study_id"])

@@ -21,10 +21,10 @@ def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, st
     the pools' base warehouse and every scenario's home; a unit not stored yet is absent from the rows. flops: FLOPs
     per decision of every router fitted in the first pool's study home (the candidates' cost)."""
     from cr2.studies.routers import POOLS, SCENARIOS as SCENARIO_KIND, study_rows, study_summary
-    from flows.router_study import SCENARIOS, load_study, study_id
-    from warehouse.db import DB_NAME, Warehouse
-    from warehouse.pools import pool_study_runs, router_study_rows
-    from warehouse.repository import router_flops
+    from cr2_flows.router_study import SCENARIOS, load_study, study_id
+    from cr2_warehouse.db import DB_NAME, Warehouse
+    from cr2_warehouse.pools import pool_study_runs, router_study_rows
+    from cr2_warehouse.repository import router_flops
 
     study = load_study(study_path)
     homes = {n: s.home for n, s in SCENARIOS.items()} | dict(scenario_homes or {})
@@ -61,10 +61,10 @@ def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None
     from cr2.config import load_config
     from cr2.report.validity import certified_verdicts
     from cr2.studies.routers import SCENARIOS as SCENARIO_KIND, alpha_of
-    from flows.router_study import SCENARIOS, load_study, study_id
-    from warehouse.db import DB_NAME, Warehouse
-    from warehouse.pools import pool_study_runs
-    from warehouse.repository import certified_validity
+    from cr2_flows.router_study import SCENARIOS, load_study, study_id
+    from cr2_warehouse.db import DB_NAME, Warehouse
+    from cr2_warehouse.pools import pool_study_runs
+    from cr2_warehouse.repository import certified_validity
 
     study = load_study(study_path)
     homes = {n: s.home for n, s in SCENARIOS.items()} | dict(scenario_homes or {})
@@ -125,7 +125,7 @@ def routers_command(study: Path = typer.Option(Path("configs/studies/router-stud
                     report_only: bool = typer.Option(False, "--report-only", help="print the stored study's tables; "
                                                      "run nothing")) -> None:
     """Router study: every pre-registered candidate against certified KNN at equal risk, on every pool and scenario."""
-    from flows.router_study import study_routers_flow
+    from cr2_flows.router_study import study_routers_flow
 
     homes = _scenario_homes(scenario_home)
     t0 = time.perf_counter()

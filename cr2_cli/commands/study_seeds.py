@@ -29,7 +29,7 @@ def seeds_command(n: int = typer.Option(5, "--n", min=2, help="number of seeds: 
     """Seed variability: re-run split, teacher, gate, learned baselines, calibration and evaluation with N seeds."""
     from cr2.config import load_config
     from cr2_cli.results import seed_spread_markdown
-    from flows.study_seeds import study_seeds_flow
+    from cr2_flows.study_seeds import study_seeds_flow
 
     h = home_dir(home)
     t0 = time.perf_counter()

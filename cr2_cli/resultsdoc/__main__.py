@@ -15,7 +15,7 @@ from cr2_cli.resultsdoc.core import HOMES, Doc
 def refresh_views(homes: dict[str, Path]) -> None:
     """Open every existing warehouse writable once: a warehouse made by older code gets this code's views (and its
     additive tables) before the page reads them, so the page is this code's reading of the stored runs."""
-    from warehouse.db import Warehouse
+    from cr2_warehouse.db import Warehouse
 
     for home in homes.values():
         if (home / "cr2.duckdb").is_file():

@@ -112,7 +112,7 @@ class Doc:
 
     @contextmanager
     def warehouse(self, key: str) -> Iterator:
-        from warehouse.db import Warehouse
+        from cr2_warehouse.db import Warehouse
 
         with Warehouse(self.homes[key], read_only=True) as wh:
             yield wh
@@ -121,7 +121,7 @@ class Doc:
     def newest_run(wh) -> str | None:
         """The newest evaluation run of a warehouse, None where it has none."""
         from cr2.core.errors import DataValidationError
-        from warehouse.repository import newest_eval_run
+        from cr2_warehouse.repository import newest_eval_run
 
         try:
             return newest_eval_run(wh)

@@ -20,8 +20,8 @@ def render(doc: Doc) -> str:
     s = load(doc, KEY)
     if s is None:
         return "## Default scenario: the paper's protocol, paper beside ours\n\n" + doc.missing(KEY, "the default run")
-    from warehouse.reads import pool_models
-    from warehouse.repository import headline_results, view_for_run
+    from cr2_warehouse.reads import pool_models
+    from cr2_warehouse.repository import headline_results, view_for_run
 
     with doc.warehouse(KEY) as wh:
         f = headline_results(wh, s.run_id, targets=PAPER_TARGETS, cost_anchor=COST_ANCHOR, alpha=s.alpha, lams=LAMS)

@@ -85,7 +85,7 @@ def _family_sizes(means: pd.DataFrame, alpha: float) -> dict[tuple, int]:
 
 def scenario_alpha(doc: Doc, key: str) -> float | None:
     """The α the newest evaluation run of scenario `key` compares at (stored with it), None without a run."""
-    from warehouse.repository import stored_run_alpha
+    from cr2_warehouse.repository import stored_run_alpha
 
     with doc.warehouse(key) as wh:
         run_id = doc.newest_run(wh)
@@ -106,7 +106,7 @@ def page_alpha(alphas: dict[str, float | None]) -> float | None:
 
 def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, pd.DataFrame]:
     """The comparisons of one scenario at α (markdown) and its mean-saving rows (for the answers and deploy table)."""
-    from warehouse.repository import certified_validity, eval_run, router_flops, run_equal_risk
+    from cr2_warehouse.repository import certified_validity, eval_run, router_flops, run_equal_risk
 
     with doc.warehouse(key) as wh:
         run_id = doc.newest_run(wh)
@@ -184,7 +184,7 @@ def seed_table(doc: Doc, key: str) -> str:
     """The equal-risk savings over the seeds of the newest seed study: mean ± sd, the 95 % t-interval over seeds and
     a one-sample t-test against 0, Holm-adjusted per family (question × rule at the default α), the same family as
     the base split's. Every seed averages over the base run's target grid, so every seed estimates one quantity."""
-    from warehouse.repository import newest_seed_study, seed_equal_risk
+    from cr2_warehouse.repository import newest_seed_study, seed_equal_risk
 
     with doc.warehouse(key) as wh:
         study = newest_seed_study(wh)
@@ -266,8 +266,8 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
     KNN certified at the same α and rule (mean saving [95 % CI]), p from the cell's own bootstrap resamples and
     Holm-adjusted over the cells; the deploy rule of the scenarios applied to the two routers of each cell."""
     from cr2_cli.resultsdoc.premise import command, mode
-    from warehouse.premise import newest_premise_study, premise_studies, premise_view
-    from warehouse.repository import router_flops
+    from cr2_warehouse.premise import newest_premise_study, premise_studies, premise_view
+    from cr2_warehouse.repository import router_flops
 
     certified = f"knn@{rule}"
     with doc.warehouse("default") as wh:
@@ -304,7 +304,7 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
 
 
 def render(doc: Doc) -> str:
-    from warehouse.pools import newest_pool_study
+    from cr2_warehouse.pools import newest_pool_study
 
     all_means, texts, present = [], [], []
     alpha = page_alpha({key: scenario_alpha(doc, key) for key, _ in SCENARIOS if doc.has(key)})

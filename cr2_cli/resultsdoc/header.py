@@ -19,7 +19,7 @@ published per-item outputs of real models (docs/measured.md)."""
 def render(doc: Doc) -> str:
     import pandas as pd
 
-    from warehouse.repository import eval_run
+    from cr2_warehouse.repository import eval_run
 
     rows = []
     for key, (home, command) in HOMES.items():

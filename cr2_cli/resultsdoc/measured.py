@@ -21,8 +21,8 @@ def render(doc: Doc) -> str:
     s = load(doc, KEY)
     if s is None:
         return f"{TITLE}\n\n" + doc.missing(KEY, "the measured run")
-    from warehouse.reads import model_summary
-    from warehouse.repository import headline_results, view_for_run
+    from cr2_warehouse.reads import model_summary
+    from cr2_warehouse.repository import headline_results, view_for_run
 
     with doc.warehouse(KEY) as wh:
         models = model_summary(wh, s.source, s.run["dist_id"], int(s.run.get("split_seed") or 0))

@@ -124,7 +124,7 @@ def changed_sentence(doc: Doc, family: pd.DataFrame, what: str, label: str = "po
 def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], list[dict]]:
     from cr2.evaluation.statistics import resample_indices
     from cr2.studies.pools import load_pool_rule, pool_label_table, reference_accuracy_gaps, select_pools
-    from warehouse.measured_files import read_measured_correctness
+    from cr2_warehouse.measured_files import read_measured_correctness
 
     rule = load_pool_rule(doc.repo / "configs" / "pools" / "mmlu-pro.yaml")
     pools = select_pools(rule)
@@ -219,7 +219,7 @@ def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 def _sweep_part(doc: Doc) -> str:
     from cr2_cli.commands.study_pools import diagnostics_markdown
-    from warehouse.pools import newest_study, pool_diagnostics, pool_savings, pool_study_runs
+    from cr2_warehouse.pools import newest_study, pool_diagnostics, pool_savings, pool_study_runs
 
     with doc.warehouse(KEY) as wh:
         sid = newest_study(wh, "pools")

@@ -4,7 +4,7 @@ risk at α — for every stored premise study of the default and the MMLU-Pro wa
 retraining side by side, each named by its study id and the command that reproduces it), a cell-by-cell
 comparison of the two retraining modes, and a tested trend of the saving with device speed.
 
-Every number comes from v_premise / premise_cells / premise_studies (warehouse.premise); every verdict word from
+Every number comes from v_premise / premise_cells / premise_studies (cr2_warehouse.premise); every verdict word from
 cr2's verdict functions through `Doc`: per interval, and under Holm over the family the page reads together (the
 cells of one study, per comparison; cells × paper targets; the trend tests of the page). p-values of stored
 intervals: the p stored beside each interval (its own bootstrap resamples); the trend: cr2.evaluation.statistics.spearman_permutation_test (seeded).
@@ -33,8 +33,8 @@ COMPARISONS = (("cr2-retrain", "knn", 1.0, "CR² retrained vs KNN"),
 
 # ---------------------------------------------------------------- reading the studies
 def studies(doc: Doc, key: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """Every premise study of a warehouse (warehouse.premise.premise_studies) and its v_premise rows."""
-    from warehouse.premise import premise_studies, premise_view
+    """Every premise study of a warehouse (cr2_warehouse.premise.premise_studies) and its v_premise rows."""
+    from cr2_warehouse.premise import premise_studies, premise_view
 
     with doc.warehouse(key) as wh:
         st = premise_studies(wh)
@@ -52,7 +52,7 @@ def mode(row) -> str:
 
 def command(key: str, config: str | None, row) -> str | None:
     """The command that reproduces a study from its recorded settings (None where none were recorded)."""
-    from flows.premise import DEFAULT_CHANNELS, DEFAULT_RESAMPLES, DEFAULT_SPEEDS
+    from cr2_flows.premise import DEFAULT_CHANNELS, DEFAULT_RESAMPLES, DEFAULT_SPEEDS
 
     if row.retrain_from is None or pd.isna(row.retrain_from):
         return None
@@ -368,7 +368,7 @@ def render(doc: Doc) -> str:
             "**device speed** (the device platform's prefill throughput and memory bandwidth scaled; edge platforms "
             "unchanged) × **channel** (state distributions of growing distance to the access point, Rayleigh, "
             "Table I path loss; configs/states/), and in every cell compares CR² with the baselines at fixed "
-            "accuracy. Tables: view `v_premise` of each study (warehouse.premise); heatmaps in "
+            "accuracy. Tables: view `v_premise` of each study (cr2_warehouse.premise); heatmaps in "
             "`HOME/premise-report/index.html`.\n",
             "**How to read them.** Savings are in %, positive: CR² costs less; \"mean\" = the mean over every target "
             "accuracy both methods reach; `[a, b]` = the stored 95 % paired-bootstrap interval over the test queries "

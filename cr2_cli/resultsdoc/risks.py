@@ -70,7 +70,7 @@ def vs_alpha(rr: pd.DataFrame, alpha: float, tests: pd.DataFrame) -> pd.DataFram
 
 
 def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
-    from warehouse.repository import eval_run, newest_eval_run, realised_risk_ci, run_alpha, run_intervals
+    from cr2_warehouse.repository import eval_run, newest_eval_run, realised_risk_ci, run_alpha, run_intervals
 
     if not doc.has(key):
         return f"### {title}\n\n" + doc.missing(key, "the evaluation run of the per-rule risks")
@@ -133,7 +133,7 @@ def _read_risks(doc: Doc, v: pd.DataFrame) -> str:
 
 # ---------------------------------------------------------------- validity and price over re-splits
 def _newest_guarantees(doc: Doc, key: str):
-    from warehouse.repository import newest_guarantees
+    from cr2_warehouse.repository import newest_guarantees
 
     with doc.warehouse(key) as wh:
         return newest_guarantees(wh)
@@ -141,7 +141,7 @@ def _newest_guarantees(doc: Doc, key: str):
 
 def _certified(doc: Doc, key: str):
     """The newest full evaluation run of a warehouse, its certified re-split cells and its methods (display names)."""
-    from warehouse.repository import certified_validity, eval_run, methods_of_run, newest_eval_run
+    from cr2_warehouse.repository import certified_validity, eval_run, methods_of_run, newest_eval_run
 
     with doc.warehouse(key) as wh:
         run_id = newest_eval_run(wh, full_only=True)

@@ -12,8 +12,8 @@ COMMAND = "cr2 study routers"
 def render(doc: Doc) -> str:
     from cr2.studies.routers import POOLS, SCENARIOS
     from cr2_cli.commands.study_routers import study_markdown, study_results, study_validity
-    from flows.router_study import study_id
-    from warehouse.pools import pool_study_runs
+    from cr2_flows.router_study import study_id
+    from cr2_warehouse.pools import pool_study_runs
 
     head = "## The router study: can a router beat certified KNN at equal risk?\n"
     if not doc.has(KEY):

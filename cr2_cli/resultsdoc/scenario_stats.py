@@ -52,7 +52,7 @@ class Scenario:
     @property
     def alpha(self) -> float:
         """The α the tables quote: the one the run compares at, stored with it (eval_runs.default_alpha)."""
-        from warehouse.repository import run_alpha
+        from cr2_warehouse.repository import run_alpha
 
         return run_alpha(self.run)
 
@@ -74,8 +74,8 @@ class Scenario:
 
 def load(doc: Doc, key: str) -> Scenario | None:
     """The scenario in warehouse `key`, or None when the warehouse or its evaluation run is not there."""
-    from warehouse.reads import has_table, query_counts
-    from warehouse.repository import (eval_run, newest_eval_run, newest_seed_study, run_intervals, seed_spread,
+    from cr2_warehouse.reads import has_table, query_counts
+    from cr2_warehouse.repository import (eval_run, newest_eval_run, newest_seed_study, run_intervals, seed_spread,
                                       seed_study_runs, view_for_run)
 
     if not doc.has(key):

@@ -20,7 +20,7 @@ LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
 ROUTERS = ("cr2", "mlp", "embedllm", "llmrank")
 LAMS = HEADLINE_LAMS
 DUMP = ("python -c \"from cr2.config import load_config; from cr2.studies.pools import load_pool_rule, select_pools, "
-        "pool_overrides; from flows.pools import pool_config; r = load_pool_rule('configs/pools/mmlu-pro.yaml'); "
+        "pool_overrides; from cr2_flows.pools import pool_config; r = load_pool_rule('configs/pools/mmlu-pro.yaml'); "
         "p = next(p for p in select_pools(r) if p.pool_id == '{pool}'); print(pool_config(load_config("
         "'configs/mmlu-pro-pools-sample.yaml'), pool_overrides(p, r)).to_yaml())\" > var/pool-configs/{pool}.yaml")
 MMLU_COMMAND = "cr2 simcheck --home var/mmlu-pro"
@@ -89,7 +89,7 @@ def _one(rows: pd.DataFrame, source: str, statistic: str, model: str | None = No
 
 # ---------------------------------------------------------------- MMLU-Pro
 def _mmlu_part(doc: Doc) -> str:
-    from warehouse.simcheck import simcheck_rows, simcheck_runs
+    from cr2_warehouse.simcheck import simcheck_rows, simcheck_runs
 
     head = ["### On MMLU-Pro (`cr2 simcheck`)", ""]
     if not doc.has("mmlu-pro"):
@@ -216,7 +216,7 @@ def _structure_table(rows: pd.DataFrame, with_v1: bool = True) -> str:
 
 
 def _latest_w_run(wh, routing: bool | None) -> tuple[pd.Series | None, pd.DataFrame]:
-    from warehouse.simcheck import simcheck_rows, simcheck_runs
+    from cr2_warehouse.simcheck import simcheck_rows, simcheck_runs
 
     runs = simcheck_runs(wh)
     runs = runs[runs["run_id"].str.startswith("simcheck-w-")]
@@ -228,8 +228,8 @@ def _latest_w_run(wh, routing: bool | None) -> tuple[pd.Series | None, pd.DataFr
 
 
 def _out_of_pool_part(doc: Doc) -> str:
-    from warehouse.db import Warehouse
-    from warehouse.pools import newest_study, pool_study_runs
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.pools import newest_study, pool_study_runs
 
     head = ["### The simulator on a pool it was not fitted on (out of pool)", ""]
     if not doc.has("pools"):

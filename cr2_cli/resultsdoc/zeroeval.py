@@ -19,7 +19,7 @@ def diagnostics_command(name: str) -> str:
 
 def load(doc: Doc) -> tuple[dict[str, dict], list[str]]:
     """Per ladder key: its newest diagnostics study (id, pool row, savings, diagnostics); and the missing lines."""
-    from warehouse.pools import newest_study, pool_diagnostics, pool_savings, pool_study_runs
+    from cr2_warehouse.pools import newest_study, pool_diagnostics, pool_savings, pool_study_runs
 
     found, missing = {}, []
     for key, name in LADDERS.items():

@@ -2,7 +2,7 @@
 is picked up without a restart and without dropping a request.
 
 A watcher polls the version file that every committed threshold write leaves beside the warehouse
-(warehouse.repository.THRESHOLDS_VERSION_FILE: a stat and a few bytes, no database lock) every
+(cr2_warehouse.repository.THRESHOLDS_VERSION_FILE: a stat and a few bytes, no database lock) every
 `serving.reload_interval_s`. When it names another version, the new deployment is read and its router built in
 a worker thread — sharing the encoder and tokenizer, so only the teacher, gate and table are loaded — and then
 swapped in with one reference assignment. A request takes the reference once, when its decision starts, so a
@@ -108,7 +108,7 @@ def warehouse_live_router(router: Any, config: Any, home: str, metrics: Any = No
     a certified router keeps the table it started with (module docstring)."""
     from cr2.deploy.deployment import CR2
     from cr2_cli.online import newer_online_router
-    from warehouse.repository import read_thresholds_version
+    from cr2_warehouse.repository import read_thresholds_version
 
     if getattr(router, "name", CR2) != CR2:
         return LiveRouter(router, metrics=metrics)

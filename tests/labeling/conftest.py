@@ -17,7 +17,7 @@ from cr2.config import load_config
 from cr2.config.lmeval import LabelingSpec
 from tests.conftest import write_small_benchmarks
 from tests.labeling.tiny_model import build_tiny_qwen3
-from warehouse.db import DB_NAME, Warehouse
+from cr2_warehouse.db import DB_NAME, Warehouse
 
 PER_BENCHMARK = 10
 POOL = ("qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b")
@@ -49,7 +49,7 @@ def label_data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def ingested_template(label_data_dir, tmp_path_factory) -> Path:
     """A warehouse home with the 40-query slice ingested (copied, never written, by the tests)."""
-    from tasks.ingest import ingest_queries
+    from cr2_tasks.ingest import ingest_queries
 
     home = tmp_path_factory.mktemp("label-home-template")
     config = load_config(overrides={"data_dir": str(label_data_dir)})
@@ -106,7 +106,7 @@ def label_digest(home: Path) -> tuple[str, int]:
 
 def serial_labels(config, home: Path, model_dir: Path, models, benchmarks, limit: int, tmp: Path) -> tuple[str, int]:
     """The label digest of the serial path (threads runner, one worker, one shard) on a copy of `home`."""
-    from flows.label import run_labeling
+    from cr2_flows.label import run_labeling
 
     serial_home = tmp / "serial"
     serial_home.mkdir()

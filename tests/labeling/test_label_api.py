@@ -12,14 +12,14 @@ import pytest
 
 from tests.labeling.conftest import cpu_spec
 from tests.labeling.fake_openai import FakeCompletionsServer
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 pytest.importorskip("tenacity", reason="the api backend needs lm-eval's api extra (pip install 'lm-eval[api]')")
 
 
 def _records(spec, home, runs) -> dict[str, dict]:
-    from tasks.label import samples_dir, staging_dir
+    from cr2_tasks.label import samples_dir, staging_dir
 
     out = {}
     for rid in runs["run_id"]:
@@ -31,7 +31,7 @@ def _records(spec, home, runs) -> dict[str, dict]:
 
 
 def test_api_backend_scores_like_the_hf_backend(prefect_harness, label_config, label_home, tiny_model_dir):
-    from flows.label import run_labeling
+    from cr2_flows.label import run_labeling
 
     benchmarks, model = ["mmlu", "gpqa", "bbh"], "qwen3-4b"
     hf_spec = cpu_spec(tiny_model_dir, chunk_size=4, templates={"bbh": {"max_gen_toks": 16}})

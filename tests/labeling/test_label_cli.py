@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from cr2_cli.console import friendly
 from cr2_cli.commands.label import label_command
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 CONFIG = """extends: default
 data_dir: {data}

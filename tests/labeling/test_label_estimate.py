@@ -16,7 +16,7 @@ from cr2.config import load_config
 from cr2.labels.lmeval.architectures import count_params, load_architectures
 from cr2.labels.lmeval.hf_batching import length_bucket
 from tests.labeling.conftest import cpu_spec, write_label_slice
-from warehouse.db import DB_NAME, Warehouse
+from cr2_warehouse.db import DB_NAME, Warehouse
 
 LARGER = 24  # queries per benchmark of the measured run
 SAMPLE = 8  # queries per benchmark the estimate times
@@ -137,8 +137,8 @@ def test_the_estimates_warm_up_generates_one_token_and_compilation_is_kept_apart
     from cr2.config import load_config
     from cr2.labels.lmeval.backends import backend_plan, load_lm
     from cr2.labels.lmeval.estimate import measure_rates
-    from tasks.label import _selection
-    from warehouse.db import Warehouse
+    from cr2_tasks.label import _selection
+    from cr2_warehouse.db import Warehouse
 
     spec = cpu_spec(tiny_model_dir, templates={"bbh": {"max_gen_toks": 16}})
     lm = load_lm(backend_plan("hf", spec, str(tiny_model_dir), None, "tiny"))
@@ -160,7 +160,7 @@ def test_the_estimates_warm_up_generates_one_token_and_compilation_is_kept_apart
 @pytest.fixture(scope="module")
 def larger_home(tmp_path_factory) -> tuple[Path, Path]:
     """A warehouse with LARGER queries of each benchmark (data dir, home)."""
-    from tasks.ingest import ingest_queries
+    from cr2_tasks.ingest import ingest_queries
 
     data = write_label_slice(tmp_path_factory.mktemp("estimate-data"), per_benchmark=LARGER)
     home = tmp_path_factory.mktemp("estimate-home")
@@ -171,8 +171,8 @@ def larger_home(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.mark.slow
 @pytest.mark.flow
 def test_the_estimate_projects_a_larger_run_within_a_factor_of_two(prefect_harness, larger_home, tiny_model_dir, tmp_path):
-    from flows.label import estimate_labeling, run_labeling
-    from tasks.label import estimate_selection
+    from cr2_flows.label import estimate_labeling, run_labeling
+    from cr2_tasks.label import estimate_selection
 
     data, template = larger_home
     home = tmp_path / "home"

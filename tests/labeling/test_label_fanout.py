@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.labeling.conftest import cpu_spec, label_digest, serial_labels
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 pytest.importorskip("prefect_dask", reason="the Dask task runner needs the dask extra (pip install -e '.[dask]')")
@@ -20,7 +20,7 @@ MODELS, BENCHMARKS, LIMIT = ["qwen3-1.7b", "qwen3-8b"], ["mmlu", "gpqa"], 6
 
 def test_dask_fan_out_over_models_and_shards_writes_the_serial_labels(prefect_harness, label_config, label_home,
                                                                        tiny_model_dir, tmp_path):
-    from flows.label import run_labeling
+    from cr2_flows.label import run_labeling
 
     serial_digest = serial_labels(label_config, label_home, tiny_model_dir, MODELS, BENCHMARKS, LIMIT, tmp_path)
     spec = cpu_spec(tiny_model_dir, shards=2, task_runner={"kind": "dask", "dask_n_workers": 2,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.labeling.conftest import cpu_spec, label_digest, serial_labels
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 pytest.importorskip("prefect_ray", reason="the Ray task runner needs the ray extra (pip install -e '.[ray]')")
@@ -20,7 +20,7 @@ MODELS, BENCHMARKS, LIMIT = ["qwen3-1.7b", "qwen3-8b"], ["mmlu", "gpqa"], 6
 def test_ray_fan_out_writes_the_serial_labels(prefect_harness, label_config, label_home, tiny_model_dir, tmp_path):
     import ray
 
-    from flows.label import run_labeling
+    from cr2_flows.label import run_labeling
 
     serial_digest = serial_labels(label_config, label_home, tiny_model_dir, MODELS, BENCHMARKS, LIMIT, tmp_path)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # RayTaskRunner connects to this instance

@@ -1,6 +1,6 @@
 """The real labeling flow, end to end: lm-eval over the warehouse's queries with a tiny local Qwen3 (hf backend).
 
-`flows.label.run_labeling` runs the Prefect flow under the session's test API: 4 models (all pointing at
+`cr2_flows.label.run_labeling` runs the Prefect flow under the session's test API: 4 models (all pointing at
 the same tiny random-weight Qwen3 folder) × 4 benchmarks × 10 queries. The tests assert structure, ids,
 provenance and that lm-eval really scored the model — never accuracy (the weights are random).
 """
@@ -16,7 +16,7 @@ import pytest
 
 from cr2.labels.lmeval.taskdefs import task_config_hash
 from tests.labeling.conftest import PER_BENCHMARK, POOL
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
@@ -30,9 +30,9 @@ def labelled(prefect_harness, ingested_template, label_data_dir, tiny_model_dir,
     import shutil
 
     from cr2.config import load_config
-    from flows.label import run_labeling
+    from cr2_flows.label import run_labeling
     from tests.labeling.conftest import cpu_spec
-    from warehouse.db import DB_NAME
+    from cr2_warehouse.db import DB_NAME
 
     home = tmp_path_factory.mktemp("labelled") / "home"
     home.mkdir()
@@ -109,7 +109,7 @@ def test_progress_is_reported_per_chunk(labelled):
 
 
 def _sample_log(home: Path, spec, run_id: str) -> list[dict]:
-    from tasks.label import samples_dir, staging_dir
+    from cr2_tasks.label import samples_dir, staging_dir
 
     folder = samples_dir(staging_dir(spec, home), run_id)
     return [json.loads(line) for p in sorted(folder.glob("*.jsonl")) for line in p.read_text().splitlines()]
@@ -171,7 +171,7 @@ def test_models_with_the_same_weights_get_the_same_labels(labelled):
 def test_labels_source_lm_eval_feeds_the_pipeline(labelled):
     """With labels.source: lm-eval, prepare's coverage check accepts the labelled warehouse."""
     from cr2.config import load_config
-    from tasks.prepare import check_label_source
+    from cr2_tasks.prepare import check_label_source
 
     config = load_config(overrides={"data_dir": labelled["config"].data_dir, "labels": {"source": "lm-eval"}})
     with Warehouse(labelled["home"]) as wh:
@@ -179,7 +179,7 @@ def test_labels_source_lm_eval_feeds_the_pipeline(labelled):
 
 
 def test_a_second_run_labels_nothing_and_changes_nothing(labelled):
-    from flows.label import run_labeling
+    from cr2_flows.label import run_labeling
 
     before = _labels(labelled["home"])
     report = run_labeling(labelled["config"], labelled["home"], spec=labelled["spec"])

@@ -20,7 +20,7 @@ import pytest
 
 from cr2.config import REPO_ROOT
 from tests.labeling.conftest import PER_BENCHMARK, cpu_spec
-from warehouse.db import Warehouse
+from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ from cr2.core.env import apply_offline_env
 apply_offline_env()  # offline switches first
 from cr2.config import load_config
 from cr2.config.lmeval import LabelingSpec
-from flows.label import run_labeling
+from cr2_flows.label import run_labeling
 
 data_dir, home, spec_file, marker, model = sys.argv[1:6]
 spec = LabelingSpec.model_validate_json(Path(spec_file).read_text())
@@ -60,8 +60,8 @@ def test_sigkilled_run_resumes_without_duplicates_or_losses(prefect_harness, lab
                                                             tmp_path):
     from prefect.settings import PREFECT_API_URL
 
-    from flows.label import run_labeling
-    from tasks.label import samples_dir, staged_ids, staging_dir
+    from cr2_flows.label import run_labeling
+    from cr2_tasks.label import samples_dir, staged_ids, staging_dir
 
     spec = cpu_spec(tiny_model_dir, chunk_size=2)  # 20 chunks: the kill lands early in the run
     spec_file, marker, script, log = (tmp_path / n for n in ("spec.json", "committed.jsonl", "child.py", "child.log"))

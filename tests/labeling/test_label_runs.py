@@ -130,8 +130,8 @@ def _chunk(run: str, correct: bool) -> pd.DataFrame:
 
 
 def test_a_chunk_replaces_older_labels_and_a_replayed_file_adds_nothing(tmp_path):
-    from tasks.label import ingest_staged, stage_chunk, staged_ids, write_chunk
-    from warehouse.db import Warehouse
+    from cr2_tasks.label import ingest_staged, stage_chunk, staged_ids, write_chunk
+    from cr2_warehouse.db import Warehouse
 
     home, staging = tmp_path / "home", tmp_path / "staging"
     with Warehouse(home) as wh:

@@ -190,8 +190,8 @@ def test_a_failing_compiler_leaves_the_eager_step_with_the_same_tokens(lively_mo
 # ---------------------------------------------------------------- every benchmark, old path vs new
 def _queries(ingested_template, label_data_dir, per_benchmark: int):
     from cr2.config import load_config
-    from tasks.label import _selection
-    from warehouse.db import Warehouse
+    from cr2_tasks.label import _selection
+    from cr2_warehouse.db import Warehouse
 
     config = load_config(overrides={"data_dir": str(label_data_dir)})
     with Warehouse(ingested_template, read_only=True) as wh:
@@ -202,7 +202,7 @@ def _queries(ingested_template, label_data_dir, per_benchmark: int):
 def _label_both_paths(model_dir: Path, config, queries, tmp_path: Path, templates: dict) -> dict:
     from cr2.labels.lmeval.backends import backend_plan, load_lm
     from cr2.labels.lmeval.runner import ChunkEvaluator
-    from tasks.label import _mbpp_fewshot
+    from cr2_tasks.label import _mbpp_fewshot
     from tests.labeling.conftest import cpu_spec
 
     out = {}
@@ -262,7 +262,7 @@ def test_the_compile_cache_goes_under_the_home_unless_the_user_chose_one(monkeyp
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     from cr2.labels.lmeval.static_generation import _inductor_cache_is_default
-    from tasks.label import compile_cache
+    from cr2_tasks.label import compile_cache
 
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     assert _inductor_cache_is_default()
