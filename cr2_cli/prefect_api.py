@@ -164,8 +164,24 @@ def _failed(what: str) -> PrefectServerError:
                               "server.")
 
 
-def wait() -> None:
+def _import_quietly(modules: tuple[str, ...]) -> None:
+    """Import `modules` (a failure is left to the flow's own import, which reports it)."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001  (reported where the flow imports it)
+            return
+
+
+def wait(warm: tuple[str, ...] = ()) -> None:
     """Wait until the server started by prestart() answers, then make it this process's Prefect API.
+
+    warm: modules the flow will import (GX, torch: seconds each). While this waits for the server (its start-up
+    runs on the other core), a background thread imports them, so their import leaves the critical path instead
+    of following the server's start; the flow's own import of them then finds them loaded (or waits for the thread
+    under the import lock).
 
     A server that exits without answering is started again on another port only when its port was taken (at most
     PORT_RETRIES times); otherwise — it failed to start, or did not answer within Prefect's start-up limit — it is
@@ -173,6 +189,8 @@ def wait() -> None:
     global _proc, _url, _ready
     if _proc is None or _ready:
         return
+    if warm:
+        threading.Thread(target=_import_quietly, args=(tuple(warm),), name="cr2-warm-imports", daemon=True).start()
     import httpx
     from prefect.context import refresh_global_settings_context
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS

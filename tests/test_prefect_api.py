@@ -184,3 +184,27 @@ def test_p11_a_full_disk_under_prefect_home_ends_the_command_once_with_a_clean_e
     assert out.returncode == 2, (disk.mechanism, text[-1500:])
     assert "Prefect's temporary API server" in text and str(home / "prefect") in text, (disk.mechanism, text[-1500:])
     assert "Traceback" not in out.stdout and "bug" not in text
+
+
+WARM_SCRIPT = """
+import sys, threading
+from cr2_cli import prefect_api
+prefect_api.prestart()
+before = "great_expectations" in sys.modules
+prefect_api.wait(warm=("no_such_module_for_cr2", "great_expectations"))
+for t in threading.enumerate():
+    if t.name == "cr2-warm-imports":
+        t.join(120)
+print("before", before, "after", "great_expectations" in sys.modules)
+"""
+
+
+def test_the_modules_a_flow_will_import_load_while_the_server_starts(tmp_path):
+    """wait(warm=…) imports the flow's heavy modules in a background thread while it waits for the server; a module
+    that cannot be imported is left to the flow's own import (no error here)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_PROFILE")}
+    env.update({"PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO)})
+    out = subprocess.run([sys.executable, "-c", WARM_SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "before False after True", out.stdout

@@ -11,6 +11,9 @@ from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
 from cr2_cli.render import print_drift, print_recalibration
 
+# what the re-calibration imports once it runs (GX validates the new states and costs; torch scores the gate)
+FLOW_IMPORTS = ("great_expectations", "great_expectations.expectations", "torch")
+
 
 @friendly(flow=True, existing_home=True)
 def recalibrate(states: str = typer.Option(..., "--states", help="new state distribution: a name under configs/states "
@@ -29,7 +32,7 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
     h = home_dir(home)
     from cr2_flows.recalibrate import recalibrate_flow
 
-    prefect_api.wait()  # the temporary API server friendly() started while the flow imported
+    prefect_api.wait(warm=FLOW_IMPORTS)  # the temporary API server friendly() started while the flow imported
     out = recalibrate_flow(states=states, config_path=config_arg(config), home=str(h),
                            only_if_drift=only_if_drift, bands=bands, baselines=baselines)
     print_drift(out["drift"])
