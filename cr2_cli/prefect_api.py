@@ -172,7 +172,7 @@ def _import_quietly(modules: tuple[str, ...]) -> None:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001  (reported where the flow imports it)
-            return
+            continue
 
 
 def wait(warm: tuple[str, ...] = ()) -> None:
