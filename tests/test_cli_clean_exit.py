@@ -69,7 +69,7 @@ CASES = [
     (["route", "-c", "{cfg}", "What is 2 + 2?", "--lam", "2"], 0),
     (["export-gate", "-c", "{cfg}", "{root}/gate"], 0),
     (["serve", "-c", "{cfg}", "--port", "{port}"], 2),  # the port is taken
-    (["results", "-c", "{cfg}"], 0),
+    (["results"], 0),
     (["guarantees", "-c", "{cfg}", "--resplits", "2"], 0),
     (["simcheck", "-c", "{cfg}", "--structure-only"], 2),  # the slice has no measured MMLU-Pro files
     (["sql", "SELECT count(*) AS n FROM queries"], 0),

@@ -42,7 +42,7 @@ def test_cli_tables_print_no_nan_and_say_why_a_cell_is_empty(small_cli_run):
         texts[f"--targets {t}"] = results_markdown(home, 0.01, targets=(t,))
     for t in (0.5, 0.8, 0.99):
         texts[f"--equal-risk {t}"] = equal_risk_markdown(home, target=t)
-    res = CliRunner().invoke(app, ["results", "--targets", "0.75", "-c", cfg, "--home", str(home)])
+    res = CliRunner().invoke(app, ["results", "--targets", "0.75", "--home", str(home)])
     assert res.exit_code == 0, res.output
     texts["cli --targets 0.75"] = res.output
     for name, text in texts.items():

@@ -22,7 +22,7 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
             targets: Optional[str] = typer.Option(None, "--targets", help="fixed-accuracy targets, comma-separated "
                                                   "(0.50 … 0.99 in steps of 0.01; default: the paper's 0.79–0.82, or "
                                                   "the four highest CR² and KNN both reach when they do not reach 0.82)"),
-            config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
+            home: Optional[Path] = HomeOpt) -> None:
     """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
     from cr2_cli.results import comparison_markdown, equal_risk_markdown, parse_targets, results_markdown
 
