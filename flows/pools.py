@@ -28,7 +28,7 @@ from prefect import flow
 
 from cr2.config import Config, load_config
 from cr2_tasks.common import run_stage
-from cr2_tasks.store import cache_key
+from cr2_tasks.store import study_file_digest, study_id
 from cr2_warehouse.db import Warehouse
 
 STUDY_DIR = Path("studies") / "pools"  # pool homes, relative to the base warehouse home
@@ -92,7 +92,7 @@ def _record(base_home: Path, study_id: str, pool: str, config: Config, home: Pat
 
 def study_id_of(config: Config, rule_hash: str, pools: list[str]) -> str:
     """A sweep's id: the base config, the rule and its pools (a re-run replaces its rows)."""
-    return cache_key("pools", config.section_hash(), rule_hash, sorted(pools))
+    return study_id("pools", config.section_hash(), rule_hash, sorted(pools))
 
 
 @flow(name="cr2-study-pools", log_prints=True, validate_parameters=False)
@@ -107,7 +107,6 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
     from cr2.config.shipped import shipped_path
     from cr2_flows.ingest import ingest
     from cr2_flows.prepare import prepare
-    from cr2_tasks.common import file_hash
     from cr2_warehouse.db import default_home
 
     config = load_config(config_path)
@@ -123,7 +122,7 @@ def study_pools_flow(config_path: str | None = None, home: str | None = None, ru
         if unknown:
             raise InvalidValueError(f"unknown pool(s) {unknown}; the rule gives: {[p.pool_id for p in chosen]}")
         chosen = [p for p in chosen if p.pool_id in set(pools)]
-    sid = study_id_of(config, file_hash(rp), [p.pool_id for p in select_pools(rule)])
+    sid = study_id_of(config, study_file_digest(rp), [p.pool_id for p in select_pools(rule)])
     t_all = time.perf_counter()
     ingest(config, h)
     if embeddings_from:
@@ -172,7 +171,7 @@ def study_diagnostics_flow(config_path: str | None = None, home: str | None = No
                                   "with this config first")
     t0 = time.perf_counter()
     summary = summarise(config, h, str(run))
-    sid = cache_key("diagnostics", config.section_hash(), str(run))
+    sid = study_id("diagnostics", config.section_hash(), str(run))
     _record(h, sid, config.model_ids[0], config, h, summary, time.perf_counter() - t0)
     return {"study_id": sid, "run_id": str(run), "pool": config.model_ids[0], "cached": summary["cached"]}
 

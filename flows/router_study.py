@@ -49,17 +49,17 @@ def _study_path(path: str) -> Path:
 def load_study(path: str = DEFAULT_STUDY):
     """The pre-registration at `path` (a file, or a path shipped with cr2) with its content hash."""
     from cr2.studies.routers import load_router_study
-    from cr2_tasks.common import file_hash
+    from cr2_tasks.store import study_file_digest
 
     p = _study_path(path)
-    return load_router_study(p, file_hash(p))
+    return load_router_study(p, study_file_digest(p))
 
 
 def study_id(study, kind: str) -> str:
     """The study's id in a base warehouse: the pre-registration's content hash and the kind of unit it holds."""
-    from cr2_tasks.store import cache_key
+    from cr2_tasks.store import study_id as stored_study_id
 
-    return cache_key(f"routers-{kind}", study.digest)
+    return stored_study_id(f"routers-{kind}", study.digest)
 
 
 def unit_config(config: Config, study) -> Config:

@@ -79,9 +79,9 @@ def run_seed(config: Config, home: Path) -> dict:
 
 def study_id_of(config: Config, seeds: list[int]) -> str:
     """A study's id: the configuration and the seeds (a re-run of the same study replaces its rows)."""
-    from cr2_tasks.store import cache_key
+    from cr2_tasks.store import study_id
 
-    return cache_key("seeds", config.section_hash(), sorted(seeds))
+    return study_id("seeds", config.section_hash(), sorted(seeds))
 
 
 @flow(name="cr2-study-seeds", log_prints=True)

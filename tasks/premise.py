@@ -20,7 +20,7 @@ from prefect import task
 
 from cr2.config import Config, load_state_distribution
 from cr2_tasks.common import Reads, Rows, RoutingRows, Stage, stage_key
-from cr2_tasks.store import cache_key, store
+from cr2_tasks.store import store, study_id as stored_study_id
 from cr2_tasks.inputs import baseline_threads, cr2_router, fit_threads, load_sets
 from cr2_warehouse.db import Warehouse
 
@@ -35,7 +35,7 @@ def study_id(config: Config, base: dict, baselines: dict, *, speeds, channels, n
     """The study a cell belongs to: everything that changes its numbers (labels, gate, teacher, baselines, config,
     the grid, the bootstrap, how cells retrain), not the code — so two studies never write over each other."""
     how = ("scratch",) if retrain_from == "scratch" else (retrain_from, int(retrain_epochs))  # scratch: config epochs
-    return cache_key("premise", config.labels.source, base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
+    return stored_study_id("premise", config.labels.source, base["teacher"]["fingerprint"], base["gate"]["fingerprint"],
                     sorted((k, v["fingerprint"]) for k, v in baselines.items()), config.section_hash(),
                     [f"{float(f):.6g}" for f in speeds], list(channels), int(n_resamples), int(seed), how)
 

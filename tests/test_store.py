@@ -160,3 +160,16 @@ def test_store_records_round_trip_as_json(tmp_path):
     store = Store(tmp_path)
     store.put("teacher-fit", "teacher-fit-0", {"path": "cache/artifacts/t.pt"}, "json")
     assert json.loads(store.path("teacher-fit", "teacher-fit-0", "json").read_text()) == {"path": "cache/artifacts/t.pt"}
+
+
+def test_stored_study_ids_keep_their_derivation():
+    """A study's rows are found again by recomputing its id: the ids (and the file digests they are built from) of the
+    studies stored by earlier versions come out the same, so no stored study is orphaned."""
+    from cr2.config.shipped import shipped_path
+    from cr2_tasks.store import study_file_digest, study_id
+
+    digest = study_file_digest(shipped_path("configs/studies/router-study.yaml"))
+    assert digest == "c6b298762f7e07d1"  # the pre-registration's content hash, as published with its results
+    assert study_id("routers-pool", digest) == "routers-pool-25ed45b51c7b69ffd09ed01f"
+    assert study_id("routers-scenario", digest) == "routers-scenario-2a8465816b9d92623a57e42c"
+    assert study_id("seeds", "a", [1, 2]) != study_id("seeds", "a", [1, 3])

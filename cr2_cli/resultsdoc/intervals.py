@@ -42,7 +42,7 @@ interval and p never disagree. Where several savings are read together (the lear
 target × router) they are one family: a saving is called "cheaper" (or "dearer") only where its Holm-adjusted p
 over the family is below 0.05; every other one is "no difference detected". Over seeds, a word comes only from the
 95 % t-interval of the mean over the seeds and its one-sample t-test, Holm-adjusted over the same family; mean ± sd
-is shown beside it and carries no word. CR² is read at α = 0.01 (grids.default_alpha) everywhere."""
+is shown beside it and carries no word. CR² is read at the α each evaluation run stores (its grids.default_alpha)."""
 
 
 def render(doc: Doc) -> str:

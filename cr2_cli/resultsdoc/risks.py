@@ -19,7 +19,6 @@ from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
-PRICE_ALPHA = 0.01  # the α of the price table (`cr2 guarantees` prices at the config's grids.default_alpha)
 SCENARIOS = (("default", "Default scenario", None), ("mmlu-pro", "Measured scenario — MMLU-Pro",
                                                       "configs/mmlu-pro-measured.yaml"))
 RISK_OF_RULE = {"": "teacher_risk", "oracle": "oracle_risk", "avoidable": "avoidable_risk"}  # a rule's own risk
@@ -183,7 +182,7 @@ def _validity(doc: Doc) -> str:
                     f"{int(run['n_resplits']):,} re-splits, N_calib = {int(run['n_calib']):,}; reproduce with "
                     f"`{command}` (after `{HOMES[key][1]}`).\n")
         text.append(_deployed_table(doc, cells))
-        prices.append((title, kind, price))
+        prices.append((title, kind, price, _run_alpha(doc, key)))
     text.append(_price(doc, prices))
     return "\n".join(text)
 
@@ -224,20 +223,28 @@ def _deployed_table(doc: Doc, cells: pd.DataFrame) -> str:
     return markdown_table(deployed_display(v, doc.word)) + "\n"
 
 
+def _run_alpha(doc: Doc, key: str) -> float | None:
+    """The α the scenario's evaluation run stores (`cr2 guarantees` prices at the same grids.default_alpha)."""
+    from cr2_cli.resultsdoc.equal_risk import scenario_alpha
+
+    return scenario_alpha(doc, key)
+
+
 def _price(doc: Doc, prices: list) -> str:
     if not prices:
         return ""
-    text = [f"### Price over the same re-splits (α = {PRICE_ALPHA:g})\n",
+    alphas = sorted({a for *_, a in prices if a is not None})
+    text = [f"### Price over the same re-splits (α = {' / '.join(f'{a:g}' for a in alphas) or '–'}, each scenario's run's)\n",
             "v_guarantee_price: per rule, the Monte-Carlo mean over re-splits of the test local rate, the mean cost "
             "(the pre-execution ĉ the validity check accounts) and the accuracy over **all** test rows (hence other "
             "values than the per-query tables above, which count solvable rows), and the mean of each risk. Means "
             "only: the page prints no comparison between rules here (the paired re-split differences are not "
             "stored).\n"]
-    for title, kind, p in prices:
-        p = p[p["target"].isna() & np.isclose(p["alpha"], PRICE_ALPHA) & p["lam"].round(6).isin(
+    for title, kind, p, alpha in prices:
+        p = p[p["target"].isna() & np.isclose(p["alpha"], alpha if alpha is not None else np.nan) & p["lam"].round(6).isin(
             [round(x, 6) for x in HEADLINE_LAMS])] if not p.empty else p
         if p.empty:
-            text.append(f"**{title}** ({kind}): _(no price rows at α = {PRICE_ALPHA:g} and λ = "
+            text.append(f"**{title}** ({kind}): _(no price rows at α = {alpha if alpha is not None else '–'} and λ = "
                         f"{', '.join(f'{x:g}' for x in HEADLINE_LAMS)} in this run)_\n")
             continue
         tab = pd.DataFrame({"λ": p["lam"].map(lambda x: f"{x:g}"), "rule": p["rule"],
@@ -254,7 +261,7 @@ def _price(doc: Doc, prices: list) -> str:
             text.append("Under the paper's rule, over the re-splits, the avoidable error is "
                         + " / ".join(f"{crc.loc[x, 'avoidable_risk']:.4f}" for x in lams)
                         + " and the teacher disagreement " + " / ".join(f"{crc.loc[x, 'teacher_risk']:.4f}" for x in lams)
-                        + f" at λ = {' / '.join(f'{x:g}' for x in lams)} ({kind} labels): α = {PRICE_ALPHA:g} bounds "
+                        + f" at λ = {' / '.join(f'{x:g}' for x in lams)} ({kind} labels): α = {alpha:g} bounds "
                         "the teacher disagreement, not the answers users get.\n")
     return "\n".join(text)
 
