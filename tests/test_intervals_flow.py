@@ -148,6 +148,6 @@ def test_study_seeds_on_the_slice(slice_run):
     cr2 = spread[spread["method"] == "cr2"].iloc[0]
     assert cr2["n_seeds"] == 2 and cr2["seed_min"] <= cr2["seed_mean"] <= cr2["seed_max"]
     assert cr2["base_lower"] <= cr2["base_value"] <= cr2["base_upper"]
-    res = CliRunner().invoke(app, ["results", "--home", str(slice_run["home"]), "-c", str(slice_run["cfg"])])
+    res = CliRunner().invoke(app, ["results", "--home", str(slice_run["home"])])
     assert res.exit_code == 0, res.output
     assert "Seed variability" in res.output and "[95 % CI]" in res.output
