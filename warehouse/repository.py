@@ -481,6 +481,65 @@ def router_flops(wh: Warehouse, label_source: str) -> dict[str, int]:
     return {("cr2" if k == "gate" else k.split(":", 1)[1]): int(f) for k, f in zip(rows["kind"], rows["flops"])}
 
 
+def router_heads(wh: Warehouse, label_source: str) -> dict[str, dict[str, Any]]:
+    """What every fitted router of `label_source` computes and holds, newest artefact per kind: router → flops_choose /
+    params_choose (the p̂ that picks a deferred query's edge model: a baseline's head, CR²'s teacher), flops_gate /
+    params_gate (CR²'s on-device gate; None for a baseline, whose head also decides) and fit_seconds (everything it
+    holds). CR² appears only where both its teacher and gate are stored."""
+    rows = wh.df("SELECT kind, arg_max(flops, created_at) AS flops, arg_max(params, created_at) AS params, "
+                 "arg_max(fit_seconds, created_at) AS fit_seconds FROM artifacts WHERE label_source = ? "
+                 "AND (kind IN ('gate', 'teacher') OR starts_with(kind, 'router:')) GROUP BY kind", [label_source])
+    got = {k: r for k, r in zip(rows["kind"], rows.to_dict("records"))}
+
+    def num(v, cast):
+        return None if v is None or pd.isna(v) else cast(v)
+
+    out: dict[str, dict[str, Any]] = {}
+    for kind, r in got.items():
+        if kind.startswith("router:") and num(r["flops"], int) is not None:
+            out[kind.split(":", 1)[1]] = {"flops_choose": int(r["flops"]), "params_choose": num(r["params"], int),
+                                          "flops_gate": None, "params_gate": None,
+                                          "fit_seconds": num(r["fit_seconds"], float)}
+    gate, teacher = got.get("gate"), got.get("teacher")
+    if gate is not None and teacher is not None and num(gate["flops"], int) is not None \
+            and num(teacher["flops"], int) is not None:
+        fits = [num(x["fit_seconds"], float) for x in (gate, teacher)]
+        out["cr2"] = {"flops_choose": int(teacher["flops"]), "params_choose": num(teacher["params"], int),
+                      "flops_gate": int(gate["flops"]), "params_gate": num(gate["params"], int),
+                      "fit_seconds": None if None in fits else float(sum(fits))}
+    return out
+
+
+DEPLOY_DECISION_COLUMNS = ("run_id", "rule", "alpha", "answer", "recommended", "undecided_with", "cheapest",
+                           "margin_pct", "rule_sha", "n_pairs", "n_noninferiority")
+DEPLOY_CANDIDATE_COLUMNS = ("run_id", "rule", "alpha", "candidate", "router", "device", "runs_router", "flops_device",
+                            "flops_edge", "flops_worst", "flops_expected", "defer_share", "params", "fit_seconds",
+                            "complexity_rank", "geo_mean_cost", "geo_mean_cost_lower", "geo_mean_cost_upper",
+                            "status", "out_by")
+
+
+def write_deploy(wh: Warehouse, run_id: str, decisions: pd.DataFrame, candidates: pd.DataFrame) -> None:
+    """Replace the deploy decisions of evaluation run `run_id` (cr2.evaluation.deploy) and their candidates, in one
+    transaction."""
+    with wh.transaction() as con:
+        for table, frame, columns in (("deploy_decisions", decisions, DEPLOY_DECISION_COLUMNS),
+                                      ("deploy_candidates", candidates, DEPLOY_CANDIDATE_COLUMNS)):
+            wh.delete_where(table, {"run_id": run_id}, con)
+            if len(frame):
+                wh.insert_df(table, frame.assign(run_id=run_id)[list(columns)], con)
+
+
+def run_deploy(wh: Warehouse, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(decisions, candidates) of evaluation run `run_id`: the stored deploy rule's answer per rule, and every
+    candidate with the whole cost of its decisions (empty frames for a run stored before the rule)."""
+    from cr2_warehouse.reads import has_table
+
+    if not (has_table(wh, "deploy_decisions") and has_table(wh, "deploy_candidates")):
+        return pd.DataFrame(columns=DEPLOY_DECISION_COLUMNS), pd.DataFrame(columns=DEPLOY_CANDIDATE_COLUMNS)
+    return (wh.df("SELECT * FROM deploy_decisions WHERE run_id = ? ORDER BY rule", [run_id]),
+            wh.df("SELECT * FROM deploy_candidates WHERE run_id = ? ORDER BY rule, complexity_rank", [run_id]))
+
+
 def run_intervals(wh: Warehouse, run_id: str, metric: str | None = None) -> pd.DataFrame:
     """The `intervals` rows of evaluation run `run_id` (of one metric where given)."""
     if metric is None:

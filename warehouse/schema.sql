@@ -218,7 +218,7 @@ CREATE TABLE IF NOT EXISTS methods (
     run_id      VARCHAR NOT NULL,
     method      VARCHAR NOT NULL,        -- as in metrics.method
     router      VARCHAR NOT NULL,        -- the catalogue entry it comes from
-    kind        VARCHAR NOT NULL,        -- cr2 | cr2-rule | cr2-risk-rule | cr2-rate | uncalibrated | cr2-variant | cr2-resplit | ablation | reference | baseline | baseline-variant | certified | uncertified-router
+    kind        VARCHAR NOT NULL,        -- cr2 | cr2-rule | cr2-risk-rule | cr2-rate | uncalibrated | cr2-variant | cr2-resplit | ablation | reference | baseline | baseline-variant | certified | uncertified-router | no-device-router
     learned     BOOLEAN NOT NULL,        -- fitted on train (compared at fixed accuracy)
     display     VARCHAR NOT NULL,        -- name in figures and tables
     colour      VARCHAR NOT NULL,        -- colour in figures
@@ -278,14 +278,55 @@ CREATE TABLE IF NOT EXISTS intervals (
 -- bootstrap savings over the test queries on the evaluation's shared index
 CREATE TABLE IF NOT EXISTS equal_risk (
     run_id      VARCHAR NOT NULL,        -- the evaluation run whose decisions the sides are
-    question    VARCHAR NOT NULL,        -- cost | gate-quality | guarantee-price | certified-score
-    router      VARCHAR NOT NULL,        -- the router of side a
+    question    VARCHAR NOT NULL,        -- cost | gate-quality | calibrated-vs-default | certified-score | deploy
+    router      VARCHAR NOT NULL,        -- the router of side a ('always-edge': the deploy rule's router-less candidate)
     against     VARCHAR,                 -- the baseline of side b, 'uncertified' (guarantee-price), NULL for cost
-    rule        VARCHAR,                 -- the calibration rule of the certified side(s); NULL for gate-quality
+    rule        VARCHAR,                 -- the calibration rule of the certified side(s);
+
+-- cr2 run's equal-risk stage, the deploy rule (cr2.evaluation.deploy, docs/guarantees.md "Which router to deploy"): one
+-- answer per rule at the default α — deploy a router, "no device", or "undecided" — read by every surface
+CREATE TABLE IF NOT EXISTS deploy_decisions (
+    run_id           VARCHAR NOT NULL,   -- the evaluation run
+    rule             VARCHAR NOT NULL,   -- the calibration rule of the certified candidates
+    alpha            DOUBLE NOT NULL,    -- the default α they are certified at
+    answer           VARCHAR NOT NULL,   -- deploy | no device | undecided
+    recommended      VARCHAR NOT NULL,   -- the candidate recommended (undecided: the one the others could not be told from)
+    undecided_with   VARCHAR NOT NULL,   -- comma-separated simpler candidates neither out nor shown non-inferior ('' unless undecided)
+    cheapest         VARCHAR NOT NULL,   -- the candidate with the lowest estimated geometric-mean cost among those not out
+    margin_pct       DOUBLE NOT NULL,    -- Δ, the non-inferiority margin, %
+    rule_sha         VARCHAR NOT NULL,   -- sha256[:16] of the rule's text (cr2.evaluation.deploy.RULE_TEXT)
+    n_pairs          INTEGER NOT NULL,   -- the pairwise family's size (Holm)
+    n_noninferiority INTEGER NOT NULL    -- the non-inferiority family's size (Holm)
+);
+
+-- every candidate of the deploy rule with the whole cost of its decisions and its status in the decision
+CREATE TABLE IF NOT EXISTS deploy_candidates (
+    run_id              VARCHAR NOT NULL,
+    rule                VARCHAR NOT NULL,
+    alpha               DOUBLE NOT NULL,
+    candidate           VARCHAR NOT NULL, -- <router>@<rule>, <router>@no-device or always-edge
+    router              VARCHAR,          -- its catalogue router; NULL for always-edge
+    device              BOOLEAN NOT NULL, -- runs a device model
+    runs_router         BOOLEAN NOT NULL, -- runs the shared embedding and a router head
+    flops_device        BIGINT NOT NULL,  -- decision FLOPs on the device per query (shared embedding excluded)
+    flops_edge          BIGINT NOT NULL,  -- decision FLOPs per deferred query (CR²: its teacher)
+    flops_worst         BIGINT NOT NULL,  -- flops_device + flops_edge: the figure the rule ranks by
+    flops_expected      DOUBLE NOT NULL,  -- flops_device + defer_share · flops_edge
+    defer_share         DOUBLE,           -- share of test queries deferred, mean over the λ sweep
+    params              BIGINT,           -- parameters the router holds
+    fit_seconds         DOUBLE,           -- its training time as stored with its artefacts
+    complexity_rank     INTEGER NOT NULL, -- 1 = simplest (device model, router, flops_worst)
+    geo_mean_cost       DOUBLE NOT NULL,  -- geometric mean over the target grid of its cost at the target
+    geo_mean_cost_lower DOUBLE NOT NULL,  -- 95 % bootstrap interval
+    geo_mean_cost_upper DOUBLE NOT NULL,
+    status              VARCHAR NOT NULL, -- out | cheapest | non-inferior | open | not simpler
+    out_by              VARCHAR NOT NULL  -- comma-separated candidates it is detectably dearer than
+); NULL for gate-quality
     alpha       DOUBLE,                  -- the risk level α of the certified side(s)
     method_a    VARCHAR NOT NULL,        -- side a's method (e.g. cr2@crc-avoidable, knn@uncertified, cr2-fixed-0.5)
     method_b    VARCHAR,                 -- side b's method; NULL for cost
-    metric      VARCHAR NOT NULL,        -- cost_at_accuracy | saving_pct (a's saving vs b, %) | mean_saving_pct
+    metric      VARCHAR NOT NULL,        -- cost_at_accuracy | saving_pct (a's saving vs b, %) | mean_saving_pct |
+                                         -- deploy: geo_mean_cost | geo_mean_saving_pct | noninferiority_loss_pct
     target      DOUBLE,                  -- target accuracy; NULL for the mean over the validation target grid
     estimate    DOUBLE,
     lower       DOUBLE,                  -- percentile interval at `level` over every resample

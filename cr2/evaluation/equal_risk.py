@@ -14,9 +14,9 @@ Questions, for rule R at level α:
 - calibrated-vs-default: X@R at α vs X uncertified, for X = CR² and every B — what moving from the router's default
                          threshold to the calibrated one does to cost (a change of decision rule, not a price paid
                          at equal risk: it can come out either way);
-- certified-score:       CR²@R vs B@R at the same α — which score certifies cheaper at equal risk;
-- pairwise:              every ordered pair of certified routers at R and the default α — the deploy
-                         decision's tests (cr2.evaluation.deploy); its family holds both orders of every pair.
+- certified-score:       CR²@R vs B@R at the same α — which score certifies cheaper at equal risk.
+
+Which router to deploy is cr2.evaluation.deploy's rule over the same side costs (question "deploy").
 
 Family (docs/guarantees.md, "One family rule"): the tests of one scenario × question × rule × α are read together;
 each mean saving's p comes from its own bootstrap distribution (cr2.evaluation.statistics.bootstrap_p_values), is
@@ -37,7 +37,7 @@ from cr2.evaluation.fixed_accuracy import (FallbackCost, MethodOutcomes, cost_sa
 
 SUBJECT = "cr2"
 CR2_UNCERTIFIED = "cr2-fixed-0.5"  # CR²'s gate without a calibrated threshold: accept where s ≥ 0.5 (Δ̂ ≥ 0)
-QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score", "pairwise")
+QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score")
 COST, SAVING, MEAN_SAVING = "cost_at_accuracy", "saving_pct", "mean_saving_pct"
 
 
@@ -71,10 +71,9 @@ def certified_side(router: str, rule: str, alpha: float) -> Side:
     return Side(certified_name(router, rule), float(alpha))
 
 
-def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence[float],
-                  pairwise_alpha: float | None = None) -> list[Comparison]:
-    """The comparisons of the questions for CR² against every other router of `routers` (certified ones), and every
-    pair of certified routers at `pairwise_alpha` (the default α; None: no pairwise question)."""
+def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence[float]) -> list[Comparison]:
+    """The comparisons of the questions for CR² against every other router of `routers` (certified ones). Which router
+    to deploy is not one of them: cr2.evaluation.deploy tests every pair of candidates on an antisymmetric estimand."""
     baselines = [r for r in routers if r != SUBJECT]
     out = [Comparison("gate-quality", SUBJECT, b, None, None, uncertified_side(SUBJECT), uncertified_side(b))
            for b in baselines]
@@ -84,12 +83,31 @@ def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence
                                certified_side(r, rule, alpha), uncertified_side(r)) for r in [SUBJECT, *baselines]]
             out += [Comparison("certified-score", SUBJECT, b, rule, float(alpha), certified_side(SUBJECT, rule, alpha),
                                certified_side(b, rule, alpha)) for b in baselines]
-        if pairwise_alpha is not None:  # both orders: a saving is a ratio, so b over a is not −(a over b)
-            ordered = [SUBJECT, *baselines] if SUBJECT in routers else list(baselines)
-            out += [Comparison("pairwise", a, b, rule, float(pairwise_alpha), certified_side(a, rule, pairwise_alpha),
-                               certified_side(b, rule, pairwise_alpha))
-                    for a in ordered for b in ordered if a != b]
     return out
+
+
+def no_device_side(router: str) -> Side:
+    """A router with the device switched off (τ = +∞): no α, its risk is 0 under every rule."""
+    from cr2.evaluation.deploy import NO_DEVICE
+
+    return Side(certified_name(router, NO_DEVICE), None)
+
+
+def side_costs(outcomes: Mapping[Side, MethodOutcomes], targets: np.ndarray, counts: np.ndarray,
+               fallback: FallbackCost, fallbacks: Mapping[Side, FallbackCost] | None = None
+               ) -> tuple[dict[Side, tuple[np.ndarray, np.ndarray]], dict[Side, tuple[np.ndarray, np.ndarray]]]:
+    """(own, cost) per side: its frontier's cost at `targets` on the full test set [t] and on each resample [B, t]
+    (own: NaN where the frontier misses; cost: the fallback's there — `fallbacks[side]` where given, e.g. an edge-only
+    fallback for a side without a device, else `fallback`), from one stacked product over every side."""
+    t = np.asarray(targets, dtype=np.float64)
+    sides = list(outcomes)
+    points = stacked_points([outcomes[s] for s in sides], counts)
+    own = {side: cost_samples(outcomes[side], t, counts, points=p) for side, p in zip(sides, points)}
+    cost = {}
+    for side, (e, r) in own.items():
+        fb = (fallbacks or {}).get(side, fallback)
+        cost[side] = (np.where(np.isfinite(e), e, fb.full), np.where(np.isfinite(r), r, fb.resampled))
+    return own, cost
 
 
 def _rows(c: Comparison | None, side: Side, metric: str, targets: list, estimates: np.ndarray, samples: np.ndarray,
@@ -117,19 +135,17 @@ def family_key(row: Mapping[str, Any]) -> tuple:
 
 def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequence[Comparison],
                     cost_sides: Mapping[Side, tuple[str, str | None]], targets: np.ndarray, counts: np.ndarray,
-                    fallback: FallbackCost, grid: np.ndarray, level: float = 0.95) -> list[dict[str, Any]]:
+                    fallback: FallbackCost, grid: np.ndarray, level: float = 0.95,
+                    costs: tuple[dict, dict] | None = None) -> list[dict[str, Any]]:
     """Tidy rows: each side of `cost_sides` ({side: (router, rule)}) — its cost at every target its frontier reaches
     on the full test set (the interval's resamples fall back where it misses) — and each comparison whose two sides
     were evaluated — its saving at every target and its mean over `grid` (n_targets = the grid's size), with the
     bootstrap p and the Holm-adjusted p over its family (`family_key`). counts: [B, n] resample counts over the test
-    rows, the evaluation's shared index; fallback: the Always-model cost at `targets` on the same resamples."""
+    rows, the evaluation's shared index; fallback: the Always-model cost at `targets` on the same resamples; costs:
+    side_costs(…) when the caller computed it already."""
     t = np.asarray(targets, dtype=np.float64)
     cols = grid_columns(t, grid)
-    sides = list(outcomes)
-    points = stacked_points([outcomes[s] for s in sides], counts)
-    own = {side: cost_samples(outcomes[side], t, counts, points=p) for side, p in zip(sides, points)}
-    cost = {side: (np.where(np.isfinite(e), e, fallback.full), np.where(np.isfinite(r), r, fallback.resampled))
-            for side, (e, r) in own.items()}
+    own, cost = costs if costs is not None else side_costs(outcomes, t, counts, fallback)
     rows: list[dict[str, Any]] = []
     for side, (router, rule) in cost_sides.items():
         if side in cost:
@@ -169,4 +185,5 @@ def study_statistics(rows: Sequence[Mapping[str, Any]], alpha: float) -> list[di
 
 
 __all__ = ["COST", "CR2_UNCERTIFIED", "Comparison", "MEAN_SAVING", "QUESTIONS", "SAVING", "Side", "certified_side",
-           "decomposition", "equal_risk_rows", "family_key", "study_statistics", "uncertified_side"]
+           "decomposition", "equal_risk_rows", "family_key", "no_device_side", "side_costs", "study_statistics",
+           "uncertified_side"]

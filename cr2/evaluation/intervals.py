@@ -122,6 +122,16 @@ def always_fallback(test: RoutingSet, keep: np.ndarray, targets: np.ndarray, cou
     return FallbackCost.of_always(always_outcomes(test.correct, test.cost, np.asarray(keep, dtype=bool)), targets, counts)
 
 
+def edge_fallback(test: RoutingSet, keep: np.ndarray, targets: np.ndarray, counts: np.ndarray) -> FallbackCost:
+    """The fallback of a deployment without a device model: the cheapest Always edge model at `targets` (the
+    always-edge candidate of cr2.evaluation.deploy)."""
+    from cr2.method.utility import DEVICE_INDEX
+
+    edge = np.arange(np.shape(test.correct)[1]) != DEVICE_INDEX
+    return FallbackCost.of_always(always_outcomes(np.asarray(test.correct)[:, edge], np.asarray(test.cost)[:, edge],
+                                                  np.asarray(keep, dtype=bool)), targets, counts)
+
+
 def _interval_row(base: dict[str, Any], metric: str, target: float | None, iv, n_targets: int | None) -> dict[str, Any]:
     return {**base, "metric": metric, "target": None if target is None else round(float(target), 6),
             "estimate": iv.estimate, "lower": iv.lower, "upper": iv.upper, "p_value": iv.p_value,

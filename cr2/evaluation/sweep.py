@@ -254,8 +254,10 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
     risk-vs-α band over n_resplits random re-splits of val ∪ test (metrics `resplit_<RESPLIT_METRICS>` of that method,
     benchmark 'all': the same machinery as CR²'s cr2-resplit rows, on the rule's own risk; each method draws its
     re-splits from resplit_rng(seed, method), so cr2@crc's are cr2-resplit's). one_shot: also
-    `<router>@uncertified`, the router's own one-shot decision (a router whose score is the margin of its p̂).
+    `<router>@uncertified`, the router's own one-shot decision (a router whose score is the margin of its p̂). Every
+    router also as `<router>@no-device` at every λ: the device switched off (τ = +∞), a deploy rule candidate.
     """
+    from cr2.evaluation.deploy import NO_DEVICE
     from cr2.routers.certify import UNCERTIFIED, calibration_risks, certified_decisions, certified_name, one_shot_decisions
 
     test = ev.test
@@ -284,6 +286,9 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
         if one_shot:
             ev.record(certified_name(router, UNCERTIFIED), float(lam), None,
                       one_shot_decisions(p_hat_test, test.decision_cost, float(lam), score))
+        # the device switched off: τ = +∞ accepts nothing, so every risk is 0 ≤ α (a deploy rule candidate)
+        ev.record(certified_name(router, NO_DEVICE), float(lam), None,
+                  certified_decisions(score, np.inf, p_hat_test, test.decision_cost, float(lam)))
 
 
 def certified_rows(run_id: str, test: RoutingSet, proba: np.ndarray, keep: np.ndarray, router: str,
@@ -350,7 +355,8 @@ def method_rows(run_id: str, methods: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
-CERTIFIED_KINDS = ("certified", "uncertified-router")  # methods.kind of `<router>@<rule>` and `<router>@uncertified`
+# methods.kind of `<router>@<rule>`, `<router>@uncertified` and `<router>@no-device`
+CERTIFIED_KINDS = ("certified", "uncertified-router", "no-device-router")
 
 
 def _certified_row(method: str) -> dict[str, Any]:
@@ -360,9 +366,12 @@ def _certified_row(method: str) -> dict[str, Any]:
     from cr2.routers.certify import SEPARATOR, UNCERTIFIED, parse_certified_name
     from cr2.routers import router_entry
 
+    from cr2.evaluation.deploy import NO_DEVICE
+
     router, _, rule = method.partition(SEPARATOR)
-    if rule != UNCERTIFIED:
+    if rule not in (UNCERTIFIED, NO_DEVICE):
         parse_certified_name(method, routers=[router])  # a malformed name or an unknown rule is an error here
     e = router_entry(router)
-    return {"router": e.name, "kind": CERTIFIED_KINDS[1] if rule == UNCERTIFIED else CERTIFIED_KINDS[0], "learned": e.learned,
+    kind = {UNCERTIFIED: CERTIFIED_KINDS[1], NO_DEVICE: CERTIFIED_KINDS[2]}.get(rule, CERTIFIED_KINDS[0])
+    return {"router": e.name, "kind": kind, "learned": e.learned,
             "display": f"{e.display} @ {rule}", "colour": e.colour, "reference": False, "sort_order": e.order}
