@@ -37,12 +37,15 @@ def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict
     """Markdown summary, CR² operating points, router comparison (and the report link); returns the keys. α, labels
     and states are the stored run's (eval_runs), not the config's."""
     from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+    from cr2.report.deploy import deploy_markdown, deploy_rows
+    from cr2_warehouse.repository import run_deploy
 
     run_id = evaluated["run_id"]
     with Warehouse(home, read_only=True) as wh:
         run = eval_run(wh, run_id)
         alpha, source = run_alpha(run), str(run["label_source"])
         ops, compare = artifact_frames(wh, run_id, alpha, COMPARE_LAM)
+        deploy_decisions, deploy_candidates = run_deploy(wh, run_id)
     sim = " — SIMULATED labels" if is_simulated(source) else ""
     create_table_artifact(json_records(ops), key="cr2-operating-points",
                           description=f"CR² on test at α = {alpha:g}, run {run_id}, labels {source}{sim}")
@@ -50,6 +53,11 @@ def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict
                           description=f"every method at λ = {COMPARE_LAM:g} (CR² at α = {alpha:g}), run {run_id}, "
                                       f"labels {source}{sim}")
     keys = ["cr2-operating-points", "cr2-router-comparison"]
+    if len(deploy_decisions):
+        create_table_artifact(deploy_rows(deploy_decisions, deploy_candidates), key="cr2-deploy-decision",
+                              description=f"which router to deploy (the stored deploy rule), run {run_id}, labels "
+                                          f"{source}{sim}")
+        keys.append("cr2-deploy-decision")
     md = [f"# {flow_name}: evaluation run `{run_id}`", "", label_banner(source), "",
           f"- state distribution: `{run['dist_id']}`",
           f"- test queries: {evaluated['n_test']:,} (risk); {evaluated['n_evaluable']:,} some model solves "
@@ -58,7 +66,8 @@ def publish_evaluation(config: Config, home: Path, evaluated: dict, report: dict
           columns_table(ops[on_lams(ops["lam"])], {"lam": "λ", "risk": "false-accept risk", "local_rate": "local rate",
                                                    "accuracy": "accuracy", "cost": "norm. cost"}), "",
           "Full tables: artifacts `cr2-operating-points` and `cr2-router-comparison`; in SQL: "  # sql-text: shown to the user, never run
-          f"`cr2 sql \"SELECT * FROM operating_points WHERE run_id = '{run_id}'\"`."]
+          f"`cr2 sql \"SELECT * FROM operating_points WHERE run_id = '{run_id}'\"`.", "",
+          deploy_markdown(deploy_decisions, deploy_candidates)]
     if report and report.get("path"):
         path = Path(report["path"]).resolve()
         create_link_artifact(link=path.as_uri(), link_text=f"cr2 report ({path})", key="cr2-report",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 from prefect import task
 
 from cr2.config import Config
@@ -36,7 +37,9 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
 
     Every setting the page prints or uses (α, labels, states, threshold version, config hash) is the stored run's
     (eval_runs), never the config in force now: `config` only carries the stage's signature."""
+    from cr2.report.deploy import deploy_rows, whole_cost_rows
     from cr2.report.evaluation import ReportInputs, build_figures, build_tables, render_html
+    from cr2_warehouse.repository import run_deploy
     from cr2.report.latex import to_latex
 
     run_id = evaluated["run_id"]
@@ -51,6 +54,7 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
         mean_saving = view_for_run(wh, "v_mean_saving_ci", run_id)  # the intervals of the run
         ops_ci = view_for_run(wh, "v_operating_points_ci", run_id)
         ops_ci = ops_ci[ops_ci["benchmark"] == "all"]
+        deploy_decisions, deploy_candidates = run_deploy(wh, run_id)  # the stored answer every surface prints
     from cr2.labels import is_simulated, label_note
 
     header = {"labels_simulated": is_simulated(run["label_source"]), "labels": label_note(run["label_source"], origin),
@@ -66,7 +70,10 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
     inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=run_alpha(run),
                        **frames, certified_validity=certified, guarantee_run=guarantee_run,
                        guarantees=guarantees, guarantee_price=guarantee_price, mean_saving=mean_saving,
-                       operating_points_ci=ops_ci)
+                       operating_points_ci=ops_ci,
+                       deploy_decision=pd.DataFrame(deploy_rows(deploy_decisions, deploy_candidates)),
+                       deploy_cost=pd.DataFrame([{"rule": rule, **r} for rule in deploy_decisions["rule"]
+                                                 for r in whole_cost_rows(deploy_candidates, rule)]))
     figures, tables = build_figures(inp), build_tables(inp)
     out = report_dir(home)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -93,4 +100,4 @@ def _upstream(evaluated: dict, data_counts: dict, trained: dict, baselines: dict
 
 REPORT = Stage(build_report, Reads(
     upstream=("eval_runs", "methods", "decisions", "metrics", "thresholds", "artifacts", "intervals", "guarantees",
-              "labels", "label_runs", "queries", "costs", "models")), upstream=_upstream, outputs=lambda home, r: [r["path"]])
+              "labels", "label_runs", "queries", "costs", "models", "deploy_decisions", "deploy_candidates")), upstream=_upstream, outputs=lambda home, r: [r["path"]])

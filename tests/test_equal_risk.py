@@ -14,22 +14,19 @@ from cr2.evaluation.fixed_accuracy import FallbackCost, MethodOutcomes, always_o
 
 
 def test_the_decomposition_names_its_sides_and_covers_every_baseline_rule_and_alpha():
-    comps = decomposition(["knn", "mlp", "cr2"], ["crc", "crc-oracle"], [0.01, 0.05], pairwise_alpha=0.01)
+    comps = decomposition(["knn", "mlp", "cr2"], ["crc", "crc-oracle"], [0.01, 0.05])
     by_q = {q: [c for c in comps if c.question == q]
-            for q in ("gate-quality", "calibrated-vs-default", "certified-score", "pairwise")}
+            for q in ("gate-quality", "calibrated-vs-default", "certified-score")}
     assert len(by_q["gate-quality"]) == 2 and len(by_q["calibrated-vs-default"]) == 3 * 2 * 2
     assert len(by_q["certified-score"]) == 2 * 2 * 2
-    assert len(by_q["pairwise"]) == 6 * 2 and {c.alpha for c in by_q["pairwise"]} == {0.01}  # 3 pairs × 2 orders × 2 rules
+    assert {c.question for c in comps} == set(by_q)  # which router to deploy is cr2.evaluation.deploy's, not a question
     g = by_q["gate-quality"][0]
     assert (g.a, g.b) == (Side(CR2_UNCERTIFIED, None), Side("knn@uncertified", None))
     c = next(c for c in by_q["certified-score"] if c.against == "mlp" and c.rule == "crc-oracle" and c.alpha == 0.05)
     assert (c.a, c.b) == (Side("cr2@crc-oracle", 0.05), Side("mlp@crc-oracle", 0.05))
     p = next(c for c in by_q["calibrated-vs-default"] if c.router == "knn" and c.rule == "crc" and c.alpha == 0.01)
     assert (p.a, p.b, p.against) == (Side("knn@crc", 0.01), Side("knn@uncertified", None), "uncertified")
-    pair = next(c for c in by_q["pairwise"] if c.router == "knn" and c.against == "mlp" and c.rule == "crc")
-    assert (pair.a, pair.b) == (Side("knn@crc", 0.01), Side("mlp@crc", 0.01))
     assert uncertified_side("cr2").method == "cr2-fixed-0.5" and certified_side("knn", "crc", 0.02).alpha == 0.02
-    assert not [c for c in decomposition(["knn", "cr2"], ["crc"], [0.01]) if c.question == "pairwise"]
 
 
 def test_bootstrap_p_value_counts_the_resamples_on_each_side_of_zero():

@@ -281,7 +281,24 @@ CREATE TABLE IF NOT EXISTS equal_risk (
     question    VARCHAR NOT NULL,        -- cost | gate-quality | calibrated-vs-default | certified-score | deploy
     router      VARCHAR NOT NULL,        -- the router of side a ('always-edge': the deploy rule's router-less candidate)
     against     VARCHAR,                 -- the baseline of side b, 'uncertified' (guarantee-price), NULL for cost
-    rule        VARCHAR,                 -- the calibration rule of the certified side(s);
+    rule        VARCHAR,                 -- the calibration rule of the certified side(s); NULL for gate-quality
+    alpha       DOUBLE,                  -- the risk level α of the certified side(s)
+    method_a    VARCHAR NOT NULL,        -- side a's method (e.g. cr2@crc-avoidable, knn@uncertified, cr2-fixed-0.5)
+    method_b    VARCHAR,                 -- side b's method; NULL for cost
+    metric      VARCHAR NOT NULL,        -- cost_at_accuracy | saving_pct (a's saving vs b, %) | mean_saving_pct |
+                                         -- deploy: geo_mean_cost | geo_mean_saving_pct | noninferiority_loss_pct
+    target      DOUBLE,                  -- target accuracy; NULL for the mean over the validation target grid
+    estimate    DOUBLE,
+    lower       DOUBLE,                  -- percentile interval at `level` over every resample
+    upper       DOUBLE,
+    level       DOUBLE NOT NULL,
+    n_resamples INTEGER NOT NULL,
+    n_targets   INTEGER,                 -- mean saving: the size of the validation target grid
+    p_value     DOUBLE,                  -- two-sided bootstrap p of "saving = 0", from the interval's own resamples
+    p_holm      DOUBLE,                  -- mean saving: Holm-adjusted over its family (question × rule × α)
+    verdict     VARCHAR,                 -- cheaper | dearer | no difference detected (mean saving: interval and Holm)
+    seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
+);
 
 -- cr2 run's equal-risk stage, the deploy rule (cr2.evaluation.deploy, docs/guarantees.md "Which router to deploy"): one
 -- answer per rule at the default α — deploy a router, "no device", or "undecided" — read by every surface
@@ -321,23 +338,6 @@ CREATE TABLE IF NOT EXISTS deploy_candidates (
     geo_mean_cost_upper DOUBLE NOT NULL,
     status              VARCHAR NOT NULL, -- out | cheapest | non-inferior | open | not simpler
     out_by              VARCHAR NOT NULL  -- comma-separated candidates it is detectably dearer than
-); NULL for gate-quality
-    alpha       DOUBLE,                  -- the risk level α of the certified side(s)
-    method_a    VARCHAR NOT NULL,        -- side a's method (e.g. cr2@crc-avoidable, knn@uncertified, cr2-fixed-0.5)
-    method_b    VARCHAR,                 -- side b's method; NULL for cost
-    metric      VARCHAR NOT NULL,        -- cost_at_accuracy | saving_pct (a's saving vs b, %) | mean_saving_pct |
-                                         -- deploy: geo_mean_cost | geo_mean_saving_pct | noninferiority_loss_pct
-    target      DOUBLE,                  -- target accuracy; NULL for the mean over the validation target grid
-    estimate    DOUBLE,
-    lower       DOUBLE,                  -- percentile interval at `level` over every resample
-    upper       DOUBLE,
-    level       DOUBLE NOT NULL,
-    n_resamples INTEGER NOT NULL,
-    n_targets   INTEGER,                 -- mean saving: the size of the validation target grid
-    p_value     DOUBLE,                  -- two-sided bootstrap p of "saving = 0", from the interval's own resamples
-    p_holm      DOUBLE,                  -- mean saving: Holm-adjusted over its family (question × rule × α)
-    verdict     VARCHAR,                 -- cheaper | dearer | no difference detected (mean saving: interval and Holm)
-    seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
 );
 
 -- cr2 study seeds: one row per (study, seed) — which evaluation run the seed produced, and where

@@ -35,8 +35,20 @@ def count_parameters(module) -> int:
     return int(sum(p.numel() for p in module.parameters()))
 
 
+# the shared frozen encoder every router reads (all-MiniLM-L6-v2): 6 layers, width 384, feed-forward 1536
+MINILM_LAYERS, MINILM_WIDTH, MINILM_FFN = 6, 384, 1536
+
+
+def minilm_flops_per_token() -> int:
+    """Dense FLOPs per token of the shared encoder, this module's convention (attention scores, which grow with the
+    sequence, excluded): per layer Q, K, V, O (4·2·d·d) and the feed-forward (2·2·d·f)."""
+    return MINILM_LAYERS * (4 * linear_flops(MINILM_WIDTH, MINILM_WIDTH) + 2 * linear_flops(MINILM_WIDTH, MINILM_FFN))
+
+
 def format_flops(flops: float) -> str:
     """Human form used in the paper's table: 207.1 k, 13.826 M."""
+    if flops >= 1e9:
+        return f"{flops / 1e9:.3f} G"
     if flops >= 1e6:
         return f"{flops / 1e6:.3f} M"
     return f"{flops / 1e3:.1f} k"

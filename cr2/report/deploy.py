@@ -1,58 +1,112 @@
-"""The deploy decision as table rows (cr2.evaluation.deploy's rule): one formatting for `cr2 results`, the HTML report
-and docs/results.md."""
+"""The stored deploy decision (tables deploy_decisions, deploy_candidates; cr2.evaluation.deploy's rule) as table
+rows: one formatting for `cr2 results`, the HTML report and its csv/tex tables, the Prefect artifact and
+docs/results.md, so every surface prints the same answer."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+import pandas as pd
+
+from cr2.report.cells import ci_cell, num
 from cr2.report.tables import ROUTER_NAMES
 from cr2.report.validity import risk_of_rule
 
-
-def _name(router: str) -> str:
-    return ROUTER_NAMES.get(router, router)
-
-
-def decisions(rows: Sequence[Mapping[str, Any]], flops: Mapping[str, int], alpha: float) -> list[tuple[str, Any]]:
-    """(rule, DeployDecision or the reason there is none) per rule of the pairwise mean-saving rows at `alpha`."""
-    from cr2.core.errors import InvalidValueError
-    from cr2.evaluation.deploy import deploy_decision
-
-    rules = list(dict.fromkeys(r["rule"] for r in rows if r.get("question") == "pairwise" and r.get("rule")))
-    out: list[tuple[str, Any]] = []
-    for rule in rules:
-        try:
-            out.append((rule, deploy_decision(rows, flops, rule, alpha)))
-        except InvalidValueError as e:
-            out.append((rule, str(e)))
-    return out
+ANSWER_COLUMN = "answer (the deploy rule)"
+TITLE = "**Which router to deploy**"
+RULE_SUMMARY = ("The rule, written before it was run (docs/guarantees.md, \"Which router to deploy\"; its hash is stored "
+                "with each answer): candidates are every certified router at the rule and α, the same routers with the "
+                "device switched off (`@no-device`) and the cheapest Always edge model (`always-edge`); each pair of "
+                "candidates is tested once on the mean over the validation target grid of log(cost A / cost B) "
+                "(paired bootstrap, Holm over the pairs); a candidate called \"dearer\" is out; the answer is the "
+                "candidate with the lowest estimated cost, unless a simpler one — ranked by device model, router, then "
+                "worst-case decision FLOPs (CR²: gate + teacher) — is shown non-inferior within Δ (one-sided, Holm); "
+                "where a simpler candidate is neither out nor shown non-inferior the answer is \"undecided between\" "
+                "them; \"no device\" where the answer runs no device model.")
 
 
-def deploy_rows(found: Sequence[tuple[str, Any]], scenario: str | None = None) -> list[dict[str, str]]:
-    """One row per rule: the router to deploy with its FLOPs, the routers detectably beaten (and by which), and the
-    largest saving a more complex router could still have over it (estimate, 95 % upper bound)."""
-    from cr2.method.complexity import format_flops
+def candidate_name(name: str) -> str:
+    """A candidate's display name: 'KNN@crc-avoidable', 'KNN@no-device', 'always-edge'."""
+    router, sep, rest = str(name).partition("@")
+    return f"{ROUTER_NAMES.get(router, router)}{sep}{rest}"
 
+
+def _cost(c: pd.Series | None) -> str:
+    if c is None:
+        return "–"
+    return ci_cell(c["geo_mean_cost"], c["geo_mean_cost_lower"], c["geo_mean_cost_upper"], ".4f")
+
+
+def answer_text(d: pd.Series | dict, candidates: pd.DataFrame) -> str:
+    """The one phrase of a decision every surface prints: 'deploy X', 'no device: X', or 'undecided between X (cost)
+    and Y (cost)'."""
+    by = {r["candidate"]: r for _, r in candidates.iterrows()} if len(candidates) else {}
+    rec = str(d["recommended"])
+    if d["answer"] == "undecided":
+        names = [rec, *[n for n in str(d["undecided_with"]).split(",") if n]]
+        return "undecided between " + " and ".join(f"{candidate_name(n)} ({_cost(by.get(n))})" for n in names)
+    if d["answer"] == "no device":
+        return f"no device: {candidate_name(rec)} ({_cost(by.get(rec))})"
+    return f"deploy {candidate_name(rec)} ({_cost(by.get(rec))})"
+
+
+def deploy_rows(decisions: pd.DataFrame, candidates: pd.DataFrame, scenario: str | None = None) -> list[dict[str, str]]:
+    """One row per stored decision (rule): the answer, the cheapest candidate, those out, Δ and the families."""
     rows = []
-    for rule, d in found:
-        head = {**({"scenario": scenario} if scenario else {}),
-                "risk bounded at α": f"{risk_of_rule(rule) or rule} ({rule})"}
-        if isinstance(d, str):
-            rows.append({**head, "deploy (simplest not beaten)": f"– ({d})"})
-            continue
-        beaten = [f"{_name(r)} (by {', '.join(_name(x) for x in by)})" for r, by in d.beaten_by.items() if by]
-        bound = ("no router is more complex" if d.bound_router is None else
-                 f"{_name(d.bound_router)}: {d.bound_estimate:+.1f} %, at most {d.bound_upper:+.1f} %")
-        rows.append({**head, "deploy (simplest not beaten)":
-                     f"{_name(d.recommended)}@{rule} ({format_flops(d.flops[d.recommended])} FLOPs)",
-                     "detectably beaten (Holm over the pairs)": "; ".join(beaten) or "none",
-                     "most a more complex router could save over it (estimate, 95 % upper bound)": bound,
-                     "pairwise tests": str(d.n_tests)})
+    for _, d in decisions.iterrows():
+        c = candidates[(candidates["rule"] == d["rule"]) & ((candidates["alpha"] - d["alpha"]).abs() < 1e-12)]
+        by = {r["candidate"]: r for _, r in c.iterrows()}
+        out = [candidate_name(n) for n in c.loc[c["status"] == "out", "candidate"]]
+        rows.append({**({"scenario": scenario} if scenario else {}),
+                     "risk bounded at α": f"{risk_of_rule(d['rule']) or d['rule']} ({d['rule']}), α = {d['alpha']:g}",
+                     ANSWER_COLUMN: answer_text(d, c),
+                     "cheapest (geometric-mean cost [95 % CI])": f"{candidate_name(d['cheapest'])} "
+                                                                 f"({_cost(by.get(d['cheapest']))})",
+                     "out (called \"dearer\" by a test)": ", ".join(out) or "none",
+                     "Δ": f"{d['margin_pct']:g} %",
+                     "tests (Holm)": f"{int(d['n_pairs'])} pairs, {int(d['n_noninferiority'])} non-inferiority",
+                     "rule": f"`{d['rule_sha']}`"})
     return rows
 
 
-RULE_TEXT = ("The rule, fixed before the data (docs/guarantees.md, \"Which router to deploy\"): compare every certified "
-             "router with every other at the same rule and α (mean saving over the validation grid, Holm over the "
-             "ordered pairs of the scenario and rule); among the routers against which no other gets the word \"cheaper\", deploy "
-             "the simplest (fewest FLOPs per decision, cr2.method.complexity). Not being beaten is absence of evidence, "
-             "not equivalence: the last column is the largest saving the data cannot rule out for a more complex "
-             "router — the number to weigh against its complexity.")
+def _flops(v: Any) -> str:
+    from cr2.method.complexity import format_flops
+
+    return "0" if v is None or pd.isna(v) or float(v) == 0 else format_flops(float(v))
+
+
+def whole_cost_rows(candidates: pd.DataFrame, rule: str) -> list[dict[str, str]]:
+    """Every candidate of `rule` with the whole cost of its decisions, simplest first: what it runs, its decision FLOPs
+    (the rule ranks by the worst case), what it holds and its cost, and its status in the decision."""
+    c = candidates[candidates["rule"] == rule].sort_values("complexity_rank")
+    return [{"rank": str(int(r["complexity_rank"])), "candidate": candidate_name(r["candidate"]),
+             "device model": "yes" if r["device"] else "no", "router + shared embedding": "yes" if r["runs_router"] else "no",
+             "device FLOPs": _flops(r["flops_device"]), "edge FLOPs per deferral": _flops(r["flops_edge"]),
+             "worst case (ranked by)": _flops(r["flops_worst"]),
+             "expected at its deferral share": _flops(r["flops_expected"])
+             + ("" if pd.isna(r["defer_share"]) else f" ({num(100 * r['defer_share'], '.0f')} % deferred)"),
+             "parameters": "–" if pd.isna(r["params"]) else f"{int(r['params']):,}",
+             "training s": "–" if pd.isna(r["fit_seconds"]) else num(r["fit_seconds"], ".1f"),
+             "geometric-mean cost [95 % CI]": _cost(r), "status": str(r["status"])
+             + (f" (called \"dearer\" than {', '.join(candidate_name(x) for x in str(r['out_by']).split(','))})"
+                if r["out_by"] else "")}
+            for _, r in c.iterrows()]
+
+
+def deploy_markdown(decisions: pd.DataFrame, candidates: pd.DataFrame) -> str:
+    """The decision of one run as markdown: the rule, one row per rule, and the whole-cost table of each rule."""
+    from cr2.method.complexity import minilm_flops_per_token
+    from cr2.report.markdown import markdown_table
+
+    if decisions.empty:
+        return (f"{TITLE}\n\n_(no deploy decision stored for this run: a run made before the deploy rule, or no "
+                "rule certified at the default α — re-run `cr2 run`)_\n")
+    parts = [TITLE, "", RULE_SUMMARY, "", markdown_table(pd.DataFrame(deploy_rows(decisions, candidates)))]
+    for rule in decisions["rule"]:
+        parts += ["", f"**The whole cost of a decision, {rule}** (the shared MiniLM embedding, {_flops(minilm_flops_per_token())} "
+                  "FLOPs per token, is paid by every candidate that runs a router and is not in these columns)", "",
+                  markdown_table(pd.DataFrame(whole_cost_rows(candidates, rule)))]
+    return "\n".join(parts) + "\n"
+
+
+__all__ = ["ANSWER_COLUMN", "RULE_SUMMARY", "TITLE", "answer_text", "candidate_name", "deploy_markdown", "deploy_rows",
+           "whole_cost_rows"]

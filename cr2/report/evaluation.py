@@ -16,6 +16,7 @@ from cr2.report.figures import (curves_figure, fixed_accuracy_figure, gate_error
 from cr2.report.page import Figure, TableBlock, banner, facts_table, figure_html, page, table_html
 from cr2.report.styles import MethodStyles
 from cr2.report.cells import ci_cell
+from cr2.report.deploy import RULE_SUMMARY
 from cr2.report.tables import (ablation_table, benchmark_table, guarantee_price_table, informative_targets,
                                mean_saving_table, operating_point_ci_table, realised_risk_table, risk_check_table)
 
@@ -38,7 +39,8 @@ class ReportInputs:
     ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
     methods: pd.DataFrame = field(default_factory=pd.DataFrame)
     extra_tables: list[TableBlock] = field(default_factory=list)
-    deploy_decision: pd.DataFrame = field(default_factory=pd.DataFrame)  # which router to deploy: one row each, as shown
+    deploy_decision: pd.DataFrame = field(default_factory=pd.DataFrame)  # which router to deploy: one row per rule, as shown
+    deploy_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # the deploy rule's candidates, whole decision cost
     certified_validity: pd.DataFrame = field(default_factory=pd.DataFrame)  # the run's certified re-split cells
     guarantee_run: dict | None = None  # the newest validity run (`cr2 guarantees`): source, re-splits, N_calib
     guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # its bounded cells (guarantee_cells)
@@ -186,10 +188,14 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
                       "disagreement on the real labels and avoidable error, over all test rows; local accuracy, local "
                       "rate, cost and accuracy over the solvable rows.",
                       realised_risk_table(inp.realised_risk, inp.default_alpha))] if not inp.realised_risk.empty else []),
-        TableBlock("deploy_decision", "Which router to deploy", "equal_risk",
-                   "The deploy decision for this run's scenario (the rows the decision rule states)."
-                   if len(inp.deploy_decision) else "No deploy decision for this run: the decision rule's rows are "
-                   "not stored.", inp.deploy_decision),
+        TableBlock("deploy_decision", "Which router to deploy", "deploy_decisions",
+                   RULE_SUMMARY if len(inp.deploy_decision) else "No deploy decision stored for this run: a run made "
+                   "before the deploy rule, or no rule certified at the default α — re-run `cr2 run`.",
+                   inp.deploy_decision),
+        TableBlock("deploy_cost", "The whole cost of a decision, per deploy candidate", "deploy_candidates",
+                   "Every candidate of the deploy rule, simplest first (device model, router, worst-case decision FLOPs "
+                   "— the figure the rule ranks by); the shared MiniLM embedding is paid by every candidate that runs "
+                   "a router and is not in these columns.", inp.deploy_cost),
         *guarantee_tables(inp),
         *inp.extra_tables,
     ]

@@ -102,21 +102,6 @@ def points_table(df: pd.DataFrame, first: tuple[str, ...]) -> pd.DataFrame:
     return out
 
 
-DEPLOY_TITLE = "**Which router to deploy**"
-
-
-def deploy_decision_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The deploy decision of the run's scenario: one markdown row per row of `rows` (each a mapping column → text, in
-    the order given), or one line saying the run has none. The decision rule itself is computed elsewhere (the
-    equal-risk statistics); this is where `cr2 results` prints it."""
-    from cr2.report.deploy import RULE_TEXT
-
-    if not rows:
-        return (f"{DEPLOY_TITLE}\n\n_(no deploy decision for this run: it stores no pairwise comparison of certified "
-                "routers at this α — a run made before them, or α is not among certify.alphas)_\n")
-    return f"{DEPLOY_TITLE}\n\n{RULE_TEXT}\n\n{markdown_table(pd.DataFrame(list(rows)))}"
-
-
 def resamples_text(f: dict) -> str:
     ms = f.get("mean_saving", pd.DataFrame())
     ops = f.get("operating_points", pd.DataFrame())
@@ -140,7 +125,6 @@ QUESTION_TITLES = {
     "calibrated-vs-default": "Calibrated vs default threshold — each router certified at α vs itself with its default "
                              "threshold (a change of rule, not a price at equal risk)",
     "certified-score": "Which score certifies cheaper — CR²@rule vs baseline@rule at the same α",
-    "pairwise": "Every certified router vs every other — the deploy rule's tests (same rule, default α)",
 }
 
 

@@ -26,7 +26,7 @@ RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracl
              "crc-avoidable": "avoidable error, on the labels"}
 SCENARIOS = (("default", "Default (simulated Qwen3 labels)"), ("mmlu-pro", "MMLU-Pro (measured)"),
              ("zeroeval-qwen", "ZeroEval Qwen ladder (measured)"), ("zeroeval-gemma", "ZeroEval Gemma ladder (measured)"))
-QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score", "pairwise")
+QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score")
 
 INTRO = """## Equal-risk comparison: every router certified under the same rules
 
@@ -47,7 +47,8 @@ grids.default_alpha) and one rule per side:
   equal risk (the two sides do not have the same realised risk), so no "price of the guarantee" is read from it;
 - **which score certifies at the lower cost** — CR²@rule against baseline@rule at the same α: the comparison a user
   who needs the guarantee actually faces;
-- **pairwise** — every certified router against every other at the same rule and α: the tests of the deploy rule.
+- **which router to deploy** — the deploy rule (docs/guarantees.md): every certified router, the same routers with
+  the device switched off and the cheapest Always edge model, one test per pair on an antisymmetric estimand.
 
 One family rule (docs/guarantees.md): the tests of one scenario × question × rule × α are read together, and a mean
 saving gets a word ("cheaper", "dearer") only where its Holm-adjusted p over that family is below 0.05; an interval
@@ -106,7 +107,7 @@ def page_alpha(alphas: dict[str, float | None]) -> float | None:
 
 def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, pd.DataFrame]:
     """The comparisons of one scenario at α (markdown) and its mean-saving rows (for the answers and deploy table)."""
-    from cr2_warehouse.repository import certified_validity, eval_run, router_flops, run_equal_risk
+    from cr2_warehouse.repository import certified_validity, eval_run, run_equal_risk
 
     with doc.warehouse(key) as wh:
         run_id = doc.newest_run(wh)
@@ -115,7 +116,6 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
         rows = run_equal_risk(wh, run_id)
         source = eval_run(wh, run_id)["label_source"]
         valid = certified_validity(wh, run_id)
-        flops = router_flops(wh, source)
     if rows.empty:
         return doc.missing(key, f"{name}: run `{run_id}` has no equal-risk rows"), pd.DataFrame()
     means = rows[rows["metric"] == "mean_saving_pct"].copy()
@@ -171,7 +171,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
                    f"promise is E[risk] ≤ α at every λ; one-sided test per λ, Holm over the λ of each row — "
                    f"docs/guarantees.md, \"Validity over re-splits\"):\n")
         out.append(markdown_table(pd.DataFrame(t)))
-    return "\n".join(out), means.assign(scenario=name, scenario_key=key, flops=[flops] * len(means))
+    return "\n".join(out), means.assign(scenario=name, scenario_key=key)
 
 
 def _rule_of(comparison: str) -> str:
@@ -247,27 +247,52 @@ def answers(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def deploy_table(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
-    """Which certified router to deploy per scenario and rule at α: cr2.evaluation.deploy's rule over the pairwise
-    family — the simplest router no other is detectably cheaper than, and what a more complex one could still save."""
-    from cr2.report.deploy import RULE_TEXT, decisions, deploy_rows
+def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
+    """Which router to deploy per scenario and rule: the stored decisions of each scenario's newest evaluation run
+    (tables deploy_decisions / deploy_candidates, cr2.evaluation.deploy's rule) — the rows `cr2 results` and the HTML
+    report print — and per scenario every candidate with the whole cost of its decisions."""
+    from cr2.report.deploy import RULE_SUMMARY, candidate_name, deploy_rows, whole_cost_rows
+    from cr2_warehouse.repository import run_deploy
 
-    rows = []
-    pairwise = means[(means["question"] == "pairwise") & ((means["alpha"] - alpha).abs() < 1e-12)]
-    for scenario, g in pairwise.groupby("scenario", sort=False):
-        rows += deploy_rows(decisions(g.to_dict("records"), g["flops"].iloc[0], alpha), scenario)
+    rows, costs = [], []
+    for key, name in keys:
+        if not doc.has(key):
+            continue
+        with doc.warehouse(key) as wh:
+            run_id = doc.newest_run(wh)
+            if run_id is None:
+                continue
+            decisions, candidates = run_deploy(wh, run_id)
+        if decisions.empty:
+            rows.append({"scenario": name, "answer (the deploy rule)": f"– (run `{run_id}` stores no deploy decision: "
+                         "re-run it)"})
+            continue
+        rows += deploy_rows(decisions, candidates, name)
+        by_rule = {rule: {r["candidate"]: r for r in whole_cost_rows(candidates, rule)} for rule in decisions["rule"]}
+        first = next(iter(by_rule.values()))
+        for cand, r in first.items():
+            row = {"scenario": name, **{k: v for k, v in r.items() if k not in ("geometric-mean cost [95 % CI]", "status",
+                                                                                  "expected at its deferral share")}}
+            for rule, per in by_rule.items():
+                c = per.get(cand)
+                row[f"{rule}: geometric-mean cost [95 % CI], status"] = "–" if c is None else \
+                    f"{c['geometric-mean cost [95 % CI]']}, {c['status']}"
+            costs.append(row)
     if not rows:
-        return "_No pairwise comparison of certified routers at this α in any scenario (runs made before it)._\n"
-    return RULE_TEXT + "\n\n" + markdown_table(pd.DataFrame(rows))
+        return "_No scenario stores a deploy decision (runs made before the deploy rule)._\n"
+    return (RULE_SUMMARY + "\n\n" + markdown_table(pd.DataFrame(rows)) + "\n\n**The whole cost of a decision, per "
+            "candidate** (ranked simplest first: device model, router, worst-case decision FLOPs — what the rule ranks "
+            "by; every candidate that runs a router also pays the shared MiniLM embedding; parameters and training "
+            "time as stored with the artefacts):\n\n" + markdown_table(pd.DataFrame(costs)))
 
 
 def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
     """By device/edge cost ratio: in every cell of the newest premise study with a certified KNN, CR² retrained vs
     KNN certified at the same α and rule (mean saving [95 % CI]), p from the cell's own bootstrap resamples and
-    Holm-adjusted over the cells; the deploy rule of the scenarios applied to the two routers of each cell."""
+    Holm-adjusted over the cells. The premise cells store no deploy rule's tests (no device-off or always-edge
+    candidate): a cell's word is its comparison, never a deploy recommendation."""
     from cr2_cli.resultsdoc.premise import command, mode
     from cr2_warehouse.premise import newest_premise_study, premise_studies, premise_view
-    from cr2_warehouse.repository import router_flops
 
     certified = f"knn@{rule}"
     with doc.warehouse("default") as wh:
@@ -276,7 +301,6 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
             return doc.missing("default", "a premise study with a certified KNN (`cr2 study premise --home var`)")
         v = premise_view(wh, study)
         settings = premise_studies(wh)
-        flops = router_flops(wh, str(v["label_source"].iloc[0])) if len(v) else {}
     row = next(settings[settings["study_id"] == study].itertuples(), None)
     how = f"{mode(row)}; `{command('default', None, row)}`" if row is not None and command("default", None, row) else \
         "its settings were not recorded"
@@ -285,22 +309,18 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
         return doc.missing("default", f"premise study `{study}` predates stored p-values; run it again")
     d = d.sort_values(["cost_ratio_est"])
     d["p_holm"] = holm_of_stored(d["p_value"])
-    simpler = "cr2" if flops.get("cr2", 0) <= flops.get("knn", 0) else "knn"
     rows = []
     for r in d.itertuples():
         word = saving_verdict(r.saving_lower_pct, r.saving_upper_pct, r.p_holm)
-        beaten = {"cheaper": "knn", "dearer": "cr2"}.get(str(word))
-        choice = simpler if beaten != simpler else ("knn" if simpler == "cr2" else "cr2")
         rows.append({"device speed": f"×{r.speed_factor:g}", "channel": r.channel,
                      "ĉ device / cheapest edge": f"{r.cost_ratio_est:.3f}",
                      "CR² vs certified KNN, mean saving % [95 % CI]": ci_cell(r.saving_pct, r.saving_lower_pct,
                                                                               r.saving_upper_pct),
-                     "p, Holm over the cells": p_cell(r.p_holm, r.n_resamples, ".2g"), "word": doc.word(word),
-                     "deploy (simplest not beaten)": f"{NAMES.get(choice, choice)}@{rule}"})
+                     "p, Holm over the cells": p_cell(r.p_holm, r.n_resamples, ".2g"), "word": doc.word(word)})
     return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
-            f"{len(rows)} cells, sorted by the device/edge cost ratio; the simpler router by FLOPs per decision is "
-            f"{NAMES.get(simpler, simpler)}, deployed unless the other gets the word \"cheaper\" against it; the premise section "
-            f"below has every study):\n\n" + markdown_table(pd.DataFrame(rows)))
+            f"{len(rows)} cells, sorted by the device/edge cost ratio; a cell's word compares the two routers only — "
+            f"the deploy rule's candidates are not evaluated per cell, so no cell recommends a router; the premise "
+            f"section below has every study):\n\n" + markdown_table(pd.DataFrame(rows)))
 
 
 def render(doc: Doc) -> str:
@@ -335,7 +355,7 @@ def render(doc: Doc) -> str:
             out += [f"\n#### The MMLU-Pro pools (study `{study}`), at grids.default_alpha\n",
                     equal_risk_pools_markdown(doc.homes["pools"], study, word=doc.word)]
     out.append("\n#### Which router should I deploy?" + ("" if alpha is None else f" (α = {alpha:g})") + "\n")
-    out.append(deploy_table(doc, means, alpha) if len(means) else doc.missing("default"))
+    out.append(deploy_table(doc, list(SCENARIOS)) if len(means) else doc.missing("default"))
     if doc.has("default"):
         out += ["\n**By device/edge cost ratio — default scenario (SIMULATED labels)**\n", premise_deploy_table(doc)]
     return "\n".join(out)
