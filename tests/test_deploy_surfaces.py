@@ -47,6 +47,23 @@ def test_the_stage_stores_one_answer_per_rule_with_its_candidates(stored, pipeli
     assert (with_pairs == [len(c[c["rule"] == r]) * (len(c[c["rule"] == r]) - 1) // 2 for r in d["rule"]]).all()
 
 
+def test_no_stored_answer_contradicts_a_detected_difference(stored, pipeline_slice):
+    from cr2.evaluation.deploy import contradictions
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import run_equal_risk
+
+    with Warehouse(pipeline_slice["home"], read_only=True) as wh:
+        rows = run_equal_risk(wh, stored["run_id"]).to_dict("records")
+    for _, d in stored["decisions"].iterrows():
+        assert contradictions(d, rows) == []
+    # the check itself bites: a stored "dearer" against the recommendation is found
+    d = stored["decisions"].iloc[0].to_dict()
+    d["answer"] = "deploy"
+    fake = {"rule": d["rule"], "alpha": d["alpha"], "metric": "mean_saving_pct", "question": "certified-score",
+            "method_a": d["recommended"], "method_b": "x@" + d["rule"], "verdict": "dearer"}
+    assert contradictions(d, [fake])
+
+
 def test_cr2_results_prints_the_stored_answer(stored, pipeline_slice):
     from cr2_cli.results import results_markdown
 

@@ -292,6 +292,25 @@ def deploy_decision(candidates: Sequence[Candidate], log_cost: Mapping[str, tupl
     return decision, rows
 
 
+def contradictions(decision: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every stored word of the run that calls the recommendation of `decision` (a deploy_decisions row) dearer than
+    another side at the decision's rule and α — in the deploy family or in any certified comparison. Empty where the
+    answer contradicts no detected difference."""
+    if decision["answer"] == UNDECIDED:
+        return []  # undecided recommends no candidate: nothing to contradict
+    named = {str(decision["recommended"])}
+    out = []
+    for r in rows:
+        alpha = r.get("alpha")
+        if r.get("rule") != decision["rule"] or r.get("metric") not in (PAIR_METRIC, "mean_saving_pct") or \
+                alpha is None or alpha != alpha or abs(float(alpha) - float(decision["alpha"])) > 1e-12:
+            continue
+        a, b, word = r.get("method_a"), r.get("method_b"), r.get("verdict")
+        if (word == DEARER and a in named) or (word == CHEAPER and b in named):
+            out.append(f"{a} vs {b} ({r.get('question')}): {word}")
+    return out
+
+
 def decision_record(d: DeployDecision) -> dict[str, Any]:
     """The stored row of a decision (table deploy_decisions)."""
     return {"rule": d.rule, "alpha": d.alpha, "answer": d.answer, "recommended": d.recommended,
@@ -311,6 +330,6 @@ def candidate_records(d: DeployDecision) -> list[dict[str, Any]]:
             for i, c in enumerate(d.candidates)]
 
 
-__all__ = ["ALWAYS_EDGE", "COST_METRIC", "Candidate", "RouterHead", "deploy_candidates", "DeployDecision", "MARGIN_PCT", "NONINFERIORITY_METRIC",
+__all__ = ["ALWAYS_EDGE", "COST_METRIC", "Candidate", "RouterHead", "contradictions", "deploy_candidates", "DeployDecision", "MARGIN_PCT", "NONINFERIORITY_METRIC",
            "NO_DEVICE", "PAIR_METRIC", "QUESTION", "RULE_SHA", "RULE_TEXT", "candidate_records", "decision_record",
            "deploy_decision", "grid_log_cost", "noninferiority_p", "one_sided_upper"]

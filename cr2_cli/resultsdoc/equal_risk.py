@@ -251,8 +251,10 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
     """Which router to deploy per scenario and rule: the stored decisions of each scenario's newest evaluation run
     (tables deploy_decisions / deploy_candidates, cr2.evaluation.deploy's rule) — the rows `cr2 results` and the HTML
     report print — and per scenario every candidate with the whole cost of its decisions."""
-    from cr2.report.deploy import RULE_SUMMARY, candidate_name, deploy_rows, whole_cost_rows
-    from cr2_warehouse.repository import run_deploy
+    from cr2.core.errors import DataValidationError
+    from cr2.evaluation.deploy import contradictions
+    from cr2.report.deploy import RULE_SUMMARY, deploy_rows, whole_cost_rows
+    from cr2_warehouse.repository import run_deploy, run_equal_risk
 
     rows, costs = [], []
     for key, name in keys:
@@ -263,6 +265,12 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
             if run_id is None:
                 continue
             decisions, candidates = run_deploy(wh, run_id)
+            rows_er = run_equal_risk(wh, run_id).to_dict("records")
+        for _, d in decisions.iterrows():
+            bad = contradictions(d, rows_er)
+            if bad:  # the page never prints a recommendation a stored test calls dearer
+                raise DataValidationError(f"{name}: the deploy answer for {d['rule']} contradicts stored words: "
+                                          + "; ".join(bad))
         if decisions.empty:
             rows.append({"scenario": name, "answer (the deploy rule)": f"– (run `{run_id}` stores no deploy decision: "
                          "re-run it)"})
