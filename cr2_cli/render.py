@@ -258,15 +258,20 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
     """One verdict per (router, rule, α): every certified router's validity over the certify stage's re-splits (the
     newest evaluation run of `label_source`), then the promises of CR²'s deployed gate that validity run `run_id`
     checked (ltt, Mondrian, target) — cr2.report.validity, the rows `cr2 results`, the report and docs/results.md show."""
-    from cr2.report.validity import certified_display, certified_verdicts, deployed_display, deployed_verdicts
+    from cr2.evaluation.metrics import RISK_ALL_METRICS
+    from cr2.report.validity import (certified_display, certified_verdicts, deployed_display, deployed_table_risk,
+                                     deployed_verdicts, rule_promise_note)
     from cr2_warehouse.db import Warehouse
     from cr2.report.styles import MethodStyles
+    from cr2_warehouse.reads import certified_test_risk
     from cr2_warehouse.repository import certified_validity, eval_run, guarantee_cells, methods_of_run
 
     with Warehouse(home, read_only=True) as wh:
         eval_id = newest_eval_run_or_none(wh, label_source)
         run = eval_run(wh, eval_id) if eval_id else None
         certified = certified_verdicts(certified_validity(wh, eval_id)) if eval_id else pd.DataFrame()
+        risk = deployed_table_risk(certified_test_risk(wh, eval_id, list(RISK_ALL_METRICS.values()))) if eval_id \
+            else None
         label = MethodStyles.from_frame(methods_of_run(wh, eval_id)).label if eval_id else str
         note = label_note(wh, str(run["label_source"])) if run else ""
         deployed = deployed_verdicts(guarantee_cells(wh, run_id))
@@ -278,9 +283,10 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
                       "with evaluation.n_resplits = 0, or without certified routers: certify.routers / certify.rules).",
                       highlight=False)
     else:
-        console.print(_frame_table(certified_display(certified, label), f"every certified router: E[risk] ≤ α at every λ over "
-                                   f"the certify stage's re-splits of val ∪ test — evaluation run {eval_id}, states "
-                                   f"{run['dist_id']}, {note}"))
+        console.print(_frame_table(certified_display(certified, label, deployed=risk), f"every certified router: E[risk] ≤ "
+                                   f"α at every λ over the certify stage's re-splits of val ∪ test, beside the deployed "
+                                   f"table's own test risk — evaluation run {eval_id}, states {run['dist_id']}, {note}"))
+        console.print(rule_promise_note(certified["rule"]), highlight=False)
     if deployed.empty:
         console.print(f"CR²'s deployed gate: validity run {run_id} ({source}) has no bounded promise beside the crc "
                       "rules' (ltt, Mondrian and the target mode need calibration.delta / target_delta).", highlight=False)

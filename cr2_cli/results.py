@@ -6,15 +6,17 @@ results are never read as measured.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from cr2.labels import is_simulated
+from cr2.report.cells import num
 from cr2.report.headline import (COST_ANCHOR, LAMS, NO_MEAN_SAVING, NOT_REACHED, QUESTION_TITLES, TARGETS,
-                                 VIEW_TARGET_RANGE, cost_at_target_table, default_targets, deploy_decision_markdown,
+                                 VIEW_TARGET_RANGE, cost_at_target_table, default_targets,
                                  equal_risk_cell, grid_saving_table, paper_comparison_tables, points_table,
                                  resamples_text, saving_table, seed_spread_rows, share_cell, verdict_table,
                                  which_targets, why_no_target)
@@ -74,26 +76,22 @@ def _has_table(wh, name: str) -> bool:
     return has_table(wh, name)
 
 
-def run_deploy_rows(home: str | Path, run_id: str, alpha: float) -> list[dict[str, str]]:
-    """The deploy decision of run `run_id` at α (cr2.evaluation.deploy over its stored pairwise comparisons)."""
-    from cr2.report.deploy import decisions, deploy_rows
+def run_deploy_markdown(home: str | Path, run_id: str) -> str:
+    """The stored deploy decision of run `run_id` (tables deploy_decisions, deploy_candidates) as markdown — the rows
+    every other surface prints (cr2.report.deploy)."""
+    from cr2.report.deploy import deploy_markdown
     from cr2_warehouse.db import Warehouse
-    from cr2_warehouse.repository import eval_run, router_flops, run_equal_risk
+    from cr2_warehouse.repository import run_deploy
 
     with Warehouse(home, read_only=True) as wh:
-        if not _has_table(wh, "equal_risk"):
-            return []
-        rows = run_equal_risk(wh, run_id)
-        flops = router_flops(wh, eval_run(wh, run_id)["label_source"])
-    means = rows[rows["metric"] == "mean_saving_pct"].to_dict("records")
-    return deploy_rows(decisions(means, flops, alpha))
+        decisions, candidates = run_deploy(wh, run_id)
+    return deploy_markdown(decisions, candidates)
 
 
 def results_markdown(home: str | Path, alpha: float | None = None, label_source: str | None = None,
-                     targets: tuple[float, ...] | None = None,
-                     deploy_rows: Sequence[Mapping[str, Any]] | None = None) -> str:
+                     targets: tuple[float, ...] | None = None) -> str:
     """The headline tables of the newest evaluation run in `home` as markdown, at `targets` (default: see
-    default_targets): which router to deploy (`deploy_rows`, see deploy_decision_markdown), every certified router's
+    default_targets): which router to deploy (the stored decision, run_deploy_markdown), every certified router's
     validity over re-splits, then the comparisons; CR² at `alpha` (None: the α the run stores)."""
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.reads import reached_targets
@@ -126,7 +124,7 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
         "method; training, calibration and the split held fixed). \"cheaper\" / \"dearer\" only where the "
         "interval excludes 0, otherwise \"no difference detected\".\n",
         f"{targets_line}\n",
-        deploy_decision_markdown(run_deploy_rows(home, run_id, alpha) if deploy_rows is None else deploy_rows),
+        run_deploy_markdown(home, run_id),
         validity_markdown(home, run_id, alpha),
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
         f"\n\n{markdown_table(fixed, 3, no_target)}",
@@ -161,14 +159,18 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
 def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None) -> str:
     """Every certified router's validity over the certify stage's re-splits in run `run_id`: one verdict per (router,
     rule, α), the rows `cr2 guarantees` prints (cr2.report.validity) — at `alpha` where the run certified it, else at
-    every α."""
-    from cr2.report.validity import certified_display, certified_verdicts
+    every α. Beside each verdict, the deployed table's own test risk (cr2.report.validity.deployed_table_risk) and
+    what the rule promises about it."""
+    from cr2.evaluation.metrics import RISK_ALL_METRICS
+    from cr2.report.validity import certified_display, certified_verdicts, deployed_table_risk, rule_promise_note
     from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.reads import certified_test_risk
     from cr2_warehouse.repository import certified_validity, methods_of_run
 
     with Warehouse(home, read_only=True) as wh:
         cells = certified_validity(wh, run_id)
         methods = methods_of_run(wh, run_id)
+        deployed = deployed_table_risk(certified_test_risk(wh, run_id, list(RISK_ALL_METRICS.values())))
     title = ("**Validity over re-splits: every certified router (v_certified_validity; `cr2 guarantees` prints the "
              "same rows)**")
     if cells.empty:
@@ -181,11 +183,16 @@ def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None)
              "at every certified α" + ("" if alpha is None else f" (the run certified none at α = {alpha:g})"))
     if at_alpha:
         cells = cells[np.isclose(cells["alpha"], alpha)]
-    table = certified_display(certified_verdicts(cells), MethodStyles.from_frame(methods).label)
+    verdicts = certified_verdicts(cells)
+    table = certified_display(verdicts, MethodStyles.from_frame(methods).label, deployed=deployed)
+    no_interval = "" if deployed["max_lower"].notna().any() else (
+        " The run stores no bootstrap interval for a certified router's points, so the largest is shown without one.")
     return (f"{title}\n\nEach row, {which}: E[risk] ≤ α at every λ over the certify stage's random calibration/test "
             "re-splits of val ∪ test, for the risk its rule bounds. Verdict: a one-sided test per λ (z = (mean − α) / "
             "MC SE), Holm at 5 % over the row's λ cells: \"violation detected\" where Holm rejects one, else \"no "
-            f"violation detected\" (docs/guarantees.md).\n\n{markdown_table(table)}")
+            "violation detected\" (docs/guarantees.md). \"deployed table\": the one threshold table the certify stage "
+            "calibrated on val (what `cr2 serve --router` deploys), its test risk of the same risk at each λ of its "
+            f"grid.{no_interval}\n\n{markdown_table(table)}\n\n{rule_promise_note(verdicts['rule'])}\n")
 
 
 def comparison_markdown(home: str | Path, alpha: float | None = None, label_source: str | None = None) -> str:
@@ -225,56 +232,117 @@ def comparison_frames(home: str | Path, alpha: float | None = None, label_source
             **paper_comparison_tables(f, errors, ops, alpha)}
 
 
-def equal_risk_markdown(home: str | Path, label_source: str | None = None, target: float = 0.80) -> str:
-    """The equal-risk comparison of the newest evaluation run in `home` (table equal_risk) as markdown: every
-    certified router's cost at `target` accuracy with risk ≤ α, and CR²'s decomposition against each baseline."""
-    from cr2_warehouse.db import Warehouse
-    from cr2_warehouse.repository import eval_run, newest_eval_run, run_equal_risk
+def default_equal_risk_target(reach: pd.DataFrame, label: Callable[[str], str] = str) -> tuple[float, str]:
+    """The target `cr2 results --equal-risk` shows when none is given, and a line saying why: the highest on
+    v_fixed_accuracy's grid (0.50 … 0.99, steps of 0.01) that every certified router reaches under some rule and α of
+    the run, so each router's row has a cost; the grid's lowest, with the reason, where no such target is.
 
+    reach: side_reach (the highest test accuracy of every method and α over its λ sweep); `label` names a router."""
+    from cr2.crc import RULE_REGISTRY
+    from cr2.routers.certify import SEPARATOR
+
+    lo, hi = VIEW_TARGET_RANGE
+    top = pd.Series(dtype=float)  # per certified router: its highest accuracy over every rule and α
+    if len(reach):
+        split = reach["method"].astype(str).str.partition(SEPARATOR)
+        calibrated = split[2].map(lambda r: r in RULE_REGISTRY and RULE_REGISTRY[r].calibrated)  # not uncertified / …
+        certified = (split[1] == SEPARATOR) & calibrated & reach["alpha"].notna() & reach["max_accuracy"].notna()
+        top = reach.loc[certified, "max_accuracy"].groupby(split.loc[certified, 0]).max().sort_index()
+    if top.empty:
+        return lo, f"Target: {lo:.2f}, the lowest v_fixed_accuracy evaluates — this run has no certified router's sweep."
+    each = ", ".join(f"{label(r)} {num(a, '.3f')}" for r, a in top.items())
+    common = float(top.min())
+    if common < lo:
+        return lo, (f"Target: {lo:.2f}, the lowest v_fixed_accuracy evaluates — not every certified router reaches it "
+                    f"under any rule and α (each router's highest accuracy: {each}); `--targets` picks others.")
+    target = min(math.floor(common * 100 + 1e-9) / 100, hi)
+    return target, (f"Target: {target:.2f}, the highest every certified router reaches under some rule and α in this "
+                    f"run (each router's highest accuracy: {each}); `--targets` picks others.")
+
+
+def comparison_sides(method_a: str, method_b: str, label: Callable[[str], str] = str) -> str:
+    """'side a vs side b' of one equal-risk comparison, each side named with its guarantee: '<router> @ <rule> (certified
+    at α)' or '<router> uncertified' (CR²'s: its gate at s ≥ 0.5; a baseline's: its one-shot argmax)."""
+    from cr2.evaluation.equal_risk import CR2_UNCERTIFIED, SUBJECT
+    from cr2.routers.certify import SEPARATOR, UNCERTIFIED
+
+    def side(method: str) -> str:
+        router, sep, rule = str(method).partition(SEPARATOR)
+        if not sep:
+            return f"{label(SUBJECT)} uncertified (gate at s ≥ 0.5)" if method == CR2_UNCERTIFIED else label(method)
+        if rule == UNCERTIFIED:
+            return f"{label(router)} uncertified (its one-shot argmax)"
+        return f"{label(router)} @ {rule} (certified at α)"
+
+    return f"{side(method_a)} vs {side(method_b)}"
+
+
+# the equal-risk questions `cr2 results --equal-risk` prints (cr2.evaluation.equal_risk); the deploy decision's own
+# tests are shown with the deploy decision
+EQUAL_RISK_SHOWN = ("gate-quality", "calibrated-vs-default", "certified-score")
+
+
+def equal_risk_markdown(home: str | Path, label_source: str | None = None,
+                        targets: Sequence[float] | None = None) -> str:
+    """The equal-risk comparison of the newest evaluation run in `home` (table equal_risk) as markdown: every
+    certified router's cost with risk ≤ α at each of `targets` (None: default_equal_risk_target), one table per target,
+    and CR²'s decomposition against each baseline, every comparison named by its two sides."""
+    from cr2.report.styles import MethodStyles
+    from cr2_warehouse.db import Warehouse
     from cr2_warehouse.reads import side_reach
+    from cr2_warehouse.repository import eval_run, methods_of_run, newest_eval_run, run_equal_risk
 
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
         rows = run_equal_risk(wh, run_id) if _has_table(wh, "equal_risk") else pd.DataFrame()
         run = eval_run(wh, run_id)
         reach = side_reach(wh, run_id)
+        label = MethodStyles.from_frame(methods_of_run(wh, run_id)).label
     source = run["label_source"]
     banner = ("SIMULATED labels — not measured" if is_simulated(source) else "MEASURED labels") + f" (label source `{source}`)"
     if rows.empty:
         return f"_{banner}; run `{run_id}`: no equal-risk rows (a run without certified routers, or one made before " \
                "the equal-risk stage: re-run `cr2 run`)._\n"
+    if targets is None:
+        target, targets_line = default_equal_risk_target(reach, label)
+        targets = (target,)
+    else:
+        targets = tuple(targets)
+        targets_line = f"Targets: {', '.join(f'{t:.2f}' for t in targets)} (--targets)."
     means = rows[rows["metric"] == "mean_saving_pct"]
     n_res = int(rows["n_resamples"].max())
     parts = [f"_{banner}; run `{run_id}`; 95 % paired bootstrap over the test queries ({n_res:,} resamples, the "
              f"evaluation's index); `cr2 results --equal-risk`._\n",
+             f"{targets_line}\n",
              "A saving is side a's fixed-accuracy cost saving against side b, % (positive: a is cheaper), averaged over "
-             "the validation target grid (a target a side misses costs the cheapest Always-model that reaches it). Each question's tests are read together: a cell says "
+             "the validation target grid (a target a side misses costs the cheapest Always-model that reaches it); each "
+             "row names its sides \"a vs b\", each with its guarantee (certified at the column's α, or uncertified). "
+             "Each question's tests are read together: a cell says "
              "\"cheaper\" or \"dearer\" only where its 95 % interval excludes 0 and its Holm-adjusted p (over the "
              "question's family: every baseline × rule × α) is below 0.05; a cell without a word is **no difference "
              "detected**.\n"]
-    table, notes = cost_at_target_table(rows, reach, target)
-    parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "
-                 f"c̄ on the router's frontier; `uncertified`: no bound; teacher disagreement for crc, oracle "
-                 f"disagreement for crc-oracle, avoidable error for crc-avoidable; a cell without a cost says why)"
-                 f"\n\n{markdown_table(table, why='no certified router in this run')}" + "".join(f"\n{n}\n" for n in notes))
-    for question, title in QUESTION_TITLES.items():
+    for target in targets:
+        table, notes = cost_at_target_table(rows, reach, target)
+        parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "
+                     f"c̄ on the router's frontier; `uncertified`: no bound; teacher disagreement for crc, oracle "
+                     f"disagreement for crc-oracle, avoidable error for crc-avoidable; a cell without a cost says why)"
+                     f"\n\n{markdown_table(table, why='no certified router in this run')}"
+                     + "".join(f"\n{n}\n" for n in notes))
+    for question in EQUAL_RISK_SHOWN:
         q = means[means["question"] == question].copy()
         if q.empty:
             continue
         q["cell"] = [equal_risk_cell(r) for _, r in q.iterrows()]
+        q["sides"] = [comparison_sides(a, b, label) for a, b in zip(q["method_a"], q["method_b"])]
         if question == "gate-quality":
-            table = q[["against", "cell", "n_targets", "p_value", "p_holm"]].rename(
-                columns={"against": "baseline", "cell": "CR² vs baseline, mean saving % [95 % CI]"})
+            table = q[["sides", "cell", "n_targets", "p_value", "p_holm"]].rename(
+                columns={"sides": "a vs b", "cell": "mean saving of a vs b, % [95 % CI]"})
         else:
-            key = "router" if question == "calibrated-vs-default" else "against"
-            if question == "pairwise":
-                q["against"] = q["router"] + " vs " + q["against"]
             q["α"] = q["alpha"].map(lambda a: f"α = {a:g}")
-            table = q.pivot_table(index=[key, "rule"], columns="α", values="cell", aggfunc="first")
-            table = table.fillna("— (no target both sides reach)").reset_index()
-            table = table.rename(columns={"against": "baseline"})
+            table = q.pivot_table(index="sides", columns="α", values="cell", aggfunc="first", sort=False)
+            table = table.fillna("— (no target both sides reach)").reset_index().rename(columns={"sides": "a vs b"})
         fams = q.groupby([q["rule"].fillna("–"), q["alpha"].fillna(-1.0)]).size()
         sizes = ", ".join(str(int(n)) for n in fams.unique())
-        parts.append(f"**{title}** (Holm per family question × rule × α: {len(fams)} families of {sizes} tests)\n\n"
-                     f"{markdown_table(table, 3)}")
+        parts.append(f"**{QUESTION_TITLES[question]}** (Holm per family question × rule × α: {len(fams)} families of "
+                     f"{sizes} tests)\n\n{markdown_table(table, 3)}")
     return "\n".join(parts)

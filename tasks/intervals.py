@@ -114,6 +114,7 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
     """Paired bootstrap intervals of every operating point and every learned method's saving vs KNN."""
     from cr2.evaluation.sweep import CERTIFIED_KINDS
     from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
+    from cr2.evaluation.metrics import PER_QUERY_METRICS, RISK_ALL_METRICS
     from cr2.evaluation.intervals import (method_outcomes, metric_intervals, points_by_method, saving_interval_rows,
                                           always_fallback)
     from cr2_tasks.inputs import cr2_router
@@ -126,13 +127,19 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
     test, keep = sample.test, sample.keep
     with Warehouse(home, read_only=True) as wh:
         # certified routers (cr2.routers.certify) are compared at equal risk, not point by point: their many operating
-        # points (router × rule × α × λ) stay out of the per-point intervals
+        # points (router × rule × α × λ) stay out of the per-point intervals …
         decisions = run_decisions(wh, run_id, skip_kinds=CERTIFIED_KINDS)
+        certified = run_decisions(wh, run_id, only=((CERTIFIED_KINDS[0],), ()))
         methods = methods_of_run(wh, run_id)
     proba = cr2_router(config, trained, home).proba(test.embedding)
     points = operating_points(decisions, test.query_id, test.model_ids)
-    rows = metric_intervals(points, test, proba, keep, sample.metric_counts(spec.n_resamples), spec.level,
-                            per_benchmark=spec.per_benchmark)
+    counts = sample.metric_counts(spec.n_resamples)
+    rows = metric_intervals(points, test, proba, keep, counts, spec.level, per_benchmark=spec.per_benchmark)
+    # … except their deployed tables' test risks over all rows: the interval beside every validity verdict
+    if len(certified):
+        rows += metric_intervals(operating_points(certified, test.query_id, test.model_ids), test, proba, keep, counts,
+                                 spec.level, per_benchmark=False,
+                                 metrics={m: PER_QUERY_METRICS[m] for m in RISK_ALL_METRICS.values()})
     # the learned methods v_fixed_accuracy compares (kind cr2, or a learned baseline / baseline variant)
     learned = methods[(methods["kind"] == "cr2") | (methods["kind"].isin(["baseline", "baseline-variant"])
                                                     & methods["learned"].astype(bool))]

@@ -39,6 +39,8 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
     (eval_runs), never the config in force now: `config` only carries the stage's signature."""
     from cr2.report.deploy import deploy_rows, whole_cost_rows
     from cr2.report.evaluation import ReportInputs, build_figures, build_tables, render_html
+    from cr2.evaluation.metrics import RISK_ALL_METRICS
+    from cr2_warehouse.reads import certified_test_risk
     from cr2_warehouse.repository import run_deploy
     from cr2.report.latex import to_latex
 
@@ -51,6 +53,7 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
         origin = label_origin(wh, str(run["label_source"]))
         guarantee_run, guarantees, guarantee_price = newest_guarantees(wh)  # shown when `cr2 guarantees` has run
         certified = certified_validity(wh, run_id)  # the certify stage's re-splits of every certified router
+        test_risk = certified_test_risk(wh, run_id, tuple(RISK_ALL_METRICS.values()))  # their deployed tables
         mean_saving = view_for_run(wh, "v_mean_saving_ci", run_id)  # the intervals of the run
         ops_ci = view_for_run(wh, "v_operating_points_ci", run_id)
         ops_ci = ops_ci[ops_ci["benchmark"] == "all"]
@@ -68,7 +71,8 @@ def build_report(config: Config, home: str, evaluated: dict, data_counts: dict, 
                               "(accuracy, cost, local rate)",
               **{f"queries: {b}": f"{n:,}" for b, n in data_counts.items()}}
     inp = ReportInputs(header=header, complexity=complexity, methods=methods, default_alpha=run_alpha(run),
-                       **frames, certified_validity=certified, guarantee_run=guarantee_run,
+                       **frames, certified_validity=certified, certified_test_risk=test_risk,
+                       guarantee_run=guarantee_run,
                        guarantees=guarantees, guarantee_price=guarantee_price, mean_saving=mean_saving,
                        operating_points_ci=ops_ci,
                        deploy_decision=pd.DataFrame(deploy_rows(deploy_decisions, deploy_candidates)),

@@ -41,7 +41,7 @@ def test_cli_tables_print_no_nan_and_say_why_a_cell_is_empty(small_cli_run):
     for t in (0.75, 0.99):
         texts[f"--targets {t}"] = results_markdown(home, 0.01, targets=(t,))
     for t in (0.5, 0.8, 0.99):
-        texts[f"--equal-risk {t}"] = equal_risk_markdown(home, target=t)
+        texts[f"--equal-risk {t}"] = equal_risk_markdown(home, targets=(t,))
     res = CliRunner().invoke(app, ["results", "--targets", "0.75", "--home", str(home)])
     assert res.exit_code == 0, res.output
     texts["cli --targets 0.75"] = res.output
@@ -88,8 +88,8 @@ def test_every_certified_router_gets_one_verdict_the_same_in_guarantees_results_
 
     home = Path(small_cli_run["home"])
     with Warehouse(home, read_only=True) as wh:
-        methods = set(methods_of_run(wh, _run_id(home))["method"])
-    certified = {m for m in methods if "@" in m and not m.endswith("@uncertified")}
+        methods = methods_of_run(wh, _run_id(home))
+    certified = set(methods.loc[methods["kind"] == "certified", "method"])  # not @uncertified, not @no-device
     expected = _expected(home)
     # one verdict per (router, rule, α): every certified method at every α, and each a word (every rule here is crc)
     assert {f"{r}@{q}" for r, q in zip(expected["router"], expected["rule"])} == certified
@@ -118,6 +118,9 @@ def test_every_certified_router_gets_one_verdict_the_same_in_guarantees_results_
     assert len(rows) == len(at)
     for r in at.itertuples():
         assert any(f"| {r.rule} |" in ln and f"{r.verdict} ({r.n_violated}/{r.n_cells}," in ln for ln in rows), r
+    # beside each verdict, the deployed table's own test risk: how many λ of its grid are above α, and the largest
+    assert all(re.search(r"\| \d+ of \d+ \| \d\.\d{4}.* \(λ = [\d.]+\) \|$", ln) for ln in rows), rows
+    assert "in expectation over calibration draws" in md and "docs/guarantees.md" in md
     # the report of `cr2 run`: the same table, and no nan anywhere on the page
     page = (home / "report" / "index.html").read_text(encoding="utf-8")
     assert 'id="validity_certified"' in page and not NAN.search(page)

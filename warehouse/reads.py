@@ -70,6 +70,12 @@ def side_reach(wh: Warehouse, run_id: str) -> pd.DataFrame:
     return wh.df(named_query("highest_accuracy_per_side"), {"run_id": run_id})
 
 
+def certified_test_risk(wh: Warehouse, run_id: str, metrics: Sequence[str]) -> pd.DataFrame:
+    """Per certified method `<router>@<rule>`, λ and α of run `run_id` and each risk metric of `metrics`: its deployed
+    table's test risk (value) and 95 % bootstrap interval (lower, upper; NaN where the run stores none)."""
+    return wh.df(named_query("certified_deployed_risk"), {"run_id": run_id, "metrics": [str(m) for m in metrics]})
+
+
 def pool_models(wh: Warehouse) -> list[str]:
     """The model ids of the pool in the warehouse (written by `cr2 ingest`), in pool order."""
     return [str(m) for m in wh.df(named_query("pool_models"))["model_id"]]

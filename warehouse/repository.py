@@ -484,21 +484,30 @@ def router_flops(wh: Warehouse, label_source: str) -> dict[str, int]:
 def router_heads(wh: Warehouse, label_source: str) -> dict[str, dict[str, Any]]:
     """What every fitted router of `label_source` computes and holds, newest artefact per kind: router → flops_choose /
     params_choose (the p̂ that picks a deferred query's edge model: a baseline's head, CR²'s teacher), flops_gate /
-    params_gate (CR²'s on-device gate; None for a baseline, whose head also decides) and fit_seconds (everything it
+    params_gate (CR²'s on-device gate; None for a baseline, whose head also decides), bytes_choose / bytes_gate (the
+    size of their stored files: what a deployment loads, a KNN's index included) and fit_seconds (everything it
     holds). CR² appears only where both its teacher and gate are stored."""
     rows = wh.df("SELECT kind, arg_max(flops, created_at) AS flops, arg_max(params, created_at) AS params, "
-                 "arg_max(fit_seconds, created_at) AS fit_seconds FROM artifacts WHERE label_source = ? "
-                 "AND (kind IN ('gate', 'teacher') OR starts_with(kind, 'router:')) GROUP BY kind", [label_source])
+                 "arg_max(fit_seconds, created_at) AS fit_seconds, arg_max(path, created_at) AS path FROM artifacts "
+                 "WHERE label_source = ? AND (kind IN ('gate', 'teacher') OR starts_with(kind, 'router:')) GROUP BY kind",
+                 [label_source])
     got = {k: r for k, r in zip(rows["kind"], rows.to_dict("records"))}
 
     def num(v, cast):
         return None if v is None or pd.isna(v) else cast(v)
+
+    def stored_bytes(path) -> int | None:  # what a deployment loads: the fitted router's stored file(s)
+        p = in_home(wh.home, path) if isinstance(path, str) and path else None
+        if p is None or not p.exists():
+            return None
+        return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
     out: dict[str, dict[str, Any]] = {}
     for kind, r in got.items():
         if kind.startswith("router:") and num(r["flops"], int) is not None:
             out[kind.split(":", 1)[1]] = {"flops_choose": int(r["flops"]), "params_choose": num(r["params"], int),
                                           "flops_gate": None, "params_gate": None,
+                                          "bytes_choose": stored_bytes(r["path"]), "bytes_gate": None,
                                           "fit_seconds": num(r["fit_seconds"], float)}
     gate, teacher = got.get("gate"), got.get("teacher")
     if gate is not None and teacher is not None and num(gate["flops"], int) is not None \
@@ -506,6 +515,7 @@ def router_heads(wh: Warehouse, label_source: str) -> dict[str, dict[str, Any]]:
         fits = [num(x["fit_seconds"], float) for x in (gate, teacher)]
         out["cr2"] = {"flops_choose": int(teacher["flops"]), "params_choose": num(teacher["params"], int),
                       "flops_gate": int(gate["flops"]), "params_gate": num(gate["params"], int),
+                      "bytes_choose": stored_bytes(teacher["path"]), "bytes_gate": stored_bytes(gate["path"]),
                       "fit_seconds": None if None in fits else float(sum(fits))}
     return out
 
@@ -513,7 +523,7 @@ def router_heads(wh: Warehouse, label_source: str) -> dict[str, dict[str, Any]]:
 DEPLOY_DECISION_COLUMNS = ("run_id", "rule", "alpha", "answer", "recommended", "undecided_with", "cheapest",
                            "margin_pct", "rule_sha", "n_pairs", "n_noninferiority")
 DEPLOY_CANDIDATE_COLUMNS = ("run_id", "rule", "alpha", "candidate", "router", "device", "runs_router", "flops_device",
-                            "flops_edge", "flops_worst", "flops_expected", "defer_share", "params", "fit_seconds",
+                            "flops_edge", "flops_worst", "flops_expected", "defer_share", "params", "stored_bytes", "fit_seconds",
                             "complexity_rank", "geo_mean_cost", "geo_mean_cost_lower", "geo_mean_cost_upper",
                             "status", "out_by")
 

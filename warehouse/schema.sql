@@ -331,6 +331,7 @@ CREATE TABLE IF NOT EXISTS deploy_candidates (
     flops_expected      DOUBLE NOT NULL,  -- flops_device + defer_share · flops_edge
     defer_share         DOUBLE,           -- share of test queries deferred, mean over the λ sweep
     params              BIGINT,           -- parameters the router holds
+    stored_bytes        BIGINT,           -- size of its stored fitted files: what a deployment loads (a KNN's index too)
     fit_seconds         DOUBLE,           -- its training time as stored with its artefacts
     complexity_rank     INTEGER NOT NULL, -- 1 = simplest (device model, router, flops_worst)
     geo_mean_cost       DOUBLE NOT NULL,  -- geometric mean over the target grid of its cost at the target

@@ -86,6 +86,7 @@ class Candidate:
     defer_share: float = float("nan")  # share of test queries deferred, mean over the side's λ sweep (descriptive)
     params: int | None = None  # parameters the router holds (CR²: gate + teacher)
     fit_seconds: float | None = None  # the router's training time as stored with its artefact
+    stored_bytes: int | None = None  # size of its stored fitted files: what a deployment loads (a KNN's index too)
 
     @property
     def runs_router(self) -> bool:
@@ -141,6 +142,8 @@ class RouterHead:
     flops_gate: int | None = None  # a separate on-device decision head (CR²: its gate); None: the chooser decides
     params_choose: int | None = None
     params_gate: int | None = None
+    bytes_choose: int | None = None  # size of the stored chooser (a KNN: its index of training embeddings)
+    bytes_gate: int | None = None
     fit_seconds: float | None = None  # training time of everything the router holds
 
 
@@ -160,14 +163,15 @@ def deploy_candidates(rule: str, routers: Sequence[str], heads: Mapping[str, Rou
         h = heads[r]
         on = certified_name(r, rule)
         params = None if h.params_choose is None else int(h.params_choose) + int(h.params_gate or 0)
+        held = None if h.bytes_choose is None else int(h.bytes_choose) + int(h.bytes_gate or 0)
         if h.flops_gate is None:  # the router's own p̂ both decides and picks the edge model
             out.append(Candidate(on, r, True, int(h.flops_choose), 0, share.get(on, float("nan")), params,
-                                 h.fit_seconds))
+                                 h.fit_seconds, held))
         else:
             out.append(Candidate(on, r, True, int(h.flops_gate), int(h.flops_choose), share.get(on, float("nan")),
-                                 params, h.fit_seconds))
+                                 params, h.fit_seconds, held))
         out.append(Candidate(certified_name(r, NO_DEVICE), r, False, 0, int(h.flops_choose), 1.0, h.params_choose,
-                             h.fit_seconds))
+                             h.fit_seconds, h.bytes_choose))
     return out
 
 
@@ -324,6 +328,7 @@ def candidate_records(d: DeployDecision) -> list[dict[str, Any]]:
              "runs_router": c.runs_router, "flops_device": c.flops_device, "flops_edge": c.flops_edge,
              "flops_worst": c.flops_worst, "flops_expected": c.flops_expected,
              "defer_share": c.defer_share if np.isfinite(c.defer_share) else None, "params": c.params,
+             "stored_bytes": c.stored_bytes,
              "fit_seconds": c.fit_seconds, "complexity_rank": i + 1, "geo_mean_cost": d.cost[c.name][0],
              "geo_mean_cost_lower": d.cost[c.name][1], "geo_mean_cost_upper": d.cost[c.name][2],
              "status": d.status[c.name], "out_by": ",".join(d.out_by.get(c.name, ()))}

@@ -188,6 +188,10 @@ PER_QUERY_METRICS: dict[str, PerQueryMetric] = {m.name: m for m in (
     PerQueryMetric("avoidable_risk", lambda q, dec: _risk(q, dec, "avoidable"), "solvable"),
     PerQueryMetric("avoidable_risk_all", lambda q, dec: _risk(q, dec, "avoidable"), "all"),
 )}
+#: the metric of each risk a rule can control (cr2.crc.RISKS key → PER_QUERY_METRICS name), over every test row: the
+#: population a rule's promise is stated for, so a deployed table's test risk is read against α here
+RISK_ALL_METRICS: dict[str, str] = {"teacher-disagreement": "risk_all", "oracle-disagreement": "oracle_risk_all",
+                                    "avoidable-error": "avoidable_risk_all"}
 
 
 def oracle_accuracy(data: RoutingSet) -> float:

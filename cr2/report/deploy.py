@@ -43,7 +43,10 @@ def answer_text(d: pd.Series | dict, candidates: pd.DataFrame) -> str:
     rec = str(d["recommended"])
     if d["answer"] == "undecided":
         names = [rec, *[n for n in str(d["undecided_with"]).split(",") if n]]
-        return "undecided between " + " and ".join(f"{candidate_name(n)} ({_cost(by.get(n))})" for n in names)
+        devices = {bool(by[n]["device"]) for n in names if n in by}
+        where = {frozenset({False}): " — none of them runs a device model",
+                 frozenset({True}): " — every one runs a device model"}.get(frozenset(devices), "")
+        return "undecided between " + " and ".join(f"{candidate_name(n)} ({_cost(by.get(n))})" for n in names) + where
     if d["answer"] == "no device":
         return f"no device: {candidate_name(rec)} ({_cost(by.get(rec))})"
     return f"deploy {candidate_name(rec)} ({_cost(by.get(rec))})"
@@ -85,6 +88,7 @@ def whole_cost_rows(candidates: pd.DataFrame, rule: str) -> list[dict[str, str]]
              "expected at its deferral share": _flops(r["flops_expected"])
              + ("" if pd.isna(r["defer_share"]) else f" ({num(100 * r['defer_share'], '.0f')} % deferred)"),
              "parameters": "–" if pd.isna(r["params"]) else f"{int(r['params']):,}",
+             "stored MB": "–" if "stored_bytes" not in r or pd.isna(r["stored_bytes"]) else num(r["stored_bytes"], ".2f", 1e-6),
              "training s": "–" if pd.isna(r["fit_seconds"]) else num(r["fit_seconds"], ".1f"),
              "geometric-mean cost [95 % CI]": _cost(r), "status": str(r["status"])
              + (f" (called \"dearer\" than {', '.join(candidate_name(x) for x in str(r['out_by']).split(','))})"

@@ -42,6 +42,7 @@ class ReportInputs:
     deploy_decision: pd.DataFrame = field(default_factory=pd.DataFrame)  # which router to deploy: one row per rule, as shown
     deploy_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # the deploy rule's candidates, whole decision cost
     certified_validity: pd.DataFrame = field(default_factory=pd.DataFrame)  # the run's certified re-split cells
+    certified_test_risk: pd.DataFrame = field(default_factory=pd.DataFrame)  # their deployed tables' test risks
     guarantee_run: dict | None = None  # the newest validity run (`cr2 guarantees`): source, re-splits, N_calib
     guarantees: pd.DataFrame = field(default_factory=pd.DataFrame)  # its bounded cells (guarantee_cells)
     guarantee_price: pd.DataFrame = field(default_factory=pd.DataFrame)  # v_guarantee_price rows of that run
@@ -54,16 +55,21 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
     """The validity tables (docs/guarantees.md, cr2.report.validity): every certified router of the run over the
     certify stage's re-splits, and CR²'s deployed gate's other promises when a validity run (`cr2 guarantees`) is in
     the warehouse; each says why it is empty where it is."""
-    from cr2.report.validity import certified_display, certified_verdicts, deployed_display, deployed_verdicts
+    from cr2.report.validity import (certified_display, certified_verdicts, deployed_display, deployed_table_risk,
+                                     deployed_verdicts, rule_promise_note)
 
     st = MethodStyles.from_frame(inp.methods)
     rule = ("Verdict: a one-sided test per cell of the promise (z = (mean − bound) / Monte-Carlo SE; a share: exact "
             "binomial), Holm at 5 % over the cells of one row: \"violation detected\" where Holm rejects a cell, "
             "else \"no violation detected\".")
-    certified = certified_display(certified_verdicts(inp.certified_validity), st.label)
+    verdicts = certified_verdicts(inp.certified_validity)
+    certified = certified_display(verdicts, st.label, deployed=deployed_table_risk(inp.certified_test_risk))
+    note = rule_promise_note(verdicts["rule"]) if len(verdicts) else ""
     out = [TableBlock("validity_certified", "Validity over re-splits: every certified router", "v_certified_validity",
                       "E[risk] ≤ α at every λ, over the certify stage's random calibration/test re-splits of val ∪ test; "
                       "each row names the risk its rule bounds. " + rule
+                      + " Beside each verdict, the one table a user deploys (calibrated on val): its own test risk per "
+                      "λ, summarised. " + note
                       + ("" if len(certified) else " This run stores no re-splits of a certified router "
                          "(evaluation.n_resplits = 0, or no certified router)."), certified)]
     if inp.guarantee_run is None:

@@ -10,6 +10,9 @@ cr2.evaluation.validity.validity_verdict over the cells of one guarantee, read f
   ≤ δ, Mondrian CRC's per-group mean, the target mode's miss share (cr2_warehouse.repository.guarantee_cells).
 
 The crc rules' mean risk of CR²'s gate is cr2@crc … of the first source, never recomputed by the second.
+Beside each certified verdict, `deployed_table_risk` summarises the one table a user deploys (calibrated on val,
+evaluated on test): a verdict over re-splits is about the rule, not about that table (`rule_promise_note` says what
+each kind of rule promises about it).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.validity import validity_verdict
-from cr2.report.cells import EM_DASH, count_cell, lam_cell, pm_cell
+from cr2.report.cells import EM_DASH, ci_cell, count_cell, lam_cell, num, pm_cell
 
 CERTIFIED_COLUMNS = ["router", "rule", "risk", "alpha", "verdict", "n_cells", "n_violated", "worst_lam", "mean", "se",
                      "p_holm", "n_resplits", "note"]
@@ -30,6 +33,13 @@ DEPLOYED_PROMISES = {
     ("mondrian_mean_risk", "mean_test_risk"): ("mean", "E[{risk} | group] ≤ α at every λ and group"),
     ("ltt_any_violation", "share_any_lam_over_alpha_pool"): ("share", "P(some λ has {risk} > α) ≤ δ"),
     ("target_miss", "share_missing_target_pool"): ("share", "P(the chosen point misses its target) ≤ δ"),
+}
+DEPLOYED_RISK_COLUMNS = ["router", "rule", "alpha", "metric", "n_lam", "n_above", "mean", "max", "max_lam", "max_lower",
+                         "max_upper"]
+# what a rule's promise is over (promise_kind), in the words every validity table prints under its rows
+PROMISES_OVER_DRAWS = {
+    "crc": "in expectation over calibration draws: about half of deployed tables can land above α",
+    "ltt": "with probability ≥ 1 − δ over the calibration draw, the deployed table's risk is ≤ α (at every λ at once)",
 }
 CONTEXT_CHECKS = {("crc_group_mean_risk", "mean_test_risk"): "plain CRC per group: context, CRC promises no "
                                                              "per-group bound"}
@@ -131,6 +141,63 @@ def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
     return _keep_verdicts(pd.DataFrame(rows, columns=DEPLOYED_COLUMNS), rows)
 
 
+def deployed_table_risk(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per certified method `<router>@<rule>` and α: its deployed threshold table's own test risk, for the risk
+    its rule bounds (the rule registry's) — the mean over the table's λ, how many λ have a test risk above α, and the
+    largest with its λ and 95 % bootstrap interval (NaN where the run stores none).
+
+    points: per (method, lam, alpha, metric) the test value, lower and upper (cr2_warehouse.reads.certified_test_risk
+    over cr2.evaluation.metrics.RISK_ALL_METRICS). A rule that bounds no risk has no row."""
+    from cr2.crc import RULE_REGISTRY, rule_risk
+    from cr2.evaluation.metrics import RISK_ALL_METRICS
+
+    rows = []
+    for (method, alpha), g in (points.groupby(["method", "alpha"], sort=True) if len(points) else ()):
+        router, _, rule = str(method).partition("@")
+        risk = rule_risk(rule) if rule in RULE_REGISTRY else None
+        if risk is None:
+            continue
+        metric = RISK_ALL_METRICS[risk.name]
+        g = g[g["metric"] == metric].dropna(subset=["value"]).sort_values("lam")
+        if g.empty:
+            continue
+        value = g["value"].to_numpy(float)
+        top = g.iloc[int(np.argmax(value))]
+        rows.append({"router": router, "rule": rule, "alpha": float(alpha), "metric": metric, "n_lam": len(value),
+                     "n_above": int((value > float(alpha)).sum()), "mean": float(value.mean()),
+                     "max": float(top["value"]), "max_lam": float(top["lam"]), "max_lower": top.get("lower", np.nan),
+                     "max_upper": top.get("upper", np.nan)})
+    return pd.DataFrame(rows, columns=DEPLOYED_RISK_COLUMNS)
+
+
+def promise_kind(rule: str) -> str | None:
+    """What a rule's promise is over, from the rule registry: 'ltt' (a rule that needs δ: with probability ≥ 1 − δ over
+    the calibration draw), 'crc' (in expectation over calibration draws), None (no promise, or not a registered rule)."""
+    from cr2.crc import RULE_REGISTRY
+
+    spec = RULE_REGISTRY.get(rule)
+    if spec is None:
+        return None
+    return "ltt" if spec.needs_delta else "crc" if spec.procedure == "crc" else None
+
+
+def rule_promise_note(rules) -> str:
+    """One sentence on what the rules among `rules` promise about the deployed table, by kind (promise_kind), and which
+    rules bound the deployed table itself (docs/guarantees.md); '' where none of them promises anything."""
+    from cr2.crc import RULE_REGISTRY
+
+    by_kind: dict[str, list[str]] = {}
+    for rule in dict.fromkeys(str(r) for r in rules):
+        if promise_kind(rule) is not None:
+            by_kind.setdefault(promise_kind(rule), []).append(rule)
+    if not by_kind:
+        return ""
+    said = "; ".join(f"{', '.join(by_kind[k])} — {PROMISES_OVER_DRAWS[k]}" for k in PROMISES_OVER_DRAWS if k in by_kind)
+    ltt = ", ".join(name for name, spec in RULE_REGISTRY.items() if spec.needs_delta)
+    return (f"What the rule promises about the deployed table: {said}. The rules that bound the deployed table itself "
+            f"are the ltt rules ({ltt}; docs/guarantees.md).")
+
+
 def _lam(v) -> str:
     return lam_cell(v, EM_DASH)
 
@@ -147,13 +214,15 @@ def _verdict_cell(r, word: Callable[[str | None], str]) -> str:
 
 
 def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
-                      word: Callable[[str | None], str] = lambda w: w or "—") -> pd.DataFrame:
+                      word: Callable[[str | None], str] = lambda w: w or "—",
+                      deployed: pd.DataFrame | None = None) -> pd.DataFrame:
     """certified_verdicts as shown: router, rule, risk bounded, α, worst λ, mean risk ± MC SE there, re-splits, the
-    verdict with its family (Holm over the λ cells) and, where there is no verdict, why. `label` names a router,
-    `word` marks a verdict word (docs/results.md's Doc.word)."""
+    verdict with its family (Holm over the λ cells) and, where there is no verdict, why; with `deployed`
+    (deployed_table_risk), beside each verdict the deployed table's own test risk (mean over λ, λ above α, the largest
+    with its interval). `label` names a router, `word` marks a verdict word (docs/results.md's Doc.word)."""
     if v.empty:
         return pd.DataFrame()
-    return pd.DataFrame({
+    shown = pd.DataFrame({
         "router": [label(r) for r in v["router"]], "rule": v["rule"], "risk bounded": v["risk"],
         "α": v["alpha"].map(lambda a: f"{a:g}"), "worst λ": v["worst_lam"].map(_lam),
         "mean risk over re-splits ± MC SE (worst λ)": [pm_cell(m, s, missing_text=EM_DASH)
@@ -162,6 +231,18 @@ def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
         "E[risk] ≤ α at every λ: verdict (λ cells over α / tested, Holm p)": [
             _verdict_cell(r, word) for r in v.itertuples()],
     }).reset_index(drop=True)
+    if deployed is None:
+        return shown
+    at = {(r.router, r.rule, round(float(r.alpha), 12)): r for r in deployed.itertuples()}
+    rows = [at.get((r.router, r.rule, round(float(r.alpha), 12))) for r in v.itertuples()]
+    none = f"{EM_DASH} (no test rows stored)"
+    shown["deployed table: test risk, mean over λ"] = [none if d is None else num(d.mean, ".4f") for d in rows]
+    shown["deployed table: λ with test risk > α"] = [none if d is None else f"{_count(d.n_above)} of {_count(d.n_lam)}"
+                                                     for d in rows]
+    shown["deployed table: largest test risk [95 % CI] (its λ)"] = [
+        none if d is None else f"{ci_cell(d.max, d.max_lower, d.max_upper, '.4f')} (λ = {_lam(d.max_lam)})"
+        for d in rows]
+    return shown
 
 
 def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda w: w or "—") -> pd.DataFrame:
@@ -189,4 +270,5 @@ def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda
     }).reset_index(drop=True)
 
 
-__all__ = ["certified_display", "certified_verdicts", "deployed_display", "deployed_verdicts", "risk_of_rule"]
+__all__ = ["certified_display", "certified_verdicts", "deployed_display", "deployed_table_risk", "deployed_verdicts",
+           "promise_kind", "risk_of_rule", "rule_promise_note"]

@@ -21,14 +21,16 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
                                             "into gate quality, price of the guarantee and certified score"),
             targets: Optional[str] = typer.Option(None, "--targets", help="fixed-accuracy targets, comma-separated "
                                                   "(0.50 … 0.99 in steps of 0.01; default: the paper's 0.79–0.82, or "
-                                                  "the four highest CR² and KNN both reach when they do not reach 0.82)"),
+                                                  "the four highest CR² and KNN both reach when they do not reach 0.82; "
+                                                  "with --equal-risk: one cost table per target, default the highest "
+                                                  "every certified router reaches)"),
             home: Optional[Path] = HomeOpt) -> None:
     """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
     from cr2_cli.results import comparison_markdown, equal_risk_markdown, parse_targets, results_markdown
 
     if equal_risk:
-        target = parse_targets(targets)[0] if targets is not None else 0.80
-        emit(equal_risk_markdown(home_dir(home, create=False), label_source, target))
+        chosen = parse_targets(targets) if targets is not None else None  # every target, each its own cost table
+        emit(equal_risk_markdown(home_dir(home, create=False), label_source, chosen))
         return
     chosen = parse_targets(targets) if targets is not None else None  # a bad list fails before the warehouse opens
     h = home_dir(home, create=False)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, seed_t_interval
 from cr2.evaluation.validity import validity_verdict
-from cr2.report.cells import ci_cell, p_cell
+from cr2.report.cells import ci_cell, num, p_cell
 from cr2.report.markdown import markdown_table
 from cr2.report.tables import ROUTER_NAMES
 from cr2_cli.resultsdoc.core import Doc, label_kind
@@ -247,6 +247,37 @@ def answers(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+ROUTING_BENCH = "benchmarks/results/routing.json"
+
+
+def decision_us(doc: Doc) -> tuple[dict[str, float], str]:
+    """Measured µs per decision at batch 1 (median over repeats) of each router in the stored routing benchmark
+    (`python benchmarks/bench_routing.py`), by its key there, and a line saying where and when it was measured."""
+    import json
+
+    path = doc.repo / ROUTING_BENCH
+    if not path.is_file():
+        return {}, f"no stored `{ROUTING_BENCH}`: run `python benchmarks/bench_routing.py`"
+    b = json.loads(path.read_text(encoding="utf-8"))
+    us = {f["key"][: -len(".b1_us")]: float(f["median"]) for f in b.get("figures", []) if f["key"].endswith(".b1_us")}
+    m = b.get("machine", {})
+    return us, (f"µs per decision: median at batch 1 of `{ROUTING_BENCH}` (measured {str(b.get('measured_at', '?'))[:10]}, "
+                f"{m.get('cpus', '?')} CPUs, {b.get('config', {}).get('threads', '?')} thread, "
+                f"{b.get('config', {}).get('data', 'its data')}); CR² with a device: gate and teacher on every query "
+                "(`cr2-route`), without: the teacher alone (`cr2-edge`)")
+
+
+def _us_key(candidate: str) -> str | None:
+    from cr2.evaluation.deploy import ALWAYS_EDGE, NO_DEVICE
+
+    if candidate == ALWAYS_EDGE:
+        return None
+    router, _, rule = candidate.partition("@")
+    if router == "cr2":
+        return "cr2-edge" if rule == NO_DEVICE else "cr2-route"
+    return router
+
+
 def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
     """Which router to deploy per scenario and rule: the stored decisions of each scenario's newest evaluation run
     (tables deploy_decisions / deploy_candidates, cr2.evaluation.deploy's rule) — the rows `cr2 results` and the HTML
@@ -257,6 +288,7 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
     from cr2_warehouse.repository import run_deploy, run_equal_risk
 
     rows, costs = [], []
+    us, us_line = decision_us(doc)
     for key, name in keys:
         if not doc.has(key):
             continue
@@ -278,9 +310,13 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
         rows += deploy_rows(decisions, candidates, name)
         by_rule = {rule: {r["candidate"]: r for r in whole_cost_rows(candidates, rule)} for rule in decisions["rule"]}
         first = next(iter(by_rule.values()))
-        for cand, r in first.items():
+        stored = candidates[candidates["rule"] == decisions["rule"].iloc[0]].set_index("candidate")
+        for cand in stored.index:
+            r = first[cand]
+            key = _us_key(cand)
             row = {"scenario": name, **{k: v for k, v in r.items() if k not in ("geometric-mean cost [95 % CI]", "status",
-                                                                                  "expected at its deferral share")}}
+                                                                                  "expected at its deferral share")},
+                   "µs per decision": "0" if key is None else num(us.get(key), ".1f")}
             for rule, per in by_rule.items():
                 c = per.get(cand)
                 row[f"{rule}: geometric-mean cost [95 % CI], status"] = "–" if c is None else \
@@ -291,7 +327,7 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
     return (RULE_SUMMARY + "\n\n" + markdown_table(pd.DataFrame(rows)) + "\n\n**The whole cost of a decision, per "
             "candidate** (ranked simplest first: device model, router, worst-case decision FLOPs — what the rule ranks "
             "by; every candidate that runs a router also pays the shared MiniLM embedding; parameters and training "
-            "time as stored with the artefacts):\n\n" + markdown_table(pd.DataFrame(costs)))
+            f"time as stored with the artefacts; {us_line}):\n\n" + markdown_table(pd.DataFrame(costs)))
 
 
 def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
