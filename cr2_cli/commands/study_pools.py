@@ -129,6 +129,10 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "â€
         er = pool_equal_risk(wh, study_id)
     if er.empty:
         return "(no equal-risk rows for this study: pools run before the equal-risk stage; re-run the study)"
+    from cr2.evaluation.equal_risk import QUESTIONS
+
+    # a question a pool stored that is no longer asked (the deploy rule's former ordered pairs) is not read as one
+    er = er[er["question"].isin(QUESTIONS)]
     er = er.assign(rule=er["subject"].map(_rule_of))
     lines = []
     for (question, rule), q in er.groupby(["question", "rule"], sort=False):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from cr2.evaluation.equal_risk import QUESTIONS
 from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, seed_t_interval
 from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import ci_cell, num, p_cell
@@ -26,7 +27,6 @@ RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracl
              "crc-avoidable": "avoidable error, on the labels"}
 SCENARIOS = (("default", "Default (simulated Qwen3 labels)"), ("mmlu-pro", "MMLU-Pro (measured)"),
              ("zeroeval-qwen", "ZeroEval Qwen ladder (measured)"), ("zeroeval-gemma", "ZeroEval Gemma ladder (measured)"))
-QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score")
 
 INTRO = """## Equal-risk comparison: every router certified under the same rules
 
@@ -195,6 +195,8 @@ def seed_table(doc: Doc, key: str) -> str:
         return f"_Seed study `{study}` has no equal-risk rows (made before the equal-risk stage)._\n"
     rows = []
     for (metric, method, alpha), g in d.groupby(["metric", "method", "alpha"], dropna=False, sort=True):
+        if metric.split(":", 1)[1] not in QUESTIONS:
+            continue  # a question a seed stored that is no longer asked (the deploy rule's former ordered pairs)
         ti = seed_t_interval(g["value"].to_numpy(dtype=float))
         if ti.n < 2:
             continue
@@ -284,7 +286,7 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
     report print — and per scenario every candidate with the whole cost of its decisions."""
     from cr2.core.errors import DataValidationError
     from cr2.evaluation.deploy import contradictions
-    from cr2.report.deploy import RULE_SUMMARY, deploy_rows, whole_cost_rows
+    from cr2.report.deploy import RULE_SUMMARY, candidate_name, deploy_rows, whole_cost_rows
     from cr2_warehouse.repository import run_deploy, run_equal_risk
 
     rows, costs = [], []
@@ -308,19 +310,24 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
                          "re-run it)"})
             continue
         rows += deploy_rows(decisions, candidates, name)
-        by_rule = {rule: {r["candidate"]: r for r in whole_cost_rows(candidates, rule)} for rule in decisions["rule"]}
+        # one row per (router, device on/off): its rule-free whole cost, then per rule its cost and status
+        by_rule = {}  # rule → (router, device) → (stored candidate, its whole-cost row in the stored rows' order)
+        for rule in decisions["rule"]:
+            stored = candidates[candidates["rule"] == rule].sort_values("complexity_rank")
+            by_rule[rule] = {(str(c.router), bool(c.device)): (c.candidate, r)
+                             for c, r in zip(stored.itertuples(), whole_cost_rows(candidates, rule))}
         first = next(iter(by_rule.values()))
-        stored = candidates[candidates["rule"] == decisions["rule"].iloc[0]].set_index("candidate")
-        for cand in stored.index:
-            r = first[cand]
+        for which, (cand, r) in first.items():
             key = _us_key(cand)
+            label = cand if not which[1] else f"{which[0]}@rule"  # the certified candidate: one row for every rule
             row = {"scenario": name, **{k: v for k, v in r.items() if k not in ("geometric-mean cost [95 % CI]", "status",
                                                                                   "expected at its deferral share")},
+                   "candidate": candidate_name(label),
                    "µs per decision": "0" if key is None else num(us.get(key), ".1f")}
             for rule, per in by_rule.items():
-                c = per.get(cand)
+                c = per.get(which)
                 row[f"{rule}: geometric-mean cost [95 % CI], status"] = "–" if c is None else \
-                    f"{c['geometric-mean cost [95 % CI]']}, {c['status']}"
+                    f"{c[1]['geometric-mean cost [95 % CI]']}, {c[1]['status']}"
             costs.append(row)
     if not rows:
         return "_No scenario stores a deploy decision (runs made before the deploy rule)._\n"

@@ -149,6 +149,16 @@ def _certified(doc: Doc, key: str):
         return run_id, eval_run(wh, run_id), certified_validity(wh, run_id), methods_of_run(wh, run_id)
 
 
+def _deployed_risk(doc: Doc, key: str, run_id: str) -> pd.DataFrame:
+    """Each certified router's deployed table's own test risk in run `run_id` (cr2.report.validity.deployed_table_risk)."""
+    from cr2.evaluation.metrics import RISK_ALL_METRICS
+    from cr2.report.validity import deployed_table_risk
+    from cr2_warehouse.reads import certified_test_risk
+
+    with doc.warehouse(key) as wh:
+        return deployed_table_risk(certified_test_risk(wh, run_id, tuple(RISK_ALL_METRICS.values())))
+
+
 def _validity(doc: Doc) -> str:
     from cr2.evaluation.validity import LEVEL
 
@@ -199,18 +209,28 @@ def _certified_table(doc: Doc, key: str, title: str) -> str:
     if v.empty:
         return (f"**{title} — certified routers.** _(no rows: run `{run_id}` stores no re-splits of a certified "
                 "router — evaluation.n_resplits = 0, or no certified router)_\n")
+    from cr2.report.validity import rule_promise_note
+
     label = MethodStyles.from_frame(methods).label
     n = v["n_resplits"].dropna()
+    deployed = {(r.router, r.rule, round(float(r.alpha), 12)): r for r in _deployed_risk(doc, key, run_id).itertuples()}
     rows = []
     for (router, rule, risk), g in v.groupby(["router", "rule", "risk"], sort=False):
         row = {"router": label(router), "rule (its risk)": f"{rule} ({risk})"}
         for r in g.itertuples():
+            d = deployed.get((router, rule, round(float(r.alpha), 12)))
+            table = "" if d is None else (f"; deployed table: {d.n_above}/{d.n_lam} λ above α, largest "
+                                          f"{ci_cell(d.max, d.max_lower, d.max_upper, '.4f')}")
             row[f"α = {r.alpha:g}"] = (f"{doc.word(r.verdict)} ({r.n_violated}/{r.n_cells}, worst λ = {r.worst_lam:.3g}: "
-                                       f"{r.mean:.4f} ± {r.se:.4f})" if isinstance(r.verdict, str) else f"— ({r.note})")
+                                       f"{r.mean:.4f} ± {r.se:.4f}){table}" if isinstance(r.verdict, str)
+                                       else f"— ({r.note}){table}")
         rows.append(row)
     kind = label_kind(str(run["label_source"]))
     head = (f"**{title} — certified routers, {kind} labels** (`{run['label_source']}`): run `{run_id}`, "
-            + (f"{int(n.max()):,} re-splits" if len(n) else "re-splits of the certify stage") + " per (λ, rule).\n")
+            + (f"{int(n.max()):,} re-splits" if len(n) else "re-splits of the certify stage") + " per (λ, rule). "
+            "After each verdict, the one threshold table a user deploys (calibrated on val): how many of its λ have a "
+            "test risk above α, and the largest with its 95 % bootstrap interval over the test queries. "
+            + rule_promise_note(v["rule"]) + "\n")
     return head + "\n" + markdown_table(pd.DataFrame(rows).fillna("— (not certified at this α)")) + "\n"
 
 
