@@ -20,6 +20,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.evaluation.deploy import deploy_decision, grid_log_cost
+from cr2.evaluation.equal_risk import PAIRWISE
 from cr2.evaluation.fixed_accuracy import grid_columns
 from cr2.evaluation.statistics import CHEAPER, DEARER
 from cr2.method.utility import DEVICE_INDEX
@@ -64,7 +65,7 @@ def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: di
                    for side, points in by_side.items() if at_default(side)}
     sides = {uncertified_side(r): (r, None) for r in routers}
     sides.update({certified_side(r, rule, a): (r, rule) for r in routers for rule in rules for a in alphas})
-    comparisons = decomposition(routers, rules, alphas)
+    comparisons = decomposition(routers, rules, alphas, pairwise_alpha=default_alpha)
     fallback = always_fallback(test, keep, VIEW_TARGETS, counts)
     edge = edge_fallback(test, keep, VIEW_TARGETS, counts)  # a candidate without a device falls back to an edge model
     costs = side_costs(outcomes, VIEW_TARGETS, counts, fallback, {no_device_side(r): edge for r in routers})
@@ -96,10 +97,12 @@ def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: di
 
 
 def dearer_in_family(rows: list[dict], rule: str, alpha: float) -> dict[str, list[str]]:
-    """side → the sides a stored certified-score comparison of `rule` at `alpha` calls it dearer than (its Holm word)."""
+    """side → the sides a stored comparison of two certified sides of `rule` at `alpha` (certified-score, pairwise)
+    calls it dearer than (its Holm word): the deploy rule never recommends a side any stored word calls dearer."""
     out: dict[str, list[str]] = {}
     for r in rows:
-        if r.get("question") != "certified-score" or r.get("metric") != "mean_saving_pct" or r.get("rule") != rule \
+        if r.get("question") not in ("certified-score", PAIRWISE) or r.get("metric") != "mean_saving_pct" \
+                or r.get("rule") != rule \
                 or r.get("alpha") is None or abs(float(r["alpha"]) - alpha) > 1e-12:
             continue
         if r.get("verdict") == DEARER:

@@ -70,6 +70,9 @@ def test_cr2_results_prints_the_stored_answer(stored, pipeline_slice):
     text = results_markdown(pipeline_slice["home"])
     for rule, answer in stored["answers"].items():
         assert answer in text, (rule, answer)
+    # every saving-vs-KNN table names its sides: certified CR² against the uncertified baselines
+    titled = [line for line in text.splitlines() if line.startswith("**") and "vs KNN" in line]
+    assert titled and all("sides" in line for line in titled), titled
 
 
 def test_the_html_report_and_its_csv_print_the_stored_answer(stored, pipeline_slice):

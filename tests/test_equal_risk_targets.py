@@ -1,4 +1,4 @@
-"""`cr2 results --equal-risk` on a user's pool (issue 57, item 5): a default target the certified routers reach (not a
+"""`cr2 results --equal-risk` on a user's pool: a default target the certified routers reach (not a
 fixed 0.80 a pool may never reach), every requested target kept — one cost table each — or refused with its reason,
 and every comparison named by its two sides with their guarantees (certified at α / uncertified), so "CR² vs KNN" at
 −1.7, −1.5 and +0.9 % in three tables can be told apart.

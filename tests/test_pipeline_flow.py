@@ -229,7 +229,8 @@ def test_run_publishes_its_results_as_prefect_artifacts(pipeline):
     import json
 
     first = pipeline["first"]
-    assert first["artifacts"] == ["cr2-summary", "cr2-operating-points", "cr2-router-comparison", "cr2-report"]
+    assert first["artifacts"] == ["cr2-summary", "cr2-operating-points", "cr2-router-comparison", "cr2-deploy-decision",
+                                  "cr2-report"]
     arts = _artifacts_of_run_with("cr2-summary", first["evaluate"]["run_id"])
     assert set(first["artifacts"]) <= set(arts)
     assert arts["cr2-summary"].type == "markdown" and "SIMULATED LABELS" in arts["cr2-summary"].data

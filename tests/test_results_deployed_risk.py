@@ -1,4 +1,4 @@
-"""Beside every validity verdict, the deployed table's own test risk (issue 57, item 4): a "no violation detected"
+"""Beside every validity verdict, the deployed table's own test risk: a "no violation detected"
 over re-splits is a statement about the rule in expectation, while the one table a user deploys can sit above α at
 many λ. `cr2 results` and `cr2 guarantees` show its test risk of the risk its rule bounds — mean over λ, how many λ
 are above α, the largest with its interval — and say what the rule promises, read from the rule registry.

@@ -62,8 +62,8 @@ Holm over the candidates compared with C; shown where the Holm p is below 0.05 (
 bound of the loss is below Δ).
 
 Decision:
-1. a candidate called "dearer" than another — in this family, or in the certified-score comparison of the same
-   rule and α — is out;
+1. a candidate called "dearer" than another — in this family, or in any stored comparison of two certified
+   sides of the same rule and α (certified-score, pairwise) — is out;
 2. C is the candidate with the lowest estimated L among the others;
 3. the recommendation is the simplest of C and the candidates shown non-inferior to C;
 4. if a candidate simpler than the recommendation is neither out nor shown non-inferior, the answer is "undecided

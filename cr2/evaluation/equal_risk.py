@@ -14,7 +14,10 @@ Questions, for rule R at level α:
 - calibrated-vs-default: X@R at α vs X uncertified, for X = CR² and every B — what moving from the router's default
                          threshold to the calibrated one does to cost (a change of decision rule, not a price paid
                          at equal risk: it can come out either way);
-- certified-score:       CR²@R vs B@R at the same α — which score certifies cheaper at equal risk.
+- certified-score:       CR²@R vs B@R at the same α — which score certifies cheaper at equal risk;
+- pairwise:              every ordered pair of certified routers at R and the default α — stored for the router study,
+                         whose pre-registered estimand it is (a candidate against the reference); its family holds both
+                         orders of every pair.
 
 Which router to deploy is cr2.evaluation.deploy's rule over the same side costs (question "deploy").
 
@@ -37,7 +40,8 @@ from cr2.evaluation.fixed_accuracy import (FallbackCost, MethodOutcomes, cost_sa
 
 SUBJECT = "cr2"
 CR2_UNCERTIFIED = "cr2-fixed-0.5"  # CR²'s gate without a calibrated threshold: accept where s ≥ 0.5 (Δ̂ ≥ 0)
-QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score")
+QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score")  # what the results surfaces show
+PAIRWISE = "pairwise"  # every ordered pair at the default α: the router study's estimand, stored, not a results question
 COST, SAVING, MEAN_SAVING = "cost_at_accuracy", "saving_pct", "mean_saving_pct"
 
 
@@ -71,9 +75,13 @@ def certified_side(router: str, rule: str, alpha: float) -> Side:
     return Side(certified_name(router, rule), float(alpha))
 
 
-def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence[float]) -> list[Comparison]:
-    """The comparisons of the questions for CR² against every other router of `routers` (certified ones). Which router
-    to deploy is not one of them: cr2.evaluation.deploy tests every pair of candidates on an antisymmetric estimand."""
+def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence[float],
+                  pairwise_alpha: float | None = None) -> list[Comparison]:
+    """The comparisons of the questions for CR² against every other router of `routers` (certified ones), and with
+    `pairwise_alpha` (the default α) every ordered pair of certified routers at it — PAIRWISE, the router study's
+    pre-registered estimand (a candidate's saving against the reference, configs/studies/router-study.yaml). Which
+    router to deploy is neither: cr2.evaluation.deploy tests every unordered pair of candidates on an antisymmetric
+    estimand."""
     baselines = [r for r in routers if r != SUBJECT]
     out = [Comparison("gate-quality", SUBJECT, b, None, None, uncertified_side(SUBJECT), uncertified_side(b))
            for b in baselines]
@@ -83,6 +91,11 @@ def decomposition(routers: Sequence[str], rules: Sequence[str], alphas: Sequence
                                certified_side(r, rule, alpha), uncertified_side(r)) for r in [SUBJECT, *baselines]]
             out += [Comparison("certified-score", SUBJECT, b, rule, float(alpha), certified_side(SUBJECT, rule, alpha),
                                certified_side(b, rule, alpha)) for b in baselines]
+        if pairwise_alpha is not None:  # both orders: a saving is a ratio, so b over a is not −(a over b)
+            ordered = [SUBJECT, *baselines] if SUBJECT in routers else list(baselines)
+            out += [Comparison(PAIRWISE, a, b, rule, float(pairwise_alpha), certified_side(a, rule, pairwise_alpha),
+                               certified_side(b, rule, pairwise_alpha))
+                    for a in ordered for b in ordered if a != b]
     return out
 
 
@@ -185,5 +198,5 @@ def study_statistics(rows: Sequence[Mapping[str, Any]], alpha: float) -> list[di
 
 
 __all__ = ["COST", "CR2_UNCERTIFIED", "Comparison", "MEAN_SAVING", "QUESTIONS", "SAVING", "Side", "certified_side",
-           "decomposition", "equal_risk_rows", "family_key", "no_device_side", "side_costs", "study_statistics",
+           "PAIRWISE", "decomposition", "equal_risk_rows", "family_key", "no_device_side", "side_costs", "study_statistics",
            "uncertified_side"]
