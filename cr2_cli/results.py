@@ -76,6 +76,13 @@ def _has_table(wh, name: str) -> bool:
     return has_table(wh, name)
 
 
+# the sides of the saving-vs-KNN tables, named on each (the same pair appears certified vs certified in the deploy
+# table and in `cr2 results --equal-risk`)
+SIDES_VS_KNN = ("sides: CR² with its deployed threshold table, certified at α = {alpha:g} under its own rule, vs KNN "
+                "(and each other baseline) with its own one-shot decision, uncertified; both certified: the deploy "
+                "table above and `cr2 results --equal-risk`")
+
+
 def run_deploy_markdown(home: str | Path, run_id: str) -> str:
     """The stored deploy decision of run `run_id` (tables deploy_decisions, deploy_candidates) as markdown — the rows
     every other surface prints (cr2.report.deploy)."""
@@ -126,12 +133,14 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
         f"{targets_line}\n",
         run_deploy_markdown(home, run_id),
         validity_markdown(home, run_id, alpha),
-        f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)**"
-        f"\n\n{markdown_table(fixed, 3, no_target)}",
-        f"**CR² vs KNN at {which_targets(targets)} (v_fixed_accuracy_ci)**\n\n{markdown_table(verdict_table(fa), why=no_target)}",
-        f"**Mean saving vs KNN over the validation target grid, % [95 % CI] (v_mean_saving_ci; CR² at α)**\n\n"
+        f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)** — "
+        f"{SIDES_VS_KNN.format(alpha=alpha)}\n\n{markdown_table(fixed, 3, no_target)}",
+        f"**CR² vs KNN at {which_targets(targets)} (v_fixed_accuracy_ci)** — {SIDES_VS_KNN.format(alpha=alpha)}"
+        f"\n\n{markdown_table(verdict_table(fa), why=no_target)}",
+        f"**Mean saving vs KNN over the validation target grid, % [95 % CI] (v_mean_saving_ci; CR² at α)** — "
+        f"{SIDES_VS_KNN.format(alpha=alpha)}\n\n"
         f"{markdown_table(mean_saving_table(f['mean_saving']), why=NO_MEAN_SAVING)}",
-        f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)**\n\n"
+        f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)** — same sides\n\n"
         f"{markdown_table(grid, 3, no_target)}",
         f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{markdown_table(f['local_at_cost'])}",
         f"**CR² at α = {alpha:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**\n\n"
