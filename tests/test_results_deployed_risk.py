@@ -87,6 +87,21 @@ def test_deployed_table_risk_reads_the_risk_its_rule_bounds():
     assert d.loc[("knn", "ltt-avoidable"), "metric"] == "avoidable_risk_all"
 
 
+def test_the_deployed_tables_lambda_by_lambda_mark_every_lambda_above_alpha():
+    from cr2.report.validity import deployed_risk_per_lam
+
+    points = pd.DataFrame([{"method": m, "lam": lam, "alpha": ALPHA, "metric": metric, "value": v,
+                            "lower": 0.015 if (m, lam) == ("knn@crc-avoidable", 2.0) else np.nan,
+                            "upper": 0.023 if (m, lam) == ("knn@crc-avoidable", 2.0) else np.nan}
+                           for (m, metric), vs in TEST_RISK.items() for lam, v in zip(LAMS, vs)])
+    t = deployed_risk_per_lam(points, ALPHA).set_index("method")
+    knn = t.loc["knn@crc-avoidable"]
+    assert knn["risk"] == "avoidable-error" and knn["λ = 2"] == "0.0190 [0.0150, 0.0230] > α"
+    assert [c.endswith("> α") for c in knn.filter(like="λ =")] == [False, True, True, True]  # the rule's own risk only
+    assert not any(c.endswith("> α") for c in t.loc["cr2@crc-oracle"].filter(like="λ ="))  # = α is not above it
+    assert deployed_risk_per_lam(points, 0.05).empty or len(deployed_risk_per_lam(points, 0.05)) == 0
+
+
 def test_a_rules_kind_comes_from_the_registry_not_its_name(monkeypatch):
     from cr2.crc import RULE_REGISTRY, RuleSpec
     from cr2.report.validity import promise_kind, rule_promise_note

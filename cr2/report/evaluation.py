@@ -55,8 +55,8 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
     """The validity tables (docs/guarantees.md, cr2.report.validity): every certified router of the run over the
     certify stage's re-splits, and CR²'s deployed gate's other promises when a validity run (`cr2 guarantees`) is in
     the warehouse; each says why it is empty where it is."""
-    from cr2.report.validity import (certified_display, certified_verdicts, deployed_display, deployed_table_risk,
-                                     deployed_verdicts, rule_promise_note)
+    from cr2.report.validity import (certified_display, certified_verdicts, deployed_display, deployed_risk_per_lam,
+                                     deployed_table_risk, deployed_verdicts, rule_promise_note)
 
     st = MethodStyles.from_frame(inp.methods)
     rule = ("Verdict: a one-sided test per cell of the promise (z = (mean − bound) / Monte-Carlo SE; a share: exact "
@@ -71,7 +71,13 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
                       + " Beside each verdict, the one table a user deploys (calibrated on val): its own test risk per "
                       "λ, summarised. " + note
                       + ("" if len(certified) else " This run stores no re-splits of a certified router "
-                         "(evaluation.n_resplits = 0, or no certified router)."), certified)]
+                         "(evaluation.n_resplits = 0, or no certified router)."), certified),
+           TableBlock("deployed_risk_per_lam", f"The deployed tables at α = {inp.default_alpha:g}, λ by λ",
+                      "metrics, intervals",
+                      "Each certified router's deployed threshold table (calibrated on val): its test risk — the risk "
+                      "its rule bounds, over all test rows — at every λ with its 95 % paired-bootstrap interval over "
+                      "the test queries; \"> α\" marks a λ whose test value is above α. " + note,
+                      deployed_risk_per_lam(inp.certified_test_risk, inp.default_alpha))]
     if inp.guarantee_run is None:
         return out
     head = inp.guarantee_run

@@ -170,6 +170,31 @@ def deployed_table_risk(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=DEPLOYED_RISK_COLUMNS)
 
 
+def deployed_risk_per_lam(points: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """The deployed tables at `alpha`, λ by λ: one row per certified method `<router>@<rule>`, one column per λ, each
+    cell the test risk its rule bounds with its 95 % bootstrap interval, marked "> α" where the value is above α
+    (points: as deployed_table_risk's)."""
+    from cr2.crc import RULE_REGISTRY, rule_risk
+    from cr2.evaluation.metrics import RISK_ALL_METRICS
+
+    if points.empty:
+        return pd.DataFrame()
+    at = points[np.isclose(points["alpha"].astype(float), float(alpha))]
+    rows = []
+    for method, g in at.groupby("method", sort=True):
+        rule = str(method).partition("@")[2]
+        risk = rule_risk(rule) if rule in RULE_REGISTRY else None
+        if risk is None:
+            continue
+        g = g[g["metric"] == RISK_ALL_METRICS[risk.name]].dropna(subset=["value"]).sort_values("lam")
+        row = {"method": str(method), "risk": risk.name}
+        for r in g.itertuples():
+            cell = ci_cell(r.value, getattr(r, "lower", np.nan), getattr(r, "upper", np.nan), ".4f")
+            row[f"λ = {_lam(r.lam)}"] = cell + (" > α" if float(r.value) > float(alpha) else "")
+        rows.append(row)
+    return pd.DataFrame(rows).fillna(EM_DASH)
+
+
 def promise_kind(rule: str) -> str | None:
     """What a rule's promise is over, from the rule registry: 'ltt' (a rule that needs δ: with probability ≥ 1 − δ over
     the calibration draw), 'crc' (in expectation over calibration draws), None (no promise, or not a registered rule)."""
@@ -270,5 +295,6 @@ def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda
     }).reset_index(drop=True)
 
 
-__all__ = ["certified_display", "certified_verdicts", "deployed_display", "deployed_table_risk", "deployed_verdicts",
+__all__ = ["certified_display", "certified_verdicts", "deployed_display", "deployed_risk_per_lam", "deployed_table_risk",
+           "deployed_verdicts",
            "promise_kind", "risk_of_rule", "rule_promise_note"]
