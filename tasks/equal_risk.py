@@ -19,10 +19,9 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from cr2.evaluation.deploy import deploy_decision, grid_log_cost
+from cr2.evaluation.deploy import called_dearer, deploy_decision, grid_log_cost
 from cr2.evaluation.equal_risk import PAIRWISE
 from cr2.evaluation.fixed_accuracy import grid_columns
-from cr2.evaluation.statistics import CHEAPER, DEARER
 from cr2.method.utility import DEVICE_INDEX
 
 from cr2.config import Config
@@ -81,9 +80,9 @@ def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: di
             if len(cands) < 2:
                 continue
             log_cost = {c.name: grid_log_cost(*by_name[c.name], cols) for c in cands}
-            decision, tests = deploy_decision(cands, log_cost, rule, default_alpha,
-                                              dearer_elsewhere=dearer_in_family(rows, rule, default_alpha),
-                                              level=spec.level)
+            elsewhere = called_dearer(rows, rule, default_alpha, questions=("certified-score", PAIRWISE))
+            decision, tests = deploy_decision(cands, log_cost, rule, default_alpha, level=spec.level,
+                                              dearer_elsewhere={s: [o for o, _ in f] for s, f in elsewhere.items()})
             rows += tests
             decisions_out.append(decision_record(decision))
             candidates_out += candidate_records(decision)
@@ -94,22 +93,6 @@ def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: di
     return {"run_id": run_id, "rows": len(frame), "sides": len(outcomes), "n_resamples": int(counts.shape[0]),
             "deploy": {d["rule"]: [d["answer"], d["recommended"], d["undecided_with"]] for d in decisions_out},
             "seconds": round(time.perf_counter() - t0, 2)}
-
-
-def dearer_in_family(rows: list[dict], rule: str, alpha: float) -> dict[str, list[str]]:
-    """side → the sides a stored comparison of two certified sides of `rule` at `alpha` (certified-score, pairwise)
-    calls it dearer than (its Holm word): the deploy rule never recommends a side any stored word calls dearer."""
-    out: dict[str, list[str]] = {}
-    for r in rows:
-        if r.get("question") not in ("certified-score", PAIRWISE) or r.get("metric") != "mean_saving_pct" \
-                or r.get("rule") != rule \
-                or r.get("alpha") is None or abs(float(r["alpha"]) - alpha) > 1e-12:
-            continue
-        if r.get("verdict") == DEARER:
-            out.setdefault(r["method_a"], []).append(r["method_b"])
-        elif r.get("verdict") == CHEAPER:
-            out.setdefault(r["method_b"], []).append(r["method_a"])
-    return out
 
 
 EQUAL_RISK = Stage(compare_equal_risk, Reads(

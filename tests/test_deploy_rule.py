@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cr2.evaluation.deploy import (ALWAYS_EDGE, CHEAPEST, DEPLOY, MARGIN_PCT, NO_DEVICE_ANSWER, NON_INFERIOR, OUT,
-                                   PAIR_METRIC, RULE_SHA, RULE_TEXT, UNDECIDED, Candidate, RouterHead,
+                                   PAIR_METRIC, RULE_SHA, RULE_TEXT, UNDECIDED, RouterHead,
                                    deploy_candidates, deploy_decision, grid_log_cost, noninferiority_p,
                                    one_sided_upper)
 from cr2.evaluation.statistics import DEARER

@@ -209,7 +209,7 @@ def deploy_decision(candidates: Sequence[Candidate], log_cost: Mapping[str, tupl
 
     log_cost: candidate → (L on the full test set, L on each resample [B]), every resample of one shared index;
     dearer_elsewhere: candidate → the candidates another stored comparison of the same rule and α calls it dearer than
-    (the certified-score question). Returns (decision, rows) with rows in `equal_risk`'s tidy form (question
+    (called_dearer over the certified-score and pairwise rows). Returns (decision, rows) with rows in `equal_risk`'s tidy form (question
     QUESTION): one COST_METRIC row per candidate, one PAIR_METRIC row per unordered pair (simpler first) with its
     Holm p and word, one NONINFERIORITY_METRIC row per candidate simpler than the cheapest."""
     cands = sorted(candidates, key=lambda c: c.complexity)
@@ -261,12 +261,11 @@ def deploy_decision(candidates: Sequence[Candidate], log_cost: Mapping[str, tupl
     status[cheapest.name] = CHEAPEST
     simpler = [c for c in alive if c.complexity < cheapest.complexity]
     margin_log = math.log1p(margin_pct / 100.0)
-    ni_p = np.array([noninferiority_p(np.asarray(log_cost[s.name][1]) - np.asarray(log_cost[cheapest.name][1]),
-                                      margin_log) for s in simpler])
+    losses = [np.asarray(log_cost[s.name][1]) - np.asarray(log_cost[cheapest.name][1]) for s in simpler]
+    ni_p = np.array([noninferiority_p(d, margin_log) for d in losses])
     ni_holm = holm_adjust(ni_p) if len(simpler) else ni_p
     shown = []
-    for s, pv, ph in zip(simpler, ni_p, ni_holm):
-        d = np.asarray(log_cost[s.name][1]) - np.asarray(log_cost[cheapest.name][1])
+    for s, d, pv, ph in zip(simpler, losses, ni_p, ni_holm):
         ok = significant(float(ph), level)
         status[s.name] = NON_INFERIOR if ok else OPEN
         if ok:
@@ -296,23 +295,34 @@ def deploy_decision(candidates: Sequence[Candidate], log_cost: Mapping[str, tupl
     return decision, rows
 
 
+def called_dearer(rows: Sequence[Mapping[str, Any]], rule: str, alpha: float,
+                  metrics: Sequence[str] = ("mean_saving_pct",), questions: Sequence[str] | None = None
+                  ) -> dict[str, list[tuple[str, str]]]:
+    """side → [(the side a stored word calls it dearer than, the row's question)], over the `rows` (equal_risk's tidy
+    form) of `rule` at `alpha` whose metric is one of `metrics` (and question one of `questions`, where given): a
+    row's "dearer" counts against its side a, its "cheaper" against its side b."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for r in rows:
+        a_, b_, word, at = r.get("method_a"), r.get("method_b"), r.get("verdict"), r.get("alpha")
+        if r.get("rule") != rule or r.get("metric") not in metrics or (questions and r.get("question") not in questions) \
+                or at is None or at != at or abs(float(at) - float(alpha)) > 1e-12:
+            continue
+        if word == DEARER:
+            out.setdefault(a_, []).append((b_, r.get("question")))
+        elif word == CHEAPER:
+            out.setdefault(b_, []).append((a_, r.get("question")))
+    return out
+
+
 def contradictions(decision: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Every stored word of the run that calls the recommendation of `decision` (a deploy_decisions row) dearer than
     another side at the decision's rule and α — in the deploy family or in any certified comparison. Empty where the
     answer contradicts no detected difference."""
     if decision["answer"] == UNDECIDED:
         return []  # undecided recommends no candidate: nothing to contradict
-    named = {str(decision["recommended"])}
-    out = []
-    for r in rows:
-        alpha = r.get("alpha")
-        if r.get("rule") != decision["rule"] or r.get("metric") not in (PAIR_METRIC, "mean_saving_pct") or \
-                alpha is None or alpha != alpha or abs(float(alpha) - float(decision["alpha"])) > 1e-12:
-            continue
-        a, b, word = r.get("method_a"), r.get("method_b"), r.get("verdict")
-        if (word == DEARER and a in named) or (word == CHEAPER and b in named):
-            out.append(f"{a} vs {b} ({r.get('question')}): {word}")
-    return out
+    rec = str(decision["recommended"])
+    found = called_dearer(rows, decision["rule"], float(decision["alpha"]), (PAIR_METRIC, "mean_saving_pct"))
+    return [f"{rec} dearer than {other} ({question})" for other, question in found.get(rec, [])]
 
 
 def decision_record(d: DeployDecision) -> dict[str, Any]:
@@ -335,6 +345,6 @@ def candidate_records(d: DeployDecision) -> list[dict[str, Any]]:
             for i, c in enumerate(d.candidates)]
 
 
-__all__ = ["ALWAYS_EDGE", "COST_METRIC", "Candidate", "RouterHead", "contradictions", "deploy_candidates", "DeployDecision", "MARGIN_PCT", "NONINFERIORITY_METRIC",
+__all__ = ["ALWAYS_EDGE", "COST_METRIC", "Candidate", "RouterHead", "called_dearer", "contradictions", "deploy_candidates", "DeployDecision", "MARGIN_PCT", "NONINFERIORITY_METRIC",
            "NO_DEVICE", "PAIR_METRIC", "QUESTION", "RULE_SHA", "RULE_TEXT", "candidate_records", "decision_record",
            "deploy_decision", "grid_log_cost", "noninferiority_p", "one_sided_upper"]

@@ -25,12 +25,12 @@ from cr2.evaluation.statistics import percentile_intervals, resampled_means
 from cr2.core.data import Decisions, RoutingSet
 from cr2.core.errors import InvalidValueError
 from cr2.evaluation.fixed_accuracy import FallbackCost, MethodOutcomes, always_outcomes, saving_intervals
-from cr2.evaluation.metrics import PER_QUERY_METRICS, MetricInputs, PerQueryMetric
+from cr2.evaluation.metrics import PER_QUERY_METRICS, RISK_ALL_METRICS, MetricInputs, PerQueryMetric
 
 SAVING = "saving_vs_knn_pct"  # metric name of a per-target saving row (as the column of v_fixed_accuracy)
 #: the risks over ALL test rows (a guarantee is over every query, never over a subset chosen by the labels) that a
 #: point at α is also tested against α: metric '<risk>_minus_alpha', its interval and p of "risk − α = 0"
-RISKS_VS_ALPHA = ("risk_all", "oracle_risk_all", "avoidable_risk_all")
+RISKS_VS_ALPHA = tuple(RISK_ALL_METRICS.values())
 MINUS_ALPHA = "_minus_alpha"
 MEAN_SAVING = "mean_saving_vs_knn_pct"  # metric name of the mean over the validation target grid
 

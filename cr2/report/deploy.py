@@ -88,7 +88,7 @@ def whole_cost_rows(candidates: pd.DataFrame, rule: str) -> list[dict[str, str]]
              "expected at its deferral share": _flops(r["flops_expected"])
              + ("" if pd.isna(r["defer_share"]) else f" ({num(100 * r['defer_share'], '.0f')} % deferred)"),
              "parameters": "–" if pd.isna(r["params"]) else f"{int(r['params']):,}",
-             "stored MB": "–" if "stored_bytes" not in r or pd.isna(r["stored_bytes"]) else num(r["stored_bytes"], ".2f", 1e-6),
+             "stored MB": "–" if pd.isna(r["stored_bytes"]) else num(r["stored_bytes"], ".2f", 1e-6),
              "training s": "–" if pd.isna(r["fit_seconds"]) else num(r["fit_seconds"], ".1f"),
              "geometric-mean cost [95 % CI]": _cost(r), "status": str(r["status"])
              + (f" (called \"dearer\" than {', '.join(candidate_name(x) for x in str(r['out_by']).split(','))})"

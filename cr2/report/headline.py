@@ -7,14 +7,13 @@ beside ours (PAPER_*: copied from the paper, §VII; the .tex line of each in bra
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable
 
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
 from cr2.report.cells import ci_cell, mean_sd_cell, num, pct
-from cr2.report.markdown import markdown_table
 
 TARGETS = PAPER_TARGETS
 VIEW_TARGET_RANGE = (float(VIEW_TARGETS[0]), float(VIEW_TARGETS[-1]))  # the targets v_fixed_accuracy evaluates
