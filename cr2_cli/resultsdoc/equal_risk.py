@@ -309,7 +309,7 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
             rows.append({"scenario": name, "answer (the deploy rule)": f"– (run `{run_id}` stores no deploy decision: "
                          "re-run it)"})
             continue
-        rows += deploy_rows(decisions, candidates, name)
+        rows += deploy_rows(decisions, candidates, f"{name}, run `{run_id}`")
         # one row per (router, device on/off): its rule-free whole cost, then per rule its cost and status
         by_rule = {}  # rule → (router, device) → (stored candidate, its whole-cost row in the stored rows' order)
         for rule in decisions["rule"]:
