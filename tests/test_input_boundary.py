@@ -76,6 +76,18 @@ def test_printable_strips_every_control_sequence_but_newline_and_tab(raw, shown)
     assert printable(raw) == shown
 
 
+def test_shown_cuts_a_huge_value_and_names_its_length():
+    from cr2.core.boundary import MAX_SHOWN_CHARS, shown
+
+    huge = "b" * 50_000_000
+    t0 = time.perf_counter()
+    text = shown(huge)
+    assert time.perf_counter() - t0 < 0.05  # sliced before its repr is taken
+    assert len(text) < MAX_SHOWN_CHARS + 30 and text.endswith("… (50,000,000 chars)")
+    assert shown("math") == "'math'" and shown(3) == "3"
+    assert "\x1b" not in shown("a\x1b[2Jb")
+
+
 def test_yaml_alias_bomb_is_refused_fast():
     assert len(BOMB) < 600
     t0 = time.perf_counter()

@@ -106,6 +106,22 @@ def parse_number(value: Any, name: str, low: float | None = None, high: float | 
     return float(value)
 
 
+MAX_SHOWN_CHARS = 80  # a value echoed in an error message: enough to recognise it, never a 50 MB cell
+
+
+def shown(value: Any, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`value` as it may be echoed in a message: its repr, terminal-safe (`printable`), cut to `limit` characters
+    and followed by "… (N chars)" when longer (N: the length of a string, else of the repr). A string is sliced
+    before its repr is taken, so echoing a 50 MB cell costs no more than echoing a short one."""
+    if isinstance(value, str):
+        text, full = repr(value[:limit + 1]), len(value)
+        cut = full > limit or len(text) > limit
+    else:
+        text = repr(value)
+        full, cut = len(text), len(text) > limit
+    return f"{printable(text[:limit])}… ({full:,} chars)" if cut else printable(text)
+
+
 def _range(low: float | None, high: float | None, low_inclusive: bool, high_inclusive: bool) -> str:
     if high is None:
         return f"{'≥' if low_inclusive else '>'} {low:g}" if low is not None else "a finite number"
