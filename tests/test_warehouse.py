@@ -198,3 +198,79 @@ def test_a_premise_cell_is_replaced_whole_and_never_holds_nan(home):
             write_premise_cell(wh, "premise-x", "src", "key", summary, [row | {"metric": None}])  # NOT NULL fails
         assert wh.scalar("SELECT count(*) FROM premise_cells") == 1
         assert wh.df("SELECT estimate FROM premise_results")["estimate"].tolist() == [1.0]
+
+
+def _replace_v_labels_by_a_file_reader(home) -> None:
+    """Replace the stored v_labels the way a hostile or hand-edited file would carry it (an unlocked DuckDB
+    connection): it selects secret.txt of the working folder."""
+    from cr2_warehouse.db import DB_NAME
+
+    con = duckdb.connect(str(home / DB_NAME))
+    con.execute("CREATE OR REPLACE VIEW v_labels AS SELECT content AS query_id FROM read_text('secret.txt')")
+    con.close()
+
+
+def test_every_connection_is_locked_down(home, tmp_path, monkeypatch):
+    """No statement run on a command's connection reads a file outside the warehouse, fetches a URL (which would
+    install httpfs) or changes that configuration."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secret.txt").write_text("the operator's secret")
+    Warehouse(home).close()
+    for read_only in (False, True):
+        with Warehouse(home, read_only=read_only) as wh:
+            for sql in ("SELECT content FROM read_text('secret.txt')", "SELECT * FROM read_csv('https://example.com/x')",
+                        "INSTALL httpfs", "SET enable_external_access = true"):
+                with pytest.raises(duckdb.Error, match="disabled by configuration|locked|[Pp]ermission"):
+                    wh.con.execute(sql).fetchall()
+
+
+def test_a_replaced_view_is_refused_read_only_and_restored_by_a_write(home, tmp_path, monkeypatch):
+    """A warehouse whose v_labels was replaced outside cr2 (here by one selecting a file outside the home) never
+    answers with it: a read-only command refuses the file naming the view, `export` included; a writable open puts
+    cr2's definition back."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secret.txt").write_text("the operator's secret")
+    Warehouse(home).close()
+    _replace_v_labels_by_a_file_reader(home)
+    with pytest.raises(WarehouseError, match=r"view:v_labels is not what this cr2 defines .*changed outside cr2"):
+        with Warehouse(home, read_only=True) as wh:
+            wh.export("v_labels", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with Warehouse(home):
+        pass
+    with Warehouse(home, read_only=True) as wh:
+        path = wh.export("v_labels", tmp_path / "out")
+    assert "query_id" in pd.read_parquet(path).columns and "secret" not in path.read_bytes().decode("latin-1")
+
+
+def test_definitions_lock_file_is_current():
+    """warehouse/definitions.lock.json holds the digests of the views and macros as the pinned DuckDB stores them,
+    so opening a warehouse checks its definitions without rendering them (after changing a view, run
+    `python -c "from cr2_warehouse.db import write_definitions_lock; write_definitions_lock()"`)."""
+    import json
+
+    from cr2_warehouse.db import DEFINITIONS_LOCK_FILE, definitions_lock
+
+    assert json.loads(DEFINITIONS_LOCK_FILE.read_text()) == definitions_lock()
+
+
+def test_a_huge_stored_schema_version_is_cut_in_the_error(home):
+    with Warehouse(home) as wh:
+        wh.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", ["9" * 1_000_000])
+    with pytest.raises(WarehouseError) as err:
+        Warehouse(home)
+    assert len(str(err.value)) < 1_000 and "1,000,000 characters" in str(err.value)
+
+
+def test_user_queries_run_under_a_memory_cap(home):
+    from cr2_warehouse.db import USER_QUERY_MEMORY_LIMIT_MB, UserQueryError, open_user_query
+
+    Warehouse(home).close()
+    with open_user_query(home) as wh:
+        assert wh.scalar("SELECT current_setting('memory_limit')") == f"{USER_QUERY_MEMORY_LIMIT_MB / 1024:.1f} GiB"
+    with open_user_query(home, memory_limit_mb=64) as wh:
+        with pytest.raises(UserQueryError, match="Out of Memory.*allows: narrow it, or pass a larger --max-memory-mb"):  # ≈ 800 MB of distinct strings
+            wh.user_query("SELECT count(DISTINCT repeat('x', 100) || i::VARCHAR) FROM range(8000000) t(i)")
+    for bad in (0, 10**9, 1.5, True):
+        with pytest.raises(UserQueryError, match="memory cap must be a whole number of MiB"):
+            open_user_query(home, memory_limit_mb=bad)

@@ -52,6 +52,7 @@ SCHEMA_VERSION = "8"  # 2: thresholds.delta and thresholds."group" (LTT, Mondria
 # 7: pool_results.n_resamples (the resamples each interval kept: a mean saving's are those where every target is reached)
 # 8: p_value of intervals, pool_results and premise_results (the bootstrap p of each interval's own resamples),
 #    eval_runs.default_alpha (the one α a method swept over α is compared at)
+EXPORT_BATCH_ROWS = 65_536  # rows per Arrow batch `export` streams to Parquet (memory stays one batch, not the table)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, applied in one transaction each
 READABLE_OLD_VERSIONS = ("1", "2", "3", "4", "5", "6", "7")  # opened read-only as they are (readers treat missing columns as defaults)
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
@@ -65,8 +66,10 @@ USER_QUERY_TIMEOUT_RANGE_S = (0.01, 86_400.0)  # the time limits `cr2 sql` accep
 INTERRUPT_REPEAT_S = 0.05  # after the deadline the interrupt is repeated this often until the statement has ended
 # what `cr2 sql` may run: one read statement (SELECT, WITH, FROM …, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN of one)
 USER_QUERY_TYPES = ("SELECT", "EXPLAIN")
-# the locked-down configuration of a user-query connection (set at connect, before any user SQL runs)
-USER_QUERY_CONFIG = {
+# the configuration every connection is opened with, set at connect before any SQL runs: a warehouse file is data a
+# user may have been handed, and its stored views and macros run with the connection's rights, so no statement —
+# ours or one a replaced view carries — reaches a file, URL or database beyond the warehouse, or loads an extension
+LOCKED_CONFIG = {
     "enable_external_access": False,  # no file, URL or database access beyond the warehouse itself
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
@@ -74,6 +77,11 @@ USER_QUERY_CONFIG = {
     "allow_unsigned_extensions": False,
     "lock_configuration": True,  # and no SET can undo any of it
 }
+# `cr2 sql` runs a user's SQL: the same lock-down, and memory capped well below DuckDB's default of 80 % of RAM (an
+# aggregation over a cross join fills it in seconds); larger intermediate results spill to the warehouse's temp folder
+USER_QUERY_MEMORY_LIMIT_MB = 2048
+USER_QUERY_MEMORY_RANGE_MB = (64, 1_048_576)  # the caps `cr2 sql --max-memory-mb` accepts: 64 MiB … 1 TiB
+USER_QUERY_CONFIG = {**LOCKED_CONFIG, "memory_limit": f"{USER_QUERY_MEMORY_LIMIT_MB}MiB"}
 # DuckDB parses a PIVOT whose columns it must first look up (no IN list) as one MULTI statement: a temporary ENUM
 # type of the distinct values, the query, the type dropped. That is one read query; any statement that writes,
 # loads, attaches or configures is refused by its keywords (and the locked connection refuses it anyway).
@@ -109,6 +117,15 @@ def relation(name: str) -> str:
 
         raise did_you_mean("table", str(name), sorted(known))
     return ident(name)
+
+
+def shown_version(found: Any) -> str:
+    """A stored schema version as an error message shows it: a version is a short number, so anything longer is
+    cut (the file is data a user may have been handed; its text must not flood every command's output)."""
+    from cr2.core.boundary import printable
+
+    text = printable(str(found))
+    return text if len(text) <= 16 else f"{text[:16]!r}… ({len(text):,} characters)"
 
 
 def lock_wait_s() -> float:
@@ -251,7 +268,7 @@ def view_sql(name: str) -> str:
 
 def _migration_path(found: str) -> list[Path]:
     """The migration files from version `found` to SCHEMA_VERSION (<v>_to_<v+1>.sql each), or [] when a step is missing."""
-    if not (found.isdigit() and int(found) < int(SCHEMA_VERSION)):
+    if not (found.isascii() and found.isdigit() and len(found) < 9 and int(found) < int(SCHEMA_VERSION)):
         return []
     steps = [MIGRATIONS_DIR / f"{v}_to_{v + 1}.sql" for v in range(int(found), int(SCHEMA_VERSION))]
     return steps if all(p.is_file() for p in steps) else []
@@ -280,7 +297,8 @@ class Warehouse:
             raise WarehouseError(f"no warehouse at {self.path}; run `cr2 run` (or `cr2 ingest`) first")
         self.home.mkdir(parents=True, exist_ok=True)
         with self.storage():
-            self.con = self._connect(_config or {})
+            self.connect_config = {**LOCKED_CONFIG, **(_config or {})}
+            self.con = self._connect(self.connect_config)
             try:
                 self._check_or_create_schema()
             except BaseException:
@@ -377,7 +395,8 @@ class Warehouse:
                 return  # an older warehouse read as it is; the next write command migrates it
             if found != SCHEMA_VERSION:
                 raise WarehouseError(
-                    f"warehouse {self.path} has schema version {found}, this cr2 expects {SCHEMA_VERSION}. "
+                    f"warehouse {self.path} has schema version {shown_version(found)}, this cr2 expects "
+                    f"{SCHEMA_VERSION}. "
                     f"Export what you need (`cr2 export TABLE`), then move the file away (or set CR2_HOME to a new "
                     f"folder) and run `cr2 run` to rebuild it."
                 )
@@ -385,6 +404,7 @@ class Warehouse:
                 with self.transaction():  # tables added since (all CREATE TABLE IF NOT EXISTS): additive, same version
                     self.con.execute(SCHEMA_FILE.read_text())
                 self._create_views()
+            self._check_definitions()
             return
         if self.read_only:
             raise WarehouseError(f"{self.path} is not a cr2 warehouse (no meta table)")
@@ -407,6 +427,28 @@ class Warehouse:
     def _stored_digest(self) -> str | None:
         rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_digest'").fetchall()
         return rows[0][0] if rows else None
+
+    def _check_definitions(self) -> None:
+        """Make sure every view and macro the file stores is the one warehouse/views/ and macros.sql define: a view
+        replaced outside cr2 (`v_labels` selecting another table, or a file — which the locked connection refuses to
+        read anyway) would otherwise answer every command that reads it. A writable open restores the definitions;
+        a read-only open refuses the file. An older schema version read as it is keeps the views its cr2 made."""
+        changed = sorted(name for name, digest in defined_objects().items()
+                         if self._stored_objects().get(name) != digest)
+        if not changed:
+            return
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        if self.read_only:
+            raise WarehouseError(
+                f"{self.path}: {shown} {'is' if len(changed) == 1 else 'are'} not what this cr2 defines "
+                "(warehouse/views/, warehouse/macros.sql): the file was changed outside cr2. Run a command that "
+                "writes the warehouse (e.g. `cr2 ingest`) to restore the definitions, or rebuild it with `cr2 run`.")
+        log.warning("%s: %s changed outside cr2; restored from warehouse/views/ and warehouse/macros.sql",
+                    self.path, shown)
+        self._create_views()
+
+    def _stored_objects(self) -> dict[str, str]:
+        return stored_definitions(self.con)
 
     def _create_views(self) -> None:
         """(Re)create every view and record the digest of the schema and view files they were made from, so the
@@ -524,6 +566,8 @@ class Warehouse:
 
     def export(self, table: str, out_dir: str | Path | None = None) -> Path:
         """Write `table` (or a view) to out_dir/TABLE.parquet (zstd); returns the path."""
+        import pyarrow as pa
+
         relation(table)  # an unknown name fails here ("did you mean …"), before any folder is made
         out = Path(out_dir) if out_dir is not None else self.home / "export"
         try:
@@ -532,13 +576,19 @@ class Warehouse:
             raise WarehouseError(f"cannot create the export folder {out}: {exc.strerror}; pass another --out") from None
         path = out / f"{table}.parquet"
 
-        def write(tmp: Path) -> None:  # the path travels as an argument of the relational API, never inside SQL text
-            self.con.sql(f"SELECT * FROM {relation(table)}").write_parquet(str(tmp), compression="zstd")
-            os.chmod(tmp, 0o600)  # as private as the warehouse it comes from
+        def write(tmp: Path) -> None:
+            # the locked connection writes no files: DuckDB streams the rows as Arrow batches, pyarrow writes them
+            import pyarrow.parquet as pq
+
+            reader = self.con.sql(f"SELECT * FROM {relation(table)}").to_arrow_reader(EXPORT_BATCH_ROWS)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # as private as the warehouse
+            with os.fdopen(fd, "wb") as sink, pq.ParquetWriter(sink, reader.schema, compression="zstd") as writer:
+                for batch in reader:
+                    writer.write_batch(batch)
 
         try:
             return atomic_write(path, write)  # a failed export never leaves a half-written file
-        except (duckdb.IOException, OSError) as exc:
+        except (duckdb.IOException, OSError, pa.ArrowException) as exc:
             problem = storage_error(exc, path)
             if problem is not None:
                 raise problem from None
@@ -557,8 +607,10 @@ class Warehouse:
         executing is cleared by the start, so one alone could leave the query unbounded).
 
         Only on a warehouse opened with `open_user_query` (external access off, configuration locked)."""
-        if not self.read_only or self.scalar("SELECT current_setting('enable_external_access')"):
-            raise WarehouseError("user SQL runs only on a connection from open_user_query (read-only, locked down)")
+        capped = "memory_limit" in self.connect_config
+        if not self.read_only or self.scalar("SELECT current_setting('enable_external_access')") or not capped:
+            raise WarehouseError("user SQL runs only on a connection from open_user_query (read-only, locked down, "
+                                 "memory capped)")
         allowed = ("one read query: SELECT …, WITH … SELECT …, FROM …, PIVOT …, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN "
                    "of one")
         try:
@@ -611,6 +663,9 @@ class Warehouse:
             if "No function matches" in first and "BOOLEAN" in first:  # avg(correct) on labels.correct
                 hint = ("; a BOOLEAN such as labels.correct is averaged as avg(correct::INT), or query the view "
                         "v_labels, where correct is 0/1")
+            if "Out of Memory" in first:
+                hint = (f"; the query needs more than the {self.connect_config['memory_limit']} cr2 sql allows: "
+                        "narrow it, or pass a larger --max-memory-mb")
             raise UserQueryError(f"SQL failed: {first}{hint}") from None
         finally:
             done.set()
@@ -669,11 +724,90 @@ def copy_warehouse(home: str | Path, target: str | Path, with_caches: bool = Fal
 CACHE_DIRS = ("prefect-results", "cache")
 
 
+# sha256 of how DuckDB stores each view and macro cr2 defines, for the pinned DuckDB and the current definition
+# files; when either differs (a view edited, DuckDB upgraded) the digests are computed by rendering the definitions in
+# an in-memory database (≈ 0.7 s, once per process). tests/test_warehouse.py checks the file is current.
+DEFINITIONS_LOCK_FILE = Path(__file__).with_name("definitions.lock.json")
+
+
+# DuckDB stores a star's EXCLUDE list in hash order, which differs between databases: compared sorted
+_EXCLUDE_LIST = re.compile(r"EXCLUDE \(([^()]*)\)")
+
+
+def _sorted_exclude(m: re.Match) -> str:
+    return "EXCLUDE (" + ", ".join(sorted(part.strip() for part in m.group(1).split(","))) + ")"
+
+
+def stored_definitions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """{'view:NAME' | 'macro:NAME': sha256 of its stored SQL} of the views and macros in the connection's main schema
+    (a macro's overloads hashed together, in order)."""
+    rows = con.execute("""
+        SELECT 'view:' || view_name, sql FROM duckdb_views()
+        WHERE NOT internal AND database_name = current_database() AND schema_name = 'main'
+        UNION ALL
+        SELECT 'macro:' || function_name, coalesce(macro_definition, '') || '(' || parameters::VARCHAR || ')'
+        FROM duckdb_functions()
+        WHERE NOT internal AND function_type IN ('macro', 'table_macro') AND database_name = current_database()
+          AND schema_name = 'main'
+        ORDER BY 1, 2""").fetchall()
+    parts: dict[str, list[str]] = {}
+    for name, text in rows:
+        parts.setdefault(name, []).append(_EXCLUDE_LIST.sub(_sorted_exclude, text))
+    return {name: hashlib.sha256("\x1e".join(texts).encode()).hexdigest() for name, texts in parts.items()}
+
+
+def render_definitions() -> dict[str, str]:
+    """`stored_definitions` of a new in-memory database made from schema.sql, macros.sql and warehouse/views/."""
+    con = duckdb.connect(":memory:", config=LOCKED_CONFIG)
+    try:
+        con.execute(SCHEMA_FILE.read_text())
+        con.execute(MACROS_FILE.read_text())
+        for name in view_names():
+            con.execute(f"CREATE VIEW {ident(name)} AS\n{view_sql(name)}")
+        return stored_definitions(con)
+    finally:
+        con.close()
+
+
+def definitions_lock() -> dict[str, Any]:
+    """What DEFINITIONS_LOCK_FILE holds for this DuckDB and these definition files."""
+    return {"duckdb": duckdb.__version__, "schema_digest": schema_digest(), "objects": render_definitions()}
+
+
+def write_definitions_lock() -> Path:
+    """Rewrite DEFINITIONS_LOCK_FILE (after a view or macro changed): `python -c "from cr2_warehouse.db import
+    write_definitions_lock; write_definitions_lock()"`."""
+    import json
+
+    text = json.dumps(definitions_lock(), indent=1, sort_keys=True) + "\n"
+    atomic_write(DEFINITIONS_LOCK_FILE, lambda tmp: Path(tmp).write_text(text))
+    return DEFINITIONS_LOCK_FILE
+
+
+@functools.lru_cache(maxsize=1)
+def defined_objects() -> dict[str, str]:
+    """The digests every stored view and macro must have (DEFINITIONS_LOCK_FILE when it matches this DuckDB and
+    these files, else rendered now)."""
+    import json
+
+    try:
+        lock = json.loads(DEFINITIONS_LOCK_FILE.read_text())
+        if lock.get("duckdb") == duckdb.__version__ and lock.get("schema_digest") == schema_digest():
+            return dict(lock["objects"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return render_definitions()
+
+
 def open_warehouse(home: str | Path | None = None, read_only: bool = False) -> Warehouse:
     return Warehouse(home, read_only=read_only)
 
 
-def open_user_query(home: str | Path | None = None) -> Warehouse:
-    """The warehouse read-only with external access and extension loading off and the configuration locked,
-    all set at connect, before any user SQL runs (`Warehouse.user_query`)."""
-    return Warehouse(home, read_only=True, _config=USER_QUERY_CONFIG)
+def open_user_query(home: str | Path | None = None, memory_limit_mb: int = USER_QUERY_MEMORY_LIMIT_MB) -> Warehouse:
+    """The warehouse read-only with external access and extension loading off, memory capped at `memory_limit_mb`
+    and the configuration locked, all set at connect, before any user SQL runs (`Warehouse.user_query`)."""
+    low, high = USER_QUERY_MEMORY_RANGE_MB
+    if isinstance(memory_limit_mb, bool) or not isinstance(memory_limit_mb, int) or not low <= memory_limit_mb <= high:
+        raise UserQueryError(f"the memory cap must be a whole number of MiB in [{low:,}, {high:,}], got "
+                             f"{str(memory_limit_mb)[:40]}")
+    return Warehouse(home, read_only=True, _config={**USER_QUERY_CONFIG, "memory_limit": f"{memory_limit_mb}MiB"})

@@ -44,14 +44,19 @@ def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WIT
                                              "EXPLAIN"), home: Optional[Path] = HomeOpt,
         limit: int = typer.Option(50, min=0, help="rows to print (only these are fetched)"),
         timeout: float = typer.Option(60.0, "--timeout", help="stop the query after this many seconds, 0.01 … 86400 "
-                                      "(writers waiting for the warehouse wait longer: $CR2_LOCK_WAIT_S, 300 s)")) -> None:
+                                      "(writers waiting for the warehouse wait longer: $CR2_LOCK_WAIT_S, 300 s)"),
+        max_memory_mb: Optional[int] = typer.Option(None, "--max-memory-mb", help="memory the query may use, in "
+                                                    "MiB, 64 … 1048576 (default 2048); larger intermediate results "
+                                                    "spill to disk, beyond that the query stops with an error")) -> None:
     """Run one read-only SQL query on the warehouse and print the first --limit rows as a table.
 
     The connection cannot touch files, the network or extensions (it can read the warehouse, nothing else),
-    runs one statement, fetches at most --limit rows, and is stopped after --timeout seconds."""
+    runs one statement, fetches at most --limit rows, uses at most --max-memory-mb and is stopped after --timeout
+    seconds."""
     from cr2_warehouse.db import open_user_query
 
-    with open_user_query(home_dir(home, create=False)) as wh:
+    cap = {} if max_memory_mb is None else {"memory_limit_mb": max_memory_mb}
+    with open_user_query(home_dir(home, create=False), **cap) as wh:
         df, more = wh.user_query(query, timeout_s=timeout, max_rows=limit)
     print_frame(df, more)
 
