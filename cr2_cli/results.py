@@ -26,6 +26,7 @@ from cr2.report.tables import mean_saving_table
 
 def parse_targets(text: str) -> tuple[float, ...]:
     """`--targets 0.7,0.75`: target accuracies on v_fixed_accuracy's grid (0.50 … 0.99 in steps of 0.01)."""
+    from cr2.core.boundary import shown
     from cr2.core.errors import InvalidValueError
 
     lo, hi = VIEW_TARGET_RANGE
@@ -35,8 +36,18 @@ def parse_targets(text: str) -> tuple[float, ...]:
         values = []
     if not values or any(not (lo - 1e-9 <= v <= hi + 1e-9) or abs(v * 100 - round(v * 100)) > 1e-6 for v in values):
         raise InvalidValueError(f"--targets takes comma-separated accuracies in {lo:.2f} … {hi:.2f} in steps of 0.01 "
-                                f"(the targets v_fixed_accuracy evaluates), e.g. 0.70,0.75; got {text!r}")
+                                f"(the targets v_fixed_accuracy evaluates), e.g. 0.70,0.75; got {shown(text)}")
     return tuple(sorted({round(v, 2) for v in values}))
+
+
+def check_alpha(alpha: float | None) -> float | None:
+    """`--alpha` as given (None: the stored run's α), or an InvalidValueError: a risk level is a finite number in
+    (0, 1); typer parses 'nan', 'inf' and '-1' as floats, which would print tables "at α = nan"."""
+    from cr2.core.errors import InvalidValueError
+
+    if alpha is not None and not (math.isfinite(alpha) and 0 < alpha < 1):
+        raise InvalidValueError(f"--alpha: α must be a finite number in (0, 1), e.g. 0.05; got {alpha:g}")
+    return alpha
 
 
 def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: float | None = None,
@@ -45,6 +56,7 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.repository import seed_spread
 
+    check_alpha(alpha)  # before the warehouse is opened
     with Warehouse(home, read_only=True) as wh:
         if not _has_table(wh, "seed_runs"):
             return "_(no seed study in this warehouse: `cr2 study seeds --n 5`)_\n"
@@ -104,6 +116,7 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
     from cr2_warehouse.reads import reached_targets
     from cr2_warehouse.repository import headline_results, newest_eval_run, stored_run_alpha
 
+    check_alpha(alpha)  # before the warehouse is opened
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
         alpha = stored_run_alpha(wh, run_id) if alpha is None else alpha
@@ -176,6 +189,7 @@ def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None)
     from cr2_warehouse.reads import certified_test_risk
     from cr2_warehouse.repository import certified_validity, methods_of_run
 
+    check_alpha(alpha)  # before the warehouse is opened
     with Warehouse(home, read_only=True) as wh:
         cells = certified_validity(wh, run_id)
         methods = methods_of_run(wh, run_id)
@@ -231,6 +245,7 @@ def comparison_frames(home: str | Path, alpha: float | None = None, label_source
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.repository import headline_results, newest_eval_run, stored_run_alpha, view_for_run
 
+    check_alpha(alpha)  # before the warehouse is opened
     with Warehouse(home, read_only=True) as wh:
         run_id = newest_eval_run(wh, label_source)
         alpha = stored_run_alpha(wh, run_id) if alpha is None else alpha

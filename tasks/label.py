@@ -218,17 +218,19 @@ def _mbpp_fewshot(config: Config, spec: LabelingSpec) -> list[dict[str, Any]]:
     They are part of the prompt, not of the labelled data: read from the configured MBPP file, or from the
     shipped one when the configured file is a slice without the prompt split.
     """
+    from cr2.core.boundary import read_table_file
+
     ids = spec.template("mbpp").fewshot_task_ids
     if not ids:
         return []
     bench = config.benchmarks.get("mbpp")
     columns = ["query_id", "question", "target", "tests", "test_setup"]
     path = config.benchmark_file("mbpp") if bench is not None else SHIPPED_MBPP
-    rows = pd.read_parquet(path, columns=columns)
+    rows = read_table_file(path, columns=columns)  # the configured benchmark file: bounded like every table file
     have = set(rows["query_id"])
     lacking = any(f"mbpp/{t}" not in have for t in ids)
     if lacking and SHIPPED_MBPP.is_file() and path.resolve() != SHIPPED_MBPP.resolve():
-        rows = pd.read_parquet(SHIPPED_MBPP, columns=columns)
+        rows = read_table_file(SHIPPED_MBPP, columns=columns)
     return mbpp_fewshot_docs(rows, ids)
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
+from cr2.core.boundary import parse_table, read_table_bytes, read_table_file
 from cr2.core.errors import DataValidationError
 from cr2_tasks.common import Reads, Rows, Stage
 from cr2_warehouse.db import Warehouse
@@ -34,7 +35,7 @@ def import_measured_labels_task(config: Config, home: str) -> dict:
     frames = []
     for bench in spec.benchmarks:
         file = config.benchmark_file(bench)
-        frame = pd.read_parquet(file)
+        frame = read_table_file(file)
         absent = [c for c in spec.join.values() if c not in frame.columns]
         if absent:
             raise DataValidationError(f"{file}: no column {', '.join(absent)} to match the measured outputs on "
@@ -42,13 +43,14 @@ def import_measured_labels_task(config: Config, home: str) -> dict:
         frame = frame[frame["query_id"].isin(ingested[bench])]
         frames.append(frame[["query_id", *dict.fromkeys(spec.join.values())]].assign(benchmark=bench))
     queries = pd.concat(frames, ignore_index=True)
-    outputs = pd.read_parquet(path, columns=["model", "correct", "generated_chars", *spec.join])
+    raw = read_table_bytes(path, "measured outputs file")  # read once, bounded: the table and its digest agree
+    outputs = parse_table(raw, path, columns=["model", "correct", "generated_chars", *spec.join])
     for out_col, bench_col in spec.join.items():  # one key type on both sides (an integer id kept as text in one file)
         if queries[bench_col].dtype != outputs[out_col].dtype:
             queries[bench_col], outputs[out_col] = queries[bench_col].astype(str), outputs[out_col].astype(str)
     frame = join_measured_labels(outputs, queries, spec.join, spec.models, spec.chars_per_token)
     origin = {**spec.origin.model_dump(), "file": spec.outputs_file, "chars_per_token": spec.chars_per_token,
-              "model_names": spec.models, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+              "model_names": spec.models, "sha256": hashlib.sha256(raw).hexdigest()}
     return import_label_frame(home, frame, config.labels.source, origin, origin["sha256"][:12], replace=True)
 
 

@@ -69,7 +69,7 @@ def test_existing_source_needs_replace_and_builtin_names_are_refused(ingested, t
     with pytest.raises(DataValidationError, match="file not found"):
         import_labels(home, tmp_path / "missing.csv", "x")
     (tmp_path / "junk.parquet").write_bytes(b"not parquet")
-    with pytest.raises(DataValidationError, match="not a readable parquet"):
+    with pytest.raises(DataValidationError, match="not a readable Parquet"):
         import_labels(home, tmp_path / "junk.parquet", "x")
 
 

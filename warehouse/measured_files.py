@@ -1,6 +1,7 @@
 """Reading the measured MMLU-Pro files (data/measured/) and the sim-to-real embedding cache.
 
-All file I/O of the simulator check lives here; cr2/studies/simcheck.py only sees arrays.
+All file I/O of the simulator check lives here; cr2/studies/simcheck.py only sees arrays. The Parquet files are read
+by the bounded table reader (cr2.core.boundary.read_table_file), like every other table file.
 """
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 
+from cr2.core.boundary import read_table_file, shown
 from cr2.core.errors import DataValidationError
 from cr2.core.files import atomic_write
 
@@ -43,12 +44,13 @@ def read_measured_pool(data_dir: str | Path, measured_names: dict[str, str]) -> 
         if not p.is_file():
             raise DataValidationError(f"{p}: measured MMLU-Pro file not found; copy it from the source set "
                                       "(data/README.md, 'Measured MMLU-Pro outputs')")
-    q = pd.read_parquet(qpath).sort_values("question_id", kind="stable").reset_index(drop=True)
-    out = pd.read_parquet(opath, columns=["model", "question_id", "correct", "generated_chars"])
+    q = read_table_file(qpath).sort_values("question_id", kind="stable").reset_index(drop=True)
+    out = read_table_file(opath, columns=["model", "question_id", "correct", "generated_chars"])
     known = set(out["model"].unique())
     missing = [name for name in measured_names.values() if name not in known]
     if missing:
-        raise DataValidationError(f"{opath}: no outputs for model(s) {missing}; the file has {sorted(known)[:8]} …")
+        have = ", ".join(shown(str(k), 40) for k in sorted(map(str, known))[:8])
+        raise DataValidationError(f"{opath}: no outputs for model(s) {missing}; the file has {have} …")
     out = out[out["model"].isin(set(measured_names.values()))]
     wide = out.pivot(index="question_id", columns="model", values="correct")
     chars = out.pivot(index="question_id", columns="model", values="generated_chars")
@@ -79,7 +81,7 @@ def read_measured_correctness(data_dir: str | Path) -> tuple[list[str], np.ndarr
     if not opath.is_file():
         raise DataValidationError(f"{opath}: measured MMLU-Pro outputs not found (data/README.md, 'Measured MMLU-Pro "
                                   "outputs')")
-    out = pd.read_parquet(opath, columns=["model", "question_id", "pred", "correct"])
+    out = read_table_file(opath, columns=["model", "question_id", "pred", "correct"])
     out["ok"] = (out["correct"].fillna(False).astype(bool) & out["pred"].notna()).astype(np.float64)
     wide = out.pivot(index="question_id", columns="model", values="ok").sort_index()
     return [str(c) for c in wide.columns], wide.to_numpy(dtype=np.float64)

@@ -9,6 +9,10 @@ configuration / dataset-definition files all pass through these functions, so on
   OverflowError; NaN and infinities are refused;
 - a file is read bounded (`read_bounded`): a regular file only (a FIFO, a device or a socket is refused before it
   is read, so nothing blocks or streams forever), at most a byte budget, a loop of symbolic links named as such;
+- a table file (labels, benchmarks, measured outputs; Parquet or CSV) is read by one reader (`read_table_file`)
+  that refuses, before anything is decoded, more than MAX_TABLE_ROWS rows or MAX_TABLE_UNCOMPRESSED_BYTES (from
+  the Parquet footer, then from the decoded size of dictionary-encoded text), and a column named twice;
+- a value echoed in a message is cut (`shown`), so a 50 MB cell never becomes a 50 MB error;
 - a YAML document is read bounded (bytes, then the size of what its aliases expand to), so a 531-byte alias
   bomb or /dev/zero is refused in milliseconds instead of exhausting memory; its syntax errors name file and line;
 - a configuration or states model (`InputModel`) holds finite numbers only, and every lower bound it names
@@ -16,7 +20,8 @@ configuration / dataset-definition files all pass through these functions, so on
 - text bound for a terminal loses its control characters (C0, C1 and the ESC sequences they start) except
   newline and tab (`printable`).
 
-Refusals are `InvalidValueError`s (a ValueError and a Cr2Error: exit code 2 on the CLI, a 4xx on the server).
+Refusals are `InvalidValueError`s (a ValueError and a Cr2Error: exit code 2 on the CLI, a 4xx on the server); a
+table file's are `DataValidationError`s (exit code 2), naming the file, what was found and the limit.
 """
 from __future__ import annotations
 
@@ -26,11 +31,15 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from cr2.core.errors import InvalidValueError
+from cr2.core.errors import DataValidationError, InvalidValueError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 MAX_YAML_BYTES = 1 << 20  # a configuration or dataset-definition file; the shipped ones are a few kB
 MAX_YAML_NODES = 100_000  # scalars + collections after every alias is expanded (the default config has ~1,000)
@@ -109,15 +118,16 @@ def parse_number(value: Any, name: str, low: float | None = None, high: float | 
 MAX_SHOWN_CHARS = 80  # a value echoed in an error message: enough to recognise it, never a 50 MB cell
 
 
-def shown(value: Any, limit: int = MAX_SHOWN_CHARS) -> str:
-    """`value` as it may be echoed in a message: its repr, terminal-safe (`printable`), cut to `limit` characters
-    and followed by "… (N chars)" when longer (N: the length of a string, else of the repr). A string is sliced
-    before its repr is taken, so echoing a 50 MB cell costs no more than echoing a short one."""
+def shown(value: Any, limit: int = MAX_SHOWN_CHARS, *, quoted: bool = True) -> str:
+    """`value` as it may be echoed in a message: its repr (quoted=False: its text, for an id that reads as itself),
+    terminal-safe (`printable`), cut to `limit` characters and followed by "… (N chars)" when longer (N: the length
+    of a string, else of the repr). A string is sliced before its repr is taken, so echoing a 50 MB cell costs no
+    more than echoing a short one."""
     if isinstance(value, str):
-        text, full = repr(value[:limit + 1]), len(value)
+        text, full = (repr(value[:limit + 1]) if quoted else value[:limit + 1]), len(value)
         cut = full > limit or len(text) > limit
     else:
-        text = repr(value)
+        text = repr(value) if quoted else str(value)
         full, cut = len(text), len(text) > limit
     return f"{printable(text[:limit])}… ({full:,} chars)" if cut else printable(text)
 
@@ -136,7 +146,13 @@ def _short(value: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------- files
-MAX_TABLE_BYTES = 1 << 30  # a label table a user imports (CSV / Parquet): 20k queries × a pool is a few MB
+# A table file (labels a user imports, a benchmark, measured outputs) is bounded by what it holds, not only by its
+# bytes: Parquet compresses 10⁷ rows or a 300 MB cell into kilobytes. The largest file the project ships, MMLU-Pro's
+# measured outputs (12,032 questions × 29 models), has 347,215 rows and 8 MB uncompressed (15 MB as Arrow); a label
+# import of 20k queries × 100 models is 2M rows. Materialised, a table at both limits takes about 1 GB in pandas.
+MAX_TABLE_ROWS = 2_000_000
+MAX_TABLE_UNCOMPRESSED_BYTES = 256 << 20  # the footer's uncompressed page sizes, and the decoded columns
+MAX_TABLE_BYTES = MAX_TABLE_UNCOMPRESSED_BYTES  # a file is never larger than what it holds (a CSV is its own text)
 
 
 def resolve_path(path: str | Path, what: str = "path") -> Path:
@@ -199,6 +215,173 @@ def read_bounded(path: str | Path, limit: int, what: str = "file") -> bytes:
     if size > limit:
         raise InvalidValueError(f"{path}: larger than {limit:,} bytes; is this the right {what}?")
     return b"".join(chunks)
+
+
+# ------------------------------------------------------------------------------------------- tables
+TABLE_SUFFIXES = (".parquet", ".pq", ".csv")
+
+
+def read_table_file(path: str | Path, columns: Sequence[str] | None = None, what: str = "table file") -> "pd.DataFrame":
+    """A Parquet (.parquet/.pq) or CSV (.csv) file as a DataFrame, read bounded: the one reader of every table file
+    cr2 is given or ships (`read_bounded`, then `parse_table`); DataValidationError naming the file."""
+    return parse_table(read_table_bytes(path, what), path, columns)
+
+
+def read_table_bytes(path: str | Path, what: str = "table file") -> bytes:
+    """The bytes of a table file (`read_bounded`: a regular file of at most MAX_TABLE_BYTES, never a FIFO or a
+    device), for a caller that also digests them; DataValidationError naming the file."""
+    p = Path(path)
+    if p.suffix.lower() not in TABLE_SUFFIXES:
+        raise DataValidationError(f"{p}: unsupported file type {shown(p.suffix.lower())}; use .parquet or .csv")
+    try:
+        return read_bounded(p, MAX_TABLE_BYTES, what)
+    except InvalidValueError as exc:
+        raise DataValidationError(str(exc)) from None
+
+
+def parse_table(raw: bytes, path: str | Path, columns: Sequence[str] | None = None) -> "pd.DataFrame":
+    """The bytes of the Parquet or CSV file `path` (its suffix decides) as a DataFrame of `columns` (None: all),
+    within MAX_TABLE_ROWS rows and MAX_TABLE_UNCOMPRESSED_BYTES, checked before the table is materialised;
+    DataValidationError for an unreadable file, one over a limit, a missing column, or two columns of one name
+    (which of them would count is a guess)."""
+    p = Path(path)
+    if p.suffix.lower() == ".csv":
+        return _csv_frame(raw, p, columns)
+    return parquet_table(raw, p, columns).to_pandas()
+
+
+def _unreadable(path: Path, exc: Exception) -> DataValidationError:
+    first = (str(exc).splitlines() or [""])[0]
+    kind = "csv" if path.suffix.lower() == ".csv" else "Parquet"
+    return DataValidationError(f"{path}: not a readable {kind} file ({type(exc).__name__}: {printable(first[:200])})")
+
+
+def _refuse_repeated_names(names: Sequence[Any], path: Path) -> None:
+    from collections import Counter
+
+    twice = sorted(str(n) for n, k in Counter(names).items() if k > 1 and n is not None and n != "")
+    if twice:
+        listed = ", ".join(shown(n, 40) for n in twice[:5])
+        raise DataValidationError(f"{path}: the column name{'s' if len(twice) > 1 else ''} {listed} appear"
+                                  f"{'' if len(twice) > 1 else 's'} more than once; keep one column of each name")
+
+
+def _refuse_over(path: Path, found: int, limit: int, unit: str, name: str) -> None:
+    if found > limit:
+        raise DataValidationError(f"{path}: {found:,} {unit}, more than the {limit:,} a table file may hold ({name}); "
+                                  "split it or import a subset")
+
+
+def parquet_table(raw: bytes, path: str | Path, columns: Sequence[str] | None = None) -> "pa.Table":
+    """The Parquet bytes of `path` as an Arrow table of `columns` (None: all), bounded before decoding.
+
+    The footer is read first: its row count and the uncompressed size of the chosen columns' pages are checked
+    against MAX_TABLE_ROWS and MAX_TABLE_UNCOMPRESSED_BYTES. A dictionary page holding one large value that every row
+    points at is small in the footer and huge decoded, so the text columns are read as dictionaries (their size as
+    stored) and their decoded size — the value lengths the indices select — is checked before they are expanded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    try:
+        meta = pq.ParquetFile(pa.BufferReader(raw)).metadata
+        names = meta.schema.to_arrow_schema().names
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, … for a file that is not Parquet
+        raise _unreadable(p, exc) from None
+    _refuse_over(p, meta.num_rows, MAX_TABLE_ROWS, "rows", "MAX_TABLE_ROWS")
+    _refuse_repeated_names(names, p)
+    if columns is not None:
+        absent = [c for c in columns if c not in names]
+        if absent:
+            has = ", ".join(shown(n, 40) for n in names[:12]) + (" …" if len(names) > 12 else "")
+            raise DataValidationError(f"{p}: no column{'s' if len(absent) > 1 else ''} "
+                                      f"{', '.join(shown(c, 40) for c in absent)}; the file has {has}")
+    chosen = set(names if columns is None else columns)
+    text_paths, stored = [], 0
+    for j in range(meta.num_columns):
+        leaf = meta.schema.column(j)
+        if leaf.path.split(".")[0] not in chosen:
+            continue
+        if leaf.physical_type == "BYTE_ARRAY":
+            text_paths.append(leaf.path)
+        stored += sum(meta.row_group(i).column(j).total_uncompressed_size for i in range(meta.num_row_groups))
+    _refuse_over(p, stored, MAX_TABLE_UNCOMPRESSED_BYTES, "bytes uncompressed", "MAX_TABLE_UNCOMPRESSED_BYTES")
+    try:
+        table = pq.read_table(pa.BufferReader(raw), columns=None if columns is None else list(columns),
+                              read_dictionary=text_paths)
+    except Exception as exc:
+        raise _unreadable(p, exc) from None
+    _refuse_over(p, table.num_rows, MAX_TABLE_ROWS, "rows", "MAX_TABLE_ROWS")
+    _refuse_over(p, sum(_decoded_bytes(c) for c in table.columns), MAX_TABLE_UNCOMPRESSED_BYTES,
+                 "bytes uncompressed (decoded)", "MAX_TABLE_UNCOMPRESSED_BYTES")
+    target = pq.ParquetFile(pa.BufferReader(raw)).schema_arrow  # the types the file declares (dictionary or not)
+    try:
+        return pa.table([c.cast(target.field(n).type) if c.type != target.field(n).type else c
+                         for n, c in zip(table.column_names, table.columns)], schema=pa.schema(
+            [target.field(n) for n in table.column_names], metadata=target.metadata))
+    except Exception as exc:
+        raise _unreadable(p, exc) from None
+
+
+def _decoded_bytes(column: Any) -> int:
+    """Bytes the Arrow array (or chunked array) `column` takes with every dictionary in it expanded. Iterative over
+    nested types (lists, structs): no recursion."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    total = 0
+    stack = list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+    while stack:
+        arr = stack.pop()
+        kind = arr.type
+        if pa.types.is_dictionary(kind):
+            values = arr.dictionary
+            if len(arr) and len(values) and (pa.types.is_string(values.type) or pa.types.is_binary(values.type)
+                                             or pa.types.is_large_string(values.type)
+                                             or pa.types.is_large_binary(values.type)):
+                lengths = pc.binary_length(values)
+                total += int(pc.sum(pc.take(lengths, arr.indices.fill_null(0))).as_py() or 0)
+            else:
+                total += values.nbytes
+            total += 8 * len(arr)  # offsets and validity, as the expanded array holds them
+        elif pa.types.is_struct(kind):
+            total += len(arr) // 8 + 1
+            stack.extend(arr.field(i) for i in range(kind.num_fields))
+        elif isinstance(arr, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray, pa.MapArray)):
+            total += 8 * (len(arr) + 1)
+            stack.append(arr.values)
+        else:
+            total += arr.nbytes
+    return total
+
+
+def _csv_frame(raw: bytes, path: Path, columns: Sequence[str] | None) -> "pd.DataFrame":
+    """A CSV file's bytes as a DataFrame: bounded by MAX_TABLE_UNCOMPRESSED_BYTES (a CSV is its own uncompressed
+    text) and MAX_TABLE_ROWS; its header is the line pandas takes for one (the first that is not blank), so a
+    column named twice there is refused whatever precedes it."""
+    import io
+
+    import pandas as pd
+
+    _refuse_over(path, len(raw), MAX_TABLE_UNCOMPRESSED_BYTES, "bytes", "MAX_TABLE_UNCOMPRESSED_BYTES")
+    try:
+        header = pd.read_csv(io.BytesIO(raw), header=None, nrows=1, dtype=str, keep_default_na=False)
+        _refuse_repeated_names(header.iloc[0].tolist() if len(header) else [], path)
+        lines = raw.count(b"\n")  # a row ends in a newline (a quoted cell may hold more): rows ≤ lines + 1
+        frame = pd.read_csv(io.BytesIO(raw), nrows=None if lines <= MAX_TABLE_ROWS else MAX_TABLE_ROWS + 1)
+    except DataValidationError:
+        raise
+    except Exception as exc:  # pandas parser errors (EmptyDataError, ParserError, UnicodeDecodeError, …)
+        raise _unreadable(path, exc) from None
+    if len(frame) > MAX_TABLE_ROWS:  # parsing stopped one row past the limit: the rest is never parsed
+        raise DataValidationError(f"{path}: more than {MAX_TABLE_ROWS:,} rows ({lines:,} lines), more than a table "
+                                  "file may hold (MAX_TABLE_ROWS); split it or import a subset")
+    if columns is not None:
+        absent = [c for c in columns if c not in frame.columns]
+        if absent:
+            raise DataValidationError(f"{path}: no column {', '.join(shown(c, 40) for c in absent)}")
+        frame = frame[list(columns)]
+    return frame
 
 
 # ------------------------------------------------------------------------------------------- YAML

@@ -14,6 +14,7 @@ import pandas as pd
 
 from cr2.config.dataset_defs import DatasetDef
 from cr2.config import Config
+from cr2.core.boundary import shown
 from cr2.core.errors import DataValidationError
 
 REQUIRED_COLUMNS = ("query_id", "benchmark", "subset", "question", "choices", "target", "tests", "test_setup")
@@ -21,21 +22,16 @@ QUERY_COLUMNS = REQUIRED_COLUMNS + ("content_hash",)
 
 
 def read_benchmark_file(path: Path, benchmark: str) -> pd.DataFrame:
-    """One benchmark's Parquet file as a DataFrame of the required columns."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """One benchmark's Parquet file as a DataFrame of the required columns, read by the bounded table reader
+    (cr2.core.boundary.parquet_table: row count and uncompressed size checked before anything is decoded)."""
+    from cr2.core.boundary import parquet_table, read_table_bytes
 
     if not path.is_file():
         raise DataValidationError(
             f"{path}: benchmark file for '{benchmark}' not found; restore it from the repository "
             f"(git checkout -- {path.name}) or fix benchmarks.{benchmark}.file in the config"
         )
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise DataValidationError(
-            f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]}); restore it from the repository"
-        ) from None
+    table = parquet_table(read_table_bytes(path, "benchmark file"), path)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
         raise DataValidationError(
@@ -45,7 +41,8 @@ def read_benchmark_file(path: Path, benchmark: str) -> pd.DataFrame:
     df = table.select(list(REQUIRED_COLUMNS)).to_pandas()
     wrong = sorted(set(df["benchmark"].dropna()) - {benchmark})
     if wrong:
-        raise DataValidationError(f"{path}: column benchmark holds {wrong}, expected only '{benchmark}'")
+        listed = ", ".join(shown(w) for w in wrong[:3]) + (f" and {len(wrong) - 3:,} more" if len(wrong) > 3 else "")
+        raise DataValidationError(f"{path}: column benchmark holds {listed}, expected only '{benchmark}'")
     return df
 
 
@@ -80,7 +77,8 @@ def check_query_ids(df: pd.DataFrame) -> None:
     dup = df["query_id"][df["query_id"].duplicated()]
     if len(dup):
         raise DataValidationError(
-            f"duplicated query_id: {', '.join(map(str, dup.unique()[:3]))} ({len(dup)} repeats); "
+            f"duplicated query_id: {', '.join(shown(q, quoted=False) for q in dup.unique()[:3])} "
+            f"({len(dup)} repeats); "
             "query ids must be unique across the selected benchmark files"
         )
 
@@ -107,6 +105,7 @@ def target_problem(query_id: str, benchmark: str, definition: DatasetDef, target
     entry says `target: required`, an empty or blank string (a missing answer is null, never ''), or a
     multiple-choice target that is not a letter among the query's own options, a closed-set target that is not one
     of the query's choices (else the entry's answer_set)."""
+    query_id = shown(query_id, quoted=False)  # ids and targets come from the file: echoed cut
     missing = target is None or (isinstance(target, float) and np.isnan(target))
     if missing:
         if definition.target == "optional":
@@ -114,20 +113,21 @@ def target_problem(query_id: str, benchmark: str, definition: DatasetDef, target
         return (f"{query_id}: no target; benchmark '{benchmark}' requires a gold answer (a benchmark whose labels are "
                 "imported may declare `target: optional` in its dataset definition, docs/your_pool.md)")
     if not isinstance(target, str) or not target.strip():
-        return (f"{query_id}: empty target {target!r}; give the gold answer, or leave it null"
+        return (f"{query_id}: empty target {shown(target)}; give the gold answer, or leave it null"
                 + (" (the entry says `target: optional`)" if definition.target == "optional"
                    else f" and declare `target: optional` in configs/datasets/{benchmark}.yaml"))
     if definition.multiple_choice:
         letters = definition.letters[:n_choices]
         if len(target) != 1 or target not in letters:
-            return f"{query_id}: target {target!r} not among {letters[:1]}–{letters[-1:]}"
+            return f"{query_id}: target {shown(target)} not among {letters[:1]}–{letters[-1:]}"
     if definition.closed_set:
         allowed = [str(c) for c in choices] if n_choices else definition.answer_set
         if not allowed:
             return (f"{query_id}: a closed-set benchmark needs the query's `choices` or the entry's `answer_set` "
                     f"(configs/datasets/{benchmark}.yaml)")
         if target not in allowed:
-            return f"{query_id}: target {target!r} not among its answers {allowed[:6]}{' …' if len(allowed) > 6 else ''}"
+            listed = ", ".join(shown(a, 40) for a in allowed[:6]) + (" …" if len(allowed) > 6 else "")
+            return f"{query_id}: target {shown(target)} not among its answers [{listed}]"
     return "ok"
 
 
@@ -139,11 +139,12 @@ def answer_checks(defs: dict[str, DatasetDef], df: pd.DataFrame) -> pd.DataFrame
     choices_ok, target_ok, tests_ok = [], [], []
     for qid, b, ch, tgt, tests in zip(df["query_id"], df["benchmark"], df["choices"], df["target"], df["tests"]):
         d = defs[b]
+        where = shown(qid, quoted=False)
         n = len(ch) if isinstance(ch, (list, tuple, np.ndarray)) else 0
         lo, hi = d.choice_range
         choices_ok.append("ok" if hi == 0 or lo <= n <= hi or (d.closed_set and n == 0)
-                          else f"{qid}: {n} options, {b} needs {lo}–{hi}")
+                          else f"{where}: {n} options, {b} needs {lo}–{hi}")
         target_ok.append(target_problem(qid, b, d, tgt, n, ch))
         n_tests = len(tests) if isinstance(tests, (list, tuple, np.ndarray)) else 0
-        tests_ok.append("ok" if not d.requires_tests or n_tests >= 1 else f"{qid}: no tests")
+        tests_ok.append("ok" if not d.requires_tests or n_tests >= 1 else f"{where}: no tests")
     return pd.DataFrame({"choices_ok": choices_ok, "target_ok": target_ok, "tests_ok": tests_ok}, index=df.index)
