@@ -176,9 +176,9 @@ def catalogue_paths(config: Any) -> list[Path]:
     for cat in config.baselines.catalogues:
         paths.append(Path(cat))
         if Path(cat).is_file():
-            import yaml
+            from cr2.core.boundary import load_yaml_file
 
-            for spec in (yaml.safe_load(Path(cat).read_text()) or {}).values():
+            for spec in (load_yaml_file(cat) or {}).values():  # bounded, as the router registry reads it
                 module = str((spec or {}).get("class", "")).partition(":")[0]
                 if module.endswith(".py"):
                     paths.append(Path(module) if Path(module).is_absolute() else Path(cat).parent / module)

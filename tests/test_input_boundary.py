@@ -71,6 +71,8 @@ def test_lone_surrogates_are_refused_naming_the_field(text):
     ("x\x9b2Jy\x9d0;t\x9cz", "xyz"),                      # C1 CSI / OSC
     ("bell\x07 back\x08 del\x7f cr\r", "bell back del cr"),
     ("tab\tand\nnewline", "tab\tand\nnewline"),          # kept
+    ("evil\u202egpj.exe", "evilgpj.exe"),                 # right-to-left override: the name would read reversed
+    ("\u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069\u200e\u200f\u061cok", "ok"),  # every bidi control
 ])
 def test_printable_strips_every_control_sequence_but_newline_and_tab(raw, shown):
     assert printable(raw) == shown
@@ -97,6 +99,65 @@ def test_yaml_alias_bomb_is_refused_fast():
     with pytest.raises(InvalidValueError, match="contains it"):
         load_yaml("a: &a [1, *a]", "loop.yaml")
     assert load_yaml("a: &a [1, 2]\nb: *a\n", "ok.yaml") == {"a": [1, 2], "b": [1, 2]}
+
+
+DEEP = "a: " + "[" * 500 + "]" * 500 + "\n"
+LONG_LIST = "a: [" + ", ".join(["1"] * 266_000) + "]\n"  # 800 kB: within the byte budget, not the value budget
+
+
+@pytest.mark.parametrize("text, refusal", [(DEEP, "nested deeper than 64 levels"),
+                                           (LONG_LIST, "more than 100,000 values")])
+def test_deep_or_long_yaml_is_refused_while_parsing(text, refusal):
+    t0 = time.perf_counter()
+    with pytest.raises(InvalidValueError, match=refusal) as err:
+        load_yaml(text, "big.yaml")
+    assert time.perf_counter() - t0 < 1.0  # stopped at the first event past the budget, nothing constructed
+    assert str(err.value).startswith("big.yaml")
+
+
+def test_deep_yaml_is_refused_cleanly_wherever_a_file_is_read(tmp_path, capsys):
+    from cr2.config import load_state_distribution
+
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(DEEP)
+    for args in (["config", "validate", str(deep)], ["config", "show", "-c", str(deep)]):
+        code, out = run_cli(args, capsys)
+        assert code == 2 and "nested deeper than" in out and "bug" not in out, (args, out)
+    with pytest.raises(ConfigError, match="deep.yaml: nested deeper than"):
+        load_state_distribution(deep)
+
+
+@pytest.mark.parametrize("text, line, key", [
+    ("a: 1\nb: 2\na: 3\n", 3, "'a'"),
+    ("seed: 0\nchannel:\n  x: 1\n  y: 2\n  x: 3\n", 5, "'x'"),
+    ("{p: 1, p: 2}\n", 1, "'p'"),
+    ("1: a\n0x1: b\n", 2, "1"),                            # equal once constructed: 1 == 0x1
+])
+def test_duplicate_yaml_keys_are_refused_naming_file_line_and_key(text, line, key):
+    with pytest.raises(InvalidValueError) as err:
+        load_yaml(text, "dup.yaml")
+    msg = str(err.value)
+    assert msg.startswith("dup.yaml") and f"line {line}" in msg and f"key {key}" in msg, msg
+
+
+def test_merge_keys_may_be_overridden_and_shipped_configs_have_no_duplicate_key():
+    from cr2.config import REPO_ROOT
+    from cr2.core.boundary import load_yaml_file
+
+    assert load_yaml("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  x: 3\n", "m.yaml")["use"] == {"x": 3, "y": 2}
+    assert load_yaml("a: &a {<<: {k: 1}, k: 2}\nb: {<<: *a, k: 3}\n", "m.yaml") == {"a": {"k": 2}, "b": {"k": 3}}
+    files = sorted((REPO_ROOT / "configs").rglob("*.yaml")) + sorted((REPO_ROOT / "cr2").rglob("*.yaml"))
+    assert len(files) > 10
+    for f in files:
+        load_yaml_file(f)
+
+
+def test_config_validate_refuses_a_setting_given_twice(tmp_path, capsys):
+    cfg = tmp_path / "twice.yaml"
+    cfg.write_text("extends: default\nseed: 1\nseed: 2\n")
+    code, out = run_cli(["config", "validate", str(cfg)], capsys)
+    out = " ".join(out.split())
+    assert code == 2 and "line 3" in out and "key 'seed'" in out and "twice.yaml" in out, out
 
 
 # ------------------------------------------------------------------ N7 on the command line

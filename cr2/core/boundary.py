@@ -17,8 +17,8 @@ configuration / dataset-definition files all pass through these functions, so on
   bomb or /dev/zero is refused in milliseconds instead of exhausting memory; its syntax errors name file and line;
 - a configuration or states model (`InputModel`) holds finite numbers only, and every lower bound it names
   (`min` / `low_x` / `x_min`) lies at or below its upper bound (`max` / `high_x` / `x_max`);
-- text bound for a terminal loses its control characters (C0, C1 and the ESC sequences they start) except
-  newline and tab (`printable`).
+- text bound for a terminal loses its control characters (C0, C1 and the ESC sequences they start, and the
+  Unicode bidirectional controls) except newline and tab (`printable`).
 
 Refusals are `InvalidValueError`s (a ValueError and a Cr2Error: exit code 2 on the CLI, a 4xx on the server); a
 table file's are `DataValidationError`s (exit code 2), naming the file, what was found and the limit.
@@ -26,6 +26,7 @@ table file's are `DataValidationError`s (exit code 2), naming the file, what was
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import os
 import re
@@ -425,13 +426,101 @@ def _expanded_size(value: Any, max_nodes: int, max_depth: int, where: str) -> No
         stack.extend((c, depth + 1, False) for c in children if isinstance(c, (dict, list)))
 
 
+def _scan_yaml_events(text: str, where: str, max_nodes: int, max_depth: int) -> None:
+    """Refuse `text` when its event stream nests deeper than `max_depth` or holds more than `max_nodes` values
+    (before aliases are expanded), stopping at the first event past either budget. Events are flat: nothing is
+    built and nothing recurses, so `[` × 500 or an 800 kB list is refused in milliseconds (libyaml's parser when
+    PyYAML has it). Syntax errors are left to the loader, whose messages name the line."""
+    import yaml
+
+    starts, ends = (yaml.MappingStartEvent, yaml.SequenceStartEvent), (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+    values = starts + (yaml.ScalarEvent, yaml.AliasEvent)
+    depth = nodes = 0
+    try:
+        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if isinstance(event, values):
+                nodes += 1
+                if nodes > max_nodes:
+                    raise InvalidValueError(f"{where}: holds more than {max_nodes:,} values (line "
+                                            f"{event.start_mark.line + 1}); is this the right file?")
+            if isinstance(event, starts):
+                depth += 1
+                if depth > max_depth:
+                    raise InvalidValueError(f"{where}: nested deeper than {max_depth} levels (line "
+                                            f"{event.start_mark.line + 1}); flatten the structure")
+            elif isinstance(event, ends):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # the loader reports it, at the same place
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int, first_line: int):
+        super().__init__(key, line, first_line)
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+@functools.lru_cache(maxsize=1)
+def _strict_loader() -> type:
+    """PyYAML's safe loader (libyaml's when available) that refuses a key given twice in one mapping.
+
+    Each mapping's own keys are compared once constructed (so `1` and `0x1` are the same key), before any merge
+    (`<<`) is flattened into it: a key that overrides a merged one is the point of a merge, not a duplicate."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    merge_tag = "tag:yaml.org,2002:merge"
+
+    class StrictLoader(base):  # type: ignore[misc, valid-type]
+        def __init__(self, stream: Any) -> None:
+            super().__init__(stream)
+            self._keys_checked: set[int] = set()
+
+        def _check_keys(self, node: Any) -> None:
+            if id(node) in self._keys_checked or not isinstance(node, yaml.MappingNode):
+                return
+            self._keys_checked.add(id(node))
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == merge_tag:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(key, line, seen[key])
+                    seen[key] = line
+                except TypeError:  # an unhashable key: construct_mapping refuses it with its own message
+                    continue
+
+        def flatten_mapping(self, node: Any) -> None:
+            self._check_keys(node)
+            for key_node, value_node in node.value:  # the mappings merged in, before they are flattened
+                if key_node.tag == merge_tag:
+                    for merged in (value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]):
+                        self._check_keys(merged)
+            super().flatten_mapping(node)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            self._check_keys(node)
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
+
+
 def load_yaml(text: str, where: str, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_YAML_DEPTH) -> Any:
-    """`text` parsed as safe YAML within a budget: at most `max_nodes` values once aliases are expanded and
-    `max_depth` levels; every string well-formed. Raises yaml.YAMLError for syntax (the caller says where)."""
+    """`text` parsed as safe YAML within a budget: at most `max_nodes` values (checked while parsing, and again once
+    aliases are expanded) and `max_depth` levels; every string well-formed; no key twice in one mapping (the
+    last would win silently). Raises yaml.YAMLError for syntax (the caller says where)."""
     import yaml
 
     check_text(text, where)
-    data = yaml.safe_load(text)
+    _scan_yaml_events(text, where, max_nodes, max_depth)
+    try:
+        data = yaml.load(text, Loader=_strict_loader())  # noqa: S506 (a SafeLoader subclass)
+    except _DuplicateKey as dup:
+        raise InvalidValueError(f"{where}: line {dup.line}: the key {shown(dup.key)} is given twice in one mapping "
+                                f"(first at line {dup.first_line}); keep one") from None
     _expanded_size(data, max_nodes, max_depth, where)
     return data
 
@@ -458,13 +547,15 @@ def load_yaml_file(path: str | Path, limit: int = MAX_YAML_BYTES) -> Any:
 # it stays visible (a terminal would have swallowed it), and the introducer's removal leaves nothing to swallow.
 _ESCAPE_SEQ = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]"
                          r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Unicode bidirectional controls (embeddings and overrides U+202A–U+202E, isolates U+2066–U+2069, the marks U+200E,
+# U+200F and U+061C) reorder what follows them: "evil\u202egpj.exe" reads as "evilexe.jpg". Removed with the rest.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
-    """`text` safe for a terminal: ESC / CSI / OSC sequences and every other C0, DEL and C1 control character
-    removed (newline and tab kept), lone surrogates shown as escapes. Nothing printed can move the cursor, clear
-    the screen or retitle the window."""
+    """`text` safe for a terminal: ESC / CSI / OSC sequences, every other C0, DEL and C1 control character and the
+    Unicode bidirectional controls removed (newline and tab kept), lone surrogates shown as escapes. Nothing printed
+    can move the cursor, clear the screen, retitle the window or show its text in another order."""
     if not isinstance(text, str):
         text = str(text)
     try:

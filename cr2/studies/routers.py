@@ -76,14 +76,14 @@ class RouterStudy:
 def load_router_study(path: str | Path, digest: str, routers: Sequence[str] | None = None) -> RouterStudy:
     """The pre-registration at `path` (its content hash `digest`); every candidate and the reference must be certifiable
     routers (default: cr2.routers.certify.certifiable_routers()) and the rule a calibrated rule of cr2.crc."""
-    import yaml
-
+    from cr2.core.boundary import load_yaml_file
+    from cr2.core.errors import InvalidValueError
     from cr2.crc import RULES
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"cannot read the router study {path}: {e}") from None
+        data = load_yaml_file(path)  # bounded: a regular file within the YAML budgets, no key twice
+    except InvalidValueError as e:
+        raise ConfigError(f"cannot read the router study: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a router study is a mapping (question, candidates, reference, pools, …)")
     try:

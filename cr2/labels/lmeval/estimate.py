@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pandas as pd
-import yaml
 
 from cr2.config.lmeval import LabelingSpec
 from cr2.core.errors import ConfigError
@@ -268,10 +267,15 @@ class StoredRates:
 def load_stored_rates(path: str | Path | None = None) -> list[StoredRates]:
     """The stored GPU measurements (configs/labeling_gpu_rates.yaml, or `path`)."""
     file = Path(path) if path is not None else GPU_RATES_FILE
+    from cr2.core.boundary import load_yaml_file
+    from cr2.core.errors import InvalidValueError
+
+    if not file.exists():
+        raise ConfigError(f"stored GPU rates {file} not found")
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"stored GPU rates {file} not found") from None
+        data = load_yaml_file(file) or {}  # bounded: a regular file within the YAML budgets, no key twice
+    except InvalidValueError as exc:
+        raise ConfigError(str(exc)) from None
     out = []
     for i, entry in enumerate(data.get("measurements") or []):
         try:
