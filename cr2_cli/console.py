@@ -25,6 +25,7 @@ import typer
 from rich.console import Console
 
 from cr2.core.errors import Cr2Error
+from cr2.core.files import disk_full_error, is_disk_full
 
 
 class SafeConsole(Console):
@@ -39,6 +40,21 @@ class SafeConsole(Console):
 
         return super()._render_buffer(seg if seg.control else Segment(printable(seg.text), seg.style, seg.control)
                                       for seg in buffer)
+
+    def _size(self):
+        """Rich's size, except for output that is not a terminal (a pipe, a file) with no $COLUMNS: there a table is
+        laid out at its own width (up to PIPED_WIDTH), never wrapped to 80 columns with its cells cut."""
+        from rich.console import ConsoleDimensions
+
+        dims = Console.size.fget(self)
+        if self._width is None and "COLUMNS" not in self._environ and not self.is_terminal:
+            return ConsoleDimensions(PIPED_WIDTH, dims.height)
+        return dims
+
+    size = property(_size, Console.size.fset)
+
+
+PIPED_WIDTH = 1000  # columns of output written to a pipe or file (a wide table stays one row per line)
 
 
 # markup=False: nothing printed is parsed as Rich markup — names, SQL results and questions may hold "[x]" or
@@ -196,6 +212,10 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
             raise typer.Exit(exc.exit_code) from None
         except OSError as exc:  # a path the user gave that the system refuses (too long, a folder, no permission…)
             release_frames(exc)
+            if is_disk_full(exc):  # a write outside cr2's own (Prefect's results, a folder made): the same message
+                where = printable_path(exc.filename) if exc.filename is not None else "a file under the home or cache"
+                print_error(str(disk_full_error(where, exc, "The warehouse keeps every completed write.")))
+                raise typer.Exit(2) from None
             where = f": {printable_path(exc.filename)}" if exc.filename is not None else ""
             print_error(f"{exc.strerror or type(exc).__name__}{where}")
             raise typer.Exit(2) from None

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from cr2.core.errors import Cr2Error
+from cr2.core.files import DISK_FULL_TEXT
 
 
 _proc: subprocess.Popen | None = None
@@ -39,8 +40,6 @@ _registered = False
 _tail: collections.deque = collections.deque(maxlen=40)  # the server's last output lines before it was ready
 PORT_IN_USE_EXIT = 3  # uvicorn's exit status when it cannot start: the port is taken, or the app's start-up failed
 PORT_RETRIES = 3
-# how SQLite (Prefect's database) and the OS word a full disk
-_DISK_FULL_TEXT = ("database or disk is full", "No space left on device", "Disk quota exceeded", "File too large")
 
 
 class PrefectServerError(Cr2Error):
@@ -152,7 +151,7 @@ def _failed(what: str) -> PrefectServerError:
 
     home = Path(str(PREFECT_HOME.value())).expanduser()
     lines = [ln.strip() for ln in _tail if ln.strip()]
-    said = next((ln for ln in reversed(lines) if any(t in ln for t in _DISK_FULL_TEXT)), None)
+    said = next((ln for ln in reversed(lines) if any(t in ln for t in DISK_FULL_TEXT)), None)
     if said is not None:
         return PrefectServerError(f"Prefect's temporary API server could not start: the disk holding its database "
                                   f"{home / 'prefect.db'} is full ({said[:200]}). Free space there (or set PREFECT_HOME "

@@ -48,15 +48,18 @@ class FullDisk:
 
     def run(self, args: list[str], env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
         """`cr2 ARGS` in a subprocess that meets the full disk; stdout and stderr together, as text."""
+        return self.python(["-c", "from cr2_cli.main import main; main()", *map(str, args)], env, timeout)
+
+    def python(self, args: list[str], env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        """`python ARGS` in a subprocess that meets the full disk; stdout and stderr together, as text."""
 
         def limit() -> None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death; kept across exec
             resource.setrlimit(resource.RLIMIT_FSIZE, (LEFT_BYTES, LEFT_BYTES))
 
         preexec = limit if self.filled and not self.mounted else None
-        return subprocess.run([sys.executable, "-c", "from cr2_cli.main import main; main()", *map(str, args)],
-                              env=env, preexec_fn=preexec, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=timeout)
+        return subprocess.run([sys.executable, *args], env=env, preexec_fn=preexec, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
     def __enter__(self) -> "FullDisk":
         return self

@@ -115,3 +115,40 @@ def test_every_command_is_covered():
         covered |= {" ".join(args[:2]), args[0]}
     missing = sorted(n for n in names(get_command(app)) if n not in covered)
     assert not missing, f"commands without a clean-exit case: {missing}"
+
+
+def test_a_full_cache_disk_is_one_clean_error_naming_the_file(slice_home, tmp_path):
+    """A cache write that meets a full disk (here `cr2 recalibrate` with $CR2_CACHE on one) ends the command with one
+    `error:` line naming the file it could not write and what to do: no Prefect traceback, no bare "No space left
+    on device"."""
+    from tests.full_disk import FullDisk
+
+    home = copy_of(slice_home["home"], tmp_path / "home")
+    with FullDisk(tmp_path) as disk:
+        disk.fill()
+        env = {**slice_home["env"], "CR2_HOME": str(home), "CR2_CACHE": str(disk.folder / "cache")}
+        res = disk.run(["recalibrate", "-c", slice_home["cfg"], "--states", "premise-far"], env=env, timeout=600)
+    text = " ".join(res.stdout.split())
+    assert res.returncode == 2, (disk.mechanism, res.stdout[-3000:])
+    errors = [ln for ln in res.stdout.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and "the disk holding it is full" in errors[0], (disk.mechanism, res.stdout[-3000:])
+    named = str(disk.folder) if disk.mounted else str(tmp_path)  # a file-size limit meets the home's writes too
+    assert f"cannot write {named}" in text, (disk.mechanism, res.stdout[-3000:])
+    assert not any(n in res.stdout for n in NOISE), (disk.mechanism, res.stdout[-3000:])
+
+
+def test_a_config_of_another_pool_names_the_fix_that_keeps_the_warehouse(slice_home):
+    """A command run on a home without the `-c` it was built with (here: the pool in another order) is told to pass
+    that config; rebuilding with `cr2 run`, which replaces the warehouse's results, is offered only as the other
+    choice, saying so."""
+    from cr2.config import load_config
+    from cr2.core.errors import DataValidationError
+    from cr2_tasks.common import routing_args
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.routing_data import load_routing_sets
+
+    cfg = load_config(slice_home["cfg"])
+    with Warehouse(slice_home["home"], read_only=True) as wh:
+        with pytest.raises(DataValidationError, match=r"pass the config this warehouse was built with \(`-c FILE`.*"
+                                                      r"Only to rebuild .*replaces the warehouse's results"):
+            load_routing_sets(wh, tuple(reversed([m.id for m in cfg.models])), **routing_args(cfg))

@@ -79,6 +79,23 @@ def test_a_write_that_fails_midway_leaves_the_previous_entry_whole_and_no_tempor
     assert [p.name for p in (tmp_path / "k").iterdir()] == ["k-1.json"]
 
 
+def test_a_store_write_on_a_full_disk_is_one_error_naming_the_entry(tmp_path):
+    """A cache entry that meets a full disk (a real one: tmpfs, or a file-size limit) fails with DiskFullError naming
+    the entry file and what to do; no temporary file is left."""
+    from tests.full_disk import FullDisk
+
+    with FullDisk(tmp_path) as disk:
+        disk.fill()
+        code = ("import numpy as np, sys; from cr2_tasks.store import Store; from cr2.core.errors import DiskFullError\n"
+                "try:\n    Store(sys.argv[1]).put('scores', 'k', {'a': np.ones(100_000)}, 'npz')\n"
+                "except DiskFullError as exc:\n    print('DiskFullError', exc)")
+        out = disk.python(["-c", code, str(disk.folder / "cache")])
+        left = sorted(p.name for p in (disk.folder / "cache" / "scores").iterdir())
+    entry = disk.folder / "cache" / "scores" / "k.npz"
+    assert out.stdout.startswith(f"DiskFullError cannot write {entry}: the disk holding it is full"), out.stdout
+    assert left == [], left
+
+
 def test_atomic_write_replaces_whole_files_under_names_no_reader_lists(tmp_path):
     target = tmp_path / "sub" / "table.parquet"
     assert atomic_write(target, b"one") == target and target.read_bytes() == b"one"

@@ -274,3 +274,21 @@ def test_user_queries_run_under_a_memory_cap(home):
     for bad in (0, 10**9, 1.5, True):
         with pytest.raises(UserQueryError, match="memory cap must be a whole number of MiB"):
             open_user_query(home, memory_limit_mb=bad)
+
+
+def test_a_table_changed_outside_cr2_is_refused_naming_the_column(home):
+    """A thresholds table without tau (dropped by hand or by a hostile file) is refused when any command opens the
+    warehouse, naming the table and column — not a KeyError inside `cr2 route`."""
+    from cr2_warehouse.db import DB_NAME
+
+    Warehouse(home).close()
+    con = duckdb.connect(str(home / DB_NAME))
+    con.execute("CREATE TABLE t AS SELECT * EXCLUDE (tau) FROM thresholds")
+    con.execute("DROP TABLE thresholds")
+    con.execute("ALTER TABLE t RENAME TO thresholds")
+    con.execute("ALTER TABLE labels ADD COLUMN extra VARCHAR")
+    con.close()
+    for read_only in (True, False):
+        with pytest.raises(WarehouseError, match=r"table labels has a column extra this cr2 does not define; "
+                                                 r"table thresholds has no column tau — .*changed outside cr2"):
+            Warehouse(home, read_only=read_only)

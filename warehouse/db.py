@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import errno
 import functools
 import hashlib
 import logging
@@ -39,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.core.errors import Cr2SqlError, WarehouseError
-from cr2.core.files import atomic_write, replace_dir, temp_sibling
+from cr2.core.files import atomic_write, disk_full_error, is_disk_full, replace_dir, temp_sibling
 from cr2.config.shipped import default_home as _shipped_home
 
 log = logging.getLogger(__name__)
@@ -147,9 +146,7 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
     return "Could not set lock" in msg or "Conflicting lock" in msg
 
 
-# how DuckDB (and SQLite, for Prefect's database) word a full disk and a damaged file
-_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded", "File too large", "database or disk is full")
-_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+# how DuckDB words a damaged file (a full disk: cr2.core.files.is_disk_full)
 _DAMAGED_TEXT = ("Corrupt database file", "does not match stored checksum")
 
 
@@ -160,13 +157,10 @@ def storage_error(exc: BaseException, path: str | Path) -> WarehouseError | None
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         first = (str(exc).strip().splitlines() or [""])[0][:300]
-        if (isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS) or any(t in first for t in _DISK_FULL_TEXT):
+        if is_disk_full(exc):
             where = exc.filename if isinstance(exc, OSError) and exc.filename is not None else path
-            return WarehouseError(
-                f"cannot write {where}: the disk holding it is full, or a quota or file-size limit is reached "
-                f"({first}). Nothing was half-written: the failed "
-                "write was rolled back and the warehouse keeps every completed one. Free space on that disk (or "
-                "point --home/CR2_HOME at another one) and run the command again.")
+            return WarehouseError(str(disk_full_error(where, exc, "Nothing was half-written: the failed write was "
+                                                                  "rolled back and the warehouse keeps every completed one.")))
         if any(t in first for t in _DAMAGED_TEXT):
             return WarehouseError(
                 f"{path} is damaged ({first}). Restore it from a backup or an export, or move it away (or point "
@@ -429,12 +423,20 @@ class Warehouse:
         return rows[0][0] if rows else None
 
     def _check_definitions(self) -> None:
-        """Make sure every view and macro the file stores is the one warehouse/views/ and macros.sql define: a view
-        replaced outside cr2 (`v_labels` selecting another table, or a file — which the locked connection refuses to
-        read anyway) would otherwise answer every command that reads it. A writable open restores the definitions;
-        a read-only open refuses the file. An older schema version read as it is keeps the views its cr2 made."""
-        changed = sorted(name for name, digest in defined_objects().items()
-                         if self._stored_objects().get(name) != digest)
+        """Make sure the file's tables have the columns schema.sql defines (a missing or retyped column is refused
+        here, naming it, instead of failing later inside a command) and every view and macro it stores is the one
+        warehouse/views/ and macros.sql define: a view replaced outside cr2 (`v_labels` selecting another table, or
+        a file — which the locked connection refuses to read anyway) would otherwise answer every command that reads
+        it. A writable open restores the definitions; a read-only open refuses the file. An older schema version
+        read as it is keeps the tables and views its cr2 made."""
+        problems = table_problems(stored_columns(self.con), defined_columns())
+        if problems:
+            raise WarehouseError(
+                f"{self.path}: {'; '.join(problems[:5])}{f' and {len(problems) - 5} more' if len(problems) > 5 else ''}"
+                " — the tables are not what this cr2 defines (warehouse/schema.sql); the file was changed outside cr2. "
+                "Export what you need (`cr2 export TABLE`), then move the file away and run `cr2 run` to rebuild it.")
+        stored = stored_definitions(self.con)
+        changed = sorted(name for name, digest in defined_objects().items() if stored.get(name) != digest)
         if not changed:
             return
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
@@ -446,9 +448,6 @@ class Warehouse:
         log.warning("%s: %s changed outside cr2; restored from warehouse/views/ and warehouse/macros.sql",
                     self.path, shown)
         self._create_views()
-
-    def _stored_objects(self) -> dict[str, str]:
-        return stored_definitions(self.con)
 
     def _create_views(self) -> None:
         """(Re)create every view and record the digest of the schema and view files they were made from, so the
@@ -756,22 +755,58 @@ def stored_definitions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return {name: hashlib.sha256("\x1e".join(texts).encode()).hexdigest() for name, texts in parts.items()}
 
 
-def render_definitions() -> dict[str, str]:
-    """`stored_definitions` of a new in-memory database made from schema.sql, macros.sql and warehouse/views/."""
+def stored_columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[list[Any]]]:
+    """{table: [[column, type], …] by column name} of the schema's tables in the connection's main schema (by name,
+    not position: a migrated table has its added columns last; constraints aside: a migration adds columns without
+    the NOT NULL a new table has)."""
+    rows = con.execute("""
+        SELECT table_name, column_name, data_type FROM duckdb_columns()
+        WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal
+          AND table_name IN (SELECT table_name FROM duckdb_tables() WHERE database_name = current_database())
+        ORDER BY table_name, column_name""").fetchall()
+    out: dict[str, list[list[Any]]] = {}
+    for table, column, dtype in rows:
+        if table in _table_names():
+            out.setdefault(table, []).append([column, dtype])
+    return out
+
+
+def table_problems(stored: dict[str, list[list[Any]]], defined: dict[str, list[list[Any]]]) -> list[str]:
+    """What differs between the stored tables' columns and the defined ones, one phrase each (the table and
+    column named): a missing table or column, a column of another type, a column cr2 does not define."""
+    problems = []
+    for table, columns in defined.items():
+        have = {c[0]: c for c in stored.get(table, [])}
+        if not have:
+            problems.append(f"table {table} is missing")
+            continue
+        want = {c[0]: c for c in columns}
+        problems += [f"table {table} has no column {name}" for name in want if name not in have]
+        problems += [f"table {table}: column {name} is {shown_version(have[name][1])}, expected {want[name][1]}"
+                     for name in want if name in have and have[name] != want[name]]
+        problems += [f"table {table} has a column {shown_version(name)} this cr2 does not define"
+                     for name in have if name not in want]
+    return problems
+
+
+def render_definitions() -> tuple[dict[str, str], dict[str, list[list[Any]]]]:
+    """(`stored_definitions`, `stored_columns`) of a new in-memory database made from schema.sql, macros.sql and
+    warehouse/views/."""
     con = duckdb.connect(":memory:", config=LOCKED_CONFIG)
     try:
         con.execute(SCHEMA_FILE.read_text())
         con.execute(MACROS_FILE.read_text())
         for name in view_names():
             con.execute(f"CREATE VIEW {ident(name)} AS\n{view_sql(name)}")
-        return stored_definitions(con)
+        return stored_definitions(con), stored_columns(con)
     finally:
         con.close()
 
 
 def definitions_lock() -> dict[str, Any]:
     """What DEFINITIONS_LOCK_FILE holds for this DuckDB and these definition files."""
-    return {"duckdb": duckdb.__version__, "schema_digest": schema_digest(), "objects": render_definitions()}
+    objects, tables = render_definitions()
+    return {"duckdb": duckdb.__version__, "schema_digest": schema_digest(), "objects": objects, "tables": tables}
 
 
 def write_definitions_lock() -> Path:
@@ -785,18 +820,28 @@ def write_definitions_lock() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def defined_objects() -> dict[str, str]:
-    """The digests every stored view and macro must have (DEFINITIONS_LOCK_FILE when it matches this DuckDB and
-    these files, else rendered now)."""
+def _defined() -> dict[str, Any]:
+    """DEFINITIONS_LOCK_FILE's content when it matches this DuckDB and these definition files, else rendered now."""
     import json
 
     try:
         lock = json.loads(DEFINITIONS_LOCK_FILE.read_text())
-        if lock.get("duckdb") == duckdb.__version__ and lock.get("schema_digest") == schema_digest():
-            return dict(lock["objects"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        if lock.get("duckdb") == duckdb.__version__ and lock.get("schema_digest") == schema_digest() \
+                and isinstance(lock.get("objects"), dict) and isinstance(lock.get("tables"), dict):
+            return lock
+    except (OSError, ValueError):
         pass
-    return render_definitions()
+    return definitions_lock()
+
+
+def defined_objects() -> dict[str, str]:
+    """The digests every stored view and macro must have."""
+    return dict(_defined()["objects"])
+
+
+def defined_columns() -> dict[str, list[list[Any]]]:
+    """The columns every table must have ([column, type] by name)."""
+    return _defined()["tables"]
 
 
 def open_warehouse(home: str | Path | None = None, read_only: bool = False) -> Warehouse:

@@ -48,8 +48,10 @@ def load_routing_sets(wh: Warehouse, model_ids: tuple[str, ...], dist_id: str, l
             "run `cr2 prepare` first")
     pools = {tuple(p) for p in t.column("model_ids").to_pylist()[:1000]}
     if pools != {tuple(model_ids)}:
-        raise DataValidationError(f"the warehouse's pool {sorted(pools)} differs from the configured pool {model_ids}; "
-                                  "re-run `cr2 run` with this config")
+        raise DataValidationError(f"the warehouse's pool {sorted(pools)} differs from the configured pool {model_ids}: "
+                                  "pass the config this warehouse was built with (`-c FILE`; without -c a command "
+                                  "reads the default config). Only to rebuild the warehouse for this config, run "
+                                  "`cr2 run -c FILE` (it replaces the warehouse's results)")
     k = len(model_ids)
     emb = t.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False).reshape(-1, EMBED_DIM)
     correct = np.asarray(t.column("correct").combine_chunks().values.to_numpy(zero_copy_only=False), dtype=bool).reshape(-1, k)

@@ -24,6 +24,12 @@ class WarehouseError(Cr2Error):
     """The warehouse cannot be opened or is of another schema version."""
 
 
+class DiskFullError(Cr2Error, OSError):
+    """A file could not be written because its disk is full or a quota or file-size limit is reached (an OSError
+    too, so a caller that handles failed writes handles it); the message names the file
+    (cr2.core.files.disk_full_error)."""
+
+
 class NotFittedError(Cr2Error):
     """A router or model was used before fit()."""
 

@@ -2,12 +2,37 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from cr2.core.errors import DiskFullError
+
+# how the OS, DuckDB and SQLite (Prefect's database) word a full disk, a quota or a file-size limit
+DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded", "File too large", "database or disk is full")
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc` itself says a write failed for want of space (an errno or the text DuckDB and SQLite use); a
+    DiskFullError already says which file."""
+    if isinstance(exc, DiskFullError):
+        return False
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return (isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS) or any(t in first for t in DISK_FULL_TEXT)
+
+
+def disk_full_error(where: str | Path, exc: BaseException, kept: str) -> DiskFullError:
+    """The one message for a write that failed for want of space: the file, the system's words, what was kept
+    (`kept`: the sentence saying nothing was half-written) and what to do."""
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return DiskFullError(f"cannot write {where}: the disk holding it is full, or a quota or file-size limit is "
+                         f"reached ({first}). {kept} Free space on that disk (or point --home/CR2_HOME, or "
+                         "CR2_CACHE for the cache, at another one) and run the command again.")
 
 
 def temp_sibling(path: str | Path) -> Path:
@@ -36,9 +61,11 @@ def atomic_write(path: str | Path, write: bytes | str | Callable[[Path], Any]) -
         else:
             write(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and is_disk_full(exc):
+            raise disk_full_error(path, exc, f"Nothing was half-written: {path} is as it was.") from None
         raise
     return path
 
