@@ -223,3 +223,40 @@ def test_p6_overflowing_levels_are_refused_naming_the_field(tmp_path):
                                     terminal_width=300)
         out = " ".join(result.output.split())
         assert result.exit_code == 2 and f"{section}.{key}" in out and "bug" not in out, out
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"seed": -5}, "seed"),
+    ({"seed": 2 ** 32}, "seed"),
+    ({"splits": {"seed": -1}}, "splits.seed"),
+    ({"teacher": {"seed": -1}}, "teacher.seed"),
+    ({"gate": {"seed": -1}}, "gate.seed"),
+    ({"channel": {"seed": -1}}, "channel.seed"),
+    ({"evaluation": {"bootstrap": {"seed": -1}}}, "evaluation.bootstrap.seed"),
+    ({"grids": {"lam": {"n_log": 1e8}}}, "grids.lam.n_log"),
+    ({"teacher": {"epochs": 1e18}}, "teacher.epochs"),  # 1e24 exceeds 64 bits: refused as not an integer
+    ({"gate": {"epochs": 10 ** 6}}, "gate.epochs"),
+])
+def test_seeds_and_counts_outside_their_range_are_refused_naming_the_field(overrides, field):
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=overrides)
+    msg = str(err.value)
+    assert f"  {field}: " in msg and ("greater than or equal to 0" in msg or "less than or equal to" in msg), msg
+
+
+def test_seeds_and_counts_at_their_bounds_load():
+    from cr2.config.base import MAX_SEED
+
+    cfg = load_config(overrides={"seed": MAX_SEED, "splits": {"seed": 0}, "grids": {"lam": {"n_log": 1000}},
+                                 "teacher": {"epochs": 10_000}})
+    assert cfg.seed == 2 ** 32 - 1 and len(cfg.grids.lam.values()) >= 1000
+
+
+def test_a_negative_seed_is_refused_by_config_validate(tmp_path):
+    from typer.testing import CliRunner
+
+    from cr2_cli.main import app
+
+    p = _write(tmp_path, "extends: default\nseed: -5\n")
+    result = CliRunner().invoke(app, ["config", "validate", str(p)])
+    assert result.exit_code == 2 and "seed" in result.output and "bug" not in result.output, result.output

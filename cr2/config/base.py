@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 from cr2.core.boundary import InputModel
 
@@ -31,6 +31,12 @@ def _convertible_db(value: float) -> float:
 
 # a dB / dBm field: finite and within ±MAX_DB, so converting it at load can neither overflow nor give 0
 Decibels = Annotated[float, AfterValidator(_convertible_db)]
+
+
+# A seed every consumer takes: numpy's generators refuse a negative one (at first use, deep in a run), and
+# np.random.seed (lm-eval, vLLM) takes at most 32 bits; torch.manual_seed takes 64.
+MAX_SEED = 2 ** 32 - 1
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
 class StrictModel(InputModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from cr2.core.errors import InvalidValueError
-from cr2.config.base import StrictModel
+from cr2.config.base import Seed, StrictModel
 
 
 class BootstrapSpec(StrictModel):
@@ -16,7 +16,7 @@ class BootstrapSpec(StrictModel):
     n_resamples_compare: int = Field(10_000, ge=1_000, description="resamples of every comparison (savings and their "
                                      "p-values): p has resolution 2 / B, so a Holm family of dozens of tests needs ~10⁴")
     level: float = Field(0.95, gt=0, lt=1, description="nominal coverage of the percentile intervals")
-    seed: int = Field(0, description="seed of the shared resample index")
+    seed: Seed = Field(0, description="seed of the shared resample index")
     per_benchmark: bool = Field(True, description="intervals per benchmark too (besides 'all')")
 
 

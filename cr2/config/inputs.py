@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from cr2.config.dataset_defs import DatasetDef
 from cr2.core.errors import InvalidValueError
-from cr2.config.base import StrictModel
+from cr2.config.base import Seed, StrictModel
 
 
 class BenchmarkSpec(StrictModel):
@@ -43,7 +43,7 @@ class SplitSpec(StrictModel):
     val: float = Field(gt=0, lt=1)
     test: float = Field(gt=0, lt=1)
     dev_fraction: float = Field(gt=0, lt=1, description="share of train held out as dev for checkpoint selection")
-    seed: int = 0
+    seed: Seed = 0
     min_stratum: int = Field(20, ge=1, description="subsets smaller than this are stratified at benchmark level")
 
     @model_validator(mode="after")

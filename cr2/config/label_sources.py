@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from cr2.core.errors import InvalidValueError
 from cr2.config.names import SourceName
 from cr2.config.dataset_defs import OutputLengthDist
-from cr2.config.base import StrictModel
+from cr2.config.base import Seed, StrictModel
 from cr2.config.files import read_yaml, resolve_named
 
 
@@ -38,7 +38,7 @@ class SimulatorSpec(StrictModel):
     difficulty_sd: float = Field(gt=0, description="sd of the shared item difficulty, logits")
     idiosyncratic_sd: float = Field(ge=0, description="sd of the per-(model, item) deviation, logits")
     output_tokens: dict[str, OutputTokenDist]
-    seed: int = 0
+    seed: Seed = 0
     shape: SimulatorShape | None = Field(None, description="simulated-irt-v2's fitted shape: a name under "
                                          "configs/labels/ or a path (v1 reads the three fields above instead)")
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from cr2.config.base import Seed
 from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError, InvalidValueError
 from cr2.config.names import SourceName
@@ -147,7 +148,7 @@ class VLLMBackendSpec(_Strict):
     max_model_len: int | None = Field(8192, ge=1, description="context length, tokens (prompt + generation)")
     batch_size: int | Literal["auto"] = "auto"
     enable_prefix_caching: bool = True
-    seed: int = 0
+    seed: Seed = 0
     extra_args: dict[str, Any] = Field(default_factory=dict, description="passed through to vllm.LLM")
 
 
@@ -213,7 +214,7 @@ class LabelingSpec(_Strict):
     shards: int = Field(1, ge=1, description="shards per model: one Prefect task per (model, shard)")
     retries: int = Field(2, ge=0, description="Prefect retries of a (model, shard) task")
     retry_delay_s: float = Field(30.0, ge=0)
-    seed: int = 0
+    seed: Seed = 0
     sandbox: SandboxSpec = SandboxSpec()
     task_runner: TaskRunnerSpec = TaskRunnerSpec()
     staging_dir: str | None = Field(None, description="chunk files and scratch; None: <warehouse home>/labeling")

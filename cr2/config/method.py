@@ -8,8 +8,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from cr2.core.errors import InvalidValueError
-from cr2.config.base import StrictModel
+from cr2.config.base import Seed, StrictModel
 
+
+# the teacher and the gate train 20 epochs on cached embeddings (seconds each); 10,000 is hours of a fit that
+# stopped improving long before, and the bound turns `epochs: 1.0e+18` into an error instead of a run that never ends
+MAX_EPOCHS = 10_000
 
 # the λ every summary quotes (`cr2 run`'s table, `cr2 results`, the report, the Prefect artefacts); on the default grid
 HEADLINE_LAMS: tuple[float, ...] = (0.5, 2.0, 8.0)
@@ -18,7 +22,9 @@ HEADLINE_LAMS: tuple[float, ...] = (0.5, 2.0, 8.0)
 class LambdaGrid(StrictModel):
     min: float = Field(gt=0)
     max: float = Field(gt=0)
-    n_log: int = Field(ge=2)
+    # every λ is calibrated, evaluated and stored for every router: the work and the tables grow with n_log; the
+    # paper's grid has 28 points, 1,000 is a sweep no figure can resolve
+    n_log: int = Field(ge=2, le=1_000)
     extra: list[float] = Field(default_factory=list, description="λ values added to the log grid (the paper's); "
                                                                  "0 adds the accuracy-only end of the sweep")
 
@@ -59,9 +65,9 @@ class TeacherSpec(StrictModel):
     lr: float = Field(3e-4, gt=0)
     weight_decay: float = Field(0.01, ge=0)
     batch_size: int = Field(256, ge=1)
-    epochs: int = Field(20, ge=1)
+    epochs: int = Field(20, ge=1, le=MAX_EPOCHS)
     grad_clip: float = Field(1.0, gt=0)
-    seed: int = 0
+    seed: Seed = 0
 
 
 class GateSpec(StrictModel):
@@ -72,7 +78,7 @@ class GateSpec(StrictModel):
     lr: float = Field(3e-4, gt=0)
     weight_decay: float = Field(0.01, ge=0)
     batch_size: int = Field(256, ge=1)
-    epochs: int = Field(20, ge=1)
+    epochs: int = Field(20, ge=1, le=MAX_EPOCHS)
     grad_clip: float = Field(1.0, gt=0)
     huber_beta: float = Field(0.1, gt=0)
     lambdas_per_batch: int = Field(8, ge=1, description="J, log-uniform λ per mini-batch")
@@ -81,7 +87,7 @@ class GateSpec(StrictModel):
     w_sign: float = Field(1.0, ge=0)
     w_margin: float = Field(1.0, ge=0)
     w_mono: float = Field(1.0, ge=0)
-    seed: int = 0
+    seed: Seed = 0
 
 
 

@@ -14,7 +14,7 @@ from cr2.config.dataset_defs import DatasetDef
 from cr2.core.errors import Cr2Error, InvalidValueError
 from cr2.config.lmeval import LabelingSpec
 from cr2.config.shipped import shipped_path
-from cr2.config.base import StrictModel
+from cr2.config.base import Seed, StrictModel
 from cr2.config.files import names_in, read_yaml, resolve_named
 from cr2.config.system import (
     ChannelSpec, CommunicationSpec, CostSpec, HardwareProfile, ModelSpec, PowerSpec, merge_hardware_profiles)
@@ -27,7 +27,7 @@ from cr2.config.serving import ServingSpec
 
 
 class Config(StrictModel):
-    seed: int = 0
+    seed: Seed = 0
     data_dir: str = Field("data", description="folder of the shipped data, relative to the repo root (an installed "
                                                "wheel: the current folder, else its packaged data)")
     models: list[ModelSpec] = Field(min_length=2)

@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from cr2.core.errors import ConfigError, InvalidValueError
 from cr2.config.names import ModelId, StateName
-from cr2.config.base import Decibels, StrictModel, db_to_linear, dbm_to_w
+from cr2.config.base import Decibels, Seed, StrictModel, db_to_linear, dbm_to_w
 from cr2.config.files import names_in, read_yaml, resolve_named
 
 
@@ -156,7 +156,7 @@ class CostSpec(StrictModel):
 class ChannelSpec(StrictModel):
     distribution: StateDistribution
     draws_per_query: int = Field(1, ge=1, description="channel states sampled per query")
-    seed: int = 0
+    seed: Seed = 0
 
     @field_validator("distribution", mode="before")
     @classmethod
