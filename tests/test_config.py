@@ -260,3 +260,14 @@ def test_a_negative_seed_is_refused_by_config_validate(tmp_path):
     p = _write(tmp_path, "extends: default\nseed: -5\n")
     result = CliRunner().invoke(app, ["config", "validate", str(p)])
     assert result.exit_code == 2 and "seed" in result.output and "bug" not in result.output, result.output
+
+
+def test_a_huge_value_is_echoed_cut(tmp_path):
+    p = _write(tmp_path, "extends: default\nseed: " + "9" * 300_000 + "x\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert "  seed: " in msg and len(msg) < 500 and "300,001 chars" in msg, msg[:500]
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides={"grids": {"lam": {"extra": [-1.0] * 50_000}}})
+    assert "grids.lam.extra" in str(err.value) and len(str(err.value)) < 500, str(err.value)[:500]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from cr2.core.boundary import shown
 from cr2.core.errors import InvalidValueError
 from cr2.config.base import Seed, StrictModel
 
@@ -44,7 +45,7 @@ class EvaluationSpec(StrictModel):
 
         if not v or any(not math.isfinite(t) or abs(round(t * 100) - t * 100) > 1e-6 or not 0.5 - 1e-9 <= t <= 0.99 + 1e-9
                         for t in v) or sorted(set(v)) != list(v):
-            raise InvalidValueError(f"target_grid={v}: give distinct ascending targets among 0.50, 0.51 … 0.99")
+            raise InvalidValueError(f"target_grid={shown(v)}: give distinct ascending targets among 0.50, 0.51 … 0.99")
         return [round(float(t), 2) for t in v]
 
     @field_validator("n_resplits")

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cr2.core.boundary import shown
 from cr2.core.errors import ConfigError
 from cr2.config.shipped import CONFIG_DIR, shipped_path
 
@@ -58,6 +59,6 @@ def format_validation(path: Path, exc: ValidationError) -> str:
             lines.append(f"  {loc}: required key is missing")
         else:
             got = err.get("input")
-            got_s = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+            got_s = "" if isinstance(got, (dict, list)) else f" (got {shown(got)})"
             lines.append(f"  {loc}: {err['msg']}{got_s}")
     return "\n".join(lines)

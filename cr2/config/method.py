@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from cr2.core.boundary import shown
 from cr2.core.errors import InvalidValueError
 from cr2.config.base import Seed, StrictModel
 
@@ -32,7 +33,7 @@ class LambdaGrid(StrictModel):
     @classmethod
     def _extra_range(cls, v: list[float]) -> list[float]:
         if any(not (x >= 0 and math.isfinite(x)) for x in v):
-            raise InvalidValueError(f"every extra λ must be finite and ≥ 0; got {v}")
+            raise InvalidValueError(f"every extra λ must be finite and ≥ 0; got {shown(v)}")
         return v
 
     def values(self) -> list[float]:
@@ -150,7 +151,7 @@ class CertifySpec(StrictModel):
     @classmethod
     def _alpha_range(cls, v: list[float]) -> list[float]:
         if any(not 0 < a < 1 for a in v) or len(set(v)) != len(v):
-            raise InvalidValueError(f"certify.alphas must be distinct risk levels in (0, 1); got {v}")
+            raise InvalidValueError(f"certify.alphas must be distinct risk levels in (0, 1); got {shown(v)}")
         return v
 
     @model_validator(mode="after")

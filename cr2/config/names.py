@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
+from cr2.core.boundary import shown
 from cr2.core.errors import DataValidationError
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -24,7 +25,7 @@ def name_problem(value: Any, what: str) -> str | None:
     if not isinstance(value, str):
         return f"{what} must be a string, got {type(value).__name__}"
     if _NAME_RE.fullmatch(value) is None:
-        return f"{what} {value!r} is not a valid name; use {NAME_RULE}"
+        return f"{what} {shown(value)} is not a valid name; use {NAME_RULE}"
     return None
 
 

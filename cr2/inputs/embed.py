@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from cr2.core.data import EMBED_DIM
+from cr2.core.boundary import shown
 from cr2.core.errors import Cr2Error, InvalidValueError
 from cr2.core.files import atomic_write
 
@@ -130,7 +131,7 @@ def load_encoder(
     from transformers.utils import logging as hf_logging
 
     if backend not in BACKENDS:
-        raise InvalidValueError(f"embedding backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise InvalidValueError(f"embedding backend must be one of {', '.join(BACKENDS)}, got {shown(backend)}")
     if num_threads is not None:
         torch.set_num_threads(int(num_threads))
     path = model_path()
