@@ -215,3 +215,17 @@ def test_results_refuses_an_alpha_outside_zero_one(ingested, alpha):
 def test_results_refuses_targets_that_are_not_on_the_grid(ingested, targets):
     result = _invoke(["results", "--targets", targets, "--home", str(ingested)])
     assert result.exit_code == 2 and "--targets takes" in result.output, result.output
+
+
+def test_measured_outputs_echo_their_model_names_cut():
+    import pandas as pd
+
+    from cr2.labels.measured import join_measured_labels
+
+    outputs = pd.DataFrame({"model": [f"m{i:04d}" + "x" * 10_000 for i in range(2_000)], "question_id": range(2_000),
+                            "correct": True, "generated_chars": 10.0})
+    queries = pd.DataFrame({"query_id": ["q1"], "benchmark": ["b"], "qid": [1]})
+    with pytest.raises(DataValidationError) as err:
+        join_measured_labels(outputs, queries, {"question_id": "qid"}, {"dev": "absent"}, 4.0)
+    msg = str(err.value)
+    assert "absent" in msg and "1,980 more" in msg and len(msg) < 3_000, msg[:300]

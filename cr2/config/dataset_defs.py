@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from cr2.core.boundary import InputModel, load_yaml_file
+from cr2.core.boundary import InputModel, load_yaml_file, shown
 from cr2.core.errors import ConfigError, InvalidValueError, did_you_mean
 from cr2.config.shipped import CONFIG_DIR
 
@@ -93,14 +93,16 @@ class DatasetDef(_Strict):
             if self.min_choices is not None and self.min_choices > self.choices:
                 raise InvalidValueError(f"min_choices ({self.min_choices}) exceeds choices ({self.choices})")
             if self.lm_eval.metric not in ("acc", "acc_norm"):
-                raise InvalidValueError(f"lm_eval.metric of a multiple-choice benchmark is acc or acc_norm, not {self.lm_eval.metric}")
+                raise InvalidValueError("lm_eval.metric of a multiple-choice benchmark is acc or acc_norm, not "
+                                        f"{shown(self.lm_eval.metric)}")
         elif self.answer == "closed-set":
             if self.lm_eval.metric != "exact_match":
                 raise InvalidValueError(f"lm_eval.metric of a closed-set benchmark is exact_match (the generated answer "
-                                        f"must equal the target string), not {self.lm_eval.metric}")
+                                        f"must equal the target string), not {shown(self.lm_eval.metric)}")
             if self.answer_set is not None and (len(set(self.answer_set)) != len(self.answer_set)
                                                 or any(not a.strip() for a in self.answer_set)):
-                raise InvalidValueError(f"answer_set must hold distinct non-empty answers (got {self.answer_set})")
+                raise InvalidValueError(f"answer_set must hold distinct non-empty answers (got "
+                                        f"{shown(self.answer_set)})")
             if self.min_choices is not None and self.choices is not None and self.min_choices > self.choices:
                 raise InvalidValueError(f"min_choices ({self.min_choices}) exceeds choices ({self.choices})")
         else:
@@ -108,7 +110,7 @@ class DatasetDef(_Strict):
                 raise InvalidValueError("a generative benchmark has no `choices` or `answer_set`")
             if self.lm_eval.metric not in ("exact_match", "pass_at_1"):
                 raise InvalidValueError(f"lm_eval.metric of a generative benchmark is exact_match or pass_at_1, "
-                                 f"not {self.lm_eval.metric}")
+                                 f"not {shown(self.lm_eval.metric)}")
         return self
 
     @property
@@ -161,7 +163,7 @@ def read_definition(path: str | Path) -> DatasetDef:
         raise ConfigError(f"{path}: a benchmark definition is a mapping of settings (see configs/datasets/mmlu.yaml)")
     data.setdefault("name", path.stem)
     if data["name"] != path.stem:
-        raise ConfigError(f"{path}: name '{data['name']}' must equal the file name '{path.stem}'")
+        raise ConfigError(f"{path}: name {shown(data['name'])} must equal the file name '{path.stem}'")
     try:
         return DatasetDef.model_validate(data)
     except ValidationError as exc:

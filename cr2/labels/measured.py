@@ -22,6 +22,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from cr2.core.boundary import shown
 from cr2.core.errors import DataValidationError, InvalidValueError
 
 BENCHMARK = "mmlu_pro"
@@ -52,13 +53,13 @@ def mmlu_pro_benchmark_frame(questions: pd.DataFrame) -> pd.DataFrame:
     _require(questions, QUESTION_COLUMNS, "the MMLU-Pro questions file")
     if questions["question_id"].duplicated().any():
         dup = questions.loc[questions["question_id"].duplicated(), "question_id"].iloc[0]
-        raise DataValidationError(f"MMLU-Pro question_id {dup} appears more than once")
+        raise DataValidationError(f"MMLU-Pro question_id {shown(dup, quoted=False)} appears more than once")
     options = [list(json.loads(o)) for o in questions["options_json"]]
     letters = "ABCDEFGHIJ"
     for qid, opts, ans, idx in zip(questions["question_id"], options, questions["answer"], questions["answer_index"]):
         if not 2 <= len(opts) <= 10 or ans not in letters[: len(opts)] or letters.index(ans) != int(idx):
-            raise DataValidationError(f"MMLU-Pro question {qid}: answer {ans!r} (index {idx}) is not among its "
-                                      f"{len(opts)} options")
+            raise DataValidationError(f"MMLU-Pro question {shown(qid, quoted=False)}: answer {shown(ans)} (index "
+                                      f"{shown(idx)}) is not among its {len(opts)} options")
     return pd.DataFrame({
         "query_id": [mmlu_pro_query_id(c, q) for c, q in zip(questions["category"], questions["question_id"])],
         "benchmark": BENCHMARK,
@@ -113,7 +114,8 @@ def join_measured_labels(outputs: pd.DataFrame, queries: pd.DataFrame, on: Mappi
     if unknown:
         raise DataValidationError(
             f"labels.measured.models names models the outputs file does not have: {unknown}; it has "
-            f"{', '.join(sorted(known))}")
+            f"{', '.join(shown(k, 40, quoted=False) for k in sorted(map(str, known))[:20])}"
+            f"{f' and {len(known) - 20:,} more' if len(known) > 20 else ''}")
     frames = []
     for model_id, names in model_names.items():
         for bench in benchmarks:
@@ -125,14 +127,14 @@ def join_measured_labels(outputs: pd.DataFrame, queries: pd.DataFrame, on: Mappi
             matched = wanted.merge(rows, on=keys, how="left", validate="one_to_many", indicator=True)
             if matched["query_id"].duplicated().any():
                 dup = matched.loc[matched["query_id"].duplicated(), "query_id"].iloc[0]
-                raise DataValidationError(f"the outputs of '{name}' hold more than one row for query {dup} "
-                                          f"(key {', '.join(on)}); keep one output per item")
+                raise DataValidationError(f"the outputs of '{name}' hold more than one row for query "
+                                          f"{shown(dup, quoted=False)} (key {', '.join(on)}); keep one output per item")
             missing = matched.loc[matched["_merge"] == "left_only", "query_id"].tolist()
             if missing:
+                examples = [shown(m, quoted=False) for m in sorted(missing, key=str)[:3]]
                 raise DataValidationError(
                     f"the outputs of '{name}' (pool model {model_id}) lack {len(missing)} of the {len(wanted)} "
-                    f"ingested questions of {bench}, e.g. {sorted(missing, key=str)[:3]}; pick a model that "
-                    "answered every question")
+                    f"ingested questions of {bench}, e.g. {examples}; pick a model that answered every question")
             factor = factors[bench] if factors is not None else chars_per_token
             chars = matched["generated_chars"].to_numpy(dtype=np.float64)
             frames.append(pd.DataFrame({
