@@ -19,6 +19,8 @@ can each pick their own fault. Modes:
 | endless | 200 SSE that never ends: 16 KiB chunks until the client (cr2) goes away, or STALL_S |
 | bomb | 200 JSON with BOMB_KEYS keys beside its `choices` (a JSON bomb: cheap to send, costly to parse) |
 | set_cookie | the ok answer with a `Set-Cookie` header (a session cookie no other client may get) |
+| trickle | 200 (JSON, or SSE when streaming) whose body comes one byte every TRICKLE_S: never idle, never done |
+| backtrack | 200 JSON of BACKTRACK_BODY: an unterminated string of escaped quotes, then 100,000 commas |
 
 "down" is not a mode of this app: point an endpoint at a closed port (`closed_port()`).
 A stall ends when the client (cr2) disconnects, or after STALL_S, so a test's teardown never waits long.
@@ -31,12 +33,16 @@ import gzip
 import json
 import socket
 
-MODES = ("ok", "slow_headers", "stall_body", "error_500", "reflect", "malformed", "html", "deep", "gzip_sse", "huge")
+MODES = ("ok", "slow_headers", "stall_body", "error_500", "reflect", "malformed", "html", "deep", "gzip_sse", "huge",
+         "backtrack")
 SECRET_PATH = "/srv/internal/upstream/secret_handler.py"  # what an upstream's error page might reveal
 STALL_S = 5.0
 HUGE_BYTES = 256 * 1024
 BOMB_KEYS = 300_000
 COOKIE = "upstream-session=s3cr3t-of-another-client"
+TRICKLE_S = 0.2  # the gap between a trickling answer's bytes: shorter than the tests' timeout_s, so never idle
+# 104 KB that a backtracking scan for JSON strings takes seconds over (a string opens, its escapes never close it)
+BACKTRACK_BODY = b'"' + b'\\"' * 2000 + b"," * 100_000
 
 
 def closed_port() -> int:
@@ -106,19 +112,41 @@ class FaultUpstream:
                     while (await receive())["type"] != "http.disconnect":
                         pass
 
+        gone = asyncio.Event()
+
+        async def watch():  # sets `gone` when the client (cr2) goes away
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
         if mode == "slow_headers":
             await stall()
+            return
+        if mode == "trickle":
+            if stream:
+                await start(200, "text/event-stream")
+                await body_(_sse(model)[0], more=True)
+                data = b"\n" * int(STALL_S / TRICKLE_S + 2)
+            else:
+                data = json.dumps(_completion(model, "t" * int(STALL_S / TRICKLE_S))).encode()
+                await start(200, "application/json", length=len(data))
+            watcher = asyncio.create_task(watch())
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                async with asyncio.timeout(STALL_S):
+                    for i in range(len(data)):
+                        if gone.is_set():
+                            break
+                        await body_(data[i : i + 1], more=True)
+                        await asyncio.sleep(TRICKLE_S)
+            watcher.cancel()
+            return
+        if mode == "backtrack":
+            await start(200, "application/json", length=len(BACKTRACK_BODY))
+            await body_(BACKTRACK_BODY)
             return
         if mode == "endless":
             await start(200, "text/event-stream")
             chunk = _sse(model, ("y" * 16_000,))[0]
-            gone = asyncio.Event()
-
-            async def watch():
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                gone.set()
-
             watcher = asyncio.create_task(watch())
             with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
                 async with asyncio.timeout(STALL_S):  # a send blocked on a reader that left still ends

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 from cr2.config import load_config
 from cr2_cli.serve import create_app
-from tests.fault_upstream import COOKIE, HUGE_BYTES, MODES, SECRET_PATH, FaultUpstream, closed_port
+from tests.fault_upstream import (BACKTRACK_BODY, COOKIE, HUGE_BYTES, MODES, SECRET_PATH, TRICKLE_S, FaultUpstream,
+                                 closed_port)
 from tests.serve_helpers import read_until_closed, running
 
 KEY_ENV = "CR2_TEST_FAULT_UPSTREAM_KEY"
@@ -35,8 +36,10 @@ URL_PASSWORD = "pa55w0rd-in-url"
 MAX_CONCURRENCY = 2
 HOLD_S = 0.4  # a "hold" /route decision: longer than the queue timeout, so a lost slot shows as a 503
 WRITE_TIMEOUT_S = 0.5
+STREAM_TIMEOUT_S = 1.0
 SERVING = dict(timeout_s=0.5, connect_timeout_s=0.5, max_concurrency=MAX_CONCURRENCY, queue_timeout_s=0.3,
-               max_response_bytes=HUGE_BYTES // 2, api_key_env=KEY_ENV, write_timeout_s=WRITE_TIMEOUT_S)
+               max_response_bytes=HUGE_BYTES // 2, api_key_env=KEY_ENV, write_timeout_s=WRITE_TIMEOUT_S,
+               stream_timeout_s=STREAM_TIMEOUT_S)
 FORBIDDEN = (UPSTREAM_KEY, URL_PASSWORD, "user:", SECRET_PATH, "<html", "request_headers", "Traceback", "127.0.0.1:")
 ALLOWED = set(range(200, 300)) | set(range(400, 500)) | {502, 503, 504}
 
@@ -306,6 +309,73 @@ def test_p4_a_cookie_one_upstream_sets_is_never_sent_with_another_request(stack)
         assert send(base, "ok", stream=stream)[0] == 200
         sent = upstream.seen[-1][1]
         assert "cookie" not in sent and COOKIE.split("=")[1] not in json.dumps(sent), sent
+
+
+# ------------------------------------------------------------------ deadlines and hostile JSON
+MARGIN_S = 1.0  # scheduling slack on a loaded 2-core machine: the deadlines under test are 0.5 s and 1 s
+
+
+def test_a_trickling_upstream_is_a_504_within_timeout_s_and_frees_its_slot(stack):
+    """Before: timeout_s bounded each read, not the answer, so an upstream sending one byte every TRICKLE_S
+    (< timeout_s) held the request and its slot until it stopped; with every slot held so, /route got 503. Now
+    timeout_s bounds the whole non-streamed answer."""
+    base, _ = stack
+    assert TRICKLE_S < SERVING["timeout_s"]  # never idle: only a deadline on the whole answer ends it
+    with ThreadPoolExecutor(MAX_CONCURRENCY) as pool:  # every slot
+        timed = list(pool.map(lambda _: _timed(send, base, "trickle", False), range(MAX_CONCURRENCY)))
+    for (status, headers, raw), took_s in timed:
+        assert status == 504 and "serving.timeout_s" in json.loads(raw)["detail"], (status, raw[:200])
+        assert took_s < SERVING["timeout_s"] + MARGIN_S, f"the 504 came after {took_s:.1f} s"
+        assert_clean(status, headers, raw, stream=False)
+    probe_capacity(base, within_s=1.0)
+
+
+def test_a_trickling_stream_ends_at_stream_timeout_s_and_frees_its_slot(stack):
+    """Before: a stream had no deadline at all; now it ends with the SSE error event at serving.stream_timeout_s
+    (its bytes keep coming, so the idle deadline, timeout_s, never fires) and gives its slot back."""
+    base, _ = stack
+    with ThreadPoolExecutor(MAX_CONCURRENCY) as pool:
+        timed = list(pool.map(lambda _: _timed(send, base, "trickle", True), range(MAX_CONCURRENCY)))
+    for (status, headers, raw), took_s in timed:
+        assert status == 200 and b'"upstream_error"' in raw and b"stream_timeout_s" in raw, raw[-300:]
+        assert took_s < STREAM_TIMEOUT_S + MARGIN_S, f"the stream ended after {took_s:.1f} s"
+        assert_clean(status, headers, raw, stream=True)
+    probe_capacity(base, within_s=1.0)
+
+
+def _timed(fn, *args, **kwargs):
+    t0 = time.monotonic()
+    out = fn(*args, **kwargs)
+    return out, time.monotonic() - t0
+
+
+def _health_while(base: str, work) -> tuple[list, float]:
+    """(the results of the callables `work`, run concurrently, and the slowest /health answer meanwhile, s)."""
+    worst_s = 0.0
+    with ThreadPoolExecutor(len(work)) as pool:
+        futures = [pool.submit(w) for w in work]
+        while not all(f.done() for f in futures):
+            t0 = time.monotonic()
+            assert httpx.get(base + "/health", timeout=60).status_code == 200
+            worst_s = max(worst_s, time.monotonic() - t0)
+            time.sleep(0.02)
+        return [f.result() for f in futures], worst_s
+
+
+def test_json_that_backtracks_a_string_scan_is_answered_at_once_and_health_stays_live(stack):
+    """Before: BACKTRACK_BODY (104 KB) as a /route body was answered after 20 s, as an upstream answer after 6 s,
+    and /health waited as long (the value count's regex held the GIL); now the count is one linear pass."""
+    base, _ = stack
+    post = lambda path: _timed(httpx.post, base + path, content=BACKTRACK_BODY,  # noqa: E731
+                               headers={"content-type": "application/json"}, timeout=60)
+    results, worst_s = _health_while(base, [lambda: post("/route"), lambda: post("/v1/chat/completions"),
+                                            lambda: _timed(send, base, "backtrack", False)])
+    for r, took_s in results[:2]:
+        assert r.status_code in (413, 422) and took_s < 2.0, (r.status_code, r.text[:200], took_s)
+    (status, headers, raw), took_s = results[2]
+    assert status == 502 and took_s < 2.0, (status, raw[:200], took_s)
+    assert_clean(status, headers, raw, stream=False)
+    assert worst_s < 1.0, f"/health took {worst_s:.1f} s while the bodies were counted"
 
 
 # ------------------------------------------------------------------ the property

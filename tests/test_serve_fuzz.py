@@ -125,3 +125,65 @@ def test_json_bombs_are_refused_before_parsing_never_a_500(shape, roomy_base_url
     assert response.status_code == 413, (shape, response.status_code, response.text[:300])
     assert "JSON values" in response.json()["detail"]
     assert httpx.get(roomy_base_url + "/health", timeout=10).status_code == 200
+
+
+# The value budget counts the commas, colons and opening brackets outside strings, in one linear pass: exact on any
+# JSON (strings full of escaped quotes, backslashes and structural characters included), whatever the block size
+# the scan reads in, and answered at once for text that sends a backtracking string scan into minutes.
+_JSON_TEXT = st.text(st.sampled_from('"\\,:[]{}ab \u00e9'), max_size=12)
+_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), _JSON_TEXT),
+                     lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                             st.dictionaries(_JSON_TEXT, inner, max_size=4)), max_leaves=30)
+
+
+def _structural_outside_strings(raw: bytes) -> int:
+    """The reference count: one byte at a time, a string's escapes skipping the byte after the backslash."""
+    n, in_string, escaped = 0, False, False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b",:[{":
+            n += 1
+    return n
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(value=_JSON, chunk_bytes=st.sampled_from([1, 2, 3, 7, 64, 1 << 20]), slack=st.integers(-2, 2))
+def test_the_value_count_is_exact_outside_strings_across_block_boundaries(value, chunk_bytes, slack):
+    from cr2_cli.serve.security import json_values_exceed
+
+    raw = json.dumps(value, ensure_ascii=False).encode()
+    n = _structural_outside_strings(raw)
+    limit = max(0, n + slack)
+    assert json_values_exceed(raw, limit, chunk_bytes=chunk_bytes) == (n >= limit), (raw, limit)
+
+
+_BACKTRACK = st.tuples(st.sampled_from([b'\\"', b"\\\\", b'\\\\\\"']), st.integers(1_000, 3_000),
+                       st.booleans(), st.integers(100_000, 200_000))
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(shape=_BACKTRACK)
+def test_escape_runs_before_a_comma_flood_are_answered_within_2_s(shape, roomy_base_url):
+    """A string of k escapes, closed or not, then m commas (≤ 1 MiB): a 413 (the commas outside a string) or a 422
+    (inside an unterminated one) within 2 s, and /health answers after it at once."""
+    import time
+
+    import httpx
+
+    escape, k, closed, m = shape
+    raw = b'"' + escape * k + (b'"' if closed else b"") + b"," * m
+    t0 = time.monotonic()
+    response = httpx.post(roomy_base_url + "/route", content=raw, timeout=120,
+                          headers={"content-type": "application/json"})
+    took_s = time.monotonic() - t0
+    assert response.status_code in (413, 422) and took_s < 2.0, (shape[1:], response.status_code, took_s)
+    t0 = time.monotonic()
+    assert httpx.get(roomy_base_url + "/health", timeout=10).status_code == 200 and time.monotonic() - t0 < 1.0

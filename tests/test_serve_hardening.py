@@ -154,6 +154,68 @@ def test_a_refused_request_closes_the_connection_instead_of_reading_the_trickle(
     assert closed_s < 5.0  # closed right after the 401, not after body_timeout_s
 
 
+def test_a_body_sent_one_byte_per_packet_is_refused_with_413_at_once(server):
+    """Before: a 1,040,020-byte body sent one byte per packet, fast enough for the body deadline, took 20 s of the
+    event loop (one read and one ASGI message per byte) before its 413, and /health waited meanwhile; now a body may
+    arrive in at most one read or chunk per 256 bytes of max_body_bytes (4,096 here), then it is a 413 at once."""
+    import select
+
+    base, _ = server
+    sock = _raw(base, "POST /route HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
+                      "content-length: 1040020\r\n")
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    t0, sent = time.monotonic(), 0
+    try:
+        while time.monotonic() - t0 < 4.0 and not select.select([sock], [], [], 0)[0]:
+            with contextlib.suppress(OSError):
+                sock.sendall(b" ")
+                sent += 1
+            time.sleep(0.0001)  # one byte per packet, thousands per second: well above min_body_rate_bps
+        answered_s = time.monotonic() - t0
+        data, _ = read_until_closed(sock, limit_s=2.0)
+    finally:
+        sock.close()
+    assert data.startswith(b"HTTP/1.1 413") and answered_s < 4.0, (data[:200], answered_s, sent)
+    assert b"max_body_bytes" in data
+    assert httpx.get(base + "/health", timeout=10).status_code == 200
+
+
+def test_log_lines_of_a_flood_of_invalid_requests_are_rate_limited(server, monkeypatch):
+    """Before: every malformed request added a log line (\"Invalid HTTP request received.\"), so any client
+    could flood the server's log; now each kind of line passes LOG_BURST times per LOG_INTERVAL_S, and the first one
+    after the interval says how many were suppressed."""
+    from cr2_cli.serve import server as serve_server
+
+    base, _ = server
+    burst = getattr(serve_server, "LOG_BURST", 10)
+    limiter = getattr(serve_server, "RATE_LIMITED_LOG", None)
+    if limiter is not None:
+        monkeypatch.setattr(limiter, "interval_s", 1.0)
+        limiter.reset()
+    seen = _Records()
+    logging.getLogger("uvicorn.error").addHandler(seen)
+
+    def malformed() -> None:
+        sock = _raw(base, "GET /health HTTP/1.1\r\nhost: localhost\r\nno colon in this header line\r\n")
+        try:
+            read_until_closed(sock, limit_s=5.0)
+        finally:
+            sock.close()
+
+    try:
+        for _ in range(3 * burst):
+            malformed()
+        flood = [r.getMessage() for r in seen.records]
+        time.sleep(1.1)
+        malformed()
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(seen)
+    invalid = [m for m in flood if "Invalid HTTP request" in m]
+    assert 0 < len(invalid) <= burst, len(invalid)
+    summary = seen.records[-1].getMessage()
+    assert f"{2 * burst:,} similar lines suppressed" in summary, summary
+
+
 # ------------------------------------------------------------------ N6: disconnects mid-body
 class _Records(logging.Handler):
     def __init__(self):
@@ -172,6 +234,10 @@ def test_a_client_that_disconnects_mid_body_is_its_own_outcome_with_one_log_line
         lg.addHandler(seen)
     old_level = logging.getLogger("cr2_cli.serve").level
     logging.getLogger("cr2_cli.serve").setLevel(logging.INFO)
+    with contextlib.suppress(ImportError, AttributeError):  # five lines: within a fresh rate-limit window
+        from cr2_cli.serve.server import RATE_LIMITED_LOG
+
+        RATE_LIMITED_LOG.reset()
     try:
         before_500 = _errors_500(base)
         for _ in range(5):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 
@@ -15,7 +16,7 @@ import httpx
 import pytest
 
 from cr2.config import load_config
-from cr2.core.errors import ConfigError, UncalibratedOperatingPointError
+from cr2.core.errors import ConfigError, DataValidationError, UncalibratedOperatingPointError
 from cr2_cli.serve import create_app
 from tests.serve_helpers import fake_model_endpoint, running
 
@@ -47,14 +48,15 @@ def _config(endpoints: dict | None = None, **serving):
 
 
 @contextlib.contextmanager
-def _stack(delay: float = 0.0, token: str | None = None, fail: bool = False, **serving):
+def _stack(delay: float = 0.0, token: str | None = None, fail: bool = False, router_class: type = StubRouter,
+           **serving):
     """(base URL of cr2 serve, the stub router, what the fake upstream saw)."""
     cfg = load_config()
     seen: list = []
     with contextlib.ExitStack() as stack:
         upstream = stack.enter_context(running(fake_model_endpoint(cfg.models[1].id, seen, fail=fail)))
         cfg = _config({cfg.models[1].id: upstream + "/v1"}, **serving)
-        router = StubRouter([m.id for m in cfg.models], delay)
+        router = router_class([m.id for m in cfg.models], delay)
         base = stack.enter_context(running(create_app(cfg, "unused", router=router, token=token)))
         yield base, router, seen
 
@@ -225,3 +227,72 @@ def test_a_token_is_required_beyond_loopback_and_checked_when_set():
         ok = httpx.post(base + "/route", json={"query": "q", "lam": 1.0},
                         headers={"authorization": "Bearer s3cret-token"})
         assert ok.status_code == 200, ok.text
+
+
+class EchoingRouter(StubRouter):
+    """Refuses an unknown benchmark as the deployed router does: naming it (a DataValidationError, 422)."""
+
+    def route(self, question, choices, lam, alpha, distance_m=None, benchmark="mmlu", seed=0) -> dict:
+        if benchmark != "mmlu":
+            raise DataValidationError(f"unknown benchmark '{benchmark}' for the output-length estimate; known: mmlu")
+        return super().route(question, choices, lam, alpha, distance_m, benchmark, seed)
+
+
+def test_error_answers_cut_every_value_they_echo():
+    """Before: a 100 KB `benchmark` came back whole in the 4xx detail (and so did a header's or a field's value);
+    now every echoed value is cut to a few dozen characters and says how long it was."""
+    long_text = "b" * 100_000
+    with _stack(router_class=EchoingRouter) as (base, _, _):
+        answers = {
+            "benchmark": httpx.post(base + "/route", json={"query": "q", "lam": 1.0, "benchmark": long_text}),
+            "benchmark (150)": httpx.post(base + "/route", json={"query": "q", "lam": 1.0, "benchmark": "b" * 150}),
+            "stream": httpx.post(base + "/v1/chat/completions", json={**CHAT, "stream": long_text}),
+            "X-CR2-Lambda": httpx.post(base + "/v1/chat/completions", json={"messages": CHAT["messages"]},
+                                       headers={"x-cr2-lambda": "9" * 8000 + "x"}),
+            "content-type": httpx.post(base + "/route", content=b"{}", headers={"content-type": "text/" + "c" * 8000}),
+            "origin": httpx.get(base + "/health", headers={"origin": "https://" + "o" * 8000 + ".example"}),
+            "host": httpx.get(base + "/health", headers={"host": "h" * 8000 + ".example"}),
+        }
+    for what, r in answers.items():
+        detail = r.json()["detail"]
+        assert 400 <= r.status_code < 500 and len(detail) < 300, (what, r.status_code, len(detail), detail[:200])
+        assert not re.search(r"(.)\1{80}", detail), (what, detail)  # no value quoted longer than 80 characters
+        if what not in ("benchmark", "X-CR2-Lambda"):  # those two are refused by their length, unquoted
+            assert " chars)" in detail, (what, detail)
+
+
+def _raw_status(base: str, request: bytes) -> int:
+    """The status code of the answer to one raw HTTP/1.1 request."""
+    import socket
+
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        head = b""
+        while b"\r\n" not in head:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    return int(head.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize("name, first, second", [
+    ("authorization", "Bearer wrong", "Bearer s3cret-token"), ("authorization", "Bearer s3cret-token", "Bearer wrong"),
+    ("authorization", "Bearer s3cret-token", "Bearer s3cret-token"), ("host", "127.0.0.1", "evil.example"),
+    ("content-type", "application/json", "text/plain"), ("content-length", "2", "3"),
+    ("x-cr2-lambda", "1", "2"), ("origin", "http://127.0.0.1", "https://evil.example"),
+])
+def test_a_request_with_two_copies_of_a_singleton_header_is_400(name, first, second):
+    """Before: the last copy won silently (two Authorization headers: whichever came last decided), so a proxy in
+    front and this server could read different credentials, hosts or sizes from one request; now it is a 400."""
+    cfg = _config()
+    with running(create_app(cfg, "unused", router=StubRouter([m.id for m in cfg.models]), token="s3cret-token",
+                            bind_host="0.0.0.0")) as base:
+        headers = {"host": "127.0.0.1", "authorization": "Bearer s3cret-token", "content-type": "application/json",
+                   "content-length": "2"}
+        lines = [f"{k}: {v}" for k, v in headers.items() if k != name] + [f"{name}: {first}", f"{name}: {second}"]
+        request = ("POST /route HTTP/1.1\r\n" + "\r\n".join(lines) + "\r\n\r\n{}").encode()
+        assert _raw_status(base, request) == 400, name
+        single = ("POST /route HTTP/1.1\r\n" + "\r\n".join(f"{k}: {v}" for k, v in headers.items()) + "\r\n\r\n{}")
+        assert _raw_status(base, single.encode()) == 422  # one copy of each: authenticated, then the empty body

@@ -14,8 +14,11 @@ class ServingSpec(StrictModel):
     served_names: dict[str, str] = Field(default_factory=dict, description="model id → model name the endpoint "
                                          "expects (default: the model's hf_name)")
     api_key_env: str | None = Field(None, description="environment variable holding the endpoints' API key")
-    timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False, description="upstream request timeout (read, write, "
-                             "pool), s")
+    timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False, description="upstream deadline, s: a non-streamed "
+                             "answer must be complete within it (else 504); a streamed one may pause at most this "
+                             "long between bytes")
+    stream_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False, description="longest a streamed upstream answer "
+                                    "may last, s; then it ends with an SSE error event and frees its slot")
     connect_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="upstream connect timeout, s")
     default_lam: float = Field(1.0, gt=0, allow_inf_nan=False, description="λ when a chat request names none")
     token_env: str = Field("CR2_SERVE_TOKEN", description="environment variable holding the bearer token clients "

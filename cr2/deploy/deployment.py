@@ -27,7 +27,9 @@ warehouse/deployment.py reads it (read_deployment), and the CLI, `cr2 serve` and
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -198,6 +200,30 @@ def _require_costs(deployment: Deployment) -> tuple[dict, dict]:
     return deployment.cost_scales, deployment.state_spec
 
 
+TARGET_CACHE_SIZE = 64  # certified target choices an online router keeps (least recently used dropped first)
+TARGET_ACCURACY_STEP = Decimal("0.001")  # the grid accuracy targets are certified on
+TARGET_BUDGET_DIGITS = 3  # significant digits a cost budget is certified with
+
+
+def served_target(target_accuracy: float | None, budget: float | None) -> tuple[float | None, float | None]:
+    """The target a request is certified for: an accuracy rounded up to the TARGET_ACCURACY_STEP grid (at least the
+    accuracy asked for: 0.9511 → 0.952), a budget rounded down to TARGET_BUDGET_DIGITS significant digits (at most
+    the cost allowed: 0.01234 → 0.0123). Rounding in the safe direction keeps every guarantee asked for, and lets
+    one certification — seconds of CPU — serve every target that rounds alike, so near-duplicate targets cannot
+    each cost one or fill the cache. An accuracy above 1 − step cannot be rounded up: an InvalidValueError."""
+    if target_accuracy is not None:
+        rounded = Decimal(repr(float(target_accuracy))).quantize(TARGET_ACCURACY_STEP, rounding=ROUND_CEILING)
+        if rounded >= 1:
+            raise InvalidValueError(f"target_accuracy {target_accuracy:g} rounds up to 1 on the {TARGET_ACCURACY_STEP} "
+                                    f"grid targets are certified on; ask for at most {1 - TARGET_ACCURACY_STEP}")
+        target_accuracy = float(rounded)
+    if budget is not None:
+        exact = Decimal(repr(float(budget)))
+        step = Decimal(1).scaleb(exact.adjusted() - (TARGET_BUDGET_DIGITS - 1))
+        budget = float(exact.quantize(step, rounding=ROUND_FLOOR))
+    return target_accuracy, budget
+
+
 @dataclass
 class OnlineRouter:
     """The deployed CR² router: artefacts loaded once, one `route` call per query (`cr2 route`, `cr2 serve`)."""
@@ -360,19 +386,51 @@ class OnlineRouter:
 
     # ------------------------------------------------------------ operate by target
     def choose_target(self, target_accuracy: float | None, budget: float | None) -> dict:
-        """Return the certified (λ, α, τ) for an accuracy target or a cost budget (cached per target and version).
+        """Return the certified (λ, α, τ) for an accuracy target or a cost budget, rounded by `served_target`: the
+        answer's `target` is the target certified, `target_requested` the one asked for. Cached per rounded target
+        and version, the TARGET_CACHE_SIZE most recently used kept (each costs seconds to compute).
 
-        The deployed gate and teacher score the deployment's calibration split; cr2.method.targets.choose_by_target splits
-        it (seeded by the config) into a threshold half and a selection half and certifies the choice with
+        The deployed gate and teacher score the deployment's calibration split; cr2.method.targets.choose_by_target
+        splits it (seeded by the config) into a threshold half and a selection half and certifies the choice with
         Learn-then-Test at δ = calibration.target_delta.
         """
+        requested = target_accuracy if target_accuracy is not None else budget
+        target_accuracy, budget = served_target(target_accuracy, budget)
+        key = (self.version, target_accuracy, budget)
+        cache, lock = self._target_cache_and_lock()
+        with lock:
+            if key in cache:
+                cache.move_to_end(key)
+                return {**cache[key], "target_requested": requested}
+        choice = self._certify_target(target_accuracy, budget)
+        with lock:
+            cache[key] = choice
+            cache.move_to_end(key)
+            while len(cache) > TARGET_CACHE_SIZE:
+                cache.popitem(last=False)
+        return {**choice, "target_requested": requested}
+
+    def target_cached(self, target_accuracy: float | None, budget: float | None) -> bool:
+        """Whether choose_target would answer this target from its cache (no computation)."""
+        try:
+            key = (self.version, *served_target(target_accuracy, budget))
+        except InvalidValueError:
+            return False
+        cache, lock = self._target_cache_and_lock()
+        with lock:
+            return key in cache
+
+    def _target_cache_and_lock(self) -> tuple[OrderedDict, Any]:
+        import threading
+
+        return self.__dict__.setdefault("_target_cache", OrderedDict()), self.__dict__.setdefault(
+            "_target_lock", threading.Lock())
+
+    def _certify_target(self, target_accuracy: float | None, budget: float | None) -> dict:
+        """The certified choice for a (rounded) target: seconds of CPU on the calibration split."""
         from cr2.method.targets import choose_by_target
         from cr2.method.utility import risk_label
 
-        key = (self.version, target_accuracy, budget)
-        cache = self.__dict__.setdefault("_target_cache", {})
-        if key in cache:
-            return cache[key]
         cfg, table = self.config, self.router.threshold_table_
         val = self.calibration_set()
         lams = np.asarray(table.scored_lams)
@@ -390,8 +448,7 @@ class OnlineRouter:
                                   target_accuracy=target_accuracy, budget=budget, delta=cal.target_delta,
                                   variant=cfg.routing.deferred_variant, cost_max=cal.cost_max,
                                   select_fraction=cal.target_select_fraction)
-        cache[key] = choice.as_dict()
-        return cache[key]
+        return choice.as_dict()
 
     def route_by_target(self, question: str, choices: list[str] | None, target_accuracy: float | None,
                         budget: float | None, distance_m: float | None = None, benchmark: str = "mmlu",
@@ -428,5 +485,5 @@ class CertifiedOnlineRouter(OnlineRouter):
                                               f"points; route '{self.name}' at a calibrated λ and α instead (--lam, --alpha)")
 
 
-__all__ = ["CR2", "CalibrationSplit", "CertifiedOnlineRouter", "Deployment", "OnlineRouter", "calibration_split",
-           "check_route_inputs", "decision_cost_inputs", "deployed_name", "deployed_router"]
+__all__ = ["CR2", "TARGET_CACHE_SIZE", "CalibrationSplit", "CertifiedOnlineRouter", "Deployment", "OnlineRouter", "calibration_split",
+           "check_route_inputs", "decision_cost_inputs", "deployed_name", "deployed_router", "served_target"]

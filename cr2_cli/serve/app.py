@@ -39,8 +39,13 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError,
 from cr2.system.channel import MAX_DISTANCE_M, MIN_DISTANCE_M
 from cr2.config import Config
 from cr2.core.errors import Cr2Error, DataValidationError
-from cr2_cli.serve.security import (Guard, HttpError, allowed_hosts, check_exposure, number, parse_json, read_body,
-                                    validation_detail)
+from cr2_cli.serve.security import (Guard, HttpError, allowed_hosts, check_exposure, clip, clip_detail, number,
+                                    parse_json, read_body, validation_detail)
+
+# target computations (OnlineRouter.choose_target: seconds of CPU each) running at once; the others wait up to
+# serving.queue_timeout_s for this slot, holding no concurrency slot meanwhile, then get 503
+TARGET_CONCURRENCY = 1
+TARGET_RETRY_AFTER_S = 3  # about one target computation
 
 
 class RouteRequest(BaseModel):
@@ -58,7 +63,7 @@ class RouteRequest(BaseModel):
     alpha: FiniteFloat | None = Field(None, gt=0, lt=1, description="risk level α (default: grids.default_alpha)")
     distance_m: FiniteFloat | None = Field(None, ge=MIN_DISTANCE_M, le=MAX_DISTANCE_M, description="UE–edge distance, m (mean "
                                            "fading); default: sampled")
-    benchmark: str = Field("mmlu", description="benchmark whose default output length is assumed")
+    benchmark: str = Field("mmlu", max_length=200, description="benchmark whose default output length is assumed")
     seed: int = Field(0, ge=0, lt=2 ** 63, description="seed of the sampled channel state")
 
     @field_validator("lam", "target_accuracy", "budget", "alpha", "distance_m", "seed", mode="before")
@@ -172,6 +177,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
         live.attach_metrics(metrics)
     decider = Decider(live, serving, metrics)
     slots = asyncio.Semaphore(serving.max_concurrency)
+    target_slots = asyncio.Semaphore(TARGET_CONCURRENCY)
     state: dict[str, Any] = {}
 
     def client() -> Any:
@@ -207,19 +213,22 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
         return JSONResponse(status_code=exc.status, content={"detail": exc.detail}, headers=exc.headers)
 
     @app.exception_handler(Cr2Error)
-    async def _cr2_error(request: Request, exc: Cr2Error):
-        return JSONResponse(status_code=_cr2_status(exc), content={"detail": str(exc)})
+    async def _cr2_error(request: Request, exc: Cr2Error):  # the message may quote a request's value: cut
+        return JSONResponse(status_code=_cr2_status(exc), content={"detail": clip_detail(str(exc))})
 
-    async def acquire() -> None:
+    async def wait_for(semaphore: asyncio.Semaphore, busy: str, retry_after_s: int = 1) -> None:
         metrics.waiting.inc()
         try:
             async with asyncio.timeout(serving.queue_timeout_s):  # a cancelled wait never keeps a slot
-                await slots.acquire()
+                await semaphore.acquire()
         except (asyncio.TimeoutError, TimeoutError):
-            raise HttpError(503, f"busy: {serving.max_concurrency} requests in progress (serving.max_concurrency); "
-                                 "retry shortly", {"retry-after": "1"}) from None
+            raise HttpError(503, busy, {"retry-after": str(retry_after_s)}) from None
         finally:
             metrics.waiting.dec()
+
+    async def acquire() -> None:
+        await wait_for(slots, f"busy: {serving.max_concurrency} requests in progress (serving.max_concurrency); "
+                              "retry shortly")
 
     def check_length(query: str, choices: list[str] | None) -> None:
         n = len(query) + sum(len(c) for c in choices or [])
@@ -240,12 +249,33 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
         return _jsonable(out)
 
     async def decide_by_target(req: "RouteRequest"):
-        """The operating point certified for the request's target (cached on the router), then route."""
+        """The operating point certified for the request's target (cached on the router), then route.
+
+        A target the router has not certified yet is computed in the target slot (TARGET_CONCURRENCY at once) and
+        only then takes a concurrency slot: requests with new targets queue for that one slot, and a client sending
+        many distinct targets keeps no more than one concurrency slot from ordinary requests. A cached target is no
+        computation and skips the target slot."""
         from cr2_cli.online import route_by_target
 
         check_length(req.query, req.choices)
-        out = await run_in_threadpool(route_by_target, config, home, req.query, req.choices, req.target_accuracy,
-                                      req.budget, req.distance_m, req.benchmark, req.seed, live.current)
+        router = live.current
+        cached = getattr(router, "target_cached", None)
+        computes = cached is None or not cached(req.target_accuracy, req.budget)
+        if computes:
+            await wait_for(target_slots, f"busy: a target computation is running (at most {TARGET_CONCURRENCY} at "
+                                         "once, seconds of CPU each); retry shortly, or route with a calibrated lam",
+                           TARGET_RETRY_AFTER_S)
+        try:
+            await acquire()
+            try:
+                out = await run_in_threadpool(route_by_target, config, home, req.query, req.choices,
+                                              req.target_accuracy, req.budget, req.distance_m, req.benchmark,
+                                              req.seed, router)
+            finally:
+                slots.release()
+        finally:
+            if computes:
+                target_slots.release()
         metrics.decided(out)
         return _jsonable(out)
 
@@ -266,14 +296,14 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
     async def route(request: Request):
         raw = await read_body(request, serving.max_body_bytes)
         req = await run_in_threadpool(_route_request, raw)
-        await acquire()
-        try:
-            if req.lam is None:
-                out = await decide_by_target(req)
-            else:
+        if req.lam is None:
+            out = await decide_by_target(req)  # takes its slots itself
+        else:
+            await acquire()
+            try:
                 out = await decide(req.query, req.choices, req.lam, req.alpha, req.distance_m, req.benchmark, req.seed)
-        finally:
-            slots.release()
+            finally:
+                slots.release()
         return JSONResponse(content=out, headers=version_header(out))
 
     @app.post("/v1/chat/completions", openapi_extra=_json_body(CHAT_SCHEMA))
@@ -288,7 +318,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
                  if "x-cr2-alpha" in request.headers else None)
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
-            raise HttpError(422, f"stream must be true or false, got {stream!r}")
+            raise HttpError(422, f"stream must be true or false, got {clip(repr(stream))}")
         await acquire()
         free = SlotRelease(slots)
         try:

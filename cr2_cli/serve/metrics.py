@@ -4,8 +4,9 @@ Each app has its own registry (several apps in one process — the tests — nev
 
     cr2_serve_requests_total{route, method, status}       every HTTP request, refused ones included (status
                                                            "disconnected": the client left before its body was read)
-    cr2_serve_client_disconnects_total{route, reason}      those clients: "disconnect" (they hung up) or
-                                                           "body_timeout" (too slow: serving.body_timeout_s)
+    cr2_serve_client_disconnects_total{route, reason}      those clients: "disconnect" (they hung up),
+                                                           "body_timeout" (too slow: serving.body_timeout_s) or
+                                                           "body_chunks" (a body in too many pieces: 413)
     cr2_serve_errors_total{route, status}                  those answered 4xx / 5xx
     cr2_serve_request_duration_seconds{route}              latency histogram (to the last body byte)
     cr2_serve_in_progress_requests                         requests being answered now
@@ -156,13 +157,14 @@ class MetricsMiddleware:
             await send(message)
 
         from cr2_cli.serve.security import AUTHENTICATED_SCOPE_KEY, ClientGone
-        from cr2_cli.serve.server import BODY_TIMEOUT_SCOPE_KEY
+        from cr2_cli.serve.server import BODY_CHUNKS_SCOPE_KEY, BODY_TIMEOUT_SCOPE_KEY
 
         m.in_progress.inc()
         try:
             await self.app(scope, receive, counting_send)
         except ClientGone as exc:
-            reason = "body_timeout" if scope.get(BODY_TIMEOUT_SCOPE_KEY) else "disconnect"
+            reason = ("body_timeout" if scope.get(BODY_TIMEOUT_SCOPE_KEY)
+                      else "body_chunks" if scope.get(BODY_CHUNKS_SCOPE_KEY) else "disconnect")
             status["code"] = 0
             m.disconnects.labels(route=route, reason=reason).inc()
             log.info("%s %s: client gone before its request body was read (%s, %d bytes received)",

@@ -6,15 +6,23 @@ streamed when asked, with the decision in the X-CR2-Decision header.
 
 Bad upstreams: an unreachable endpoint, an error status, a 200 that is not a JSON chat completion
 (malformed, HTML, nested too deep, more than MAX_JSON_VALUES values: parsed in a worker thread, the budget counted
-before parsing) or an answer over `serving.max_response_bytes` → 502; an endpoint that
-does not answer within `serving.timeout_s` → 504; 429 → 503 with Retry-After. The message names the model
-and its config key, never the endpoint URL (it may hold credentials) nor the upstream's body (it may reflect
-request headers, the upstream key included). Answers are decompressed before they are passed on. A stream
-that breaks after its headers were sent ends with an SSE `error` event. The request's concurrency slot
-(`SlotRelease`) is released on every path (error, timeout, client disconnect).
+before parsing) or an answer over `serving.max_response_bytes` → 502; 429 → 503 with Retry-After. The message names
+the model and its config key, never the endpoint URL (it may hold credentials) nor the upstream's body (it may reflect
+request headers, the upstream key included). Answers are decompressed before they are passed on.
+
+Deadlines, on the whole answer and not on each read (an upstream sending a byte every second would otherwise hold a
+request, and its slot, for as long as it likes):
+- a non-streamed answer must be complete — status, headers and the last byte of its body — within
+  `serving.timeout_s` of the request being sent, else 504;
+- a streamed answer must send its status and headers within `serving.timeout_s`, may pause at most
+  `serving.timeout_s` between bytes (the HTTP client's read timeout), and must end within `serving.stream_timeout_s`
+  of the request being sent; a stream that breaks one of these, breaks off, or grows past max_response_bytes after
+  its headers were sent ends with an SSE `error` event.
+The request's concurrency slot (`SlotRelease`) is released on every path (error, deadline, client disconnect).
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -90,27 +98,30 @@ async def forward_chat(client: Any, config: Any, body: dict, decision: dict, lam
 
     url = base.rstrip("/") + "/chat/completions"
     resp = None
+    stream_deadline = asyncio.get_running_loop().time() + serving.stream_timeout_s
     try:
-        resp = await client.send(client.build_request("POST", url, json=upstream, headers=headers), stream=True)
-        if resp.status_code == 429:
-            return failed(503, "is rate-limited (HTTP 429); retry shortly", "rate_limited", retry_after=True)
-        if not 200 <= resp.status_code < 300:
-            return failed(502, f"answered {resp.status_code}; its body is not passed on", "status")
-        media = resp.headers.get("content-type", "application/json")
-        if stream and media.split(";", 1)[0].strip().lower() == "text/event-stream":
-            free.handed_over = True  # the relay releases the slot when the stream ends, however it ends
-            if metrics is not None:
-                metrics.upstream_done(model_id, "ok", time.perf_counter() - t0)  # time to the stream's headers
-            return RelayResponse(relay(resp, free, serving.max_response_bytes, model_id, metrics),
-                                 on_close=lambda: close(resp, free), status_code=resp.status_code,
-                                 media_type="text/event-stream", headers=out_headers)
-        content = await read_bounded(resp, serving.max_response_bytes)
+        async with asyncio.timeout(serving.timeout_s):  # the whole answer, or a stream's status and headers
+            resp = await client.send(client.build_request("POST", url, json=upstream, headers=headers), stream=True)
+            if resp.status_code == 429:
+                return failed(503, "is rate-limited (HTTP 429); retry shortly", "rate_limited", retry_after=True)
+            if not 200 <= resp.status_code < 300:
+                return failed(502, f"answered {resp.status_code}; its body is not passed on", "status")
+            media = resp.headers.get("content-type", "application/json")
+            if stream and media.split(";", 1)[0].strip().lower() == "text/event-stream":
+                free.handed_over = True  # the relay releases the slot when the stream ends, however it ends
+                if metrics is not None:
+                    metrics.upstream_done(model_id, "ok", time.perf_counter() - t0)  # time to the stream's headers
+                return RelayResponse(relay(resp, free, serving.max_response_bytes, model_id, metrics,
+                                           stream_deadline, serving.stream_timeout_s),
+                                     on_close=lambda: close(resp, free), status_code=resp.status_code,
+                                     media_type="text/event-stream", headers=out_headers)
+            content = await read_bounded(resp, serving.max_response_bytes)
     except TooLarge:
         return failed(502, f"answered more than {serving.max_response_bytes:,} bytes (serving.max_response_bytes)",
                       "too_large")
-    except httpx.TimeoutException as exc:
-        return failed(504, f"did not answer within serving.timeout_s = {serving.timeout_s:g} s "
-                           f"({type(exc).__name__})", "timeout")
+    except (httpx.TimeoutException, TimeoutError) as exc:  # TimeoutError: the deadline on the whole answer
+        return failed(504, f"did not {'finish its answer' if isinstance(exc, TimeoutError) else 'answer'} within "
+                           f"serving.timeout_s = {serving.timeout_s:g} s ({type(exc).__name__})", "timeout")
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         return failed(502, f"failed ({type(exc).__name__})", "connection")
     finally:
@@ -184,24 +195,37 @@ async def close(resp: Any, free: SlotRelease) -> None:
             await resp.aclose()
 
 
-async def relay(resp: Any, free: SlotRelease, limit: int, model_id: str, metrics: Any = None):
-    """The upstream's server-sent events, decompressed; a stall, a broken connection or an answer
-    over `limit` bytes ends the stream with an SSE error event instead of an exception (F1)."""
+async def relay(resp: Any, free: SlotRelease, limit: int, model_id: str, metrics: Any = None,
+                deadline: float | None = None, total_s: float | None = None):
+    """The upstream's server-sent events, decompressed, until the stream ends or the event-loop time `deadline`
+    (`total_s` after the request was sent: serving.stream_timeout_s); passing the deadline, a pause longer than the
+    client's read timeout, a broken connection or an answer over `limit` bytes ends the stream with an SSE error
+    event instead of an exception (F1)."""
     import httpx
 
     size = 0
+    chunks = resp.aiter_bytes()
     try:
-        async for chunk in resp.aiter_bytes():
+        while True:
+            try:  # the deadline covers waiting for the upstream only, never a send to the client
+                async with asyncio.timeout_at(deadline):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                break
             size += len(chunk)
             if size > limit:
                 raise TooLarge()
             yield chunk
-    except (httpx.HTTPError, TooLarge) as exc:
-        what = (f"answered more than {limit:,} bytes (serving.max_response_bytes)" if isinstance(exc, TooLarge)
-                else f"broke off the stream ({type(exc).__name__})")
+    except (httpx.HTTPError, TooLarge, TimeoutError) as exc:
+        if isinstance(exc, TooLarge):
+            what, kind = f"answered more than {limit:,} bytes (serving.max_response_bytes)", "too_large"
+        elif isinstance(exc, TimeoutError):
+            what, kind = f"did not finish its stream within serving.stream_timeout_s = {total_s:g} s", "stream_timeout"
+        else:
+            what, kind = f"broke off the stream ({type(exc).__name__})", "stream_broken"
         log.warning("upstream of model '%s' %s", model_id, what)
         if metrics is not None:
-            metrics.upstream_error(model_id, "too_large" if isinstance(exc, TooLarge) else "stream_broken")
+            metrics.upstream_error(model_id, kind)
         error = {"error": {"message": f"the endpoint of '{model_id}' (serving.endpoints.{model_id}) {what}",
                            "type": "upstream_error", "code": 502}}
         yield b"\n\ndata: " + json.dumps(error).encode() + b"\n\n"

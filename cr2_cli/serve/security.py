@@ -7,9 +7,15 @@
   the Host, Origin and token checks is marked authenticated in its scope (the metrics count nothing else by label).
   A request carrying both Content-Length and Transfer-Encoding is answered with `Connection: close` and its
   connection closed after the answer (RFC 9112 §6.1: its framing is ambiguous, a request-smuggling vector).
+  A request carrying two copies of a header that must appear once (SINGLETON_HEADERS: Host, Authorization,
+  Content-Type, Origin, …) gets 400 before anything else is checked (Guard._duplicated explains why 400).
+- Every value a client or an upstream supplied that an error message quotes is cut (`clip`: MAX_ECHO_CHARS
+  characters and its length), and so is every error detail as a whole (`clip_detail`), so an error answer never
+  reflects a 100 KB field or header back.
 - `check_exposure`: binding beyond loopback needs a bearer token (a ConfigError otherwise).
 - Bodies are read bounded (`read_body`) and parsed strictly (`parse_bounded_json`: no NaN / Infinity, nesting
-  ≤ MAX_JSON_DEPTH, at most MAX_JSON_VALUES values, counted before parsing starts); the handlers parse and check
+  ≤ MAX_JSON_DEPTH, at most MAX_JSON_VALUES values, counted before parsing starts in one linear pass:
+  `json_values_exceed`); the handlers parse and check
   in a worker thread, off the event loop; `number` parses a header or field value into a finite number in range,
   or a 422.
 """
@@ -35,14 +41,38 @@ MAX_JSON_DEPTH = 64  # nesting of objects / arrays accepted in any JSON the serv
 # values (objects, arrays, members, elements) accepted in any JSON the server reads: a chat request or completion
 # holds tens to thousands; a 1 MB body of 340,000 empty objects, or an answer of 4M keys, is refused before parsing
 MAX_JSON_VALUES = 100_000
-# a JSON string (escapes included), or one structural character outside strings
-_JSON_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[,:\[{]')
+_VALUE_SCAN_BLOCK_BYTES = 1 << 18  # the value count's block: its numpy temporaries stay a few MiB for any input
+MAX_ECHO_CHARS = 80  # of a client- or upstream-supplied value quoted in an error message
+MAX_DETAIL_CHARS = 300  # of an error answer's whole detail
+# headers a request may carry once: which of two copies counts is what a proxy in front and this server may disagree
+# on. (Two equal Content-Length values are merged by h11, as RFC 9112 §6.3 allows; two different ones, and a second
+# Transfer-Encoding, are refused by h11 itself.)
+SINGLETON_HEADERS = ("host", "authorization", "content-type", "content-length", "transfer-encoding", "origin",
+                     "x-cr2-lambda", "x-cr2-alpha")
+_LONG_WORD = re.compile(r"\S{%d,}" % (MAX_ECHO_CHARS + 1))
+
+
+def clip(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
+    """`value` as text for an error message: at most `limit` characters, then "… (N chars)" saying how long it was."""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} chars)"
+
+
+def clip_detail(detail: Any) -> Any:
+    """An error detail with every run of more than MAX_ECHO_CHARS non-blank characters cut (`clip`), and the whole
+    cut to MAX_DETAIL_CHARS: a value quoted by a message built elsewhere (the router's "unknown benchmark '…'") is
+    bounded too. Non-string details pass unchanged."""
+    if not isinstance(detail, str):
+        return detail
+    detail = _LONG_WORD.sub(lambda m: clip(m.group()), detail)
+    return clip(detail, MAX_DETAIL_CHARS)
 
 
 class HttpError(Exception):
-    """A request problem answered with `status` and a JSON {"detail": …}."""
+    """A request problem answered with `status` and a JSON {"detail": …} (the detail cut by `clip_detail`)."""
 
     def __init__(self, status: int, detail: Any, headers: dict[str, str] | None = None):
+        detail = clip_detail(detail)
         super().__init__(detail)
         self.status, self.detail, self.headers = status, detail, headers or {}
 
@@ -103,22 +133,56 @@ class TooManyJsonValues(ValueError):
     """A JSON text with more values than the budget (MAX_JSON_VALUES), refused before it was parsed."""
 
 
-def json_values_exceed(raw: bytes, limit: int) -> bool:
+def json_values_exceed(raw: bytes, limit: int, chunk_bytes: int = _VALUE_SCAN_BLOCK_BYTES) -> bool:
     """Whether the JSON text `raw` holds more than `limit` values, decided without parsing it.
 
     Every value after the first is announced by a comma, a colon or an opening bracket outside strings. Counting
     those characters in the whole text (strings included) is an upper bound at C speed, enough for any ordinary
-    document; only above the limit are strings skipped, and that count stops as soon as it passes the limit. So a
-    hostile text costs O(limit), never the seconds of building millions of Python objects."""
+    document; only at the limit or above are the ones inside strings set aside, by `_structural_outside_strings`:
+    one linear pass, so a hostile text costs milliseconds per MiB, never the seconds of building millions of
+    Python objects nor those of a backtracking string scan."""
     if sum(raw.count(c) for c in (b",", b":", b"[", b"{")) < limit:
         return False
-    n = 0
-    for m in _JSON_STRUCTURE.finditer(raw):
-        if m.end() - m.start() == 1 and raw[m.start()] != 0x22:  # a structural character, not a string
-            n += 1
-            if n >= limit:
-                return True
-    return False
+    return _structural_outside_strings(raw, limit, chunk_bytes) >= limit
+
+
+def _structural_outside_strings(raw: bytes, stop_at: int, chunk_bytes: int) -> int:
+    """The commas, colons and opening brackets of `raw` outside JSON strings (counting stops once it reaches
+    `stop_at`), in O(len(raw)): a fixed number of numpy passes over blocks of `chunk_bytes`.
+
+    A quote opens or closes a string unless it is escaped, that is unless the run of backslashes just before it
+    is odd (a quote after two backslashes ends a string, one after a single backslash does not); a run never spans
+    a quote, so its length is the distance to the last non-backslash. A byte is inside a string when an odd number
+    of unescaped quotes precede it. What carries from block to block: that parity and the length of the run of
+    backslashes the block ended with. (Outside strings JSON has no backslashes; in a text that has some, the count
+    is exact up to the first one, where the parser stops too.)"""
+    import numpy as np
+
+    data = np.frombuffer(raw, dtype=np.uint8)
+    n, in_string, run_before = 0, 0, 0
+    for start in range(0, len(data), chunk_bytes):
+        block = data[start : start + chunk_bytes]
+        quotes = block == 0x22
+        backslash = block == 0x5C
+        run_after = 0
+        if backslash.any():  # JSON without escapes (most of it) skips this
+            index = np.arange(len(block), dtype=np.int32)
+            # the last non-backslash at or before each byte; the carried run sits just before the block
+            last = np.where(backslash, np.int32(-1 - run_before), index)
+            np.maximum.accumulate(last, out=last)
+            run = index - last  # backslashes ending at each byte (0 at any other byte)
+            quotes[0] &= not run_before & 1
+            quotes[1:] &= (run[:-1] & 1) == 0
+            run_after = int(run[-1])
+        elif run_before & 1:
+            quotes[0] = False
+        inside = (np.cumsum(quotes, dtype=np.int32) + in_string) & 1
+        structural = (block == 0x2C) | (block == 0x3A) | (block == 0x5B) | (block == 0x7B)
+        n += int(np.count_nonzero(structural & (inside == 0)))
+        if n >= stop_at:
+            return n
+        in_string, run_before = int(inside[-1]), run_after
+    return n
 
 
 def parse_bounded_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH, max_values: int = MAX_JSON_VALUES) -> Any:
@@ -177,9 +241,13 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        names = [k.decode("latin-1").lower() for k, _ in scope["headers"]]
+        headers = {k: v.decode("latin-1") for k, (_, v) in zip(names, scope["headers"])}
         if "content-length" in headers and "transfer-encoding" in headers:
             send = closing_send(send)
+        problem = self._duplicated(names)
+        if problem is not None:  # ambiguous: answered, and its connection closed
+            return await send_json(closing_send(send), problem.status, {"detail": problem.detail})
         problem = self._authenticate(headers)
         if problem is None:
             scope[AUTHENTICATED_SCOPE_KEY] = True
@@ -188,21 +256,39 @@ class Guard:
             return await send_json(send, problem.status, {"detail": problem.detail}, problem.headers)
         return await self.app(scope, receive, send)
 
+    @staticmethod
+    def _duplicated(names: list[str]) -> HttpError | None:
+        """400 for a request carrying two copies of a header it may carry once (SINGLETON_HEADERS), before any
+        other check.
+
+        Which copy counts is exactly what a proxy in front and this server may disagree on: with two Authorization
+        headers one may check the first and the other use the last, with two Host or Content-Type headers each may
+        route or parse differently (request smuggling). No copy is chosen; the request is malformed (RFC 9110 §5.3:
+        these fields are singletons; RFC 9112 §3.2 requires 400 for two Host headers), not unauthenticated: a 401
+        would invite a retry with "the" token although the credentials were never read."""
+        seen: set[str] = set()
+        for name in names:
+            if name in SINGLETON_HEADERS:
+                if name in seen:
+                    return HttpError(400, f"the request carries more than one {name} header; send it once")
+                seen.add(name)
+        return None
+
     def _authenticate(self, headers: dict[str, str]) -> HttpError | None:
         """The Host, Origin and bearer-token checks: who may call."""
         host = headers.get("host", "")
         name = host_name(host)
         if name is None:
-            return HttpError(400, f"Host {printable(ascii(host))} is not a host name with an optional port")
+            return HttpError(400, f"Host {clip(printable(ascii(host)))} is not a host name with an optional port")
         if "*" not in self.hosts and name not in self.hosts:
-            return HttpError(400, f"Host {host!r} is not served here; add it to serving.allowed_hosts if it names "
-                                  "this server")
+            return HttpError(400, f"Host {clip(repr(host))} is not served here; add it to serving.allowed_hosts if it "
+                                  "names this server")
         origin = headers.get("origin")
         if origin is not None and origin not in self.origins:
             parts = urlsplit(origin)
             if parts.scheme not in ("http", "https") or parts.netloc.lower() != host.lower():
-                return HttpError(403, f"requests from the browser origin {origin!r} are not allowed; add it to "
-                                      "serving.allowed_origins to allow it")
+                return HttpError(403, f"requests from the browser origin {clip(repr(origin))} are not allowed; add "
+                                      "it to serving.allowed_origins to allow it")
         if self.token is not None:
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
@@ -216,11 +302,12 @@ class Guard:
         if scope["method"] == "POST":
             ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if ctype != "application/json":
-                return HttpError(415, f"POST bodies must be application/json, got {ctype or 'no content type'!r}")
+                got = clip(repr(ctype)) if ctype else "no content type"
+                return HttpError(415, f"POST bodies must be application/json, got {got}")
             length = headers.get("content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-                return HttpError(413, f"the request body has {length} bytes; the limit is {self.max_body_bytes:,} "
-                                      "(serving.max_body_bytes)")
+                return HttpError(413, f"the request body has {clip(length)} bytes; the limit is "
+                                      f"{self.max_body_bytes:,} (serving.max_body_bytes)")
         return None
 
 
