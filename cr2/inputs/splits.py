@@ -38,6 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from cr2.config import SplitSpec
+from cr2.core.boundary import shown
 from cr2.core.hashing import stable_u64
 from cr2.core.errors import InvalidValueError
 
@@ -136,7 +137,8 @@ def assign_splits(
         raise InvalidValueError(f"query_ids {ids.shape}, benchmarks {bench.shape} and subsets {subs.shape} must all be [n]")
     if n and len(np.unique(ids)) != n:
         uniq, counts = np.unique(ids, return_counts=True)
-        raise InvalidValueError(f"query_ids must be unique; repeated: {uniq[counts > 1][:3].tolist()}")
+        repeated = [shown(q, quoted=False) for q in uniq[counts > 1][:3]]  # ids come from the benchmark files
+        raise InvalidValueError(f"query_ids must be unique; repeated: {repeated}")
 
     pattern = block_pattern(spec)
     size = len(pattern)
