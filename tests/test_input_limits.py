@@ -138,11 +138,12 @@ def test_shipped_files_are_far_within_the_limits():
 
 
 # ------------------------------------------------------------------ CSV
-def test_a_csv_with_too_many_rows_is_refused(tmp_path):
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_a_csv_with_too_many_rows_is_refused(tmp_path, newline):
     from cr2_warehouse.files import read_table_file
 
     path = tmp_path / "many.csv"
-    path.write_bytes(b"query_id\n" + b"1\n" * (boundary.MAX_TABLE_ROWS + 1))
+    path.write_bytes(b"query_id" + newline + (b"1" + newline) * (boundary.MAX_TABLE_ROWS + 1))
     t0 = time.perf_counter()
     with pytest.raises(DataValidationError, match=rf"more than {boundary.MAX_TABLE_ROWS:,} rows"):
         read_table_file(path)

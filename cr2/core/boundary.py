@@ -368,7 +368,9 @@ def _csv_frame(raw: bytes, path: Path, columns: Sequence[str] | None) -> "pd.Dat
     try:
         header = pd.read_csv(io.BytesIO(raw), header=None, nrows=1, dtype=str, keep_default_na=False)
         _refuse_repeated_names(header.iloc[0].tolist() if len(header) else [], path)
-        lines = raw.count(b"\n")  # a row ends in a newline (a quoted cell may hold more): rows ≤ lines + 1
+        # every row but the last ends in a line break (\n, \r\n or a lone \r; a quoted cell may hold more), and the
+        # header takes a line: rows ≤ breaks, so only a file with more breaks than the limit is parsed row-capped
+        lines = raw.count(b"\n") + raw.count(b"\r")
         frame = pd.read_csv(io.BytesIO(raw), nrows=None if lines <= MAX_TABLE_ROWS else MAX_TABLE_ROWS + 1)
     except DataValidationError:
         raise
