@@ -1,8 +1,9 @@
 """`cr2 serve` against a fault-injecting upstream (tests/fault_upstream.py), faults F1–F6, and the fourth round's
 slow reader (a streamed answer nobody reads), JSON bombs (in requests and in upstream answers) and cookies.
 
-Whatever the upstream does — down, slow headers, a stall mid-body (streaming or not), 500, a malformed or
-HTML 200, gzip SSE, reflected request headers, a huge or deeply nested answer, a JSON bomb, a cookie — and
+Whatever the upstream does — down, slow headers, a stall mid-body (streaming or not), an answer trickling one byte
+at a time, 500, a malformed or HTML 200, gzip SSE, reflected request headers, a huge or deeply nested answer, a JSON
+bomb, JSON that backtracks a string scan, a cookie — and
 whenever the client goes away or stops reading, the server answers 2xx / 4xx / 502 / 503 / 504 with a short
 message, never passes on the upstream's body, an endpoint URL with credentials or a request header, and afterwards
 serves at full capacity again (every slot released). The router is a stub (tests/test_serve_security.py explains

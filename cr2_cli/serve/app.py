@@ -11,7 +11,11 @@
 
 The security checks run before any handler (cr2_cli/serve/security.py). At most `serving.max_concurrency`
 requests are decided or forwarded at once, the rest wait up to `serving.queue_timeout_s` and then get 503
-with Retry-After; decisions run in worker threads, so /health answers while a decision runs. A query's
+with Retry-After; decisions run in worker threads, so /health answers while a decision runs. A target
+(`target_accuracy` / `budget` instead of `lam`) not yet certified is computed in a slot of its own
+(TARGET_CONCURRENCY, seconds of CPU each) before it takes a concurrency slot, so many distinct targets cannot take
+the slots of ordinary requests; targets are rounded and cached (cr2.deploy.deployment.served_target,
+TARGET_CACHE_SIZE). A query's
 embedding comes from the LRU cache (`serving.embedding_cache_size`) or the encoder, alone or batched with
 concurrent requests (`serving.batch_max_size`; cr2_cli/serve/batching.py).
 
@@ -24,7 +28,8 @@ table it started with. Every answer names the version that decided it (X-CR2-Thr
 Every bad value is a 4xx naming the field and the problem: malformed JSON, JSON nested deeper than
 MAX_JSON_DEPTH, NaN / Infinity / 1e400, a blank query, a wrong type → 422; more than MAX_JSON_VALUES values → 413
 (counted before parsing; bodies are parsed and checked in a worker thread, off the event loop); an off-grid λ →
-400 naming the calibrated grid; an unconfigured endpoint → 503 naming the config key.
+400 naming the calibrated grid; an unconfigured endpoint → 503 naming the config key. A value an error quotes is cut
+(security.clip_detail).
 """
 from __future__ import annotations
 

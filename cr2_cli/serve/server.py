@@ -309,4 +309,5 @@ def server_config(app: Any, serving: Any, host: str = "127.0.0.1", port: int = 8
                             log_level=kwargs.pop("log_level", "warning"), **kwargs)
     printable_logs()  # uvicorn.Config has configured its handlers by now
     rate_limit_logs()
+    RATE_LIMITED_LOG.reset()  # a new server starts with fresh windows
     return config
