@@ -285,8 +285,9 @@ def parquet_table(raw: bytes, path: str | Path, columns: Sequence[str] | None = 
 
     p = Path(path)
     try:
-        meta = pq.ParquetFile(pa.BufferReader(raw)).metadata
-        names = meta.schema.to_arrow_schema().names
+        footer = pq.ParquetFile(pa.BufferReader(raw))
+        meta, declared = footer.metadata, footer.schema_arrow  # declared: the types the file says (dictionary or not)
+        names = declared.names
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, … for a file that is not Parquet
         raise _unreadable(p, exc) from None
     _refuse_over(p, meta.num_rows, MAX_TABLE_ROWS, "rows", "MAX_TABLE_ROWS")
@@ -315,11 +316,10 @@ def parquet_table(raw: bytes, path: str | Path, columns: Sequence[str] | None = 
     _refuse_over(p, table.num_rows, MAX_TABLE_ROWS, "rows", "MAX_TABLE_ROWS")
     _refuse_over(p, sum(_decoded_bytes(c) for c in table.columns), MAX_TABLE_UNCOMPRESSED_BYTES,
                  "bytes uncompressed (decoded)", "MAX_TABLE_UNCOMPRESSED_BYTES")
-    target = pq.ParquetFile(pa.BufferReader(raw)).schema_arrow  # the types the file declares (dictionary or not)
     try:
-        return pa.table([c.cast(target.field(n).type) if c.type != target.field(n).type else c
+        return pa.table([c.cast(declared.field(n).type) if c.type != declared.field(n).type else c
                          for n, c in zip(table.column_names, table.columns)], schema=pa.schema(
-            [target.field(n) for n in table.column_names], metadata=target.metadata))
+            [declared.field(n) for n in table.column_names], metadata=declared.metadata))
     except Exception as exc:
         raise _unreadable(p, exc) from None
 
@@ -341,7 +341,7 @@ def _decoded_bytes(column: Any) -> int:
                                              or pa.types.is_large_string(values.type)
                                              or pa.types.is_large_binary(values.type)):
                 lengths = pc.binary_length(values)
-                total += int(pc.sum(pc.take(lengths, arr.indices.fill_null(0))).as_py() or 0)
+                total += int(pc.sum(pc.take(lengths, arr.indices)).as_py() or 0)  # a null index takes nothing
             else:
                 total += values.nbytes
             total += 8 * len(arr)  # offsets and validity, as the expanded array holds them
@@ -377,8 +377,8 @@ def _csv_frame(raw: bytes, path: Path, columns: Sequence[str] | None) -> "pd.Dat
     except Exception as exc:  # pandas parser errors (EmptyDataError, ParserError, UnicodeDecodeError, …)
         raise _unreadable(path, exc) from None
     if len(frame) > MAX_TABLE_ROWS:  # parsing stopped one row past the limit: the rest is never parsed
-        raise DataValidationError(f"{path}: more than {MAX_TABLE_ROWS:,} rows ({lines:,} lines), more than a table "
-                                  "file may hold (MAX_TABLE_ROWS); split it or import a subset")
+        raise DataValidationError(f"{path}: more than {MAX_TABLE_ROWS:,} rows ({lines:,} line breaks), more than a "
+                                  "table file may hold (MAX_TABLE_ROWS); split it or import a subset")
     if columns is not None:
         absent = [c for c in columns if c not in frame.columns]
         if absent:
