@@ -38,7 +38,7 @@ def newer_online_router(current: OnlineRouter, config: Config, home: str | Path)
 
 
 def route_query(config: Config, home: str | Path, question: str, choices: list[str] | None, lam: float, alpha: float,
-                distance_m: float | None = None, benchmark: str = "mmlu", seed: int = 0, router: str = CR2) -> dict:
+                distance_m: float | None = None, benchmark: str | None = None, seed: int = 0, router: str = CR2) -> dict:
     """The deployed router's decision for one query (loads the deployed artefacts for this one call)."""
     check_route_inputs(question, choices, lam, alpha, distance_m)
     return load_online_router(config, home, router).route(question, choices, lam, alpha, distance_m, benchmark, seed)
@@ -46,7 +46,7 @@ def route_query(config: Config, home: str | Path, question: str, choices: list[s
 
 def route_by_target(config: Config, home: str | Path, question: str, choices: list[str] | None,
                     target_accuracy: float | None, budget: float | None, distance_m: float | None = None,
-                    benchmark: str = "mmlu", seed: int = 0, router: OnlineRouter | None = None) -> dict:
+                    benchmark: str | None = None, seed: int = 0, router: OnlineRouter | None = None) -> dict:
     """The CR² decision for one query at the operating point certified for the target (OnlineRouter.choose_target;
     `router`: an already loaded online router, else CR²'s newest deployment in `home`)."""
     if router is None:

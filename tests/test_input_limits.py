@@ -205,9 +205,10 @@ def test_a_huge_target_is_echoed_cut():
 
 
 # ------------------------------------------------------------------ cr2 results
+@pytest.mark.parametrize("extra", [[], ["--equal-risk"]], ids=["headline", "equal-risk"])
 @pytest.mark.parametrize("alpha", ["nan", "inf", "-inf", "-1", "0", "1", "1.5"])
-def test_results_refuses_an_alpha_outside_zero_one(ingested, alpha):
-    result = _invoke(["results", "--alpha", alpha, "--home", str(ingested)])
+def test_results_refuses_an_alpha_outside_zero_one(ingested, alpha, extra):
+    result = _invoke(["results", "--alpha", alpha, *extra, "--home", str(ingested)])
     out = " ".join(result.output.split())
     assert result.exit_code == 2 and "α must be a finite number in (0, 1)" in out and "at α" not in out, out
 

@@ -172,6 +172,20 @@ def test_measured_scenario_end_to_end_on_a_slice(measured_slice):
         assert "qwen" not in table.read_text(encoding="utf-8").lower(), table.name
 
 
+def test_route_on_a_pool_without_mmlu_costs_the_query_as_its_own_benchmark(measured_slice):
+    """`cr2 route` without --benchmark on the MMLU-Pro pool (no MMLU there) routes the query as mmlu_pro, the
+    config's benchmark, instead of failing on an unknown 'mmlu'."""
+    from typer.testing import CliRunner
+
+    from cr2_cli.main import app
+
+    with Warehouse(measured_slice["home"], read_only=True) as wh:
+        lam = wh.scalar("SELECT max(lam) FROM thresholds WHERE router = 'cr2'")
+    result = CliRunner().invoke(app, ["route", "What is 2 + 2?", "--lam", repr(lam), "-c", str(measured_slice["cfg"]),
+                                      "--home", str(measured_slice["home"])])
+    assert result.exit_code == 0 and "unknown benchmark" not in result.output, result.output
+
+
 @pytest.mark.slow
 @pytest.mark.flow
 @pytest.mark.fullsize  # `make test-full`; the slice above runs in `make test`

@@ -314,14 +314,16 @@ class OnlineRouter:
         return self.router.threshold(lam, alpha)
 
     def route(self, question: str, choices: list[str] | None, lam: float, alpha: float, distance_m: float | None = None,
-              benchmark: str = "mmlu", seed: int = 0, tau: float | None = None,
+              benchmark: str | None = None, seed: int = 0, tau: float | None = None,
               embedding: np.ndarray | None = None) -> dict:
         """The deployed router's decision for one query: accept/defer, score s, τ*, and every model's utility.
 
-        tau: a target-mode choice's own certified τ; embedding: e(x) [1, d] when the caller already encoded the
-        text (micro-batching, cr2_cli/serve/batching.py).
+        benchmark: whose output length L̂_out the costs assume (None: `default_benchmark`); tau: a target-mode
+        choice's own certified τ; embedding: e(x) [1, d] when the caller already encoded the text (micro-batching,
+        cr2_cli/serve/batching.py).
         """
         check_route_inputs(question, choices, lam, alpha, distance_m)
+        benchmark = self.default_benchmark() if benchmark is None else benchmark
         with self._lock:  # torch modules and the tokenizer are shared across server threads
             # a target-mode choice brings its own certified τ (calibrated on the threshold half of val)
             tau = self._tau(float(lam), float(alpha), benchmark) if tau is None else float(tau)
@@ -329,6 +331,15 @@ class OnlineRouter:
                                                                 embedding)
             proba, dec = self._decide(emb, costs.cost_norm, float(lam), float(alpha), tau)
         return self._answer(dec, proba, costs, tau, lam, alpha, d, prompt_tokens)
+
+    def default_benchmark(self) -> str:
+        """The benchmark a request that names none is costed as: the config's first enabled benchmark with an
+        output-length estimate (the default pool: mmlu; a pool of one benchmark: that one)."""
+        estimates = self.output_estimates
+        known = [b for b in self.config.enabled_benchmarks if b in estimates] or sorted(estimates)
+        if not known:
+            raise DataValidationError("the deployment has no output-length estimate of any benchmark; run `cr2 prepare`")
+        return known[0]
 
     def _request_inputs(self, question: str, choices: list[str] | None, distance_m: float | None, benchmark: str,
                         seed: int, embedding: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
@@ -451,7 +462,7 @@ class OnlineRouter:
         return choice.as_dict()
 
     def route_by_target(self, question: str, choices: list[str] | None, target_accuracy: float | None,
-                        budget: float | None, distance_m: float | None = None, benchmark: str = "mmlu",
+                        budget: float | None, distance_m: float | None = None, benchmark: str | None = None,
                         seed: int = 0) -> dict:
         """The CR² decision for one query at the operating point certified for the target (choose_target)."""
         c = self.choose_target(target_accuracy, budget)

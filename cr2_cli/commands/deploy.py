@@ -19,7 +19,8 @@ def route(question: str = typer.Argument(..., help="the query text"),
           distance_m: Optional[float] = typer.Option(None, "--distance-m", help="UE–edge distance, m (mean fading); "
                                                      "default: sample a state from the configured distribution"),
           choice: Optional[list[str]] = typer.Option(None, "--choice", help="a multiple-choice option (repeatable, A, B, …)"),
-          benchmark: str = typer.Option("mmlu", help="benchmark whose default output length L_out is assumed"),
+          benchmark: Optional[str] = typer.Option(None, help="benchmark whose default output length L_out is assumed "
+                                                  "(default: the config's first enabled benchmark)"),
           seed: int = typer.Option(0, help="seed of the sampled channel state"),
           target_accuracy: Optional[float] = typer.Option(None, "--target-accuracy", help="instead of λ: the cheapest "
                                                           "(λ, α) certified to reach this accuracy (docs/guarantees.md)"),

@@ -26,8 +26,10 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
                                                   "every certified router reaches)"),
             home: Optional[Path] = HomeOpt) -> None:
     """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
-    from cr2_cli.results import comparison_markdown, equal_risk_markdown, parse_targets, results_markdown
+    from cr2_cli.results import check_alpha, comparison_markdown, equal_risk_markdown, parse_targets, results_markdown
 
+    if alpha is not None:
+        check_alpha(alpha)  # every table below reads it, --equal-risk's included, before the warehouse opens
     if equal_risk:
         chosen = parse_targets(targets) if targets is not None else None  # every target, each its own cost table
         emit(equal_risk_markdown(home_dir(home, create=False), label_source, chosen))

@@ -68,7 +68,8 @@ class RouteRequest(BaseModel):
     alpha: FiniteFloat | None = Field(None, gt=0, lt=1, description="risk level α (default: grids.default_alpha)")
     distance_m: FiniteFloat | None = Field(None, ge=MIN_DISTANCE_M, le=MAX_DISTANCE_M, description="UE–edge distance, m (mean "
                                            "fading); default: sampled")
-    benchmark: str = Field("mmlu", max_length=200, description="benchmark whose default output length is assumed")
+    benchmark: str | None = Field(None, max_length=200, description="benchmark whose default output length is "
+                                  "assumed (default: the config's first enabled benchmark)")
     seed: int = Field(0, ge=0, lt=2 ** 63, description="seed of the sampled channel state")
 
     @field_validator("lam", "target_accuracy", "budget", "alpha", "distance_m", "seed", mode="before")
@@ -241,7 +242,7 @@ def create_app(config: Config, home: str, *, router: Any = None, token: str | No
             raise HttpError(413, f"the routed text has {n:,} characters; the limit is {serving.max_prompt_chars:,} "
                                  "(serving.max_prompt_chars)")
 
-    async def decide(query: str, choices, lam: float, alpha: float | None, distance_m=None, benchmark="mmlu", seed=0):
+    async def decide(query: str, choices, lam: float, alpha: float | None, distance_m=None, benchmark=None, seed=0):
         a = config.grids.default_alpha if alpha is None else alpha
         check_route_inputs(query, choices, lam, a, distance_m)  # a blank query is a 422, not a traceback
         check_length(query, choices)

@@ -38,7 +38,7 @@ class RouteCall:
     lam: float
     alpha: float
     distance_m: float | None = None
-    benchmark: str = "mmlu"
+    benchmark: str | None = None  # None: the deployment's default_benchmark
     seed: int = 0
 
 
