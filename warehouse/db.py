@@ -119,12 +119,12 @@ def relation(name: str) -> str:
 
 
 def shown_version(found: Any) -> str:
-    """A stored schema version as an error message shows it: a version is a short number, so anything longer is
-    cut (the file is data a user may have been handed; its text must not flood every command's output)."""
-    from cr2.core.boundary import printable
+    """A stored value as an error message about the file shows it: a version or a column name is short, so
+    anything longer is cut (the file is data a user may have been handed; its text must not flood every command's
+    output)."""
+    from cr2.core.boundary import shown
 
-    text = printable(str(found))
-    return text if len(text) <= 16 else f"{text[:16]!r}… ({len(text):,} characters)"
+    return shown(str(found), 16, quoted=False)
 
 
 def lock_wait_s() -> float:

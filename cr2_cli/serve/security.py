@@ -9,7 +9,7 @@
   connection closed after the answer (RFC 9112 §6.1: its framing is ambiguous, a request-smuggling vector).
   A request carrying two copies of a header that must appear once (SINGLETON_HEADERS: Host, Authorization,
   Content-Type, Origin, …) gets 400 before anything else is checked (Guard._duplicated explains why 400).
-- Every value a client or an upstream supplied that an error message quotes is cut (`clip`: MAX_ECHO_CHARS
+- Every value a client or an upstream supplied that an error message quotes is cut (`clip`: MAX_SHOWN_CHARS
   characters and its length), and so is every error detail as a whole (`clip_detail`), so an error answer never
   reflects a 100 KB field or header back.
 - `check_exposure`: binding beyond loopback needs a bearer token (a ConfigError otherwise).
@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from fastapi import Request
 from pydantic import ValidationError
 
-from cr2.core.boundary import check_texts, parse_number, printable
+from cr2.core.boundary import MAX_SHOWN_CHARS, check_texts, parse_number, printable, shown
 from cr2.config import Config
 from cr2.core.errors import ConfigError, InvalidValueError
 
@@ -42,24 +42,23 @@ MAX_JSON_DEPTH = 64  # nesting of objects / arrays accepted in any JSON the serv
 # holds tens to thousands; a 1 MB body of 340,000 empty objects, or an answer of 4M keys, is refused before parsing
 MAX_JSON_VALUES = 100_000
 _VALUE_SCAN_BLOCK_BYTES = 1 << 18  # the value count's block: its numpy temporaries stay a few MiB for any input
-MAX_ECHO_CHARS = 80  # of a client- or upstream-supplied value quoted in an error message
 MAX_DETAIL_CHARS = 300  # of an error answer's whole detail
 # headers a request may carry once: which of two copies counts is what a proxy in front and this server may disagree
 # on. (Two equal Content-Length values are merged by h11, as RFC 9112 §6.3 allows; two different ones, and a second
 # Transfer-Encoding, are refused by h11 itself.)
 SINGLETON_HEADERS = ("host", "authorization", "content-type", "content-length", "transfer-encoding", "origin",
                      "x-cr2-lambda", "x-cr2-alpha")
-_LONG_WORD = re.compile(r"\S{%d,}" % (MAX_ECHO_CHARS + 1))
+_LONG_WORD = re.compile(r"\S{%d,}" % (MAX_SHOWN_CHARS + 1))
 
 
-def clip(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
-    """`value` as text for an error message: at most `limit` characters, then "… (N chars)" saying how long it was."""
-    text = value if isinstance(value, str) else str(value)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} chars)"
+def clip(value: Any, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`value` as text for an error message (cr2.core.boundary.shown, unquoted): at most `limit` characters, then
+    "… (N chars)" saying how long it was."""
+    return shown(value, limit, quoted=False)
 
 
 def clip_detail(detail: Any) -> Any:
-    """An error detail with every run of more than MAX_ECHO_CHARS non-blank characters cut (`clip`), and the whole
+    """An error detail with every run of more than MAX_SHOWN_CHARS non-blank characters cut (`clip`), and the whole
     cut to MAX_DETAIL_CHARS: a value quoted by a message built elsewhere (the router's "unknown benchmark '…'") is
     bounded too. Non-string details pass unchanged."""
     if not isinstance(detail, str):
