@@ -117,13 +117,14 @@ def test_every_command_is_covered():
     assert not missing, f"commands without a clean-exit case: {missing}"
 
 
-def test_a_full_cache_disk_is_one_clean_error_naming_the_file(slice_home, tmp_path):
+def test_a_full_cache_disk_is_one_clean_error_naming_the_file(small_cli_run, slice_home, tmp_path):
     """A cache write that meets a full disk (here `cr2 recalibrate` with $CR2_CACHE on one) ends the command with one
     `error:` line naming the file it could not write and what to do: no Prefect traceback, no bare "No space left
-    on device"."""
+    on device". The home is the run's as `cr2 run` left it (never re-calibrated to these states, so the command
+    has cache entries to write)."""
     from tests.full_disk import FullDisk
 
-    home = copy_of(slice_home["home"], tmp_path / "home")
+    home = copy_of(small_cli_run["home"], tmp_path / "home")
     with FullDisk(tmp_path) as disk:
         disk.fill()
         env = {**slice_home["env"], "CR2_HOME": str(home), "CR2_CACHE": str(disk.folder / "cache")}
