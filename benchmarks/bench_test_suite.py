@@ -29,7 +29,8 @@ from _common import REPO, figure, parse_args, target, write_result
 IDLE_TARGET_S = 12 * 60
 BESIDE_LOAD_TARGET_S = 25 * 60
 LOAD_SAMPLE_S = 15.0
-SUMMARY = re.compile(r"=+ (?P<text>(?:\d+ \w+(?:, )?)+) in (?P<seconds>[\d.]+)s")
+# pytest's last line: "1386 passed, 1 skipped in 887.83s (0:14:47)" (-q: without the ===== rule)
+SUMMARY = re.compile(r"^=*\s*(\d+ \w+(?:, \d+ \w+)*) in ([\d.]+)s", re.MULTILINE)
 
 
 class LoadSampler(threading.Thread):
