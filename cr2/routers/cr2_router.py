@@ -220,7 +220,8 @@ class CR2Router:
         """Return (scores, risks) on a calibration set: float32 s_i(λ_j) and bool r_i(λ_j), both [n, n_lam].
 
         risk (cr2.crc.RISKS): "teacher-disagreement" — r = 1[m_full* ≠ m0] under the frozen teacher (paper §VI-F);
-        "oracle-disagreement" — the same with the val queries' real labels and realised costs; "avoidable-error"
+        "oracle-disagreement" — the same with the val queries' real labels and the same pre-execution decision
+        cost ĉ (cr2.method.utility.risk_label: the realised cost is never a decision input); "avoidable-error"
         — the device wrong and some edge model right.
         """
         self._check_fitted()
