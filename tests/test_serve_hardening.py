@@ -180,6 +180,27 @@ def test_a_body_sent_one_byte_per_packet_is_refused_with_413_at_once(server):
     assert httpx.get(base + "/health", timeout=10).status_code == 200
 
 
+def test_a_refusal_before_the_body_reaches_a_client_that_is_still_sending(server):
+    """A request answered before its body was read (here 415: not JSON) gets its answer although the client sent
+    more body than the server reads: the server flushes the answer and shuts its write side, then discards the rest
+    (a lingering close). Closing a socket whose input was not all read sends a reset instead of the answer still
+    queued (the one-byte-per-packet 413 met the same race now and then)."""
+    base, _ = server
+    host, port = base.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    head = (b"POST /route HTTP/1.1\r\nhost: localhost\r\ncontent-type: text/plain\r\n"
+            b"content-length: 1000000\r\n\r\n")
+    try:
+        sock.settimeout(1.0)  # the server stops reading the body: its kernel buffer holds what it has not read
+        with contextlib.suppress(OSError):
+            sock.sendall(head + b"x" * 1_000_000)
+        time.sleep(0.5)  # the answer was sent and the socket closed (with unread input: a reset, before)
+        data, closed_s = read_until_closed(sock, limit_s=5.0)
+    finally:
+        sock.close()
+    assert data.startswith(b"HTTP/1.1 415") and closed_s < 5.0, (data[:200], closed_s)
+
+
 def test_log_lines_of_a_flood_of_invalid_requests_are_rate_limited(server, monkeypatch):
     """Before: every malformed request added a log line (\"Invalid HTTP request received.\"), so any client
     could flood the server's log; now each kind of line passes LOG_BURST times per LOG_INTERVAL_S, and the first one

@@ -41,6 +41,9 @@ BODY_BYTES_PER_CHUNK = 256
 MIN_BODY_CHUNKS = 64
 
 
+LINGER_S = 2.0  # after answering before the body was read: how long the rest of the body is discarded, at most
+
+
 def max_body_chunks(max_body_bytes: int) -> int:
     """The most pieces a request body of at most `max_body_bytes` may arrive in (BODY_BYTES_PER_CHUNK)."""
     return max(MIN_BODY_CHUNKS, max_body_bytes // BODY_BYTES_PER_CHUNK)
@@ -61,7 +64,10 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
       one byte per packet would otherwise cost the event loop a million parses and ASGI messages; the request is
       marked in its scope (BODY_CHUNKS_SCOPE_KEY);
     - a response sent before the body was read (a refusal: 401, 413, …) closes the connection instead of
-      reading the rest of a body nobody will use;
+      reading the rest of a body nobody will use — a lingering close: the answer is flushed and the write side
+      shut first, then what the client still sends is discarded for at most LINGER_S before the socket closes, so
+      the client reads the refusal instead of a connection reset (closing a socket with unread input sends RST,
+      which makes the client's kernel drop the answer it had not read yet);
     - writes: when the answer fills the connection's send buffer (the client reads slower than it is sent, or not
       at all), the client must drain it within `write_timeout_s`, each time it fills; otherwise the connection is
       aborted (its buffer dropped). The request sees a disconnect, so a streamed answer ends and gives back its
@@ -77,6 +83,8 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
         _body_bytes = 0
         _body_chunks = 0
         _too_many_chunks = False
+        _linger_timer = None
+        _lingering = False
 
         def _count_body_chunks(self) -> None:
             """Count the Data events h11 hands uvicorn for each request; past `body_chunks`, hand none on (uvicorn
@@ -109,7 +117,17 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
                                          b"connection: close\r\ncontent-length: " + str(len(body)).encode() +
                                          b"\r\n\r\n" + body)
                     cycle.response_started = cycle.response_complete = True
-            self.transport.close()
+            self._close_lingering()
+
+        def _close_lingering(self) -> None:
+            """Flush the answer and shut the write side, discard what the client still sends, and close the socket
+            after LINGER_S (or when the client closes first)."""
+            if self._lingering or self.transport.is_closing():
+                return
+            self._lingering = True
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            self._linger_timer = self.loop.call_later(LINGER_S, self.transport.close)
 
         def _body_pending(self) -> bool:
             return self.conn.their_state is h11.SEND_BODY
@@ -174,6 +192,8 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
             self._arm_header_timer()
 
         def data_received(self, data: bytes) -> None:
+            if self._lingering:  # the rest of a refused body: discarded
+                return
             was_pending = self._body_pending()
             super().data_received(data)
             if self._too_many_chunks:
@@ -199,7 +219,7 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
         def on_response_complete(self) -> None:
             if self._body_pending() and not self.transport.is_closing():  # answered before its body was read
                 self._cancel_timer("_body_timer")
-                self.transport.close()
+                self._close_lingering()
             super().on_response_complete()
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:  # the next request's headers
                 self._arm_header_timer()
@@ -208,6 +228,7 @@ def header_timeout_protocol(header_timeout_s: float, body_timeout_s: float = 10.
             self._cancel_timer("_header_timer")
             self._cancel_timer("_body_timer")
             self._cancel_timer("_write_timer")
+            self._cancel_timer("_linger_timer")
             super().connection_lost(exc)
             self.flow.resume_writing()  # a send waiting for the buffer to drain returns (the cycle is disconnected)
 
