@@ -236,6 +236,12 @@ def test_p6_overflowing_levels_are_refused_naming_the_field(tmp_path):
     ({"grids": {"lam": {"n_log": 1e8}}}, "grids.lam.n_log"),
     ({"teacher": {"epochs": 1e18}}, "teacher.epochs"),  # 1e24 exceeds 64 bits: refused as not an integer
     ({"gate": {"epochs": 10 ** 6}}, "gate.epochs"),
+    ({"teacher": {"hidden": 10 ** 7}}, "teacher.hidden"),
+    ({"gate": {"batch_size": 10 ** 9}}, "gate.batch_size"),
+    ({"gate": {"lambdas_per_batch": 10 ** 6}}, "gate.lambdas_per_batch"),
+    ({"calibration": {"n_resplits": 10 ** 8}}, "calibration.n_resplits"),
+    ({"evaluation": {"n_resplits": 10 ** 8}}, "evaluation.n_resplits"),
+    ({"evaluation": {"bootstrap": {"n_resamples_compare": 10 ** 8}}}, "evaluation.bootstrap.n_resamples_compare"),
 ])
 def test_seeds_and_counts_outside_their_range_are_refused_naming_the_field(overrides, field):
     with pytest.raises(ConfigError) as err:

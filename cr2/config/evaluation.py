@@ -9,13 +9,21 @@ from cr2.core.errors import InvalidValueError
 from cr2.config.base import Seed, StrictModel
 
 
+# resamples of one bootstrap: the shared index is n_resamples × n_test integers (10,000 × 2,151 ≈ 86 MB), so
+# 100,000 (p resolved to 2·10⁻⁵) is the most one machine here holds beside the run
+MAX_RESAMPLES = 100_000
+# re-splits of val ∪ test: each is one calibration and one evaluation of every cell; 100,000 is 200× the default
+MAX_RESPLITS = 100_000
+
+
 class BootstrapSpec(StrictModel):
     """Paired bootstrap over the test queries: one index array shared by every method."""
 
-    n_resamples: int = Field(1000, ge=100, description="resamples of the per-point metric intervals (≥ 1,000 for "
-                                                       "published intervals): the first rows of the shared index")
-    n_resamples_compare: int = Field(10_000, ge=1_000, description="resamples of every comparison (savings and their "
-                                     "p-values): p has resolution 2 / B, so a Holm family of dozens of tests needs ~10⁴")
+    n_resamples: int = Field(1000, ge=100, le=MAX_RESAMPLES, description="resamples of the per-point metric "
+                             "intervals (≥ 1,000 for published intervals): the first rows of the shared index")
+    n_resamples_compare: int = Field(10_000, ge=1_000, le=MAX_RESAMPLES, description="resamples of every "
+                                     "comparison (savings and their p-values): p has resolution 2 / B, so a Holm "
+                                     "family of dozens of tests needs ~10⁴")
     level: float = Field(0.95, gt=0, lt=1, description="nominal coverage of the percentile intervals")
     seed: Seed = Field(0, description="seed of the shared resample index")
     per_benchmark: bool = Field(True, description="intervals per benchmark too (besides 'all')")
@@ -24,8 +32,8 @@ class BootstrapSpec(StrictModel):
 class EvaluationSpec(StrictModel):
     exclude_unsolvable: bool = Field(True, description="drop test queries no model solves from accuracy/cost/local "
                                                        "rate (paper §VII-A); the risk always uses every test query")
-    n_resplits: int = Field(200, ge=0, description="random calibration/test re-splits for the risk-vs-α bands "
-                            "(0: no Monte-Carlo bands, what `cr2 recalibrate` uses unless --bands)")
+    n_resplits: int = Field(200, ge=0, le=MAX_RESPLITS, description="random calibration/test re-splits for the "
+                            "risk-vs-α bands (0: no Monte-Carlo bands, what `cr2 recalibrate` uses unless --bands)")
     fixed_rates: list[float] = Field(default_factory=lambda: [0.10, 0.20],
                                      description="fixed local rates f of the paper's ablation rows (accept the top f of "
                                                  "the calibration scores, no risk control)")

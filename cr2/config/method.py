@@ -10,11 +10,18 @@ from pydantic import Field, field_validator, model_validator
 from cr2.core.boundary import shown
 from cr2.core.errors import InvalidValueError
 from cr2.config.base import Seed, StrictModel
+from cr2.config.evaluation import MAX_RESPLITS
 
 
 # the teacher and the gate train 20 epochs on cached embeddings (seconds each); 10,000 is hours of a fit that
 # stopped improving long before, and the bound turns `epochs: 1.0e+18` into an error instead of a run that never ends
 MAX_EPOCHS = 10_000
+# the gate and the teacher are small MLPs over a 384-d embedding: 65,536 hidden units is ≈ 25 M parameters per
+# layer, far beyond a device gate; a batch is at most the training split (≈ 17 k rows on the default pool), so a
+# bound in the millions only refuses a value that means nothing; λ draws per batch feed one FiLM forward each
+MAX_HIDDEN = 65_536
+MAX_BATCH = 1_048_576
+MAX_LAMBDAS_PER_BATCH = 1_024
 
 # the λ every summary quotes (`cr2 run`'s table, `cr2 results`, the report, the Prefect artefacts); on the default grid
 HEADLINE_LAMS: tuple[float, ...] = (0.5, 2.0, 8.0)
@@ -60,29 +67,29 @@ class GridSpec(StrictModel):
 
 
 class TeacherSpec(StrictModel):
-    hidden: int = Field(256, ge=1)
+    hidden: int = Field(256, ge=1, le=MAX_HIDDEN)
     w_cls: float = Field(1.0, ge=0)
     w_rank: float = Field(1.0, ge=0)
     lr: float = Field(3e-4, gt=0)
     weight_decay: float = Field(0.01, ge=0)
-    batch_size: int = Field(256, ge=1)
+    batch_size: int = Field(256, ge=1, le=MAX_BATCH)
     epochs: int = Field(20, ge=1, le=MAX_EPOCHS)
     grad_clip: float = Field(1.0, gt=0)
     seed: Seed = 0
 
 
 class GateSpec(StrictModel):
-    hidden: int = Field(256, ge=1)
+    hidden: int = Field(256, ge=1, le=MAX_HIDDEN)
     dropout: float = Field(0.1, ge=0, lt=1)
     temperature_init: float = Field(0.1, gt=0)
     film_frequencies: list[float] = Field(default_factory=lambda: [0.5, 1.0, 2.0, 4.0])
     lr: float = Field(3e-4, gt=0)
     weight_decay: float = Field(0.01, ge=0)
-    batch_size: int = Field(256, ge=1)
+    batch_size: int = Field(256, ge=1, le=MAX_BATCH)
     epochs: int = Field(20, ge=1, le=MAX_EPOCHS)
     grad_clip: float = Field(1.0, gt=0)
     huber_beta: float = Field(0.1, gt=0)
-    lambdas_per_batch: int = Field(8, ge=1, description="J, log-uniform λ per mini-batch")
+    lambdas_per_batch: int = Field(8, ge=1, le=MAX_LAMBDAS_PER_BATCH, description="J, log-uniform λ per mini-batch")
     lam_min: float = Field(0.1, gt=0)
     lam_max: float = Field(20.0, gt=0)
     w_sign: float = Field(1.0, ge=0)
@@ -118,7 +125,8 @@ class CalibrationSpec(StrictModel):
                                           "target; the rest calibrates the candidate thresholds")
     cost_max: float = Field(1.0, gt=0, description="target mode: a bound on every normalised cost c_m (Hoeffding–Bentkus "
                             "needs bounded costs; c_ref ≡ 1)")
-    n_resplits: int = Field(500, ge=10, description="re-splits of val + test for the guarantee validity check")
+    n_resplits: int = Field(500, ge=10, le=MAX_RESPLITS, description="re-splits of val + test for the guarantee "
+                            "validity check")
 
     @model_validator(mode="after")
     def _delta_matches_rule(self) -> "CalibrationSpec":
