@@ -133,6 +133,7 @@ def test_target_computations_run_one_at_a_time_and_leave_route_its_slots():
     cfg = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"max_concurrency": 2,
                                                                           "queue_timeout_s": 0.3})})
     router = TargetStubRouter([m.id for m in cfg.models])
+    router.target_delay = 2.0  # long beside queue_timeout_s: a request that waits for the slot gets its 503
     with running(create_app(cfg, "unused", router=router)) as base:
         def target(i: int) -> httpx.Response:
             return httpx.post(base + "/route", json={"query": "q", "target_accuracy": 0.9 + 0.01 * i}, timeout=30)
@@ -146,7 +147,9 @@ def test_target_computations_run_one_at_a_time_and_leave_route_its_slots():
             answers = [f.result() for f in futures]
         assert probe.status_code == 200 and probe_s < 1.5, (probe.status_code, probe.text[:200], probe_s)
         codes = sorted(r.status_code for r in answers)
-        assert codes == [200, 503, 503, 503], [r.text[:200] for r in answers]
+        # one computes; those that arrive while it does wait queue_timeout_s and get 503 (on a loaded machine a
+        # request may reach the server after the first computation ended, and compute in turn: never two at once)
+        assert set(codes) == {200, 503}, [r.text[:200] for r in answers]
         busy = next(r for r in answers if r.status_code == 503)
         assert busy.headers["retry-after"] and "target" in busy.json()["detail"]
         assert router.most_computing == 1
