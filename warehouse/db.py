@@ -453,9 +453,7 @@ class Warehouse:
         """(Re)create every view and record the digest of the schema and view files they were made from, so the
         next writable open skips the DDL while those files are unchanged (≈ 0.1 s per open)."""
         with self.transaction():
-            self.con.execute(MACROS_FILE.read_text())
-            for name in view_names():  # a view's SQL is the file's own text; its name a validated identifier
-                self.con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS\n{view_sql(name)}")
+            define_views(self.con)
             self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_digest', ?)", [schema_digest()])
 
     # ---------------------------------------------------------- transactions and writes
@@ -789,15 +787,21 @@ def table_problems(stored: dict[str, list[list[Any]]], defined: dict[str, list[l
     return problems
 
 
+def define_views(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create macros.sql's macros and every view of warehouse/views/ on `con` (a warehouse, or the in-memory
+    database the definition digests are rendered from: one code path, so the digests are of what a warehouse holds)."""
+    con.execute(MACROS_FILE.read_text())
+    for name in view_names():  # a view's SQL is the file's own text; its name a validated identifier
+        con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS\n{view_sql(name)}")
+
+
 def render_definitions() -> tuple[dict[str, str], dict[str, list[list[Any]]]]:
     """(`stored_definitions`, `stored_columns`) of a new in-memory database made from schema.sql, macros.sql and
     warehouse/views/."""
     con = duckdb.connect(":memory:", config=LOCKED_CONFIG)
     try:
         con.execute(SCHEMA_FILE.read_text())
-        con.execute(MACROS_FILE.read_text())
-        for name in view_names():
-            con.execute(f"CREATE VIEW {ident(name)} AS\n{view_sql(name)}")
+        define_views(con)
         return stored_definitions(con), stored_columns(con)
     finally:
         con.close()
