@@ -141,8 +141,10 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
         f"_{banner}; run `{run_id}`, states `{run['dist_id']}`, decision cost `{run.get('decision_cost', 'realised')}`._\n",
         f"Device model dearer than the cheapest edge model (v_cost_assumptions): {dearer}.\n",
         f"Intervals: 95 % paired bootstrap over the test queries ({resamples_text(f)} resamples, one index for every "
-        "method; training, calibration and the split held fixed). \"cheaper\" / \"dearer\" only where the "
-        "interval excludes 0, otherwise \"no difference detected\".\n",
+        "method; training, calibration and the split held fixed). Every word is its test's stored one: \"cheaper\" / "
+        "\"dearer\" only where the interval excludes 0 and the Holm p over the test's family is below 0.05 (the "
+        "family decided by its question, docs/guarantees.md \"One family rule\"), otherwise \"no difference "
+        "detected\".\n",
         f"{targets_line}\n",
         run_deploy_markdown(home, run_id),
         validity_markdown(home, run_id, alpha),
@@ -341,10 +343,9 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None,
              "A saving is side a's fixed-accuracy cost saving against side b, % (positive: a is cheaper), averaged over "
              "the validation target grid (a target a side misses costs the cheapest Always-model that reaches it); each "
              "row names its sides \"a vs b\", each with its guarantee (certified at the column's α, or uncertified). "
-             "Each question's tests are read together: a cell says "
-             "\"cheaper\" or \"dearer\" only where its 95 % interval excludes 0 and its Holm-adjusted p (over the "
-             "question's family: every baseline × rule × α) is below 0.05; a cell without a word is **no difference "
-             "detected**.\n"]
+             "Every cell prints its test's stored word and the Holm p it rests on (family: question × rule × α, "
+             "its size in brackets; docs/guarantees.md \"One family rule\"): \"cheaper\" or \"dearer\" only where "
+             "the 95 % interval excludes 0 and that Holm p is below 0.05, otherwise \"no difference detected\".\n"]
     for target in targets:
         table, notes = cost_at_target_table(rows, reach, target)
         parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "
@@ -365,8 +366,8 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None,
             q["α"] = q["alpha"].map(lambda a: f"α = {a:g}")
             table = q.pivot_table(index="sides", columns="α", values="cell", aggfunc="first", sort=False)
             table = table.fillna("— (no target both sides reach)").reset_index().rename(columns={"sides": "a vs b"})
-        fams = q.groupby([q["rule"].fillna("–"), q["alpha"].fillna(-1.0)]).size()
-        sizes = ", ".join(str(int(n)) for n in fams.unique())
+        fams = q.groupby([q["rule"].fillna("–"), q["alpha"].fillna(-1.0)])["family_size"].max()
+        sizes = ", ".join(str(int(n)) for n in fams.dropna().unique())
         parts.append(f"**{QUESTION_TITLES[question]}** (Holm per family question × rule × α: {len(fams)} families of "
                      f"{sizes} tests)\n\n{markdown_table(table, 3)}")
     return "\n".join(parts)

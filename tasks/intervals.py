@@ -113,6 +113,7 @@ def validation_grid(config: Config, val) -> np.ndarray:
 def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict) -> dict:
     """Paired bootstrap intervals of every operating point and every learned method's saving vs KNN."""
     from cr2.evaluation.sweep import CERTIFIED_KINDS
+    from cr2.evaluation.families import annotate, interval_family
     from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
     from cr2.evaluation.metrics import PER_QUERY_METRICS, RISK_ALL_METRICS
     from cr2.evaluation.intervals import (method_outcomes, metric_intervals, points_by_method, saving_interval_rows,
@@ -154,6 +155,7 @@ def compute_intervals(config: Config, home: str, trained: dict, evaluated: dict)
                                       sample.grid, spec.level)
         swept = {m for m in names if any(p.alpha is not None for p in by_method[m])}
         rows += [{**r, "alpha": alpha if r["method"] in swept else None} for r in saving]
+    rows = annotate(rows, interval_family, spec.level)  # every test's family, Holm p and word, stored with it
     frame = pd.DataFrame(rows).assign(level=spec.level, seed=spec.seed)
     with Warehouse(home) as wh:
         write_intervals(wh, run_id, frame)

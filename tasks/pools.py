@@ -80,7 +80,8 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     # the equal-risk decomposition at the default α: one mean saving per comparison
     rows += [{"subject": r["method_a"], "other": r["method_b"], "metric": f"{EQUAL_RISK_METRIC}{r['question']}",
               "target": None, "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"], "n": r["n_targets"],
-              "n_resamples": r["n_resamples"], "p_value": r["p_value"]}
+              "n_resamples": r["n_resamples"], "p_value": r["p_value"], "family": r["family"],
+              "family_size": r["family_size"], "p_holm": r["p_holm"], "verdict": r["verdict"]}
              for r in study_statistics(equal.to_dict("records"), config.grids.default_alpha)]
     # diagnostics over every query of the pool (train, dev, val and test): more rows, the same labels
     parts = [sets[s] for s in ("train", "dev", "val", "test") if s in sets and len(sets[s])]

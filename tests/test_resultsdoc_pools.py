@@ -48,6 +48,8 @@ def _p(lo: float, hi: float) -> float:
 
 
 def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[float, float, float]]) -> None:
+    from cr2.evaluation.families import annotate
+    from cr2.studies.pools import pool_family
     from cr2_warehouse.pools import write_pool
 
     run = {"label_source": "measured-mmlu-pro-v1", "models": _models(pool, edges), "reference": edges[-1],
@@ -58,9 +60,12 @@ def _pool(wh, study: str, pool: str, edges: list[str], savings: dict[str, tuple[
         for m, (e, lo, hi) in savings.items():
             rows.append({"subject": m, "other": ref, "metric": "mean_saving_pct", "target": None, "estimate": e,
                          "lower": lo, "upper": hi, "n": 20, "n_resamples": 1000, "p_value": _p(lo, hi)})
+    rows = annotate(rows, pool_family)  # stored as the pool summary stores them
     for a, b in (("cr2-fixed-0.5", "knn@uncertified"), ("cr2-fixed-0.5", "mlp@uncertified")):
         rows.append({"subject": a, "other": b, "metric": "equal-risk:gate-quality", "target": None, "estimate": 1.0,
-                     "lower": -1.0, "upper": 3.0, "n": 9, "n_resamples": 1000, "p_value": 0.5})
+                     "lower": -1.0, "upper": 3.0, "n": 9, "n_resamples": 1000, "p_value": 0.5,
+                     "family": "gate-quality/-/alpha=-/mean", "family_size": 2, "p_holm": 1.0,
+                     "verdict": "no difference detected"})
     rows.append({"subject": pool, "other": None, "metric": "accuracy", "target": None, "estimate": 0.3, "lower": None,
                  "upper": None, "n": 600})
     write_pool(wh, study, pool, run, rows)
@@ -151,7 +156,9 @@ def test_equal_risk_pools_table_tests_across_pools_with_no_per_pool_words(homes)
     assert "| resamples per pool interval |" in text and "per-pool 95 % CI" not in text
     rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| cr2-fixed-0.5 |")}
     assert "| 1,000 |" in rows["knn@uncertified"] and "| 1,000 |" in rows["mlp@uncertified"]
-    assert "**gate-quality** (across pools; 2 tests in the family)" in text
+    # across pools: a description without a verdict, and each pool's own stored word counted
+    assert "**gate-quality** (across pools)" in text and "No verdict word across pools" in text
+    assert "| 0 / 0 / " in rows["knn@uncertified"] and "verdict |" not in text
 
 
 def test_pool_rows_without_stored_counts_say_so():
@@ -171,17 +178,20 @@ def test_shared_edges_counts_the_most_common_edge_set():
     assert shared_edges([]) == (0, [])
 
 
-def test_with_holm_keeps_a_clear_direction_and_drops_a_marginal_one():
-    from cr2_cli.resultsdoc.pools import with_holm
+def test_stored_family_reads_the_stored_holm_p_and_corrects_nothing():
+    from cr2.evaluation.families import annotate
+    from cr2_cli.resultsdoc.pools import family_sizes, stored_family
 
-    df = pd.DataFrame({"estimate": [10.0, -2.0, 0.5], "lower": [6.0, -4.0, -1.0], "upper": [14.0, -0.05, 2.0],
-                       "p_value": [0.0, 0.03, 0.7]})
-    out = with_holm(df)
+    rows = [{"metric": "mean_saving_pct", "estimate": e, "lower": lo, "upper": hi, "p_value": p}
+            for e, lo, hi, p in ((10.0, 6.0, 14.0, 0.0), (-2.0, -4.0, -0.05, 0.03), (0.5, -1.0, 2.0, 0.7))]
+    df = pd.DataFrame(annotate(rows, lambda r: "mean_saving_pct-vs-knn"))
+    out = stored_family(df)
     assert list(out["word_holm"]) == ["cheaper", "no difference detected", "no difference detected"]
     assert (out["word"] == out["word_holm"]).all()  # a family member gets no uncorrected word
-    assert (out["p_holm"] >= out["p"]).all() and list(out["p_holm"]) == pytest.approx([0.0, 0.06, 0.7])
-    with pytest.raises(ValueError, match="p-values"):
-        with_holm(df.drop(columns="p_value"))
+    assert list(out["p_holm"]) == pytest.approx([0.0, 0.06, 0.7]) and family_sizes(out) == "3"
+    assert list(stored_family(df.iloc[1:2])["p_holm"]) == pytest.approx([0.06])  # a subset keeps its stored family
+    with pytest.raises(ValueError, match="schema < 9"):
+        stored_family(df.drop(columns="p_holm"))
 
 
 def test_met_uses_the_tolerance_and_counts_several_targets():

@@ -79,10 +79,17 @@ def test_own_risk_and_holm_family_of_the_risk_table():
                           "metric": ["risk_all_minus_alpha", "oracle_risk_all_minus_alpha", "oracle_risk_all_minus_alpha"],
                           "estimate": [-0.006, 0.02, 0.01], "lower": [-0.008, 0.01, -0.001], "upper": [-0.004, 0.03, 0.021],
                           "p_value": [0.0, 0.0, 0.08]})
+    from cr2.evaluation.families import annotate, interval_family
+
+    tests = pd.DataFrame(annotate(tests.to_dict("records"), interval_family))  # stored as the intervals stage does
     v = vs_alpha(rr, 0.01, tests)
     assert v["own"].tolist() == ["teacher_risk", "oracle_risk"]
     assert v["d"].tolist() == pytest.approx([-0.006, 0.01])  # each rule's own risk: crc's teacher, crc-oracle's oracle
+    # each p_holm is its stored family's (the method at α: every λ × risk), never the table's rows re-corrected
     assert v["p"].tolist() == [0.0, 0.08] and v["p_holm"].tolist() == pytest.approx([0.0, 0.08])
+    assert v["family_size"].tolist() == [2, 1]
+    with pytest.raises(ValueError, match="schema < 9"):
+        vs_alpha(rr, 0.01, tests.assign(p_holm=np.nan))
     with pytest.raises(ValueError, match="minus_alpha"):
         vs_alpha(rr, 0.01, tests.iloc[:2])
 

@@ -37,21 +37,30 @@ def test_holm_over_stored_p_values_by_hand():
     assert np.isnan(ph[3]) and np.isnan(ph[4])
 
 
-def test_interval_family_words_come_only_from_holm_over_the_stored_p():
+def test_interval_family_words_are_the_stored_ones_of_holm_over_the_stored_family():
+    from cr2.evaluation.families import annotate
     from cr2_cli.resultsdoc.scenario_stats import counts, holm_line, interval_family
 
     doc = Doc({})
-    d = pd.DataFrame({"method": ["cr2", "mlp", "knn"], "est": [-1.96, 3.0, 0.5],
-                      "lo": [-3.92, 3.0 - 1.96, -1.0], "hi": [-0.01, 3.0 + 1.96, 2.0], "p_value": [0.04, 0.001, 0.6]})
-    f = interval_family(doc, d, "est", "lo", "hi")
-    # cr2's interval excludes 0 but its Holm p (2 × 0.04) does not: no word for it; mlp 3 × 0.001 keeps its word
+    rows = [{"method": m, "metric": "mean_saving_vs_knn_pct", "estimate": e, "lower": lo, "upper": hi, "p_value": p}
+            for m, e, lo, hi, p in (("cr2", -1.96, -3.92, -0.01, 0.04), ("mlp", 3.0, 3.0 - 1.96, 3.0 + 1.96, 0.001),
+                                    ("knn", 0.5, -1.0, 2.0, 0.6))]
+    d = pd.DataFrame(annotate(rows, lambda r: "mean-saving-vs-knn"))
+    f = interval_family(doc, d, "estimate", "lower", "upper")
+    # cr2's interval excludes 0 but its stored Holm p (2 × 0.04) does not: no direction; mlp 3 × 0.001 keeps its word
     assert list(f["verdict"]) == ["no difference detected", "cheaper", "no difference detected"]
     assert (f["verdict"] == f["verdict_holm"]).all() and counts(f["verdict"]) == "1 / 0 / 2"
     assert list(f["p_holm"]) == pytest.approx([0.08, 0.003, 0.6])
     line = holm_line(f, lambda r: r.method, "the test family")
     assert "Holm over the 3 tests of the test family" in line and not unbacked_words(line)
-    with pytest.raises(ValueError, match="p-values"):
-        interval_family(doc, d.drop(columns="p_value"), "est", "lo", "hi")
+    # the page corrects nothing itself: a table of fewer rows keeps the stored family's words and size
+    part = interval_family(doc, d.iloc[:2], "estimate", "lower", "upper")
+    assert list(part["p_holm"]) == pytest.approx([0.08, 0.003])
+    assert "Holm over the 3 tests" in holm_line(part, lambda r: r.method, "the test family")
+    with pytest.raises(ValueError, match="schema < 9"):
+        interval_family(doc, d.drop(columns="p_holm"), "estimate", "lower", "upper")
+    with pytest.raises(ValueError, match="edited by hand"):
+        interval_family(doc, d.assign(verdict="cheaper"), "estimate", "lower", "upper")
 
 
 def test_doc_word_refuses_a_typed_word_and_takes_a_computed_one():

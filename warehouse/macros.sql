@@ -13,3 +13,11 @@ CREATE OR REPLACE MACRO saving_verdict(lower, upper) AS
          WHEN lower > 0 THEN 'cheaper'
          WHEN upper < 0 THEN 'dearer'
          ELSE 'no difference detected' END;
+
+-- cr2.evaluation.statistics.saving_verdict with a family: a direction also needs the family's Holm-adjusted p below
+-- 0.05 (the tolerance of cr2.evaluation.statistics.significant); NULL where the interval or p is undefined. Used only
+-- where a view must correct a family itself (a study's cells, stored one at a time); stored tests carry their word.
+CREATE OR REPLACE MACRO saving_verdict_holm(lower, upper, p_holm) AS
+    CASE WHEN saving_verdict(lower, upper) IS NULL OR p_holm IS NULL OR NOT isfinite(p_holm) THEN NULL
+         WHEN saving_verdict(lower, upper) IN ('cheaper', 'dearer') AND p_holm < 0.05 - 1e-12 THEN saving_verdict(lower, upper)
+         ELSE 'no difference detected' END;

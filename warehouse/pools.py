@@ -14,15 +14,16 @@ from cr2_warehouse.repository import utc_now
 RUN_COLUMNS = ("study_id", "pool", "label_source", "models", "reference", "run_id", "home", "n_test", "n_evaluable",
                "n_queries", "cost_ratio_realised", "cost_ratio_est", "n_resamples", "seconds", "created_at")
 RESULT_COLUMNS = ("study_id", "pool", "subject", "other", "metric", "target", "estimate", "lower", "upper", "n",
-                  "n_resamples", "p_value")  # n_resamples (schema 7), p_value (schema 8): NULL where no interval
+                  "n_resamples", "p_value", "family", "family_size", "p_holm", "verdict")
+# n_resamples (schema 7), p_value (schema 8), the test's family, Holm p and word (schema 9): NULL where no interval
 
 
 def write_pool(wh: Warehouse, study_id: str, pool: str, run: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
     """Replace one pool of a study: its pool_runs row and its pool_results rows (one transaction)."""
     row = {**run, "study_id": study_id, "pool": pool, "models": json.dumps(run["models"]), "created_at": utc_now()}
     res = pd.DataFrame([{c: r.get(c) for c in RESULT_COLUMNS[2:]} for r in rows], columns=list(RESULT_COLUMNS[2:]))
-    res = undefined_as_null(res, ("target", "estimate", "lower", "upper", "p_value"))
-    for c in ("n", "n_resamples"):
+    res = undefined_as_null(res, ("target", "estimate", "lower", "upper", "p_value", "p_holm"))
+    for c in ("n", "n_resamples", "family_size"):
         res[c] = pd.to_numeric(res[c], errors="coerce").astype("Int64")  # a count or NULL
     res.insert(0, "pool", pool)
     res.insert(0, "study_id", study_id)
@@ -35,13 +36,14 @@ def newest_pool_study(wh: Warehouse) -> str | None:
     return wh.scalar("SELECT study_id FROM pool_runs WHERE starts_with(study_id, 'pools') ORDER BY created_at DESC LIMIT 1")
 
 
-_EQUAL_RISK = {  # the query with the stored resample counts (schema ≥ 7) and without (an older warehouse as it is)
-    True: "SELECT pool, substr(metric, length('equal-risk:') + 1) AS question, subject, other, estimate, lower, upper, "
-          "n, n_resamples FROM pool_results WHERE study_id = ? AND starts_with(metric, 'equal-risk:') "
-          "ORDER BY question, subject, other, pool",
-    False: "SELECT pool, substr(metric, length('equal-risk:') + 1) AS question, subject, other, estimate, lower, upper, "
-           "n, CAST(NULL AS INTEGER) AS n_resamples FROM pool_results WHERE study_id = ? "
-           "AND starts_with(metric, 'equal-risk:') ORDER BY question, subject, other, pool"}
+_EQUAL_RISK = ("SELECT pool, substr(metric, length('equal-risk:') + 1) AS question, subject, other, estimate, lower, "
+               "upper, n, {n_resamples} AS n_resamples, {p_holm} AS p_holm, {verdict} AS verdict FROM pool_results "
+               "WHERE study_id = ? AND starts_with(metric, 'equal-risk:') ORDER BY question, subject, other, pool")
+
+
+def _has_column(wh: Warehouse, column: str) -> bool:
+    return bool(wh.scalar("SELECT count(*) FROM information_schema.columns WHERE table_name = 'pool_results' "
+                          "AND column_name = ?", [column]))
 
 
 def has_resample_counts(wh: Warehouse) -> bool:
@@ -54,8 +56,11 @@ def has_resample_counts(wh: Warehouse) -> bool:
 def pool_equal_risk(wh: Warehouse, study_id: str) -> pd.DataFrame:
     """The equal-risk mean savings of every pool of one study (pool_results rows `equal-risk:<question>`): pool,
     question, subject (side a), other (side b), estimate, lower, upper, n (targets both reach), n_resamples (the
-    resamples the interval kept: those where every one of its targets is reached; NULL where not stored)."""
-    return wh.df(_EQUAL_RISK[has_resample_counts(wh)], [study_id])
+    resamples the interval kept: those where every one of its targets is reached; NULL where not stored), p_holm and
+    verdict (the pool run's own test word, Holm within the pool; NULL where stored before schema 9)."""
+    cols = {c: (c if _has_column(wh, c) else f"CAST(NULL AS {kind})")  # an older warehouse, read as it is
+            for c, kind in (("n_resamples", "INTEGER"), ("p_holm", "DOUBLE"), ("verdict", "VARCHAR"))}
+    return wh.df(_EQUAL_RISK.format(**cols), [study_id])
 
 
 def pool_savings(wh: Warehouse, study_id: str) -> pd.DataFrame:

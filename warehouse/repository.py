@@ -419,7 +419,7 @@ def headline_results(wh: Warehouse, run_id: str, *, targets: Sequence[float], co
 
 # ---------------------------------------------------------------- intervals and the seed study
 INTERVAL_COLUMNS = ("run_id", "method", "lam", "alpha", "benchmark", "metric", "target", "estimate", "lower", "upper",
-                    "level", "n_resamples", "n_targets", "seed", "p_value")
+                    "level", "n_resamples", "n_targets", "seed", "p_value", "family", "family_size", "p_holm", "verdict")
 
 
 def run_decisions(wh: Warehouse, run_id: str, skip_kinds: Sequence[str] = (), *,
@@ -437,7 +437,10 @@ def run_decisions(wh: Warehouse, run_id: str, skip_kinds: Sequence[str] = (), *,
 
 def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
     """Replace the bootstrap intervals of evaluation run `run_id`."""
-    rows = undefined_as_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value"))
+    rows = undefined_as_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value", "p_holm"))
+    for c in ("family", "family_size", "p_holm", "verdict"):  # rows of estimates only carry no test columns
+        if c not in rows.columns:
+            rows[c] = None
     with wh.transaction() as con:
         wh.delete_where("intervals", {"run_id": run_id}, con)
         wh.insert_df("intervals", rows[list(INTERVAL_COLUMNS)], con)
@@ -445,12 +448,15 @@ def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
 
 EQUAL_RISK_COLUMNS = ("run_id", "question", "router", "against", "rule", "alpha", "method_a", "method_b", "metric",
                       "target", "estimate", "lower", "upper", "level", "n_resamples", "n_targets", "p_value", "p_holm",
-                      "verdict", "seed")
+                      "verdict", "seed", "family", "family_size")
 
 
 def write_equal_risk(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
     """Replace the equal-risk comparison of evaluation run `run_id` (cr2.evaluation.equal_risk)."""
     rows = undefined_as_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value", "p_holm"))
+    for c in ("family", "family_size"):
+        if c not in rows.columns:
+            rows[c] = None
     with wh.transaction() as con:
         wh.delete_where("equal_risk", {"run_id": run_id}, con)
         wh.insert_df("equal_risk", rows[list(EQUAL_RISK_COLUMNS)], con)

@@ -269,7 +269,11 @@ CREATE TABLE IF NOT EXISTS intervals (
     n_resamples INTEGER NOT NULL,        -- resamples the interval rests on: all of them for a saving (fallback cost)
     n_targets   INTEGER,                 -- mean saving: the size of the validation target grid it averages over
     seed        INTEGER NOT NULL,        -- evaluation.bootstrap.seed of the shared index
-    p_value     DOUBLE                   -- two-sided bootstrap p of "the statistic is 0", from the same resamples
+    p_value     DOUBLE,                  -- two-sided bootstrap p of "the statistic is 0", from the same resamples
+    family      VARCHAR,                 -- a test's family within the run (cr2.evaluation.families); NULL: an estimate
+    family_size INTEGER,                 -- the tests of that family with a finite p
+    p_holm      DOUBLE,                  -- Holm-adjusted p over the family
+    verdict     VARCHAR                  -- the one word of the test: cheaper | dearer | larger | smaller | no difference detected
 );
 
 -- cr2 run's equal-risk stage (cr2.evaluation.equal_risk): every certified router's cost at fixed accuracy with risk ≤ α, and
@@ -295,9 +299,11 @@ CREATE TABLE IF NOT EXISTS equal_risk (
     n_resamples INTEGER NOT NULL,
     n_targets   INTEGER,                 -- mean saving: the size of the validation target grid
     p_value     DOUBLE,                  -- two-sided bootstrap p of "saving = 0", from the interval's own resamples
-    p_holm      DOUBLE,                  -- mean saving: Holm-adjusted over its family (question × rule × α)
-    verdict     VARCHAR,                 -- cheaper | dearer | no difference detected (mean saving: interval and Holm)
-    seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
+    p_holm      DOUBLE,                  -- Holm-adjusted over its family (cr2.evaluation.families.equal_risk_family)
+    verdict     VARCHAR,                 -- the one word of the test (from the interval and the Holm p)
+    seed        INTEGER NOT NULL,        -- evaluation.bootstrap.seed of the shared index
+    family      VARCHAR,                 -- the test's family within the run: question/rule/alpha/(mean | per-target), deploy/…
+    family_size INTEGER                  -- the tests of that family with a finite p
 );
 
 -- cr2 run's equal-risk stage, the deploy rule (cr2.evaluation.deploy, docs/guarantees.md "Which router to deploy"): one
@@ -455,5 +461,9 @@ CREATE TABLE IF NOT EXISTS pool_results (
     n         INTEGER,                    -- resamples of the interval, targets of a mean, or rows of a diagnostic
     n_resamples INTEGER,                  -- resamples the interval rests on (all of them for a saving); NULL: no
                                           -- interval, or stored before schema 7
-    p_value   DOUBLE                      -- two-sided bootstrap p of the interval's own resamples (NULL: none)
+    p_value   DOUBLE,                     -- two-sided bootstrap p of the interval's own resamples (NULL: none)
+    family    VARCHAR,                    -- a test's family within the pool (cr2.evaluation.families); NULL: context
+    family_size INTEGER,                  -- the tests of that family with a finite p
+    p_holm    DOUBLE,                     -- Holm-adjusted p over the family
+    verdict   VARCHAR                     -- the one word of the test (cheaper | dearer | no difference detected)
 );

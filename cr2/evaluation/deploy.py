@@ -253,7 +253,8 @@ def deploy_decision(candidates: Sequence[Candidate], log_cost: Mapping[str, tupl
                      "method_a": a.name, "method_b": b_.name,
                      "metric": PAIR_METRIC, "estimate": float(_ratio_pct(pair_est[k])), "lower": float(lower[k]),
                      "upper": float(upper[k]), "n_resamples": int(diffs.shape[0]), "p_value": float(p[k]),
-                     "p_holm": float(p_holm[k]), "verdict": word})
+                     "p_holm": float(p_holm[k]), "verdict": word, "family": f"deploy/{rule}/alpha={float(alpha):g}/pairs",
+                     "family_size": len(pairs)})
     alive = [c for c in cands if not out_by[c.name]]
     status = {c.name: OUT for c in cands if out_by[c.name]}
     pool = alive or cands  # every candidate out (only possible through other comparisons): nothing is decided
@@ -276,7 +277,8 @@ def deploy_decision(candidates: Sequence[Candidate], log_cost: Mapping[str, tupl
                      "estimate": float(math.expm1(est[s.name] - est[cheapest.name]) * 100.0), "lower": None,
                      "upper": float(math.expm1(one_sided_upper(d, level)) * 100.0), "n_resamples": int(d.size),
                      "p_value": float(pv), "p_holm": float(ph),
-                     "verdict": f"non-inferior within {margin_pct:g} %" if ok else "non-inferiority not shown"})
+                     "verdict": f"non-inferior within {margin_pct:g} %" if ok else "non-inferiority not shown",
+                     "family": f"deploy/{rule}/alpha={float(alpha):g}/non-inferiority", "family_size": len(simpler)})
     for c in cands:
         status.setdefault(c.name, NOT_SIMPLER)
     pick = min([cheapest, *shown], key=lambda c: c.complexity)

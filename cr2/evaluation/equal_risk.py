@@ -21,10 +21,11 @@ Questions, for rule R at level α:
 
 Which router to deploy is cr2.evaluation.deploy's rule over the same side costs (question "deploy").
 
-Family (docs/guarantees.md, "One family rule"): the tests of one scenario × question × rule × α are read together;
-each mean saving's p comes from its own bootstrap distribution (cr2.evaluation.statistics.bootstrap_p_values), is
-Holm-adjusted over its family, and a direction word needs the Holm p < 0.05 (which implies the interval excludes 0).
-Per-target rows carry their interval's own verdict, uncorrected, and are never read as a family.
+Family (docs/guarantees.md, "One family rule"; cr2.evaluation.families): the mean savings of one scenario × question ×
+rule × α are one family, its per-target savings another; each p comes from its own bootstrap distribution
+(cr2.evaluation.statistics.bootstrap_p_values), is Holm-adjusted over its family, and a direction word needs the Holm
+p < 0.05 (which implies the interval excludes 0). Every row stores its family, the family's size, p, Holm p and that
+one word (`verdict`); the interval's own word is `verdict_uncorrected`, never printed as a conclusion.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from cr2.evaluation.statistics import bootstrap_intervals, holm_adjust, saving_verdict
+from cr2.evaluation.families import annotate, equal_risk_family
+from cr2.evaluation.statistics import bootstrap_intervals
 from cr2.routers.certify import UNCERTIFIED, certified_name
 from cr2.evaluation.fixed_accuracy import (FallbackCost, MethodOutcomes, cost_samples, grid_columns, saving_pct,
                                           stacked_points)
@@ -136,14 +138,8 @@ def _rows(c: Comparison | None, side: Side, metric: str, targets: list, estimate
             "n_targets": None, "p_holm": None}
     return [{**base, "target": None if t is None else round(float(t), 6), "estimate": float(e), "lower": float(lo),
              "upper": float(hi), "p_value": float(pv),
-             "verdict": None if metric == COST else saving_verdict(lo, hi, level=level)}
+             "verdict": None}
             for t, e, lo, hi, pv in zip(targets, est, lower, upper, p)]
-
-
-def family_key(row: Mapping[str, Any]) -> tuple:
-    """The family a mean-saving test belongs to within one scenario: (question, rule, α) — the one family rule."""
-    alpha = row.get("alpha")
-    return (row["question"], row.get("rule"), None if alpha is None or alpha != alpha else round(float(alpha), 12))
 
 
 def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequence[Comparison],
@@ -153,7 +149,8 @@ def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequen
     """Tidy rows: each side of `cost_sides` ({side: (router, rule)}) — its cost at every target its frontier reaches
     on the full test set (the interval's resamples fall back where it misses) — and each comparison whose two sides
     were evaluated — its saving at every target and its mean over `grid` (n_targets = the grid's size), with the
-    bootstrap p and the Holm-adjusted p over its family (`family_key`). counts: [B, n] resample counts over the test
+    bootstrap p, its family (cr2.evaluation.families.equal_risk_family), the family's size, the Holm-adjusted p over it and
+    the one word it allows. counts: [B, n] resample counts over the test
     rows, the evaluation's shared index; fallback: the Always-model cost at `targets` on the same resamples; costs:
     side_costs(…) when the caller computed it already."""
     t = np.asarray(targets, dtype=np.float64)
@@ -175,28 +172,24 @@ def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequen
         rows += _rows(c, c.a, SAVING, list(t), est, samples, level)
         row = _rows(c, c.a, MEAN_SAVING, [None], np.array([est[cols].mean()]), samples[:, cols].mean(axis=1), level)[0]
         means.append({**row, "n_targets": int(cols.size)})
-    families: dict[tuple, list[dict[str, Any]]] = {}
-    for r in means:
-        families.setdefault(family_key(r), []).append(r)
-    for family in families.values():
-        for r, p_holm in zip(family, holm_adjust(np.array([r["p_value"] for r in family], dtype=np.float64))):
-            r["p_holm"] = float(p_holm)
-            r["verdict"] = saving_verdict(r["lower"], r["upper"], p_holm, level)
-    return rows + means
+    return annotate(rows + means, equal_risk_family, level)  # the one family rule (cr2.evaluation.families)
 
 
 def study_statistics(rows: Sequence[Mapping[str, Any]], alpha: float) -> list[dict[str, Any]]:
     """The statistics a study keeps of one run's equal-risk rows (a pool, a seed): every mean saving of gate quality,
     and of the other questions at level `alpha` — one number per comparison, with its interval, its bootstrap p and
-    the resamples it rests on (all of them)."""
+    the resamples it rests on (all of them), and its stored family, Holm p and word (the run's own: a study prints them,
+    it never re-corrects them)."""
     return [{"question": r["question"], "method_a": r["method_a"], "method_b": r["method_b"], "rule": r["rule"],
              "alpha": r["alpha"], "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"],
-             "n_targets": r["n_targets"], "n_resamples": r.get("n_resamples"), "p_value": r.get("p_value")}
+             "n_targets": r["n_targets"], "n_resamples": r.get("n_resamples"), "p_value": r.get("p_value"),
+             "family": r.get("family"), "family_size": r.get("family_size"), "p_holm": r.get("p_holm"),
+             "verdict": r.get("verdict")}
             for r in rows if r["metric"] == MEAN_SAVING
             and (r["question"] == "gate-quality" or (r["alpha"] is not None and abs(float(r["alpha"]) - alpha) < 1e-12))
             and r["estimate"] is not None and np.isfinite(r["estimate"])]
 
 
 __all__ = ["COST", "CR2_UNCERTIFIED", "Comparison", "MEAN_SAVING", "QUESTIONS", "SAVING", "Side", "certified_side",
-           "PAIRWISE", "decomposition", "equal_risk_rows", "family_key", "no_device_side", "side_costs", "study_statistics",
+           "PAIRWISE", "decomposition", "equal_risk_rows", "no_device_side", "side_costs", "study_statistics",
            "uncertified_side"]

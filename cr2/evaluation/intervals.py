@@ -24,7 +24,8 @@ import numpy as np
 from cr2.evaluation.statistics import percentile_intervals, resampled_means
 from cr2.core.data import Decisions, RoutingSet
 from cr2.core.errors import InvalidValueError
-from cr2.evaluation.fixed_accuracy import FallbackCost, MethodOutcomes, always_outcomes, saving_intervals
+from cr2.evaluation.fixed_accuracy import (FallbackCost, MethodOutcomes, always_outcomes, frontier_cost_at,
+                                          saving_intervals)
 from cr2.evaluation.metrics import PER_QUERY_METRICS, RISK_ALL_METRICS, MetricInputs, PerQueryMetric
 
 SAVING = "saving_vs_knn_pct"  # metric name of a per-target saving row (as the column of v_fixed_accuracy)
@@ -146,10 +147,14 @@ def saving_interval_rows(outcomes: Mapping[str, MethodOutcomes], reference: str,
     if reference not in outcomes:
         raise InvalidValueError(f"reference router '{reference}' is not among the evaluated methods {sorted(outcomes)}")
     t = np.asarray(targets, dtype=np.float64)
+    reaches = {m: np.isfinite(frontier_cost_at(*o.points(), t)) for m, o in outcomes.items()}
     rows: list[dict[str, Any]] = []
     for method, out in outcomes.items():
         per_target, mean = saving_intervals(out, outcomes[reference], t, counts, fallback, grid, level)
         base = {"method": method, "lam": None, "alpha": None, "benchmark": "all"}
-        rows += [_interval_row(base, SAVING, tt, iv, None) for tt, iv in zip(t, per_target)]
+        both = reaches[method] & reaches[reference]  # a target both frontiers reach on the test set: a test (the
+        # view's row); elsewhere the saving compares fallbacks and is kept as an estimate, in no family
+        rows += [{**_interval_row(base, SAVING, tt, iv, None), "reached": bool(ok)}
+                 for tt, iv, ok in zip(t, per_target, both)]
         rows.append(_interval_row(base, MEAN_SAVING, None, mean, int(np.size(grid))))
     return rows

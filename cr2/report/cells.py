@@ -69,14 +69,15 @@ def mean_sd_cell(mean: Any, sd: Any, spec: str = "+.1f") -> str:
     return f"{num(mean, spec)} ± {num(sd, spec.lstrip('+'))}"
 
 
-def p_cell(p: Any, n_resamples: Any, digits: str = ".3g") -> str:
-    """A bootstrap p (or its Holm adjustment): 0 — no resample on the other side of 0 — reads "< 1/B", since a
-    bootstrap p is only known to be below the resolution of its B resamples; '—' where undefined."""
+def p_cell(p: Any, n_resamples: Any, digits: str = ".3g", family_size: Any = None) -> str:
+    """A bootstrap p (or its Holm adjustment over a family of `family_size`): 0 — no resample on the other side of 0 —
+    reads "< 2/B" (a two-sided bootstrap p moves in steps of 2 / B), and a Holm-adjusted 0 "< m·2/B" (Holm multiplies
+    by at most m), since such a p is only known to be below that resolution; '—' where undefined."""
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return EM_DASH
-    if float(p) == 0.0 and n_resamples is not None and not (isinstance(n_resamples, float) and math.isnan(n_resamples)) \
-            and float(n_resamples) > 0:
-        return f"< {1.0 / float(n_resamples):.2g}"
+    if float(p) == 0.0 and not missing(n_resamples) and float(n_resamples) > 0:
+        m = 1 if missing(family_size) else max(int(family_size), 1)
+        return f"< {2.0 * m / float(n_resamples):.2g}"
     return format(float(p), digits)
 
 

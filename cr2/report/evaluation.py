@@ -174,11 +174,13 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
         TableBlock("fixed_accuracy_savings", "Cost saving versus KNN at matched accuracy (%) [95 % CI]",
                    "v_fixed_accuracy_ci",
                    "Positive: cheaper than KNN at the same target accuracy (each method's interpolated monotone "
-                   "frontier). Brackets: 95 % paired bootstrap interval over the test queries; a saving is a win "
-                   "only where the interval excludes 0.", fixed),
+                   "frontier). Brackets: 95 % paired bootstrap interval over the test queries. The words are the "
+                   "tests' stored ones (the CR² vs KNN table of `cr2 results`): Holm over every learned router × "
+                   "target of the run.", fixed),
         *([TableBlock("mean_saving", "Mean saving versus KNN over the validation target grid (%)", "v_mean_saving_ci",
                       "Mean of the per-target savings over every target the router and KNN reach; 95 % paired "
-                      "bootstrap interval; 'cheaper'/'dearer' only where it excludes 0, else 'no difference detected'.",
+                      "bootstrap interval; the test's stored word: 'cheaper'/'dearer' only where the interval excludes 0 "
+                      "and the Holm p over the run's learned routers is below 0.05, else 'no difference detected'.",
                       mean_saving_table(inp.mean_saving, st.label))] if len(inp.mean_saving) else []),
         *([TableBlock("operating_points_ci", "Operating points with 95 % intervals", "v_operating_points_ci",
                       f"CR² at α = {inp.default_alpha:g} and the learned baselines at λ ∈ {{{', '.join(f'{v:g}' for v in HEADLINE_LAMS)}}}, all test "

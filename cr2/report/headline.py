@@ -78,11 +78,15 @@ def saving_table(fa: pd.DataFrame, methods=()) -> pd.DataFrame:
 
 
 def verdict_table(fa: pd.DataFrame, method: str = "cr2") -> pd.DataFrame:
-    """One method's saving vs KNN per target with the words its 95 % interval allows (v_fixed_accuracy_ci)."""
+    """One method's saving vs KNN per target with the Holm p over its stored family and the test's stored word
+    (v_fixed_accuracy_ci)."""
+    from cr2.report.tables import holm_cell
+
     d = fa[fa["method"] == method]
     return pd.DataFrame({"target": d["target"].round(2),
                          f"{method} saving vs KNN % [95 % CI]": [ci_cell(r.saving_vs_knn_pct, r.saving_lower,
                                                                          r.saving_upper) for r in d.itertuples()],
+                         "p, Holm (family size)": [holm_cell(r) for r in d.itertuples()],
                          "verdict": d["verdict"].fillna("–")})
 
 
@@ -128,9 +132,12 @@ QUESTION_TITLES = {
 
 
 def equal_risk_cell(r) -> str:
-    """'estimate [lower, upper] word' of one equal-risk row (the word from the stored verdict)."""
-    word = {"cheaper": " cheaper", "dearer": " dearer"}.get(r["verdict"], "")
-    return ci_cell(r["estimate"], r["lower"], r["upper"]) + word
+    """'estimate [lower, upper] word (Holm p)' of one equal-risk row: the test's stored word and the Holm p over its
+    stored family it rests on."""
+    from cr2.report.tables import holm_cell
+
+    word = r["verdict"] if isinstance(r.get("verdict"), str) else "–"
+    return f"{ci_cell(r['estimate'], r['lower'], r['upper'])} {word} (Holm p {holm_cell(pd.Series(r))})"
 
 
 def side_label(rule, alpha) -> str:

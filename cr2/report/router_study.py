@@ -28,7 +28,9 @@ def unit_table(rows: pd.DataFrame, kind: str, word: Callable[[Any], str] = lambd
     for r in sub.itertuples(index=False):
         out.append({"candidate": _name(r.candidate), kind: r.unit,
                     "saving vs certified KNN, % [95 %]": f"{_num(r.estimate)} [{_num(r.lower)}, {_num(r.upper)}]",
-                    "p": p_cell(r.p_value, r.n_resamples), "p, Holm": p_cell(r.p_holm, r.n_resamples), "verdict": word(r.verdict),
+                    "p": p_cell(r.p_value, r.n_resamples),
+                    "p, Holm": p_cell(r.p_holm, r.n_resamples, family_size=getattr(r, "family_size", None)),
+                    "verdict": word(r.verdict),
                     "could save at most, %": _num(r.upper),
                     "oracle headroom vs KNN, %": _num(r.headroom, ".1f"),
                     "share of headroom": _num(r.headroom_share, ".2f")})

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
-from cr2.report.cells import ci_cell, num, pm_cell
+from cr2.report.cells import ci_cell, num, p_cell, pm_cell
 from cr2.report.styles import MethodStyles
 
 
@@ -33,14 +33,23 @@ def informative_targets(fixed: pd.DataFrame, pareto: pd.DataFrame) -> pd.DataFra
 
 
 def mean_saving_table(ms: pd.DataFrame, label: Callable[[str], str] = str) -> pd.DataFrame:
-    """Every learned router's mean saving vs KNN over the validation target grid, its 95 % interval and the verdict
-    (rows of v_mean_saving_ci); `label` names a router (the report: its display name)."""
+    """Every learned router's mean saving vs KNN over the validation target grid, its 95 % interval, the Holm p over
+    its stored family and the test's stored word (rows of v_mean_saving_ci); `label` names a router (the report: its
+    display name)."""
     if ms.empty:
         return pd.DataFrame()
     return pd.DataFrame({"router": [label(m) for m in ms["method"]], "targets (validation grid)": ms["n_targets"],
                          "mean saving vs KNN % [95 % CI]": [ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower,
                                                                     r.saving_upper) for r in ms.itertuples()],
+                         "p, Holm (family size)": [holm_cell(r) for r in ms.itertuples()],
                          "verdict": ms["verdict"].fillna("–")}).reset_index(drop=True)
+
+
+def holm_cell(r) -> str:
+    """'Holm p (family size)' of one stored test (a row of a view with p_holm, n_resamples, family_size)."""
+    size = getattr(r, "family_size", None)
+    return (f"{p_cell(getattr(r, 'p_holm', None), getattr(r, 'n_resamples', None), '.2g', size)}"
+            + ("" if size is None or pd.isna(size) else f" ({int(size)})"))
 
 
 def operating_point_ci_table(ops: pd.DataFrame, alpha: float, lams: tuple[float, ...], st: MethodStyles) -> pd.DataFrame:

@@ -195,6 +195,7 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
 
     outcomes: name → cr2.evaluation.fixed_accuracy.MethodOutcomes, holding 'knn', BEST_SINGLE and every name of `methods`.
     """
+    from cr2.evaluation.families import annotate
     from cr2.evaluation.fixed_accuracy import saving_intervals
 
     t = np.asarray(targets, dtype=np.float64)
@@ -213,7 +214,14 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
             rows.append({**base, "metric": "mean_saving_pct", "target": None, "estimate": mean.estimate,
                          "lower": mean.lower, "upper": mean.upper, "n": int(np.size(grid)),
                          "n_resamples": mean.n_resamples, "p_value": mean.p_value})
-    return rows
+    return annotate(rows, pool_family, level)
+
+
+def pool_family(row: dict[str, Any]) -> str | None:
+    """The family of a pool's comparison row (cr2.evaluation.families, the one family rule): within the pool, every
+    learned method's saving vs one reference, the means one family and the per-target savings another; the
+    full-information reference is context, no test."""
+    return None if row["subject"] == ORACLE else f"{row['metric']}-vs-{row['other']}"
 
 
 # ---------------------------------------------------------------- label diagnostics of every pool (pure)

@@ -180,9 +180,10 @@ def study_rows(saving: pd.DataFrame, headroom: pd.DataFrame, study: RouterStudy,
                                                                 np.nan)),
                          "headroom": room.get((kind, unit), np.nan)})
     out = pd.DataFrame(rows, columns=list(ROW_COLUMNS[:9]))
-    out["p_holm"] = np.nan
+    out["p_holm"], out["family_size"] = np.nan, np.nan
     for _, idx in out.groupby(["candidate", "kind"], sort=False).groups.items():
         out.loc[idx, "p_holm"] = holm_of_stored(out.loc[idx, "p_value"].tolist())
+        out.loc[idx, "family_size"] = float(out.loc[idx, "p_value"].notna().sum())
     out["verdict"] = pd.Series([saving_verdict(lo, hi, None if pd.isna(p) else p, level)  # object: keeps Verdict
                                 for lo, hi, p in zip(out["lower"], out["upper"], out["p_holm"])], index=out.index,
                                dtype=object)

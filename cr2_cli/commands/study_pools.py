@@ -60,11 +60,10 @@ def savings_markdown(home: Path, study_id: str) -> str:
 
 def signed_rank_tests(knn: pd.DataFrame) -> pd.DataFrame:
     """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), one row
-    per baseline (baseline, pools, median, w_plus, w_minus, p, method, p_holm, error); the tests that can be run are
-    Holm-adjusted as one family (they are read together), a test that cannot be run says why in `error`. Empty with
-    fewer than 2 pools with a CR² saving."""
+    per baseline (baseline, pools, median, w_plus, w_minus, p, method, error), a test that cannot be run saying why in
+    `error`. A description, never a verdict (POOL_DEPENDENCE). Empty with fewer than 2 pools with a CR² saving."""
     from cr2.core.errors import InvalidValueError
-    from cr2.evaluation.statistics import holm_adjust, signed_rank_test
+    from cr2.evaluation.statistics import signed_rank_test
 
     wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
     if "cr2" not in wide or len(wide) < 2:
@@ -81,34 +80,31 @@ def signed_rank_tests(knn: pd.DataFrame) -> pd.DataFrame:
         except InvalidValueError as e:
             row["error"] = str(e)
         rows.append(row)
-    tests = pd.DataFrame(rows)
-    tests["p_holm"] = holm_adjust(tests["p"].to_numpy(dtype=float))  # NaN (no test) stays out of the family
-    return tests
+    return pd.DataFrame(rows)
 
 
 def signed_rank_markdown(knn: pd.DataFrame) -> str:
-    """The across-pool signed-rank tests (signed_rank_tests) as a table, with the pools' dependence stated."""
-    from cr2.evaluation.statistics import test_verdict
-
+    """The across-pool signed-rank tests (signed_rank_tests) as a table, without a verdict (POOL_DEPENDENCE)."""
     tests = signed_rank_tests(knn)
     if tests.empty:
         return "(signed-rank test: fewer than 2 pools with a CR² saving)"
     rows = []
     for t in tests.itertuples(index=False):
         if t.error is not None:
-            rows.append([t.baseline, t.pools, "—", "—", "—", "—", "—", "—", t.error])
+            rows.append([t.baseline, t.pools, "—", "—", "—", "—", t.error])
             continue
-        word = (test_verdict(t.median, t.p_holm) or "—").replace("cheaper", "CR² cheaper").replace("dearer", "CR² dearer")
-        rows.append([t.baseline, t.pools, f"{t.median:+.1f}", f"{t.w_plus:g}", f"{t.w_minus:g}", f"{t.p:.3g}",
-                     f"{t.p_holm:.3g}", word, t.method])
-    head = ["CR² against", "pools", "median(CR² − baseline), pts", "W⁺", "W⁻", "p (two-sided)", "p, Holm over the family",
-            "verdict", "test"]
+        rows.append([t.baseline, t.pools, f"{t.median:+.1f}", f"{t.w_plus:g}", f"{t.w_minus:g}", f"{t.p:.3g}", t.method])
+    head = ["CR² against", "pools", "median(CR² − baseline), pts", "W⁺", "W⁻", "p (two-sided, optimistic)", "test"]
     return _table(rows, head).rstrip("\n") + POOL_DEPENDENCE
 
 
-POOL_DEPENDENCE = ("\n\nThe pools are not independent: they share the questions, the split and the resample index, and "
-                   "several share edge models; the signed-rank test treats them as independent units, so its p-values are "
-                   "optimistic. Holm's correction is valid under any dependence between the tests of the family.\n")
+POOL_DEPENDENCE = ("\n\nNo verdict word across pools. The pools are not independent units: they share the questions, "
+                   "the split and the resample index, and several share edge models. A signed-rank test over them "
+                   "treats them as independent, so its p is optimistic (anti-conservative), and Holm's correction "
+                   "cannot repair the dependence of the units; a joint bootstrap over the shared question ids would "
+                   "need every pool's statistic on every resample of one index, which the sweep does not store. The "
+                   "median and p describe the pools; the evidence is each pool's own test (its stored word, Holm "
+                   "within the pool), counted per comparison.\n")
 
 
 def _rule_of(side: str) -> str:
@@ -117,10 +113,10 @@ def _rule_of(side: str) -> str:
 
 def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "—") -> str:
     """Across pools, per equal-risk comparison (cr2.evaluation.equal_risk, at grids.default_alpha): the pools' median
-    mean saving and a signed-rank test of the savings against 0, Holm-adjusted over each family (question × rule, the
-    one family rule). Per-pool words live in each pool's own run (its families); none is counted here.
+    mean saving, a signed-rank p of the savings against 0 as a description (no verdict: POOL_DEPENDENCE), and the
+    count of each pool's own stored word (its run's family: question × rule × α, Holm within the pool).
     `word` renders each verdict (docs/results.md marks the ones its verdict functions produce)."""
-    from cr2.evaluation.statistics import holm_adjust, signed_rank_test, test_verdict
+    from cr2.evaluation.statistics import signed_rank_test
     from cr2.core.errors import InvalidValueError
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.pools import pool_equal_risk
@@ -143,20 +139,20 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "�
             except InvalidValueError:
                 t = None
             n_res = [int(x) for x in g["n_resamples"] if not pd.isna(x)]
-            tests.append((a, b, len(g), float(g["estimate"].median()), f"{min(n_res):,}" if n_res else "not stored", t))
-        holm = iter(holm_adjust([t.p_value for *_, t in tests if t is not None]))
+            stored = g["verdict"] if "verdict" in g.columns else pd.Series([None] * len(g))
+            words = " / ".join(str(int((stored == w).sum())) for w in ("cheaper", "dearer", "no difference detected"))
+            if stored.isna().any():
+                words += f" ({int(stored.isna().sum())} stored without a word: re-run the study)"
+            tests.append((a, b, len(g), float(g["estimate"].median()), f"{min(n_res):,}" if n_res else "not stored", t,
+                          words))
         rows = []
-        for a, b, n, med, n_res, t in tests:
-            if t is None:
-                rows.append([a, b, n, f"{med:+.1f}", n_res, "—", "—", "— (every saving is 0: nothing to test)"])
-                continue
-            p_holm = next(holm)
-            rows.append([a, b, n, f"{med:+.1f}", n_res, f"{t.p_value:.3g}", f"{p_holm:.3g}",
-                         word(test_verdict(t.median_diff, p_holm))])
-        head = ["side a", "side b", "pools", "median saving %", "resamples per pool interval", "p (signed rank)",
-                "p, Holm", "verdict"]
+        for a, b, n, med, n_res, t, words in tests:
+            rows.append([a, b, n, f"{med:+.1f}", n_res, "—" if t is None else f"{t.p_value:.3g}", words])
+        head = ["side a", "side b", "pools", "median saving %", "resamples per pool interval",
+                "p (signed rank, optimistic; no verdict)",
+                "pools \"cheaper\" / \"dearer\" / \"no difference detected\" (each pool's own test)"]
         title = question if rule == "–" else f"{question}, {rule}"
-        lines += [f"**{title}** (across pools; {len(tests)} tests in the family)", "", _table(rows, head)]
+        lines += [f"**{title}** (across pools)", "", _table(rows, head)]
     return "\n".join(lines) + POOL_DEPENDENCE
 
 

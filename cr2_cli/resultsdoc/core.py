@@ -16,6 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
+from cr2.evaluation.families import change_verdict  # noqa: F401  (the sections' word of a change)
 from cr2.evaluation.statistics import Verdict, saving_verdict, test_verdict
 from cr2.labels import is_simulated
 from cr2.evaluation.validity import validity_verdict
@@ -40,13 +41,6 @@ HOMES = {
     "zeroeval-gemma": ("var/zeroeval-gemma", "make run-gemma"),
     "pools": ("var/mmlu-pro-sample", "make study-pools"),
 }
-
-
-def change_verdict(lower: float, upper: float, p_adjusted: float | None = None) -> str | None:
-    """The verdict of a change rather than a saving: saving_verdict's rule, its directions read as larger (interval
-    above 0) and smaller (below 0)."""
-    w = saving_verdict(lower, upper, p_adjusted)
-    return Verdict({"cheaper": "larger", "dearer": "smaller"}.get(w, w)) if w else None
 
 
 def mark(word: str) -> str:

@@ -129,8 +129,9 @@ def reading(doc: Doc, s: Scenario, f: dict, cmp: dict, cr2: pd.DataFrame, risk: 
     paper = " / ".join(f"{PAPER_SAVING_VS_KNN[t]:+.1f}" for t in PAPER_TARGETS)
     lines.append(f"- **Fixed-accuracy savings vs KNN ({PAPER_TARGETS[0]:.2f}–{PAPER_TARGETS[-1]:.2f}).** CR² vs KNN "
                  f"at {'; '.join(cells)}. The paper reports {paper} %; {inside} of these {len(PAPER_TARGETS)} values "
-                 f"lie inside our 95 % intervals. No interval is stored for a difference between two learned routers "
-                 f"(only each against KNN), so this page ranks none of them against another.")
+                 f"fall inside our 95 % intervals — values our data cannot tell apart from ours, which does not "
+                 f"confirm them. This section compares each router with KNN only; the "
+                 f"equal-risk section's pairwise and certified-score tables compare learned routers with one another.")
     loc = cmp["local"]
     if len(loc):
         lines.append("- **Local rate at c̄ ≈ 0.45.** " + "; ".join(

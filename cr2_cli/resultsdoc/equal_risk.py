@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.equal_risk import QUESTIONS
-from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, seed_t_interval
+from cr2.evaluation.statistics import holm_adjust, saving_verdict, seed_t_interval
 from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import ci_cell, num, p_cell
 from cr2.report.markdown import markdown_table
@@ -50,23 +50,39 @@ grids.default_alpha) and one rule per side:
 - **which router to deploy** — the deploy rule (docs/guarantees.md): every certified router, the same routers with
   the device switched off and the cheapest Always edge model, one test per pair on an antisymmetric estimand.
 
-One family rule (docs/guarantees.md): the tests of one scenario × question × rule × α are read together, and a mean
-saving gets a word ("cheaper", "dearer") only where its Holm-adjusted p over that family is below 0.05; an interval
-that excludes 0 without a word shows its Holm p."""
+One family rule (docs/guarantees.md): each test's family is decided once by its question (here: one scenario ×
+question × rule × α) and stored with it, with its Holm-adjusted p and its one word — "cheaper" / "dearer" only where
+that Holm p is below 0.05, else "no difference detected". Every cell prints the stored word and its Holm p; `cr2
+results`, the HTML report and the SQL views print the same word for the same test."""
 
 
 def _cell(doc: Doc, r: dict | None) -> str:
-    """'estimate [lower, upper]' with its family-wise word where it has a direction; an interval that excludes 0
-    without a word (the family-wise test does not confirm it) shows its Holm-adjusted p."""
+    """'estimate [lower, upper] word (Holm p)': the test's stored word (its family's Holm correction, the one word every
+    surface prints; a direction in bold) and the Holm p it rests on."""
     if r is None:
         return "– (not compared: a side was not evaluated)"
     text = ci_cell(r["estimate"], r["lower"], r["upper"])
-    word = saving_verdict(r["lower"], r["upper"], r.get("p_holm"))
-    if word is not None and word.startswith(("cheaper", "dearer")):
-        return f"{text} **{doc.word(word)}**"
-    if saving_verdict(r["lower"], r["upper"]) not in (None, "no difference detected") and pd.notna(r.get("p_holm")):
-        return f"{text} (Holm p = {r['p_holm']:.2g})"
-    return text
+    word = stored_word(r)
+    if word is None:
+        return text
+    marked = doc.saving(r["lower"], r["upper"], r["p_holm"])  # the stored word (stored_word checked it)
+    shown = f"**{marked}**" if word in ("cheaper", "dearer") else marked
+    return f"{text} {shown} (Holm p {p_cell(r.get('p_holm'), r.get('n_resamples'), '.2g', r.get('family_size'))})"
+
+
+def stored_word(r: dict) -> str | None:
+    """The stored word of one test, as the verdict function's own object; it must be the word of its stored Holm p
+    (a warehouse edited by hand, or stored before schema 9 without one, is refused)."""
+    p = r.get("p_holm")
+    if p is None or pd.isna(p):
+        if r.get("lower") is None or pd.isna(r.get("lower")):
+            return None
+        raise ValueError("an equal-risk test was stored without its family and Holm p (schema < 9): run `cr2 run` on "
+                         "the warehouse again")
+    word = saving_verdict(r["lower"], r["upper"], r["p_holm"])
+    if (word or None) != (r.get("verdict") if isinstance(r.get("verdict"), str) else None):
+        raise ValueError(f"the stored word {r.get('verdict')!r} is not the word of its stored Holm p ({word!r})")
+    return word
 
 
 def _one(df: pd.DataFrame, **where) -> dict | None:
@@ -75,13 +91,14 @@ def _one(df: pd.DataFrame, **where) -> dict | None:
 
 
 def _verdicts(means: pd.DataFrame) -> pd.Series:
-    return pd.Series([saving_verdict(lo, hi, p) for lo, hi, p in zip(means["lower"], means["upper"], means["p_holm"])],
-                     index=means.index, dtype=object)
+    return pd.Series([stored_word(r) for r in means.to_dict("records")], index=means.index, dtype=object)
 
 
 def _family_sizes(means: pd.DataFrame, alpha: float) -> dict[tuple, int]:
+    """The stored size of each (question, rule) family at α."""
     at = means[means["alpha"].isna() | ((means["alpha"] - alpha).abs() < 1e-12)]
-    return {k: len(g) for k, g in at.groupby(["question", at["rule"].fillna("–")], sort=False)}
+    return {k: int(g["family_size"].max()) if g["family_size"].notna().any() else 0
+            for k, g in at.groupby(["question", at["rule"].fillna("–")], sort=False)}
 
 
 def scenario_alpha(doc: Doc, key: str) -> float | None:
@@ -210,8 +227,8 @@ def seed_table(doc: Doc, key: str) -> str:
     for _, idx in t.groupby(["question", "rule", "α"]).groups.items():
         t.loc[idx, "p, Holm per family"] = holm_adjust(t.loc[idx, "p"].to_numpy())
     t["95 % t-interval over seeds"] = [f"[{lo:+.1f}, {hi:+.1f}]" for lo, hi in zip(t["lo"], t["hi"])]
-    t["verdict"] = [(lambda w: "" if w == "no difference detected" else f"**{doc.word(w)}**")(saving_verdict(lo, hi, ph))
-                    for lo, hi, ph in zip(t["lo"], t["hi"], t["p, Holm per family"])]
+    t["verdict"] = [(lambda w: doc.word(w) if w in (None, "no difference detected") else f"**{doc.word(w)}**")(
+        saving_verdict(lo, hi, ph)) for lo, hi, ph in zip(t["lo"], t["hi"], t["p, Holm per family"])]
     t = t[["question", "comparison", "α", "seeds", "mean ± sd", "95 % t-interval over seeds", "p, Holm per family",
            "verdict"]]
     return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; labels and "
@@ -246,7 +263,25 @@ def answers(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
                 lines.append(f"  {doc.saving(first['lower'], first['upper'], first['p_holm'])}: " + ", ".join(sorted(
                     f"{r.scenario}: {NAMES.get(r.router, r.router)} vs {NAMES.get(r.against, r.against)}"
                     + (f" ({r.rule})" if isinstance(r.rule, str) else "") for r in hits.itertuples())) + ".")
+    lines.append(_knn_direction(means, alpha))
     return "\n".join(lines) + "\n"
+
+
+def _knn_direction(means: pd.DataFrame, alpha: float) -> str:
+    """Per scenario, where CR²'s intervals against KNN lie (gate quality and every certified score at α): how many
+    lie wholly below 0 and wholly above — a description of the intervals beside the corrected words, so a scenario
+    whose every interval points one way says so even where Holm leaves the words at "no difference detected"."""
+    d = means[(means["router"] == "cr2") & (means["against"] == "knn")
+              & ((means["question"] == "gate-quality") | ((means["question"] == "certified-score")
+                                                          & ((means["alpha"] - alpha).abs() < 1e-12)))]
+    parts = []
+    for scenario, g in d.groupby("scenario", sort=False):
+        below, above = int((g["upper"] < 0).sum()), int((g["lower"] > 0).sum())
+        words = g["word"].value_counts()
+        parts.append(f"{scenario}: {below} of {len(g)} wholly below 0 (KNN costs less), {above} wholly above "
+                     f"(words: {int(words.get('dearer', 0))} \"dearer\", {int(words.get('cheaper', 0))} \"cheaper\")")
+    return ("- **CR² against KNN, where the intervals lie** (gate quality and certified score at α, per scenario; the "
+            "words are the corrected ones above): " + "; ".join(parts) + ".") if parts else ""
 
 
 ROUTING_BENCH = "benchmarks/results/routing.json"
@@ -358,8 +393,7 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
     d = v[(v["method"] == "cr2-retrain") & (v["reference"] == certified) & v["mean_over_targets"]].copy()
     if d.empty or "p_value" not in d or d["p_value"].isna().all():
         return doc.missing("default", f"premise study `{study}` predates stored p-values; run it again")
-    d = d.sort_values(["cost_ratio_est"])
-    d["p_holm"] = holm_of_stored(d["p_value"])
+    d = d.sort_values(["cost_ratio_est"])  # p_holm: v_premise's, over the study's cells (one family per comparison)
     rows = []
     for r in d.itertuples():
         word = saving_verdict(r.saving_lower_pct, r.saving_upper_pct, r.p_holm)
@@ -367,7 +401,8 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
                      "ĉ device / cheapest edge": f"{r.cost_ratio_est:.3f}",
                      "CR² vs certified KNN, mean saving % [95 % CI]": ci_cell(r.saving_pct, r.saving_lower_pct,
                                                                               r.saving_upper_pct),
-                     "p, Holm over the cells": p_cell(r.p_holm, r.n_resamples, ".2g"), "word": doc.word(word)})
+                     "p, Holm over the cells": p_cell(r.p_holm, r.n_resamples, ".2g", r.family_size),
+                     "word": doc.word(word)})
     return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
             f"{len(rows)} cells, sorted by the device/edge cost ratio; a cell's word compares the two routers only — "
             f"the deploy rule's candidates are not evaluated per cell, so no cell recommends a router; the premise "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cr2.evaluation.statistics import holm_adjust, saving_verdict, t_interval
+from cr2.evaluation.statistics import holm_adjust, t_interval
 from cr2.config import HEADLINE_LAMS
 from cr2.report.cells import ci_cell
 from cr2.report.headline import PAPER_TARGETS
@@ -173,13 +173,18 @@ def risk_vs_alpha(doc: Doc, s: Scenario) -> str:
           & (t["benchmark"] == "all")].sort_values("lam") if len(t) else t
     if c.empty:
         return ""
-    ph = holm_adjust(c["p_value"].to_numpy(float))
+    if c["p_holm"].isna().any():
+        raise ValueError("the risk-vs-α tests were stored without their family and Holm p (schema < 9): run `cr2 run` "
+                         "on the warehouse again")
+    ph = c["p_holm"].to_numpy(float)  # the stored test's Holm p over its family (cr2.evaluation.families)
+    m = sorted({int(v) for v in c["family_size"]})
     base = "; ".join(f"λ = {r.lam:g}: risk {num(r.estimate + s.alpha, '.4f')}, risk − α {num(r.estimate, '+.4f')} "
                      f"[{num(r.lower, '+.4f')}, {num(r.upper, '+.4f')}], {_compare(doc, r.lower, r.upper, q)}"
                      for r, q in zip(c.itertuples(), ph))
     out = (f"CR²'s test teacher-disagreement risk at α = {s.alpha:g} over all test rows (the risk its rule bounds; 95 % "
-           f"interval of risk − α, \"larger\" / \"smaller\" only where its Holm-adjusted bootstrap p over the "
-           f"{len(c)} λ is below 0.05): {base}.")
+           f"interval of risk − α, \"larger\" / \"smaller\" only where its Holm-adjusted bootstrap p is below 0.05, "
+           f"Holm over its family — the {'/'.join(map(str, m))} risk-vs-α tests of CR² at this α, every λ of its sweep "
+           f"× every risk): {base}.")
     if s.spread.empty:
         return out
     sp = s.spread[(s.spread["method"] == "cr2") & (s.spread["metric"] == "risk_all") & (s.spread["benchmark"] == "all")

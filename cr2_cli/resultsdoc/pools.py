@@ -64,6 +64,28 @@ def with_holm(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: st
     return out
 
 
+def stored_family(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
+    """The frame with p and the stored test's Holm p over its family (cr2.evaluation.families: within one pool, every
+    learned method's mean saving vs one reference) and its one word (word_holm; `word` the same), unmarked; nothing
+    is corrected here, so the word is the one every surface prints."""
+    from cr2.evaluation.statistics import saving_verdict
+
+    out = df.copy()
+    if len(out) and ("p_holm" not in out.columns or out["p_holm"].isna().all()):
+        raise ValueError("these savings were stored without their family and Holm p (schema < 9): run the study again")
+    out["p"] = out["p_value"].astype(float) if len(out) else []
+    out["p_holm"] = out["p_holm"].astype(float) if len(out) else []
+    out["word_holm"] = [saving_verdict(a, b, p) for a, b, p in zip(out[lo], out[hi], out["p_holm"])]
+    out["word"] = out["word_holm"]
+    return out
+
+
+def family_sizes(family: pd.DataFrame) -> str:
+    """The stored family sizes of a table's tests ('5', or '4–5' where pools differ)."""
+    v = sorted({int(x) for x in family.get("family_size", pd.Series(dtype=float)).dropna()})
+    return "–" if not v else (str(v[0]) if len(v) == 1 else f"{v[0]}–{v[-1]}")
+
+
 def shared_edges(models_json: Iterable[str]) -> tuple[int, list[str]]:
     """(how many pools share the most common set of edge models, that set's names) from pool_runs.models."""
     sets = Counter(tuple(sorted(m.get("name") or m["id"] for m in json.loads(s) if m.get("role") == "edge"))
@@ -75,12 +97,12 @@ def shared_edges(models_json: Iterable[str]) -> tuple[int, list[str]]:
 
 
 def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label: str = "pool") -> str:
-    """Per pool (row) and method (column): mean saving vs `ref` [95 % CI] and its Holm verdict (family: every
-    learned method × pool of this table; the full-information reference is a bound, not in the family); the last
+    """Per pool (row) and method (column): mean saving vs `ref` [95 % CI] and its stored word (Holm over its family
+    within the pool: every learned method vs `ref`; the full-information reference is a bound, no test); the last
     column: the fewest and most resamples the row's intervals kept (each mean's: those where all its targets are
     reached)."""
     sub = sav[sav["reference"] == ref]
-    fam = with_holm(sub[sub["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct", "upper_pct")
+    fam = stored_family(sub[sub["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct", "upper_pct")
     methods = [m for m in (*ROUTERS, ORACLE) if m in set(sub["method"])]
     head = [label, "c_dev/c_edge", *(f"{m} vs {ref}" for m in methods)]
     rows = []
@@ -102,11 +124,12 @@ def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label
 
 
 def verdict_counts(doc: Doc, sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataFrame]:
-    """Per learned method: pools cheaper / dearer / no difference detected vs `ref` under Holm over the pools ×
-    methods family (the only words a family member gets); and the family (for its size)."""
+    """Per learned method: pools cheaper / dearer / no difference detected vs `ref`, each the stored word of its test
+    (Holm within its pool); and the tests (for their family sizes)."""
     sub = sav[(sav["reference"] == ref) & sav["method"].isin(ROUTERS)]
-    fam = with_holm(sub, "mean_saving_pct", "lower_pct", "upper_pct")
-    head = ["method", "pools", f"Holm over the {len(fam)} tests: \"cheaper\" / \"dearer\" / \"no difference detected\""]
+    fam = stored_family(sub, "mean_saving_pct", "lower_pct", "upper_pct")
+    head = ["method", "pools", f"Holm within each pool ({family_sizes(fam)} tests): \"cheaper\" / \"dearer\" / "
+                               "\"no difference detected\""]
     rows = []
     for m in [m for m in ROUTERS if m in set(fam["method"])]:
         g = fam[fam["method"] == m]
@@ -116,8 +139,9 @@ def verdict_counts(doc: Doc, sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataF
 
 def changed_sentence(doc: Doc, family: pd.DataFrame, what: str, label: str = "pool") -> str:
     """The family the verdicts of a table were corrected over (uncorrected words of its members are not printed)."""
-    return (f"Every verdict of {what} is Holm-corrected over the {len(family)} tests of its {label}s × methods family; "
-            "no member's uncorrected word is printed.\n")
+    return (f"Every verdict of {what} is its test's stored word: Holm over its family within that {label} (every "
+            f"learned method's mean saving against the same reference, {family_sizes(family)} tests; "
+            "docs/guarantees.md, \"One family rule\"); no member's uncorrected word is printed.\n")
 
 
 # ---------------------------------------------------------------- the label diagnostics (pure, packaged data)
@@ -205,15 +229,15 @@ def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     tests = signed_rank_tests(knn)
     if tests.empty:
         return "_(signed-rank test: fewer than 2 pools with a CR² saving)_\n", pd.DataFrame()
-    tests = tests[tests["error"].isna()]  # a test that cannot be run is not part of the page's family
-    lines = [f"Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), "
-             f"the {len(tests)} tests read together, so Holm-adjusted as one family. The word is the corrected "
-             "test's, for CR² against that baseline.", ""]
-    head = ["CR² against", "pools", "median(CR² − baseline), points", "W⁺", "W⁻", "p (two-sided)", "p, Holm", "CR² is",
-            "test"]
+    from cr2_cli.commands.study_pools import POOL_DEPENDENCE
+
+    tests = tests[tests["error"].isna()]
+    lines = ["Across pools: Wilcoxon signed-rank statistic of CR²'s mean saving vs KNN against each baseline's (KNN: "
+             "0), as a description, without a verdict." + POOL_DEPENDENCE.replace("\n\n", " ").rstrip("\n"), ""]
+    head = ["CR² against", "pools", "median(CR² − baseline), points", "W⁺", "W⁻", "p (two-sided, optimistic)", "test"]
     lines.append(text_table(head, [[str(r.baseline), str(r.pools), num(r.median, "+.1f"), f"{r.w_plus:g}",
-                                    f"{r.w_minus:g}", f"{r.p:.3g}", f"{r.p_holm:.3g}", doc.test(r.median, r.p_holm),
-                                    str(r.method)] for r in tests.itertuples(index=False)]).rstrip("\n"))
+                                    f"{r.w_minus:g}", f"{r.p:.3g}", str(r.method)]
+                                   for r in tests.itertuples(index=False)]).rstrip("\n"))
     return "\n".join(lines) + "\n", tests
 
 
@@ -240,12 +264,13 @@ def _sweep_part(doc: Doc) -> str:
            f"**Dependence.** {n_shared} of the {len(runs)} pools share the same three edge models "
            f"({', '.join(edges)}), and all share the questions, the split and the resample index: the pools are not "
            "independent draws. Per-pool intervals are the primary result; anything pooled across pools (the "
-           "counts and the signed-rank tests below) overstates the evidence, and Holm's correction, valid under any "
-           "dependence between the tests, guards only the family-wise error, not the dependence of the units.", "",
+           "counts and the signed-rank statistics below) overstates the evidence, so no verdict word is drawn across "
+           "pools.", "",
            "Mean fixed-accuracy saving (%) over each pool run's validation target grid [95 % paired-bootstrap "
            "interval], positive = the method costs less, CR² at grids.default_alpha; the word after each learned "
-           "method's cell is its verdict with Holm over that table's pools × methods family (each p from its "
-           "interval's own resamples, cr2.evaluation.statistics.bootstrap_p_values). c_dev/c_edge = "
+           "method's cell is its test's stored word, Holm over its family within the pool (every learned method "
+           "against the same reference; each p from its interval's own resamples, "
+           "cr2.evaluation.statistics.bootstrap_p_values). c_dev/c_edge = "
            "E[c_device] / E[min edge c] on the test rows (realised cost). The full-information reference is a bound, "
            "shown without a word. " + _kept_sentence(runs, sav), ""]
     for ref in ("knn", "best-single"):
@@ -272,7 +297,7 @@ def _kept_sentence(runs: pd.DataFrame, sav: pd.DataFrame) -> str:
 
 def _reading(doc: Doc, sav: pd.DataFrame, diag: pd.DataFrame, tests: pd.DataFrame) -> str:
     """What the sweep says, every number and word from the rows above."""
-    knn = with_holm(sav[(sav["reference"] == "knn") & sav["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct",
+    knn = stored_family(sav[(sav["reference"] == "knn") & sav["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct",
                     "upper_pct")
     cr2 = knn[knn["method"] == "cr2"]
     parts = []
@@ -282,7 +307,7 @@ def _reading(doc: Doc, sav: pd.DataFrame, diag: pd.DataFrame, tests: pd.DataFram
             " (" + "; ".join(f"{r.pool} {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} %"
                             for r in hit.itertuples(index=False)) + ")" if len(hit) else ""))
     nd = int((cr2["word_holm"] == "no difference detected").sum())
-    head = (f"**Where CR² stands against KNN, pool by pool (Holm over the pools × methods family).** CR² is "
+    head = (f"**Where CR² stands against KNN, pool by pool (each pool's stored word, Holm within the pool).** CR² is "
             f"{parts[0]} and {parts[1]} of the {len(cr2)} pools; \"no difference detected\" on {nd} (each pool's "
             f"word: the table above).")
     ratio = diag["cost_ratio_realised"]

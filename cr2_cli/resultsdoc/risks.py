@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.evaluation.statistics import holm_of_stored
-from cr2.report.cells import ci_cell
+from cr2.report.cells import ci_cell, num
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
@@ -48,8 +47,8 @@ MINUS_ALPHA = {"teacher_risk": "risk_all_minus_alpha", "oracle_risk": "oracle_ri
 
 def vs_alpha(rr: pd.DataFrame, alpha: float, tests: pd.DataFrame) -> pd.DataFrame:
     """Per row: its own risk − α over all test rows with the interval and p of that difference's own bootstrap
-    resamples (stored: intervals metric '<risk>_all_minus_alpha') and its Holm-adjusted p over the rows (the
-    family: every rule × λ of one scenario)."""
+    resamples (stored: intervals metric '<risk>_all_minus_alpha') and its stored Holm-adjusted p over its family
+    (cr2.evaluation.families: the method at α, every λ of its sweep × every risk) with the family's size."""
     out = rr.copy()
     out["own"] = out["rule"].map(own_risk)
     key = tests.assign(lam=tests["lam"].round(9), alpha=tests["alpha"].round(12)).set_index(
@@ -64,7 +63,11 @@ def vs_alpha(rr: pd.DataFrame, alpha: float, tests: pd.DataFrame) -> pd.DataFram
     out["d_lower"] = [float(f["lower"]) for f in found]
     out["d_upper"] = [float(f["upper"]) for f in found]
     out["p"] = [float(f["p_value"]) for f in found]
-    out["p_holm"] = holm_of_stored(out["p"])
+    out["p_holm"] = [float(f["p_holm"]) if pd.notna(f.get("p_holm")) else np.nan for f in found]
+    out["family_size"] = [int(f["family_size"]) if pd.notna(f.get("family_size")) else 0 for f in found]
+    if out["p_holm"].isna().any():
+        raise ValueError("the run stores its risk-vs-α tests without their family and Holm p (schema < 9): run "
+                         "`cr2 run` on the warehouse again")
     return out
 
 
@@ -102,7 +105,8 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
                      "accuracy": ci_cell(r.accuracy, r.accuracy_lower, r.accuracy_upper, ".4f"),
                      "own risk": RISK_NAME[r.own],
                      "own risk − α": ci_cell(r.d, r.d_lower, r.d_upper, "+.4f"),
-                     f"vs α (Holm, {len(v)} tests)": doc.compare(r.d_lower, r.d_upper, r.p_holm)})
+                     "Holm p (family size)": f"{num(r.p_holm, '.2g')} ({r.family_size})",
+                     "vs α (Holm over its family)": doc.compare(r.d_lower, r.d_upper, r.p_holm)})
     n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())
     text = [head, f"N_test = {n_test:,} (risks), {n_eval:,} solvable (local rate, cost, accuracy); intervals: "
                   f"{n_res:,} paired bootstrap resamples of the test queries. α = {alpha:g}.\n", markdown_table(pd.DataFrame(rows))]
@@ -125,7 +129,8 @@ def _read_risks(doc: Doc, v: pd.DataFrame) -> str:
     words = {}
     for r in v.itertuples():
         words.setdefault(r.rule, []).append(f"{r.lam:g}: {doc.compare(r.d_lower, r.d_upper, r.p_holm)}")
-    parts.append("Each rule's own risk against α (Holm over the table's rules × λ), by λ — "
+    parts.append("Each rule's own risk against α (Holm over its family: that rule's method at α, every λ of its sweep × "
+                 "every risk stored against α), by λ — "
                  + "; ".join(f"`{rule}` {', '.join(ws)}" for rule, ws in words.items()) + ".")
     return "\n" + "\n\n".join(parts) + "\n"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cr2.evaluation.statistics import holm_adjust, holm_of_stored, saving_verdict, t_interval
+from cr2.evaluation.statistics import holm_adjust, saving_verdict, t_interval
 from cr2.report import cells
 from cr2.report.tables import ROUTER_NAMES
 from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
@@ -105,24 +105,29 @@ def banner(s: Scenario) -> str:
 
 # ---------------------------------------------------------------- a family of stored intervals
 def interval_family(doc: Doc, df: pd.DataFrame, est: str, lower: str, upper: str) -> pd.DataFrame:
-    """df with p (stored beside each interval, from its own resamples), p_holm (Holm over the rows: the family) and
-    the family-wise verdict (for counting) and word (for the page); verdict_holm / word_holm are the same columns
-    under the names the sections read."""
+    """df with p (stored beside each interval, from its own resamples) and the test's stored family, Holm p and word
+    (cr2.evaluation.families: decided once by the test's question, so every surface prints the same word): p_holm,
+    verdict (for counting) and word (for the page); verdict_holm / word_holm are the same columns under the names
+    the sections read. Nothing is corrected here."""
     d = df.copy()
-    if "p_value" not in d.columns or d["p_value"].isna().all() and len(d):
-        raise ValueError("these intervals were stored without their bootstrap p-values (schema < 8): run "
-                         "`cr2 run` on the warehouse again")
+    if "p_holm" not in d.columns or (len(d) and d["p_holm"].isna().all()):
+        raise ValueError("these intervals were stored without their family and Holm p (schema < 9): run `cr2 run` on "
+                         "the warehouse again")
     d["p"] = d["p_value"].astype(float)
-    d["p_holm"] = holm_of_stored(d["p"])
+    d["p_holm"] = d["p_holm"].astype(float)
     d["verdict"] = [saving_verdict(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], d["p_holm"])]
+    stored = d["verdict"].astype(object).where(d["verdict"].notna(), None).tolist()
+    if stored != [None if v is None or v != v else str(v) for v in df["verdict"]]:
+        raise ValueError("a stored verdict is not the word of its stored Holm p: the warehouse was edited by hand")
     d["word"] = [doc.saving(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], d["p_holm"])]
     d["verdict_holm"], d["word_holm"] = d["verdict"], d["word"]
     return d
 
 
 def holm_line(d: pd.DataFrame, label, family: str) -> str:
-    """One sentence naming the family its words are corrected over."""
-    n = int(np.isfinite(d["p"].to_numpy(float)).sum())
+    """One sentence naming the family its words are corrected over (the stored family's size)."""
+    sizes = sorted({int(v) for v in d["family_size"].dropna()}) if "family_size" in d.columns else []
+    n = sizes[0] if len(sizes) == 1 else int(np.isfinite(d["p"].to_numpy(float)).sum())
     return f"Every word above is corrected by Holm over the {n} tests of {family}."
 
 

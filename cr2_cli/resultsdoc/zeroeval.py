@@ -8,7 +8,7 @@ import pandas as pd
 
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2.report.markdown import text_table
-from cr2_cli.resultsdoc.pools import ROUTERS, cell, changed_sentence, num, savings_table, verdict_counts, with_holm
+from cr2_cli.resultsdoc.pools import ROUTERS, cell, changed_sentence, num, savings_table, verdict_counts, stored_family
 
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
 
@@ -52,7 +52,7 @@ def _reading(doc: Doc, sav: pd.DataFrame, runs: pd.DataFrame) -> str:
     """Per ladder, CR² and the routers whose verdict has a direction — every number and word from the rows."""
     out = []
     for ref, what in (("knn", "KNN"), ("best-single", "the best single model")):
-        fam = with_holm(sav[(sav["reference"] == ref) & sav["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct",
+        fam = stored_family(sav[(sav["reference"] == ref) & sav["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct",
                         "upper_pct")
         cr2 = fam[fam["method"] == "cr2"]
         per = "; ".join(f"{r.pool} {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} % "

@@ -6,13 +6,14 @@
 -- at the same target, in %, both ways. A target above a method's best accuracy has no row. Baseline
 -- variants (kind baseline-variant: inputs the others do not get, e.g. LLMRank with the benchmark id) are
 -- listed under their own name and kind, never as peers. A method swept over several α (CR²) is read at the
--- run's one comparison α (eval_runs.default_alpha): an envelope over α would mix guarantees.
+-- run's one comparison α (eval_runs.default_alpha): an envelope over α would mix guarantees, so a run stored without
+-- its α (before schema 8) has no row for such a method.
 WITH pts AS (
     SELECT o.run_id, o.method, m.kind, m.reference, o.accuracy, o.cost FROM operating_points o
     JOIN methods m USING (run_id, method)
     JOIN eval_runs r USING (run_id)
     WHERE o.benchmark = 'all' AND (m.kind = 'cr2' OR (m.kind IN ('baseline', 'baseline-variant') AND m.learned))
-      AND (o.alpha IS NULL OR r.default_alpha IS NULL OR abs(o.alpha - r.default_alpha) < 1e-12)
+      AND (o.alpha IS NULL OR abs(o.alpha - r.default_alpha) < 1e-12)
 ),
 frontier AS (  -- the points no cheaper-or-equal point of the same method matches in accuracy
     SELECT p.* FROM pts p
