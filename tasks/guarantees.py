@@ -81,10 +81,7 @@ def check_guarantees(config: Config, home: str, n_resplits: int | None = None, s
     confirm_factor × the re-splits (cr2.evaluation.guarantees.confirm_resplits; only the flagged rules calibrate);
     both stages are stored, and the confirmatory verdict is the reported one (cr2.report.validity.deployed_verdicts).
     """
-    from dataclasses import replace
-
-    from cr2.evaluation.guarantees import CONFIRM_FACTOR, ResplitSpec, confirm_resplits, confirm_seed, resplit_validity
-    from cr2.report.validity import CONFIRMATORY, SCREENING, deployed_verdicts, flagged_families
+    from cr2.evaluation.guarantees import ResplitSpec
 
     pool = validity_pool(config, home)
     target, budget = default_targets(pool["correct"], pool["cost"])
@@ -92,11 +89,27 @@ def check_guarantees(config: Config, home: str, n_resplits: int | None = None, s
                        delta=config.calibration.delta or config.calibration.target_delta, target_accuracy=target,
                        budget=budget, price_alpha=config.grids.default_alpha, group_by=pool["group_by"],
                        variant=config.routing.deferred_variant, crc_mean=False)  # the certify stage stores those
+    records, streams = validity_records(pool, spec, seed, confirm_factor)
+    run_id = uuid.uuid4().hex[:12]
+    out = write_guarantees(home, records, run_id, "warehouse val+test", pool["label_source"])
+    return {**out, **streams}
+
+
+def validity_records(pool: dict, spec, seed: int | None = None, confirm_factor: int | None = None) -> tuple[list, dict]:
+    """The records of one validity run over `pool` (validity_pool's arrays), each with its seed and stage, and the
+    run's streams {seed, confirm_seed, n_flagged}: the screening run on default_rng(seed) (fresh entropy when seed is
+    None), then every family it flags re-checked on default_rng(confirm_seed(seed)) with confirm_factor × the
+    re-splits, only the flagged rules calibrating (cr2.evaluation.guarantees.ResplitSpec.rules)."""
+    from dataclasses import replace
+
+    from cr2.evaluation.guarantees import CONFIRM_FACTOR, confirm_resplits, confirm_seed, resplit_validity
+    from cr2.report.validity import CONFIRMATORY, SCREENING, deployed_verdicts, flagged_families
+
     seed = fresh_seed() if seed is None else int(seed)
     arrays = (pool["score"], pool["risk"], pool["proba"], pool["cost"], pool["correct"], pool["groups"], pool["lams"],
               pool["alphas"])
     records = [{**r, "seed": seed, "stage": SCREENING}
-               for r in resplit_validity(*arrays, spec, np.random.default_rng(seed), realised=pool["realised"])]
+               for r in resplit_validity(*arrays, spec, np.random.default_rng(seed), realised=pool.get("realised"))]
     flagged = flagged_families(deployed_verdicts(_bounded(records)))
     out_seed = None
     if len(flagged):
@@ -106,11 +119,9 @@ def check_guarantees(config: Config, home: str, n_resplits: int | None = None, s
         families = {_family(f.check, f.rule, f.alpha, f.target) for f in flagged.itertuples()}
         records += [{**r, "seed": out_seed, "stage": CONFIRMATORY}
                     for r in resplit_validity(*arrays, again, np.random.default_rng(out_seed),
-                                              realised=pool["realised"])
+                                              realised=pool.get("realised"))
                     if _family(r["check_name"], r["rule"], r["alpha"], r["target"]) in families]
-    run_id = uuid.uuid4().hex[:12]
-    out = write_guarantees(home, records, run_id, "warehouse val+test", pool["label_source"])
-    return {**out, "seed": seed, "confirm_seed": out_seed, "n_flagged": len(flagged)}
+    return records, {"seed": seed, "confirm_seed": out_seed, "n_flagged": len(flagged)}
 
 
 def _bounded(records: list[dict]) -> pd.DataFrame:

@@ -475,13 +475,15 @@ def run_equal_risk(wh: Warehouse, run_id: str) -> pd.DataFrame:
 
 def certified_validity(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The certified routers' validity over re-splits in run `run_id`: per (method, λ, α) the mean test risk over the
-    random calibration/test re-splits, its Monte-Carlo standard error and the number of re-splits (metrics
-    resplit_risk_mean / _se / _n; NULL n for a run stored before the count was)."""
+    random calibration/test re-splits, its Monte-Carlo standard error, the number of re-splits and the exact
+    expectation the mean estimates (metrics resplit_risk_mean / _se / _n, resplit_exact_mean; NULL n or exact for a
+    run stored before they were)."""
     from cr2_warehouse.db import view_sql
 
     # the view's own SELECT as a subquery: one definition, and a warehouse opened read-only before its views were
     # re-created (one built by an older cr2) still answers
-    return wh.df(f"SELECT method, lam, alpha, risk_mean, risk_se, n_resplits FROM ({view_sql('v_certified_validity')}\n) "
+    return wh.df(f"SELECT method, lam, alpha, risk_mean, risk_se, n_resplits, exact_mean FROM "
+                 f"({view_sql('v_certified_validity')}\n) "
                  "WHERE run_id = ? ORDER BY method, alpha, lam", [run_id])
 
 

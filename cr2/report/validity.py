@@ -25,7 +25,9 @@ from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import EM_DASH, ci_cell, count_cell, lam_cell, num, pm_cell
 
 CERTIFIED_COLUMNS = ["router", "rule", "risk", "alpha", "verdict", "n_cells", "n_violated", "worst_lam", "mean", "se",
-                     "p_holm", "n_resplits", "note"]
+                     "p_holm", "n_resplits", "note", "exact_verdict", "exact_n_differ", "exact_n_cells", "exact_p_holm",
+                     "exact_worst_lam", "exact_note"]
+NO_EXACT_STORED = ("no exact expectation stored (a run from before it was: re-run `cr2 evaluate`)")
 DEPLOYED_COLUMNS = ["rule", "risk", "check", "promise", "alpha", "target", "verdict", "n_cells", "n_violated",
                     "worst_lam", "worst_group", "value", "se", "bound", "p_holm", "n_resplits", "note", "stage", "seed",
                     "screening_verdict", "screening_n_violated", "screening_n_cells", "screening_p_holm",
@@ -88,7 +90,7 @@ def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
         g = g.sort_values("lam")
         n = g["n_resplits"].dropna() if "n_resplits" in g else pd.Series(dtype=float)
         base = {"router": router, "rule": rule, "risk": risk_of_rule(rule), "alpha": float(alpha),
-                "n_resplits": int(n.max()) if len(n) else None}
+                "n_resplits": int(n.max()) if len(n) else None, **_exact_fields(g)}
         if _procedure(rule) != "crc":
             rows.append({**base, "verdict": None, "n_cells": int(g["risk_mean"].notna().sum()), "n_violated": 0,
                          "worst_lam": np.nan, "mean": np.nan, "se": np.nan, "p_holm": np.nan,
@@ -104,7 +106,26 @@ def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
         rows.append({**base, "verdict": v.verdict, "n_cells": v.n_cells, "n_violated": v.n_violated,
                      "worst_lam": float(g["lam"].iloc[v.worst]), "mean": v.value, "se": v.se, "p_holm": v.p_holm,
                      "note": ""})
-    return _keep_verdicts(pd.DataFrame(rows, columns=CERTIFIED_COLUMNS), rows)
+    frame = _keep_verdicts(pd.DataFrame(rows, columns=CERTIFIED_COLUMNS), rows)
+    frame["exact_verdict"] = pd.Series([r["exact_verdict"] for r in rows], index=frame.index, dtype=object)
+    return frame
+
+
+def _exact_fields(g: pd.DataFrame) -> dict:
+    """The two-sided test of a family's re-split means against their exact expectations (cr2.evaluation.validity.
+    exactness_verdict over the λ cells): a software check beside the promise test, for every rule the certify stage
+    re-splits (crc, ltt and their label variants: cr2.crc.exact says why the expectation is exact for them)."""
+    from cr2.evaluation.validity import exactness_verdict
+
+    none = {"exact_verdict": None, "exact_n_differ": 0, "exact_n_cells": 0, "exact_p_holm": np.nan,
+            "exact_worst_lam": np.nan}
+    if "exact_mean" not in g or not g["exact_mean"].notna().any():
+        return {**none, "exact_note": NO_EXACT_STORED if g["risk_mean"].notna().any() else ""}
+    v = exactness_verdict(g["risk_mean"].to_numpy(float), g["risk_se"].to_numpy(float), g["exact_mean"].to_numpy(float))
+    if v.verdict is None:
+        return {**none, "exact_note": NO_EXACT_STORED}
+    return {"exact_verdict": v.verdict, "exact_n_differ": v.n_violated, "exact_n_cells": v.n_cells,
+            "exact_p_holm": v.p_holm, "exact_worst_lam": float(g["lam"].iloc[v.worst]), "exact_note": ""}
 
 
 def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
@@ -281,6 +302,14 @@ def _verdict_cell(r, word: Callable[[str | None], str]) -> str:
     return f"— ({r.note})"
 
 
+def _exact_cell(r, word: Callable[[str | None], str]) -> str:
+    """The exact-expectation verdict with its family, or why a row has none."""
+    if isinstance(getattr(r, "exact_verdict", None), str):
+        return f"{word(r.exact_verdict)} ({r.exact_n_differ}/{r.exact_n_cells}, p = {r.exact_p_holm:.2g})"
+    note = getattr(r, "exact_note", "") or ""
+    return f"{EM_DASH} ({note})" if note else EM_DASH
+
+
 def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
                       word: Callable[[str | None], str] = lambda w: w or "—",
                       deployed: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -298,6 +327,8 @@ def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
         "re-splits": v["n_resplits"].map(_count),
         "E[risk] ≤ α at every λ: verdict (λ cells over α / tested, Holm p)": [
             _verdict_cell(r, word) for r in v.itertuples()],
+        "mean = its exact expectation at every λ (two-sided): verdict (λ cells differing / tested, Holm p)": [
+            _exact_cell(r, word) for r in v.itertuples()],
     }).reset_index(drop=True)
     if deployed is None:
         return shown
@@ -336,7 +367,15 @@ def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda
         "re-splits": v["n_resplits"].map(_count),
         "verdict (cells over the bound / tested, Holm p)": [_verdict_cell(r, word) for r in v.itertuples()],
         "screening → confirmatory re-check": [_recheck_cell(r, word) for r in v.itertuples()],
+        "mean = its exact expectation": [_no_exact_reason(r.rule) for r in v.itertuples()],
     }).reset_index(drop=True)
+
+
+def _no_exact_reason(rule: str) -> str:
+    """Why a deployed-gate promise has no exact-expectation test (cr2.crc.exact covers the certified rules' means)."""
+    if rule.startswith("mondrian-"):
+        return f"{EM_DASH} (not derived: a group's calibration size varies over re-splits)"
+    return f"{EM_DASH} (a share of re-splits, not a mean)"
 
 
 def _seed_text(seed) -> str:
