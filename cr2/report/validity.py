@@ -367,12 +367,14 @@ def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda
         "re-splits": v["n_resplits"].map(_count),
         "verdict (cells over the bound / tested, Holm p)": [_verdict_cell(r, word) for r in v.itertuples()],
         "screening → confirmatory re-check": [_recheck_cell(r, word) for r in v.itertuples()],
-        "mean = its exact expectation": [_no_exact_reason(r.rule) for r in v.itertuples()],
+        "mean = its exact expectation": [_no_exact_reason(r.rule, r.note) for r in v.itertuples()],
     }).reset_index(drop=True)
 
 
-def _no_exact_reason(rule: str) -> str:
+def _no_exact_reason(rule: str, note: str | None = None) -> str:
     """Why a deployed-gate promise has no exact-expectation test (cr2.crc.exact covers the certified rules' means)."""
+    if note == ONE_GROUP_NOTE:
+        return f"{EM_DASH} (one group: cr2@crc's, in the certified table)"
     if rule.startswith("mondrian-"):
         return f"{EM_DASH} (not derived: a group's calibration size varies over re-splits)"
     return f"{EM_DASH} (a share of re-splits, not a mean)"
