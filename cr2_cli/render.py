@@ -260,11 +260,11 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
     checked (ltt, Mondrian, target) — cr2.report.validity, the rows `cr2 results`, the report and docs/results.md show."""
     from cr2.evaluation.metrics import RISK_ALL_METRICS
     from cr2.report.validity import (certified_display, certified_verdicts, deployed_display, deployed_table_risk,
-                                     deployed_verdicts, rule_promise_note)
+                                     deployed_verdicts, rule_promise_note, stream_note)
     from cr2_warehouse.db import Warehouse
     from cr2.report.styles import MethodStyles
     from cr2_warehouse.reads import certified_test_risk
-    from cr2_warehouse.repository import certified_validity, eval_run, guarantee_cells, methods_of_run
+    from cr2_warehouse.repository import certified_validity, eval_run, guarantee_cells, guarantee_runs, methods_of_run
 
     with Warehouse(home, read_only=True) as wh:
         eval_id = newest_eval_run_or_none(wh, label_source)
@@ -275,6 +275,9 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
         label = MethodStyles.from_frame(methods_of_run(wh, eval_id)).label if eval_id else str
         note = label_note(wh, str(run["label_source"])) if run else ""
         deployed = deployed_verdicts(guarantee_cells(wh, run_id))
+        runs = guarantee_runs(wh)
+        head = runs[runs["run_id"] == run_id]
+        streams = stream_note(head.iloc[0].to_dict() if len(head) else None)
     if run is None:
         console.print("Certified routers: no evaluation run in this warehouse — `cr2 run` certifies every router and "
                       "stores its re-splits.", highlight=False)
@@ -293,6 +296,7 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
     else:
         console.print(_frame_table(deployed_display(deployed), f"CR²'s deployed gate: the promises validity run "
                                    f"{run_id} checks ({source})"))
+    console.print(f"Validity run {run_id}: {streams}", highlight=False)
     console.print(VERDICT_RULE, highlight=False)
 
 

@@ -185,3 +185,104 @@ def test_calibration_config_and_cli_overrides():
     assert calibration_overrides("crc", None, "none", None) == {"rule": "crc", "delta": None, "group": None}
     with pytest.raises(ConfigError, match="group"):
         load_config(overrides={"calibration": {"group": "question"}})
+
+
+def _synthetic_pool(n_pool: int = 1200, groups: np.ndarray | None = None) -> tuple[dict, ResplitSpec]:
+    """A synthetic pool in validity_pool's shape and a small spec over it (600 calibration queries, 12 re-splits)."""
+    pool = make_pool(n_pool, LAMS, 3)
+    target, budget = default_targets(pool.correct, pool.cost)
+    arrays = {"score": pool.score, "risk": pool.risk, "proba": pool.proba, "cost": pool.cost, "correct": pool.correct,
+              "groups": pool.benchmark if groups is None else groups, "lams": LAMS, "alphas": np.asarray(ALPHAS)}
+    return arrays, ResplitSpec(n_calib=600, n_resplits=12, delta=0.1, target_accuracy=target, budget=budget,
+                               crc_mean=False)
+
+
+def test_each_run_draws_a_fresh_seed_stores_and_prints_it_and_seed_replays_it(home):
+    from cr2_cli.render import console, print_guarantees
+    from cr2_tasks.guarantees import validity_records
+
+    pool, spec = _synthetic_pool()
+    first, s1 = validity_records(pool, spec)
+    second, s2 = validity_records(pool, spec)
+    assert s1["seed"] != s2["seed"]  # fresh entropy: two runs, two streams
+    value = [r["value"] for r in first if r["check_name"] == "mondrian_mean_risk"]
+    assert value != [r["value"] for r in second if r["check_name"] == "mondrian_mean_risk"]
+    again, s3 = validity_records(pool, spec, seed=s1["seed"])  # --seed replays the run, record for record
+    assert s3["seed"] == s1["seed"] and pd.DataFrame(again).equals(pd.DataFrame(first))
+    write_guarantees(home, first, "r-seed", "synthetic", "sim")
+    with Warehouse(home, read_only=True) as wh:
+        from cr2_warehouse.repository import guarantee_runs
+
+        stored = wh.df("SELECT DISTINCT seed, stage FROM guarantees WHERE run_id = 'r-seed' AND stage = 'screening'")
+        run = guarantee_runs(wh).set_index("run_id").loc["r-seed"]
+    assert stored["seed"].tolist() == [s1["seed"]] and run["seed"] == s1["seed"]
+    with console.capture() as cap:
+        print_guarantees(home, "r-seed", "synthetic")
+    assert f"--seed {s1['seed']}" in cap.get().replace("\n", " ")
+
+
+def test_a_flagged_family_is_rechecked_on_its_own_stream_with_more_resplits_and_that_verdict_is_reported(
+        home, monkeypatch):
+    """An injected flag (the screening verdict of Mondrian at α = 0.01 forced to "violation detected"): the run
+    re-checks that family alone, with 5× the re-splits on the confirmatory stream, and reports the re-check's verdict
+    with the screening one beside it."""
+    import cr2.report.validity as validity
+    from cr2.evaluation.guarantees import confirm_seed
+    from cr2.evaluation.statistics import Verdict
+    from cr2.evaluation.validity import VIOLATION, validity_verdict
+    from cr2_cli.render import console, print_guarantees
+    from cr2_tasks.guarantees import validity_records
+    from cr2_warehouse.repository import guarantee_cells
+
+    real = validity.flagged_families
+
+    def injected(verdicts):
+        v = verdicts.copy()
+        hit = (v["rule"] == "mondrian-crc") & (v["alpha"] == 0.01)
+        v["verdict"] = [Verdict(VIOLATION) if h else w for h, w in zip(hit, v["verdict"])]
+        return real(v)
+
+    monkeypatch.setattr(validity, "flagged_families", injected)
+    pool, spec = _synthetic_pool()
+    records, streams = validity_records(pool, spec, seed=7, confirm_factor=5)
+    assert streams["n_flagged"] == 1 and streams["confirm_seed"] == confirm_seed(7) != 7
+    df = pd.DataFrame(records)
+    confirm = df[df["stage"] == "confirmatory"]
+    assert set(zip(confirm["rule"], confirm["alpha"], confirm["check_name"])) == {
+        ("mondrian-crc", 0.01, "mondrian_mean_risk")}  # the flagged family only
+    assert (confirm["n_resplits"] == 60).all() and (confirm["seed"] == confirm_seed(7)).all()
+    write_guarantees(home, records, "r-confirm", "synthetic", "sim")
+    with Warehouse(home, read_only=True) as wh:
+        cells = guarantee_cells(wh, "r-confirm")
+    monkeypatch.setattr(validity, "flagged_families", real)
+    v = validity.deployed_verdicts(cells).set_index(["rule", "check", "alpha"])
+    row = v.loc[("mondrian-crc", "mondrian_mean_risk", 0.01)]
+    mine = cells[(cells["stage"] == "confirmatory")]
+    expected = validity_verdict(mine["value"], mine["se"], mine["bound"])
+    assert row["stage"] == "confirmatory" and row["n_resplits"] == 60 and row["seed"] == confirm_seed(7)
+    assert row["verdict"] == expected.verdict and row["p_holm"] == expected.p_holm  # the re-check's is THE verdict
+    assert row["screening_n_resplits"] == 12 and row["screening_seed"] == 7 and isinstance(row["screening_verdict"], str)
+    other = v.loc[("mondrian-crc", "mondrian_mean_risk", 0.005)]
+    assert other["stage"] == "screening" and pd.isna(other["screening_verdict"])
+    width = console.width
+    console.width = 400
+    try:
+        with console.capture() as cap:
+            print_guarantees(home, "r-confirm", "synthetic")
+    finally:
+        console.width = width
+    text = cap.get()
+    assert f"seed {confirm_seed(7)}" in text and "→ confirmatory: 60 re-splits" in text
+
+
+def test_mondrian_over_one_group_is_reported_as_crc_without_a_verdict_of_its_own(home):
+    from cr2.report.validity import ONE_GROUP_NOTE, deployed_display, deployed_verdicts
+    from cr2_tasks.guarantees import validity_records
+
+    pool, spec = _synthetic_pool(groups=np.full(1200, "mmlu-pro"))
+    records, streams = validity_records(pool, spec, seed=5)
+    v = deployed_verdicts(pd.DataFrame(records).query("check_name != 'price' and bound == bound"))
+    mond = v[v["rule"] == "mondrian-crc"]
+    assert len(mond) == len(ALPHAS) and mond["verdict"].isna().all() and (mond["note"] == ONE_GROUP_NOTE).all()
+    assert streams["n_flagged"] == 0 or "mondrian-crc" not in {r["rule"] for r in records if r["stage"] == "confirmatory"}
+    assert "one group: identical to crc" in deployed_display(v).to_string()

@@ -171,4 +171,5 @@ def test_a_guarantees_run_is_stored_and_the_page_reads_it(pipeline_slice, tmp_pa
     page = render_sections(Doc({"default": home}), ("risks",), marked=True)
     assert f"run `{run_id}`, 12 re-splits" in page and unbacked_words(page) == []
     assert "certified routers, SIMULATED labels" in page and "⸢no violation detected⸣" in page
-    assert "cr2 guarantees --resplits 500 --home var" in page
+    seed = int(runs["seed"].iloc[0])  # a fresh stream, stored: the page names the command that replays this very run
+    assert f"cr2 guarantees --resplits 12 --seed {seed} --home var" in page

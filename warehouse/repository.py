@@ -324,7 +324,7 @@ def whole_view(wh: Warehouse, view: str) -> pd.DataFrame:
 
 
 GUARANTEE_COLUMNS = ("run_id", "source", "label_source", "check_name", "rule", "metric", "lam", "alpha", "group", "delta",
-                     "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at")
+                     "target", "value", "se", "bound", "n_resplits", "n_calib", "created_at", "seed", "stage")
 
 
 def replace_guarantee_run(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
@@ -348,8 +348,9 @@ def guarantee_runs(wh: Warehouse, label_source: str | None = None) -> pd.DataFra
     from cr2_warehouse.routing_data import named_query
 
     if getattr(wh, "schema_version", "2") == "1":
-        return pd.DataFrame(columns=["run_id", "source", "label_source", "n_resplits", "n_calib", "created_at"])
-    df = wh.df(named_query("guarantee_runs"))
+        return pd.DataFrame(columns=["run_id", "source", "label_source", "n_resplits", "n_calib", "created_at", "seed",
+                                     "confirm_seed", "confirm_n_resplits"])
+    df = wh.df(_with_guarantee_stages(wh, named_query("guarantee_runs")))
     return df if label_source is None else df[df["label_source"] == label_source].reset_index(drop=True)
 
 
@@ -357,7 +358,18 @@ def guarantee_cells(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """Every bounded cell (rule, check, λ, α) of one validity run: Monte-Carlo mean, SE and bound."""
     from cr2_warehouse.routing_data import named_query
 
-    return wh.df(named_query("guarantee_cells"), {"run_id": run_id})
+    return wh.df(_with_guarantee_stages(wh, named_query("guarantee_cells")), {"run_id": run_id})
+
+
+def _with_guarantee_stages(wh: Warehouse, sql: str) -> str:
+    """`sql` over `guarantees`, answering on a warehouse read as it is from before schema 9 too: there the table has no
+    seed or stage, so a CTE of the same name gives them as NULL (every such row is a screening row, seed unknown)."""
+    has = wh.scalar("SELECT count(*) FROM information_schema.columns WHERE table_name = 'guarantees' "
+                    "AND column_name = 'stage'")
+    if has:
+        return sql
+    return ("WITH guarantees AS (SELECT *, NULL::BIGINT AS seed, NULL::VARCHAR AS stage FROM main.guarantees)\n"
+            + "\n".join(line for line in sql.splitlines() if not line.startswith("--")))
 
 
 def guarantee_price(wh: Warehouse, run_id: str) -> pd.DataFrame:
@@ -469,13 +481,15 @@ def run_equal_risk(wh: Warehouse, run_id: str) -> pd.DataFrame:
 
 def certified_validity(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The certified routers' validity over re-splits in run `run_id`: per (method, λ, α) the mean test risk over the
-    random calibration/test re-splits, its Monte-Carlo standard error and the number of re-splits (metrics
-    resplit_risk_mean / _se / _n; NULL n for a run stored before the count was)."""
+    random calibration/test re-splits, its Monte-Carlo standard error, the number of re-splits and the exact
+    expectation the mean estimates (metrics resplit_risk_mean / _se / _n, resplit_exact_mean; NULL n or exact for a
+    run stored before they were)."""
     from cr2_warehouse.db import view_sql
 
     # the view's own SELECT as a subquery: one definition, and a warehouse opened read-only before its views were
     # re-created (one built by an older cr2) still answers
-    return wh.df(f"SELECT method, lam, alpha, risk_mean, risk_se, n_resplits FROM ({view_sql('v_certified_validity')}\n) "
+    return wh.df(f"SELECT method, lam, alpha, risk_mean, risk_se, n_resplits, exact_mean FROM "
+                 f"({view_sql('v_certified_validity')}\n) "
                  "WHERE run_id = ? ORDER BY method, alpha, lam", [run_id])
 
 

@@ -162,7 +162,10 @@ CREATE TABLE IF NOT EXISTS guarantees (
     bound        DOUBLE,                 -- what the rule promises value ≤ bound (α or δ); NULL for prices
     n_resplits   INTEGER NOT NULL,
     n_calib      INTEGER NOT NULL,
-    created_at   TIMESTAMP NOT NULL
+    created_at   TIMESTAMP NOT NULL,
+    seed         BIGINT,                 -- the seed of the row's re-split stream: `cr2 guarantees --seed` reproduces it
+    stage        VARCHAR                 -- screening | confirmatory (a flagged family re-checked on its own stream);
+                                         -- NULL: a run stored before schema 9 (screening)
 );
 
 -- evaluate: tidy results

@@ -50,6 +50,7 @@ from cr2.crc.registry import (  # noqa: F401
     rule_risk,
     rule_spec,
 )
+from cr2.crc.exact import expected_resplit_risk  # noqa: F401
 from cr2.crc.rules import (  # noqa: F401
     accept,
     binomial_cdf,
@@ -96,6 +97,7 @@ __all__ = [
     "rule_risk",
     "rule_spec",
     "accept",
+    "expected_resplit_risk",
     "binomial_cdf",
     "binomial_tail_pvalue",
     "calibrate_threshold",

@@ -57,6 +57,13 @@ class ResplitSpec:
     # emit crc_mean_risk (each crc rule's mean test risk per (λ, α)); `cr2 guarantees` turns it off: the certify stage
     # stores those re-splits for every certified router (cr2@crc … included), the one source of their verdicts
     crc_mean: bool = True
+    # None: every rule. Otherwise only the bounded records of these rules (no prices), and only the calibrations they
+    # need run: the confirmatory re-check of a flagged family (`cr2 guarantees`) re-splits just that family's rule
+    rules: tuple[str, ...] | None = None
+
+    def runs(self, rule: str) -> bool:
+        """Whether this run calibrates and records `rule`."""
+        return self.rules is None or rule in self.rules
 
 
 def _metric(risk: str) -> str:
@@ -186,8 +193,10 @@ def _prepare_pool(score, risk, proba, cost, correct, groups, lams, alphas, spec:
         group_pool=[_SuffixSums(score[g_index == gi], weights[g_index == gi]) for gi in range(len(names))],
         price_idx=[int(np.argmin(np.abs(lams - v))) for v in spec.price_lams],
         a_idx=int(np.argmin(np.abs(alphas - spec.price_alpha))),
-        new_rules={rule_for(proc, k): (k, proc) for k in realised for proc in ("crc", "ltt")},
-        targets=[(m, t) for m, t in (("accuracy", spec.target_accuracy), ("budget", spec.budget)) if t is not None],
+        new_rules={rule_for(proc, k): (k, proc) for k in realised for proc in ("crc", "ltt")
+                   if spec.runs(rule_for(proc, k))},
+        targets=[(m, t) for m, t in (("accuracy", spec.target_accuracy), ("budget", spec.budget))
+                 if t is not None and spec.runs(f"target-{m}")],
     )
 
 
@@ -217,14 +226,14 @@ class _Tally:
         n_lam, n_a, n_g = pool.n_lam, len(pool.alphas), len(pool.names)
         rules = pool.new_rules.items()
         return cls(
-            crc_risk=np.empty((B, n_lam, n_a)),
-            ltt_viol=np.empty((B, n_a), dtype=bool),
-            ltt_viol_pool=np.empty((B, n_a), dtype=bool),
-            crc_viol=np.empty((B, n_a), dtype=bool),
-            crc_viol_pool=np.empty((B, n_a), dtype=bool),
+            crc_risk=np.full((B, n_lam, n_a), np.nan),  # NaN / False: a rule this run does not calibrate (spec.rules)
+            ltt_viol=np.zeros((B, n_a), dtype=bool),
+            ltt_viol_pool=np.zeros((B, n_a), dtype=bool),
+            crc_viol=np.zeros((B, n_a), dtype=bool),
+            crc_viol_pool=np.zeros((B, n_a), dtype=bool),
             mond_risk=np.full((B, n_g, n_lam, n_a), np.nan),
             crcg_risk=np.full((B, n_g, n_lam, n_a), np.nan),
-            price={r: np.empty((B, len(pool.price_idx), pool.n_q))
+            price={r: np.full((B, len(pool.price_idx), pool.n_q), np.nan)
                    for r in ("crc", "ltt", "mondrian", *pool.new_rules)},
             new_mean={r: np.empty((B, n_lam, n_a)) for r, (_, proc) in rules if proc == "crc"},
             new_viol_pool={r: np.empty((B, n_a), dtype=bool) for r, (_, proc) in rules if proc == "ltt"},
@@ -381,13 +390,20 @@ def _record_resplit(split: _Split, spec: ResplitSpec, tally: _Tally, b: int, rng
     """Calibrate every rule on one split's calibration set and record it on its test set (slice b of the tally).
 
     Only the target mode draws from rng, after the split's own permutation: keep that order, the stream is shared.
+    With spec.rules, only the calibrations those rules need run (plain CRC: for itself, Mondrian's context rows and
+    the target mode's oracle point).
     """
-    crc, t_crc = _record_crc(split, tally, b)
-    _record_crc_oracle(split.pool, t_crc, tally, b)
-    _record_ltt(split, spec, tally, b)
-    _record_realised_rules(split, spec, tally, b)
-    _record_mondrian(split, spec, crc.taus, tally, b)
-    _record_targets(split, spec, tally, b, rng)
+    pool = split.pool
+    crc = None
+    if spec.runs("crc") or spec.runs("mondrian-crc") or pool.targets:
+        crc, t_crc = _record_crc(split, tally, b)
+        _record_crc_oracle(pool, t_crc, tally, b)
+    if spec.runs("ltt"):
+        _record_ltt(split, spec, tally, b)
+    _record_realised_rules(split, spec, tally, b)  # pool.new_rules holds the ones that run
+    if spec.runs("mondrian-crc"):
+        _record_mondrian(split, spec, crc.taus, tally, b)
+    _record_targets(split, spec, tally, b, rng)  # pool.targets holds the ones that run
 
 
 # ------------------------------------------------------------------ output records
@@ -495,10 +511,30 @@ def _records(pool: _Pool, spec: ResplitSpec, tally: _Tally) -> list[dict]:
     """Every check family's records, in the table's order; alpha is None where a check has no α."""
     out = [*(_crc_mean_records(pool, spec, tally) if spec.crc_mean else []), *_violation_records(pool, spec, tally),
            *_group_records(pool, spec, tally), *_target_records(pool, spec, tally),
-           *_price_records(pool, spec, tally)]
+           *(_price_records(pool, spec, tally) if spec.rules is None else [])]
+    if spec.rules is not None:  # a re-check: the bounded records of its rules only
+        out = [r for r in out if r["rule"] in spec.rules and r["bound"] is not None]
     for r in out:
         r.setdefault("alpha", None)
     return out
+
+
+# ------------------------------------------------------------------ streams and the confirmatory re-check
+CONFIRM_FACTOR = 10  # a flagged family is re-checked on CONFIRM_FACTOR × the screening re-splits (capped, below)
+
+
+def confirm_seed(seed: int) -> int:
+    """The seed of a run's confirmatory stream: the first child of SeedSequence(seed) (numpy's spawn, independent of
+    the screening stream default_rng(seed) draws), as a 63-bit integer so it is stored and shown like the run's own."""
+    child = np.random.SeedSequence(int(seed)).spawn(1)[0]
+    return int(child.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+def confirm_resplits(n_resplits: int, factor: int = CONFIRM_FACTOR) -> int:
+    """Re-splits of a confirmatory re-check: factor × the screening run's, at most the configs' bound on re-splits."""
+    from cr2.config.evaluation import MAX_RESPLITS
+
+    return int(min(int(n_resplits) * int(factor), MAX_RESPLITS))
 
 
 def resplit_validity(

@@ -257,6 +257,7 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
     `<router>@uncertified`, the router's own one-shot decision (a router whose score is the margin of its p̂). Every
     router also as `<router>@no-device` at every λ: the device switched off (τ = +∞), a deploy rule candidate.
     """
+    from cr2.crc import expected_resplit_risk
     from cr2.evaluation.deploy import NO_DEVICE
     from cr2.routers.certify import UNCERTIFIED, calibration_risks, certified_decisions, certified_name, one_shot_decisions
 
@@ -277,12 +278,15 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
                 r_val = calibration_risks(rule, val, [lam], val_teacher_proba)[:, 0]
                 r_test = calibration_risks(rule, test, [lam], ev.proba)[:, 0]
                 per_lam = ltt_delta_per_lam(table.delta, n_scored) if rule_spec(rule).needs_delta else None
-                risks = resplit_risk(np.concatenate([s_val[:, j], score]), np.concatenate([r_val, r_test]), len(val),
-                                     np.asarray(table.alphas), n_resplits, rngs[rule], rule=rule, delta=per_lam)
+                pooled = np.concatenate([s_val[:, j], score]), np.concatenate([r_val, r_test])
+                risks = resplit_risk(*pooled, len(val), np.asarray(table.alphas), n_resplits, rngs[rule], rule=rule,
+                                     delta=per_lam)
+                # what the mean of those re-splits estimates, exactly (the two-sided software check, cr2.crc.exact)
+                exact = expected_resplit_risk(*pooled, len(val), np.asarray(table.alphas), rule=rule, delta=per_lam)
                 for k, alpha in enumerate(table.alphas):
                     ev.metrics += [{"run_id": ev.run_id, "method": name, "lam": float(lam), "alpha": float(alpha),
                                     "benchmark": "all", "metric": f"resplit_{metric}", "value": value}
-                                   for metric, value in _band(risks[:, k]).items()]
+                                   for metric, value in {**_band(risks[:, k]), "exact_mean": float(exact[k])}.items()]
         if one_shot:
             ev.record(certified_name(router, UNCERTIFIED), float(lam), None,
                       one_shot_decisions(p_hat_test, test.decision_cost, float(lam), score))

@@ -104,5 +104,41 @@ def validity_verdict(values, ses, bound, *, kind: str = "mean", n_resplits: int 
                            float(adjusted[w]))
 
 
-__all__ = ["KINDS", "LEVEL", "NO_VIOLATION", "VIOLATION", "WORDS", "ValidityVerdict", "cell_p_values",
-           "validity_verdict"]
+# ---------------------------------------------------------------- the software check: mean against its exact value
+MATCHES_EXACT = "matches its exact expectation"
+DIFFERS_EXACT = "differs from its exact expectation"
+EXACT_WORDS = (MATCHES_EXACT, DIFFERS_EXACT)
+
+
+def exactness_verdict(values, ses, exact, *, level: float = LEVEL) -> ValidityVerdict:
+    """Whether a family's Monte-Carlo means agree with their exact expectations (cr2.crc.expected_resplit_risk): per
+    cell a two-sided z = (mean − exact) / se, p = 2·(1 − Φ(|z|)) (se = 0: p = 0 where mean ≠ exact, else 1), Holm at
+    `level` over the cells; DIFFERS_EXACT where Holm rejects one.
+
+    The one-sided promise test cannot see a bug that keeps every mean just under α (a threshold one risky point too
+    strict, a tie broken the wrong way); the exact expectation is what a correct implementation's mean converges to,
+    so this test sees a bias of a few Monte-Carlo SEs in either direction. `bound` of the result is the deciding
+    cell's exact expectation. Cells without a finite exact value are not tested."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=np.float64).ravel()
+    se = np.nan_to_num(np.broadcast_to(np.asarray(ses, dtype=np.float64), v.shape), nan=0.0)
+    e = np.broadcast_to(np.asarray(exact, dtype=np.float64), v.shape)
+    ok = np.isfinite(v) & np.isfinite(e)
+    if not ok.any():
+        return ValidityVerdict(None, 0, 0, -1, float("nan"), float("nan"), float("nan"), float("nan"), float("nan"))
+    p = np.full(v.shape, np.nan)
+    pos = ok & (se > 0)
+    p[pos] = 2.0 * stats.norm.sf(np.abs(v[pos] - e[pos]) / se[pos])
+    flat = ok & ~(se > 0)
+    p[flat] = np.where(np.isclose(v[flat], e[flat], rtol=1e-12, atol=1e-15), 1.0, 0.0)
+    adjusted = holm_adjust(p)
+    order = np.lexsort((-np.where(ok, np.abs(v - e), -np.inf), np.where(ok, p, np.inf)))
+    w = int(order[0])
+    n_rejected = int((adjusted[ok] < level).sum())
+    return ValidityVerdict(Verdict(DIFFERS_EXACT if n_rejected else MATCHES_EXACT), int(ok.sum()), n_rejected, w,
+                           float(v[w]), float(se[w]), float(e[w]), float(p[w]), float(adjusted[w]))
+
+
+__all__ = ["DIFFERS_EXACT", "EXACT_WORDS", "KINDS", "LEVEL", "MATCHES_EXACT", "NO_VIOLATION", "VIOLATION", "WORDS",
+           "ValidityVerdict", "cell_p_values", "exactness_verdict", "validity_verdict"]

@@ -56,7 +56,8 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
     certify stage's re-splits, and CR²'s deployed gate's other promises when a validity run (`cr2 guarantees`) is in
     the warehouse; each says why it is empty where it is."""
     from cr2.report.validity import (certified_display, certified_verdicts, deployed_display, deployed_risk_per_lam,
-                                     deployed_table_risk, deployed_verdicts, rule_promise_note)
+                                     deployed_table_risk, deployed_verdicts, rule_promise_note,
+                                     stream_note)
 
     st = MethodStyles.from_frame(inp.methods)
     rule = ("Verdict: a one-sided test per cell of the promise (z = (mean − bound) / Monte-Carlo SE; a share: exact "
@@ -84,7 +85,8 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
     where = f"{head['source']}, {int(head['n_resplits'])} re-splits, N_calib = {int(head['n_calib'])}"
     deployed = deployed_display(deployed_verdicts(inp.guarantees))
     out.append(TableBlock("guarantees_validity", "Validity over re-splits: CR²'s deployed gate (ltt, Mondrian, target)",
-                          "v_guarantees", f"{where}. LTT and target shares are against the pool's exact risk. " + rule
+                          "v_guarantees", f"{where}. {stream_note(head)} LTT and target shares are against the pool's "
+                          "exact risk. " + rule
                           + ("" if len(deployed) else " The run has no bounded promise beside the crc rules'."),
                           deployed))
     if not inp.guarantee_price.empty:

@@ -25,9 +25,15 @@ from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import EM_DASH, ci_cell, count_cell, lam_cell, num, pm_cell
 
 CERTIFIED_COLUMNS = ["router", "rule", "risk", "alpha", "verdict", "n_cells", "n_violated", "worst_lam", "mean", "se",
-                     "p_holm", "n_resplits", "note"]
+                     "p_holm", "n_resplits", "note", "exact_verdict", "exact_n_differ", "exact_n_cells", "exact_p_holm",
+                     "exact_worst_lam", "exact_note"]
+NO_EXACT_STORED = ("no exact expectation stored (a run from before it was: re-run `cr2 evaluate`)")
 DEPLOYED_COLUMNS = ["rule", "risk", "check", "promise", "alpha", "target", "verdict", "n_cells", "n_violated",
-                    "worst_lam", "worst_group", "value", "se", "bound", "p_holm", "n_resplits", "note"]
+                    "worst_lam", "worst_group", "value", "se", "bound", "p_holm", "n_resplits", "note", "stage", "seed",
+                    "screening_verdict", "screening_n_violated", "screening_n_cells", "screening_p_holm",
+                    "screening_n_resplits", "screening_seed"]
+SCREENING, CONFIRMATORY = "screening", "confirmatory"  # guarantees.stage: the run's re-splits; a flagged family's re-check
+ONE_GROUP_NOTE = "one group: identical to crc (Mondrian CRC over a single group is pooled CRC; its verdict is cr2@crc's)"
 # the promises a `cr2 guarantees` run checks beside the certified routers': (check, metric) → (kind, promise)
 DEPLOYED_PROMISES = {
     ("mondrian_mean_risk", "mean_test_risk"): ("mean", "E[{risk} | group] ≤ α at every λ and group"),
@@ -84,7 +90,7 @@ def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
         g = g.sort_values("lam")
         n = g["n_resplits"].dropna() if "n_resplits" in g else pd.Series(dtype=float)
         base = {"router": router, "rule": rule, "risk": risk_of_rule(rule), "alpha": float(alpha),
-                "n_resplits": int(n.max()) if len(n) else None}
+                "n_resplits": int(n.max()) if len(n) else None, **_exact_fields(g)}
         if _procedure(rule) != "crc":
             rows.append({**base, "verdict": None, "n_cells": int(g["risk_mean"].notna().sum()), "n_violated": 0,
                          "worst_lam": np.nan, "mean": np.nan, "se": np.nan, "p_holm": np.nan,
@@ -100,7 +106,26 @@ def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
         rows.append({**base, "verdict": v.verdict, "n_cells": v.n_cells, "n_violated": v.n_violated,
                      "worst_lam": float(g["lam"].iloc[v.worst]), "mean": v.value, "se": v.se, "p_holm": v.p_holm,
                      "note": ""})
-    return _keep_verdicts(pd.DataFrame(rows, columns=CERTIFIED_COLUMNS), rows)
+    frame = _keep_verdicts(pd.DataFrame(rows, columns=CERTIFIED_COLUMNS), rows)
+    frame["exact_verdict"] = pd.Series([r["exact_verdict"] for r in rows], index=frame.index, dtype=object)
+    return frame
+
+
+def _exact_fields(g: pd.DataFrame) -> dict:
+    """The two-sided test of a family's re-split means against their exact expectations (cr2.evaluation.validity.
+    exactness_verdict over the λ cells): a software check beside the promise test, for every rule the certify stage
+    re-splits (crc, ltt and their label variants: cr2.crc.exact says why the expectation is exact for them)."""
+    from cr2.evaluation.validity import exactness_verdict
+
+    none = {"exact_verdict": None, "exact_n_differ": 0, "exact_n_cells": 0, "exact_p_holm": np.nan,
+            "exact_worst_lam": np.nan}
+    if "exact_mean" not in g or not g["exact_mean"].notna().any():
+        return {**none, "exact_note": NO_EXACT_STORED if g["risk_mean"].notna().any() else ""}
+    v = exactness_verdict(g["risk_mean"].to_numpy(float), g["risk_se"].to_numpy(float), g["exact_mean"].to_numpy(float))
+    if v.verdict is None:
+        return {**none, "exact_note": NO_EXACT_STORED}
+    return {"exact_verdict": v.verdict, "exact_n_differ": v.n_violated, "exact_n_cells": v.n_cells,
+            "exact_p_holm": v.p_holm, "exact_worst_lam": float(g["lam"].iloc[v.worst]), "exact_note": ""}
 
 
 def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
@@ -108,37 +133,76 @@ def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
     over its cells (Mondrian: every group × λ; ltt and target: one cell) and the cell that decided it; plain CRC per
     group as context, without a verdict.
 
-    cells: the run's bounded cells (cr2_warehouse.repository.guarantee_cells)."""
+    A family whose screening verdict was "violation detected" and that the run re-checked on its confirmatory stream
+    (rows of stage 'confirmatory') reports the confirmatory verdict as THE verdict, with the screening one beside it
+    (screening_*). A Mondrian family over one group is pooled CRC: no verdict of its own (ONE_GROUP_NOTE).
+
+    cells: the run's bounded cells (cr2_warehouse.repository.guarantee_cells; no stage column: all screening)."""
     if cells.empty:
         return pd.DataFrame(columns=DEPLOYED_COLUMNS)
     keyed = cells.assign(_a=cells["alpha"].fillna(-1.0),
-                         _t=cells["target"].fillna(-1.0) if "target" in cells else -1.0)
+                         _t=cells["target"].fillna(-1.0) if "target" in cells else -1.0,
+                         _s=cells["stage"].fillna(SCREENING) if "stage" in cells else SCREENING)
+    by_family: dict[tuple, dict[str, dict]] = {}
+    for (check, metric, rule, _a, _t, stage), g in keyed.groupby(["check_name", "metric", "rule", "_a", "_t", "_s"],
+                                                                  sort=True):
+        row = _deployed_row(check, metric, rule, None if _a < 0 else float(_a), None if _t < 0 else float(_t), g)
+        if row is not None:
+            by_family.setdefault((check, metric, rule, _a, _t), {})[stage] = row
     rows = []
-    for (check, metric, rule, _a, _t), g in keyed.groupby(["check_name", "metric", "rule", "_a", "_t"], sort=True):
-        alpha = None if _a < 0 else float(_a)
-        target = None if _t < 0 else float(_t)
-        n = int(g["n_resplits"].max()) if "n_resplits" in g and g["n_resplits"].notna().any() else None
-        base = {"rule": rule, "risk": risk_of_rule(rule), "check": check, "alpha": alpha, "target": target,
-                "n_resplits": n}
-        g = g.sort_values(["group", "lam"], na_position="first").reset_index(drop=True)
-        if (check, metric) in CONTEXT_CHECKS:
-            w = g.loc[g["value"].idxmax()]
-            rows.append({**base, "promise": "E[{risk} | group] per group (context: not a crc promise)".format(
-                risk=base["risk"] or "risk"), "verdict": None, "n_cells": len(g), "n_violated": 0,
-                         "worst_lam": w["lam"], "worst_group": w["group"], "value": w["value"], "se": w["se"],
-                         "bound": w["bound"], "p_holm": np.nan, "note": CONTEXT_CHECKS[(check, metric)]})
+    for stages in by_family.values():
+        screen, confirm = stages.get(SCREENING), stages.get(CONFIRMATORY)
+        if confirm is None or screen is None:
+            rows.append(confirm or screen)
             continue
-        if (check, metric) not in DEPLOYED_PROMISES:
-            continue
-        kind, promise = DEPLOYED_PROMISES[(check, metric)]
-        v = validity_verdict(g["value"].to_numpy(float), g["se"].to_numpy(float), g["bound"].to_numpy(float),
-                             kind=kind, n_resplits=n)
-        w = g.iloc[max(v.worst, 0)]
-        rows.append({**base, "promise": promise.format(risk=base["risk"] or "risk"), "verdict": v.verdict,
-                     "n_cells": v.n_cells, "n_violated": v.n_violated, "worst_lam": w["lam"],
-                     "worst_group": w["group"], "value": v.value, "se": v.se, "bound": v.bound, "p_holm": v.p_holm,
-                     "note": ""})
+        rows.append({**confirm, **{f"screening_{k}": screen[k] for k in ("verdict", "n_violated", "n_cells", "p_holm",
+                                                                          "n_resplits", "seed")}})
+    rows = [{c: r.get(c) for c in DEPLOYED_COLUMNS} for r in rows]
     return _keep_verdicts(pd.DataFrame(rows, columns=DEPLOYED_COLUMNS), rows)
+
+
+def _deployed_row(check: str, metric: str, rule: str, alpha: float | None, target: float | None,
+                  g: pd.DataFrame) -> dict | None:
+    """The verdict of one family of one stage (deployed_verdicts), or None for cells that are no promise."""
+    n = int(g["n_resplits"].max()) if "n_resplits" in g and g["n_resplits"].notna().any() else None
+    seed = g["seed"].dropna() if "seed" in g else pd.Series(dtype=object)
+    base = {"rule": rule, "risk": risk_of_rule(rule), "check": check, "alpha": alpha, "target": target,
+            "n_resplits": n, "stage": str(g["_s"].iloc[0]), "seed": int(seed.iloc[0]) if len(seed) else None}
+    g = g.sort_values(["group", "lam"], na_position="first").reset_index(drop=True)
+    if (check, metric) in CONTEXT_CHECKS:
+        w = g.loc[g["value"].idxmax()]
+        return {**base, "promise": "E[{risk} | group] per group (context: not a crc promise)".format(
+            risk=base["risk"] or "risk"), "verdict": None, "n_cells": len(g), "n_violated": 0,
+                "worst_lam": w["lam"], "worst_group": w["group"], "value": w["value"], "se": w["se"],
+                "bound": w["bound"], "p_holm": np.nan, "note": CONTEXT_CHECKS[(check, metric)]}
+    if (check, metric) not in DEPLOYED_PROMISES:
+        return None
+    kind, promise = DEPLOYED_PROMISES[(check, metric)]
+    promise = promise.format(risk=base["risk"] or "risk")
+    if rule.startswith("mondrian-") and g["group"].nunique() == 1:
+        # one group: the per-group table is the pooled one, so this is crc's promise on the same re-splits — one event,
+        # not a second verdict (and no second false alarm to count)
+        w = g.loc[g["value"].idxmax()]
+        return {**base, "promise": promise, "verdict": None, "n_cells": len(g), "n_violated": 0, "worst_lam": w["lam"],
+                "worst_group": w["group"], "value": w["value"], "se": w["se"], "bound": w["bound"], "p_holm": np.nan,
+                "note": ONE_GROUP_NOTE}
+    v = validity_verdict(g["value"].to_numpy(float), g["se"].to_numpy(float), g["bound"].to_numpy(float),
+                         kind=kind, n_resplits=n)
+    w = g.iloc[max(v.worst, 0)]
+    return {**base, "promise": promise, "verdict": v.verdict, "n_cells": v.n_cells, "n_violated": v.n_violated,
+            "worst_lam": w["lam"], "worst_group": w["group"], "value": v.value, "se": v.se, "bound": v.bound,
+            "p_holm": v.p_holm, "note": ""}
+
+
+def flagged_families(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The families of deployed_verdicts whose verdict is "violation detected": rule, check, α, target — what a
+    `cr2 guarantees` run re-checks on its confirmatory stream."""
+    from cr2.evaluation.validity import VIOLATION
+
+    if verdicts.empty:
+        return pd.DataFrame(columns=["rule", "check", "alpha", "target"])
+    hit = verdicts[[isinstance(v, str) and v == VIOLATION for v in verdicts["verdict"]]]
+    return hit[["rule", "check", "alpha", "target"]].reset_index(drop=True)
 
 
 def deployed_table_risk(points: pd.DataFrame) -> pd.DataFrame:
@@ -238,6 +302,14 @@ def _verdict_cell(r, word: Callable[[str | None], str]) -> str:
     return f"— ({r.note})"
 
 
+def _exact_cell(r, word: Callable[[str | None], str]) -> str:
+    """The exact-expectation verdict with its family, or why a row has none."""
+    if isinstance(getattr(r, "exact_verdict", None), str):
+        return f"{word(r.exact_verdict)} ({r.exact_n_differ}/{r.exact_n_cells}, p = {r.exact_p_holm:.2g})"
+    note = getattr(r, "exact_note", "") or ""
+    return f"{EM_DASH} ({note})" if note else EM_DASH
+
+
 def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
                       word: Callable[[str | None], str] = lambda w: w or "—",
                       deployed: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -255,6 +327,8 @@ def certified_display(v: pd.DataFrame, label: Callable[[str], str] = str,
         "re-splits": v["n_resplits"].map(_count),
         "E[risk] ≤ α at every λ: verdict (λ cells over α / tested, Holm p)": [
             _verdict_cell(r, word) for r in v.itertuples()],
+        "mean = its exact expectation at every λ (two-sided): verdict (λ cells differing / tested, Holm p)": [
+            _exact_cell(r, word) for r in v.itertuples()],
     }).reset_index(drop=True)
     if deployed is None:
         return shown
@@ -292,9 +366,54 @@ def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda
         "bound": v["bound"].map(lambda b: "—" if pd.isna(b) else f"{b:g}"),
         "re-splits": v["n_resplits"].map(_count),
         "verdict (cells over the bound / tested, Holm p)": [_verdict_cell(r, word) for r in v.itertuples()],
+        "screening → confirmatory re-check": [_recheck_cell(r, word) for r in v.itertuples()],
+        "mean = its exact expectation": [_no_exact_reason(r.rule, r.note) for r in v.itertuples()],
     }).reset_index(drop=True)
 
 
-__all__ = ["certified_display", "certified_verdicts", "deployed_display", "deployed_risk_per_lam", "deployed_table_risk",
-           "deployed_verdicts",
+def _no_exact_reason(rule: str, note: str | None = None) -> str:
+    """Why a deployed-gate promise has no exact-expectation test (cr2.crc.exact covers the certified rules' means)."""
+    if note == ONE_GROUP_NOTE:
+        return f"{EM_DASH} (one group: cr2@crc's, in the certified table)"
+    if rule.startswith("mondrian-"):
+        return f"{EM_DASH} (not derived: a group's calibration size varies over re-splits)"
+    return f"{EM_DASH} (a share of re-splits, not a mean)"
+
+
+def _seed_text(seed) -> str:
+    return EM_DASH if seed is None or pd.isna(seed) else str(int(seed))
+
+
+def _recheck_cell(r, word: Callable[[str | None], str]) -> str:
+    """Where a family was re-checked: its screening verdict with its re-splits and seed, then the confirmatory stream's
+    (the verdict column shows the confirmatory verdict); else why there was no re-check."""
+    sv = getattr(r, "screening_verdict", None)
+    if isinstance(sv, str):
+        return (f"screening: {word(sv)} ({r.screening_n_violated}/{r.screening_n_cells}, p = {r.screening_p_holm:.2g}; "
+                f"{_count(r.screening_n_resplits)} re-splits, seed {_seed_text(r.screening_seed)}) → confirmatory: "
+                f"{_count(r.n_resplits)} re-splits, seed {_seed_text(r.seed)}")
+    if isinstance(r.verdict, str):
+        return f"{EM_DASH} (not flagged: the screening verdict is the verdict)"
+    return EM_DASH
+
+
+def stream_note(run: dict | None) -> str:
+    """One sentence naming a validity run's streams: the screening seed (`cr2 guarantees --seed <it>` reproduces the
+    run, its re-check included) and, where a family was flagged, the confirmatory stream's seed and re-splits."""
+    if not run:
+        return ""
+    seed = run.get("seed")
+    if seed is None or pd.isna(seed):
+        head = "Seed: not stored (a run from before the seed was stored: it drew from the config's seed)."
+    else:
+        head = f"Seed {int(seed)} (`cr2 guarantees --seed {int(seed)}` reproduces this run)."
+    cs = run.get("confirm_seed")
+    if cs is None or pd.isna(cs):
+        return head + " No family was flagged, so no confirmatory re-check ran."
+    return (head + f" Families flagged \"violation detected\" were re-checked on an independent stream (seed {int(cs)}, "
+            f"{_count(run.get('confirm_n_resplits'))} re-splits); their confirmatory verdict is the verdict shown.")
+
+
+__all__ = ["CONFIRMATORY", "ONE_GROUP_NOTE", "SCREENING", "certified_display", "certified_verdicts", "deployed_display",
+           "deployed_risk_per_lam", "deployed_table_risk", "deployed_verdicts", "flagged_families", "stream_note",
            "promise_kind", "risk_of_rule", "rule_promise_note"]

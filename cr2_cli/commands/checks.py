@@ -18,7 +18,12 @@ def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="
                                                       "the deployed gate's ltt, Mondrian and target checks (default: "
                                                       "calibration.n_resplits; the certified routers' re-splits are the "
                                                       "certify stage's, evaluation.n_resplits)"),
-               seed: Optional[int] = typer.Option(None, help="seed of the re-splits (default: config seed)"),
+               seed: Optional[int] = typer.Option(None, help="seed of the re-splits (default: fresh entropy; the "
+                                                  "run stores and prints the one it used, so `--seed` replays a run)"),
+               confirm_factor: Optional[int] = typer.Option(None, "--confirm-factor", min=2, max=100,
+                                                            help="a family flagged \"violation detected\" is re-checked "
+                                                                 "on an independent stream with this many times the "
+                                                                 "re-splits (default 10; at most 100,000 re-splits)"),
                config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Print every certified router's validity over re-splits (one verdict per router, rule and α); check the promises
     of CR²'s deployed gate no other stage checks (ltt, Mondrian, target) over random re-splits of val + test and store
@@ -28,7 +33,7 @@ def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="
 
     h = home_dir(home, create=False)
     cfg = load_config(config)
-    out = check_guarantees.fn(cfg, str(h), resplits, seed)
+    out = check_guarantees.fn(cfg, str(h), resplits, seed, confirm_factor)
     print_guarantees(h, out["run_id"], out["source"], cfg.labels.source)
 
 

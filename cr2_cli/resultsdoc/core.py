@@ -25,7 +25,7 @@ from cr2.studies.routers import FAILS, SUCCEEDS
 STUDY_OUTCOMES = (FAILS, SUCCEEDS)  # the router study's pre-registered criterion (longest first: one match each)
 
 VERDICT_WORDS = ("no difference detected", "cheaper", "dearer", "no violation detected", "violation detected", "larger",
-                 "smaller", *STUDY_OUTCOMES)
+                 "smaller", "matches its exact expectation", "differs from its exact expectation", *STUDY_OUTCOMES)
 OPEN, CLOSE = "\u2e22", "\u2e23"  # ⸢word⸣: produced by a verdict function; removed from the written page
 RETIRED_WORDS = ("holds", "fails")  # validity words no verdict function produces: any on the page was typed
 _WORD = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in (*VERDICT_WORDS, *RETIRED_WORDS)) + r")(?![\w-])",

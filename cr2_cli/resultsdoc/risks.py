@@ -179,30 +179,56 @@ def _validity(doc: Doc) -> str:
             f"{LEVEL:g}. \"violation detected\" where Holm rejects a cell, else \"no violation detected\": each verdict "
             "controls its own family-wise error over its cells, not across verdicts (a table of V verdicts whose "
             f"promises all hold shows on average at most {LEVEL:g}·V \"violation detected\"). A cell reads "
-            "\"verdict (cells over the bound / cells tested, Holm p of the deciding cell)\".\n"]
+            "\"verdict (cells over the bound / cells tested, Holm p of the deciding cell)\". **The software check**: "
+            "beside each certified verdict, each λ's Monte-Carlo mean against the exact expectation of the rule's test "
+            "risk over re-splits (cr2.crc.expected_resplit_risk, a hypergeometric sum), two-sided, Holm over the λ "
+            "cells — it sees an implementation that keeps the mean just under α, which the one-sided test cannot. "
+            "Mondrian over one group is pooled CRC and gets no verdict of its own.\n"]
     prices = []
+    counts = {"promise": 0, "exact": 0}  # the verdicts this section prints, counted from the rows it prints
     for key, title, config in SCENARIOS:
         command = f"cr2 guarantees --resplits {RESPLITS}{_cfg(config)} --home {_home(key)}"
         if not doc.has(key):
             text.append(f"**{title}.** " + doc.missing(key, "the validity of the certified routers"))
             continue
-        text.append(_certified_table(doc, key, title))
+        text.append(_certified_table(doc, key, title, counts))
         run, cells, price = _newest_guarantees(doc, key)
         if run is None or cells.empty:
             text.append(f"**{title} — CR²'s deployed gate.** " + doc.missing(key, f"a stored validity run — `{command}` "
                                                                                "stores one"))
             continue
+        from cr2.report.validity import stream_note
+
         kind = label_kind(str(run["label_source"]))
+        seed = run.get("seed")
+        again = (command if seed is None or pd.isna(seed) else  # the stored run's own re-splits and stream
+                 f"cr2 guarantees --resplits {int(run['n_resplits'])} --seed {int(seed)}{_cfg(config)} --home {_home(key)}")
         text.append(f"**{title} — CR²'s deployed gate, {kind} labels** (`{run['label_source']}`): run `{run['run_id']}`, "
                     f"{int(run['n_resplits']):,} re-splits, N_calib = {int(run['n_calib']):,}; reproduce with "
-                    f"`{command}` (after `{HOMES[key][1]}`).\n")
-        text.append(_deployed_table(doc, cells))
+                    f"`{again}` (after `{HOMES[key][1]}`). {stream_note(run)}\n")
+        text.append(_deployed_table(doc, cells, counts))
         prices.append((title, kind, price, _run_alpha(doc, key)))
+    text.insert(2, _false_alarms(counts))  # after the heading and the test's description
     text.append(_price(doc, prices))
     return "\n".join(text)
 
 
-def _certified_table(doc: Doc, key: str, title: str) -> str:
+def _false_alarms(counts: dict[str, int]) -> str:
+    """How many verdicts the section prints and how many false alarms to expect if every promise holds and every
+    implementation is exact: each verdict's family-wise level summed (a union bound: LEVEL × count)."""
+    from cr2.evaluation.validity import LEVEL
+
+    total = counts["promise"] + counts["exact"]
+    return (f"**How many verdicts, how many false alarms.** This section prints {total:,} verdicts at level {LEVEL:g} "
+            f"each: {counts['promise']:,} promise verdicts and {counts['exact']:,} exact-expectation verdicts (counted "
+            f"from the stored rows below). Were every promise kept and every implementation exact, the expected number "
+            f"of verdicts reporting a problem is at most {LEVEL:g} × {total:,} = {LEVEL * total:.1f} (the sum of the "
+            "levels; no correction across verdicts), so that many flags across the section are no evidence on their "
+            "own; a flagged family of a `cr2 guarantees` run is re-checked on an independent stream, and the re-check's "
+            "verdict is the one shown.\n")
+
+
+def _certified_table(doc: Doc, key: str, title: str, counts: dict[str, int]) -> str:
     """Every certified router × rule of a scenario, one column per α: the verdict over its λ cells."""
     from cr2.report.styles import MethodStyles
     from cr2.report.validity import certified_verdicts
@@ -214,7 +240,7 @@ def _certified_table(doc: Doc, key: str, title: str) -> str:
     if v.empty:
         return (f"**{title} — certified routers.** _(no rows: run `{run_id}` stores no re-splits of a certified "
                 "router — evaluation.n_resplits = 0, or no certified router)_\n")
-    from cr2.report.validity import rule_promise_note
+    from cr2.report.validity import NO_EXACT_STORED, rule_promise_note
 
     label = MethodStyles.from_frame(methods).label
     n = v["n_resplits"].dropna()
@@ -226,23 +252,31 @@ def _certified_table(doc: Doc, key: str, title: str) -> str:
             d = deployed.get((router, rule, round(float(r.alpha), 12)))
             table = "" if d is None else (f"; deployed table: {d.n_above}/{d.n_lam} λ above α, largest "
                                           f"{ci_cell(d.max, d.max_lower, d.max_upper, '.4f')}")
+            exact = (f"; mean vs its exact expectation: {doc.word(r.exact_verdict)} ({r.exact_n_differ}/"
+                     f"{r.exact_n_cells})" if isinstance(r.exact_verdict, str) else "")
+            counts["promise"] += isinstance(r.verdict, str)
+            counts["exact"] += isinstance(r.exact_verdict, str)
             row[f"α = {r.alpha:g}"] = (f"{doc.word(r.verdict)} ({r.n_violated}/{r.n_cells}, worst λ = {r.worst_lam:.3g}: "
-                                       f"{r.mean:.4f} ± {r.se:.4f}){table}" if isinstance(r.verdict, str)
-                                       else f"— ({r.note}){table}")
+                                       f"{r.mean:.4f} ± {r.se:.4f}){exact}{table}" if isinstance(r.verdict, str)
+                                       else f"— ({r.note}){exact}{table}")
         rows.append(row)
     kind = label_kind(str(run["label_source"]))
     head = (f"**{title} — certified routers, {kind} labels** (`{run['label_source']}`): run `{run_id}`, "
             + (f"{int(n.max()):,} re-splits" if len(n) else "re-splits of the certify stage") + " per (λ, rule). "
             "After each verdict, the one threshold table a user deploys (calibrated on val): how many of its λ have a "
             "test risk above α, and the largest with its 95 % bootstrap interval over the test queries. "
-            + rule_promise_note(v["rule"]) + "\n")
+            + rule_promise_note(v["rule"])
+            + (" The run stores no exact expectations of its re-split means (stored before they were): no "
+               "exact-expectation verdict here until `cr2 evaluate` runs again." if (v["exact_note"] == NO_EXACT_STORED).any()
+               else "") + "\n")
     return head + "\n" + markdown_table(pd.DataFrame(rows).fillna("— (not certified at this α)")) + "\n"
 
 
-def _deployed_table(doc: Doc, cells: pd.DataFrame) -> str:
+def _deployed_table(doc: Doc, cells: pd.DataFrame, counts: dict[str, int]) -> str:
     from cr2.report.validity import deployed_display, deployed_verdicts
 
     v = deployed_verdicts(cells)
+    counts["promise"] += sum(isinstance(w, str) for w in v["verdict"])
     if v.empty:
         return "_(no rows: the run has no bounded promise beside the crc rules')_\n"
     return markdown_table(deployed_display(v, doc.word)) + "\n"

@@ -17,7 +17,7 @@ WITH p AS (
            max(value) FILTER (WHERE metric = 'avoidable_risk') AS avoidable_risk,
            max(se)    FILTER (WHERE metric = 'avoidable_risk') AS avoidable_risk_se,
            max(n_resplits) AS n_resplits
-    FROM guarantees WHERE check_name = 'price'
+    FROM guarantees WHERE check_name = 'price' AND coalesce(stage, 'screening') = 'screening'
     GROUP BY run_id, source, label_source, rule, lam, alpha, delta, target
 )
 SELECT p.*,

@@ -5,7 +5,9 @@
 -- are context (e.g. crc's share of re-splits with some λ over α: CRC never promised that). The verdict ("no
 -- violation detected" / "violation detected") is not a column: it is a one-sided test per cell with Holm over the
 -- promise's cells (cr2.evaluation.validity), which `cr2 guarantees` and the report apply to the cells themselves.
-SELECT run_id, source, label_source, check_name, rule, metric, alpha, "group", delta, target,
+-- stage: 'screening' (the run's re-splits) or 'confirmatory' (a flagged family re-checked on its own stream, seed).
+SELECT run_id, source, label_source, coalesce(stage, 'screening') AS stage, any_value(seed) AS seed,
+       check_name, rule, metric, alpha, "group", delta, target,
        count(*)                                              AS n_cells,
        max(value)                                            AS worst_value,
        arg_max(se, (value, se))                              AS se_at_worst,
@@ -15,4 +17,5 @@ SELECT run_id, source, label_source, check_name, rule, metric, alpha, "group", d
        max(created_at)                                       AS created_at
 FROM guarantees
 WHERE check_name <> 'price'
-GROUP BY run_id, source, label_source, check_name, rule, metric, alpha, "group", delta, target
+GROUP BY run_id, source, label_source, coalesce(stage, 'screening'), check_name, rule, metric, alpha, "group", delta,
+         target
