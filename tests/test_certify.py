@@ -295,6 +295,6 @@ def test_schema_5_thresholds_migrate_as_cr2s(home):
         assert wh.schema_version == "5"
         assert load_threshold_table(wh).gate_fingerprint == "gate-fp"
     with Warehouse(home) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "8"
+        assert wh.schema_version == SCHEMA_VERSION == "9"
         assert wh.df("SELECT DISTINCT router FROM thresholds")["router"].tolist() == ["cr2"]
         assert load_threshold_table(wh, version).gate_fingerprint == "gate-fp"

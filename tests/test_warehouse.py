@@ -78,7 +78,7 @@ def test_schema_1_warehouse_is_readable_and_migrates_on_the_first_write(tmp_path
         table = table_from_records(wh.df("SELECT * FROM thresholds").to_dict("records"))
         assert isinstance(table, ThresholdTable) and table.delta is None and table.group is None
     with Warehouse(tmp_path) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "8"  # 1 → 2 → … → 8 in one transaction
+        assert wh.schema_version == SCHEMA_VERSION == "9"  # 1 → 2 → … → 9 in one transaction
         df = wh.df("SELECT * FROM thresholds ORDER BY alpha")
         assert df["group"].tolist() == ["", ""] and df["delta"].isna().all() and df["tau"].tolist() == [0.5, 0.25]
         assert df["router"].tolist() == ["cr2", "cr2"]  # every table before schema 6 calibrated CR²'s gate
@@ -103,7 +103,7 @@ def test_schema_4_costs_without_a_split_seed_are_dropped_by_the_migration(home):
     with Warehouse(home, read_only=True) as wh:
         assert wh.schema_version == "4" and wh.count("costs") == 1
     with Warehouse(home) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "8"
+        assert wh.schema_version == SCHEMA_VERSION == "9"
         assert wh.count("costs") == 0
         assert "split_seed" in set(wh.df("DESCRIBE costs")["column_name"])
         assert "split_seed" in set(wh.df("DESCRIBE eval_runs")["column_name"])
@@ -143,7 +143,7 @@ def test_schema_6_pool_results_gain_a_resample_count_by_the_migration(home):
         assert er["n"].tolist() == [9] and er["n_resamples"].isna().all()
         assert "n_resamples" not in pool_savings(wh, "pools-old")
     with Warehouse(home) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "8" and has_resample_counts(wh)
+        assert wh.schema_version == SCHEMA_VERSION == "9" and has_resample_counts(wh)
         old = wh.df("SELECT metric, n, n_resamples FROM pool_results ORDER BY metric")
         assert old["n"].tolist() == [20, 9, 12, 990] and old["n_resamples"].isna().all()
         assert pool_savings(wh, "pools-old")["n_resamples"].isna().all()

@@ -174,7 +174,7 @@ def test_schema_3_warehouse_migrates_to_a_nullable_target(tmp_path):
     with Warehouse(tmp_path, read_only=True) as wh:
         assert wh.schema_version == "3" and wh.count("queries") == 1
     with Warehouse(tmp_path) as wh:
-        assert wh.schema_version == SCHEMA_VERSION == "8"
+        assert wh.schema_version == SCHEMA_VERSION == "9"
         wh.con.execute("INSERT INTO queries VALUES ('a/b/00001', 'a', 'b', 'q', NULL, NULL, NULL, NULL, 3, 't', 'h')")
         assert wh.scalar("SELECT count(*) FROM queries WHERE target IS NULL") == 1
 

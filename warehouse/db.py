@@ -43,7 +43,7 @@ from cr2.config.shipped import default_home as _shipped_home
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "8"  # 2: thresholds.delta and thresholds."group" (LTT, Mondrian), table guarantees;
+SCHEMA_VERSION = "9"  # 2: thresholds.delta and thresholds."group" (LTT, Mondrian), table guarantees;
 # 3: costs.cost_est_norm (pre-execution ĉ), eval_runs.decision_cost, table methods (the router catalogue);
 # 4: queries.target nullable (a benchmark without gold answers, whose labels are imported);
 # 5: costs.split_seed (the splits ĉ was estimated from, part of the key), eval_runs.split_seed;
@@ -51,9 +51,10 @@ SCHEMA_VERSION = "8"  # 2: thresholds.delta and thresholds."group" (LTT, Mondria
 # 7: pool_results.n_resamples (the resamples each interval kept: a mean saving's are those where every target is reached)
 # 8: p_value of intervals, pool_results and premise_results (the bootstrap p of each interval's own resamples),
 #    eval_runs.default_alpha (the one α a method swept over α is compared at)
+# 9: equal_risk.dropped_targets (the grid targets a mean saving leaves out, no Always-model reaching them, and why)
 EXPORT_BATCH_ROWS = 65_536  # rows per Arrow batch `export` streams to Parquet (memory stays one batch, not the table)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, applied in one transaction each
-READABLE_OLD_VERSIONS = ("1", "2", "3", "4", "5", "6", "7")  # opened read-only as they are (readers treat missing columns as defaults)
+READABLE_OLD_VERSIONS = ("1", "2", "3", "4", "5", "6", "7", "8")  # opened read-only as they are (readers treat missing columns as defaults)
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 VIEWS_DIR = Path(__file__).with_name("views")
 MACROS_FILE = Path(__file__).with_name("macros.sql")  # SQL functions the views call, created before them

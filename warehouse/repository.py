@@ -445,12 +445,15 @@ def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
 
 EQUAL_RISK_COLUMNS = ("run_id", "question", "router", "against", "rule", "alpha", "method_a", "method_b", "metric",
                       "target", "estimate", "lower", "upper", "level", "n_resamples", "n_targets", "p_value", "p_holm",
-                      "verdict", "seed")
+                      "verdict", "seed", "dropped_targets")
 
 
 def write_equal_risk(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
     """Replace the equal-risk comparison of evaluation run `run_id` (cr2.evaluation.equal_risk)."""
     rows = undefined_as_null(rows.assign(run_id=run_id), ("estimate", "lower", "upper", "p_value", "p_holm"))
+    if "dropped_targets" not in rows:
+        rows = rows.assign(dropped_targets=None)
+    rows = rows.assign(dropped_targets=rows["dropped_targets"].astype(object).where(rows["dropped_targets"].notna(), None))
     with wh.transaction() as con:
         wh.delete_where("equal_risk", {"run_id": run_id}, con)
         wh.insert_df("equal_risk", rows[list(EQUAL_RISK_COLUMNS)], con)

@@ -293,11 +293,13 @@ CREATE TABLE IF NOT EXISTS equal_risk (
     upper       DOUBLE,
     level       DOUBLE NOT NULL,
     n_resamples INTEGER NOT NULL,
-    n_targets   INTEGER,                 -- mean saving: the size of the validation target grid
+    n_targets   INTEGER,                 -- mean saving: the validation grid's targets it averages over (those kept)
     p_value     DOUBLE,                  -- two-sided bootstrap p of "saving = 0", from the interval's own resamples
     p_holm      DOUBLE,                  -- mean saving: Holm-adjusted over its family (question × rule × α)
     verdict     VARCHAR,                 -- cheaper | dearer | no difference detected (mean saving: interval and Holm)
-    seed        INTEGER NOT NULL         -- evaluation.bootstrap.seed of the shared index
+    seed        INTEGER NOT NULL,        -- evaluation.bootstrap.seed of the shared index
+    dropped_targets VARCHAR              -- mean saving: the grid targets left out (no Always-model reaches them on
+                                         -- test) and why; NULL where none was (FallbackCost.reachable_grid)
 );
 
 -- cr2 run's equal-risk stage, the deploy rule (cr2.evaluation.deploy, docs/guarantees.md "Which router to deploy"): one
