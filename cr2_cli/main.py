@@ -12,6 +12,7 @@ import typer
 from cr2_cli.commands import checks, config, deploy, labels, pipeline, query, recalibrate
 from cr2_cli.commands.label import label_command
 from cr2_cli.commands.study_pools import diagnostics_command, pools_command, simcheck_command
+from cr2_cli.commands.study_level import level_command
 from cr2_cli.commands.study_premise import premise_command
 from cr2_cli.commands.study_routers import routers_command
 from cr2_cli.commands.study_seeds import seeds_command
@@ -56,6 +57,7 @@ study_app.command("pools")(friendly(pools_command, flow=True))
 study_app.command("diagnostics")(friendly(diagnostics_command, flow=True))
 study_app.command("simcheck")(friendly(simcheck_command, flow=True))
 study_app.command("routers")(friendly(routers_command, flow=True))
+study_app.command("level")(friendly(level_command, flow=True))
 
 
 def check_arguments(args: list[str]) -> None:

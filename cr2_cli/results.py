@@ -303,6 +303,23 @@ def comparison_sides(method_a: str, method_b: str, label: Callable[[str], str] =
     return f"{side(method_a)} vs {side(method_b)}"
 
 
+def mean_grid_line(means: pd.DataFrame) -> str:
+    """The line under `cr2 results --equal-risk` that says how many validation grid targets the mean savings average
+    over, and which grid targets were left out (no Always-model reaches them on the test set) and why."""
+    if means.empty:
+        return ""
+    sizes = sorted({int(n) for n in means["n_targets"].dropna()})
+    shown = ", ".join(str(n) for n in sizes) or "?"
+    if "dropped_targets" not in means:
+        return f"Mean-saving grid: {shown} targets (a run stored before targets were left out: re-run `cr2 run` to " \
+               "see which are).\n"
+    reasons = sorted({str(r) for r in means["dropped_targets"].dropna()})
+    if not reasons:
+        return f"Mean-saving grid: {shown} targets; every target of the validation grid is reached by some " \
+               "Always-model on the test set, none left out.\n"
+    return f"Mean-saving grid: {shown} targets; " + "; ".join(reasons) + ".\n"
+
+
 # the equal-risk questions `cr2 results --equal-risk` prints (cr2.evaluation.equal_risk); the deploy decision's own
 # tests are shown with the deploy decision
 EQUAL_RISK_SHOWN = ("gate-quality", "calibrated-vs-default", "certified-score")
@@ -341,11 +358,13 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None,
              f"evaluation's index); `cr2 results --equal-risk`._\n",
              f"{targets_line}\n",
              "A saving is side a's fixed-accuracy cost saving against side b, % (positive: a is cheaper), averaged over "
-             "the validation target grid (a target a side misses costs the cheapest Always-model that reaches it); each "
+             "the validation target grid (each side pays the lower of its frontier's cost and the cheapest Always-model "
+             "that reaches the target); each "
              "row names its sides \"a vs b\", each with its guarantee (certified at the column's α, or uncertified). "
              "Every cell prints its test's stored word and the Holm p it rests on (family: question × rule × α, "
              "its size in brackets; docs/guarantees.md \"One family rule\"): \"cheaper\" or \"dearer\" only where "
              "the 95 % interval excludes 0 and that Holm p is below 0.05, otherwise \"no difference detected\".\n"]
+    parts.append(mean_grid_line(means))
     for target in targets:
         table, notes = cost_at_target_table(rows, reach, target)
         parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "

@@ -72,7 +72,7 @@ def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: di
                            costs=costs)
     decisions_out, candidates_out = [], []
     if default_alpha in alphas:
-        cols = grid_columns(VIEW_TARGETS, sample.grid)
+        cols = grid_columns(VIEW_TARGETS, fallback.reachable_grid(sample.grid).targets)  # the mean's grid
         by_name = {side.method: cost for side, cost in costs[1].items() if at_default(side)}
         by_name[ALWAYS_EDGE] = (edge.full, edge.resampled)
         for rule in rules:

@@ -84,6 +84,7 @@ CASES = [
     (["study", "pools", "-c", "{cfg}"], 2),  # refused: the slice's labels are simulated, a sweep needs measured ones
     (["study", "simcheck", "-c", "{cfg}", "--no-routing"], 2),  # refused for the same reason
     (["study", "routers", "--pools-home", "{root}/no-sweep", "--unit", "yi-6b"], 2),  # refused: no pool sweep there
+    (["study", "level", "-c", "{cfg}", "--replicates", "2", "--resamples", "20"], 0),  # a tiny A/A on the slice run
     (["study", "routers", "--pools-home", "{root}/no-sweep", "--scenario-home", "default={root}/none",
       "--report-only"], 0),  # nothing stored: the tables say so
 ]

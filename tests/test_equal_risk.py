@@ -157,3 +157,23 @@ def test_holm_is_applied_over_each_family_and_families_are_split_by_alpha():
     assert len(fams) == 1 + 2 * 2  # gate-quality; two questions × two α
     for fam in fams.values():
         np.testing.assert_allclose([r["p_holm"] for r in fam], holm_adjust(np.array([r["p_value"] for r in fam])))
+
+
+def test_the_mean_saving_leaves_out_grid_targets_no_always_model_reaches_and_stores_why():
+    rng = np.random.default_rng(4)
+    n, k = 1_000, 8
+    shared = _sweep(rng, n, k, 1.0)
+    half = MethodOutcomes(shared.correct, shared.cost * 0.5)
+    outcomes = {Side(CR2_UNCERTIFIED, None): half, Side("knn@uncertified", None): shared}
+    comps = decomposition(["knn", "cr2"], [], [])
+    sides = {s: (s.method.split("@")[0], None) for s in outcomes}
+    targets = np.array([0.6, 0.7, 0.8, 0.95, 0.99])
+    counts = resample_counts(resample_indices(n, 100, np.random.default_rng(0)), n)
+    correct = np.stack([rng.random(n) < 0.5, rng.random(n) < 0.9], axis=1)  # the best Always-model: about 0.9
+    fallback = FallbackCost.of_always(always_outcomes(correct, np.tile([0.1, 3.0], (n, 1))), targets, counts)
+    rows = equal_risk_rows(outcomes, comps, sides, targets, counts, fallback, targets)
+    (mean,) = [r for r in rows if r["metric"] == MEAN_SAVING]
+    assert mean["n_targets"] == 3 and "0.95, 0.99" in mean["dropped_targets"]
+    per_target = [r["estimate"] for r in rows if r["metric"] == SAVING]
+    assert mean["estimate"] == pytest.approx(np.mean(per_target[:3]))
+    assert all(r["dropped_targets"] is None for r in rows if r["metric"] != MEAN_SAVING)

@@ -103,3 +103,61 @@ def test_the_frontier_cost_of_many_sweeps_is_each_sweeps_own():
             acc[rng.random((b, k)) < 0.2] = np.nan
         rows = np.stack([frontier_cost_at(acc[i], cost[i], t) for i in range(b)])
         np.testing.assert_array_equal(frontier_cost_at_each(acc, cost, t), rows)
+
+
+# ---------------------------------------------------------------- what a side is charged (FallbackCost.charge)
+def _cheap_strong_always(n):
+    """Two Always-models on n rows: a cheap one right on 95 % of them (reaches 0.8 on every resample) and a dear one
+    right on all."""
+    correct = np.stack([np.arange(n) % 20 != 0, np.ones(n, dtype=bool)], axis=1)
+    return correct, np.tile([0.2, 1.0], (n, 1))
+
+
+def test_a_side_whose_frontier_reaches_a_target_above_a_cheaper_always_model_pays_the_always_model():
+    """A deployer reaching 0.8 by always calling the cheap model would not pay a router's 0.5: the side is charged
+    0.2 on the full test set and on every resample, where its own frontier reaches the target too."""
+    from cr2.evaluation.fixed_accuracy import cost_samples
+
+    n = 400
+    always_correct, always_cost = _cheap_strong_always(n)
+    router = MethodOutcomes(np.ones((n, 2), dtype=bool), np.tile([0.5, 0.9], (n, 1)))  # reaches 0.8 at 0.5
+    counts = resample_counts(resample_indices(n, 300, np.random.default_rng(0)), n)
+    t = np.array([0.8])
+    own, own_samples = cost_samples(router, t, counts)
+    assert own[0] == pytest.approx(0.5) and np.allclose(own_samples, 0.5)  # its own frontier reaches 0.8
+    est, samples = cost_samples(router, t, counts, _always(always_correct, always_cost, t, counts))
+    assert est[0] == pytest.approx(0.2) and np.allclose(samples, 0.2)
+    cheaper_router = MethodOutcomes(np.ones((n, 1), dtype=bool), np.full((n, 1), 0.1))  # below the Always-model: own
+    est, samples = cost_samples(cheaper_router, t, counts, _always(always_correct, always_cost, t, counts))
+    assert est[0] == pytest.approx(0.1) and np.allclose(samples, 0.1)
+
+
+def test_the_charge_is_finite_on_every_resample_and_never_charges_a_model_below_a_target_a_side_reaches():
+    """charge(): reached → min(own, Always); not reached → own where finite, else the most accurate Always-model's."""
+    fb = FallbackCost(np.array([0.7, 0.9]), np.array([0.3, 2.0]), np.array([[0.3, 2.0], [0.4, 2.5]]),
+                      np.array([True, False]), np.array([[True, False], [True, True]]), 0.85)
+    full, resampled = fb.charge(np.array([0.5, 1.5]), np.array([[np.nan, np.nan], [0.2, 3.0]]))
+    assert full.tolist() == [0.3, 1.5]  # 0.9: no Always-model reaches it, the side's own frontier does
+    assert resampled.tolist() == [[0.3, 2.0], [0.2, 2.5]]  # own NaN → Always; own cheaper → own; Always cheaper → Always
+    assert np.isfinite(resampled).all()
+
+
+def test_a_grid_target_no_always_model_reaches_on_test_is_left_out_of_the_mean_with_its_reason():
+    n = 400
+    correct = np.stack([np.arange(n) % 4 != 0, np.arange(n) % 10 != 0], axis=1)  # Always accuracies 0.75 and 0.90
+    cost = np.tile([0.2, 1.0], (n, 1))
+    counts = resample_counts(resample_indices(n, 200, np.random.default_rng(1)), n)
+    t = np.array([0.7, 0.8, 0.9, 0.95, 0.97])
+    fb = _always(correct, cost, t, counts)
+    kept = fb.reachable_grid(t)
+    assert kept.targets.tolist() == [0.7, 0.8, 0.9] and kept.dropped == (0.95, 0.97) and kept.n_targets == 3
+    assert "0.95, 0.97" in kept.reason and "no Always-model reaches" in kept.reason and "0.9000" in kept.reason
+    assert fb.reachable_grid(t[:3]).reason is None
+    # the mean saving averages over the kept targets only
+    a = MethodOutcomes(np.ones((n, 1), dtype=bool), np.full((n, 1), 0.5))
+    b = MethodOutcomes(np.ones((n, 1), dtype=bool), np.full((n, 1), 0.25))
+    per_target, mean = saving_intervals(b, a, t, counts, fb, t)
+    assert mean.estimate == pytest.approx(np.mean([iv.estimate for iv in per_target[:3]]))
+    assert mean.estimate != pytest.approx(np.mean([iv.estimate for iv in per_target]))
+    nothing = fb.reachable_grid(np.array([0.95, 0.97]))  # none reached: the grid is kept, and the reason says so
+    assert nothing.targets.tolist() == [0.95, 0.97] and "keeps them all" in nothing.reason

@@ -51,10 +51,12 @@ def test_estimates_equal_the_point_values_of_the_views(slice_run):
         ops = wh.df("SELECT o.*, i.metric, i.estimate FROM operating_points o JOIN intervals i ON i.run_id = o.run_id "
                     "AND i.method = o.method AND i.lam = o.lam AND i.alpha IS NOT DISTINCT FROM o.alpha "
                     "AND i.benchmark = o.benchmark WHERE o.run_id = ?", [run_id])
-        fa = wh.df("SELECT f.method, f.target, f.saving_vs_knn_pct, i.estimate FROM v_fixed_accuracy f "
+        fa = wh.df("SELECT f.method, f.target, f.cost, f.knn_cost, f.saving_vs_knn_pct, i.estimate FROM v_fixed_accuracy f "
                    "JOIN intervals i ON i.run_id = f.run_id AND i.method = f.method "
                    "AND i.metric = 'saving_vs_knn_pct' AND abs(i.target - f.target) < 1e-9 WHERE f.run_id = ?", [run_id])
         n_fa = wh.scalar("SELECT count(*) FROM v_fixed_accuracy WHERE run_id = ?", [run_id])
+        always = wh.df("SELECT accuracy, cost FROM operating_points WHERE run_id = ? AND benchmark = 'all' "
+                       "AND method LIKE 'always-%'", [run_id])
     assert len(ops) > 500
     minus = "_minus_alpha"  # a risk tested against α: the same mean, less α
     point = ops.apply(lambda r: r[r["metric"][:-len(minus)]] - r["alpha"] if r["metric"].endswith(minus)
@@ -62,7 +64,12 @@ def test_estimates_equal_the_point_values_of_the_views(slice_run):
     assert np.array_equal(point.to_numpy(), ops["estimate"].to_numpy())  # the same mean of the same per-query values
     assert ops["metric"].str.endswith(minus).any() and ops.loc[ops["metric"].str.endswith(minus), "alpha"].notna().all()
     assert len(fa) == n_fa > 0  # an interval for every (method, target) the view has
-    assert np.allclose(fa["estimate"], fa["saving_vs_knn_pct"], rtol=0, atol=1e-9)
+    # each side of a stored saving pays the lower of its frontier cost (the view's) and the cheapest Always-model
+    # reaching the target (FallbackCost.charge)
+    reach = always["accuracy"].to_numpy()[None, :] >= fa["target"].to_numpy()[:, None] - 1e-12
+    cheapest = np.where(reach, always["cost"].to_numpy()[None, :], np.inf).min(axis=1)
+    charged = 100.0 * (1.0 - np.minimum(fa["cost"], cheapest) / np.minimum(fa["knn_cost"], cheapest))
+    assert len(always) >= 2 and np.allclose(fa["estimate"], charged, rtol=0, atol=1e-9)
 
 
 def test_fixed_accuracy_arrays_equal_v_fixed_accuracy_on_a_real_evaluation(slice_run):

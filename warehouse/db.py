@@ -53,6 +53,7 @@ SCHEMA_VERSION = "9"  # 2: thresholds.delta and thresholds."group" (LTT, Mondria
 #    eval_runs.default_alpha (the one α a method swept over α is compared at)
 # 9: family, family_size, p_holm and verdict of every stored test (intervals, equal_risk, pool_results): the one word;
 #    guarantees.seed and guarantees.stage (each validity run's stream, and its confirmatory re-check of a flagged family)
+#    equal_risk.dropped_targets (the grid targets a mean saving leaves out, no Always-model reaching them, and why)
 EXPORT_BATCH_ROWS = 65_536  # rows per Arrow batch `export` streams to Parquet (memory stays one batch, not the table)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")  # <from>_to_<to>.sql, applied in one transaction each
 READABLE_OLD_VERSIONS = ("1", "2", "3", "4", "5", "6", "7", "8")  # opened read-only as they are (readers treat missing columns as defaults)

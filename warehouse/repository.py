@@ -460,7 +460,7 @@ def write_intervals(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
 
 EQUAL_RISK_COLUMNS = ("run_id", "question", "router", "against", "rule", "alpha", "method_a", "method_b", "metric",
                       "target", "estimate", "lower", "upper", "level", "n_resamples", "n_targets", "p_value", "p_holm",
-                      "verdict", "seed", "family", "family_size")
+                      "verdict", "seed", "family", "family_size", "dropped_targets")
 
 
 def write_equal_risk(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
@@ -469,6 +469,9 @@ def write_equal_risk(wh: Warehouse, run_id: str, rows: pd.DataFrame) -> None:
     for c in ("family", "family_size"):
         if c not in rows.columns:
             rows[c] = None
+    if "dropped_targets" not in rows:
+        rows = rows.assign(dropped_targets=None)
+    rows = rows.assign(dropped_targets=rows["dropped_targets"].astype(object).where(rows["dropped_targets"].notna(), None))
     with wh.transaction() as con:
         wh.delete_where("equal_risk", {"run_id": run_id}, con)
         wh.insert_df("equal_risk", rows[list(EQUAL_RISK_COLUMNS)], con)

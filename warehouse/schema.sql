@@ -300,13 +300,15 @@ CREATE TABLE IF NOT EXISTS equal_risk (
     upper       DOUBLE,
     level       DOUBLE NOT NULL,
     n_resamples INTEGER NOT NULL,
-    n_targets   INTEGER,                 -- mean saving: the size of the validation target grid
+    n_targets   INTEGER,                 -- mean saving: the validation grid's targets it averages over (those kept)
     p_value     DOUBLE,                  -- two-sided bootstrap p of "saving = 0", from the interval's own resamples
     p_holm      DOUBLE,                  -- Holm-adjusted over its family (cr2.evaluation.families.equal_risk_family)
     verdict     VARCHAR,                 -- the one word of the test (from the interval and the Holm p)
     seed        INTEGER NOT NULL,        -- evaluation.bootstrap.seed of the shared index
     family      VARCHAR,                 -- the test's family within the run: question/rule/alpha/(mean | per-target), deploy/…
-    family_size INTEGER                  -- the tests of that family with a finite p
+    family_size INTEGER,                 -- the tests of that family with a finite p
+    dropped_targets VARCHAR              -- mean saving: the grid targets left out (no Always-model reaches them on
+                                         -- test) and why; NULL where none was (FallbackCost.reachable_grid)
 );
 
 -- cr2 run's equal-risk stage, the deploy rule (cr2.evaluation.deploy, docs/guarantees.md "Which router to deploy"): one
@@ -469,4 +471,33 @@ CREATE TABLE IF NOT EXISTS pool_results (
     family_size INTEGER,                  -- the tests of that family with a finite p
     p_holm    DOUBLE,                     -- Holm-adjusted p over the family
     verdict   VARCHAR                     -- the one word of the test (cheaper | dearer | no difference detected)
+);
+
+-- cr2 study level (cr2.studies.level): the A/A simulation of the equal-risk test's level — per family of one
+-- evaluation run (question × rule × α at the default α, the page's Holm family), how often the label-permuted null
+-- (two real sides exchanged per query by a fair coin, true saving 0) got a direction word, with its Monte-Carlo SE,
+-- and the Monte-Carlo error of the page's bootstrap p (B = page_resamples) at the family's first Holm threshold
+CREATE TABLE IF NOT EXISTS level_study (
+    study_id          VARCHAR NOT NULL,  -- covers the run, replicates, resamples, seed and the study's code
+    run_id            VARCHAR NOT NULL,  -- the evaluation run whose stored decisions the sides are
+    question          VARCHAR NOT NULL,  -- gate-quality | calibrated-vs-default | certified-score
+    rule              VARCHAR,           -- NULL for gate-quality
+    alpha             DOUBLE,            -- the default α (NULL for gate-quality)
+    n_tests           INTEGER NOT NULL,  -- m: the family's size (its Holm correction)
+    n_replicates      INTEGER NOT NULL,  -- R: A/A replicates
+    n_resamples       INTEGER NOT NULL,  -- B of each replicate's bootstrap
+    n_rejections      INTEGER NOT NULL,  -- replicates where some test of the family said cheaper or dearer
+    n_test_rejections INTEGER NOT NULL,  -- tests (of R × m) that did
+    rate              DOUBLE NOT NULL,   -- n_rejections / R: the family-wise rejection rate under the null
+    rate_se           DOUBLE NOT NULL,   -- its binomial Monte-Carlo SE
+    rate_upper        DOUBLE NOT NULL,   -- its one-sided 95 % Clopper–Pearson upper bound
+    verdict           VARCHAR NOT NULL,  -- within | above the nominal 5 % (cr2.studies.level.level_verdict)
+    page_resamples    INTEGER NOT NULL,  -- B of the page's p (evaluation.bootstrap.n_resamples_compare)
+    p_threshold       DOUBLE NOT NULL,   -- 0.05 / m: Holm's first threshold
+    p_se              DOUBLE NOT NULL,   -- SE of the page's p at the threshold, √(p(2 − p)/B)
+    p_relative_se     DOUBLE NOT NULL,   -- p_se / p_threshold
+    p_tail_resamples  DOUBLE NOT NULL,   -- B · p_threshold / 2: resamples a decision there rests on
+    seed              INTEGER NOT NULL,  -- the study's seed (coins and bootstrap indices)
+    wall_s            DOUBLE NOT NULL,   -- seconds the simulation took
+    created_at        TIMESTAMP NOT NULL
 );

@@ -6,8 +6,9 @@ The rule answers per scenario × rule R at the default α with one of three thin
 the data cannot tell a simpler candidate from the cheapest one. It never recommends from absence of evidence: a
 simpler candidate is preferred only where it is *shown* non-inferior within the margin Δ fixed in RULE_TEXT.
 
-The statistic of a candidate is L = the mean over the validation target grid of log(cost at the target) (a missed
-target costs its fallback, so L exists on every resample). A pair is tested on D = L_A − L_B, antisymmetric (B vs A
+The statistic of a candidate is L = the mean over the validation target grid (less the targets no Always-model reaches
+on the test set) of log(what it is charged at the target: cr2.evaluation.fixed_accuracy.FallbackCost.charge, the
+lower of its own frontier cost and the cheapest Always-model reaching the target, so L exists on every resample). A pair is tested on D = L_A − L_B, antisymmetric (B vs A
 is −D), so each unordered pair is one test; shown as a geometric-mean saving 100·(1 − e^D) %, positive: A cheaper.
 """
 from __future__ import annotations
@@ -43,10 +44,11 @@ Candidates, per scenario and rule R at the default α: every certified router X@
 switched off, X@no-device (τ = +∞: every query goes to the router's best edge model, so every risk is 0 ≤ α); and
 always-edge, the cheapest Always edge model that reaches each target (no router, no device model).
 
-Cost of a candidate: its cost at each target of the validation target grid on its frontier at risk ≤ α (a target
-the frontier misses costs the cheapest Always-model that reaches it, an edge model for a candidate without a
-device), summarised as L = the mean over the grid of log(cost). Every statistic exists on every one of the
-evaluation's paired bootstrap resamples over the test queries.
+Cost of a candidate: at each target of the validation target grid, the lower of its frontier's cost at risk ≤ α
+and the cheapest Always-model's that reaches the target (an edge model for a candidate without a device; where no
+such model reaches it on a resample, its frontier's cost, else the most accurate such model's), summarised as L =
+the mean over the grid of log(cost); a grid target no Always-model reaches on the test set is left out. Every
+statistic exists on every one of the evaluation's paired bootstrap resamples over the test queries.
 
 Complexity, fixed before the data, compared in this order: (1) whether the candidate runs a device model;
 (2) whether it runs a router (the shared MiniLM embedding and a router head); (3) its worst-case decision FLOPs per

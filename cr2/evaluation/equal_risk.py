@@ -6,8 +6,11 @@ risk ≤ α under the rule's risk) or uncertified (the router's own decision: a 
 p̂ − λĉ, `<router>@uncertified`; CR²'s gate at s ≥ 0.5, i.e. Δ̂ ≥ 0, method `cr2-fixed-0.5` — both accept the device
 model exactly where their own estimated margin is ≥ 0). Each side's frontier gives its cost at every target
 accuracy (cr2.evaluation.fixed_accuracy); a comparison is the paired saving of side A against side B at every target
-and its mean over the target grid fixed from the validation split (a target a frontier misses costs the
-Always-model fallback, so the statistic exists on every resample), on one bootstrap index shared by every side.
+and its mean over the target grid fixed from the validation split, on one bootstrap index shared by every side. Every
+side is charged what a deployer pays (cr2.evaluation.fixed_accuracy.FallbackCost.charge): the lower of its own frontier
+cost and the cheapest Always-model reaching the target on the same rows, so the statistic exists on every resample;
+grid targets no Always-model reaches on the test set are left out of the mean, and which and why is stored beside it
+(column dropped_targets).
 Questions, for rule R at level α:
 
 - gate-quality:          CR² uncertified vs B uncertified — which score routes cheaper with no guarantee;
@@ -112,8 +115,9 @@ def side_costs(outcomes: Mapping[Side, MethodOutcomes], targets: np.ndarray, cou
                fallback: FallbackCost, fallbacks: Mapping[Side, FallbackCost] | None = None
                ) -> tuple[dict[Side, tuple[np.ndarray, np.ndarray]], dict[Side, tuple[np.ndarray, np.ndarray]]]:
     """(own, cost) per side: its frontier's cost at `targets` on the full test set [t] and on each resample [B, t]
-    (own: NaN where the frontier misses; cost: the fallback's there — `fallbacks[side]` where given, e.g. an edge-only
-    fallback for a side without a device, else `fallback`), from one stacked product over every side."""
+    (own: NaN where the frontier misses; cost: what it is charged, FallbackCost.charge of `fallbacks[side]` where
+    given — e.g. the edge-only Always-models for a side without a device — else of `fallback`: the lower of its own
+    and the cheapest Always-model reaching the target), from one stacked product over every side."""
     t = np.asarray(targets, dtype=np.float64)
     sides = list(outcomes)
     points = stacked_points([outcomes[s] for s in sides], counts)
@@ -121,7 +125,7 @@ def side_costs(outcomes: Mapping[Side, MethodOutcomes], targets: np.ndarray, cou
     cost = {}
     for side, (e, r) in own.items():
         fb = (fallbacks or {}).get(side, fallback)
-        cost[side] = (np.where(np.isfinite(e), e, fb.full), np.where(np.isfinite(r), r, fb.resampled))
+        cost[side] = fb.charge(e, r)
     return own, cost
 
 
@@ -135,7 +139,7 @@ def _rows(c: Comparison | None, side: Side, metric: str, targets: list, estimate
             "against": None if c is None else c.against, "rule": rule if c is None else c.rule,
             "alpha": side.alpha if c is None else c.alpha, "method_a": side.method,
             "method_b": None if c is None else c.b.method, "metric": metric, "n_resamples": int(len(samples)),
-            "n_targets": None, "p_holm": None}
+            "n_targets": None, "dropped_targets": None, "p_holm": None}
     return [{**base, "target": None if t is None else round(float(t), 6), "estimate": float(e), "lower": float(lo),
              "upper": float(hi), "p_value": float(pv),
              "verdict": None}
@@ -146,15 +150,17 @@ def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequen
                     cost_sides: Mapping[Side, tuple[str, str | None]], targets: np.ndarray, counts: np.ndarray,
                     fallback: FallbackCost, grid: np.ndarray, level: float = 0.95,
                     costs: tuple[dict, dict] | None = None) -> list[dict[str, Any]]:
-    """Tidy rows: each side of `cost_sides` ({side: (router, rule)}) — its cost at every target its frontier reaches
-    on the full test set (the interval's resamples fall back where it misses) — and each comparison whose two sides
-    were evaluated — its saving at every target and its mean over `grid` (n_targets = the grid's size), with the
-    bootstrap p, its family (cr2.evaluation.families.equal_risk_family), the family's size, the Holm-adjusted p over it and
-    the one word it allows. counts: [B, n] resample counts over the test
+    """Tidy rows: each side of `cost_sides` ({side: (router, rule)}) — what it is charged at every target its frontier
+    reaches on the full test set — and each comparison whose two sides were evaluated — its saving at every target and
+    its mean over `grid` less the targets no Always-model reaches on the test set (FallbackCost.reachable_grid;
+    n_targets = the targets kept, dropped_targets = which were left out and why), with the bootstrap p, its family
+    (cr2.evaluation.families.equal_risk_family), the family's size, the Holm-adjusted p over it and the one word it
+    allows. counts: [B, n] resample counts over the test
     rows, the evaluation's shared index; fallback: the Always-model cost at `targets` on the same resamples; costs:
     side_costs(…) when the caller computed it already."""
     t = np.asarray(targets, dtype=np.float64)
-    cols = grid_columns(t, grid)
+    kept = fallback.reachable_grid(grid)
+    cols = grid_columns(t, kept.targets)
     own, cost = costs if costs is not None else side_costs(outcomes, t, counts, fallback)
     rows: list[dict[str, Any]] = []
     for side, (router, rule) in cost_sides.items():
@@ -171,7 +177,7 @@ def equal_risk_rows(outcomes: Mapping[Side, MethodOutcomes], comparisons: Sequen
         est, samples = saving_pct(cost[c.a][0], cost[c.b][0]), saving_pct(cost[c.a][1], cost[c.b][1])
         rows += _rows(c, c.a, SAVING, list(t), est, samples, level)
         row = _rows(c, c.a, MEAN_SAVING, [None], np.array([est[cols].mean()]), samples[:, cols].mean(axis=1), level)[0]
-        means.append({**row, "n_targets": int(cols.size)})
+        means.append({**row, "n_targets": int(cols.size), "dropped_targets": kept.reason})
     return annotate(rows + means, equal_risk_family, level)  # the one family rule (cr2.evaluation.families)
 
 

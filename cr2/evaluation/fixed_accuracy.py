@@ -7,9 +7,14 @@ already reaches a*); a target above the method's best accuracy is NaN (not reach
 the no-interpolation variant (cheapest point with accuracy ≥ a*).
 
 A comparison's estimand must exist on every bootstrap resample, so it is read on a target grid fixed before the
-test split is read (`target_grid`: from the validation split's Always-model accuracies) and a target a frontier
-misses on a resample costs what the deployer would pay instead (`FallbackCost`: the cheapest Always-model that
-reaches it on that resample, or the most accurate Always-model where none does). No resample is dropped.
+test split is read (`target_grid`: from the validation split's Always-model accuracies), and every side is charged
+what a deployer would pay (`FallbackCost.charge`): the lower of its own frontier cost and the cheapest Always-model
+that reaches the target on the same rows — a deployer who can reach a target more cheaply by always calling one model
+would. Where the frontier misses, that Always cost; where no Always-model reaches the target on a resample, the
+side's own cost if its frontier reaches it, else the most accurate Always-model's (below the target; it keeps the
+statistic defined). No resample is dropped. A grid target that no Always-model reaches on the full TEST set would
+charge a model below the target, so it is left out of the mean (`FallbackCost.reachable_grid`, with the reason
+stored beside the mean).
 """
 from __future__ import annotations
 
@@ -168,37 +173,87 @@ def always_outcomes(correct: np.ndarray, cost: np.ndarray, rows: np.ndarray | No
     return MethodOutcomes(np.asarray(correct, dtype=bool), np.asarray(cost, dtype=np.float64), rows=rows)
 
 
-def _fallback_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """[B, t] from Always points accuracy, cost [B, M]: the cheapest model with accuracy ≥ target, else the most
-    accurate one (the cheapest among equally accurate ones)."""
+def _fallback_at(accuracy: np.ndarray, cost: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cost [B, t], reached [B, t]) from Always points accuracy, cost [B, M]: the cheapest model with accuracy ≥
+    target (reached), else the most accurate one (the cheapest among equally accurate ones; not reached)."""
     reach = accuracy[:, :, None] >= targets[None, None, :] - _EPS  # [B, M, t]
     cheapest = np.where(reach, cost[:, :, None], np.inf).min(axis=1)  # [B, t]
     best = np.lexsort((cost, -accuracy), axis=-1)[:, 0]  # [B]: most accurate, then cheapest
     top = cost[np.arange(len(best)), best]
-    return np.where(np.isfinite(cheapest), cheapest, top[:, None])
+    reached = np.isfinite(cheapest)
+    return np.where(reached, cheapest, top[:, None]), reached
+
+
+@dataclass(frozen=True)
+class TargetGrid:
+    """The targets a mean saving averages over: the validation grid less the targets no Always-model reaches on the
+    full test set (`FallbackCost.reachable_grid`), and which were left out and why."""
+
+    targets: np.ndarray  # [g] the targets the mean reads
+    dropped: tuple[float, ...]  # the validation grid's targets left out
+    reason: str | None  # why (None: nothing left out)
+
+    @property
+    def n_targets(self) -> int:
+        return int(np.size(self.targets))
 
 
 @dataclass(frozen=True)
 class FallbackCost:
-    """What a target costs where a method's frontier does not reach it: on the full test set [t] and on each
-    resample [B, t], from the Always-models' outcomes on the same drawn rows (so a comparison stays paired)."""
+    """What a deployer pays at each target instead of a side's own frontier: the cheapest Always-model that reaches
+    it on the full test set [t] and on each resample [B, t], computed on the same drawn rows (so a comparison stays
+    paired); where no Always-model reaches a target, the most accurate one's cost with reached False."""
 
     targets: np.ndarray  # [t]
-    full: np.ndarray  # [t]
+    full: np.ndarray  # [t] cost: the cheapest Always-model reaching the target, else the most accurate one's
     resampled: np.ndarray  # [B, t]
+    reached_full: np.ndarray  # [t] bool: some Always-model reaches the target on the full test set
+    reached_resampled: np.ndarray  # [B, t] bool: … on the resample
+    best_accuracy_full: float = float("nan")  # the most accurate Always-model's accuracy on the full test set
 
     @classmethod
     def of_always(cls, always: MethodOutcomes, targets: np.ndarray, counts: np.ndarray) -> "FallbackCost":
         t = np.asarray(targets, dtype=np.float64)
         (fa, fc), (ra, rc) = always.points(), always.points(counts=counts)
-        return cls(t, _fallback_at(fa[None, :], fc[None, :], t)[0], _fallback_at(ra, rc, t))
+        (full, reached_full), (resampled, reached) = _fallback_at(fa[None, :], fc[None, :], t), _fallback_at(ra, rc, t)
+        best = float(np.max(fa)) if np.size(fa) else float("nan")
+        return cls(t, full[0], resampled, reached_full[0], reached, best)
+
+    def charge(self, own_full: np.ndarray, own_resampled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What a side pays, full [t] and per resample [B, t], from its own frontier cost (NaN: missed): the lower of
+        its own and the cheapest Always-model reaching the target; where no Always-model reaches it, its own if
+        finite, else the most accurate Always-model's. Finite wherever the Always costs are."""
+        def one(own: np.ndarray, fb: np.ndarray, reached: np.ndarray) -> np.ndarray:
+            own = np.asarray(own, dtype=np.float64)
+            mine = np.isfinite(own)
+            return np.where(reached, np.where(mine, np.minimum(own, fb), fb), np.where(mine, own, fb))
+
+        return one(own_full, self.full, self.reached_full), one(own_resampled, self.resampled, self.reached_resampled)
+
+    def reachable_grid(self, grid: np.ndarray) -> TargetGrid:
+        """The validation `grid` (⊂ targets) less the targets no Always-model reaches on the full test set, with the
+        reason. Where that leaves none, the whole grid is kept (each side then pays the most accurate Always-model
+        where it misses) and the reason says so, so the mean stays defined."""
+        g = np.round(np.asarray(grid, dtype=np.float64), 6)
+        ok = self.reached_full[grid_columns(self.targets, g)]
+        if ok.all():
+            return TargetGrid(g, (), None)
+        dropped = tuple(float(x) for x in g[~ok])
+        shown = ", ".join(f"{x:.2f}" for x in dropped)
+        best = f"the most accurate reaches {self.best_accuracy_full:.4f}"
+        if not ok.any():
+            return TargetGrid(g, (), f"no Always-model reaches any grid target ({shown}) on the test set ({best}); "
+                                     "the mean keeps them all, a miss charged the most accurate Always-model")
+        return TargetGrid(g[ok], dropped, f"left out {shown}: no Always-model reaches "
+                                          f"{'it' if len(dropped) == 1 else 'them'} on the test set ({best})")
 
 
 def cost_samples(method: MethodOutcomes, targets: np.ndarray, counts: np.ndarray, fallback: FallbackCost | None = None,
                  *, points: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """A method's frontier cost at each target on the full test set [t] and on each resample [B, t]; a missed target
-    costs the fallback's (NaN without one). points: (method.points(), method.points(counts=counts)) when the caller
+    """A method's frontier cost at each target on the full test set [t] and on each resample [B, t]; with a fallback,
+    what the method is charged (`FallbackCost.charge`: the lower of its own and the cheapest Always-model reaching the
+    target; without one, its own, NaN where missed). points: (method.points(), method.points(counts=counts)) when the caller
     computed them already (e.g. for many methods in one product)."""
     t = np.asarray(targets, dtype=np.float64)
     full, resampled = points if points is not None else (method.points(), method.points(counts=counts))
@@ -207,7 +262,7 @@ def cost_samples(method: MethodOutcomes, targets: np.ndarray, counts: np.ndarray
         return est, samples
     if not np.array_equal(fallback.targets, t):
         raise InvalidValueError("the fallback cost was computed at other targets")
-    return np.where(np.isfinite(est), est, fallback.full), np.where(np.isfinite(samples), samples, fallback.resampled)
+    return fallback.charge(est, samples)
 
 
 def stacked_points(methods: list[MethodOutcomes], counts: np.ndarray) -> list[tuple[tuple, tuple]]:
@@ -237,13 +292,14 @@ def grid_columns(targets: np.ndarray, grid: np.ndarray) -> np.ndarray:
 def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets: np.ndarray, counts: np.ndarray,
                      fallback: FallbackCost, grid: np.ndarray, level: float = 0.95) -> tuple[list[Interval], Interval]:
     """Paired-bootstrap intervals (with their p) of the saving vs the reference at each target and of its mean over
-    the fixed `grid` (⊂ targets). Each resample recomputes both frontiers on the same drawn rows (`counts`, the
-    evaluation's shared index); a target a frontier misses costs the fallback's, so every statistic exists on
-    every resample and every interval rests on all B of them."""
+    the fixed `grid` (⊂ targets) less its targets no Always-model reaches on the test set
+    (`FallbackCost.reachable_grid`). Each resample recomputes both frontiers on the same drawn rows (`counts`, the
+    evaluation's shared index); each side is charged `FallbackCost.charge`, so every statistic exists on every
+    resample and every interval rests on all B of them."""
     (est_m, s_m), (est_r, s_r) = (cost_samples(x, targets, counts, fallback) for x in (method, reference))
     est, samples = saving_pct(est_m, est_r), saving_pct(s_m, s_r)
     lower, upper, p = bootstrap_intervals(samples, est, level)
     per_target = [Interval(float(e), float(lo), float(hi), level, int(samples.shape[0]), float(pv))
                   for e, lo, hi, pv in zip(est, lower, upper, p)]
-    cols = grid_columns(targets, grid)
+    cols = grid_columns(targets, fallback.reachable_grid(grid).targets)
     return per_target, bootstrap_interval(samples[:, cols].mean(axis=1), float(est[cols].mean()), level)

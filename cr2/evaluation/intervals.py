@@ -7,8 +7,9 @@ resample:
     over its rows (the solvable queries of the benchmark, or all of them for risk_all) among the drawn ones;
   - each learned method's monotone frontier, its cost at every target accuracy and its saving vs the reference
     router (KNN) are recomputed (cr2.evaluation.fixed_accuracy.saving_intervals), and so is the mean saving over the
-    target grid fixed from the validation split (a target a frontier misses costs the Always-model fallback), so
-    every interval rests on every resample.
+    target grid fixed from the validation split (less its targets no Always-model reaches on the test set); each
+    side is charged the lower of its frontier cost and the cheapest Always-model reaching the target
+    (fixed_accuracy.FallbackCost.charge), so every interval rests on every resample.
 A method swept over several α (CR²) is compared at ONE α, grids.default_alpha (`points_by_method`): an envelope
 over α mixes guarantees and is never compared.
 What the intervals do not cover: training, calibration and the split are held fixed (test-query noise only);
@@ -143,7 +144,8 @@ def saving_interval_rows(outcomes: Mapping[str, MethodOutcomes], reference: str,
                          counts: np.ndarray, fallback: FallbackCost, grid: np.ndarray,
                          level: float = 0.95) -> list[dict[str, Any]]:
     """Tidy rows of each method's saving vs `reference` at every target and of the mean over the validation grid
-    (metric MEAN_SAVING, target NULL, n_targets = the grid's size), each with its interval and bootstrap p."""
+    (metric MEAN_SAVING, target NULL, n_targets = the targets it keeps: FallbackCost.reachable_grid), each with its
+    interval and bootstrap p."""
     if reference not in outcomes:
         raise InvalidValueError(f"reference router '{reference}' is not among the evaluated methods {sorted(outcomes)}")
     t = np.asarray(targets, dtype=np.float64)
@@ -156,5 +158,5 @@ def saving_interval_rows(outcomes: Mapping[str, MethodOutcomes], reference: str,
         # view's row); elsewhere the saving compares fallbacks and is kept as an estimate, in no family
         rows += [{**_interval_row(base, SAVING, tt, iv, None), "reached": bool(ok)}
                  for tt, iv, ok in zip(t, per_target, both)]
-        rows.append(_interval_row(base, MEAN_SAVING, None, mean, int(np.size(grid))))
+        rows.append(_interval_row(base, MEAN_SAVING, None, mean, fallback.reachable_grid(grid).n_targets))
     return rows

@@ -190,8 +190,9 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
                     fallback: Any, grid: np.ndarray, level: float = 0.95) -> list[dict[str, Any]]:
     """Each method's fixed-accuracy saving (%) vs KNN and vs the best single model at every target, and its mean
     over the validation grid (metric mean_saving_pct), with paired-bootstrap intervals and p (one shared `counts`;
-    a target a frontier misses costs the Always-model `fallback`, so every interval rests on every resample).
-    n: resamples of a per-target interval, targets of a mean; n_resamples: the resamples of every interval.
+    each side is charged `fallback.charge`: the lower of its frontier cost and the cheapest Always-model reaching the
+    target, so every interval rests on every resample).
+    n: resamples of a per-target interval, targets of a mean (the grid less those no Always-model reaches on test); n_resamples: the resamples of every interval.
 
     outcomes: name → cr2.evaluation.fixed_accuracy.MethodOutcomes, holding 'knn', BEST_SINGLE and every name of `methods`.
     """
@@ -212,7 +213,7 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
                       "lower": iv.lower, "upper": iv.upper, "n": iv.n_resamples, "n_resamples": iv.n_resamples,
                       "p_value": iv.p_value} for tt, iv in zip(t, per_target)]
             rows.append({**base, "metric": "mean_saving_pct", "target": None, "estimate": mean.estimate,
-                         "lower": mean.lower, "upper": mean.upper, "n": int(np.size(grid)),
+                         "lower": mean.lower, "upper": mean.upper, "n": fallback.reachable_grid(grid).n_targets,
                          "n_resamples": mean.n_resamples, "p_value": mean.p_value})
     return annotate(rows, pool_family, level)
 

@@ -289,7 +289,8 @@ def _interval_row(method: str, reference: str, metric: str, target: float | None
 def compare(outcomes: dict[str, MethodOutcomes], pairs: Sequence[tuple[str, str]], targets: Sequence[float],
             counts: np.ndarray, grid: np.ndarray) -> list[dict[str, Any]]:
     """Fixed-accuracy saving (%) of each (method, reference) pair at every target and over the validation `grid`,
-    with intervals and p from the same resamples (a missed target costs the Always-model fallback of BEST_SINGLE)."""
+    with intervals and p from the same resamples (each side charged the lower of its frontier cost and the cheapest
+    Always-model of BEST_SINGLE reaching the target; the grid less the targets none reaches on test)."""
     t = np.asarray(targets, dtype=np.float64)
     fallback = FallbackCost.of_always(outcomes[BEST_SINGLE], t, counts)
     rows = []

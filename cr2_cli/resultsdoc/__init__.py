@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cr2_cli.resultsdoc.core import HOMES, Doc, unbacked_words, unmark
 
-SECTIONS = ("header", "equal_risk", "intervals", "default_scenario", "measured", "risks", "premise", "pools", "router_study",
+SECTIONS = ("header", "equal_risk", "intervals", "level", "default_scenario", "measured", "risks", "premise", "pools", "router_study",
             "zeroeval", "simcheck", "machine")
 
 

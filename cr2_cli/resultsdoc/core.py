@@ -20,12 +20,14 @@ from cr2.evaluation.families import change_verdict  # noqa: F401  (the sections'
 from cr2.evaluation.statistics import Verdict, saving_verdict, test_verdict
 from cr2.labels import is_simulated
 from cr2.evaluation.validity import validity_verdict
+from cr2.studies.level import ABOVE, WITHIN
 from cr2.studies.routers import FAILS, SUCCEEDS
 
 STUDY_OUTCOMES = (FAILS, SUCCEEDS)  # the router study's pre-registered criterion (longest first: one match each)
 
 VERDICT_WORDS = ("no difference detected", "cheaper", "dearer", "no violation detected", "violation detected", "larger",
-                 "smaller", "matches its exact expectation", "differs from its exact expectation", *STUDY_OUTCOMES)
+                 "smaller", "matches its exact expectation", "differs from its exact expectation", *STUDY_OUTCOMES,
+                 WITHIN, ABOVE)  # the last two: cr2.studies.level.level_verdict
 OPEN, CLOSE = "\u2e22", "\u2e23"  # ⸢word⸣: produced by a verdict function; removed from the written page
 RETIRED_WORDS = ("holds", "fails")  # validity words no verdict function produces: any on the page was typed
 _WORD = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in (*VERDICT_WORDS, *RETIRED_WORDS)) + r")(?![\w-])",
