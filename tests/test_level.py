@@ -100,3 +100,17 @@ def test_the_results_section_prints_a_stored_study_and_says_what_is_missing(tmp_
     assert "study `level-test` on run `eval-x`" in page and mark(WITHIN) in page
     assert "| gate-quality | 1 | 0.0 % ± 0.0 (0/3)" in page and "0.0500 ± 0.0031" in page
     assert "Not in this checkout" in page and "cr2 study level -c configs/mmlu-pro-measured.yaml" in page
+
+
+def test_the_families_of_a_study_are_read_together_so_their_verdicts_are_holm_corrected():
+    """17 of 200 alone is above 5 % (binomial p ≈ 0.016); read with 13 other families at 5 %, Holm keeps it within —
+    and a rate far above 5 % stays above after the correction."""
+    from cr2.studies.level import FamilyLevel, above_p
+
+    one = FamilyLevel("certified-score", "crc", 0.01, 6, 200, 17, 40, 500)
+    alone = level_rows([one])[0]
+    assert alone["p_above"] == pytest.approx(above_p(17, 200)) < 0.05 and alone["verdict"] == ABOVE
+    many = level_rows([one] + [FamilyLevel("gate-quality", None, None, 5, 200, 10, 20, 500)] * 13)
+    assert many[0]["p_above_holm"] == pytest.approx(min(1.0, 14 * above_p(17, 200))) and many[0]["verdict"] == WITHIN
+    far = level_rows([FamilyLevel("gate-quality", None, None, 5, 200, 60, 90, 500)] * 14)
+    assert all(r["verdict"] == ABOVE for r in far)

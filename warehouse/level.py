@@ -6,7 +6,8 @@ import pandas as pd
 from cr2_warehouse.db import Warehouse
 
 LEVEL_COLUMNS = ("study_id", "run_id", "question", "rule", "alpha", "n_tests", "n_replicates", "n_resamples",
-                 "n_rejections", "n_test_rejections", "rate", "rate_se", "rate_upper", "verdict", "page_resamples",
+                 "n_rejections", "n_test_rejections", "rate", "rate_se", "rate_upper", "p_above", "p_above_holm", "verdict",
+                 "page_resamples",
                  "p_threshold", "p_se", "p_relative_se", "p_tail_resamples", "seed", "wall_s", "created_at")
 
 

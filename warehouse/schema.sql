@@ -491,7 +491,9 @@ CREATE TABLE IF NOT EXISTS level_study (
     rate              DOUBLE NOT NULL,   -- n_rejections / R: the family-wise rejection rate under the null
     rate_se           DOUBLE NOT NULL,   -- its binomial Monte-Carlo SE
     rate_upper        DOUBLE NOT NULL,   -- its one-sided 95 % Clopper–Pearson upper bound
-    verdict           VARCHAR NOT NULL,  -- within | above the nominal 5 % (cr2.studies.level.level_verdict)
+    p_above           DOUBLE NOT NULL,   -- exact one-sided binomial p of "rate ≤ 5 %"
+    p_above_holm      DOUBLE NOT NULL,   -- Holm-adjusted over the study's families (read together)
+    verdict           VARCHAR NOT NULL,  -- within | above the nominal 5 %, from p_above_holm (level_verdict)
     page_resamples    INTEGER NOT NULL,  -- B of the page's p (evaluation.bootstrap.n_resamples_compare)
     p_threshold       DOUBLE NOT NULL,   -- 0.05 / m: Holm's first threshold
     p_se              DOUBLE NOT NULL,   -- SE of the page's p at the threshold, √(p(2 − p)/B)

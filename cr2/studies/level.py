@@ -89,15 +89,22 @@ def binomial_upper(k: int, n: int, level: float = 0.95) -> float:
     return 1.0 if k >= n else float(beta.ppf(level, k + 1, n - k))
 
 
-def level_verdict(n_rejections: int, n_replicates: int, nominal: float = NOMINAL) -> Verdict:
-    """'above the nominal 5 %' where an exact one-sided binomial test rejects "rate ≤ nominal" at 5 % (P(X ≥ k |
-    nominal) < 0.05), else 'within the nominal 5 %' — the rate is not detectably above it."""
+def above_p(n_rejections: int, n_replicates: int, nominal: float = NOMINAL) -> float:
+    """The exact one-sided binomial p of "rate ≤ nominal": P(X ≥ k | nominal)."""
     from scipy.stats import binom
 
     if n_replicates < 1 or not 0 <= n_rejections <= n_replicates:
         raise InvalidValueError(f"a rejection rate needs 0 ≤ rejections ≤ replicates ≥ 1, got {n_rejections} of "
                                 f"{n_replicates}")
-    p = float(binom.sf(n_rejections - 1, n_replicates, nominal))
+    return float(binom.sf(n_rejections - 1, n_replicates, nominal))
+
+
+def level_verdict(n_rejections: int, n_replicates: int, nominal: float = NOMINAL,
+                  p_adjusted: float | None = None) -> Verdict:
+    """'above the nominal 5 %' where the exact one-sided binomial test rejects "rate ≤ nominal" at 5 % — with
+    `p_adjusted` (its Holm p over the families read together) that p, else the test's own — and 'within the nominal
+    5 %' otherwise: the rate is not detectably above it."""
+    p = above_p(n_rejections, n_replicates, nominal) if p_adjusted is None else float(p_adjusted)
     return Verdict(ABOVE if p < 0.05 else WITHIN)
 
 
@@ -145,7 +152,11 @@ def aa_simulation(families: Mapping[tuple, Sequence[NullPair]], always, targets:
     the validation grid); keep: [n] bool, the counted rows (the bootstrap is stratified by them, as the page's);
     level: the test's level (the page's 0.95; a lower one makes an anti-conservative test, for checking the check).
     Each replicate draws one coin per query per comparison and one bootstrap index, shared by every family."""
-    from cr2.evaluation.equal_risk import MEAN_SAVING, Comparison, Side, equal_risk_rows, family_key
+    from cr2.evaluation.equal_risk import MEAN_SAVING, Comparison, Side, equal_risk_rows
+    from cr2.evaluation.families import equal_risk_family
+
+    def family_key(row: dict) -> str:  # the page's family of a mean saving (the one family rule)
+        return equal_risk_family({**row, "metric": MEAN_SAVING})
     from cr2.evaluation.fixed_accuracy import FallbackCost
 
     if int(n_replicates) < 1 or int(n_resamples) < 1:
@@ -192,19 +203,25 @@ def aa_simulation(families: Mapping[tuple, Sequence[NullPair]], always, targets:
 
 
 def level_rows(results: Sequence[FamilyLevel]) -> list[dict]:
-    """Tidy rows of the A/A result (one per family), with the verdict and the page's p Monte-Carlo error at the
-    family's Holm threshold (B = PAGE_RESAMPLES)."""
+    """Tidy rows of the A/A result (one per family), with the verdict — the binomial test of "rate ≤ 5 %", Holm over
+    the study's families, which are read together — and the page's p Monte-Carlo error at the family's Holm
+    threshold (B = PAGE_RESAMPLES)."""
+    from cr2.evaluation.statistics import holm_adjust
+
+    ps = [above_p(f.n_rejections, f.n_replicates) for f in results]
+    holm = holm_adjust(np.array(ps, dtype=np.float64)) if ps else np.array([])
     rows = []
-    for f in results:
+    for f, p, q in zip(results, ps, holm):
         err = p_mc_error(f.n_tests)
         rows.append({"question": f.question, "rule": f.rule, "alpha": f.alpha, "n_tests": f.n_tests,
                      "n_replicates": f.n_replicates, "n_resamples": f.n_resamples, "n_rejections": f.n_rejections,
                      "n_test_rejections": f.n_test_rejections, "rate": f.rate, "rate_se": f.se,
-                     "rate_upper": f.upper, "verdict": str(level_verdict(f.n_rejections, f.n_replicates)),
+                     "rate_upper": f.upper, "p_above": p, "p_above_holm": float(q),
+                     "verdict": str(level_verdict(f.n_rejections, f.n_replicates, p_adjusted=float(q))),
                      "page_resamples": err.n_resamples, "p_threshold": err.threshold, "p_se": err.se,
                      "p_relative_se": err.relative_se, "p_tail_resamples": err.tail_resamples})
     return rows
 
 
-__all__ = ["ABOVE", "FamilyLevel", "NOMINAL", "NullPair", "PAGE_RESAMPLES", "PError", "WITHIN", "aa_simulation",
+__all__ = ["ABOVE", "FamilyLevel", "above_p", "NOMINAL", "NullPair", "PAGE_RESAMPLES", "PError", "WITHIN", "aa_simulation",
            "binomial_upper", "level_rows", "level_verdict", "p_mc_error"]

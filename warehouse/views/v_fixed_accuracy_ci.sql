@@ -4,8 +4,11 @@
 -- `verdict` from the Holm p over its family (`family`, `family_size`: every learned router × target of the run,
 -- cr2.evaluation.families) — 'cheaper' only where the interval is above 0 and p_holm < 0.05, 'dearer' where below,
 -- otherwise 'no difference detected'. `verdict_uncorrected` is the interval's own word (macro saving_verdict), never
--- a conclusion.
-SELECT f.*,
+-- a conclusion. saving_vs_knn_pct is the stored statistic the interval is of: each side charged the lower of its
+-- frontier cost and the cheapest Always-model reaching the target (cr2.evaluation.fixed_accuracy.FallbackCost.charge);
+-- saving_vs_knn_frontier_pct is v_fixed_accuracy's frontier against frontier.
+SELECT f.* REPLACE (coalesce(i.estimate, f.saving_vs_knn_pct) AS saving_vs_knn_pct),
+       f.saving_vs_knn_pct AS saving_vs_knn_frontier_pct,
        i.lower AS saving_lower,
        i.upper AS saving_upper,
        i.level,
