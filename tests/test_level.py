@@ -109,7 +109,7 @@ def test_the_families_of_a_study_are_read_together_so_their_verdicts_are_holm_co
 
     one = FamilyLevel("certified-score", "crc", 0.01, 6, 200, 17, 40, 500)
     alone = level_rows([one])[0]
-    assert alone["p_above"] == pytest.approx(above_p(17, 200)) < 0.05 and alone["verdict"] == ABOVE
+    assert alone["p_above"] == pytest.approx(above_p(17, 200)) and alone["p_above"] < 0.05 and alone["verdict"] == ABOVE
     many = level_rows([one] + [FamilyLevel("gate-quality", None, None, 5, 200, 10, 20, 500)] * 13)
     assert many[0]["p_above_holm"] == pytest.approx(min(1.0, 14 * above_p(17, 200))) and many[0]["verdict"] == WITHIN
     far = level_rows([FamilyLevel("gate-quality", None, None, 5, 200, 60, 90, 500)] * 14)
