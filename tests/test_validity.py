@@ -101,3 +101,42 @@ def test_deployed_verdicts_test_each_promise_and_leave_context_and_crc_means_out
     assert v.loc[("target-accuracy", "target_miss"), "target"] == 0.7
     text = deployed_display(deployed_verdicts(cells)).to_string()
     assert "target 0.7" in text and "nan" not in text.lower()
+
+
+def test_a_certified_family_flagged_by_its_screening_resplits_is_decided_by_a_confirmatory_recheck():
+    """The certify stage re-checks a (method, α) whose screening re-splits say "violation detected" on an independent
+    stream with 10× the re-splits, and that verdict is the one reported, the screening one shown beside it."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from cr2.evaluation.sweep import confirm_flagged
+    from cr2.evaluation.validity import NO_VIOLATION, VIOLATION
+    from cr2.report.validity import certified_display, certified_verdicts
+
+    rng = np.random.default_rng(0)
+    n = 400
+    pooled = (rng.random(n), (rng.random(n) < 0.3).astype(float))  # any score, a 0/1 loss: CRC keeps E[risk] ≤ α
+    table = SimpleNamespace(alphas=[0.1])
+    unlucky = 0.5 + 0.001 * rng.standard_normal((40, 1))  # a screening stream far above α: flagged
+    rows = confirm_flagged("cr2@crc", "crc", table, [(0.5, pooled, None, unlucky), (2.0, pooled, None, unlucky)],
+                           200, 40, 7, "run")
+    got = pd.DataFrame(rows).pivot_table(index="lam", columns="metric", values="value")
+    assert list(got.index) == [0.5, 2.0] and (got["resplit_confirm_risk_n"] == 400).all()  # 10 × 40
+    assert (got["resplit_confirm_risk_mean"] < 0.1 + 4 * got["resplit_confirm_risk_se"]).all()
+    # a family the screening does not flag is not re-checked
+    fine = 0.05 + 0.001 * rng.standard_normal((40, 1))
+    assert confirm_flagged("cr2@crc", "crc", table, [(0.5, pooled, None, fine)], 200, 40, 7, "run") == []
+    assert confirm_flagged("cr2@ltt", "ltt", table, [(0.5, pooled, None, unlucky)], 200, 40, 7, "run") == []
+    cells = pd.DataFrame({"method": "cr2@crc", "lam": [0.5, 2.0], "alpha": 0.1, "risk_mean": unlucky[:2, 0],
+                          "risk_se": 0.0002, "n_resplits": 40, "exact_mean": np.nan,
+                          "confirm_mean": got["resplit_confirm_risk_mean"].to_numpy(),
+                          "confirm_se": got["resplit_confirm_risk_se"].to_numpy(),
+                          "confirm_n": got["resplit_confirm_risk_n"].to_numpy()})
+    v = certified_verdicts(cells).iloc[0]
+    assert v["verdict"] == NO_VIOLATION and v["screening_verdict"] == VIOLATION and v["n_resplits"] == 400
+    shown = certified_display(certified_verdicts(cells)).iloc[0, 7]
+    assert "confirmatory, 400 re-splits" in shown and "the screening 40 said violation detected" in shown
+    # without a re-check stored, the screening verdict stands
+    assert certified_verdicts(cells.drop(columns=["confirm_mean", "confirm_se", "confirm_n"])).iloc[0]["verdict"] \
+        == VIOLATION

@@ -235,6 +235,16 @@ def resplit_rng(seed: int, method: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(method.encode())])
 
 
+#: the confirmatory re-check's stream of a method: independent of its screening stream (another SeedSequence entropy)
+CONFIRM_STREAM = 1
+
+
+def confirm_rng(seed: int, method: str) -> np.random.Generator:
+    """The stream a flagged (method, α) family is re-checked on: seeded by the run's seed, the method's name and
+    CONFIRM_STREAM, so it shares no draw with resplit_rng(seed, method) and is stored with the run (its seed)."""
+    return np.random.default_rng([int(seed), zlib.crc32(method.encode()), CONFIRM_STREAM])
+
+
 def _band(risks: np.ndarray) -> dict[str, float]:
     """Mean, 5–95 % quantiles, standard error and count of a rule's test risk over re-splits [n_resplits]
     (RESPLIT_METRICS)."""
@@ -265,6 +275,7 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
     lams = next(iter(tables.values())).lams
     n_scored = int((~np.isneginf(s_val).all(axis=0)).sum())  # the λ an ltt table divides δ over (calibrate_certified)
     rngs = {rule: resplit_rng(seed, certified_name(router, rule)) for rule in tables}  # one stream per method
+    cells: dict[str, list] = {}  # rule → [(λ, pooled scores and risks, ltt δ per λ, risks over re-splits [R, α])]
     for j, lam in enumerate(lams):
         score = s_test[:, j]
         defined = bool(np.isfinite(s_val[:, j]).all() and np.isfinite(score).all())
@@ -281,6 +292,7 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
                 pooled = np.concatenate([s_val[:, j], score]), np.concatenate([r_val, r_test])
                 risks = resplit_risk(*pooled, len(val), np.asarray(table.alphas), n_resplits, rngs[rule], rule=rule,
                                      delta=per_lam)
+                cells.setdefault(rule, []).append((lam, pooled, per_lam, risks))
                 # what the mean of those re-splits estimates, exactly (the two-sided software check, cr2.crc.exact)
                 exact = expected_resplit_risk(*pooled, len(val), np.asarray(table.alphas), rule=rule, delta=per_lam)
                 for k, alpha in enumerate(table.alphas):
@@ -293,6 +305,41 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
         # the device switched off: τ = +∞ accepts nothing, so every risk is 0 ≤ α (a deploy rule candidate)
         ev.record(certified_name(router, NO_DEVICE), float(lam), None,
                   certified_decisions(score, np.inf, p_hat_test, test.decision_cost, float(lam)))
+    for rule, found in cells.items():
+        ev.metrics += confirm_flagged(certified_name(router, rule), rule, tables[rule], found, len(val), n_resplits,
+                                      seed, ev.run_id)
+
+
+def confirm_flagged(name: str, rule: str, table: Any, found: list, n_calib: int, n_resplits: int, seed: int,
+                    run_id: str) -> list[dict[str, Any]]:
+    """The confirmatory re-check of a certified method: every α whose screening verdict over its λ cells is
+    "violation detected" (cr2.evaluation.validity) is re-split again on confirm_rng(seed, name) with
+    cr2.evaluation.guarantees.confirm_resplits(n_resplits) re-splits, and its cells stored as metrics
+    `resplit_confirm_<risk_mean | risk_se | risk_n>` — the verdict reported for that α is the one over those cells
+    (cr2.report.validity.certified_verdicts), so one unlucky screening stream cannot decide it. Only crc-procedure
+    rules carry a verdict over per-λ re-splits; others are never flagged here."""
+    from cr2.crc import RULE_REGISTRY
+    from cr2.evaluation.guarantees import confirm_resplits
+    from cr2.evaluation.validity import VIOLATION, validity_verdict
+
+    if rule not in RULE_REGISTRY or RULE_REGISTRY[rule].procedure != "crc" or not found:
+        return []
+    alphas = np.asarray(table.alphas, dtype=np.float64)
+    bands = [[_band(risks[:, k]) for k in range(alphas.size)] for *_, risks in found]
+    flagged = [k for k in range(alphas.size)
+               if validity_verdict(np.array([b[k]["risk_mean"] for b in bands]),
+                                   np.array([b[k]["risk_se"] for b in bands]), float(alphas[k])).verdict == VIOLATION]
+    if not flagged:
+        return []
+    rng, n_confirm = confirm_rng(seed, name), confirm_resplits(n_resplits)
+    rows = []
+    for lam, pooled, per_lam, _ in found:
+        risks = resplit_risk(*pooled, n_calib, alphas[flagged], n_confirm, rng, rule=rule, delta=per_lam)
+        for i, k in enumerate(flagged):
+            rows += [{"run_id": run_id, "method": name, "lam": float(lam), "alpha": float(alphas[k]), "benchmark": "all",
+                      "metric": f"resplit_confirm_{metric}", "value": value}
+                     for metric, value in _band(risks[:, i]).items() if metric in ("risk_mean", "risk_se", "risk_n")]
+    return rows
 
 
 def certified_rows(run_id: str, test: RoutingSet, proba: np.ndarray, keep: np.ndarray, router: str,

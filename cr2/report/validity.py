@@ -26,7 +26,7 @@ from cr2.report.cells import EM_DASH, ci_cell, count_cell, lam_cell, num, pm_cel
 
 CERTIFIED_COLUMNS = ["router", "rule", "risk", "alpha", "verdict", "n_cells", "n_violated", "worst_lam", "mean", "se",
                      "p_holm", "n_resplits", "note", "exact_verdict", "exact_n_differ", "exact_n_cells", "exact_p_holm",
-                     "exact_worst_lam", "exact_note"]
+                     "exact_worst_lam", "exact_note", "screening_verdict", "screening_n_resplits"]
 NO_EXACT_STORED = ("no exact expectation stored (a run from before it was: re-run `cr2 evaluate`)")
 DEPLOYED_COLUMNS = ["rule", "risk", "check", "promise", "alpha", "target", "verdict", "n_cells", "n_violated",
                     "worst_lam", "worst_group", "value", "se", "bound", "p_holm", "n_resplits", "note", "stage", "seed",
@@ -103,10 +103,16 @@ def certified_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
             rows.append({**base, "verdict": None, "n_cells": 0, "n_violated": 0, "worst_lam": np.nan, "mean": np.nan,
                          "se": np.nan, "p_holm": np.nan, "note": "no re-splits stored (evaluation.n_resplits = 0)"})
             continue
-        rows.append({**base, "verdict": v.verdict, "n_cells": v.n_cells, "n_violated": v.n_violated,
+        screen = {"screening_verdict": None, "screening_n_resplits": None}
+        if "confirm_mean" in g and g["confirm_mean"].notna().any():  # flagged: the confirmatory re-check decides
+            screen = {"screening_verdict": v.verdict, "screening_n_resplits": base["n_resplits"]}
+            v = validity_verdict(g["confirm_mean"].to_numpy(float), g["confirm_se"].to_numpy(float), float(alpha))
+            base["n_resplits"] = int(g["confirm_n"].max())
+        rows.append({**base, **screen, "verdict": v.verdict, "n_cells": v.n_cells, "n_violated": v.n_violated,
                      "worst_lam": float(g["lam"].iloc[v.worst]), "mean": v.value, "se": v.se, "p_holm": v.p_holm,
                      "note": ""})
     frame = _keep_verdicts(pd.DataFrame(rows, columns=CERTIFIED_COLUMNS), rows)
+    frame["screening_verdict"] = pd.Series([r.get("screening_verdict") for r in rows], index=frame.index, dtype=object)
     frame["exact_verdict"] = pd.Series([r["exact_verdict"] for r in rows], index=frame.index, dtype=object)
     return frame
 
@@ -298,7 +304,12 @@ def _count(n) -> str:
 def _verdict_cell(r, word: Callable[[str | None], str]) -> str:
     """A verdict with its family (cells rejected / tested, the Holm p), or why a row has none."""
     if isinstance(r.verdict, str):
-        return f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})"
+        cell = f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})"
+        screen = getattr(r, "screening_verdict", None)
+        if isinstance(screen, str):  # the screening re-splits flagged it; the confirmatory re-check is the verdict
+            cell += (f" — confirmatory, {_count(r.n_resplits)} re-splits on an independent stream; the screening "
+                     f"{_count(r.screening_n_resplits)} said {word(screen)}")
+        return cell
     return f"— ({r.note})"
 
 
