@@ -15,7 +15,7 @@ import pandas as pd
 
 from cr2.labels import is_simulated
 from cr2.report.cells import num
-from cr2.report.headline import (COST_ANCHOR, LAMS, NO_MEAN_SAVING, NOT_REACHED, QUESTION_TITLES, TARGETS,
+from cr2.report.headline import (COST_ANCHOR, mean_grid_line, LAMS, NO_MEAN_SAVING, NOT_REACHED, QUESTION_TITLES, TARGETS,
                                  VIEW_TARGET_RANGE, cost_at_target_table, default_targets,
                                  equal_risk_cell, grid_saving_table, paper_comparison_tables, points_table,
                                  resamples_text, saving_table, seed_spread_rows, share_cell, verdict_table,
@@ -301,23 +301,6 @@ def comparison_sides(method_a: str, method_b: str, label: Callable[[str], str] =
         return f"{label(router)} @ {rule} (certified at α)"
 
     return f"{side(method_a)} vs {side(method_b)}"
-
-
-def mean_grid_line(means: pd.DataFrame) -> str:
-    """The line under `cr2 results --equal-risk` that says how many validation grid targets the mean savings average
-    over, and which grid targets were left out (no Always-model reaches them on the test set) and why."""
-    if means.empty:
-        return ""
-    sizes = sorted({int(n) for n in means["n_targets"].dropna()})
-    shown = ", ".join(str(n) for n in sizes) or "?"
-    if "dropped_targets" not in means:
-        return f"Mean-saving grid: {shown} targets (a run stored before targets were left out: re-run `cr2 run` to " \
-               "see which are).\n"
-    reasons = sorted({str(r) for r in means["dropped_targets"].dropna()})
-    if not reasons:
-        return f"Mean-saving grid: {shown} targets; every target of the validation grid is reached by some " \
-               "Always-model on the test set, none left out.\n"
-    return f"Mean-saving grid: {shown} targets; " + "; ".join(reasons) + ".\n"
 
 
 # the equal-risk questions `cr2 results --equal-risk` prints (cr2.evaluation.equal_risk); the deploy decision's own

@@ -149,3 +149,13 @@ def test_a_zero_bootstrap_p_reads_below_its_resolution_of_two_over_b_times_the_f
     assert p_cell(0.0123, 10_000) == "0.0123" and p_cell(None, 10) == "—"
     assert p_resolution(10_000) == pytest.approx(2e-4) and p_resolution(10_000, 30) == pytest.approx(6e-3)
     assert p_resolution(None) is None
+
+
+def test_knn_against_itself_and_a_target_one_side_misses_are_estimates_in_no_family():
+    rows = [_row("mean_saving_vs_knn_pct", 0.0, 0.0, 1.0, method="knn", reference=True),
+            _row("mean_saving_vs_knn_pct", -1.0, 2.0, 0.5, method="cr2", reference=False),
+            _row("saving_vs_knn_pct", -1.0, 2.0, 0.5, method="cr2", target=0.9, reached=False),
+            _row("saving_vs_knn_pct", -1.0, 2.0, 0.5, method="cr2", target=0.8, reached=True)]
+    out = annotate(rows, interval_family)
+    assert [r["family"] for r in out] == [None, "mean-saving-vs-knn", None, "saving-vs-knn"]
+    assert [r["family_size"] for r in out] == [None, 1, None, 1] and out[0]["verdict"] is None

@@ -55,6 +55,8 @@ def _alpha_text(alpha: Any) -> str:
 def interval_family(row: Mapping[str, Any]) -> str | None:
     """The family id of one `intervals` row within its run, or None where the row is an estimate, not a test."""
     metric = str(row.get("metric") or "")
+    if metric in (SAVING_VS_KNN, MEAN_SAVING_VS_KNN) and row.get("reference"):
+        return None  # KNN against itself: 0 by construction, no test
     if metric == SAVING_VS_KNN:  # a target both frontiers reach on the test set (elsewhere two fallbacks: no test)
         return "saving-vs-knn" if row.get("reached", True) else None
     if metric == MEAN_SAVING_VS_KNN:

@@ -156,7 +156,8 @@ def saving_interval_rows(outcomes: Mapping[str, MethodOutcomes], reference: str,
         base = {"method": method, "lam": None, "alpha": None, "benchmark": "all"}
         both = reaches[method] & reaches[reference]  # a target both frontiers reach on the test set: a test (the
         # view's row); elsewhere the saving compares fallbacks and is kept as an estimate, in no family
-        rows += [{**_interval_row(base, SAVING, tt, iv, None), "reached": bool(ok)}
+        own = {"reference": method == reference}  # the reference against itself: 0 by construction, no test
+        rows += [{**_interval_row(base, SAVING, tt, iv, None), "reached": bool(ok), **own}
                  for tt, iv, ok in zip(t, per_target, both)]
-        rows.append(_interval_row(base, MEAN_SAVING, None, mean, fallback.reachable_grid(grid).n_targets))
+        rows.append({**_interval_row(base, MEAN_SAVING, None, mean, fallback.reachable_grid(grid).n_targets), **own})
     return rows

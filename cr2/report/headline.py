@@ -268,3 +268,20 @@ def seed_spread_rows(d: pd.DataFrame, label: Callable[[Any], dict], fmt: str = "
              "min – max": f"{num(r.seed_min, fmt)} – {num(r.seed_max, fmt)}",
              "base seed [95 % bootstrap CI]": ci_cell(r.base_value, r.base_lower, r.base_upper, fmt)}
             for r in d.itertuples()]
+
+
+def mean_grid_line(means: pd.DataFrame) -> str:
+    """The line under `cr2 results --equal-risk` that says how many validation grid targets the mean savings average
+    over, and which grid targets were left out (no Always-model reaches them on the test set) and why."""
+    if means.empty:
+        return ""
+    sizes = sorted({int(n) for n in means["n_targets"].dropna()})
+    shown = ", ".join(str(n) for n in sizes) or "?"
+    if "dropped_targets" not in means:
+        return f"Mean-saving grid: {shown} targets (a run stored before targets were left out: re-run `cr2 run` to " \
+               "see which are).\n"
+    reasons = sorted({str(r) for r in means["dropped_targets"].dropna()})
+    if not reasons:
+        return f"Mean-saving grid: {shown} targets; every target of the validation grid is reached by some " \
+               "Always-model on the test set, none left out.\n"
+    return f"Mean-saving grid: {shown} targets; " + "; ".join(reasons) + ".\n"

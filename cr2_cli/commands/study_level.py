@@ -20,23 +20,24 @@ console = SafeConsole()
 
 def level_table(rows: pd.DataFrame, word: Callable = str) -> str:
     """The stored level rows as a markdown table; `word` renders each verdict (the results page marks it)."""
+    from cr2.report.markdown import markdown_table
     from cr2.studies.level import level_verdict
 
-    lines = ["| family (question · rule · α) | m | A/A rate ± MC SE | one-sided 95 % upper | p of rate ≤ 5 %, Holm | "
-             "verdict | tests rejected "
-             "| p MC SE at 0.05/m (B) | resamples behind it |",
-             "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+    out = []
     for r in rows.itertuples(index=False):
         fam = " · ".join([r.question, *([r.rule] if isinstance(r.rule, str) else []),
                           *([f"α = {r.alpha:g}"] if r.alpha == r.alpha and r.alpha is not None else [])])
-        verdict = word(level_verdict(int(r.n_rejections), int(r.n_replicates), p_adjusted=float(r.p_above_holm)))
-        lines.append(f"| {fam} | {int(r.n_tests)} | {100 * r.rate:.1f} % ± {100 * r.rate_se:.1f} "
-                     f"({int(r.n_rejections)}/{int(r.n_replicates)}) | {100 * r.rate_upper:.1f} % | "
-                     f"{r.p_above:.3g}, {r.p_above_holm:.3g} | {verdict} | "
-                     f"{int(r.n_test_rejections)}/{int(r.n_replicates) * int(r.n_tests)} | "
-                     f"{r.p_threshold:.4f} ± {r.p_se:.4f} ({100 * r.p_relative_se:.0f} %; B = "
-                     f"{int(r.page_resamples):,}) | {r.p_tail_resamples:.0f} |")
-    return "\n".join(lines)
+        out.append({
+            "family (question · rule · α)": fam, "m": int(r.n_tests),
+            "A/A rate ± MC SE": f"{100 * r.rate:.1f} % ± {100 * r.rate_se:.1f} ({int(r.n_rejections)}/{int(r.n_replicates)})",
+            "one-sided 95 % upper": f"{100 * r.rate_upper:.1f} %",
+            "p of rate ≤ 5 %, Holm": f"{r.p_above:.3g}, {r.p_above_holm:.3g}",
+            "verdict": word(level_verdict(int(r.n_rejections), int(r.n_replicates), p_adjusted=float(r.p_above_holm))),
+            "tests rejected": f"{int(r.n_test_rejections)}/{int(r.n_replicates) * int(r.n_tests)}",
+            "p MC SE at 0.05/m (B)": f"{r.p_threshold:.4f} ± {r.p_se:.4f} ({100 * r.p_relative_se:.0f} %; B = "
+                                     f"{int(r.page_resamples):,})",
+            "resamples behind it": f"{r.p_tail_resamples:.0f}"})
+    return markdown_table(pd.DataFrame(out)).rstrip("\n")
 
 
 def level_command(config: Optional[Path] = typer.Option(None, "--config", "-c",

@@ -17,6 +17,7 @@ from cr2.evaluation.equal_risk import QUESTIONS
 from cr2.evaluation.statistics import holm_adjust, saving_verdict, seed_t_interval
 from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import ci_cell, num, p_cell
+from cr2.report.headline import mean_grid_line
 from cr2.report.markdown import markdown_table
 from cr2.report.tables import ROUTER_NAMES
 from cr2_cli.resultsdoc.core import Doc, label_kind
@@ -144,7 +145,8 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
     n_t = int(means["n_targets"].max())
     out = [f"#### {name} — {label_kind(source)} labels (`{source}`), run `{run_id}`, α = {alpha:g}\n",
            f"Mean fixed-accuracy saving of CR² against each baseline, % [95 % CI] (positive: CR² at the lower cost), "
-           f"over the {n_t} targets of the validation grid, every interval on all {b:,} resamples. Holm families: "
+           f"over the {n_t} targets of the validation grid, every interval on all {b:,} resamples. "
+           f"{mean_grid_line(means).strip()} Holm families: "
            f"gate quality {fam.get(('gate-quality', '–'), 0)} tests; certified score "
            + ", ".join(f"{r} {fam.get(('certified-score', r), 0)}" for r in rules) + ".\n"]
     t = []

@@ -12,6 +12,7 @@ from cr2.report.cells import ci_cell
 from cr2.report.headline import PAPER_TARGETS
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc
+from cr2_cli.resultsdoc.pools import family_sizes
 from cr2_cli.resultsdoc.scenario_stats import (LEARNED, Scenario, banner, holm_line, kept, load, mean_sd, name,
                                               num, pick, router_family, seed_family, seed_routers, t_cell,
                                               target_family)
@@ -75,10 +76,10 @@ def mean_saving_part(doc: Doc, s: Scenario) -> str:
     fam = router_family(doc, s)
     if fam.empty:
         return "_(no mean saving in this run: no learned router reaches a target together with KNN)_"
-    n = int(fam["p"].notna().sum())
     rows = [{"router": name(r.method), "targets (validation grid)": int(r.n_targets),
              "mean saving vs KNN % [95 % CI]": ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower, r.saving_upper),
-             "bootstrap p": num(r.p, ".2g"), f"p, Holm over the {n} routers": num(r.p_holm, ".2g"),
+             "bootstrap p": num(r.p, ".2g"),
+             f"p, Holm over the {family_sizes(fam)} learned routers": num(r.p_holm, ".2g"),
              "word (Holm)": r.word_holm}
             for r in fam.itertuples()]
     b = kept(fam["n_resamples"].min())
@@ -133,12 +134,10 @@ def per_target_part(doc: Doc, s: Scenario, targets) -> str:
                 row["95 % t-interval"] = t_cell(sr)
                 row[f"word (t-test, Holm over the {len(seeds)} targets)"] = sr.seed_word
         rows.append(row)
-    n = int(fam["p"].notna().sum())
-    routers = fam["method"].nunique()
     return "\n\n".join([
         f"**Saving vs KNN at the targets, % [95 % CI]** (v_fixed_accuracy_ci, interpolated monotone frontier, CR² at "
-        f"α = {s.alpha:g}; each word from Holm over the {n} tests of every target × router of this run — {routers} "
-        f"routers)",
+        f"α = {s.alpha:g}; each word the test's stored one, Holm over its family: the {family_sizes(fam)} tests of "
+        f"every learned router × every target it and KNN reach in this run)",
         markdown_table(pd.DataFrame(rows).fillna("–")).rstrip(),
         holm_line(fam, lambda r: f"{name(r.method)} at {r.target:.2f}", "every target × router")])
 

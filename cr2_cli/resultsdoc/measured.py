@@ -96,11 +96,13 @@ def cr2_part(cr2: pd.DataFrame, alpha: float) -> str:
 def fixed_part(doc: Doc, s: Scenario) -> str:
     tf = target_family(doc, s)
     rows = router_target_rows(tf, "targets reached with KNN", "median saving %")
-    n = int(tf["p"].notna().sum()) if len(tf) else 0
+    from cr2_cli.resultsdoc.pools import family_sizes
+
+    n = family_sizes(tf) if len(tf) else "0"
     return (f"**Fixed-accuracy cost saving vs KNN, counted in words** (v_fixed_accuracy_ci: the interpolated monotone "
             f"frontier, targets 0.50 … 0.99 that both the router and KNN reach; positive saving = lower cost than KNN; "
-            f"each target's word from its 95 % interval, then under Holm over the {n} tests of every target × "
-            f"router):\n\n" + markdown_table(pd.DataFrame(rows), why="no learned router reaches a target with KNN").rstrip())
+            f"each target's word its test's stored one: the 95 % interval and Holm over the {n} tests of every "
+            f"target × learned router):\n\n" + markdown_table(pd.DataFrame(rows), why="no learned router reaches a target with KNN").rstrip())
 
 
 def frontier_segments(points: pd.DataFrame) -> list[tuple[str, float, float]]:

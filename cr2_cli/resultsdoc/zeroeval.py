@@ -8,7 +8,8 @@ import pandas as pd
 
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2.report.markdown import text_table
-from cr2_cli.resultsdoc.pools import ROUTERS, cell, changed_sentence, num, savings_table, verdict_counts, stored_family
+from cr2_cli.resultsdoc.pools import (ROUTERS, cell, changed_sentence, family_sizes, num, savings_table, stored_family,
+                                      verdict_counts)
 
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
 
@@ -58,14 +59,15 @@ def _reading(doc: Doc, sav: pd.DataFrame, runs: pd.DataFrame) -> str:
         per = "; ".join(f"{r.pool} {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} % "
                         f"({doc.saving(r.lower_pct, r.upper_pct, r.p_holm)})" for r in cr2.itertuples(index=False))
         held = fam[fam["word_holm"].isin(("cheaper", "dearer"))]
-        sentence = f"Against {what}, CR² (Holm over the {len(fam)} tests of the ladders × routers family): {per}."
+        sentence = (f"Against {what}, CR² (each ladder's stored word: Holm within the ladder over its "
+                    f"{family_sizes(fam)} learned routers): {per}.")
         if len(held):
-            sentence += (f" A direction under Holm for {len(held)} of the {len(fam)} (ladder, router) pairs: "
+            sentence += (f" A direction for {len(held)} of the {len(fam)} (ladder, router) pairs: "
                          + "; ".join(f"{r.method} on {r.pool} {doc.saving(r.lower_pct, r.upper_pct, r.p_holm)} "
                                      f"({cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} %)"
                                      for r in held.itertuples(index=False)) + ".")
         else:
-            sentence += f" No learned router has a direction under Holm ({len(fam)} tests)."
+            sentence += f" No learned router has a direction on any ladder ({len(fam)} tests)."
         out.append(sentence)
     ratio = runs.set_index("pool")["cost_ratio_realised"]
     side = "; ".join(f"{p} {num(v, '.2f')} ({'below' if v < 1 else 'above'} 1)" for p, v in ratio.items()
