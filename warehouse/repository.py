@@ -350,7 +350,7 @@ def guarantee_runs(wh: Warehouse, label_source: str | None = None) -> pd.DataFra
     if getattr(wh, "schema_version", "2") == "1":
         return pd.DataFrame(columns=["run_id", "source", "label_source", "n_resplits", "n_calib", "created_at", "seed",
                                      "confirm_seed", "confirm_n_resplits"])
-    df = wh.df(_with_guarantee_stages(wh, named_query("guarantee_runs")))
+    df = wh.df(named_query(_guarantee_query(wh, "guarantee_runs")))
     return df if label_source is None else df[df["label_source"] == label_source].reset_index(drop=True)
 
 
@@ -358,18 +358,15 @@ def guarantee_cells(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """Every bounded cell (rule, check, λ, α) of one validity run: Monte-Carlo mean, SE and bound."""
     from cr2_warehouse.routing_data import named_query
 
-    return wh.df(_with_guarantee_stages(wh, named_query("guarantee_cells")), {"run_id": run_id})
+    return wh.df(named_query(_guarantee_query(wh, "guarantee_cells")), {"run_id": run_id})
 
 
-def _with_guarantee_stages(wh: Warehouse, sql: str) -> str:
-    """`sql` over `guarantees`, answering on a warehouse read as it is from before schema 9 too: there the table has no
-    seed or stage, so a CTE of the same name gives them as NULL (every such row is a screening row, seed unknown)."""
+def _guarantee_query(wh: Warehouse, name: str) -> str:
+    """The named query `name` over `guarantees`, or its `<name>_before_9` twin on a warehouse read as it is from
+    before schema 9 (no seed or stage: every row a screening row, its seed unknown)."""
     has = wh.scalar("SELECT count(*) FROM information_schema.columns WHERE table_name = 'guarantees' "
                     "AND column_name = 'stage'")
-    if has:
-        return sql
-    return ("WITH guarantees AS (SELECT *, NULL::BIGINT AS seed, NULL::VARCHAR AS stage FROM main.guarantees)\n"
-            + "\n".join(line for line in sql.splitlines() if not line.startswith("--")))
+    return name if has else f"{name}_before_9"
 
 
 def guarantee_price(wh: Warehouse, run_id: str) -> pd.DataFrame:
