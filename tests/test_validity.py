@@ -119,15 +119,16 @@ def test_a_certified_family_flagged_by_its_screening_resplits_is_decided_by_a_co
     pooled = (rng.random(n), (rng.random(n) < 0.3).astype(float))  # any score, a 0/1 loss: CRC keeps E[risk] ≤ α
     table = SimpleNamespace(alphas=[0.1])
     unlucky = 0.5 + 0.001 * rng.standard_normal((40, 1))  # a screening stream far above α: flagged
-    rows = confirm_flagged("cr2@crc", "crc", table, [(0.5, pooled, None, unlucky), (2.0, pooled, None, unlucky)],
+    nan = np.full(1, np.nan)  # no exact expectation: only the promise test can flag
+    rows = confirm_flagged("cr2@crc", "crc", table, [(0.5, pooled, None, unlucky, nan), (2.0, pooled, None, unlucky, nan)],
                            200, 40, 7, "run")
     got = pd.DataFrame(rows).pivot_table(index="lam", columns="metric", values="value")
     assert list(got.index) == [0.5, 2.0] and (got["resplit_confirm_risk_n"] == 400).all()  # 10 × 40
     assert (got["resplit_confirm_risk_mean"] < 0.1 + 4 * got["resplit_confirm_risk_se"]).all()
     # a family the screening does not flag is not re-checked
     fine = 0.05 + 0.001 * rng.standard_normal((40, 1))
-    assert confirm_flagged("cr2@crc", "crc", table, [(0.5, pooled, None, fine)], 200, 40, 7, "run") == []
-    assert confirm_flagged("cr2@ltt", "ltt", table, [(0.5, pooled, None, unlucky)], 200, 40, 7, "run") == []
+    assert confirm_flagged("cr2@crc", "crc", table, [(0.5, pooled, None, fine, nan)], 200, 40, 7, "run") == []
+    assert confirm_flagged("cr2@ltt", "ltt", table, [(0.5, pooled, None, unlucky, nan)], 200, 40, 7, "run") == []
     cells = pd.DataFrame({"method": "cr2@crc", "lam": [0.5, 2.0], "alpha": 0.1, "risk_mean": unlucky[:2, 0],
                           "risk_se": 0.0002, "n_resplits": 40, "exact_mean": np.nan,
                           "confirm_mean": got["resplit_confirm_risk_mean"].to_numpy(),
@@ -140,3 +141,34 @@ def test_a_certified_family_flagged_by_its_screening_resplits_is_decided_by_a_co
     # without a re-check stored, the screening verdict stands
     assert certified_verdicts(cells.drop(columns=["confirm_mean", "confirm_se", "confirm_n"])).iloc[0]["verdict"] \
         == VIOLATION
+
+
+def test_a_family_whose_means_differ_from_their_exact_expectation_is_rechecked_too():
+    """The software check flags a family at its level by chance too: the certify stage re-splits it again on the
+    independent stream, and the exact-expectation verdict is read from those cells."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from cr2.evaluation.sweep import confirm_flagged
+    from cr2.evaluation.validity import MATCHES_EXACT
+    from cr2.report.validity import CONFIRMED, certified_verdicts
+
+    from cr2.crc import expected_resplit_risk
+
+    rng = np.random.default_rng(1)
+    n = 300
+    pooled = (rng.random(n), (rng.random(n) < 0.3).astype(float))
+    exact = expected_resplit_risk(*pooled, 150, np.array([0.1]), rule="crc")
+    off = exact[0] - 0.01 + 0.0001 * rng.standard_normal((40, 1))  # under α, but 100 SEs off its expectation
+    rows = confirm_flagged("knn@crc", "crc", SimpleNamespace(alphas=[0.1]), [(0.5, pooled, None, off, exact)],
+                           150, 40, 3, "run")
+    got = pd.DataFrame(rows).pivot_table(index="lam", columns="metric", values="value")
+    assert (got["resplit_confirm_risk_n"] == 400).all()
+    cells = pd.DataFrame({"method": "knn@crc", "lam": [0.5], "alpha": 0.1, "risk_mean": off[:1, 0], "risk_se": 1e-5,
+                          "n_resplits": 40, "exact_mean": exact[:1],
+                          "confirm_mean": got["resplit_confirm_risk_mean"].to_numpy(),
+                          "confirm_se": got["resplit_confirm_risk_se"].to_numpy(),
+                          "confirm_n": got["resplit_confirm_risk_n"].to_numpy()})
+    v = certified_verdicts(cells).iloc[0]
+    assert v["exact_verdict"] == MATCHES_EXACT and v["exact_note"] == CONFIRMED

@@ -292,9 +292,9 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
                 pooled = np.concatenate([s_val[:, j], score]), np.concatenate([r_val, r_test])
                 risks = resplit_risk(*pooled, len(val), np.asarray(table.alphas), n_resplits, rngs[rule], rule=rule,
                                      delta=per_lam)
-                cells.setdefault(rule, []).append((lam, pooled, per_lam, risks))
                 # what the mean of those re-splits estimates, exactly (the two-sided software check, cr2.crc.exact)
                 exact = expected_resplit_risk(*pooled, len(val), np.asarray(table.alphas), rule=rule, delta=per_lam)
+                cells.setdefault(rule, []).append((lam, pooled, per_lam, risks, exact))
                 for k, alpha in enumerate(table.alphas):
                     ev.metrics += [{"run_id": ev.run_id, "method": name, "lam": float(lam), "alpha": float(alpha),
                                     "benchmark": "all", "metric": f"resplit_{metric}", "value": value}
@@ -313,27 +313,31 @@ def evaluate_certified(ev: Evaluation, router: str, tables: dict[str, Any], *, s
 def confirm_flagged(name: str, rule: str, table: Any, found: list, n_calib: int, n_resplits: int, seed: int,
                     run_id: str) -> list[dict[str, Any]]:
     """The confirmatory re-check of a certified method: every α whose screening verdict over its λ cells is
-    "violation detected" (cr2.evaluation.validity) is re-split again on confirm_rng(seed, name) with
+    "violation detected", or whose means differ from their exact expectations (cr2.evaluation.validity's two tests),
+    is re-split again on confirm_rng(seed, name) with
     cr2.evaluation.guarantees.confirm_resplits(n_resplits) re-splits, and its cells stored as metrics
     `resplit_confirm_<risk_mean | risk_se | risk_n>` — the verdict reported for that α is the one over those cells
     (cr2.report.validity.certified_verdicts), so one unlucky screening stream cannot decide it. Only crc-procedure
     rules carry a verdict over per-λ re-splits; others are never flagged here."""
     from cr2.crc import RULE_REGISTRY
     from cr2.evaluation.guarantees import confirm_resplits
-    from cr2.evaluation.validity import VIOLATION, validity_verdict
+    from cr2.evaluation.validity import DIFFERS_EXACT, VIOLATION, exactness_verdict, validity_verdict
 
     if rule not in RULE_REGISTRY or RULE_REGISTRY[rule].procedure != "crc" or not found:
         return []
     alphas = np.asarray(table.alphas, dtype=np.float64)
-    bands = [[_band(risks[:, k]) for k in range(alphas.size)] for *_, risks in found]
+    bands = [[_band(risks[:, k]) for k in range(alphas.size)] for *_, risks, _ in found]
+    means = np.array([[b[k]["risk_mean"] for k in range(alphas.size)] for b in bands])  # [λ, α]
+    ses = np.array([[b[k]["risk_se"] for k in range(alphas.size)] for b in bands])
+    exact = np.array([np.asarray(e, dtype=np.float64) for *_, e in found])
     flagged = [k for k in range(alphas.size)
-               if validity_verdict(np.array([b[k]["risk_mean"] for b in bands]),
-                                   np.array([b[k]["risk_se"] for b in bands]), float(alphas[k])).verdict == VIOLATION]
+               if validity_verdict(means[:, k], ses[:, k], float(alphas[k])).verdict == VIOLATION
+               or exactness_verdict(means[:, k], ses[:, k], exact[:, k]).verdict == DIFFERS_EXACT]
     if not flagged:
         return []
     rng, n_confirm = confirm_rng(seed, name), confirm_resplits(n_resplits)
     rows = []
-    for lam, pooled, per_lam, _ in found:
+    for lam, pooled, per_lam, _, _ in found:
         risks = resplit_risk(*pooled, n_calib, alphas[flagged], n_confirm, rng, rule=rule, delta=per_lam)
         for i, k in enumerate(flagged):
             rows += [{"run_id": run_id, "method": name, "lam": float(lam), "alpha": float(alphas[k]), "benchmark": "all",

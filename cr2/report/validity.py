@@ -27,6 +27,7 @@ from cr2.report.cells import EM_DASH, ci_cell, count_cell, lam_cell, num, pm_cel
 CERTIFIED_COLUMNS = ["router", "rule", "risk", "alpha", "verdict", "n_cells", "n_violated", "worst_lam", "mean", "se",
                      "p_holm", "n_resplits", "note", "exact_verdict", "exact_n_differ", "exact_n_cells", "exact_p_holm",
                      "exact_worst_lam", "exact_note", "screening_verdict", "screening_n_resplits"]
+CONFIRMED = "on the confirmatory re-splits (the screening ones flagged the family)"
 NO_EXACT_STORED = ("no exact expectation stored (a run from before it was: re-run `cr2 evaluate`)")
 DEPLOYED_COLUMNS = ["rule", "risk", "check", "promise", "alpha", "target", "verdict", "n_cells", "n_violated",
                     "worst_lam", "worst_group", "value", "se", "bound", "p_holm", "n_resplits", "note", "stage", "seed",
@@ -127,11 +128,15 @@ def _exact_fields(g: pd.DataFrame) -> dict:
             "exact_worst_lam": np.nan}
     if "exact_mean" not in g or not g["exact_mean"].notna().any():
         return {**none, "exact_note": NO_EXACT_STORED if g["risk_mean"].notna().any() else ""}
-    v = exactness_verdict(g["risk_mean"].to_numpy(float), g["risk_se"].to_numpy(float), g["exact_mean"].to_numpy(float))
+    # a family the screening re-splits flagged was re-split again on an independent stream: its cells decide
+    confirmed = "confirm_mean" in g and g["confirm_mean"].notna().any()
+    mean, se = ("confirm_mean", "confirm_se") if confirmed else ("risk_mean", "risk_se")
+    v = exactness_verdict(g[mean].to_numpy(float), g[se].to_numpy(float), g["exact_mean"].to_numpy(float))
     if v.verdict is None:
         return {**none, "exact_note": NO_EXACT_STORED}
     return {"exact_verdict": v.verdict, "exact_n_differ": v.n_violated, "exact_n_cells": v.n_cells,
-            "exact_p_holm": v.p_holm, "exact_worst_lam": float(g["lam"].iloc[v.worst]), "exact_note": ""}
+            "exact_p_holm": v.p_holm, "exact_worst_lam": float(g["lam"].iloc[v.worst]),
+            "exact_note": CONFIRMED if confirmed else ""}
 
 
 def deployed_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
@@ -316,7 +321,8 @@ def _verdict_cell(r, word: Callable[[str | None], str]) -> str:
 def _exact_cell(r, word: Callable[[str | None], str]) -> str:
     """The exact-expectation verdict with its family, or why a row has none."""
     if isinstance(getattr(r, "exact_verdict", None), str):
-        return f"{word(r.exact_verdict)} ({r.exact_n_differ}/{r.exact_n_cells}, p = {r.exact_p_holm:.2g})"
+        cell = f"{word(r.exact_verdict)} ({r.exact_n_differ}/{r.exact_n_cells}, p = {r.exact_p_holm:.2g})"
+        return cell + (f" — {CONFIRMED}" if getattr(r, "exact_note", "") == CONFIRMED else "")
     note = getattr(r, "exact_note", "") or ""
     return f"{EM_DASH} ({note})" if note else EM_DASH
 
