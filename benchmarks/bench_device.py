@@ -350,7 +350,10 @@ def main(argv=None) -> None:
 
     cfg = load_config()
     figures, tables, notes, details = [], [], [], {"threads": args.threads}
-    cache = Path(os.environ.get("CR2_CACHE") or Path.home() / ".cache" / "cr2") / "encoders"
+    from cr2_tasks.store import tool_dir
+    from cr2_warehouse.db import default_home
+
+    cache = tool_dir(default_home(), "encoders")  # the store's encoder folder ($CR2_CACHE, else the home's)
     encoders = None
     if "a" in args.parts or "b" in args.parts:
         fused, tau = part_a(args, cfg, figures, tables, notes, details)

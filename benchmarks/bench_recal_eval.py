@@ -37,6 +37,7 @@ def main(argv=None) -> None:
     from cr2.evaluation.metrics import evaluable_mask
     from cr2_tasks.inputs import cr2_router, load_sets
     from cr2_tasks.inputs import remember_scores
+    from cr2_tasks.store import store
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.repository import load_threshold_table
 
@@ -67,7 +68,7 @@ def main(argv=None) -> None:
             samples["full_cpu"].append(_cpu() - c0)
             samples["full_wall"].append(time.perf_counter() - t0)
             fill = cr2_router(cfg, trained, home).set_threshold_table(table)
-            shutil.rmtree(home / "cache" / "scores", ignore_errors=True)
+            shutil.rmtree(store(home).folder("scores"), ignore_errors=True)
             c0 = _cpu()
             remember_scores(fill, home, {"test": test}, table.lams)  # a miss: computes and stores
             samples["fill_cpu"].append(_cpu() - c0)

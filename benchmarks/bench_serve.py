@@ -225,7 +225,7 @@ def main(argv=None) -> None:
         args.requests, args.seconds, args.ceiling = 200, 5.0, 64
     from cr2.config import load_config
     from cr2.inputs.embed import load_encoder
-    from cr2_tasks.store import cache_dir
+    from cr2_tasks.store import tool_dir
 
     config = load_config(args.config) if args.config else load_config()
     texts = _texts(2000)
@@ -237,7 +237,7 @@ def main(argv=None) -> None:
     t_start, cpu_start = time.perf_counter(), os.times()
     for precision, backend in BACKENDS.items():
         enc = load_encoder(config.embedding.max_seq_length, num_threads=threads, backend=backend,
-                           cache_dir=cache_dir(Path(args.warehouse)) / "encoders")
+                           cache_dir=tool_dir(args.warehouse, "encoders"))
         before = _ceiling(enc, ceiling_texts, args.batch)
         emb[precision] = before.pop("embeddings")
         work = encoder_flops_per_text(enc, texts)  # over every text the servers are sent

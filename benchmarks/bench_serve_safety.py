@@ -56,7 +56,7 @@ def serve_child(port: int, max_concurrency: int) -> None:
     from cr2.routers.cr2_router import CR2Router
     from cr2.inputs.tokenizer import qwen_token_counter
     from cr2_cli.serve import create_app
-    from cr2_tasks.store import cache_dir
+    from cr2_tasks.store import tool_dir
     from cr2.deploy.deployment import OnlineRouter
     from cr2.evaluation.synthetic import make_routing_set
     from tests.serve_helpers import fake_model_endpoint, running
@@ -70,8 +70,8 @@ def serve_child(port: int, max_concurrency: int) -> None:
     home = Path(os.environ.get("CR2_HOME", REPO / "var"))
     router = OnlineRouter(config=cfg, router=cr2, version=1, dist=cfg.channel.distribution, cost_config=cfg,
                           encoder=load_encoder(cfg.embedding.max_seq_length, backend=cfg.embedding.backend,
-                                               cache_dir=cache_dir(home) / "encoders"),
-                          counter=qwen_token_counter(cache_dir(home) / "tokenizers"), _lock=threading.Lock())
+                                               cache_dir=tool_dir(home, "encoders")),
+                          counter=qwen_token_counter(tool_dir(home, "tokenizers")), _lock=threading.Lock())
     router.route(QUESTIONS[0], None, 2.0, cfg.grids.default_alpha)  # warm up
     with contextlib.ExitStack() as stack:
         endpoints = {m.id: stack.enter_context(running(fake_model_endpoint(m.id))) + "/v1" for m in cfg.models}

@@ -11,7 +11,7 @@ from typing import Any
 
 from cr2.config import Config
 from cr2.deploy.deployment import CR2, OnlineRouter, check_route_inputs, deployed_router
-from cr2_tasks.store import cache_dir
+from cr2_tasks.store import tool_dir
 from cr2_warehouse.deployment import read_deployment
 
 
@@ -25,7 +25,8 @@ def load_deployed_router(config: Config, home: str | Path, version: int | None =
 
 def load_online_router(config: Config, home: str | Path, router: str = CR2) -> OnlineRouter:
     """The online router of `router`'s newest deployment in `home` (artefacts read once; `cr2 serve` keeps it)."""
-    return OnlineRouter.from_deployment(config, read_deployment(home, config, router=router), cache_dir(Path(home)))
+    return OnlineRouter.from_deployment(config, read_deployment(home, config, router=router),
+                                        tool_dir(home, "encoders"), tool_dir(home, "tokenizers"))
 
 
 def newer_online_router(current: OnlineRouter, config: Config, home: str | Path) -> OnlineRouter:

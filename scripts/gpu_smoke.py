@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     from cr2.labels.lmeval.backends import hf_lm_from_model
     from cr2.labels.lmeval.estimate import measure_rates, resolve_shape
     from cr2.labels.lmeval.runs import select_queries
-    from cr2_tasks.store import cache_dir
+    from cr2_tasks.store import tool_dir
     from cr2_tasks.label import _mbpp_fewshot, compile_cache, estimate_selection
 
     scratch = Path(tempfile.mkdtemp(prefix="cr2-gpu-smoke-"))
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
-            tokenizer = load_tokenizer(shape.tokenizer, cache_dir(home) / "tokenizers")
+            tokenizer = load_tokenizer(shape.tokenizer, tool_dir(home, "tokenizers"))
             model = random_model(shape.config, spec0.hf.dtype, device, seed=spec0.seed)
             build_s = time.perf_counter() - t0
             model_row = {"model_id": mid, "params": sum(x.numel() for x in model.parameters()), "shape": shape.source,

@@ -6,30 +6,19 @@ Prints mean / min / max over seeds of accuracy, pairwise correlations, P(device 
 from cr2.core.env import apply_offline_env
 
 apply_offline_env()  # offline, and OMP_WAIT_POLICY before torch loads
-import numpy as np, pandas as pd, time
-from pathlib import Path
+import numpy as np, pandas as pd
 from cr2.config import load_config
-from cr2.inputs.embed import router_texts, load_encoder, embed_texts
+from cr2.inputs.embed import router_texts
 from cr2.labels.simulator import load_accuracy_targets, simulate_labels
 from cr2.labels.simulator_v2 import simulate_labels_v2
 from cr2.studies.simcheck import label_structure
-from cr2_warehouse.measured_files import text_keys, embedding_cache_file, read_embedding_cache, add_to_embedding_cache
 cfg = load_config()
 q = pd.read_parquet("data/benchmarks/gpqa.parquet")
 q = q[q["subset"] == "main"].reset_index(drop=True)
 texts = router_texts(list(q["question"]), [list(c) for c in q["choices"]])
+from cr2_tasks.simcheck import cached_embeddings
 from cr2_warehouse.db import default_home
-cache = default_home() / "cache"
-f = embedding_cache_file(cache, "all-MiniLM-L6-v2", 256)
-keys = text_keys(texts); have = read_embedding_cache(f)
-todo = [i for i, k in enumerate(keys) if k not in have]
-if todo:
-    enc = load_encoder(256, num_threads=2, backend="onnx", cache_dir=cache / "encoders")
-    for s in range(0, len(todo), 100):
-        idx = todo[s:s+100]
-        add_to_embedding_cache(f, keys[idx], embed_texts([texts[i] for i in idx], encoder=enc, progress=False))
-        print("embedded", s + len(idx), flush=True)
-have = read_embedding_cache(f); emb = np.stack([have[k] for k in keys])
+emb = cached_embeddings(texts, cfg, default_home())
 targets = load_accuracy_targets(cfg.data_path / cfg.labels.simulator.accuracy_file, cfg.models)
 ids = q["query_id"].to_numpy(); b = np.full(len(q), "gpqa"); s = q["subset"].to_numpy()
 out = {}

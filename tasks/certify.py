@@ -20,7 +20,7 @@ from prefect import task
 from cr2.config import Config
 from cr2.core.errors import ConfigError
 from cr2_tasks.common import ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home
-from cr2_tasks.evaluate import decision_frame
+from cr2.evaluation.decisions import decision_frame
 from cr2_tasks.inputs import cr2_router, fit_workers, load_sets, remember_scores, router_proba
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.repository import write_certified

@@ -39,7 +39,8 @@ def compare_equal_risk(config: Config, home: str, evaluated: dict, certified: di
     from cr2.evaluation.sweep import CERTIFIED_KINDS
     from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
     from cr2.evaluation.intervals import method_outcomes, always_fallback, edge_fallback
-    from cr2_tasks.intervals import operating_points, test_sample
+    from cr2.evaluation.decisions import operating_points
+    from cr2_tasks.intervals import test_sample
     from cr2_warehouse.repository import router_heads, run_decisions, write_deploy, write_equal_risk
 
     t0 = time.perf_counter()

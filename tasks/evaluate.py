@@ -14,43 +14,12 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
+from cr2.evaluation.decisions import decision_frame
 from cr2_tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, catalogue_paths, in_home, stage_key, task_code_hash
 from cr2_tasks.inputs import cr2_router, load_sets, remember_scores
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.repository import baseline_proba, load_threshold_table, utc_now, write_evaluation
 from cr2_warehouse.routing_data import table_groups
-
-
-def decision_frame(ev) -> pd.DataFrame:
-    """The per-query decisions of an Evaluation as rows of the `decisions` table (one block of test rows per
-    operating point, in the order they were recorded)."""
-    model_ids = np.asarray(ev.test.model_ids)
-    n, points = len(ev.test), ev.decisions
-    if not points:
-        return pd.DataFrame(columns=["run_id", "method", "lam", "alpha", "query_id", "chosen_model", "accepted_local",
-                                     "gate_accept"])
-    gate = np.zeros(n * len(points), dtype=bool)
-    gate_missing = np.zeros(n * len(points), dtype=bool)
-    for i, (_, _, _, dec) in enumerate(points):
-        g = dec.extra.get("gate_accept")
-        if g is None:
-            gate_missing[i * n:(i + 1) * n] = True
-        else:
-            gate[i * n:(i + 1) * n] = np.asarray(g, dtype=bool)
-    # string columns as categoricals (codes repeated, each string stored once): the same rows in the warehouse
-    method_codes, methods = pd.factorize(np.array([p[0] for p in points], dtype=object))
-    query_codes, query_ids = pd.factorize(np.asarray(ev.test.query_id))
-    return pd.DataFrame({
-        "run_id": ev.run_id,
-        "method": pd.Categorical.from_codes(np.repeat(method_codes, n), methods),
-        "lam": np.repeat(np.array([p[1] for p in points], dtype=np.float64), n),
-        "alpha": pd.arrays.FloatingArray(np.repeat(np.array([0.0 if p[2] is None else p[2] for p in points]), n),
-                                         np.repeat(np.array([p[2] is None for p in points]), n)),  # NULL, never NaN
-        "query_id": pd.Categorical.from_codes(np.tile(query_codes, len(points)), query_ids),
-        "chosen_model": pd.Categorical.from_codes(np.concatenate([p[3].chosen for p in points]), model_ids),
-        "accepted_local": np.concatenate([np.asarray(p[3].accepted_local, dtype=bool) for p in points]),
-        "gate_accept": pd.arrays.BooleanArray(gate, gate_missing),
-    })
 
 
 @task(name="evaluate")

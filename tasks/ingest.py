@@ -11,7 +11,7 @@ from cr2.inputs.datasets import QUERY_COLUMNS, answer_checks, prompt_texts, sele
 from cr2.config import Config
 from cr2.inputs.tokenizer import folder_token_counter, qwen_token_counter
 from cr2_tasks.common import Reads, Stage
-from cr2_tasks.store import cache_dir
+from cr2_tasks.store import tool_dir
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.inputs import replace_queries
 from cr2_warehouse.validation import validate_frame
@@ -19,7 +19,7 @@ from cr2_warehouse.validation import validate_frame
 def _token_counter(config: Config, home: Path):
     if config.tokenizer.path:
         return folder_token_counter(config.tokenizer.path)
-    return qwen_token_counter(cache_dir(home) / "tokenizers")
+    return qwen_token_counter(tool_dir(home, "tokenizers"))
 
 
 def build_query_frame(config: Config, home: Path) -> pd.DataFrame:

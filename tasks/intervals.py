@@ -17,51 +17,9 @@ import pandas as pd
 from prefect import task
 
 from cr2.config import Config
+from cr2.evaluation.decisions import operating_points
 from cr2_tasks.common import ROUTING_CONFIG, Reads, Rows, RoutingRows, Stage
 from cr2_warehouse.db import Warehouse
-
-
-def _positions(index: pd.Index, column: pd.Series) -> np.ndarray:
-    """Position in `index` of each value of `column` (−1: absent); a Categorical column is looked up once per
-    category, not once per row."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        at = index.get_indexer(column.cat.categories)
-        codes = column.cat.codes.to_numpy()
-        return np.where(codes >= 0, at[codes], -1)
-    return index.get_indexer(column)
-
-
-def operating_points(decisions: pd.DataFrame, query_id: np.ndarray, model_ids: tuple[str, ...]) -> list:
-    """The run's decisions as one OperatingPoint per (method, λ, α), rows in test order."""
-    from cr2.core.errors import DataValidationError
-    from cr2.evaluation.intervals import OperatingPoint
-
-    row = _positions(pd.Index(query_id), decisions["query_id"])
-    model = _positions(pd.Index(model_ids), decisions["chosen_model"])
-    if (row < 0).any() or (model < 0).any():
-        raise DataValidationError("the run's decisions name queries or models outside its test split; re-run `cr2 run`")
-    method = decisions["method"]
-    lam = decisions["lam"].astype("float64").to_numpy()
-    alpha = decisions["alpha"].astype("float64").fillna(-1.0).to_numpy()
-    # one code per (method, λ, α) in first-seen order: each column factorised alone and the code triples
-    # combined (a MultiIndex over millions of rows gives the same groups several times slower)
-    combined = np.zeros(len(decisions), dtype=np.int64)
-    for column in (method, lam, alpha):
-        column_codes, column_keys = pd.factorize(column)
-        combined = combined * len(column_keys) + column_codes
-    codes, _ = pd.factorize(combined)
-    first = np.unique(codes, return_index=True)[1]  # the first row of each group, in code order
-    keys = list(zip(method.iloc[first].to_numpy(dtype=object), lam[first], alpha[first]))
-    chosen = np.full((len(keys), len(query_id)), -1, dtype=np.int64)
-    chosen[codes, row] = model
-    gate = decisions["gate_accept"].astype("boolean").fillna(decisions["chosen_model"] == model_ids[0]).to_numpy(bool)
-    accept = np.zeros(chosen.shape, dtype=bool)
-    accept[codes, row] = gate
-    if (chosen < 0).any():
-        raise DataValidationError("some operating point of the run lacks decisions for part of the test split; "
-                                  "re-run `cr2 run`")
-    return [OperatingPoint(method=m, lam=float(lam), alpha=None if a < 0 else float(a), chosen=chosen[g],
-                           gate_accept=accept[g]) for g, (m, lam, a) in enumerate(keys)]
 
 
 @dataclass(frozen=True)

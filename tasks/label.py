@@ -44,7 +44,7 @@ from cr2.config.lmeval import LabelingSpec
 from cr2.labels.lmeval.taskdefs import task_config_hash
 from cr2.core.files import atomic_write
 from cr2.config.shipped import DATA_DIR
-from cr2_tasks.store import cache_dir
+from cr2_tasks.store import tool_dir
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.labels import (LABEL_COLUMNS, done_query_ids, finish_label_run, label_runs, label_task_queries,
                               start_label_run, write_label_chunk)
@@ -96,7 +96,7 @@ def compile_cache(home: str | Path | None, staging: str | Path | None = None) ->
     """Where the hf backend's compiled decode steps are cached (torch inductor): <cache>/torch-compile under the
     home, or beside the staged chunks where a worker has no home; a re-label loads them instead of compiling."""
     if home is not None:
-        return cache_dir(Path(home)) / "torch-compile"
+        return tool_dir(home, "torch-compile")
     return Path(staging) / "torch-compile"
 
 
@@ -424,7 +424,7 @@ def estimate_model_rates(
     picked = select_queries(queries, sample)
     samples = {b: picked[picked["benchmark"] == b] for b in benchmarks}
     t0 = time.perf_counter()
-    lm, params = build_lm(shape, spec, device, cache_dir(Path(home)) / "tokenizers", compile_cache(home))
+    lm, params = build_lm(shape, spec, device, tool_dir(home, "tokenizers"), compile_cache(home))
     build_s = time.perf_counter() - t0
     work = staging_dir(spec, home) / "scratch" / f"estimate-{uuid.uuid4().hex[:8]}"
     try:

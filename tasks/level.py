@@ -41,7 +41,8 @@ def study_level(config: Config, home: str, run_id: str, n_replicates: int, n_res
     from cr2.evaluation.intervals import method_outcomes
     from cr2.evaluation.sweep import CERTIFIED_KINDS
     from cr2.studies.level import aa_simulation, level_rows
-    from cr2_tasks.intervals import operating_points, test_sample
+    from cr2.evaluation.decisions import operating_points
+    from cr2_tasks.intervals import test_sample
     from cr2_warehouse.level import write_level_study
     from cr2_warehouse.repository import run_decisions, utc_now
 

@@ -44,7 +44,8 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     from cr2.evaluation.intervals import method_outcomes, points_by_method, always_fallback
     from cr2.studies.pools import BEST_SINGLE, ORACLE, comparison_rows
     from cr2.studies.premise import device_edge_ratio
-    from cr2_tasks.intervals import operating_points, test_sample
+    from cr2.evaluation.decisions import operating_points
+    from cr2_tasks.intervals import test_sample
     from cr2_tasks.inputs import load_sets
     from cr2_warehouse.repository import methods_of_run, run_decisions, run_equal_risk
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +18,7 @@ from prefect import task
 from cr2.config import Config
 from cr2.core.errors import DataValidationError
 from cr2_tasks.common import Reads, Rows, Stage, stage_key
-from cr2_tasks.store import cache_dir
+from cr2_tasks.store import tool_dir
 from cr2.labels.simulator import SOURCE as SIMULATED_SOURCE
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.inputs import (cost_inputs, embedded_count, queries_to_embed, query_count, query_embeddings, query_ids,
@@ -55,7 +54,7 @@ def embed_queries(config: Config, home: str) -> dict:
     if len(todo):
         texts = router_texts(list(todo["question"]), _choices(todo["choices"]))
         encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
-                               cache_dir=cache_dir(Path(home)) / "encoders")
+                               cache_dir=tool_dir(home, "encoders"))
         vectors = embed_texts(texts, batch_size=config.embedding.batch_size, max_seq_length=config.embedding.max_seq_length,
                               encoder=encoder)
         rows = pd.DataFrame({"query_id": todo["query_id"], "encoder": enc, "content_hash": todo["content_hash"],

@@ -16,7 +16,7 @@ from prefect import task
 from cr2.config import Config
 from cr2_tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage, stage_key, task_code_hash
 from cr2_tasks.store import cache_key
-from cr2_tasks.evaluate import decision_frame
+from cr2.evaluation.decisions import decision_frame
 from cr2_tasks.inputs import cr2_router, load_sets, remember_scores
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.repository import load_threshold_table, utc_now, write_evaluation

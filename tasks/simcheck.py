@@ -1,6 +1,6 @@
 """The sim-to-real check as a task: measured MMLU-Pro labels vs simulated ones on the same questions.
 
-Reads data/measured/ (cr2_warehouse.measured_files), embeds the questions (cached under <home>/cache/simcheck),
+Reads data/measured/ (cr2_warehouse.measured_files), embeds the questions (cached in the store, chunk by chunk),
 computes the measured pool's costs (cr2.system.cost with the pool config), fits the v2 shape afresh (for the
 record), simulates every configured source over several seeds, runs cr2.studies.simcheck, and writes tidy rows
 to the `simcheck` table (view v_simcheck). docs/labels.md describes the check and its results.
@@ -16,7 +16,7 @@ from cr2.config import Config, load_config, resolve_config_path
 from cr2.core.files import atomic_write
 from cr2.core.errors import ConfigError
 from cr2_tasks.common import Reads, Stage, stage_key
-from cr2_tasks.store import cache_dir
+from cr2_tasks.store import cache_key, store, tool_dir
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.repository import write_simcheck
 
@@ -34,28 +34,48 @@ def subsample_rows(question_ids: np.ndarray, n: int | None) -> np.ndarray:
     return np.sort(order[:n])
 
 
+EMBEDDINGS = "simcheck-embeddings"  # the store's kind of one chunk of embedded questions
+
+
+def _chunks(texts: list[str], config: Config) -> list[tuple[slice, tuple]]:
+    """The chunks of `texts` (EMBED_CHUNK each, in order) and each chunk's key parts: the encoder setting and the
+    digests of its texts — content-addressed, so the same texts in the same chunk find the same entry."""
+    from cr2_warehouse.measured_files import text_keys
+
+    spec, keys = config.embedding, text_keys(texts)
+    return [(slice(s, s + EMBED_CHUNK), (spec.encoder, int(spec.max_seq_length), *keys[s:s + EMBED_CHUNK].tolist()))
+            for s in range(0, len(texts), EMBED_CHUNK)]
+
+
 def cached_embeddings(texts: list[str], config: Config, home: Path, progress: bool = True) -> np.ndarray:
-    """e(x) of every text, from the cache where present, embedding (and caching) the rest in chunks."""
-    from cr2_warehouse.measured_files import add_to_embedding_cache, embedding_cache_file, read_embedding_cache, text_keys
+    """e(x) of every text: each chunk from the store (kind EMBEDDINGS), embedded and stored where it is missing, so
+    an interrupted run keeps the chunks it finished."""
+    from cr2.inputs.embed import EMBED_DIM, embed_texts, load_encoder
 
-    emb_spec = config.embedding
-    path = embedding_cache_file(cache_dir(home), emb_spec.encoder, emb_spec.max_seq_length)
-    keys = text_keys(texts)
-    have = read_embedding_cache(path)
-    todo = [i for i, k in enumerate(keys) if k not in have]
-    if todo:
-        from cr2.inputs.embed import embed_texts, load_encoder
+    spec, st = config.embedding, store(home)
+    encoder, parts, done = None, [], 0
+    for chunk, key_parts in _chunks(texts, config):
+        def compute(chunk=chunk) -> dict:
+            nonlocal encoder
+            if encoder is None:
+                encoder = load_encoder(spec.max_seq_length, backend=spec.backend, cache_dir=st.tool("encoders"))
+            return {"vectors": embed_texts(texts[chunk], batch_size=spec.batch_size,
+                                           max_seq_length=spec.max_seq_length, encoder=encoder, progress=False)}
 
-        encoder = load_encoder(emb_spec.max_seq_length, backend=emb_spec.backend, cache_dir=cache_dir(home) / "encoders")
-        for start in range(0, len(todo), EMBED_CHUNK):
-            idx = todo[start:start + EMBED_CHUNK]
-            vectors = embed_texts([texts[i] for i in idx], batch_size=emb_spec.batch_size,
-                                  max_seq_length=emb_spec.max_seq_length, encoder=encoder, progress=False)
-            add_to_embedding_cache(path, keys[idx], vectors)
-            if progress:
-                print(f"simcheck: embedded {min(start + EMBED_CHUNK, len(todo))}/{len(todo)} questions", flush=True)
-        have = read_embedding_cache(path)
-    return np.stack([have[k] for k in keys]).astype(np.float32)
+        value, hit = st.get_or_compute(EMBEDDINGS, key_parts, compute, "npz")
+        parts.append(np.asarray(value["vectors"], dtype=np.float32))
+        done += len(parts[-1])
+        if progress and not hit:
+            print(f"simcheck: embedded {done}/{len(texts)} questions", flush=True)
+    return np.concatenate(parts) if parts else np.zeros((0, EMBED_DIM), dtype=np.float32)
+
+
+def store_embeddings(texts: list[str], config: Config, home: Path, vectors: np.ndarray) -> None:
+    """Put given vectors of `texts` into the store as cached_embeddings would find them (embeddings computed
+    elsewhere, or stand-ins for a test)."""
+    st = store(home)
+    for chunk, key_parts in _chunks(texts, config):
+        st.put(EMBEDDINGS, cache_key(EMBEDDINGS, *key_parts), {"vectors": np.asarray(vectors[chunk], np.float32)}, "npz")
 
 
 def pool_costs(pool_cfg: Config, question_ids: np.ndarray, texts: list[str], generated_chars: np.ndarray,
@@ -65,7 +85,7 @@ def pool_costs(pool_cfg: Config, question_ids: np.ndarray, texts: list[str], gen
     from cr2.system.cost import costs_from_config
     from cr2.inputs.tokenizer import qwen_token_counter
 
-    prompt_tokens = np.maximum(qwen_token_counter(cache_dir(home) / "tokenizers").count(texts), 1)
+    prompt_tokens = np.maximum(qwen_token_counter(tool_dir(home, "tokenizers")).count(texts), 1)
     # L_out,m(x) from the measured answer length [cr2 decision: chars_per_token, docs/labels.md]
     output_tokens = np.maximum(np.ceil(generated_chars / chars_per_token), 1.0)
     states = sample_channel(pool_cfg.channel, [f"mmlu_pro/{q}" for q in question_ids])

@@ -16,6 +16,11 @@ under <home>/prefect-results (cr2_tasks.common.Stage).
   write   `Store.put`: cr2.core.files.atomic_write — a killed run never leaves a half-written entry under a key.
 
 `Store.get_or_compute(kind, key_parts, compute, codec)` is the whole protocol: (value, hit).
+
+Tools that keep caches of their own get a named folder here and nowhere else (`Store.tool`, `tool_dir`; TOOLS):
+the ONNX export of the frozen encoder (`encoders`, keyed by the tool: weights digest and sequence length), the
+packaged tokenizers (`tokenizers`) and torch's compiled decode steps (`torch-compile`). No code outside this module
+builds a path under the cache root.
 """
 from __future__ import annotations
 
@@ -59,6 +64,17 @@ def cache_key(kind: str, *parts: Any) -> str:
     """The key of a `kind` of value computed from `parts` (each taken by its string form): '<kind>-<16 hex>'.
     Stage keys (cr2_tasks.common.Stage.key), artefact keys (cr2_tasks.common.Artefact.key) and every store entry use it."""
     return f"{kind}-{content_fingerprint(kind, *(str(p) for p in parts))}"
+
+
+#: the folders tools keep their own caches in (each keys its files itself): name → what it holds
+TOOLS = {"encoders": "the ONNX export of the frozen sentence encoder (cr2.inputs.embed), per weights and length",
+         "tokenizers": "the packaged tokenizers, unpacked (cr2.inputs.tokenizer, cr2.labels.lmeval)",
+         "torch-compile": "torch inductor's compiled decode steps of the hf labelling backend"}
+
+
+def tool_dir(home: str | Path, name: str) -> Path:
+    """The folder of tool `name` (TOOLS) in the store of a cr2 home, created."""
+    return Store.of(home).tool(name)
 
 
 def cache_dir(home: str | Path) -> Path:
@@ -121,6 +137,14 @@ class Store:
         d = Path(self.root) / name
         d.mkdir(parents=True, exist_ok=True)
         return d
+
+    def tool(self, name: str) -> Path:
+        """The folder of tool `name` (TOOLS), created; any other name is refused."""
+        if name not in TOOLS:
+            from cr2.core.errors import InvalidValueError
+
+            raise InvalidValueError(f"no tool folder {name!r} in the store; the tools are {', '.join(TOOLS)}")
+        return self.folder(name)
 
     def path(self, kind: str, key: str, codec: str | Codec) -> Path:
         """The entry file of `key`: <root>/<kind>/<key><suffix>."""

@@ -71,10 +71,12 @@ def _library_router(deployed, name: str = NAME):
     return CertifiedRouter(load_router(in_home(deployed["home"], path)), "knn", "crc-avoidable").set_threshold_table(table)
 
 
-def _embedding(config, question, choices):
+def _embedding(config, question, choices, home):
     from cr2.inputs.embed import embed_texts, load_encoder, router_text
+    from cr2_tasks.store import tool_dir
 
-    encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend)
+    encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
+                           cache_dir=tool_dir(home, "encoders"))
     return embed_texts([router_text(question, choices)], progress=False, encoder=encoder,
                        max_seq_length=config.embedding.max_seq_length)
 
@@ -101,7 +103,7 @@ def test_served_certified_decision_is_the_library_decision_with_cr2s_fields(depl
     assert health["router"] == NAME and health["rule"] == "crc-avoidable" and health["risk"] == "avoidable-error"
     assert health["risk_display"] and health["thresholds_version"] == deployed["versions"][NAME]
     library = _library_router(deployed)
-    emb = _embedding(config, QUESTION, CHOICES)
+    emb = _embedding(config, QUESTION, CHOICES, deployed["home"])
     model_ids = [m.id for m in config.models]
     for r in answers:
         out = r.json()

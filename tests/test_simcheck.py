@@ -56,7 +56,7 @@ def small_check(tmp_path, monkeypatch):
     (so no encoder runs): what the task computes on top of them is real."""
     from cr2.config import load_config
     from cr2_tasks import simcheck as task_mod
-    from cr2_warehouse.measured_files import add_to_embedding_cache, embedding_cache_file, read_measured_pool, text_keys
+    from cr2_warehouse.measured_files import read_measured_pool
 
     cfg = load_config()
     cfg = cfg.model_copy(update={"simcheck": cfg.simcheck.model_copy(update={
@@ -67,8 +67,7 @@ def small_check(tmp_path, monkeypatch):
     vec = rng.standard_normal((len(rows), 384)).astype(np.float32)
     vec /= np.linalg.norm(vec, axis=1, keepdims=True)
     monkeypatch.setenv("CR2_CACHE", str(tmp_path / "cache"))
-    path = embedding_cache_file(tmp_path / "cache", cfg.embedding.encoder, cfg.embedding.max_seq_length)
-    add_to_embedding_cache(path, text_keys([pool.texts[i] for i in rows]), vec)
+    task_mod.store_embeddings([pool.texts[i] for i in rows], cfg, tmp_path / "home", vec)
     return cfg, tmp_path / "home"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -190,3 +191,55 @@ def test_stored_study_ids_keep_their_derivation():
     assert study_id("routers-pool", digest) == "routers-pool-25ed45b51c7b69ffd09ed01f"
     assert study_id("routers-scenario", digest) == "routers-scenario-2a8465816b9d92623a57e42c"
     assert study_id("seeds", "a", [1, 2]) != study_id("seeds", "a", [1, 3])
+
+
+def test_tools_get_their_folders_from_the_store_and_no_other_code_builds_a_cache_path(tmp_path, monkeypatch):
+    """Every folder under the cache root is handed out by tasks/store.py: the named tool folders (encoders,
+    tokenizers, torch-compile) and the store's own kinds; no other module joins a name onto the cache root."""
+    import re
+
+    from cr2.core.errors import InvalidValueError
+    from cr2_tasks.store import TOOLS, cache_dir, store, tool_dir
+
+    monkeypatch.delenv("CR2_CACHE", raising=False)
+    for name in TOOLS:
+        d = tool_dir(tmp_path, name)
+        assert d == cache_dir(tmp_path) / name and d.is_dir() and store(tmp_path).tool(name) == d
+    with pytest.raises(InvalidValueError, match="no tool folder"):
+        tool_dir(tmp_path, "scores")  # a kind of the store's own entries is not a tool's folder
+    root = Path(__file__).resolve().parents[1]
+    joined = re.compile(r'cache_dir\([^)]*\)\s*/|/\s*"cache"\s*/|"\.cache"')
+    offenders = [f"{p.relative_to(root)}:{i}" for folder in ("cr2", "cr2_cli", "tasks", "flows", "benchmarks", "scripts")
+                 for p in sorted((root / folder).rglob("*.py")) if p.name != "store.py"
+                 for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if joined.search(line)]
+    assert offenders == []
+
+
+def test_simcheck_embeddings_are_content_addressed_by_chunk(tmp_path, monkeypatch):
+    """The same texts find the same entries (no encoder runs), and a changed text misses only its own chunk."""
+    import numpy as np
+
+    from cr2.config import load_config
+    from cr2_tasks import simcheck as mod
+
+    monkeypatch.delenv("CR2_CACHE", raising=False)
+    monkeypatch.setattr(mod, "EMBED_CHUNK", 3)
+    cfg = load_config()
+    texts = [f"question {i}" for i in range(7)]
+    vec = np.random.default_rng(0).standard_normal((7, 384)).astype(np.float32)
+    mod.store_embeddings(texts, cfg, tmp_path, vec)
+    assert np.array_equal(mod.cached_embeddings(texts, cfg, tmp_path, progress=False), vec)
+    entries = sorted((tmp_path / "cache" / mod.EMBEDDINGS).iterdir())
+    assert len(entries) == 3  # 3 + 3 + 1
+    calls = []
+
+    def fake_embed(chunk, **kw):
+        calls.append(list(chunk))
+        return np.ones((len(chunk), 384), np.float32)
+
+    monkeypatch.setattr("cr2.inputs.embed.embed_texts", fake_embed)
+    monkeypatch.setattr("cr2.inputs.embed.load_encoder", lambda *a, **k: object())
+    changed = texts[:4] + ["another question"] + texts[5:]
+    got = mod.cached_embeddings(changed, cfg, tmp_path, progress=False)
+    assert calls == [changed[3:6]] and np.array_equal(got[:3], vec[:3]) and np.array_equal(got[6:], vec[6:])
+    assert (got[3:6] == 1).all()

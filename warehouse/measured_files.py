@@ -15,7 +15,6 @@ import numpy as np
 
 from cr2.core.boundary import read_table_file, shown
 from cr2.core.errors import DataValidationError
-from cr2.core.files import atomic_write
 
 QUESTIONS_FILE = "measured/mmlu_pro_questions.parquet"
 OUTPUTS_FILE = "measured/mmlu_pro_outputs.parquet"
@@ -90,31 +89,3 @@ def read_measured_correctness(data_dir: str | Path) -> tuple[list[str], np.ndarr
 def text_keys(texts: Sequence[str]) -> np.ndarray:
     """[n] str: sha256 (first 32 hex) of each text, the key of its cached embedding."""
     return np.array([hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts])
-
-
-def embedding_cache_file(cache_dir: str | Path, encoder: str, max_seq_length: int) -> Path:
-    """The embedding cache of one encoder setting: an .npz of text keys and float32 vectors."""
-    tag = hashlib.sha256(f"{encoder}\x1f{max_seq_length}".encode()).hexdigest()[:12]
-    return Path(cache_dir) / "simcheck" / f"embeddings-{tag}.npz"
-
-
-def read_embedding_cache(path: Path) -> dict[str, np.ndarray]:
-    """{text key: vector} of the cache file (empty when absent)."""
-    if not Path(path).is_file():
-        return {}
-    with np.load(path) as z:
-        return dict(zip(z["keys"].tolist(), z["vectors"]))
-
-
-def add_to_embedding_cache(path: Path, keys: Sequence[str], vectors: np.ndarray) -> None:
-    """Merge (keys, vectors) into the cache file, atomically (temporary file, then rename)."""
-    cached = read_embedding_cache(path)
-    cached.update(zip(list(keys), np.asarray(vectors, dtype=np.float32)))
-    arrays = {"keys": np.array(list(cached)),
-              "vectors": np.stack(list(cached.values())) if cached else np.zeros((0, 0), np.float32)}
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-
-    atomic_write(path, write)

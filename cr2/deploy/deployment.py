@@ -240,18 +240,19 @@ class OnlineRouter:
     _lock: Any = field(default=None, repr=False)
 
     @classmethod
-    def from_deployment(cls, config: Config, deployment: Deployment, cache_root: str | Path) -> "OnlineRouter":
-        """Return the online router of a deployment; the encoder and tokenizer are cached under `cache_root`."""
+    def from_deployment(cls, config: Config, deployment: Deployment, encoder_dir: str | Path,
+                        tokenizer_dir: str | Path) -> "OnlineRouter":
+        """Return the online router of a deployment; the encoder's ONNX export is kept in `encoder_dir` and the
+        tokenizer unpacked in `tokenizer_dir` (the store's tool folders, tasks/store.py)."""
         import threading
 
         from cr2.inputs.embed import load_encoder
         from cr2.inputs.tokenizer import qwen_token_counter
 
         _require_costs(deployment)  # before the encoder is loaded
-        cache_root = Path(cache_root)
         encoder = load_encoder(config.embedding.max_seq_length, backend=config.embedding.backend,
-                               cache_dir=cache_root / "encoders")
-        counter = qwen_token_counter(cache_root / "tokenizers")
+                               cache_dir=Path(encoder_dir))
+        counter = qwen_token_counter(Path(tokenizer_dir))
         klass = cls if deployment.router == CR2 else CertifiedOnlineRouter
         return klass._of(config, deployment, encoder, counter, threading.Lock())
 

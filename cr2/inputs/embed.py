@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -124,7 +123,8 @@ def load_encoder(
     """Load the frozen encoder from the package path, on CPU, in eval mode.
 
     num_threads: torch (and onnxruntime) threads; backend: "onnx", "torch" or "onnx-int8" (see the module docstring);
-    cache_dir: where the ONNX export is kept (default $CR2_CACHE/encoders or ~/.cache/cr2/encoders).
+    cache_dir: where the ONNX export is kept — required by the onnx backends; a cr2 home's is the store's tool folder
+    `encoders` (tasks/store.py), so no cache lives outside the store.
     """
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -159,10 +159,10 @@ def load_encoder(
 
 
 def _encoder_cache_dir(cache_dir: str | Path | None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("CR2_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "cr2") / "encoders"
+    if cache_dir is None:
+        raise InvalidValueError("an ONNX encoder needs the folder its export is kept in (cache_dir): a cr2 home's is "
+                                "the store's tool folder 'encoders' (tasks/store.py tool_dir)")
+    return Path(cache_dir)
 
 
 def _weights_sha256(path: Path) -> str:
@@ -285,13 +285,15 @@ def embed_texts(
     num_threads: int | None = None,
     encoder: Encoder | None = None,
     backend: str = DEFAULT_BACKEND,
+    cache_dir: str | Path | None = None,
 ) -> np.ndarray:
     """e(x) for each text: [n, 384] float32, L2-normalised (mean pooling over non-padding tokens).
 
     Texts are tokenised once, batched in order of decreasing token length (sort_by_length) so each batch
     pads to its own longest text, and returned in the input order. Texts longer than max_seq_length tokens
     are truncated (as sentence-transformers does). progress shows a tqdm bar counting texts on stderr.
-    backend picks the runtime when no encoder is given (a given encoder keeps its own).
+    backend picks the runtime when no encoder is given (a given encoder keeps its own), cache_dir its ONNX export's
+    folder (load_encoder).
     """
     import torch
 
@@ -302,7 +304,7 @@ def embed_texts(
     if n == 0:
         return np.zeros((0, EMBED_DIM), dtype=np.float32)
     if encoder is None:
-        encoder = load_encoder(max_seq_length, num_threads=num_threads, backend=backend)
+        encoder = load_encoder(max_seq_length, num_threads=num_threads, backend=backend, cache_dir=cache_dir)
     elif num_threads is not None:
         torch.set_num_threads(int(num_threads))
     if encoder.max_seq_length != max_seq_length:

@@ -26,7 +26,7 @@ N_SLICE = 2000
 
 
 @pytest.fixture(scope="module")
-def default_slice():
+def default_slice(tmp_path_factory):
     from cr2.inputs.datasets import select_queries
     from cr2.config import load_config
     from cr2.core.data import RoutingSet
@@ -42,7 +42,7 @@ def default_slice():
                           cfg.models, load_accuracy_targets(cfg.data_path / cfg.labels.simulator.accuracy_file, cfg.models),
                           cfg.labels.simulator)
     idx = np.sort(np.random.default_rng(0).choice(len(q), N_SLICE, replace=False))
-    emb = embed_texts([texts[i] for i in idx], progress=False)
+    emb = embed_texts([texts[i] for i in idx], progress=False, cache_dir=tmp_path_factory.mktemp("encoders"))
     ids = q["query_id"].to_numpy()[idx]
     split = assign_splits(ids, q["benchmark"].to_numpy()[idx], q["subset"].to_numpy()[idx], cfg.splits).table_split()
     cost = np.tile(np.array([0.23, 0.30, 0.48, 1.0], dtype=np.float32), (N_SLICE, 1))  # λ = 0: cost only breaks ties
