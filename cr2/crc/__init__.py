@@ -51,6 +51,7 @@ from cr2.crc.registry import (  # noqa: F401
     rule_spec,
 )
 from cr2.crc.exact import expected_resplit_risk  # noqa: F401
+from cr2.crc.table import calibrated_lams  # noqa: F401
 from cr2.crc.rules import (  # noqa: F401
     accept,
     binomial_cdf,
