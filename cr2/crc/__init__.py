@@ -47,6 +47,7 @@ from cr2.crc.registry import (  # noqa: F401
     Rule,
     RuleSpec,
     rule_for,
+    risk_spec,
     rule_risk,
     rule_spec,
 )
