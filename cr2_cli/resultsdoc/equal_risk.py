@@ -19,14 +19,14 @@ from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import ci_cell, num, p_cell
 from cr2.report.headline import mean_grid_line
 from cr2.report.markdown import markdown_table
+from cr2.config.scenarios import scenarios
 from cr2.routers import short_name
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2_cli.resultsdoc.scenario_stats import pick
 
 RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracle": "oracle disagreement, on the labels",
              "crc-avoidable": "avoidable error, on the labels"}
-SCENARIOS = (("default", "Default (simulated Qwen3 labels)"), ("mmlu-pro", "MMLU-Pro (measured)"),
-             ("zeroeval-qwen", "ZeroEval Qwen ladder (measured)"), ("zeroeval-gemma", "ZeroEval Gemma ladder (measured)"))
+SCENARIOS = tuple((key, s.title) for key, s in scenarios().items() if s.is_run)  # configs/scenarios.yaml
 
 INTRO = """## Equal-risk comparison: every router certified under the same rules
 
