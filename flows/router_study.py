@@ -13,30 +13,21 @@ includes the pre-registration's content hash. An interrupted study resumes: cach
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
 
 from cr2.config import Config, load_config
+from cr2.config.scenarios import scenario, scenarios
 
 DEFAULT_STUDY = "configs/studies/router-study.yaml"
 STUDY_DIR = Path("studies") / "routers"
-POOLS_HOME = "var/mmlu-pro-sample"
+POOLS_HOME = scenario("pools").home  # where the pool sweep's pools are (configs/scenarios.yaml)
 
-
-@dataclass(frozen=True)
-class ScenarioHome:
-    config: str | None  # config path (None: the default config)
-    home: str
-
-
-#: the scenarios a study may name, with the config and home `make run*` gives them (docs/results.md)
-SCENARIOS = {"default": ScenarioHome(None, "var"),
-             "mmlu-pro": ScenarioHome("configs/mmlu-pro-measured.yaml", "var/mmlu-pro"),
-             "zeroeval-qwen": ScenarioHome("configs/zeroeval-qwen.yaml", "var/zeroeval-qwen"),
-             "zeroeval-gemma": ScenarioHome("configs/zeroeval-gemma.yaml", "var/zeroeval-gemma")}
+#: the scenarios a study may name — each one pipeline run — with the config and home `make run*` gives them
+#: (configs/scenarios.yaml: .config, None for the default config, and .home)
+SCENARIOS = {key: s for key, s in scenarios().items() if s.is_run}
 
 
 def _study_path(path: str) -> Path:

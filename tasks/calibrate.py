@@ -11,7 +11,7 @@ import numpy as np
 from prefect import task
 
 from cr2.config import Config
-from cr2.core.errors import DataValidationError
+from cr2.crc import calibrated_lams
 from cr2_tasks.common import GROUP_ROWS, ROUTING_CONFIG, Reads, RoutingRows, Stage
 from cr2_tasks.inputs import cr2_router, load_sets, remember_scores
 from cr2_warehouse.db import Warehouse
@@ -20,9 +20,7 @@ from cr2_warehouse.repository import write_thresholds
 
 def calibration_lams(config: Config, extra_lams: tuple[float, ...] = ()) -> np.ndarray:
     """The configured λ grid plus any extra λ asked for (each calibrated exactly, never interpolated)."""
-    bad = [v for v in extra_lams if not v > 0]
-    if bad:
-        raise DataValidationError(f"λ must be > 0, got {bad}")
+    calibrated_lams(extra_lams, require_all=True)  # an extra λ is asked for by name: λ = 0 is refused, not skipped
     return np.unique(np.concatenate([np.asarray(config.grids.lam.values(), dtype=np.float64),
                                      np.asarray(extra_lams, dtype=np.float64)]))
 

@@ -29,6 +29,7 @@ from cr2_warehouse.routing_data import query_groups
 
 def validity_pool(config: Config, home: str | Path) -> dict:
     """The val + test queries of the deployed gate: scores and risks at the calibrated λ grid, teacher p, costs, labels."""
+    from cr2.crc import RISKS
     from cr2.deploy.deployment import deployed_router
     from cr2.method.utility import disagree_label, risk_label
     from cr2_warehouse.deployment import read_deployment
@@ -46,7 +47,7 @@ def validity_pool(config: Config, home: str | Path) -> dict:
     proba = router.proba(emb)
     correct = np.concatenate([s.correct for s in pool])
     realised = {k: risk_label(k, lams, correct=correct, decision_cost=cost)
-                for k in ("oracle-disagreement", "avoidable-error")}  # the risks on the real labels
+                for k, r in RISKS.items() if r.needs_labels}  # the risks on the real labels (cr2.crc.RISKS)
     return {"score": router.scores(emb, lams), "risk": disagree_label(proba, cost, lams), "proba": proba, "cost": cost,
             "correct": correct, "groups": groups, "lams": lams, "realised": realised,
             "alphas": np.asarray(table.alphas), "n_val": len(pool[0]), "label_source": table.label_source,

@@ -36,6 +36,7 @@ import numpy as np
 from cr2.config import Config
 from cr2.core.data import RoutingSet
 from cr2.core.hashing import fingerprint_rows
+from cr2.crc import calibrated_lams
 from cr2_tasks.common import Artefact, home_relative, in_home, routing_args
 from cr2_tasks.store import Store, store
 from cr2_warehouse.db import Warehouse
@@ -160,8 +161,7 @@ def _compute_scores(router, data: RoutingSet, lams: np.ndarray) -> dict[str, np.
 def remember_scores(router, home: str | Path, sets: dict[str, RoutingSet], lams: Sequence[float]) -> dict[str, bool]:
     """Give `router` the gate scores at the λ > 0 of `lams` and the teacher's p of each set's rows, read from the
     store or computed and stored; returns {set name: cache hit}."""
-    lam_arr = np.unique(np.asarray(lams, dtype=np.float64))
-    lam_arr = lam_arr[lam_arr > 0]  # λ = 0 is never scored (CR2Router.scores)
+    lam_arr = calibrated_lams(np.unique(np.asarray(lams, dtype=np.float64)))  # λ = 0 is never scored
     hits = {}
     for name, data in sets.items():
         if len(data) == 0:

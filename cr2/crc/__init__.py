@@ -47,10 +47,12 @@ from cr2.crc.registry import (  # noqa: F401
     Rule,
     RuleSpec,
     rule_for,
+    risk_spec,
     rule_risk,
     rule_spec,
 )
 from cr2.crc.exact import expected_resplit_risk  # noqa: F401
+from cr2.crc.table import calibrated_lams  # noqa: F401
 from cr2.crc.rules import (  # noqa: F401
     accept,
     binomial_cdf,

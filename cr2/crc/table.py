@@ -220,6 +220,23 @@ class ThresholdTable:
                    group=None if opt["group"] is None else str(opt["group"]))
 
 
+def calibrated_lams(lams: Sequence[float] | np.ndarray, *, require_all: bool = False) -> np.ndarray:
+    """The λ of `lams` that get a calibrated threshold (and gate scores): every λ > 0, in the given order.
+
+    λ = 0 is not calibrated. It is the accuracy-only end of the sweep: the gate (FiLM on log λ) is defined for λ > 0
+    only, and CR² defers every query there, exactly and whatever the rule (τ = +∞, risk 0 ≤ α; CR2Router adds that
+    row). The rule lives here once; the calibrate task, the gate-score cache and CR2Router.calibrate all ask.
+    A negative or NaN λ is an error, never a λ quietly skipped; with `require_all` (λ asked for by name, e.g.
+    `cr2 calibrate --lam`) so is λ = 0.
+    """
+    lam_arr = np.asarray(lams, dtype=np.float64).reshape(-1)
+    bad = lam_arr[~(lam_arr > 0)] if require_all else lam_arr[~(lam_arr >= 0)]
+    if len(bad):
+        raise InvalidValueError(f"λ must be > 0 (λ = 0 is not calibrated: CR² defers every query there), "
+                                f"got {bad.tolist()}" if require_all else f"λ must be ≥ 0, got {bad.tolist()}")
+    return lam_arr[lam_arr > 0]
+
+
 def calibrate_table(
     scores: np.ndarray | Callable[[np.ndarray], np.ndarray],
     risks: np.ndarray | None,

@@ -67,8 +67,10 @@ class ResplitSpec:
 
 
 def _metric(risk: str) -> str:
-    """The price metric name of a realised risk: oracle-disagreement → oracle_risk, avoidable-error → avoidable_risk."""
-    return {"oracle-disagreement": "oracle_risk", "avoidable-error": "avoidable_risk"}.get(risk, risk.replace("-", "_"))
+    """The price metric name of a risk, from its registry entry: oracle-disagreement → oracle_risk, …"""
+    from cr2.crc import risk_spec
+
+    return risk_spec(risk).metric
 
 
 def _mean_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +183,7 @@ def _prepare_pool(score, risk, proba, cost, correct, groups, lams, alphas, spec:
     for k, v in realised.items():
         if v.shape != (n, n_lam):
             raise DataValidationError(f"realised risk '{k}' has shape {v.shape}, expected [n, n_lam] = {(n, n_lam)}")
-    risk_cols = {"teacher_risk": 0, **{_metric(k): 4 + q for q, k in enumerate(realised)}}
+    risk_cols = {_metric("teacher-disagreement"): 0, **{_metric(k): 4 + q for q, k in enumerate(realised)}}
     weights = np.stack([risk.astype(np.float64), np.ones((n, n_lam)), cost[:, :1] - def_cost,
                         correct[:, :1].astype(np.float64) - def_correct,
                         *[v.astype(np.float64) for v in realised.values()]], axis=2)

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from cr2.core.data import Decisions, RoutingSet
+from cr2.crc import RISKS
 from cr2.method.utility import DEVICE_INDEX, avoidable_error_label, disagree_label, oracle_disagree_label
 
 
@@ -190,8 +191,7 @@ PER_QUERY_METRICS: dict[str, PerQueryMetric] = {m.name: m for m in (
 )}
 #: the metric of each risk a rule can control (cr2.crc.RISKS key → PER_QUERY_METRICS name), over every test row: the
 #: population a rule's promise is stated for, so a deployed table's test risk is read against α here
-RISK_ALL_METRICS: dict[str, str] = {"teacher-disagreement": "risk_all", "oracle-disagreement": "oracle_risk_all",
-                                    "avoidable-error": "avoidable_risk_all"}
+RISK_ALL_METRICS: dict[str, str] = {name: r.all_metric for name, r in RISKS.items()}
 
 
 def oracle_accuracy(data: RoutingSet) -> float:

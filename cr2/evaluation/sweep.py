@@ -368,10 +368,6 @@ DERIVED_METHODS: dict[str, tuple[str, str, str]] = {
 }
 
 
-RISK_RULE_COLOURS = {"ltt": "#16a085", "crc-oracle": "#d35400", "crc-avoidable": "#8e44ad", "ltt-oracle": "#e67e22",
-                     "ltt-avoidable": "#a569bd"}
-
-
 def _derived(method: str) -> tuple[str, str, str] | None:
     if method in DERIVED_METHODS:
         return DERIVED_METHODS[method]
@@ -379,7 +375,7 @@ def _derived(method: str) -> tuple[str, str, str] | None:
         rule = RULE_REGISTRY[method[4:]]
         from cr2.crc import RISKS
 
-        return ("cr2-risk-rule", f"CR² {rule.name} ({RISKS[rule.risk].display})", RISK_RULE_COLOURS.get(rule.name, "#c0392b"))
+        return ("cr2-risk-rule", f"CR² {rule.name} ({RISKS[rule.risk].display})", rule.colour or "#c0392b")
     if method.startswith("cr2-rate-"):
         return ("cr2-rate", f"fixed local rate f = {method[9:]}", "#a569bd")
     return None

@@ -135,26 +135,27 @@ def risk_label(risk: str, lam: float | np.ndarray, *, proba: np.ndarray | None =
                cost: np.ndarray | None = None) -> np.ndarray:
     """Return the 0/1 risk label r_i(λ) a calibration rule controls (cr2.crc.RISKS), bool [n] or [n, n_lam].
 
-    teacher-disagreement needs the teacher's proba and the decision cost ĉ; oracle-disagreement the real
-    correctness and the same decision cost ĉ (the paper's c_m(x, ξ), built from the pre-execution output-length
-    estimate: the oracle differs from the teacher's reference only in its labels); avoidable-error the real
-    correctness only (broadcast over λ). `cost` (the realised c) is accepted for symmetry and not used.
+    The risk's entry names its label function and the inputs it reads: teacher-disagreement the teacher's proba and
+    the decision cost ĉ; oracle-disagreement the real correctness and the same decision cost ĉ (the paper's
+    c_m(x, ξ), built from the pre-execution output-length estimate: the oracle differs from the teacher's reference
+    only in its labels); avoidable-error the real correctness only (broadcast over λ). `cost` (the realised c) is
+    accepted for symmetry and never read: no risk's label depends on it.
     """
-    lam_vec, scalar = _as_lam(lam)
-    if risk == "teacher-disagreement":
-        if proba is None or decision_cost is None:
-            raise InvalidValueError("the teacher-disagreement label needs the teacher's proba and the decision cost")
-        return disagree_label(proba, decision_cost, lam)
-    if correct is None:
-        raise InvalidValueError(f"the {risk} label needs the real correctness y_m of every query")
-    if risk == "oracle-disagreement":
-        if decision_cost is None:
-            raise InvalidValueError("the oracle-disagreement label needs the decision cost ĉ_m of every query")
-        return oracle_disagree_label(correct, decision_cost, lam)
-    if risk == "avoidable-error":
-        e = avoidable_error_label(correct)
-        return e if scalar else np.repeat(e[:, None], len(lam_vec), axis=1)
-    from cr2.crc import RISKS
-    from cr2.core.errors import did_you_mean
+    from cr2.crc import risk_spec
 
-    raise did_you_mean("risk", risk, list(RISKS))
+    lam_vec, scalar = _as_lam(lam)
+    spec = risk_spec(risk)  # did-you-mean on an unknown name
+    given = {"proba": proba, "decision_cost": decision_cost, "correct": correct}
+    missing = [_INPUT_WORDS[k] for k in spec.inputs if given[k] is None]
+    if missing:
+        raise InvalidValueError(f"the {risk} label needs {' and '.join(missing)} of every query")
+    label = spec.label_function()
+    args = [given[k] for k in spec.inputs]
+    if spec.per_lam:
+        return label(*args, lam)
+    e = label(*args)
+    return e if scalar else np.repeat(e[:, None], len(lam_vec), axis=1)
+
+
+_INPUT_WORDS = {"proba": "the teacher's proba", "decision_cost": "the decision cost ĉ_m",
+                "correct": "the real correctness y_m"}  # how risk_label's error names a missing input

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from cr2.report.cells import ci_cell, num
-from cr2.report.tables import ROUTER_NAMES
 from cr2.report.validity import risk_of_rule
+from cr2.routers import short_name
 
 ANSWER_COLUMN = "answer (the deploy rule)"
 TITLE = "**Which router to deploy**"
@@ -27,7 +27,7 @@ RULE_SUMMARY = ("The rule, written before it was run (docs/guarantees.md, \"Whic
 def candidate_name(name: str) -> str:
     """A candidate's display name: 'KNN@crc-avoidable', 'KNN@no-device', 'always-edge'."""
     router, sep, rest = str(name).partition("@")
-    return f"{ROUTER_NAMES.get(router, router)}{sep}{rest}"
+    return f"{short_name(router)}{sep}{rest}"
 
 
 def _cost(c: pd.Series | None) -> str:

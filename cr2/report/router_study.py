@@ -7,7 +7,7 @@ import pandas as pd
 
 from cr2.report.cells import EM_DASH, num, p_cell
 from cr2.report.markdown import markdown_table
-from cr2.report.tables import ROUTER_NAMES
+from cr2.routers import short_name
 
 
 def _num(v: Any, spec: str = "+.1f") -> str:
@@ -15,7 +15,7 @@ def _num(v: Any, spec: str = "+.1f") -> str:
 
 
 def _name(router: str) -> str:
-    return ROUTER_NAMES.get(router, router)
+    return short_name(router)
 
 
 def unit_table(rows: pd.DataFrame, kind: str, word: Callable[[Any], str] = lambda w: w or "—") -> str:

@@ -13,11 +13,6 @@ from cr2.report.cells import ci_cell, num, p_cell, pm_cell
 from cr2.report.styles import MethodStyles
 
 
-#: display names of the catalogue's routers in tables and pages (an unknown router shows its own name)
-ROUTER_NAMES = {"cr2": "CR²", "knn": "KNN", "mlp": "MLP", "embedllm": "EmbedLLM", "llmrank": "LLMRank",
-                "llmrank-bench": "LLMRank + benchmark id"}
-
-
 def on_lams(values, lams=HEADLINE_LAMS, tol: float = 1e-9) -> list[bool]:
     """For each λ of `values`: whether it is one of `lams` (the λ a summary quotes; float tolerance)."""
     return [any(abs(float(v) - lam) < tol for lam in lams) for v in values]

@@ -5,6 +5,7 @@
     device_only = get_router("always-qwen3-1.7b")          # per-model routers: always-<model_id>
     router = get_router("mlp", seed=1, num_threads=2)       # keyword arguments go to the constructor
     router_entry("knn").predicts_proba                     # what evaluation needs to know, from the catalogue
+    short_name("llmrank-bench"), routers_tagged("compared")  # what the report shows, from the catalogue
 
 The catalogue is cr2/routers/catalogue.yaml (plus any extra catalogue files a config names under
 `baselines.catalogues`); adding a router is its module + one entry (docs/new_router.md). Router modules are
@@ -44,6 +45,8 @@ class RouterEntry:
     params: tuple[tuple[str, Any], ...] = ()  # constructor defaults of this entry (a named variant of a class)
     order: int = 0  # position in the catalogue (figure and table order)
     reads_costs: bool = True  # fit() may read c/ĉ (channel-dependent): refitted when the states change
+    short: str | None = None  # name in the report's tables (None: the router's id)
+    tags: tuple[str, ...] = ()  # the groups a page or a study selects routers by (routers_tagged)
 
     def load_class(self) -> type:
         """Import and return the router class (a .py path is loaded as a module of its own)."""
@@ -70,7 +73,7 @@ class RouterEntry:
 
 
 _FIELDS = {"class", "kind", "learned", "predicts_proba", "display", "colour", "per_model", "reference", "params",
-           "reads_costs"}
+           "reads_costs", "short", "tags"}
 _KINDS = ("cr2", "baseline", "baseline-variant")
 
 
@@ -93,12 +96,15 @@ def _read_catalogue(path: Path, start: int) -> dict[str, RouterEntry]:
             raise ConfigError(f"{path}: router '{name}': kind must be one of {_KINDS}, got {spec['kind']!r}")
         target = str(spec.pop("class"))
         params = tuple(sorted(dict(spec.pop("params", None) or {}).items()))
+        tags = spec.pop("tags", None) or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+            raise ConfigError(f"{path}: router '{name}': tags must be a list of names, got {tags!r}")
         module, _, cls = target.partition(":")
         if not cls:
             raise ConfigError(f"{path}: router '{name}': class must read module:Class, got {target!r}")
         if module.endswith(".py") and not Path(module).is_absolute():
             target = f"{(Path(path).parent / module).resolve()}:{cls}"
-        out[str(name)] = RouterEntry(name=str(name), target=target, order=start + i, params=params,
+        out[str(name)] = RouterEntry(name=str(name), target=target, order=start + i, params=params, tags=tuple(tags),
                                      **{k: (bool(v) if k in ("learned", "predicts_proba", "per_model", "reference", "reads_costs")
                                             else str(v)) for k, v in spec.items()})
     return out
@@ -168,6 +174,25 @@ def learned_baselines() -> tuple[str, ...]:
     return tuple(k for k, e in catalogue().items() if e.kind == "baseline" and e.learned)
 
 
+def short_name(name: str) -> str:
+    """The router's name in the report's tables: its catalogue entry's `short`, else `name` itself (also for a name
+    the catalogue does not hold — the full-information oracle, always-<model_id> — so a table never fails on a label)."""
+    entry = catalogue().get(name)
+    return entry.short if entry is not None and entry.short is not None else name
+
+
+def routers_tagged(*tags: str, kinds: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The routers that carry every one of `tags` (and, with `kinds`, whose kind is one of them), in catalogue
+    order: the one way a page or a study names a group of routers. An unknown tag is an error, not an empty group."""
+    entries = catalogue()
+    known = {t for e in entries.values() for t in e.tags}
+    for tag in tags:
+        if tag not in known:
+            raise did_you_mean("router tag", tag, sorted(known))
+    return tuple(k for k, e in entries.items()
+                 if set(tags) <= set(e.tags) and (kinds is None or e.kind in kinds))
+
+
 def router_class(name: str) -> type:
     """Return the router class registered under `name` (imports its module)."""
     return router_entry(name).load_class()
@@ -197,4 +222,4 @@ LEARNED_BASELINES: tuple[str, ...] = tuple(k for k, e in _read_catalogue(CATALOG
 
 __all__ = ["ALWAYS_PREFIX", "BASELINES", "LEARNED_BASELINES", "RouterEntry", "available_routers", "baseline_names",
            "catalogue", "get_router", "learned_baselines", "load_router", "router_class", "router_entry",
-           "use_catalogues"]
+           "routers_tagged", "short_name", "use_catalogues"]

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from cr2.config import GateSpec, TeacherSpec
-from cr2.crc import (GroupedThresholdTable, ThresholdTable, calibrate_group_tables, calibrate_table, rule_spec,
-                     table_from_records)
+from cr2.crc import (GroupedThresholdTable, ThresholdTable, calibrate_group_tables, calibrate_table, calibrated_lams,
+                     rule_spec, table_from_records)
 from cr2.core.data import Decisions, RoutingSet
 from cr2.core.errors import DataValidationError, NotFittedError, UncalibratedOperatingPointError
 from cr2.core.files import atomic_write, temp_sibling
@@ -261,7 +261,7 @@ class CR2Router:
         if len(val) == 0:
             raise DataValidationError("the calibration set is empty: nothing to calibrate on (check splits.val)")
         lam_arr = np.asarray(lams, dtype=np.float64)
-        positive = lam_arr[lam_arr != 0]  # λ = 0 is not scored: CR² defers everything there (_with_zero)
+        positive = calibrated_lams(lam_arr)  # λ = 0 gets its row from _with_zero, not from a rule
         if len(positive) == 0:
             raise DataValidationError("calibrate needs at least one λ > 0 (at λ = 0 CR² defers everything)")
         scores, risks = self.calibration_inputs(val, positive, spec.risk or "teacher-disagreement")

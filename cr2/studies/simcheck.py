@@ -23,8 +23,9 @@ import numpy as np
 from cr2.core.data import RoutingSet
 from cr2.core.errors import InvalidValueError
 from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
+from cr2.routers import routers_tagged
 
-LEARNED = ("knn", "mlp", "embedllm", "llmrank")
+LEARNED = routers_tagged("paper", kinds=("baseline",))  # the paper's learned baselines (router catalogue)
 
 
 def _row(statistic: str, value: float, model: str = "", other: str = "", lam: float | None = None,

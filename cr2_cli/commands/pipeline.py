@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from cr2.crc import RULES  # the calibrated rules of the registry, for --rule
 from cr2_cli import prefect_api
 from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
@@ -58,9 +59,8 @@ def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) ->
 @friendly(flow=True, existing_home=True)
 def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
               lam: Optional[list[float]] = typer.Option(None, "--lam", help="extra λ to calibrate exactly (repeatable)"),
-              rule: Optional[str] = typer.Option(None, "--rule", help="crc | ltt | crc-oracle | crc-avoidable | ltt-oracle | "
-                                                 "ltt-avoidable | empirical (default: calibration.rule); the risk each "
-                                                 "controls: docs/guarantees.md"),
+              rule: Optional[str] = typer.Option(None, "--rule", help=f"{' | '.join(RULES)} (default: calibration.rule); "
+                                                 "the risk each controls: docs/guarantees.md"),
               delta: Optional[float] = typer.Option(None, "--delta", help="ltt: P(some λ's threshold has risk > α) ≤ δ"),
               group: Optional[str] = typer.Option(None, "--group", help="Mondrian: benchmark | subset (none: pooled)"),
               small_group: Optional[str] = typer.Option(None, "--small-group", help="error | defer")) -> None:

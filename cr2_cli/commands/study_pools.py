@@ -40,7 +40,10 @@ def savings_markdown(home: Path, study_id: str) -> str:
         return "(no pool rows for this study)"
     sav["cell"] = [f"{_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}]" for e, lo, hi in
                    zip(sav["mean_saving_pct"], sav["lower_pct"], sav["upper_pct"])]
-    methods = [m for m in ("cr2", "mlp", "embedllm", "llmrank", "full-information") if m in set(sav["method"])]
+    from cr2.routers import routers_tagged
+
+    # CR² and the paper's baselines compared with KNN (router catalogue), then the full-information oracle
+    methods = [m for m in (*routers_tagged("paper", "compared"), "full-information") if m in set(sav["method"])]
     lines = []
     for ref in ("knn", "best-single"):
         sub = sav[sav["reference"] == ref].pivot(index="pool", columns="method", values="cell")
@@ -64,12 +67,15 @@ def signed_rank_tests(knn: pd.DataFrame) -> pd.DataFrame:
     `error`. A description, never a verdict (POOL_DEPENDENCE). Empty with fewer than 2 pools with a CR² saving."""
     from cr2.core.errors import InvalidValueError
     from cr2.evaluation.statistics import signed_rank_test
+    from cr2.routers import routers_tagged
 
     wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
     if "cr2" not in wide or len(wide) < 2:
         return pd.DataFrame()
     rows = []
-    for b in ["knn"] + [m for m in ("mlp", "embedllm", "llmrank", "llmrank-bench") if m in wide]:
+    # every baseline compared with KNN (router catalogue: tag `compared`, CR² itself aside)
+    baselines = routers_tagged("compared", kinds=("baseline", "baseline-variant"))
+    for b in ["knn"] + [m for m in baselines if m in wide]:
         other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
         both = wide["cr2"].notna() & other.notna()
         row = {"baseline": b, "pools": int(both.sum()), "median": np.nan, "w_plus": np.nan, "w_minus": np.nan,

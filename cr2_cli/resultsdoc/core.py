@@ -18,6 +18,7 @@ import numpy as np
 
 from cr2.evaluation.families import change_verdict  # noqa: F401  (the sections' word of a change)
 from cr2.evaluation.statistics import Verdict, saving_verdict, test_verdict
+from cr2.config.scenarios import scenarios
 from cr2.labels import is_simulated
 from cr2.evaluation.validity import validity_verdict
 from cr2.studies.level import ABOVE, WITHIN
@@ -34,15 +35,9 @@ _WORD = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in (*VERDICT_WOR
                    re.IGNORECASE)
 _EXEMPT = re.compile(OPEN + r"[^" + CLOSE + r"]*" + CLOSE + r"|`[^`\n]*`|\"[^\"\n]*\"|<!--.*?-->", re.DOTALL)
 
-# the warehouses of the shipped results: key → default home (relative to the repository root) and the command that
-# builds it; `make results-doc` reads these, a test passes other homes
-HOMES = {
-    "default": ("var", "make run"),
-    "mmlu-pro": ("var/mmlu-pro", "make run-measured"),
-    "zeroeval-qwen": ("var/zeroeval-qwen", "make run-qwen"),
-    "zeroeval-gemma": ("var/zeroeval-gemma", "make run-gemma"),
-    "pools": ("var/mmlu-pro-sample", "make study-pools"),
-}
+# the warehouses of the shipped results (configs/scenarios.yaml): key → default home (relative to the repository root)
+# and the command that builds it; `make results-doc` reads these, a test passes other homes
+HOMES = {key: (s.home, f"make {s.make}") for key, s in scenarios().items()}
 
 
 def mark(word: str) -> str:

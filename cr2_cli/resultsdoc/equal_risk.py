@@ -19,15 +19,14 @@ from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import ci_cell, num, p_cell
 from cr2.report.headline import mean_grid_line
 from cr2.report.markdown import markdown_table
-from cr2.report.tables import ROUTER_NAMES
+from cr2.config.scenarios import scenarios
+from cr2.routers import short_name
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2_cli.resultsdoc.scenario_stats import pick
 
-NAMES = ROUTER_NAMES
 RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracle": "oracle disagreement, on the labels",
              "crc-avoidable": "avoidable error, on the labels"}
-SCENARIOS = (("default", "Default (simulated Qwen3 labels)"), ("mmlu-pro", "MMLU-Pro (measured)"),
-             ("zeroeval-qwen", "ZeroEval Qwen ladder (measured)"), ("zeroeval-gemma", "ZeroEval Gemma ladder (measured)"))
+SCENARIOS = tuple((key, s.title) for key, s in scenarios().items() if s.is_run)  # configs/scenarios.yaml
 
 INTRO = """## Equal-risk comparison: every router certified under the same rules
 
@@ -151,7 +150,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
            + ", ".join(f"{r} {fam.get(('certified-score', r), 0)}" for r in rules) + ".\n"]
     t = []
     for base in baselines:
-        row = {"baseline": NAMES.get(base, base),
+        row = {"baseline": short_name(base),
                "gate quality (both uncertified)": _cell(doc, _one(means, question="gate-quality", against=base))}
         for rule in rules:
             row[f"certified at α, {rule} ({RULE_RISK[rule]})"] = _cell(
@@ -160,7 +159,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
     out.append(markdown_table(pd.DataFrame(t)))
     t = []
     for r in ["cr2", *baselines]:
-        row = {"router": NAMES.get(r, r)}
+        row = {"router": short_name(r)}
         for rule in rules:
             row[f"{rule} ({RULE_RISK[rule]})"] = _cell(doc, _one(means, question="calibrated-vs-default", router=r,
                                                                  rule=rule, alpha=alpha))
@@ -180,7 +179,7 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
             g = g.sort_values("lam").reset_index(drop=True)
             vv = validity_verdict(g["risk_mean"].to_numpy(float), g["risk_se"].to_numpy(float), alpha)
             worst = g.iloc[vv.worst] if vv.worst >= 0 else None
-            t.append({"router": NAMES.get(router, router), "rule (its risk)": f"{rule} ({RULE_RISK.get(rule, rule)})",
+            t.append({"router": short_name(router), "rule (its risk)": f"{rule} ({RULE_RISK.get(rule, rule)})",
                       "decisive λ (smallest p)": "–" if worst is None else f"{worst['lam']:.3g}",
                       "mean risk over re-splits there ± MC se": "–" if worst is None else
                       f"{worst['risk_mean']:.4f} ± {worst['risk_se']:.4f}",
@@ -263,7 +262,7 @@ def answers(doc: Doc, means: pd.DataFrame, alpha: float) -> str:
             if len(hits):
                 first = hits.iloc[0]
                 lines.append(f"  {doc.saving(first['lower'], first['upper'], first['p_holm'])}: " + ", ".join(sorted(
-                    f"{r.scenario}: {NAMES.get(r.router, r.router)} vs {NAMES.get(r.against, r.against)}"
+                    f"{r.scenario}: {short_name(r.router)} vs {short_name(r.against)}"
                     + (f" ({r.rule})" if isinstance(r.rule, str) else "") for r in hits.itertuples())) + ".")
     lines.append(_knn_direction(means, alpha))
     return "\n".join(lines) + "\n"

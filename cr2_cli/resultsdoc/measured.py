@@ -8,13 +8,14 @@ import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
+from cr2.routers import routers_tagged
 from cr2.report.headline import COST_ANCHOR, LAMS
 from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.scenario_stats import Scenario, banner, load, name, router_target_rows, target_family
 
 KEY = "mmlu-pro"
 TITLE = "## Measured scenario (MMLU-Pro)"
-FRONTIER = ("cr2", "knn", "mlp", "embedllm", "llmrank")  # the routers pooled into the Pareto frontier
+FRONTIER = routers_tagged("paper")  # the routers pooled into the Pareto frontier (router catalogue)
 
 
 def render(doc: Doc) -> str:

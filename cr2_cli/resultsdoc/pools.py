@@ -16,12 +16,14 @@ import pandas as pd
 
 from cr2.report import cells
 from cr2.report.markdown import text_table
+from cr2.config.scenarios import scenario
+from cr2.routers import routers_tagged
 from cr2_cli.resultsdoc.core import Doc, counts, label_kind
 
 KEY = "pools"
-ROUTERS = ("cr2", "mlp", "embedllm", "llmrank", "llmrank-bench")  # learned methods: the family a verdict counts in
+ROUTERS = routers_tagged("compared")  # learned methods: the family a verdict counts in (router catalogue)
 ORACLE = "full-information"
-POOLS_COMMAND = "cr2 study pools -c configs/mmlu-pro-pools-sample.yaml --home var/mmlu-pro-sample"
+POOLS_COMMAND = scenario(KEY).command_line()  # configs/scenarios.yaml
 LABELS_COMMAND = "python scripts/pool_label_diagnostics.py"
 RESAMPLES_LABELS = 1000  # paired resamples of the questions for the m_ref accuracy gaps (seed 0)
 

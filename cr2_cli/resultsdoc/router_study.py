@@ -18,7 +18,9 @@ def render(doc: Doc) -> str:
     head = "## The router study: can a router beat certified KNN at equal risk?\n"
     if not doc.has(KEY):
         return head + "\n" + doc.missing(KEY, "no pool sweep, so no router study")
-    homes = {k: str(doc.homes[k]) for k in ("default", "mmlu-pro", "zeroeval-qwen", "zeroeval-gemma") if k in doc.homes}
+    from cr2_flows.router_study import SCENARIOS as NAMED  # the scenarios a study may name (configs/scenarios.yaml)
+
+    homes = {k: str(doc.homes[k]) for k in NAMED if k in doc.homes}
     study, rows, summary, flops = study_results(str(doc.repo / STUDY), str(doc.homes[KEY]), homes)
     if rows["estimate"].notna().sum() == 0:
         return head + "\n" + doc.missing(KEY, f"no router study is stored (`{COMMAND}`)")

@@ -16,15 +16,14 @@ import pandas as pd
 
 from cr2.evaluation.statistics import holm_adjust, saving_verdict, t_interval
 from cr2.report import cells
-from cr2.report.tables import ROUTER_NAMES
+from cr2.routers import routers_tagged, short_name
 from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
 
-NAMES = ROUTER_NAMES
-LEARNED = ("cr2", "mlp", "embedllm", "llmrank", "llmrank-bench")  # every learned router compared with KNN
+LEARNED = routers_tagged("compared")  # every learned router compared with KNN (router catalogue)
 
 
 def name(method: str) -> str:
-    return NAMES.get(method, method)
+    return short_name(method)
 
 
 def num(v, fmt: str = "+.1f") -> str:

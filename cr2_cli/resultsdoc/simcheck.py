@@ -11,13 +11,14 @@ import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import text_table
+from cr2.routers import routers_tagged
 from cr2_cli.resultsdoc.core import Doc, label_kind
 from cr2_cli.resultsdoc.pools import num, span
 
 V2, V1 = "simulated-irt-v2", "simulated-irt-v1"
 PHI_POOL = "phi-3-mini-4k-instruct"
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
-ROUTERS = ("cr2", "mlp", "embedllm", "llmrank")
+ROUTERS = routers_tagged("paper", "compared")  # CR² and the paper's baselines compared with KNN
 LAMS = HEADLINE_LAMS
 DUMP = ("python -c \"from cr2.config import load_config; from cr2.studies.pools import load_pool_rule, select_pools, "
         "pool_overrides; from cr2_flows.pools import pool_config; r = load_pool_rule('configs/pools/mmlu-pro.yaml'); "
