@@ -82,7 +82,7 @@ def study_level(config: Config, home: str, run_id: str, n_replicates: int, n_res
 
 
 LEVEL = Stage(study_level, Reads(
-    config=("evaluation", "grids.default_alpha", "models", *ROUTING_CONFIG),
+    config=("evaluation", "grids.default_alpha", "models", "routing.decision_cost", *ROUTING_CONFIG),
     rows=(Rows("decisions", where=lambda c, run_id, *_: {"run_id": run_id}), RoutingRows(("test", "val"))),
     upstream=("methods", "eval_runs"), writes=("level_study",)),
     upstream=lambda run_id, n_replicates, n_resamples, seed: [run_id, n_replicates, n_resamples, seed])

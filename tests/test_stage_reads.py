@@ -41,6 +41,7 @@ def slice_run(tmp_path_factory, one_torch_thread):
     from cr2_tasks.common import tracked_run
     from cr2_tasks.equal_risk import EQUAL_RISK
     from cr2_tasks.intervals import INTERVALS
+    from cr2_tasks.level import LEVEL
     from cr2_tasks.pools import POOL_SUMMARY
     from cr2_tasks.premise import PREMISE_INPUTS
     from cr2_tasks.recalibrate import EVALUATE_RECALIBRATION
@@ -69,12 +70,13 @@ def slice_run(tmp_path_factory, one_torch_thread):
     run(POOL_SUMMARY, evaluated["run_id"])
     run(EVALUATE_RECALIBRATION, trained, {"before": calibrated, "after": calibrated})
     run(PREMISE_INPUTS, trained, baselines["routers"])
+    run(LEVEL, evaluated["run_id"], 3, 40, 0)  # the A/A study on the run's stored sides (a few replicates)
     return {"checks": checks, "calls": calls, "config": config, "home": home}
 
 
 STAGE_NAMES = ("ingest-queries", "prepare-embeddings", "prepare-splits", "prepare-states", "prepare-labels",
                "prepare-costs", "train-cr2", "calibrate-cr2", "fit-baselines", "evaluate", "intervals", "ablation",
-               "certify", "equal-risk", "report", "pool-summary", "evaluate-recalibration", "premise-inputs")
+               "certify", "equal-risk", "report", "pool-summary", "evaluate-recalibration", "premise-inputs", "level")
 
 
 NO_CONFIG = {"report": "every setting it prints comes from the stored run (eval_runs), none from the config"}
