@@ -20,7 +20,7 @@ from prefect import flow
 
 from cr2.config import Config, load_config
 from cr2.config.scenarios import scenario
-from cr2.studies.routers import DEFAULT_STUDY, load_study, study_id, study_scenarios  # noqa: F401  (the flow's API)
+from cr2.studies.routers import DEFAULT_STUDY, load_study, study_id, study_scenarios
 
 STUDY_DIR = Path("studies") / "routers"
 POOLS_HOME = scenario("pools").home  # where the pool sweep's pools are (configs/scenarios.yaml)
