@@ -29,15 +29,12 @@ from prefect import flow
 
 from cr2.config import Config, load_state_distribution
 from cr2.core.files import atomic_write
+from cr2.studies.premise import (DEFAULT_CHANNELS, DEFAULT_RESAMPLES, DEFAULT_RETRAIN_EPOCHS,
+                                 DEFAULT_RETRAIN_FROM, DEFAULT_SPEEDS)
 from cr2_tasks.common import run_stage
 from cr2_tasks.premise import PREMISE_CELL, PREMISE_INPUTS, study_id
 from cr2_warehouse.db import Warehouse
 
-DEFAULT_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-DEFAULT_CHANNELS = ("default", "premise-far", "premise-cell-edge", "premise-beyond-edge")
-DEFAULT_RESAMPLES = 1000
-DEFAULT_RETRAIN_EPOCHS = 4  # retrain_from 'base' only
-DEFAULT_RETRAIN_FROM = "scratch"
 
 
 def _base(config: Config, home: Path) -> tuple[dict, dict]:

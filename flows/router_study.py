@@ -19,38 +19,15 @@ from typing import Any
 from prefect import flow
 
 from cr2.config import Config, load_config
-from cr2.config.scenarios import scenario, scenarios
+from cr2.config.scenarios import scenario
+from cr2.studies.routers import DEFAULT_STUDY, load_study, study_id, study_scenarios
+from cr2.studies.routers import study_path as shipped_study_path
 
-DEFAULT_STUDY = "configs/studies/router-study.yaml"
 STUDY_DIR = Path("studies") / "routers"
 POOLS_HOME = scenario("pools").home  # where the pool sweep's pools are (configs/scenarios.yaml)
 
-#: the scenarios a study may name — each one pipeline run — with the config and home `make run*` gives them
-#: (configs/scenarios.yaml: .config, None for the default config, and .home)
-SCENARIOS = {key: s for key, s in scenarios().items() if s.is_run}
-
-
-def _study_path(path: str) -> Path:
-    from cr2.config.shipped import shipped_path
-
-    p = Path(path)
-    return p if p.is_absolute() or p.is_file() else shipped_path(path)
-
-
-def load_study(path: str = DEFAULT_STUDY):
-    """The pre-registration at `path` (a file, or a path shipped with cr2) with its content hash."""
-    from cr2.studies.routers import load_router_study
-    from cr2_tasks.store import study_file_digest
-
-    p = _study_path(path)
-    return load_router_study(p, study_file_digest(p))
-
-
-def study_id(study, kind: str) -> str:
-    """The study's id in a base warehouse: the pre-registration's content hash and the kind of unit it holds."""
-    from cr2_tasks.store import study_id as stored_study_id
-
-    return stored_study_id(f"routers-{kind}", study.digest)
+#: the scenarios a study may name (cr2.studies.routers.study_scenarios: configs/scenarios.yaml's pipeline runs)
+SCENARIOS = study_scenarios()
 
 
 def unit_config(config: Config, study) -> Config:
@@ -90,7 +67,7 @@ def study_routers_flow(study_path: str = DEFAULT_STUDY, pools_home: str = POOLS_
     unknown = sorted(set(study.scenarios) - set(SCENARIOS))
     if unknown:
         raise InvalidValueError(f"{study_path}: unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
-    rule = load_pool_rule(_study_path(study.pool_rule))
+    rule = load_pool_rule(shipped_study_path(study.pool_rule))
     pools = list(select_pools(rule))
     names = [p.pool_id for p in pools] + list(study.scenarios)
     if only:

@@ -35,29 +35,8 @@ from typing import Any
 import numpy as np
 
 from cr2.core.files import atomic_write
-from cr2.core.hashing import content_fingerprint
-
-
-def study_id(kind: str, *parts: Any) -> str:
-    """The id of a stored study (a pool sweep, diagnostics, seeds, a premise study, the router study): '<kind>-' +
-    sha256 over the kind and each part's string form, 24 hex chars. Not a cache key: the warehouse keeps the study's
-    rows under it and every later run finds them by recomputing it, so its derivation is fixed — a new one would
-    orphan every stored study (tests/test_store.py pins it)."""
-    import hashlib
-
-    h = hashlib.sha256(kind.encode())
-    for p in parts:
-        h.update(b"\x1f" + str(p).encode())
-    return f"{kind}-{h.hexdigest()[:24]}"
-
-
-def study_file_digest(path: str | Path) -> str:
-    """The content digest of a file a stored study's id is built from (a pool rule, a pre-registration): sha256 over
-    its name and bytes, 16 hex chars; fixed like `study_id`, and printed beside the study as its content hash."""
-    import hashlib
-
-    p = Path(path)
-    return hashlib.sha256(p.name.encode() + p.read_bytes()).hexdigest()[:16]
+# the ids of stored studies are pure hashing (cr2.core.hashing), named here too for the tasks that key studies
+from cr2.core.hashing import content_fingerprint, study_file_digest, study_id  # noqa: F401
 
 
 def cache_key(kind: str, *parts: Any) -> str:

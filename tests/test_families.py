@@ -159,3 +159,33 @@ def test_knn_against_itself_and_a_target_one_side_misses_are_estimates_in_no_fam
     out = annotate(rows, interval_family)
     assert [r["family"] for r in out] == [None, "mean-saving-vs-knn", None, "saving-vs-knn"]
     assert [r["family_size"] for r in out] == [None, 1, None, 1] and out[0]["verdict"] is None
+
+
+# ---------------------------------------------------------------- conclusions over seeds
+def test_over_seeds_gives_the_t_interval_and_holm_within_each_family_and_no_word_under_two_seeds():
+    from scipy.stats import t as student_t
+
+    from cr2.evaluation.families import over_seeds
+
+    f = pd.DataFrame({"seed_mean": [1.0, 2.0, 0.1, 5.0], "seed_sd": [0.5, 1.0, 2.0, 1.0], "n_seeds": [5, 5, 5, 1],
+                      "question": ["a", "a", "b", "b"]}, index=[10, 11, 12, 13])
+    out = over_seeds(f)
+    # row 10 by hand: half-width t_{4, 0.975} · sd / √n, p = 2 · sf(|mean| / se, 4)
+    se = 0.5 / np.sqrt(5)
+    assert out.loc[10, "lo"] == pytest.approx(1.0 - student_t.ppf(0.975, 4) * se)
+    assert out.loc[10, "hi"] == pytest.approx(1.0 + student_t.ppf(0.975, 4) * se)
+    assert out.loc[10, "p"] == pytest.approx(2 * student_t.sf(1.0 / se, 4))
+    assert list(out.index) == [10, 11, 12, 13]
+    # one seed: no interval, no p, no word, and it counts in no family (3 tests, not 4)
+    assert np.isnan(out.loc[13, "p"]) and out.loc[13, "verdict"] is None and np.isnan(out.loc[13, "sd"])
+    np.testing.assert_allclose(out["p_holm"].iloc[:3], holm_adjust(out["p"].iloc[:3].to_numpy()))
+    # families named by a column: Holm within each, so the pair in family "a" is corrected over 2 tests, not 3
+    fam = over_seeds(f, ["question"])
+    np.testing.assert_allclose(fam.loc[[10, 11], "p_holm"], holm_adjust(out.loc[[10, 11], "p"].to_numpy()))
+    assert fam.loc[12, "p_holm"] == pytest.approx(out.loc[12, "p"])  # alone in its family: its own p
+    assert (fam["p_holm"].iloc[:3] <= out["p_holm"].iloc[:3] + 1e-15).all()
+    assert list(fam["verdict"].iloc[:3]) == ["cheaper", "cheaper", "no difference detected"]
+    # a change (risk − α) speaks of larger / smaller, from the same interval and Holm p
+    assert over_seeds(f.iloc[:2], verdict=change_verdict)["verdict"].tolist() == ["larger", "larger"]
+    assert over_seeds(f.assign(seed_mean=-f["seed_mean"]).iloc[:2])["verdict"].tolist() == ["dearer", "dearer"]
+    assert over_seeds(f.iloc[:0]).empty

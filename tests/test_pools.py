@@ -303,3 +303,47 @@ def test_router_study_refuses_an_unknown_unit_or_a_missing_sweep(tmp_path):
         study_routers_flow.fn(pools_home=str(tmp_path), only=["no-such-pool"])
     with pytest.raises(DataValidationError, match="run the pool sweep first"):
         study_routers_flow.fn(pools_home=str(tmp_path), only=["phi-3-mini-4k-instruct"])
+
+
+# ---------------------------------------------------------------- across pools: the signed-rank description
+def test_signed_rank_tests_compare_cr2_with_knn_and_each_compared_baseline_over_the_pools():
+    from cr2.evaluation.statistics import signed_rank_test
+    from cr2.studies.pools import signed_rank_tests
+
+    cr2 = [3.0, 5.0, -1.0, 4.0, 6.0]
+    mlp = [1.0, 1.0, 1.0, 1.0, np.nan]  # no saving stored on the last pool: 4 pairs
+    knn = pd.DataFrame({"pool": [f"p{i}" for i in range(5)] * 2, "method": ["cr2"] * 5 + ["mlp"] * 5,
+                        "mean_saving_pct": cr2 + mlp})
+    t = signed_rank_tests(knn).set_index("baseline")
+    assert list(t.index) == ["knn", "mlp"]  # KNN first, then the catalogue's compared baselines stored here
+    ref = signed_rank_test(np.array(cr2))  # against KNN: the savings against 0
+    assert (t.loc["knn", "pools"], t.loc["knn", "median"], t.loc["knn", "p"]) == (5, ref.median_diff, ref.p_value)
+    assert t.loc["knn", "w_plus"] == 14.0 and t.loc["knn", "w_minus"] == 1.0
+    assert t.loc["mlp", "pools"] == 4 and t.loc["mlp", "median"] == pytest.approx(np.median([2.0, 4.0, -2.0, 3.0]))
+    assert t["error"].isna().all()
+    # one pool is no comparison across pools
+    assert signed_rank_tests(knn[knn["pool"] == "p0"]).empty
+
+
+# ---------------------------------------------------------------- is m_ref the most accurate? (label diagnostics)
+def test_the_reference_gap_family_finds_an_edge_model_more_accurate_than_m_ref_after_holm():
+    from cr2.studies.diagnostics import reference_accuracy_gap_family
+    from cr2.studies.pools import Pool, PoolModel
+
+    def pm(name, params):
+        return PoolModel(name=name, hf_name=name, params=params, chat=False)
+
+    dev, e1, ref = pm("dev", 1e9), pm("e1", 2e9), pm("ref", 9e9)
+    pool = Pool(device=dev, edges=(e1, ref), reference=ref)
+    rng = np.random.default_rng(3)
+    n = 400  # e1 right on 90 %, m_ref on 60 %, the device on 60 % of the questions, independently
+    y = np.column_stack([rng.random(n) < 0.6, rng.random(n) < 0.9, rng.random(n) < 0.6]).astype(float)
+    g = reference_accuracy_gap_family(y, ["dev", "e1", "ref"], [pool], 500, np.random.default_rng(0))
+    by = g.set_index("model")
+    assert by.loc["e1", "estimate"] == pytest.approx(y[:, 2].mean() - y[:, 1].mean())
+    assert by.loc["e1", "verdict"] == "dearer" and by.loc["e1", "upper"] < 0  # m_ref detectably less accurate
+    assert by.loc["dev", "verdict"] == "no difference detected"
+    assert (g["p_holm"] >= g["p"]).all() and set(g["n_resamples"]) == {500}
+    # the same generator state gives the same family (the page's seed 0)
+    again = reference_accuracy_gap_family(y, ["dev", "e1", "ref"], [pool], 500, np.random.default_rng(0))
+    pd.testing.assert_frame_equal(g, again)

@@ -205,7 +205,8 @@ def test_met_uses_the_tolerance_and_counts_several_targets():
 
 def test_pool_label_table_and_reference_gaps_on_a_hand_made_file():
     from cr2.evaluation.statistics import resample_indices
-    from cr2.studies.pools import Pool, PoolModel, pool_label_table, reference_accuracy_gaps
+    from cr2.studies.diagnostics import reference_accuracy_gaps
+    from cr2.studies.pools import Pool, PoolModel, pool_label_table
 
     def pm(name, params):
         return PoolModel(name=name, hf_name=name, params=params, chat=False)

@@ -8,6 +8,8 @@ cr2 command that build it — one file that the router study, the results page a
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 from typing import Literal
 
 from pydantic import ValidationError
@@ -18,6 +20,7 @@ from cr2.config.shipped import shipped_path
 from cr2.core.errors import ConfigError, did_you_mean
 
 SCENARIOS_FILE = "configs/scenarios.yaml"
+SCENARIOS_ENV = "CR2_SCENARIOS"  # names another scenarios file (scenarios_file)
 DEFAULT_HOME = "var"  # the home a cr2 command uses without --home (cr2.config.shipped.default_home)
 
 
@@ -41,11 +44,22 @@ class Scenario(StrictModel):
                          *(["--home", self.home] if self.home != DEFAULT_HOME else [])])
 
 
-@functools.lru_cache(maxsize=None)
+def scenarios_file() -> Path:
+    """The scenarios file read: $CR2_SCENARIOS where set (a file of the same shape, e.g. a checkout's own scenario
+    added for a test or a private study), else configs/scenarios.yaml (the checkout's or the installed package's)."""
+    named = os.environ.get(SCENARIOS_ENV)
+    return Path(named).expanduser() if named else shipped_path(SCENARIOS_FILE)
+
+
 def scenarios() -> dict[str, Scenario]:
-    """Key → Scenario of configs/scenarios.yaml (the checkout's or the installed package's), in file order; the file
-    is read within the YAML budgets of every config (cr2.core.boundary) and an unknown or missing key is an error."""
-    path = shipped_path(SCENARIOS_FILE)
+    """Key → Scenario of the scenarios file (scenarios_file), in file order; the file is read within the YAML budgets
+    of every config (cr2.core.boundary) and an unknown or missing key is an error."""
+    return _read_scenarios(scenarios_file())
+
+
+@functools.lru_cache(maxsize=None)
+def _read_scenarios(path: Path) -> dict[str, Scenario]:
+    # cached per file, so a changed $CR2_SCENARIOS is read afresh and the shipped file only once
     out = {}
     for key, spec in read_yaml(path).items():
         try:

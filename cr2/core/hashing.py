@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,3 +90,22 @@ def fingerprint_rows(*sets: Any, fields: Sequence[str]) -> str:
             else:
                 arrays[f"{i}.{name}"] = ROW_FIELDS[name](value)
     return content_fingerprint(sorted(fields), len(sets), arrays=arrays)
+
+
+# ---------------------------------------------------------------- ids of stored studies (pure; fixed derivations)
+def study_id(kind: str, *parts: Any) -> str:
+    """The id of a stored study (a pool sweep, diagnostics, seeds, a premise study, the router study): '<kind>-' +
+    sha256 over the kind and each part's string form, 24 hex chars. Not a cache key: the warehouse keeps the study's
+    rows under it and every later run finds them by recomputing it, so its derivation is fixed — a new one would
+    orphan every stored study (tests/test_store.py pins it)."""
+    h = hashlib.sha256(kind.encode())
+    for p in parts:
+        h.update(b"\x1f" + str(p).encode())
+    return f"{kind}-{h.hexdigest()[:24]}"
+
+
+def study_file_digest(path: str | Path) -> str:
+    """The content digest of a file a stored study's id is built from (a pool rule, a pre-registration): sha256 over
+    its name and bytes, 16 hex chars; fixed like `study_id`, and printed beside the study as its content hash."""
+    p = Path(path)
+    return hashlib.sha256(p.name.encode() + p.read_bytes()).hexdigest()[:16]

@@ -16,6 +16,9 @@ table that prints it:
                           the per-target savings (saving_pct) in another (`equal_risk_family`);
 - ``deploy``              one run × rule × α, as cr2.evaluation.deploy assigns.
 
+Conclusions over seeds (a t-interval per statistic over re-seeded runs) are families too, decided by the caller's
+question and corrected the same way (`over_seeds`); they are computed from the stored seed spread, not stored.
+
 Each test is stored with its family id, the family's size, the raw p, the Holm-adjusted p over the family and the
 word that Holm p allows (`annotate`); every surface — the results page, `cr2 results`, the HTML report, the
 Prefect artifacts and the SQL views' `verdict` columns — prints that stored word and never re-corrects a test over
@@ -24,11 +27,14 @@ as a conclusion.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from cr2.evaluation.statistics import Verdict, holm_adjust, saving_verdict
+
+if TYPE_CHECKING:  # annotations only: the module imports pandas where it uses it
+    import pandas as pd
 
 SAVING_VS_KNN, MEAN_SAVING_VS_KNN = "saving_vs_knn_pct", "mean_saving_vs_knn_pct"
 MINUS_ALPHA = "_minus_alpha"  # suffix of a risk-vs-α test's metric (cr2.evaluation.intervals.MINUS_ALPHA)
@@ -106,6 +112,41 @@ def annotate(rows: Iterable[dict[str, Any]], family_of: Callable[[Mapping[str, A
     return rows
 
 
+def over_seeds(frame: "pd.DataFrame", family_columns: Sequence[str] = (), *, mean: str = "seed_mean",
+               sd: str = "seed_sd", n: str = "n_seeds", verdict: Callable[..., str | None] = saving_verdict,
+               level: float = 0.95) -> "pd.DataFrame":
+    """The conclusion over seeds of each row of `frame` (a statistic over independent re-runs, summarised by its
+    mean, sample sd and number of seeds, as v_seed_spread stores it): a frame on the same index with n, mean and sd
+    as the t-interval reads them (sd NaN under two seeds), the Student-t interval over seeds (lo, hi), the
+    one-sample t-test p of "the mean is 0" (p), its Holm adjustment within each family (p_holm) and the one word
+    the t-interval and p_holm allow (`verdict`: saving_verdict, or change_verdict for a change such as risk − α).
+
+    A family is the rows sharing the values of family_columns (all the rows when none are named), the tests read
+    together; rows under two seeds have no p and count in no family. Unit of resampling: the seed (split, teacher,
+    gate and learned baselines re-seeded); nothing about test-query noise within one seed."""
+    import pandas as pd
+
+    from cr2.evaluation.statistics import t_interval
+
+    ivs = [t_interval(m, s, k, level) for m, s, k in zip(frame[mean], frame[sd], frame[n])]
+    out = pd.DataFrame({"n": [i.n for i in ivs], "mean": [i.mean for i in ivs], "sd": [i.sd for i in ivs],
+                        "lo": [i.lower for i in ivs], "hi": [i.upper for i in ivs],
+                        "p": [i.p_value for i in ivs]}, index=frame.index)
+    out = out.astype({"n": int, "mean": float, "sd": float, "lo": float, "hi": float, "p": float})
+    p = out["p"].to_numpy(np.float64)
+    p_holm = np.full(len(out), np.nan)
+    if family_columns:
+        groups = frame.reset_index(drop=True).groupby(list(family_columns), sort=False).indices.values()
+    else:
+        groups = [np.arange(len(out))]
+    for rows in groups:
+        p_holm[rows] = holm_adjust(p[rows])
+    out["p_holm"] = p_holm
+    out["verdict"] = pd.Series([verdict(lo, hi, q, level) for lo, hi, q in zip(out["lo"], out["hi"], p_holm)],
+                               index=out.index, dtype=object)  # None (no interval) stays None, not NaN
+    return out
+
+
 def p_resolution(n_resamples: int | None, family_size: int | None = None) -> float | None:
     """The smallest non-zero p a bootstrap p of B resamples can take, 2 / B (two-sided: twice the smaller tail
     share), and of its Holm adjustment in a family of m, m · 2 / B; None where B is unknown."""
@@ -115,4 +156,4 @@ def p_resolution(n_resamples: int | None, family_size: int | None = None) -> flo
 
 
 __all__ = ["INTERVAL_FAMILIES", "MEAN_SAVING_VS_KNN", "MINUS_ALPHA", "SAVING_VS_KNN", "annotate", "change_verdict",
-           "equal_risk_family", "interval_family", "p_resolution"]
+           "equal_risk_family", "interval_family", "over_seeds", "p_resolution"]

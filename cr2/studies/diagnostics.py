@@ -16,11 +16,14 @@ lower, upper, n_resamples. Pure numpy; the same function serves every pool and s
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from cr2.core.errors import InvalidValueError
+
+if TYPE_CHECKING:  # annotations only: the module imports pandas where it uses it
+    import pandas as pd
 
 HEADROOM_LAMS = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 121)])  # λ sweep of the full-information reference
 DEFAULT_K = 20  # neighbours of the k-NN predictability probe
@@ -135,3 +138,56 @@ def oracle_sweep(correct: np.ndarray, cost: np.ndarray, lams: np.ndarray = HEADR
 
     return np.asarray(oracle_choice(np.asarray(correct, dtype=bool), np.asarray(cost, dtype=np.float64),
                                     np.asarray(lams, dtype=np.float64)))
+
+
+def reference_accuracy_gaps(correct: np.ndarray, names: list[str], pools: Sequence[Any], idx: np.ndarray,
+                            level: float = 0.95) -> list[dict[str, Any]]:
+    """Per pool and every other model of it: accuracy(m_ref) − accuracy(model) over the questions every pool model
+    answered, with its paired-bootstrap percentile interval (`idx`: cr2.evaluation.statistics.resample_indices over all n
+    questions, one index for every pool and model).
+
+    correct: [n, K] float (1 right, 0 wrong, NaN no output); names: the K model names of its columns; pools:
+    cr2.studies.pools.Pool (models, device, reference; not imported here: pools imports this module)."""
+    from cr2.evaluation.statistics import percentile_interval, resample_counts, resampled_means
+
+    col = {n: i for i, n in enumerate(names)}
+    counts = resample_counts(idx, correct.shape[0])
+    rows = []
+    for pool in pools:
+        y = correct[:, [col[m.name] for m in pool.models]]
+        rows_ok = np.isfinite(y).all(axis=1)
+        ref = [m.name for m in pool.models].index(pool.reference.name)
+        d = np.nan_to_num(y[:, [ref]] - y)  # [n, M]: m_ref − each model (0 off the answered rows)
+        samples = resampled_means(d, None, rows_ok, counts=counts)
+        for j, m in enumerate(pool.models):
+            if j == ref:
+                continue
+            iv = percentile_interval(samples[:, j], float(d[rows_ok, j].mean()), level)
+            rows.append({"pool": pool.pool_id, "reference": pool.reference.name, "model": m.name,
+                         "role": "device" if m is pool.device else "edge", "estimate": iv.estimate,
+                         "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples, "p_value": iv.p_value})
+    return rows
+
+
+def reference_accuracy_gap_family(correct: np.ndarray, names: list[str], pools: Sequence[Any], n_resamples: int,
+                                  rng: np.random.Generator, level: float = 0.95) -> "pd.DataFrame":
+    """Is m_ref the most accurate model of its pool? The rows of reference_accuracy_gaps (accuracy(m_ref) −
+    accuracy(other model) with its paired percentile interval and bootstrap p) on one index of n_resamples paired
+    resamples of all the questions drawn from rng (shared by every pool and model), each with p, its Holm
+    adjustment over all the rows (one family: every pool × other model, read together) and the word that Holm p
+    allows (`verdict`: "dearer" where m_ref is detectably less accurate). Unit of resampling: the questions; the
+    labels are the whole benchmark's, so nothing else varies."""
+    import pandas as pd
+
+    from cr2.evaluation.statistics import holm_of_stored, resample_indices, saving_verdict
+
+    gaps = pd.DataFrame(reference_accuracy_gaps(correct, names, pools,
+                                                resample_indices(correct.shape[0], n_resamples, rng), level))
+    if gaps.empty:
+        return pd.DataFrame(columns=["pool", "reference", "model", "role", "estimate", "lower", "upper",
+                                     "n_resamples", "p_value", "p", "p_holm", "verdict"])
+    gaps["p"] = gaps["p_value"].astype(float)
+    gaps["p_holm"] = holm_of_stored(gaps["p"])
+    gaps["verdict"] = [saving_verdict(lo, hi, q, level) for lo, hi, q in zip(gaps["lower"], gaps["upper"],
+                                                                              gaps["p_holm"])]
+    return gaps

@@ -18,13 +18,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from cr2.core.boundary import InputModel
 from cr2.core.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only: the module imports pandas where it uses it
+    import pandas as pd
 
 BF16_BYTES_PER_PARAM = 2.0
 
@@ -259,29 +262,35 @@ def pool_label_table(correct: np.ndarray, names: list[str], pools: list[Pool]) -
     return rows
 
 
-def reference_accuracy_gaps(correct: np.ndarray, names: list[str], pools: list[Pool], idx: np.ndarray,
-                            level: float = 0.95) -> list[dict[str, Any]]:
-    """Per pool and every other model of it: accuracy(m_ref) − accuracy(model) over the questions every pool model
-    answered, with its paired-bootstrap percentile interval (`idx`: cr2.evaluation.statistics.resample_indices over all n
-    questions, one index for every pool and model).
+# ---------------------------------------------------------------- across pools (a description, no verdict)
+def signed_rank_tests(knn: "pd.DataFrame") -> "pd.DataFrame":
+    """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), one row
+    per baseline (baseline, pools, median, w_plus, w_minus, p, method, error), a test that cannot be run saying why in
+    `error`. A description, never a verdict: the pools share questions, split, resample index and edge models, so
+    they are not independent units and the p is optimistic (the CLI and the results page print why beside it).
+    Empty with fewer than 2 pools with a CR² saving. knn: pool_savings rows against KNN (pool, method,
+    mean_saving_pct)."""
+    import pandas as pd
 
-    correct: [n, K] float (1 right, 0 wrong, NaN no output); names: the K model names of its columns."""
-    from cr2.evaluation.statistics import percentile_interval, resample_counts, resampled_means  # noqa: F401
+    from cr2.core.errors import InvalidValueError
+    from cr2.evaluation.statistics import signed_rank_test
+    from cr2.routers import routers_tagged
 
-    col = {n: i for i, n in enumerate(names)}
-    counts = resample_counts(idx, correct.shape[0])
+    wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
+    if "cr2" not in wide or len(wide) < 2:
+        return pd.DataFrame()
     rows = []
-    for pool in pools:
-        y = correct[:, [col[m.name] for m in pool.models]]
-        rows_ok = np.isfinite(y).all(axis=1)
-        ref = [m.name for m in pool.models].index(pool.reference.name)
-        d = np.nan_to_num(y[:, [ref]] - y)  # [n, M]: m_ref − each model (0 off the answered rows)
-        samples = resampled_means(d, None, rows_ok, counts=counts)
-        for j, m in enumerate(pool.models):
-            if j == ref:
-                continue
-            iv = percentile_interval(samples[:, j], float(d[rows_ok, j].mean()), level)
-            rows.append({"pool": pool.pool_id, "reference": pool.reference.name, "model": m.name,
-                         "role": "device" if m is pool.device else "edge", "estimate": iv.estimate,
-                         "lower": iv.lower, "upper": iv.upper, "n_resamples": iv.n_resamples, "p_value": iv.p_value})
-    return rows
+    # every baseline compared with KNN (router catalogue: tag `compared`, CR² itself aside)
+    baselines = routers_tagged("compared", kinds=("baseline", "baseline-variant"))
+    for b in ["knn"] + [m for m in baselines if m in wide]:
+        other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
+        both = wide["cr2"].notna() & other.notna()
+        row = {"baseline": b, "pools": int(both.sum()), "median": np.nan, "w_plus": np.nan, "w_minus": np.nan,
+               "p": np.nan, "method": None, "error": None}
+        try:
+            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
+            row |= {"median": t.median_diff, "w_plus": t.w_plus, "w_minus": t.w_minus, "p": t.p_value, "method": t.method}
+        except InvalidValueError as e:
+            row["error"] = str(e)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -48,6 +48,16 @@ CR2_RETRAIN = "cr2-retrain"  # CR² with the gate re-distilled on the cell's cos
 BEST_SINGLE = "best-single"  # the Always-m points of the pool as one frontier (the best single model per target)
 SPLITS = ("train", "dev", "val", "test")
 
+# the study's defaults (`cr2 study premise` without options): the grid of device speed factors and channels (named
+# state distributions, configs/states/), the paired resamples per interval and how the retrained gate is fitted.
+# Here, not in the flow, because a results page names the command that reproduces a study by its differences from
+# these, and the page reads nothing from flows/.
+DEFAULT_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+DEFAULT_CHANNELS = ("default", "premise-far", "premise-cell-edge", "premise-beyond-edge")
+DEFAULT_RESAMPLES = 1000
+DEFAULT_RETRAIN_EPOCHS = 4  # retrain_from 'base' only
+DEFAULT_RETRAIN_FROM = "scratch"
+
 
 @dataclass(frozen=True)
 class PremiseInputs:

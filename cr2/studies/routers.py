@@ -225,3 +225,38 @@ def study_summary(rows: pd.DataFrame, study: RouterStudy) -> pd.DataFrame:
 
 __all__ = ["Candidate", "RouterStudy", "load_router_study", "study_config_data", "study_rows", "study_summary",
            "alpha_of"]
+
+
+# ---------------------------------------------------------------- where a study is found (pure: files and hashes)
+DEFAULT_STUDY = "configs/studies/router-study.yaml"
+
+
+def study_scenarios() -> dict[str, Any]:
+    """The scenarios a study may name — each one pipeline run — key → cr2.config.scenarios.Scenario (its config,
+    None for the default config, and home), in configs/scenarios.yaml's order."""
+    from cr2.config.scenarios import scenarios
+
+    return {key: s for key, s in scenarios().items() if s.is_run}
+
+
+def study_path(path: str) -> Path:
+    """A study file named by the user: the file itself, or the path shipped with cr2 (configs/…)."""
+    from cr2.config.shipped import shipped_path
+
+    p = Path(path)
+    return p if p.is_absolute() or p.is_file() else shipped_path(path)
+
+
+def load_study(path: str = DEFAULT_STUDY) -> "RouterStudy":
+    """The pre-registration at `path` (a file, or a path shipped with cr2) with its content hash."""
+    from cr2.core.hashing import study_file_digest
+
+    p = study_path(path)
+    return load_router_study(p, study_file_digest(p))
+
+
+def study_id(study: "RouterStudy", kind: str) -> str:
+    """The study's id in a base warehouse: the pre-registration's content hash and the kind of unit it holds."""
+    from cr2.core.hashing import study_id as stored_study_id
+
+    return stored_study_id(f"routers-{kind}", study.digest)

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import pandas as pd
 import typer
 
 from cr2.report import cells
+from cr2.studies.pools import signed_rank_tests
 from cr2.report.markdown import text_table
 from cr2_cli.console import SafeConsole, emit
 
@@ -59,34 +59,6 @@ def savings_markdown(home: Path, study_id: str) -> str:
             lines.append(f"- {m}: {c.get('cheaper', 0)} / {c.get('dearer', 0)} / {c.get('no difference detected', 0)}")
     lines += ["", signed_rank_markdown(knn)]
     return "\n".join(lines)
-
-
-def signed_rank_tests(knn: pd.DataFrame) -> pd.DataFrame:
-    """Across pools: Wilcoxon signed-rank test of CR²'s mean saving vs KNN against each baseline's (KNN: 0), one row
-    per baseline (baseline, pools, median, w_plus, w_minus, p, method, error), a test that cannot be run saying why in
-    `error`. A description, never a verdict (POOL_DEPENDENCE). Empty with fewer than 2 pools with a CR² saving."""
-    from cr2.core.errors import InvalidValueError
-    from cr2.evaluation.statistics import signed_rank_test
-    from cr2.routers import routers_tagged
-
-    wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
-    if "cr2" not in wide or len(wide) < 2:
-        return pd.DataFrame()
-    rows = []
-    # every baseline compared with KNN (router catalogue: tag `compared`, CR² itself aside)
-    baselines = routers_tagged("compared", kinds=("baseline", "baseline-variant"))
-    for b in ["knn"] + [m for m in baselines if m in wide]:
-        other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
-        both = wide["cr2"].notna() & other.notna()
-        row = {"baseline": b, "pools": int(both.sum()), "median": np.nan, "w_plus": np.nan, "w_minus": np.nan,
-               "p": np.nan, "method": None, "error": None}
-        try:
-            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
-            row |= {"median": t.median_diff, "w_plus": t.w_plus, "w_minus": t.w_minus, "p": t.p_value, "method": t.method}
-        except InvalidValueError as e:
-            row["error"] = str(e)
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def signed_rank_markdown(knn: pd.DataFrame) -> str:

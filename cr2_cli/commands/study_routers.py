@@ -21,13 +21,13 @@ def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, st
     the pools' base warehouse and every scenario's home; a unit not stored yet is absent from the rows. flops: FLOPs
     per decision of every router fitted in the first pool's study home (the candidates' cost)."""
     from cr2.studies.routers import POOLS, SCENARIOS as SCENARIO_KIND, study_rows, study_summary
-    from cr2_flows.router_study import SCENARIOS, load_study, study_id
+    from cr2.studies.routers import load_study, study_id, study_scenarios
     from cr2_warehouse.db import DB_NAME, Warehouse
     from cr2_warehouse.pools import pool_study_runs, router_study_rows
     from cr2_warehouse.repository import router_flops
 
     study = load_study(study_path)
-    homes = {n: s.home for n, s in SCENARIOS.items()} | dict(scenario_homes or {})
+    homes = {n: s.home for n, s in study_scenarios().items()} | dict(scenario_homes or {})
     parts = [(POOLS, Path(pools_home), None)] + [(SCENARIO_KIND, Path(homes[n]), n) for n in study.scenarios]
     savings, rooms, flops = [], [], {}
     for kind, home, unit in parts:
@@ -61,13 +61,13 @@ def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None
     from cr2.config import load_config
     from cr2.report.validity import certified_verdicts
     from cr2.studies.routers import SCENARIOS as SCENARIO_KIND, alpha_of
-    from cr2_flows.router_study import SCENARIOS, load_study, study_id
+    from cr2.studies.routers import load_study, study_id, study_scenarios
     from cr2_warehouse.db import DB_NAME, Warehouse
     from cr2_warehouse.pools import pool_study_runs
     from cr2_warehouse.repository import certified_validity
 
     study = load_study(study_path)
-    homes = {n: s.home for n, s in SCENARIOS.items()} | dict(scenario_homes or {})
+    homes = {n: s.home for n, s in study_scenarios().items()} | dict(scenario_homes or {})
     keep = [*study.names, study.reference]
     out = []
     for name in study.scenarios:
@@ -81,7 +81,7 @@ def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None
             continue
         with Warehouse(home / runs["home"].iloc[0], read_only=True) as wh:
             cells = certified_validity(wh, str(runs["run_id"].iloc[0]))
-        alpha = alpha_of(load_config(SCENARIOS[name].config).model_dump(mode="json"), study.alpha_key)
+        alpha = alpha_of(load_config(study_scenarios()[name].config).model_dump(mode="json"), study.alpha_key)
         v = certified_verdicts(cells)
         v = v[(v["rule"] == study.rule) & ((v["alpha"] - alpha).abs() < 1e-12) & v["router"].isin(keep)]
         out.append(v.assign(scenario=name))

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.equal_risk import QUESTIONS
-from cr2.evaluation.statistics import holm_adjust, saving_verdict, seed_t_interval
+from cr2.evaluation.families import over_seeds
+from cr2.evaluation.statistics import saving_verdict
 from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import ci_cell, num, p_cell
 from cr2.report.headline import mean_grid_line
@@ -215,21 +216,22 @@ def seed_table(doc: Doc, key: str) -> str:
     for (metric, method, alpha), g in d.groupby(["metric", "method", "alpha"], dropna=False, sort=True):
         if metric.split(":", 1)[1] not in QUESTIONS:
             continue  # a question a seed stored that is no longer asked (the deploy rule's former ordered pairs)
-        ti = seed_t_interval(g["value"].to_numpy(dtype=float))
-        if ti.n < 2:
+        v = g["value"].to_numpy(dtype=float)
+        v = v[np.isfinite(v)]
+        if v.size < 2:
             continue
         rows.append({"question": metric.split(":", 1)[1], "rule": _rule_of(method), "comparison": method,
-                     "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seeds": ti.n,
-                     "mean ± sd": f"{ti.mean:+.1f} ± {ti.sd:.1f}", "lo": ti.lower, "hi": ti.upper, "p": ti.p_value})
+                     "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seed_mean": float(v.mean()),
+                     "seed_sd": float(v.std(ddof=1)), "n_seeds": int(v.size)})
     if not rows:
         return f"_Seed study `{study}` has fewer than two seeds with equal-risk rows: no spread over seeds._\n"
     t = pd.DataFrame(rows)
-    t["p, Holm per family"] = np.nan
-    for _, idx in t.groupby(["question", "rule", "α"]).groups.items():
-        t.loc[idx, "p, Holm per family"] = holm_adjust(t.loc[idx, "p"].to_numpy())
-    t["95 % t-interval over seeds"] = [f"[{lo:+.1f}, {hi:+.1f}]" for lo, hi in zip(t["lo"], t["hi"])]
-    t["verdict"] = [(lambda w: doc.word(w) if w in (None, "no difference detected") else f"**{doc.word(w)}**")(
-        saving_verdict(lo, hi, ph)) for lo, hi, ph in zip(t["lo"], t["hi"], t["p, Holm per family"])]
+    fam = over_seeds(t, ["question", "rule", "α"])  # per family: question × rule at the default α
+    t["seeds"], t["p, Holm per family"] = fam["n"], fam["p_holm"]
+    t["mean ± sd"] = [f"{m:+.1f} ± {sd:.1f}" for m, sd in zip(fam["mean"], fam["sd"])]
+    t["95 % t-interval over seeds"] = [f"[{lo:+.1f}, {hi:+.1f}]" for lo, hi in zip(fam["lo"], fam["hi"])]
+    t["verdict"] = [(lambda w: doc.word(w) if w in (None, "no difference detected") else f"**{doc.word(w)}**")(w)
+                    for w in fam["verdict"]]
     t = t[["question", "comparison", "α", "seeds", "mean ± sd", "95 % t-interval over seeds", "p, Holm per family",
            "verdict"]]
     return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; labels and "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cr2.evaluation.statistics import holm_adjust, t_interval
+from cr2.evaluation.families import change_verdict, over_seeds
 from cr2.config import HEADLINE_LAMS
 from cr2.report.cells import ci_cell
 from cr2.report.headline import PAPER_TARGETS
@@ -189,14 +189,14 @@ def risk_vs_alpha(doc: Doc, s: Scenario) -> str:
     sp = s.spread[(s.spread["method"] == "cr2") & (s.spread["metric"] == "risk_all") & (s.spread["benchmark"] == "all")
                   & ((s.spread["alpha"] - s.alpha).abs() < 1e-9) & s.spread["lam"].isin(HEADLINE_LAMS)]
     sp = sp.sort_values("lam")
-    ivs = [t_interval(m - s.alpha, sd, n) for m, sd, n in zip(sp["seed_mean"], sp["seed_sd"], sp["n_seeds"])]
-    ph = holm_adjust([i.p_value for i in ivs])
+    # risk − α over seeds, one family: the headline λ of CR² at this α
+    iv = over_seeds(sp.assign(seed_mean=sp["seed_mean"] - s.alpha), verdict=change_verdict)
     seeds = "; ".join(
-        f"λ = {lam:g}: {num(iv.mean + s.alpha, '.4f')} ± {num(iv.sd, '.4f')}, risk − α t-interval "
-        f"[{num(iv.lower, '+.4f')}, {num(iv.upper, '+.4f')}], "
-        f"{_compare(doc, iv.lower, iv.upper, q)}" for lam, iv, q in zip(sp["lam"], ivs, ph))
+        f"λ = {lam:g}: {num(r.mean + s.alpha, '.4f')} ± {num(r.sd, '.4f')}, risk − α t-interval "
+        f"[{num(r.lo, '+.4f')}, {num(r.hi, '+.4f')}], "
+        f"{_compare(doc, r.lo, r.hi, r.p_holm)}" for lam, r in zip(sp["lam"], iv.itertuples()))
     return out + (f" Over the {s.n_seeds} seeds (all rows; mean ± sd; the word from the t-interval of risk − α and its "
-                  f"t-test, Holm over the same {len(ivs)} λ): {seeds}.")
+                  f"t-test, Holm over the same {len(iv)} λ): {seeds}.")
 
 
 def _compare(doc: Doc, lower: float, upper: float, p_adjusted: float) -> str:

@@ -1,9 +1,10 @@
 """docs/results.md, "CR² across measured pools": the label diagnostics of every pool on all MMLU-Pro
 questions (a pure function over the packaged outputs file), the stored pool sweep (`cr2 study pools`: savings with
 paired-bootstrap intervals, Holm over the pools × methods family, the across-pool signed-rank tests with Holm) and
-the pool diagnostics (view v_pool_diagnostics).
+the pool diagnostics (view v_pool_diagnostics). Every statistic is computed in the library (cr2.studies.pools,
+cr2.studies.diagnostics) or read as stored; this module only lays the results out.
 
-The helpers below (cells, Holm verdicts, shared edge models) serve the ZeroEval and simulator sections too.
+The helpers below (cells, stored verdicts, shared edge models) serve the ZeroEval and simulator sections too.
 """
 from __future__ import annotations
 
@@ -47,23 +48,6 @@ def resamples_kept(values: Iterable) -> str:
     averaged target is reached), 'not stored' where none is (a study stored before schema 7)."""
     v = [x for x in values if x is not None and not pd.isna(x)]
     return span(v, ",.0f") if v else "not stored"
-
-
-def with_holm(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
-    """The frame with p (stored beside each interval, from its own bootstrap resamples), p_holm (Holm over all its
-    rows: one family) and the family-wise verdict (word_holm; `word` is the same, the only word a family member
-    gets), unmarked."""
-    from cr2.evaluation.statistics import holm_of_stored, saving_verdict
-
-    out = df.copy()
-    if len(out) and ("p_value" not in out.columns or out["p_value"].isna().all()):
-        raise ValueError("these intervals were stored without their bootstrap p-values (schema < 8): run the study "
-                         "again")
-    out["p"] = out["p_value"].astype(float) if len(out) else []
-    out["p_holm"] = holm_of_stored(out["p"]) if len(out) else []
-    out["word_holm"] = [saving_verdict(a, b, p) for a, b, p in zip(out[lo], out[hi], out["p_holm"])]
-    out["word"] = out["word_holm"]
-    return out
 
 
 def stored_family(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
@@ -147,17 +131,16 @@ def changed_sentence(doc: Doc, family: pd.DataFrame, what: str, label: str = "po
 
 
 # ---------------------------------------------------------------- the label diagnostics (pure, packaged data)
-def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], list[dict]]:
-    from cr2.evaluation.statistics import resample_indices
-    from cr2.studies.pools import load_pool_rule, pool_label_table, reference_accuracy_gaps, select_pools
+def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], pd.DataFrame]:
+    from cr2.studies.diagnostics import reference_accuracy_gap_family
+    from cr2.studies.pools import load_pool_rule, pool_label_table, select_pools
     from cr2_warehouse.measured_files import read_measured_correctness
 
     rule = load_pool_rule(doc.repo / "configs" / "pools" / "mmlu-pro.yaml")
     pools = select_pools(rule)
     names, correct = read_measured_correctness(doc.repo / "data")
     rows = pool_label_table(correct, names, pools)
-    idx = resample_indices(correct.shape[0], RESAMPLES_LABELS, np.random.default_rng(0))
-    gaps = reference_accuracy_gaps(correct, names, pools, idx)
+    gaps = reference_accuracy_gap_family(correct, names, pools, RESAMPLES_LABELS, np.random.default_rng(0))
     return "measured-mmlu-pro", rows, gaps
 
 
@@ -206,10 +189,10 @@ def _labels_part(doc: Doc) -> str:
     return "\n".join(out)
 
 
-def _gap_part(doc: Doc, gaps: list[dict]) -> str:
-    """m_ref against every other model of its pool: where m_ref is not the most accurate, with intervals."""
-    g = with_holm(pd.DataFrame(gaps))
-    below = g[g["word_holm"] == "dearer"]  # a negative gap: m_ref less accurate than that model
+def _gap_part(doc: Doc, g: pd.DataFrame) -> str:
+    """m_ref against every other model of its pool (cr2.studies.diagnostics.reference_accuracy_gap_family): where
+    m_ref is not the most accurate, with intervals."""
+    below = g[g["verdict"] == "dearer"]  # a negative gap: m_ref less accurate than that model
     lines = [f"Is m_ref the most accurate model of its pool? accuracy(m_ref) − accuracy(other model), 95 % paired "
              f"bootstrap interval over the questions ({RESAMPLES_LABELS:,} resamples, seed 0), Holm over the "
              f"{len(g)} comparisons. Pools where m_ref's accuracy is below another model's (the interval under 0 "
@@ -226,7 +209,7 @@ def _gap_part(doc: Doc, gaps: list[dict]) -> str:
 
 # ---------------------------------------------------------------- the sweep
 def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    from cr2_cli.commands.study_pools import signed_rank_tests
+    from cr2.studies.pools import signed_rank_tests
 
     tests = signed_rank_tests(knn)
     if tests.empty:

@@ -52,7 +52,7 @@ def mode(row) -> str:
 
 def command(key: str, config: str | None, row) -> str | None:
     """The command that reproduces a study from its recorded settings (None where none were recorded)."""
-    from cr2_flows.premise import DEFAULT_CHANNELS, DEFAULT_RESAMPLES, DEFAULT_SPEEDS
+    from cr2.studies.premise import DEFAULT_CHANNELS, DEFAULT_RESAMPLES, DEFAULT_SPEEDS
 
     if row.retrain_from is None or pd.isna(row.retrain_from):
         return None

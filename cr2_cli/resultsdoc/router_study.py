@@ -10,17 +10,14 @@ COMMAND = "cr2 study routers"
 
 
 def render(doc: Doc) -> str:
-    from cr2.studies.routers import POOLS, SCENARIOS
+    from cr2.studies.routers import POOLS, SCENARIOS, study_id, study_scenarios
     from cr2_cli.commands.study_routers import study_markdown, study_results, study_validity
-    from cr2_flows.router_study import study_id
     from cr2_warehouse.pools import pool_study_runs
 
     head = "## The router study: can a router beat certified KNN at equal risk?\n"
     if not doc.has(KEY):
         return head + "\n" + doc.missing(KEY, "no pool sweep, so no router study")
-    from cr2_flows.router_study import SCENARIOS as NAMED  # the scenarios a study may name (configs/scenarios.yaml)
-
-    homes = {k: str(doc.homes[k]) for k in NAMED if k in doc.homes}
+    homes = {k: str(doc.homes[k]) for k in study_scenarios() if k in doc.homes}  # the scenarios a study may name
     study, rows, summary, flops = study_results(str(doc.repo / STUDY), str(doc.homes[KEY]), homes)
     if rows["estimate"].notna().sum() == 0:
         return head + "\n" + doc.missing(KEY, f"no router study is stored (`{COMMAND}`)")

@@ -5,7 +5,7 @@ one scenario warehouse, and the two rules that turn stored numbers into words �
   p over the family, each p the one stored beside its interval (the same bootstrap resamples,
   cr2.evaluation.statistics.bootstrap_p_values); an uncorrected word of a family member is never printed;
 - a saving over seeds: the 95 % t-interval over the seeds of the seed study and the one-sample t-test, Holm-adjusted
-  over the family read together (cr2.evaluation.statistics.t_interval); mean ± sd is shown, never read as a word.
+  over the family read together (cr2.evaluation.families.over_seeds); mean ± sd is shown, never read as a word.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cr2.evaluation.statistics import holm_adjust, saving_verdict, t_interval
+from cr2.evaluation.families import over_seeds
+from cr2.evaluation.statistics import saving_verdict
 from cr2.report import cells
 from cr2.routers import routers_tagged, short_name
 from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
@@ -133,12 +134,13 @@ def holm_line(d: pd.DataFrame, label, family: str) -> str:
 # ---------------------------------------------------------------- over seeds
 def seed_family(doc: Doc, spread: pd.DataFrame) -> pd.DataFrame:
     """Rows of v_seed_spread with their 95 % t-interval over seeds (lo, hi), the t-test p, its Holm adjustment over
-    the rows (the family read together) and the word (only from the t-interval and the Holm-adjusted p)."""
+    the rows (the family read together) and the word (only from the t-interval and the Holm-adjusted p), all from
+    cr2.evaluation.families.over_seeds."""
     d = spread.copy()
-    ivs = [t_interval(m, sd, n) for m, sd, n in zip(d["seed_mean"], d["seed_sd"], d["n_seeds"])]
-    d["lo"], d["hi"], d["p_t"] = [i.lower for i in ivs], [i.upper for i in ivs], [i.p_value for i in ivs]
-    d["p_t_holm"] = holm_adjust(d["p_t"].to_numpy(float)) if len(d) else []
-    d["seed_verdict"] = [saving_verdict(lo, hi, q) for lo, hi, q in zip(d["lo"], d["hi"], d["p_t_holm"])]
+    fam = over_seeds(d)
+    for col, src in (("lo", "lo"), ("hi", "hi"), ("p_t", "p"), ("p_t_holm", "p_holm")):
+        d[col] = fam[src].to_numpy()
+    d["seed_verdict"] = fam["verdict"].tolist()
     d["seed_word"] = [doc.saving(lo, hi, q) for lo, hi, q in zip(d["lo"], d["hi"], d["p_t_holm"])]
     return d
 
