@@ -347,3 +347,20 @@ def test_the_reference_gap_family_finds_an_edge_model_more_accurate_than_m_ref_a
     # the same generator state gives the same family (the page's seed 0)
     again = reference_accuracy_gap_family(y, ["dev", "e1", "ref"], [pool], 500, np.random.default_rng(0))
     pd.testing.assert_frame_equal(g, again)
+
+
+def test_across_pool_comparisons_describe_and_count_each_pools_own_word():
+    import pandas as pd
+
+    from cr2.evaluation.statistics import signed_rank_test
+    from cr2.studies.pools import across_pool_comparisons
+
+    rows = pd.DataFrame({"subject": ["cr2@crc"] * 4 + ["cr2-fixed-0.5"] * 2, "other": ["knn@crc"] * 4 + ["knn"] * 2,
+                         "estimate": [-3.0, -1.0, 2.0, -4.0, 0.0, 0.0], "n_resamples": [1000, 900, None, 1000, 10, 10],
+                         "verdict": ["dearer", "no difference detected", "no difference detected", None,
+                                     "no difference detected", "no difference detected"]})
+    a, b = across_pool_comparisons(rows)
+    assert (a.side_a, a.side_b, a.pools, a.median, a.min_resamples) == ("cr2@crc", "knn@crc", 4, -2.0, 900)
+    assert a.p_value == signed_rank_test(np.array([-3.0, -1.0, 2.0, -4.0])).p_value
+    assert (a.cheaper, a.dearer, a.no_difference, a.no_word) == (0, 1, 2, 1)
+    assert b.p_value is None and b.no_difference == 2  # every saving 0: nothing to test, nothing called

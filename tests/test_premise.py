@@ -325,3 +325,21 @@ def test_studies_that_change_numbers_never_share_an_id():
            study_id(cfg, base, bl, **{**common, "seed": 1}, retrain_from="scratch", retrain_epochs=4),
            study_id(cfg, base, bl, **{**common, "n_resamples": 200}, retrain_from="scratch", retrain_epochs=4)}
     assert len(ids) == 6
+
+
+def test_the_speed_trends_of_several_studies_are_one_holm_family():
+    """Each study's Spearman permutation test of a monotone trend over its cells, Holm over the studies; a study
+    with fewer than three cells with a saving has no test."""
+    import numpy as np
+
+    from cr2.evaluation.statistics import holm_adjust, spearman_permutation_test
+    from cr2.studies.premise import speed_trends
+
+    speed = np.array([0.25, 0.5, 1.0, 2.0, 4.0, 8.0])
+    up, flat = speed * 3.0, np.array([1.0, -1.0, 0.5, -0.5, 0.2, -0.2])
+    few = (speed[:3], np.array([1.0, np.nan, np.nan]))
+    got = speed_trends([(speed, up), (speed, flat), few], seed=0, n_permutations=2_000)
+    want = [spearman_permutation_test(speed, y, np.random.default_rng(0), 2_000) for y in (up, flat)]
+    assert [g.rho for g in got[:2]] == [w.rho for w in want] and [g.p_value for g in got[:2]] == [w.p_value for w in want]
+    assert [g.p_holm for g in got[:2]] == list(holm_adjust(np.array([w.p_value for w in want])))
+    assert np.isnan(got[2].p_value) and got[2].n == 1 and got[2].method == "–" and np.isnan(got[2].p_holm)

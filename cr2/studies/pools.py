@@ -294,3 +294,42 @@ def signed_rank_tests(knn: "pd.DataFrame") -> "pd.DataFrame":
             row["error"] = str(e)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class AcrossPools:
+    """One equal-risk comparison over the pools of a sweep: a description, never a verdict (the pools are dependent
+    units), and the count of each pool's own stored word (Holm within the pool)."""
+
+    side_a: str
+    side_b: str
+    pools: int
+    median: float  # of the pools' mean savings, %
+    min_resamples: int | None  # the fewest resamples a pool's interval rests on (None: not stored)
+    p_value: float | None  # signed-rank p of the savings against 0 (optimistic); None: every saving is 0
+    cheaper: int
+    dearer: int
+    no_difference: int
+    no_word: int  # pools stored without a word (before schema 9)
+
+
+def across_pool_comparisons(rows: "pd.DataFrame") -> list[AcrossPools]:
+    """Per (subject, other) of the pools' equal-risk rows (pool_results `equal-risk:<question>`: estimate,
+    n_resamples, verdict), in first-seen order: AcrossPools."""
+    import pandas as pd
+
+    from cr2.core.errors import InvalidValueError
+    from cr2.evaluation.statistics import signed_rank_test
+
+    out = []
+    for (a, b), g in rows.groupby(["subject", "other"], sort=False):
+        try:
+            p = signed_rank_test(g["estimate"].to_numpy(dtype=float)).p_value
+        except InvalidValueError:
+            p = None
+        n_res = [int(x) for x in g["n_resamples"] if not pd.isna(x)]
+        stored = g["verdict"] if "verdict" in g.columns else pd.Series([None] * len(g), dtype=object)
+        out.append(AcrossPools(str(a), str(b), len(g), float(g["estimate"].median()), min(n_res) if n_res else None, p,
+                               int((stored == "cheaper").sum()), int((stored == "dearer").sum()),
+                               int((stored == "no difference detected").sum()), int(stored.isna().sum())))
+    return out

@@ -427,3 +427,34 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
                "retrain_from": retrain_from, "retrain_epochs": int(retrain_epochs),
                "refit_s": {k: round(v, 2) for k, v in refit_s.items()}, "cell_s": round(time.perf_counter() - t0, 2)}
     return CellResult(summary=summary, rows=rows)
+
+
+@dataclass(frozen=True)
+class SpeedTrend:
+    """Spearman's ρ of device speed with a saving over one study's cells, its permutation p and its Holm p over the
+    studies read together."""
+
+    rho: float
+    p_value: float
+    n: int
+    method: str  # "exact" | "permutation" | "–" (fewer than three cells: no test)
+    p_holm: float
+
+
+def speed_trends(studies: Sequence[tuple[np.ndarray, np.ndarray]], seed: int, n_permutations: int) -> list[SpeedTrend]:
+    """Per study (speed factors [n], savings [n] over its cells): the two-sided Spearman permutation test of a
+    monotone trend (cr2.evaluation.statistics.spearman_permutation_test, a seeded stream per study), and Holm over
+    the studies, which are read together. A study with fewer than three cells with a saving has no test (NaN)."""
+    from cr2.evaluation.statistics import holm_adjust, spearman_permutation_test
+
+    found = []
+    for speed, saving in studies:
+        ok = np.isfinite(np.asarray(speed, float)) & np.isfinite(np.asarray(saving, float))
+        if ok.sum() < 3:
+            found.append((float("nan"), float("nan"), int(ok.sum()), "–"))
+            continue
+        t = spearman_permutation_test(np.asarray(speed, float)[ok], np.asarray(saving, float)[ok],
+                                      np.random.default_rng(seed), n_permutations)
+        found.append((t.rho, t.p_value, t.n, t.method))
+    holm = holm_adjust(np.array([f[1] for f in found], dtype=float)) if found else []
+    return [SpeedTrend(rho, p, n, method, float(q)) for (rho, p, n, method), q in zip(found, holm)]

@@ -94,8 +94,7 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "�
     mean saving, a signed-rank p of the savings against 0 as a description (no verdict: POOL_DEPENDENCE), and the
     count of each pool's own stored word (its run's family: question × rule × α, Holm within the pool).
     `word` renders each verdict (docs/results.md marks the ones its verdict functions produce)."""
-    from cr2.evaluation.statistics import signed_rank_test
-    from cr2.core.errors import InvalidValueError
+    from cr2.studies.pools import across_pool_comparisons
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.pools import pool_equal_risk
 
@@ -110,22 +109,14 @@ def equal_risk_pools_markdown(home: Path, study_id: str, word=lambda w: w or "�
     er = er.assign(rule=er["subject"].map(_rule_of))
     lines = []
     for (question, rule), q in er.groupby(["question", "rule"], sort=False):
-        tests = []
-        for (a, b), g in q.groupby(["subject", "other"], sort=False):
-            try:
-                t = signed_rank_test(g["estimate"].to_numpy(dtype=float))
-            except InvalidValueError:
-                t = None
-            n_res = [int(x) for x in g["n_resamples"] if not pd.isna(x)]
-            stored = g["verdict"] if "verdict" in g.columns else pd.Series([None] * len(g))
-            words = " / ".join(str(int((stored == w).sum())) for w in ("cheaper", "dearer", "no difference detected"))
-            if stored.isna().any():
-                words += f" ({int(stored.isna().sum())} stored without a word: re-run the study)"
-            tests.append((a, b, len(g), float(g["estimate"].median()), f"{min(n_res):,}" if n_res else "not stored", t,
-                          words))
         rows = []
-        for a, b, n, med, n_res, t, words in tests:
-            rows.append([a, b, n, f"{med:+.1f}", n_res, "—" if t is None else f"{t.p_value:.3g}", words])
+        for c in across_pool_comparisons(q):
+            words = f"{c.cheaper} / {c.dearer} / {c.no_difference}"
+            if c.no_word:
+                words += f" ({c.no_word} stored without a word: re-run the study)"
+            rows.append([c.side_a, c.side_b, c.pools, f"{c.median:+.1f}",
+                         "not stored" if c.min_resamples is None else f"{c.min_resamples:,}",
+                         "—" if c.p_value is None else f"{c.p_value:.3g}", words])
         head = ["side a", "side b", "pools", "median saving %", "resamples per pool interval",
                 "p (signed rank, optimistic; no verdict)",
                 "pools \"cheaper\" / \"dearer\" / \"no difference detected\" (each pool's own test)"]

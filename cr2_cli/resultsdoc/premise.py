@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS
-from cr2.evaluation.statistics import holm_adjust, saving_verdict, spearman_permutation_test
+from cr2.evaluation.statistics import saving_verdict
 from cr2.report.cells import ci_cell
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, change_verdict, label_kind
@@ -239,22 +239,16 @@ def _answer(doc: Doc, cs: pd.DataFrame, kind: str) -> str:
 
 
 # ---------------------------------------------------------------- across studies: trend, fine-tune vs scratch
-def trend(cs: pd.DataFrame) -> tuple[float, float, int, str]:
-    """Spearman's ρ of device speed with CR²'s mean saving vs KNN over a study's cells, and its permutation p."""
-    tag = "cr2-retrain|knn"
-    d = cs[["speed_factor", tag]].dropna()
-    if len(d) < 3:
-        return float("nan"), float("nan"), len(d), "–"
-    t = spearman_permutation_test(d["speed_factor"].to_numpy(), d[tag].to_numpy(), np.random.default_rng(TREND_SEED),
-                                  TREND_PERMUTATIONS)
-    return t.rho, t.p_value, t.n, t.method
-
-
 def _trends(doc: Doc, found: list) -> str:
+    from cr2.studies.premise import speed_trends
+
     if not found:
         return ""
-    rows = [(title, sid, *trend(cs)) for title, sid, cs in found]
-    p_holm = holm_adjust(np.array([r[3] for r in rows], dtype=float))
+    tag = "cr2-retrain|knn"
+    trends = speed_trends([(cs["speed_factor"].to_numpy(float), cs[tag].to_numpy(float)) for _, _, cs in found],
+                          TREND_SEED, TREND_PERMUTATIONS)
+    rows = [(title, sid, t.rho, t.p_value, t.n, t.method) for (title, sid, _), t in zip(found, trends)]
+    p_holm = [t.p_holm for t in trends]
     out = ["### Does CR²'s saving vs KNN change with device speed? (trend test)\n",
            "Spearman's ρ between the device speed factor and CR²'s mean saving vs KNN over a study's cells, with a "
            f"two-sided permutation p ({TREND_PERMUTATIONS:,} seeded permutations of the savings; "
