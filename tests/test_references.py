@@ -56,6 +56,8 @@ ELSEWHERE = {
     ("data/README.md", "data/mbpp.jsonl"): "the file's path inside the OckBench dataset the MBPP rows come from",
     ("docs/your_pool.md", "benchmarks/toy_qa.parquet"): "the example data file the guide has the reader write",
     ("cr2/labels/lmeval/taskdefs.py", "tasks/bbh/zeroshot/_zeroshot_template_yaml"): "a file of lm-eval's BBH tasks",
+    ("tests/test_import_layers.py", "cr2/upward.py"): "a module the contract test plants in a copy of the tree",
+    ("tests/test_import_layers.py", "cr2_cli/resultsdoc/flowish.py"): "a module the contract test plants in a copy",
 }
 # (file, reference) pairs in files whose bytes are hashed into a stored identity, so that editing even a comment
 # changes it: the pre-registered pool rule's hash is part of the pool study id (flows/pools.py, study_id_of), and
