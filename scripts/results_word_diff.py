@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 import sys
 
+import pandas as pd
+
+from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import CLOSE, OPEN, VERDICT_WORDS
 
 WORD = re.compile("|".join(re.escape(w) for w in sorted(VERDICT_WORDS, key=len, reverse=True)))
@@ -48,9 +51,9 @@ def main(old_path: str, new_path: str) -> None:
     changed = [(k, old[k], new[k]) for k in old if k in new and old[k] != new[k]]
     print(f"cells with a word: before {len(old)}, after {len(new)}; changed: {len(changed)}; only before: "
           f"{sum(k not in new for k in old)}, only after: {sum(k not in old for k in new)}\n")
-    print("| section | row | column | before | after |\n| --- | --- | --- | --- | --- |")
-    for (section, row, column), before, after in changed:
-        print(f"| {section} | {row} | {column} | {before} | {after} |")
+    print(markdown_table(pd.DataFrame([{"section": s, "row": r, "column": c, "before": b, "after": a}
+                                       for (s, r, c), b, a in changed],
+                                      columns=["section", "row", "column", "before", "after"])))
 
 
 if __name__ == "__main__":
