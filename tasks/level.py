@@ -65,14 +65,8 @@ def study_level(config: Config, home: str, run_id: str, n_replicates: int, n_res
     result = aa_simulation(fams, always, VIEW_TARGETS, sample.grid, keep, n_replicates, n_resamples,
                            np.random.default_rng(seed), config.evaluation.bootstrap.level)
     wall_s = round(time.perf_counter() - t0, 2)
-    rows = pd.DataFrame(level_rows(result)).assign(
-        run_id=run_id, seed=int(seed), wall_s=wall_s, created_at=utc_now(),
-        page_resamples=int(config.evaluation.bootstrap.n_resamples_compare))
-    from cr2.studies.level import p_mc_error
-
-    errs = [p_mc_error(int(m), int(config.evaluation.bootstrap.n_resamples_compare)) for m in rows["n_tests"]]
-    rows = rows.assign(p_threshold=[e.threshold for e in errs], p_se=[e.se for e in errs],
-                       p_relative_se=[e.relative_se for e in errs], p_tail_resamples=[e.tail_resamples for e in errs])
+    rows = pd.DataFrame(level_rows(result, int(config.evaluation.bootstrap.n_resamples_compare))).assign(
+        run_id=run_id, seed=int(seed), wall_s=wall_s, created_at=utc_now())
     study_id = cache_key("level", run_id, n_replicates, n_resamples, seed,
                                     int(config.evaluation.bootstrap.n_resamples_compare), task_code_hash(study_level))
     with Warehouse(home) as wh:

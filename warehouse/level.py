@@ -20,8 +20,9 @@ def write_level_study(wh: Warehouse, study_id: str, rows: pd.DataFrame) -> None:
 
 def newest_level_study(wh: Warehouse) -> pd.DataFrame:
     """The rows of the newest level study (empty where none is stored, or the table is not there yet)."""
-    has = wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = 'level_study'")
-    if not has:
+    from cr2_warehouse.reads import has_table
+
+    if not has_table(wh, "level_study"):
         return pd.DataFrame(columns=list(LEVEL_COLUMNS))
     return wh.df("SELECT * FROM level_study WHERE study_id = (SELECT study_id FROM level_study "
                  "ORDER BY created_at DESC, study_id LIMIT 1) "

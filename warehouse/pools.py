@@ -41,16 +41,12 @@ _EQUAL_RISK = ("SELECT pool, substr(metric, length('equal-risk:') + 1) AS questi
                "WHERE study_id = ? AND starts_with(metric, 'equal-risk:') ORDER BY question, subject, other, pool")
 
 
-def _has_column(wh: Warehouse, column: str) -> bool:
-    return bool(wh.scalar("SELECT count(*) FROM information_schema.columns WHERE table_name = 'pool_results' "
-                          "AND column_name = ?", [column]))
-
-
 def has_resample_counts(wh: Warehouse) -> bool:
     """Whether pool_results keeps each interval's resamples (column n_resamples, schema ≥ 7); an older warehouse
     read as it is has no such column."""
-    return bool(wh.scalar("SELECT count(*) FROM information_schema.columns WHERE table_name = 'pool_results' "
-                          "AND column_name = 'n_resamples'"))
+    from cr2_warehouse.reads import has_column
+
+    return has_column(wh, "pool_results", "n_resamples")
 
 
 def pool_equal_risk(wh: Warehouse, study_id: str) -> pd.DataFrame:
@@ -58,7 +54,9 @@ def pool_equal_risk(wh: Warehouse, study_id: str) -> pd.DataFrame:
     question, subject (side a), other (side b), estimate, lower, upper, n (targets both reach), n_resamples (the
     resamples the interval kept: those where every one of its targets is reached; NULL where not stored), p_holm and
     verdict (the pool run's own test word, Holm within the pool; NULL where stored before schema 9)."""
-    cols = {c: (c if _has_column(wh, c) else f"CAST(NULL AS {kind})")  # an older warehouse, read as it is
+    from cr2_warehouse.reads import has_column
+
+    cols = {c: (c if has_column(wh, "pool_results", c) else f"CAST(NULL AS {kind})")  # an older warehouse, as it is
             for c, kind in (("n_resamples", "INTEGER"), ("p_holm", "DOUBLE"), ("verdict", "VARCHAR"))}
     return wh.df(_EQUAL_RISK.format(**cols), [study_id])
 

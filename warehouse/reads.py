@@ -54,6 +54,11 @@ def has_table(wh: Warehouse, name: str) -> bool:
     return bool(wh.scalar(named_query("table_exists"), {"name": name}))
 
 
+def has_column(wh: Warehouse, table: str, column: str) -> bool:
+    """Whether `table` has `column` (a warehouse of an older schema, read as it is, may lack it)."""
+    return bool(wh.scalar(named_query("column_exists"), {"table": table, "column": column}))
+
+
 def has_seed_study(wh: Warehouse) -> bool:
     """Whether the warehouse holds any seed-study run (`cr2 study seeds`)."""
     return has_table(wh, "seed_runs") and int(wh.scalar(named_query("seed_run_count"))) > 0

@@ -364,9 +364,9 @@ def guarantee_cells(wh: Warehouse, run_id: str) -> pd.DataFrame:
 def _guarantee_query(wh: Warehouse, name: str) -> str:
     """The named query `name` over `guarantees`, or its `<name>_before_9` twin on a warehouse read as it is from
     before schema 9 (no seed or stage: every row a screening row, its seed unknown)."""
-    has = wh.scalar("SELECT count(*) FROM information_schema.columns WHERE table_name = 'guarantees' "
-                    "AND column_name = 'stage'")
-    return name if has else f"{name}_before_9"
+    from cr2_warehouse.reads import has_column
+
+    return name if has_column(wh, "guarantees", "stage") else f"{name}_before_9"
 
 
 def guarantee_price(wh: Warehouse, run_id: str) -> pd.DataFrame:

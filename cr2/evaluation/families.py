@@ -147,6 +147,19 @@ def over_seeds(frame: "pd.DataFrame", family_columns: Sequence[str] = (), *, mea
     return out
 
 
+def stored_word(lower: float, upper: float, p_holm: float | None, stored: Any, level: float = 0.95) -> str | None:
+    """The word of a stored test as the verdict function's own object: the word its stored Holm p allows, which must
+    be the word stored beside it (`stored`; a warehouse edited by hand is refused). None where the row has no Holm p
+    (no test)."""
+    if p_holm is None or p_holm != p_holm:
+        return None
+    word = saving_verdict(lower, upper, float(p_holm), level)
+    if (word or None) != (stored if isinstance(stored, str) else None):
+        raise ValueError(f"the stored word {stored!r} is not the word of its stored Holm p ({word!r}): the warehouse "
+                         "was edited by hand")
+    return word
+
+
 def p_resolution(n_resamples: int | None, family_size: int | None = None) -> float | None:
     """The smallest non-zero p a bootstrap p of B resamples can take, 2 / B (two-sided: twice the smaller tail
     share), and of its Holm adjustment in a family of m, m · 2 / B; None where B is unknown."""
@@ -156,4 +169,4 @@ def p_resolution(n_resamples: int | None, family_size: int | None = None) -> flo
 
 
 __all__ = ["INTERVAL_FAMILIES", "MEAN_SAVING_VS_KNN", "MINUS_ALPHA", "SAVING_VS_KNN", "annotate", "change_verdict",
-           "equal_risk_family", "interval_family", "over_seeds", "p_resolution"]
+           "equal_risk_family", "interval_family", "over_seeds", "p_resolution", "stored_word"]

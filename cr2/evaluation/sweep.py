@@ -319,7 +319,6 @@ def confirm_flagged(name: str, rule: str, table: Any, found: list, n_calib: int,
     `resplit_confirm_<risk_mean | risk_se | risk_n>` — the verdict reported for that α is the one over those cells
     (cr2.report.validity.certified_verdicts), so one unlucky screening stream cannot decide it. Only crc-procedure
     rules carry a verdict over per-λ re-splits; others are never flagged here."""
-    from cr2.crc import RULE_REGISTRY
     from cr2.evaluation.guarantees import confirm_resplits
     from cr2.evaluation.validity import DIFFERS_EXACT, VIOLATION, exactness_verdict, validity_verdict
 

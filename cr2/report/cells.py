@@ -76,8 +76,9 @@ def p_cell(p: Any, n_resamples: Any, digits: str = ".3g", family_size: Any = Non
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return EM_DASH
     if float(p) == 0.0 and not missing(n_resamples) and float(n_resamples) > 0:
-        m = 1 if missing(family_size) else max(int(family_size), 1)
-        return f"< {2.0 * m / float(n_resamples):.2g}"
+        from cr2.evaluation.families import p_resolution
+
+        return f"< {p_resolution(float(n_resamples), None if missing(family_size) else int(family_size)):.2g}"
     return format(float(p), digits)
 
 

@@ -202,17 +202,17 @@ def aa_simulation(families: Mapping[tuple, Sequence[NullPair]], always, targets:
     return out
 
 
-def level_rows(results: Sequence[FamilyLevel]) -> list[dict]:
+def level_rows(results: Sequence[FamilyLevel], page_resamples: int = PAGE_RESAMPLES) -> list[dict]:
     """Tidy rows of the A/A result (one per family), with the verdict — the binomial test of "rate ≤ 5 %", Holm over
-    the study's families, which are read together — and the page's p Monte-Carlo error at the family's Holm
-    threshold (B = PAGE_RESAMPLES)."""
+    the study's families, which are read together — and the Monte-Carlo error of the page's p (B = page_resamples,
+    evaluation.bootstrap.n_resamples_compare) at the family's Holm threshold."""
     from cr2.evaluation.statistics import holm_adjust
 
     ps = [above_p(f.n_rejections, f.n_replicates) for f in results]
     holm = holm_adjust(np.array(ps, dtype=np.float64)) if ps else np.array([])
     rows = []
     for f, p, q in zip(results, ps, holm):
-        err = p_mc_error(f.n_tests)
+        err = p_mc_error(f.n_tests, int(page_resamples))
         rows.append({"question": f.question, "rule": f.rule, "alpha": f.alpha, "n_tests": f.n_tests,
                      "n_replicates": f.n_replicates, "n_resamples": f.n_resamples, "n_rejections": f.n_rejections,
                      "n_test_rejections": f.n_test_rejections, "rate": f.rate, "rate_se": f.se,

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.equal_risk import QUESTIONS
+from cr2.evaluation import families
 from cr2.evaluation.families import over_seeds
 from cr2.evaluation.statistics import saving_verdict
 from cr2.evaluation.validity import validity_verdict
@@ -80,10 +81,7 @@ def stored_word(r: dict) -> str | None:
             return None
         raise ValueError("an equal-risk test was stored without its family and Holm p (schema < 9): run `cr2 run` on "
                          "the warehouse again")
-    word = saving_verdict(r["lower"], r["upper"], r["p_holm"])
-    if (word or None) != (r.get("verdict") if isinstance(r.get("verdict"), str) else None):
-        raise ValueError(f"the stored word {r.get('verdict')!r} is not the word of its stored Holm p ({word!r})")
-    return word
+    return families.stored_word(r["lower"], r["upper"], p, r.get("verdict"))
 
 
 def _one(df: pd.DataFrame, **where) -> dict | None:

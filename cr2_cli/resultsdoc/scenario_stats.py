@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cr2.evaluation.families import over_seeds
-from cr2.evaluation.statistics import saving_verdict
+from cr2.evaluation.families import over_seeds, stored_word
 from cr2.report import cells
 from cr2.routers import routers_tagged, short_name
 from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
@@ -115,10 +114,9 @@ def interval_family(doc: Doc, df: pd.DataFrame, est: str, lower: str, upper: str
                          "the warehouse again")
     d["p"] = d["p_value"].astype(float)
     d["p_holm"] = d["p_holm"].astype(float)
-    d["verdict"] = [saving_verdict(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], d["p_holm"])]
-    stored = d["verdict"].astype(object).where(d["verdict"].notna(), None).tolist()
-    if stored != [None if v is None or v != v else str(v) for v in df["verdict"]]:
-        raise ValueError("a stored verdict is not the word of its stored Holm p: the warehouse was edited by hand")
+    d["verdict"] = pd.Series([stored_word(lo, hi, q, v) for lo, hi, q, v in zip(d[lower], d[upper], d["p_holm"],
+                                                                                 df["verdict"])],
+                             index=d.index, dtype=object)
     d["word"] = [doc.saving(lo, hi, q) for lo, hi, q in zip(d[lower], d[upper], d["p_holm"])]
     d["verdict_holm"], d["word_holm"] = d["verdict"], d["word"]
     return d
