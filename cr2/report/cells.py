@@ -9,6 +9,7 @@ missing-value marks: `DASH` (–) in the report's and the results page's tables,
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pandas as pd
@@ -112,6 +113,34 @@ def sql_cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return printable(str(value))
+
+
+def counts_cell(verdicts: Iterable) -> str:
+    """'k / k / k' of the verdicts "cheaper" / "dearer" / "no difference detected" (undefined ones left out)."""
+    v = [x for x in verdicts if x is not None]
+    return " / ".join(str(sum(x == w for x in v)) for w in ("cheaper", "dearer", "no difference detected"))
+
+
+@dataclass(frozen=True)
+class Style:
+    """How one surface writes its numbers: its minus sign and its missing-value mark (the rules above, applied with
+    both fixed)."""
+
+    minus: str = "-"
+    missing_text: str = DASH
+
+    def num(self, value: Any, spec: str = ".1f") -> str:
+        return num(value, spec, missing_text=self.missing_text, minus=self.minus)
+
+    def ci(self, estimate: Any, lower: Any, upper: Any, spec: str = "+.1f") -> str:
+        return ci_cell(estimate, lower, upper, spec, self.missing_text, minus=self.minus)
+
+    def span(self, values: Iterable, spec: str = ".3f") -> str:
+        return span(values, spec, minus=self.minus)
+
+
+PAGE = Style(MINUS, DASH)  # the results page's measured-pool, ladder and simulator sections
+TERMINAL = Style("-", EM_DASH)  # the study commands' tables (and the page's pool diagnostics, which print theirs)
 
 
 def json_records(df: pd.DataFrame, decimals: int = 4) -> list[dict]:

@@ -16,6 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
+from cr2.report.cells import counts_cell
 from cr2.evaluation.families import change_verdict  # noqa: F401  (the sections' word of a change)
 from cr2.evaluation.statistics import Verdict, saving_verdict, test_verdict
 from cr2.config.scenarios import scenarios
@@ -126,10 +127,7 @@ class Doc:
                 f"`{command}` and run `make results-doc` again._\n")
 
 
-def counts(verdicts) -> str:
-    """'k / k / k' of the verdicts "cheaper" / "dearer" / "no difference detected" (undefined ones left out)."""
-    v = [x for x in verdicts if x is not None]
-    return " / ".join(str(sum(x == w for x in v)) for w in ("cheaper", "dearer", "no difference detected"))
+counts = counts_cell  # 'k / k / k' of the verdicts (cr2.report.cells)
 
 
 COUNTS_HEAD = '"cheaper" / "dearer" / "no difference detected"'

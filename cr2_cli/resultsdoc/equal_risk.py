@@ -434,13 +434,16 @@ def render(doc: Doc) -> str:
                 answers(doc, means, alpha)]
     out += texts
     if doc.has("pools"):
-        from cr2_cli.commands.study_pools import equal_risk_pools_markdown
+        from cr2.report.pools import across_pool_equal_risk_markdown
+        from cr2.studies.pools import across_pool_questions
+        from cr2_warehouse.pools import pool_equal_risk
 
         with doc.warehouse("pools") as wh:
             study = newest_pool_study(wh)
+            er = pool_equal_risk(wh, study) if study is not None else None
         if study is not None:
             out += [f"\n#### The MMLU-Pro pools (study `{study}`), at grids.default_alpha\n",
-                    equal_risk_pools_markdown(doc.homes["pools"], study, word=doc.word)]
+                    across_pool_equal_risk_markdown(None if er.empty else across_pool_questions(er))]
     out.append("\n#### Which router should I deploy?" + ("" if alpha is None else f" (α = {alpha:g})") + "\n")
     out.append(deploy_table(doc, list(SCENARIOS)) if len(means) else doc.missing("default"))
     if doc.has("default"):

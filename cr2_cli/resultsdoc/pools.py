@@ -9,118 +9,34 @@ The helpers below (cells, stored verdicts, shared edge models) serve the ZeroEva
 from __future__ import annotations
 
 import json
-from collections import Counter
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
-from cr2.report import cells
-from cr2.report.markdown import text_table
 from cr2.config.scenarios import scenario
+from cr2.report.cells import PAGE
+from cr2.report.pools import (POOL_DEPENDENCE, LabelDiagnostics, PoolDiagnostics, PoolSavings, PoolVerdictCounts, ReferenceGaps, SignedRankTests,
+                              family_sizes, resamples_kept, shared_edges, stored_family)
 from cr2.routers import routers_tagged
-from cr2_cli.resultsdoc.core import Doc, counts, label_kind
+from cr2_cli.resultsdoc.core import Doc, label_kind
 
 KEY = "pools"
 ROUTERS = routers_tagged("compared")  # learned methods: the family a verdict counts in (router catalogue)
-ORACLE = "full-information"
 POOLS_COMMAND = scenario(KEY).command_line()  # configs/scenarios.yaml
 LABELS_COMMAND = "python scripts/pool_label_diagnostics.py"
 RESAMPLES_LABELS = 1000  # paired resamples of the questions for the m_ref accuracy gaps (seed 0)
-
-
-# ---------------------------------------------------------------- cells of the measured-pool sections (shared)
-# cr2.report.cells' rules, negative numbers written with the typeset minus sign (cells.MINUS)
-def num(v, spec: str = ".1f") -> str:
-    return cells.num(v, spec, minus=cells.MINUS)
-
-
-def cell(estimate, lower, upper, spec: str = "+.1f") -> str:
-    return cells.ci_cell(estimate, lower, upper, spec, minus=cells.MINUS)
-
-
-def span(values: Iterable, spec: str = ".3f") -> str:
-    return cells.span(values, spec, minus=cells.MINUS)
-
-
-def resamples_kept(values: Iterable) -> str:
-    """'min–max' of the resamples some conditional intervals kept (pool_results.n_resamples: those on which every
-    averaged target is reached), 'not stored' where none is (a study stored before schema 7)."""
-    v = [x for x in values if x is not None and not pd.isna(x)]
-    return span(v, ",.0f") if v else "not stored"
-
-
-def stored_family(df: pd.DataFrame, est: str = "estimate", lo: str = "lower", hi: str = "upper") -> pd.DataFrame:
-    """The frame with p and the stored test's Holm p over its family (cr2.evaluation.families: within one pool, every
-    learned method's mean saving vs one reference) and its one word (word_holm; `word` the same), unmarked; nothing
-    is corrected here, so the word is the one every surface prints."""
-    from cr2.evaluation.statistics import saving_verdict
-
-    out = df.copy()
-    if len(out) and ("p_holm" not in out.columns or out["p_holm"].isna().all()):
-        raise ValueError("these savings were stored without their family and Holm p (schema < 9): run the study again")
-    out["p"] = out["p_value"].astype(float) if len(out) else []
-    out["p_holm"] = out["p_holm"].astype(float) if len(out) else []
-    out["word_holm"] = [saving_verdict(a, b, p) for a, b, p in zip(out[lo], out[hi], out["p_holm"])]
-    out["word"] = out["word_holm"]
-    return out
-
-
-def family_sizes(family: pd.DataFrame) -> str:
-    """The stored family sizes of a table's tests ('5', or '4–5' where pools differ)."""
-    v = sorted({int(x) for x in family.get("family_size", pd.Series(dtype=float)).dropna()})
-    return "–" if not v else (str(v[0]) if len(v) == 1 else f"{v[0]}–{v[-1]}")
-
-
-def shared_edges(models_json: Iterable[str]) -> tuple[int, list[str]]:
-    """(how many pools share the most common set of edge models, that set's names) from pool_runs.models."""
-    sets = Counter(tuple(sorted(m.get("name") or m["id"] for m in json.loads(s) if m.get("role") == "edge"))
-                   for s in models_json)
-    if not sets:
-        return 0, []
-    edges, n = max(sets.items(), key=lambda kv: (kv[1], kv[0]))
-    return n, list(edges)
+num, cell, span = PAGE.num, PAGE.ci, PAGE.span  # the measured-pool sections' cells (negative: the typeset minus)
 
 
 def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label: str = "pool") -> str:
-    """Per pool (row) and method (column): mean saving vs `ref` [95 % CI] and its stored word (Holm over its family
-    within the pool: every learned method vs `ref`; the full-information reference is a bound, no test); the last
-    column: the fewest and most resamples the row's intervals kept (each mean's: those where all its targets are
-    reached)."""
-    sub = sav[sav["reference"] == ref]
-    fam = stored_family(sub[sub["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct", "upper_pct")
-    methods = [m for m in (*ROUTERS, ORACLE) if m in set(sub["method"])]
-    head = [label, "c_dev/c_edge", *(f"{m} vs {ref}" for m in methods)]
-    rows = []
-    for pool, g in sub.groupby("pool", sort=True):
-        cells = []
-        for m in methods:
-            r = g[g["method"] == m]
-            if r.empty:
-                cells.append("–")
-                continue
-            r = r.iloc[0]
-            c = cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)
-            if m in ROUTERS:
-                h = fam[(fam["pool"] == pool) & (fam["method"] == m)].iloc[0]
-                c += f" {doc.saving(h.lower_pct, h.upper_pct, h.p_holm)}"
-            cells.append(c)
-        rows.append([pool, num(ratio.get(pool), ".2f"), *cells])
-    return text_table(head, rows, f"no savings against {ref} are stored")
+    """cr2.report.pools.PoolSavings of the learned routers with their stored words, marked."""
+    return PoolSavings(sav, ref, ratio, ROUTERS, label=label, word=doc.word).markdown()
 
 
 def verdict_counts(doc: Doc, sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataFrame]:
-    """Per learned method: pools cheaper / dearer / no difference detected vs `ref`, each the stored word of its test
-    (Holm within its pool); and the tests (for their family sizes)."""
-    sub = sav[(sav["reference"] == ref) & sav["method"].isin(ROUTERS)]
-    fam = stored_family(sub, "mean_saving_pct", "lower_pct", "upper_pct")
-    head = ["method", "pools", f"Holm within each pool ({family_sizes(fam)} tests): \"cheaper\" / \"dearer\" / "
-                               "\"no difference detected\""]
-    rows = []
-    for m in [m for m in ROUTERS if m in set(fam["method"])]:
-        g = fam[fam["method"] == m]
-        rows.append([m, str(len(g)), counts(g["word_holm"])])
-    return text_table(head, rows, f"no learned method has a saving against {ref}"), fam
+    """cr2.report.pools.PoolVerdictCounts of the learned routers, and its tests (for their family sizes)."""
+    t = PoolVerdictCounts(sav, ref, ROUTERS)
+    return t.markdown(), t.family
 
 
 def changed_sentence(doc: Doc, family: pd.DataFrame, what: str, label: str = "pool") -> str:
@@ -144,17 +60,6 @@ def _label_diagnostics(doc: Doc) -> tuple[str, list[dict], pd.DataFrame]:
     return "measured-mmlu-pro", rows, gaps
 
 
-def label_diagnostics_table(rows: list[dict]) -> str:
-    """The label diagnostics of pools (rows of cr2.studies.pools.pool_label_table) as a markdown table; the page and
-    scripts/pool_label_diagnostics.py print this one."""
-    head = ["pool", "n", "accuracy (device / edges… / m_ref)", "φ device–m_ref", "mean φ", "P(dev ✓ \\| ref ✗)",
-            "P(ref ✓ \\| dev ✗)", "solvable"]
-    cells = [[str(r["pool"]), str(r["n"]), " / ".join(f"{a:.3f}" for a in r["accuracy"]), f"{r['phi_device_ref']:.2f}",
-              f"{r['phi_mean']:.2f}", f"{r['p_device_right_given_ref_wrong']:.3f}",
-              f"{r['p_ref_right_given_device_wrong']:.3f}", f"{r['solvable']:.3f}"] for r in rows]
-    return text_table(head, cells, "the rule selects no pool")
-
-
 def _labels_part(doc: Doc) -> str:
     from cr2.core.errors import Cr2Error
 
@@ -170,7 +75,7 @@ def _labels_part(doc: Doc) -> str:
            "packaged file. Per pool: each model's accuracy in pool order (device, then the edge models by size, "
            "m_ref last), the φ correlation of device and m_ref correctness, the mean φ over the pool's pairs, "
            "P(device right | m_ref wrong), P(m_ref right | device wrong) and the share of questions some pool model "
-           "solves.", "", label_diagnostics_table(rows).rstrip("\n")]
+           "solves.", "", LabelDiagnostics(rows).markdown().rstrip("\n")]
     n_shared, edges = shared_edges(json.dumps([{"name": e, "role": "edge"} for e in r["edges"]]) for r in rows)
     dev_top = [r for r in rows if r["accuracy"][0] == max(r["accuracy"])]
     below_dev = [r for r in rows if any(a < r["accuracy"][0] for a in r["accuracy"][1:])]
@@ -200,11 +105,7 @@ def _gap_part(doc: Doc, g: pd.DataFrame) -> str:
     if below.empty:
         lines.append("_(none: in every pool m_ref's accuracy is at least that of every other model)_")
         return "\n".join(lines) + "\n"
-    head = ["pool", "m_ref", "other model", "role", "accuracy gap, points", "p, Holm", "m_ref's accuracy is"]
-    rows = [[str(r.pool), str(r.reference), str(r.model), str(r.role),
-             cell(100 * r.estimate, 100 * r.lower, 100 * r.upper), f"{r.p_holm:.3g}", doc.compare(r.lower, r.upper)]
-            for r in below.itertuples(index=False)]
-    return "\n".join(lines) + "\n" + text_table(head, rows)
+    return "\n".join(lines) + "\n" + ReferenceGaps(below, word=doc.word).markdown()
 
 
 # ---------------------------------------------------------------- the sweep
@@ -214,20 +115,14 @@ def _signed_rank_part(doc: Doc, knn: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     tests = signed_rank_tests(knn)
     if tests.empty:
         return "_(signed-rank test: fewer than 2 pools with a CR² saving)_\n", pd.DataFrame()
-    from cr2_cli.commands.study_pools import POOL_DEPENDENCE
-
     tests = tests[tests["error"].isna()]
     lines = ["Across pools: Wilcoxon signed-rank statistic of CR²'s mean saving vs KNN against each baseline's (KNN: "
              "0), as a description, without a verdict." + POOL_DEPENDENCE.replace("\n\n", " ").rstrip("\n"), ""]
-    head = ["CR² against", "pools", "median(CR² − baseline), points", "W⁺", "W⁻", "p (two-sided, optimistic)", "test"]
-    lines.append(text_table(head, [[str(r.baseline), str(r.pools), num(r.median, "+.1f"), f"{r.w_plus:g}",
-                                    f"{r.w_minus:g}", f"{r.p:.3g}", str(r.method)]
-                                   for r in tests.itertuples(index=False)]).rstrip("\n"))
+    lines.append(SignedRankTests(tests).markdown().rstrip("\n"))
     return "\n".join(lines) + "\n", tests
 
 
 def _sweep_part(doc: Doc) -> str:
-    from cr2_cli.commands.study_pools import diagnostics_markdown
     from cr2_warehouse.pools import newest_study, pool_diagnostics, pool_savings, pool_study_runs
 
     with doc.warehouse(KEY) as wh:
@@ -268,7 +163,7 @@ def _sweep_part(doc: Doc) -> str:
     sr, tests = _signed_rank_part(doc, knn)
     out += [sr, "", f"Diagnostics (all {span(runs['n_queries'], ',.0f')} sample questions; view v_pool_diagnostics; "
             "headroom = the full-information reference's mean saving vs KNN):", "",
-            diagnostics_markdown(doc.homes[KEY], sid), "", _reading(doc, sav, diag, tests)]
+            PoolDiagnostics(diag).markdown().rstrip("\n"), "", _reading(doc, sav, diag, tests)]
     return "\n".join(out)
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from cr2_cli.resultsdoc.core import Doc, label_kind
-from cr2.report.markdown import text_table
+from cr2.report.cells import PAGE
+from cr2.report.pools import PoolDiagnostics
 from cr2_cli.resultsdoc.pools import (ROUTERS, cell, changed_sentence, family_sizes, num, savings_table, stored_family,
                                       verdict_counts)
 
@@ -36,17 +37,6 @@ def load(doc: Doc) -> tuple[dict[str, dict], list[str]]:
             found[key] = {"study": sid, "runs": pool_study_runs(wh, sid), "sav": pool_savings(wh, sid),
                           "diag": pool_diagnostics(wh, sid)}
     return found, missing
-
-
-def _diag_table(diag: pd.DataFrame) -> str:
-    cols = ["ladder", "headroom vs KNN %", "acc dev", "acc m_ref", "P(dev ✓ \\| ref ✗)", "φ dev–ref", "φ mean",
-            "AUC dev ✓", "AUC ref ✓", "AUC dev≠ref", "AUC ≠ mean"]
-    rows = [[r.pool, cell(r.headroom_vs_knn_pct, r.headroom_lower_pct, r.headroom_upper_pct),
-             num(r.device_accuracy, ".3f"), num(r.ref_accuracy, ".3f"), num(r.p_device_right_given_ref_wrong, ".3f"),
-             num(r.phi_device_ref, ".2f"), num(r.phi_mean, ".2f"), num(r.auc_device_correct, ".3f"),
-             num(r.auc_ref_correct, ".3f"), num(r.auc_disagree_device_ref, ".3f"), num(r.auc_disagree_mean, ".3f")]
-            for r in diag.itertuples(index=False)]
-    return text_table(cols, rows, "no ladder's diagnostics are stored")
 
 
 def _reading(doc: Doc, sav: pd.DataFrame, runs: pd.DataFrame) -> str:
@@ -112,7 +102,8 @@ def render(doc: Doc) -> str:
     for ref, what in (("knn", "KNN"), ("best-single", "the best single model")):
         table, changed = verdict_counts(doc, sav, ref)
         out += [changed_sentence(doc, changed, f"the savings against {what}", label="ladder"), ""]
-    out += [_diag_table(diag), "", _reading(doc, sav, runs),
+    out += [PoolDiagnostics(diag, label="ladder", style=PAGE, headroom_spec="+.1f",
+                            why="no ladder's diagnostics are stored").markdown(), "", _reading(doc, sav, runs),
             "The point estimates of the tables carry no claim by themselves: a difference is stated only where its "
             "interval (and the Holm-corrected p) says so.", ""]
     return "\n".join(out)

@@ -1,0 +1,76 @@
+"""Tables as objects (cr2.report.table, cr2.report.pools): one set of cells, rendered as markdown, rich, a Prefect
+artifact and HTML alike; verdict words only through the caller's `word`; numbers through cr2.report.cells."""
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+
+from cr2.report.cells import EM_DASH, MINUS, PAGE, TERMINAL, counts_cell
+from cr2.report.pools import (AcrossPoolEqualRisk, PoolDiagnostics, PoolSavings, PoolVerdictCounts, SignedRankTests,
+                              across_pool_equal_risk_markdown)
+from cr2.report.table import Table
+
+
+def _savings() -> pd.DataFrame:
+    rows = []
+    for pool, (e, lo, hi), p_holm in (("p1", (-3.0, -6.0, -0.5), 0.01), ("p2", (1.0, -1.0, 3.0), 0.6)):
+        for m, est in (("cr2", (e, lo, hi)), ("full-information", (40.0, 35.0, 45.0))):
+            rows.append({"pool": pool, "method": m, "reference": "knn", "mean_saving_pct": est[0],
+                         "lower_pct": est[1], "upper_pct": est[2], "p_value": p_holm, "p_holm": p_holm,
+                         "family_size": 1})
+    return pd.DataFrame(rows)
+
+
+def test_one_table_renders_the_same_cells_every_way():
+    t = Table(["pool", "P(a \\| b)", "saving"], [["p1", "0.5", "−3.0 [−6.0, −0.5]"]])
+    assert t.markdown() == "| pool | P(a \\| b) | saving |\n| --- | --- | --- |\n| p1 | 0.5 | −3.0 [−6.0, −0.5] |\n"
+    assert t.artifact() == [{"pool": "p1", "P(a | b)": "0.5", "saving": "−3.0 [−6.0, −0.5]"}]
+    assert "<td>−3.0 [−6.0, −0.5]</td>" in t.html() and "<th>P(a | b)</th>" in t.html()
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=200).print(t.rich())
+    assert "−3.0 [−6.0, −0.5]" in out.getvalue()  # an interval's brackets are text, not rich markup
+    assert Table(["a"], [], why="none stored").markdown() == "_(no rows: none stored)_\n"
+
+
+def test_pool_savings_words_come_from_the_callers_word_and_numbers_from_one_style():
+    said = []
+
+    def word(v):
+        said.append(v)
+        return f"<{v}>"
+
+    t = PoolSavings(_savings(), "knn", {"p1": 2.0, "p2": 0.5}, ("cr2",), word=word)
+    assert t.head == ["pool", "c_dev/c_edge", "cr2 vs knn", "full-information vs knn"]
+    assert t.rows[0] == ["p1", "2.00", f"{MINUS}3.0 [{MINUS}6.0, {MINUS}0.5] <dearer>", "+40.0 [+35.0, +45.0]"]
+    assert t.rows[1][2] == f"+1.0 [{MINUS}1.0, +3.0] <no difference detected>"
+    assert said == ["dearer", "no difference detected"]  # the oracle is a bound: no word asked for
+    plain = PoolSavings(_savings(), "knn", {}, ("cr2",), style=TERMINAL)
+    assert plain.rows[0][1:3] == [EM_DASH, "-3.0 [-6.0, -0.5]"]  # no word without `word`; the terminal's minus
+    counts = PoolVerdictCounts(_savings(), "knn", ("cr2",))
+    assert counts.rows == [["cr2", "2", counts_cell(["dearer", "no difference detected"])]] == [["cr2", "2", "0 / 1 / 1"]]
+
+
+def test_the_diagnostics_signed_rank_and_across_pool_tables():
+    d = pd.DataFrame([{"pool": "p1", "headroom_vs_knn_pct": 12.0, "headroom_lower_pct": -1.0, "headroom_upper_pct": 20.0,
+                       "device_accuracy": 0.4, "ref_accuracy": float("nan"), "p_device_right_given_ref_wrong": 0.2,
+                       "phi_device_ref": -0.1, "phi_mean": 0.3, "auc_device_correct": 0.6, "auc_ref_correct": 0.6,
+                       "auc_disagree_device_ref": 0.55, "auc_disagree_mean": 0.5}])
+    assert PoolDiagnostics(d).rows[0][:5] == ["p1", "12.0 [-1.0, 20.0]", "0.400", EM_DASH, "0.200"]
+    page = PoolDiagnostics(d, label="ladder", style=PAGE, headroom_spec="+.1f")
+    assert page.head[0] == "ladder" and page.rows[0][1] == f"+12.0 [{MINUS}1.0, +20.0]" and page.rows[0][5] == f"{MINUS}0.10"
+    tests = pd.DataFrame([{"baseline": "mlp", "pools": 5, "median": -1.25, "w_plus": 3.0, "w_minus": 12.0, "p": 0.31,
+                           "method": "exact", "error": None},
+                          {"baseline": "knn", "pools": 1, "median": None, "w_plus": None, "w_minus": None, "p": None,
+                           "method": None, "error": "fewer than 2 pools"}])
+    sr = SignedRankTests(tests, style=TERMINAL)
+    assert sr.rows == [["mlp", "5", "-1.2", "3", "12", "0.31", "exact"], ["knn", "1", *[EM_DASH] * 4, "fewer than 2 pools"]]
+    from cr2.studies.pools import AcrossPools
+
+    c = AcrossPools("cr2@crc", "knn@crc", 3, 2.5, 1000, None, 1, 0, 2, 0)
+    assert AcrossPoolEqualRisk([c]).rows == [["cr2@crc", "knn@crc", 3, "+2.5", "1,000", EM_DASH, "1 / 0 / 2"]]
+    text = across_pool_equal_risk_markdown([("gate-quality", "crc", [c])])
+    assert text.startswith("**gate-quality, crc** (across pools)") and "No verdict word across pools" in text
+    assert across_pool_equal_risk_markdown(None).startswith("(no equal-risk rows")
