@@ -265,7 +265,7 @@ def router_study(sweep, tmp_path_factory):
 @pytest.mark.flow
 def test_router_study_compares_every_candidate_with_certified_knn_on_every_pool(router_study, sweep):
     from cr2.evaluation.statistics import Verdict
-    from cr2_cli.commands.study_routers import study_results
+    from cr2_warehouse.router_study import study_results
     from cr2_warehouse.db import Warehouse
 
     first = router_study["first"]

@@ -74,3 +74,21 @@ def test_the_diagnostics_signed_rank_and_across_pool_tables():
     text = across_pool_equal_risk_markdown([("gate-quality", "crc", [c])])
     assert text.startswith("**gate-quality, crc** (across pools)") and "No verdict word across pools" in text
     assert across_pool_equal_risk_markdown(None).startswith("(no equal-risk rows")
+
+
+def test_the_level_table_prints_each_rows_stored_verdict_through_word():
+    from cr2.report.level import LevelTable
+    from cr2.studies.level import stored_level_verdicts
+
+    rows = pd.DataFrame([{"question": "gate-quality", "rule": None, "alpha": float("nan"), "n_tests": 3, "rate": 0.04,
+                          "rate_se": 0.0139, "n_rejections": 8, "n_replicates": 200, "rate_upper": 0.071,
+                          "p_above": 0.62, "p_above_holm": 1.0, "n_test_rejections": 9, "p_threshold": 0.05 / 3,
+                          "p_se": 0.0016, "p_relative_se": 0.09, "page_resamples": 10000, "p_tail_resamples": 83.3},
+                         {"question": "certified-score", "rule": "ltt", "alpha": 0.05, "n_tests": 2, "rate": 0.2,
+                          "rate_se": 0.028, "n_rejections": 40, "n_replicates": 200, "rate_upper": 0.25,
+                          "p_above": 1e-12, "p_above_holm": 2e-12, "n_test_rejections": 41, "p_threshold": 0.025,
+                          "p_se": 0.002, "p_relative_se": 0.08, "page_resamples": 10000, "p_tail_resamples": 125.0}])
+    t = LevelTable(rows, stored_level_verdicts(rows), word=lambda v: f"<{v}>")
+    assert t.rows[0][:6] == ["gate-quality", "3", "4.0 % ± 1.4 (8/200)", "7.1 %", "0.62, 1", "<within the nominal 5 %>"]
+    assert t.rows[0][6:] == ["9/600", "0.0167 ± 0.0016 (9 %; B = 10,000)", "83"]
+    assert t.rows[1][0] == "certified-score · ltt · α = 0.05" and t.rows[1][5] == "<above the nominal 5 %>"

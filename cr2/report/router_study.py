@@ -55,4 +55,19 @@ def summary_table(summary: pd.DataFrame, flops: dict[str, int] | None = None,
     return markdown_table(pd.DataFrame(out, dtype=object))
 
 
-__all__ = ["summary_table", "unit_table"]
+def router_study_markdown(rows: pd.DataFrame, summary: pd.DataFrame, flops: dict[str, int] | None,
+                          kinds: tuple[str, str], word: Callable[[Any], str] = lambda w: w or "—",
+                          validity: pd.DataFrame | None = None) -> str:
+    """The study's tables: the summary over the pools, then per unit of each of `kinds` (pools, scenarios;
+    cr2.studies.routers), and the scenarios' validity (cr2.report.validity.certified_display)."""
+    from cr2.report.validity import certified_display
+
+    parts = [summary_table(summary, flops, word), *(unit_table(rows, kind, word) for kind in kinds)]
+    if validity is not None and not validity.empty:
+        shown = certified_display(validity, word=word)
+        shown.insert(0, "scenario", validity["scenario"].to_numpy())
+        parts.append(markdown_table(shown))
+    return "\n".join(parts)
+
+
+__all__ = ["router_study_markdown", "summary_table", "unit_table"]

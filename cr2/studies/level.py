@@ -108,6 +108,13 @@ def level_verdict(n_rejections: int, n_replicates: int, nominal: float = NOMINAL
     return Verdict(ABOVE if p < 0.05 else WITHIN)
 
 
+def stored_level_verdicts(rows) -> list[Verdict]:
+    """The verdict of each stored level row (table level_study: n_rejections, n_replicates and the Holm p over the
+    scenario's families, p_above_holm), in row order."""
+    return [level_verdict(int(r.n_rejections), int(r.n_replicates), p_adjusted=float(r.p_above_holm))
+            for r in rows.itertuples(index=False)]
+
+
 @dataclass(frozen=True)
 class PError:
     """The Monte-Carlo error of the page's bootstrap p at its Holm threshold for a family of m tests."""

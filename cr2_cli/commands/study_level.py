@@ -13,31 +13,18 @@ from typing import Callable, Optional
 import pandas as pd
 import typer
 
+from cr2.report.level import LevelTable
+from cr2.report.table import plain_word
 from cr2_cli.console import SafeConsole
 
 console = SafeConsole()
 
 
-def level_table(rows: pd.DataFrame, word: Callable = str) -> str:
-    """The stored level rows as a markdown table; `word` renders each verdict (the results page marks it)."""
-    from cr2.report.markdown import markdown_table
-    from cr2.studies.level import level_verdict
+def level_table(rows: pd.DataFrame, word: Callable = plain_word) -> str:
+    """The stored level rows as a markdown table (cr2.report.level.LevelTable); `word` renders each verdict."""
+    from cr2.studies.level import stored_level_verdicts
 
-    out = []
-    for r in rows.itertuples(index=False):
-        fam = " · ".join([r.question, *([r.rule] if isinstance(r.rule, str) else []),
-                          *([f"α = {r.alpha:g}"] if r.alpha == r.alpha and r.alpha is not None else [])])
-        out.append({
-            "family (question · rule · α)": fam, "m": int(r.n_tests),
-            "A/A rate ± MC SE": f"{100 * r.rate:.1f} % ± {100 * r.rate_se:.1f} ({int(r.n_rejections)}/{int(r.n_replicates)})",
-            "one-sided 95 % upper": f"{100 * r.rate_upper:.1f} %",
-            "p of rate ≤ 5 %, Holm": f"{r.p_above:.3g}, {r.p_above_holm:.3g}",
-            "verdict": word(level_verdict(int(r.n_rejections), int(r.n_replicates), p_adjusted=float(r.p_above_holm))),
-            "tests rejected": f"{int(r.n_test_rejections)}/{int(r.n_replicates) * int(r.n_tests)}",
-            "p MC SE at 0.05/m (B)": f"{r.p_threshold:.4f} ± {r.p_se:.4f} ({100 * r.p_relative_se:.0f} %; B = "
-                                     f"{int(r.page_resamples):,})",
-            "resamples behind it": f"{r.p_tail_resamples:.0f}"})
-    return markdown_table(pd.DataFrame(out)).rstrip("\n")
+    return LevelTable(rows, stored_level_verdicts(rows), word).markdown().rstrip("\n")
 
 
 def level_command(config: Optional[Path] = typer.Option(None, "--config", "-c",

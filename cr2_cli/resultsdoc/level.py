@@ -14,7 +14,8 @@ def command(config: str, home: str) -> str:
 
 
 def render(doc: Doc) -> str:
-    from cr2_cli.commands.study_level import level_table
+    from cr2.report.level import LevelTable
+    from cr2.studies.level import stored_level_verdicts
     from cr2_warehouse.level import newest_level_study
 
     parts = ["## The level of the equal-risk test, measured (A/A)\n",
@@ -45,5 +46,6 @@ def render(doc: Doc) -> str:
         r0 = rows.iloc[0]
         parts.append(f"{title} — study `{r0['study_id']}` on run `{r0['run_id']}`: {int(r0['n_replicates'])} "
                      f"replicates × B = {int(r0['n_resamples'])} resamples, seed {int(r0['seed'])}, "
-                     f"{float(r0['wall_s']):.0f} s (`{command(config, home)}`).\n\n{level_table(rows, doc.word)}\n")
+                     f"{float(r0['wall_s']):.0f} s (`{command(config, home)}`).\n\n"
+                     + LevelTable(rows, stored_level_verdicts(rows), doc.word).markdown())
     return "\n".join(parts)

@@ -11,7 +11,8 @@ COMMAND = "cr2 study routers"
 
 def render(doc: Doc) -> str:
     from cr2.studies.routers import POOLS, SCENARIOS, study_id, study_scenarios
-    from cr2_cli.commands.study_routers import study_markdown, study_results, study_validity
+    from cr2.report.router_study import router_study_markdown
+    from cr2_warehouse.router_study import study_results, study_validity
     from cr2_warehouse.pools import pool_study_runs
 
     head = "## The router study: can a router beat certified KNN at equal risk?\n"
@@ -61,6 +62,7 @@ def render(doc: Doc) -> str:
         f"Candidates meeting the success criterion: {', '.join(winners) if winners else 'none'} "
         f"({len(winners)} of {len(summary)}).",
         "",
-        study_markdown(study, rows, summary, flops, doc.word, study_validity(str(doc.repo / STUDY), homes)),
+        router_study_markdown(rows, summary, flops, (POOLS, SCENARIOS), doc.word,
+                              study_validity(str(doc.repo / STUDY), homes)),
     ]
     return "\n".join(text) + "\n"
