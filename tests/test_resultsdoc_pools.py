@@ -195,12 +195,14 @@ def test_stored_family_reads_the_stored_holm_p_and_corrects_nothing():
 
 
 def test_met_uses_the_tolerance_and_counts_several_targets():
-    from cr2_cli.resultsdoc.simcheck import met, met_word
+    from cr2.report.simcheck import met_word
+    from cr2.studies.simcheck import with_met
 
     rows = pd.DataFrame({"mean": [0.51, 0.60, 0.3], "measured": [0.50, 0.50, 0.1], "tolerance": [0.02, 0.02, np.nan]})
-    assert list(met(rows).iloc[:2]) == [True, False] and pd.isna(met(rows).iloc[2])
-    assert met_word(met(rows.iloc[:1])) == "met" and met_word(met(rows.iloc[1:2])) == "missed"
-    assert met_word(met(rows)) == "1 of 2" and met_word(met(rows.iloc[2:])) == "–"
+    met = with_met(rows)["met"]
+    assert list(met.iloc[:2]) == [True, False] and pd.isna(met.iloc[2])
+    assert met_word(met.iloc[:1]) == "met" and met_word(met.iloc[1:2]) == "missed"
+    assert met_word(met) == "1 of 2" and met_word(met.iloc[2:]) == "–"
 
 
 def test_pool_label_table_and_reference_gaps_on_a_hand_made_file():

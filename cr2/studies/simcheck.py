@@ -16,7 +16,7 @@ measured warehouse) read the data, embed, price and write the rows; the view v_s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from cr2.core.data import RoutingSet
 from cr2.core.errors import InvalidValueError
 from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
 from cr2.routers import routers_tagged
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LEARNED = routers_tagged("paper", kinds=("baseline",))  # the paper's learned baselines (router catalogue)
 
@@ -251,3 +254,25 @@ def shape_record(simulated: Any, fresh_fit: Any = None, **more: Any) -> dict:
     return {"simulated": None if simulated is None else simulated.model_dump(mode="json"),
             "fresh_fit": None if fresh_fit is None else {k: v for k, v in fresh_fit.__dict__.items() if k != "path"},
             **more}
+
+
+# ---------------------------------------------------------------- reading a stored run (rows of v_simcheck)
+def with_met(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of v_simcheck with `met`: |simulated mean over seeds − measured| ≤ the sim-to-real tolerance
+    (docs/labels.md), NaN where no tolerance is set."""
+    ok = (rows["mean"] - rows["measured"]).abs() <= rows["tolerance"] + 1e-12
+    return rows.assign(met=ok.where(rows["tolerance"].notna()))
+
+
+def sign_counts(rows: pd.DataFrame, source: str) -> tuple[int, int]:
+    """(router, target) points whose simulated mean saving vs KNN has the measured sign, and all points."""
+    s = rows[(rows["source"] == source) & (rows["statistic"] == "saving_vs_knn_pct")]
+    return int((np.sign(s["mean"]) == np.sign(s["measured"])).sum()), len(s)
+
+
+def router_savings(rows: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Per router: targets compared, targets with the measured sign, mean measured and mean simulated saving (%)."""
+    s = rows[(rows["source"] == source) & (rows["statistic"] == "saving_vs_knn_pct")].copy()
+    s["same"] = np.sign(s["mean"]) == np.sign(s["measured"])
+    return s.groupby("model").agg(n=("same", "size"), same=("same", "sum"), measured=("measured", "mean"),
+                                  simulated=("mean", "mean"))
