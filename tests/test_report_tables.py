@@ -92,3 +92,28 @@ def test_the_level_table_prints_each_rows_stored_verdict_through_word():
     assert t.rows[0][:6] == ["gate-quality", "3", "4.0 % ± 1.4 (8/200)", "7.1 %", "0.62, 1", "<within the nominal 5 %>"]
     assert t.rows[0][6:] == ["9/600", "0.0167 ± 0.0016 (9 %; B = 10,000)", "83"]
     assert t.rows[1][0] == "certified-score · ltt · α = 0.05" and t.rows[1][5] == "<above the nominal 5 %>"
+
+
+def test_the_pooled_frontier_is_cut_into_runs_of_one_method():
+    from cr2.evaluation.fixed_accuracy import frontier_segments
+
+    points = pd.DataFrame({"method": ["a", "b", "a", "b", "a", "b"], "accuracy": [0.5, 0.4, 0.6, 0.7, 0.65, 0.7],
+                           "cost": [0.1, 0.1, 0.2, 0.3, 0.4, 0.5]})
+    # b at 0.1 is below a's 0.5; a's 0.65 at 0.4 is below b's 0.7 at 0.3; b's 0.7 at 0.5 adds nothing
+    assert frontier_segments(points) == [("a", 0.1, 0.2), ("b", 0.3, 0.3)]
+    assert frontier_segments(points.iloc[:0]) == []
+
+
+def test_the_measured_tables_write_every_number_through_cells():
+    from cr2.report.measured import LocalRate, ModelSummary, RiskVsAlpha
+
+    m = ModelSummary(pd.DataFrame({"model_id": ["dev"], "accuracy": [float("nan")], "mean_cost_norm": [0.25],
+                                   "mean_latency_s": [1.234], "mean_energy_j": [12.34]}))
+    assert m.rows == [["dev", "–", "0.250", "1.23", "12.3"]]  # a missing value is '–', never 'nan'
+    r = RiskVsAlpha(pd.DataFrame({"lam": [2.0, 2.0, 3.0], "alpha": [0.1, 0.05, 0.1], "risk": [0.04, 0.03, 0.0],
+                                  "risk_mean": [0.05, float("nan"), 0.0], "risk_se": [0.001, 0.0, 0.0],
+                                  "risk_q05": [0.01, float("nan"), 0.0], "risk_q95": [0.09, 0.0, 0.0]}), (2.0,))
+    assert r.rows == [["2", "0.05", "0.0300", "–", "–"], ["2", "0.1", "0.0400", "0.0500 ± 0.0010", "0.0100–0.0900"]]
+    lr = LocalRate(pd.DataFrame({"method": ["cr2", "cr2", "knn"], "alpha": [0.1, 0.05, None], "lam": [1.0, 1.0, 1.0],
+                                 "local_rate": [0.123, 0.5, 0.9]}), 0.1)
+    assert lr.rows == [["1", "12.3%"]]

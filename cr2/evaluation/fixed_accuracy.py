@@ -19,11 +19,15 @@ stored beside the mean).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cr2.evaluation.statistics import Interval, bootstrap_interval, bootstrap_intervals, resample_counts, resampled_means
 from cr2.core.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _EPS = 1e-12  # the view's tolerance on "accuracy ≥ target"
 
@@ -303,3 +307,24 @@ def saving_intervals(method: MethodOutcomes, reference: MethodOutcomes, targets:
                   for e, lo, hi, pv in zip(est, lower, upper, p)]
     cols = grid_columns(targets, fallback.reachable_grid(grid).targets)
     return per_target, bootstrap_interval(samples[:, cols].mean(axis=1), float(est[cols].mean()), level)
+
+
+
+def frontier_segments(points: pd.DataFrame) -> list[tuple[str, float, float]]:
+    """The pooled accuracy–cost frontier over several methods' operating points (columns method, accuracy, cost) as
+    runs of one method: (method, cost from, cost to), ascending cost. A point is on the frontier where it is more
+    accurate than every cheaper point (equal cost: the more accurate first); consecutive frontier points of one
+    method form one run."""
+    p = points.sort_values(["cost", "accuracy"], ascending=[True, False])
+    best, rows = -np.inf, []
+    for r in p.itertuples():
+        if r.accuracy > best + 1e-12:
+            rows.append((r.method, r.cost))
+            best = r.accuracy
+    segments: list[list] = []
+    for method, cost in rows:
+        if segments and segments[-1][0] == method:
+            segments[-1][2] = cost
+        else:
+            segments.append([method, cost, cost])
+    return [tuple(x) for x in segments]

@@ -7,7 +7,10 @@ import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
+from cr2.evaluation.fixed_accuracy import frontier_segments
 from cr2.report.markdown import markdown_table
+from cr2.report.measured import (CategoryAccuracy, FrontierSegments, LocalRate, ModelSummary, OperatingPoints,
+                                 RiskVsAlpha)
 from cr2.routers import routers_tagged
 from cr2.report.headline import COST_ANCHOR, LAMS
 from cr2_cli.resultsdoc.core import HOMES, Doc
@@ -75,23 +78,14 @@ def shows(s: Scenario, models: pd.DataFrame, ca: pd.DataFrame) -> str:
 def models_part(models: pd.DataFrame) -> str:
     if models.empty:
         return "_(no model_summary rows for this run's label source and states)_"
-    t = pd.DataFrame({"model": models["model_id"], "accuracy": models["accuracy"].map("{:.3f}".format),
-                      "mean norm. cost": models["mean_cost_norm"].map("{:.3f}".format),
-                      "latency s": models["mean_latency_s"].map("{:.2f}".format),
-                      "energy J": models["mean_energy_j"].map("{:.1f}".format)})
     return ("**Models on all questions** (model_summary; accuracy is the mean of the measured `correct`):\n\n"
-            + markdown_table(t).rstrip())
+            + ModelSummary(models).markdown().rstrip())
 
 
 def cr2_part(cr2: pd.DataFrame, alpha: float) -> str:
-    rows = cr2[cr2["lam"].isin(HEADLINE_LAMS)].sort_values("lam")
-    t = pd.DataFrame({"λ": rows["lam"].map("{:g}".format), "false-accept risk": rows["risk"].map("{:.4f}".format),
-                      "risk, all test rows": rows["risk_all"].map("{:.4f}".format),
-                      "local rate": rows["local_rate"].map("{:.1%}".format),
-                      "accuracy": rows["accuracy"].map("{:.3f}".format), "cost": rows["cost"].map("{:.3f}".format)})
     return (f"**CR² on test at α = {alpha:g}** (operating_points; risk, local rate, accuracy and cost over the test "
             "queries some model solves, the paper's test set; risk also over all test rows; intervals: the section "
-            "above):\n\n" + markdown_table(t, why="no CR² point at the headline λ").rstrip())
+            "above):\n\n" + OperatingPoints(cr2, HEADLINE_LAMS).markdown().rstrip())
 
 
 def fixed_part(doc: Doc, s: Scenario) -> str:
@@ -106,72 +100,40 @@ def fixed_part(doc: Doc, s: Scenario) -> str:
             f"target × learned router):\n\n" + markdown_table(pd.DataFrame(rows), why="no learned router reaches a target with KNN").rstrip())
 
 
-def frontier_segments(points: pd.DataFrame) -> list[tuple[str, float, float]]:
-    """The pooled accuracy–cost frontier over every learned method's points: (method, cost from, cost to) runs."""
-    p = points.sort_values(["cost", "accuracy"], ascending=[True, False])
-    best, rows = -np.inf, []
-    for r in p.itertuples():
-        if r.accuracy > best + 1e-12:
-            rows.append((r.method, r.cost))
-            best = r.accuracy
-    segments: list[list] = []
-    for method, cost in rows:
-        if segments and segments[-1][0] == method:
-            segments[-1][2] = cost
-        else:
-            segments.append([method, cost, cost])
-    return [tuple(x) for x in segments]
-
-
 def pareto_part(ops: pd.DataFrame) -> str:
     segs = frontier_segments(ops[ops["method"].isin(FRONTIER)][["method", "accuracy", "cost"]])
-    t = pd.DataFrame([{"router": name(m), "cost from": f"{a:.3f}", "cost to": f"{b:.3f}"} for m, a, b in segs])
     per = {m: [x for x in segs if x[0] == m] for m in FRONTIER}
     line = "; ".join(f"{name(m)} {len(v)} stretch(es)" + (f" between cost {min(a for _, a, _ in v):.3f} and "
                                                            f"{max(b for _, _, b in v):.3f}" if v else "")
                      for m, v in per.items())
     return (f"**Pareto frontier** (operating_points of the {len(FRONTIER)} routers pooled, CR² over every α; the "
             "upper-left envelope, cost ranges where each router defines it; points of one run, no interval):\n\n"
-            + markdown_table(t, why="no operating points").rstrip() + f"\n\nStretches of the pooled frontier: {line}.")
+            + FrontierSegments(segs).markdown().rstrip() + f"\n\nStretches of the pooled frontier: {line}.")
 
 
 def risk_part(doc: Doc, risk: pd.DataFrame) -> str:
     r = risk[risk["lam"].isin(HEADLINE_LAMS)].sort_values(["lam", "alpha"])
     if r.empty:
         return "_(no CR² risk rows at the headline λ)_"
-    t = pd.DataFrame({"λ": r["lam"].map("{:g}".format), "α": r["alpha"].map("{:g}".format),
-                      "test risk": r["risk"].map("{:.4f}".format),
-                      "re-split mean ± MC se": [f"{m:.4f} ± {se:.4f}" if pd.notna(m) else "–"
-                                                for m, se in zip(r["risk_mean"], r["risk_se"])],
-                      "5–95 %": [f"{a:.4f}–{b:.4f}" if pd.notna(a) else "–" for a, b in zip(r["risk_q05"], r["risk_q95"])]})
     every = risk.dropna(subset=["risk_mean"])
     lines = "; ".join(f"α = {a:g}: {doc.bound(g['risk_mean'], g['risk_se'], a)} over the {len(g)} λ (one-sided test "
                       f"per λ, Holm over them)" for a, g in every.groupby("alpha"))
     return ("**CR² risk vs α** (v_risk_vs_alpha: test false-acceptance risk over all test rows, and the mean, "
             "Monte-Carlo standard error and 5–95 % band over the random calibration/test re-splits stored with the "
-            "run; the promise is E[risk] ≤ α at every λ):\n\n" + markdown_table(t).rstrip()
+            "run; the promise is E[risk] ≤ α at every λ):\n\n" + RiskVsAlpha(risk, HEADLINE_LAMS).markdown().rstrip()
             + (f"\n\nAt every λ of the sweep: {lines}." if lines else ""))
 
 
 def local_part(local: pd.DataFrame, alpha: float) -> str:
-    lr = local[(local["method"] == "cr2") & np.isclose(local["alpha"].fillna(-1), alpha)].sort_values("lam")
-    t = pd.DataFrame({"λ": lr["lam"].map("{:g}".format), "local rate": lr["local_rate"].map("{:.1%}".format)})
-    return f"**Local rate vs λ** (v_local_rate, CR² at α = {alpha:g}):\n\n" + markdown_table(t, why="no CR² rows").rstrip()
+    return (f"**Local rate vs λ** (v_local_rate, CR² at α = {alpha:g}):\n\n"
+            + LocalRate(local, alpha).markdown().rstrip())
 
 
 def category_part(at_cost: pd.DataFrame, by_cat: pd.DataFrame) -> str:
     if by_cat.empty:
         return "_(no per-category rows: v_subset_at_cost is empty for this run)_"
-    tab = by_cat[by_cat["method"].isin(["cr2", "knn"])].copy()
-    tab["cell"] = [f"{a:.3f}" + ("" if ok else " (–)") for a, ok in zip(tab["accuracy"], tab["reachable"])]
-    wide = tab.pivot_table(index="subset", columns=["target", "method"], values="cell", aggfunc="first")
-    wide.columns = [f"{name(m)} @ c̄≈{t:.2f}" for t, m in wide.columns]
-    ac = at_cost[(at_cost["benchmark"] == "all") & at_cost["method"].isin(["cr2", "knn"])]
-    pooled = {f"{name(m)} @ c̄≈{t:.2f}": f"{a:.3f}" + ("" if ok else " (–)")
-              for m, t, a, ok in zip(ac["method"], ac["target"], ac["accuracy"], ac["reachable"])}
-    wide = wide.reset_index().rename(columns={"subset": "category"})
-    wide = pd.concat([wide, pd.DataFrame([{"category": "**all**", **pooled}])], ignore_index=True)
-    targets = " / ".join(f"{t:.2f}" for t in sorted(tab["target"].unique()))
+    t = CategoryAccuracy(at_cost, by_cat)
+    targets = " / ".join(f"{x:.2f}" for x in t.targets)
     return (f"**Per-category accuracy at three cost targets** (v_subset_at_cost / v_benchmark_at_cost: each router's "
             f"operating point whose pooled cost is nearest {targets}; (–): the target lies outside the router's cost "
-            "range, nearest point shown; one run, no interval):\n\n" + markdown_table(wide.fillna("–")).rstrip())
+            "range, nearest point shown; one run, no interval):\n\n" + t.markdown().rstrip())
