@@ -49,14 +49,14 @@ class Table:
         """The rows as JSON-safe records, header → cell (a Prefect table artifact takes them as they are)."""
         return [dict(zip((_unescape(h) for h in self.head), (_unescape(c) for c in r))) for r in self.rows]
 
-    def rich(self, title: str | None = None):
-        """A rich terminal table of the same cells (markdown escapes removed)."""
+    def rich(self, title: str | None = None, justify: str = "left"):
+        """A rich terminal table of the same cells (markdown escapes removed), columns justified `justify`."""
         from rich.markup import escape
         from rich.table import Table as RichTable
 
         t = RichTable(title=title)
         for h in self.head:
-            t.add_column(escape(_unescape(h)))
+            t.add_column(escape(_unescape(h)), justify=justify)
         for r in self.rows:  # a cell's '[lo, hi]' is text, not rich markup
             t.add_row(*(escape(_unescape(c)) for c in r))
         return t

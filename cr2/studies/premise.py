@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from cr2.core.data import RoutingSet
 from cr2.core.errors import ConfigError, DataValidationError
 from cr2.evaluation.fixed_accuracy import (PAPER_TARGETS, VIEW_TARGETS, FallbackCost, MethodOutcomes, saving_intervals,
                                           target_grid)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CR2_RECAL = "cr2-recal"  # CR² with the base gate, re-calibrated on the cell
 CR2_RETRAIN = "cr2-retrain"  # CR² with the gate re-distilled on the cell's costs
@@ -458,3 +461,73 @@ def speed_trends(studies: Sequence[tuple[np.ndarray, np.ndarray]], seed: int, n_
         found.append((t.rho, t.p_value, t.n, t.method))
     holm = holm_adjust(np.array([f[1] for f in found], dtype=float)) if found else []
     return [SpeedTrend(rho, p, n, method, float(q)) for (rho, p, n, method), q in zip(found, holm)]
+
+
+# ---------------------------------------------------------------- a stored study read back (rows of v_premise)
+# the page's comparisons per cell: (method, reference, sign, what); sign −1 turns re-calibration's saving over
+# retraining into its loss (positive = re-calibration alone dearer)
+COMPARISONS = (("cr2-retrain", "knn", 1.0, "CR² retrained vs KNN"),
+               ("cr2-retrain", "best-single", 1.0, "CR² retrained vs best single"),
+               ("cr2-recal", "cr2-retrain", -1.0, "loss of re-calibration only vs retraining"))
+
+
+def _stored_p(r) -> float:
+    """The p stored beside an interval (from its own bootstrap resamples; two-sided, so the sign of a comparison
+    does not change it); a study stored before schema 8 has none: it must be run again."""
+    import pandas as pd
+
+    p = getattr(r, "p_value", None)
+    if p is None or pd.isna(p):
+        raise ValueError("a premise study stored without bootstrap p-values (schema < 8): run `cr2 study premise` "
+                         "again")
+    return float(p)
+
+
+def _stored_holm(r) -> float:
+    """The Holm p v_premise gives the interval over its family (the study's cells × the comparison, the means over the
+    grid one family and the paper targets another; docs/guarantees.md, "One family rule")."""
+    import pandas as pd
+
+    p = getattr(r, "p_holm", None)
+    return float("nan") if p is None or pd.isna(p) else float(p)
+
+
+def premise_cells(v: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: coordinates, ĉ ratio, and per comparison the mean saving over targets with its interval
+    (sign: positive = CR² cheaper; the re-calibration loss signed so that positive = re-calibration alone dearer),
+    the interval's p, and the worst-λ / mean risk of both CR² variants (rows of v_premise of one study in; one row
+    per cell out, in order of the device / edge cost ratio)."""
+    import pandas as pd
+
+    rows = []
+    for (f, ch), g in v.groupby(["speed_factor", "channel"], sort=False):
+        first = g.iloc[0]
+        row = {"speed_factor": float(f), "channel": ch, "mean_distance_m": float(first.mean_distance_m),
+               "cost_ratio": float(first.cost_ratio_est), "n_evaluable": int(first.n_evaluable),
+               "n_resamples": int(first.n_resamples), "alpha": float(first.alpha)}
+        for method, ref, sign, _ in COMPARISONS:
+            m = g[(g["method"] == method) & (g["reference"] == ref) & g["mean_over_targets"]]
+            tag = f"{method}|{ref}"
+            if m.empty or not np.isfinite(m.iloc[0].saving_pct):
+                row.update({tag: np.nan, tag + "|lo": np.nan, tag + "|hi": np.nan, tag + "|p": np.nan})
+                continue
+            r = m.iloc[0]
+            lo, hi = sorted((sign * r.saving_lower_pct, sign * r.saving_upper_pct))
+            row.update({tag: sign * r.saving_pct + 0.0, tag + "|lo": lo + 0.0, tag + "|hi": hi + 0.0,
+                        tag + "|p": _stored_p(r), tag + "|holm": _stored_holm(r)})
+            for t in PAPER_TARGETS:
+                tt = g[(g["method"] == method) & (g["reference"] == ref) & np.isclose(g["target"], t)]
+                ok = not tt.empty and np.isfinite(tt.iloc[0].saving_pct) and np.isfinite(tt.iloc[0].saving_lower_pct)
+                est, tlo, thi = ((sign * tt.iloc[0].saving_pct, *sorted((sign * tt.iloc[0].saving_lower_pct,
+                                                                         sign * tt.iloc[0].saving_upper_pct)))
+                                 if ok else (np.nan, np.nan, np.nan))
+                row.update({f"{tag}@{t:.2f}": est, f"{tag}@{t:.2f}|lo": tlo, f"{tag}@{t:.2f}|hi": thi,
+                            f"{tag}@{t:.2f}|p": _stored_p(tt.iloc[0]) if ok else np.nan,
+                            f"{tag}@{t:.2f}|holm": _stored_holm(tt.iloc[0]) if ok else np.nan})
+        for method in ("cr2-retrain", "cr2-recal"):
+            r = g[(g["method"] == method) & g["mean_over_targets"]]
+            row[f"{method}|risk_max"] = float(r.iloc[0].risk_max) if len(r) and pd.notna(r.iloc[0].risk_max) else np.nan
+            row[f"{method}|risk_mean"] = float(r.iloc[0].risk_mean) if len(r) and pd.notna(r.iloc[0].risk_mean) else np.nan
+        rows.append(row)
+    out = pd.DataFrame(rows)  # each |holm: v_premise's, over the study's cells (one family per comparison × kind)
+    return out.sort_values(["cost_ratio", "speed_factor", "channel"]).reset_index(drop=True)

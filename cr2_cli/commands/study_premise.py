@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from cr2_cli.options import home_dir
 
@@ -75,26 +74,15 @@ def premise_command(
     t0 = time.perf_counter()
     out = run_premise(str(config) if config else None, h, _floats(speeds), names, resamples, seed, task_runner, workers,
                       dask_address, retrain_epochs, retrain_from)
-    table = Table(title=f"premise map {out['study_id']}: CR² (retrained) mean saving vs KNN over targets, % [95 % CI]")
-    for col in ("speed", "channel", "ĉ ratio", "CR² vs KNN", "recal − retrain", "cached"):
-        table.add_column(col, justify="right")
+    from cr2.report.premise_map import PremiseMap
+    from cr2.studies.premise import premise_cells
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.premise import premise_view
 
     with Warehouse(h, read_only=True) as wh:
         v = premise_view(wh, out["study_id"])
-    mean = v[v["mean_over_targets"]]
     cached = {(c["speed_factor"], c["channel"]): c["cached"] for c in out["cells"]}
-    for (f, ch), g in mean.groupby(["speed_factor", "channel"], sort=False):
-        def cell(method, ref, sign=1.0):
-            r = g[(g["method"] == method) & (g["reference"] == ref)]
-            if r.empty:
-                return "–"
-            r = r.iloc[0]
-            lo, hi = sorted((sign * r.saving_lower_pct, sign * r.saving_upper_pct))
-            return f"{sign * r.saving_pct + 0.0:+.1f} [{lo + 0.0:+.1f}, {hi + 0.0:+.1f}]"
-        table.add_row(f"×{f:g}", ch, f"{g['cost_ratio_est'].iloc[0]:.3f}", cell("cr2-retrain", "knn"),
-                      cell("cr2-recal", "cr2-retrain", -1.0), "yes" if cached.get((f, ch)) else "no")
-    console.print(table)
+    console.print(PremiseMap(premise_cells(v), cached).rich(
+        f"premise map {out['study_id']}: CR² (retrained) mean saving vs KNN over targets, % [95 % CI]", justify="right"))
     console.print(f"{out['n_cells']} cells ({out['n_cached']} cached) in {time.perf_counter() - t0:.1f} s; "
                   f"view v_premise (study_id = '{out['study_id']}'); report: {out['report']}", highlight=False)

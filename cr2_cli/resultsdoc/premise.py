@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS
+from cr2.report.premise_map import PremiseRecalibration, PremiseSavings, target_counts
+from cr2.studies.premise import COMPARISONS, premise_cells
 from cr2.evaluation.statistics import saving_verdict
 from cr2.report.cells import ci_cell
 from cr2.report.markdown import markdown_table
@@ -26,9 +27,6 @@ SCENARIOS = (("default", "Default scenario", None),
              ("mmlu-pro", "Measured scenario (MMLU-Pro)", "configs/mmlu-pro-measured.yaml"))
 TREND_SEED = 0  # the permutation test's generator (the page is deterministic)
 TREND_PERMUTATIONS = 10_000
-COMPARISONS = (("cr2-retrain", "knn", 1.0, "CR² retrained vs KNN"),
-               ("cr2-retrain", "best-single", 1.0, "CR² retrained vs best single"),
-               ("cr2-recal", "cr2-retrain", -1.0, "loss of re-calibration only vs retraining"))
 
 
 # ---------------------------------------------------------------- reading the studies
@@ -72,61 +70,6 @@ def command(key: str, config: str | None, row) -> str | None:
     return " ".join(parts)
 
 
-def _stored_p(r) -> float:
-    """The p stored beside an interval (from its own bootstrap resamples; two-sided, so the sign of a comparison
-    does not change it); a study stored before schema 8 has none: it must be run again."""
-    p = getattr(r, "p_value", None)
-    if p is None or pd.isna(p):
-        raise ValueError("a premise study stored without bootstrap p-values (schema < 8): run `cr2 study premise` "
-                         "again")
-    return float(p)
-
-
-def _stored_holm(r) -> float:
-    """The Holm p v_premise gives the interval over its family (the study's cells × the comparison, the means over the
-    grid one family and the paper targets another; docs/guarantees.md, "One family rule")."""
-    p = getattr(r, "p_holm", None)
-    return float("nan") if p is None or pd.isna(p) else float(p)
-
-
-def cells(v: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell: coordinates, ĉ ratio, and per comparison the mean saving over targets with its interval
-    (sign: positive = CR² cheaper; the re-calibration loss signed so that positive = re-calibration alone dearer),
-    the interval's p, and the worst-λ / mean risk of both CR² variants."""
-    rows = []
-    for (f, ch), g in v.groupby(["speed_factor", "channel"], sort=False):
-        first = g.iloc[0]
-        row = {"speed_factor": float(f), "channel": ch, "mean_distance_m": float(first.mean_distance_m),
-               "cost_ratio": float(first.cost_ratio_est), "n_evaluable": int(first.n_evaluable),
-               "n_resamples": int(first.n_resamples), "alpha": float(first.alpha)}
-        for method, ref, sign, _ in COMPARISONS:
-            m = g[(g["method"] == method) & (g["reference"] == ref) & g["mean_over_targets"]]
-            tag = f"{method}|{ref}"
-            if m.empty or not np.isfinite(m.iloc[0].saving_pct):
-                row.update({tag: np.nan, tag + "|lo": np.nan, tag + "|hi": np.nan, tag + "|p": np.nan})
-                continue
-            r = m.iloc[0]
-            lo, hi = sorted((sign * r.saving_lower_pct, sign * r.saving_upper_pct))
-            row.update({tag: sign * r.saving_pct + 0.0, tag + "|lo": lo + 0.0, tag + "|hi": hi + 0.0,
-                        tag + "|p": _stored_p(r), tag + "|holm": _stored_holm(r)})
-            for t in PAPER_TARGETS:
-                tt = g[(g["method"] == method) & (g["reference"] == ref) & np.isclose(g["target"], t)]
-                ok = not tt.empty and np.isfinite(tt.iloc[0].saving_pct) and np.isfinite(tt.iloc[0].saving_lower_pct)
-                est, tlo, thi = ((sign * tt.iloc[0].saving_pct, *sorted((sign * tt.iloc[0].saving_lower_pct,
-                                                                         sign * tt.iloc[0].saving_upper_pct)))
-                                 if ok else (np.nan, np.nan, np.nan))
-                row.update({f"{tag}@{t:.2f}": est, f"{tag}@{t:.2f}|lo": tlo, f"{tag}@{t:.2f}|hi": thi,
-                            f"{tag}@{t:.2f}|p": _stored_p(tt.iloc[0]) if ok else np.nan,
-                            f"{tag}@{t:.2f}|holm": _stored_holm(tt.iloc[0]) if ok else np.nan})
-        for method in ("cr2-retrain", "cr2-recal"):
-            r = g[(g["method"] == method) & g["mean_over_targets"]]
-            row[f"{method}|risk_max"] = float(r.iloc[0].risk_max) if len(r) and pd.notna(r.iloc[0].risk_max) else np.nan
-            row[f"{method}|risk_mean"] = float(r.iloc[0].risk_mean) if len(r) and pd.notna(r.iloc[0].risk_mean) else np.nan
-        rows.append(row)
-    out = pd.DataFrame(rows)  # each |holm: v_premise's, over the study's cells (one family per comparison × kind)
-    return out.sort_values(["cost_ratio", "speed_factor", "channel"]).reset_index(drop=True)
-
-
 # ---------------------------------------------------------------- words and cells of the tables
 def _ci(est, lo, hi) -> str:
     return ci_cell(est, lo, hi, "+.1f", "not reached")
@@ -144,22 +87,6 @@ def _loss_word(doc: Doc, c, tag: str, holm: bool = True) -> str:
     if pd.isna(c.get(tag)):
         return "not reached"
     return doc.compare(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"])
-
-
-def _target_counts(doc: Doc, c, tag: str, holm: bool) -> tuple[str, dict]:
-    """'cheaper / dearer / n.d. / not reached' counts over the paper targets, each from a verdict function."""
-    counts = {"cheaper": 0, "dearer": 0, "no difference detected": 0, "not reached": 0}
-    for t in PAPER_TARGETS:
-        k = f"{tag}@{t:.2f}"
-        if k not in c or pd.isna(c[k]) or pd.isna(c[k + "|lo"]):
-            counts["not reached"] += 1
-            continue
-        counts[saving_verdict(c[k + "|lo"], c[k + "|hi"], c[k + "|holm"] if holm else None)] += 1
-    return " / ".join(str(v) for v in counts.values()), counts
-
-
-def _cell_name(c) -> str:
-    return f"×{c['speed_factor']:g} / {c['channel']}"
 
 
 def _verdict_counts(doc: Doc, cs: pd.DataFrame, tag: str, holm: bool, loss: bool = False) -> dict:
@@ -180,29 +107,8 @@ def _counts_text(doc: Doc, counts: dict) -> str:
 
 # ---------------------------------------------------------------- one study
 def _study_tables(doc: Doc, cs: pd.DataFrame) -> str:
-    kt, bt, lt = (f"{m}|{r}" for m, r, _, _ in COMPARISONS)
-    rows = []
-    for _, c in cs.iterrows():
-        knn_counts, _ = _target_counts(doc, c, kt, holm=True)
-        best_counts, _ = _target_counts(doc, c, bt, holm=True)
-        rows.append({"ĉ ratio": f"{c['cost_ratio']:.3f}", "cell": _cell_name(c),
-                     "CR² vs KNN, mean": _ci(c[kt], c[kt + "|lo"], c[kt + "|hi"]),
-                     f"word, Holm ({len(cs)} cells)": _word(doc, c, kt),
-                     "paper targets vs KNN, Holm over cells × targets: \"cheaper\" / \"dearer\" / n.d. / not reached":
-                         knn_counts,
-                     "CR² vs best single, mean": _ci(c[bt], c[bt + "|lo"], c[bt + "|hi"]),
-                     f"word, Holm ({len(cs)} cells) ": _word(doc, c, bt),
-                     "paper targets vs best single, Holm over cells × targets: \"cheaper\" / \"dearer\" / n.d. / "
-                     "not reached": best_counts})
-    answer = markdown_table(pd.DataFrame(rows))
-    rows = []
-    for _, c in cs.sort_values(["speed_factor", "mean_distance_m"]).iterrows():
-        rows.append({"speed": f"×{c['speed_factor']:g}", "channel": c["channel"], "ĉ ratio": f"{c['cost_ratio']:.3f}",
-                     "loss of re-calibration only, mean": _ci(c[lt], c[lt + "|lo"], c[lt + "|hi"]),
-                     f"word, Holm ({len(cs)} cells)": _loss_word(doc, c, lt),
-                     "risk at α, worst λ: retrained / re-calibrated":
-                         f"{c['cr2-retrain|risk_max']:.4f} / {c['cr2-recal|risk_max']:.4f}"})
-    recal = markdown_table(pd.DataFrame(rows))
+    answer = PremiseSavings(cs, doc.word).markdown()
+    recal = PremiseRecalibration(cs, doc.word).markdown()
     return (f"Cells in order of the device / edge cost ratio; CR² retrained:\n\n{answer}\n"
             f"**Re-calibration without retraining** (mean extra cost of the frozen base gate re-calibrated on the cell "
             f"over the gate retrained on it, %; positive: re-calibration alone costs more; the word is that of the "
@@ -225,7 +131,7 @@ def _answer(doc: Doc, cs: pd.DataFrame, kind: str) -> str:
     for tag, name in ((kt, "KNN"), (bt, "the best single model")):
         h = {}
         for _, c in cs.iterrows():
-            for k, v in _target_counts(doc, c, tag, holm=True)[1].items():
+            for k, v in target_counts(c, tag, holm=True)[1].items():
                 h[k] = h.get(k, 0) + v
         lines.append(f"- At the paper's targets {PAPER_TARGETS[0]:.2f}–{PAPER_TARGETS[-1]:.2f} vs {name} "
                      f"({n * len(PAPER_TARGETS)} (cell, target) pairs), under Holm over the pairs: "
@@ -328,7 +234,7 @@ def _scenario(doc: Doc, key: str, title: str, config: str | None, trends: list) 
     parsed = []
     for row in st.itertuples():
         cmd = command(key, config, row)
-        cs = cells(views[row.study_id]) if len(views[row.study_id]) else pd.DataFrame()
+        cs = premise_cells(views[row.study_id]) if len(views[row.study_id]) else pd.DataFrame()
         out.append(f"- `{row.study_id}` — retrained variant {mode(row)}; {int(row.n_cells)} cells "
                    f"({float(row.cell_seconds):,.0f} s of cell time, stored); base run `{row.base_run}`; "
                    + (f"`{cmd}`" if cmd else "settings not recorded (a study run before cr2 recorded them: "

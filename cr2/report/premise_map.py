@@ -1,0 +1,86 @@
+"""The premise map's tables (docs/results.md, "When CR² pays"; `cr2 study premise`) as objects
+(cr2.report.table.Table), built from one study's cells (cr2.studies.premise.premise_cells: one row per device speed ×
+channel cell, each comparison's signed mean saving with its interval and stored Holm p). Words through the caller's
+`word`; numbers through cr2.report.cells."""
+from __future__ import annotations
+
+import pandas as pd
+
+from cr2.evaluation.fixed_accuracy import PAPER_TARGETS
+from cr2.evaluation.families import change_verdict
+from cr2.evaluation.statistics import saving_verdict
+from cr2.report.cells import ci_cell, lam_cell, num
+from cr2.report.table import Table, Word, plain_word
+
+NOT_REACHED = "not reached"
+KNN, BEST, LOSS = "cr2-retrain|knn", "cr2-retrain|best-single", "cr2-recal|cr2-retrain"  # premise_cells' tags
+
+
+def saving_cell(c, tag: str) -> str:
+    """'estimate [lower, upper]' of one cell's comparison, 'not reached' where a side misses every target."""
+    return ci_cell(c[tag], c[tag + "|lo"], c[tag + "|hi"], "+.1f", NOT_REACHED)
+
+
+def cell_name(c) -> str:
+    """'×speed / channel' of one cell."""
+    return f"×{lam_cell(c['speed_factor'])} / {c['channel']}"
+
+
+def target_counts(c, tag: str, holm: bool = True) -> tuple[str, dict]:
+    """'cheaper / dearer / n.d. / not reached' counts over the paper targets, each from a verdict function (under the
+    stored Holm p over cells × targets, or the interval alone)."""
+    counts = {"cheaper": 0, "dearer": 0, "no difference detected": 0, NOT_REACHED: 0}
+    for t in PAPER_TARGETS:
+        k = f"{tag}@{t:.2f}"
+        if k not in c or pd.isna(c[k]) or pd.isna(c[k + "|lo"]):
+            counts[NOT_REACHED] += 1
+            continue
+        counts[saving_verdict(c[k + "|lo"], c[k + "|hi"], c[k + "|holm"] if holm else None)] += 1
+    return " / ".join(str(v) for v in counts.values()), counts
+
+
+class PremiseSavings(Table):
+    """Per cell, in order of the device / edge cost ratio: CR² retrained vs KNN and vs the best single model — the
+    mean saving [95 % CI], its word under Holm over the study's cells, and the paper targets' words counted."""
+
+    def __init__(self, cs: pd.DataFrame, word: Word = plain_word):
+        def said(c, tag: str) -> str:
+            return NOT_REACHED if pd.isna(c.get(tag)) else word(saving_verdict(c[tag + "|lo"], c[tag + "|hi"],
+                                                                               c[tag + "|holm"]))
+
+        rows = [[num(c["cost_ratio"], ".3f"), cell_name(c), saving_cell(c, KNN), said(c, KNN),
+                 target_counts(c, KNN)[0], saving_cell(c, BEST), said(c, BEST), target_counts(c, BEST)[0]]
+                for _, c in cs.iterrows()]
+        super().__init__(["ĉ ratio", "cell", "CR² vs KNN, mean", f"word, Holm ({len(cs)} cells)",
+                          "paper targets vs KNN, Holm over cells × targets: \"cheaper\" / \"dearer\" / n.d. / not "
+                          "reached", "CR² vs best single, mean", f"word, Holm ({len(cs)} cells) ",
+                          "paper targets vs best single, Holm over cells × targets: \"cheaper\" / \"dearer\" / n.d. / "
+                          "not reached"], rows)
+
+
+class PremiseRecalibration(Table):
+    """Per cell, by speed and channel distance: the mean extra cost of re-calibrating the frozen base gate over
+    retraining it [95 % CI], the word of that change under Holm over the cells, and both variants' worst-λ risk."""
+
+    def __init__(self, cs: pd.DataFrame, word: Word = plain_word):
+        def said(c) -> str:
+            return NOT_REACHED if pd.isna(c.get(LOSS)) else word(change_verdict(c[LOSS + "|lo"], c[LOSS + "|hi"],
+                                                                                c[LOSS + "|holm"]))
+
+        rows = [[f"×{lam_cell(c['speed_factor'])}", c["channel"], num(c["cost_ratio"], ".3f"), saving_cell(c, LOSS),
+                 said(c), f"{num(c['cr2-retrain|risk_max'], '.4f')} / {num(c['cr2-recal|risk_max'], '.4f')}"]
+                for _, c in cs.sort_values(["speed_factor", "mean_distance_m"]).iterrows()]
+        super().__init__(["speed", "channel", "ĉ ratio", "loss of re-calibration only, mean",
+                          f"word, Holm ({len(cs)} cells)", "risk at α, worst λ: retrained / re-calibrated"], rows)
+
+
+class PremiseMap(Table):
+    """`cr2 study premise`'s summary: per cell, CR² retrained vs KNN and re-calibration's loss against retraining
+    (mean over the target grid [95 % CI]), and whether the cell came from the cache (`cached`: (speed, channel) →
+    bool)."""
+
+    def __init__(self, cs: pd.DataFrame, cached: dict | None = None):
+        rows = [[f"×{lam_cell(c['speed_factor'])}", c["channel"], num(c["cost_ratio"], ".3f"), saving_cell(c, KNN),
+                 saving_cell(c, LOSS), "yes" if (cached or {}).get((c["speed_factor"], c["channel"])) else "no"]
+                for _, c in cs.iterrows()]
+        super().__init__(["speed", "channel", "ĉ ratio", "CR² vs KNN", "recal − retrain", "cached"], rows)
