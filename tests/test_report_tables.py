@@ -117,3 +117,12 @@ def test_the_measured_tables_write_every_number_through_cells():
     lr = LocalRate(pd.DataFrame({"method": ["cr2", "cr2", "knn"], "alpha": [0.1, 0.05, None], "lam": [1.0, 1.0, 1.0],
                                  "local_rate": [0.123, 0.5, 0.9]}), 0.1)
     assert lr.rows == [["1", "12.3%"]]
+
+
+def test_the_price_table_writes_mean_and_se_through_cells():
+    from cr2.report.risks import GuaranteePrice
+
+    p = pd.DataFrame([{"lam": 2.0, "rule": "crc", "local_rate": 0.5, "local_rate_se": 0.01, "mean_cost": 0.25,
+                       "mean_cost_se": float("nan"), "accuracy": 0.7, "teacher_risk": 0.1, "oracle_risk": float("nan"),
+                       "avoidable_risk": 0.02}])
+    assert GuaranteePrice(p).rows == [["2", "crc", "0.5000 ± 0.0100", "0.2500", "0.7000", "0.1000", "–", "0.0200"]]

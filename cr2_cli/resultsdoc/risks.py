@@ -13,16 +13,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.report.cells import ci_cell, num
+from cr2.report.cells import ci_cell
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
+from cr2.report.risks import GuaranteePrice, RuleRisks
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
 SCENARIOS = (("default", "Default scenario", None), ("mmlu-pro", "Measured scenario — MMLU-Pro",
                                                       "configs/mmlu-pro-measured.yaml"))
 RISK_OF_RULE = {"": "teacher_risk", "oracle": "oracle_risk", "avoidable": "avoidable_risk"}  # a rule's own risk
-RISK_NAME = {"teacher_risk": "teacher disagreement", "oracle_risk": "oracle disagreement",
-             "avoidable_risk": "avoidable error"}
 RESPLITS = 500  # the re-splits the page's validity command asks for (the stored run says how many it made)
 
 
@@ -93,23 +92,9 @@ def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
     if rr.empty:
         return head + doc.missing(key, f"rows of v_realised_risk at α = {alpha:g} in run `{run_id}`")
     v = vs_alpha(rr, alpha, tests)
-    rows = []
-    for r in v.itertuples():
-        rows.append({"λ": f"{r.lam:g}", "rule": f"**{r.rule}**" if r.method == "cr2" else r.rule,
-                     "teacher disagreement": ci_cell(r.teacher_risk, r.teacher_risk_lower, r.teacher_risk_upper, ".4f"),
-                     "oracle disagreement (real labels)": ci_cell(r.oracle_risk, r.oracle_risk_lower, r.oracle_risk_upper, ".4f"),
-                     "avoidable error": ci_cell(r.avoidable_risk, r.avoidable_risk_lower, r.avoidable_risk_upper, ".4f"),
-                     "local acc.": "–" if pd.isna(r.local_accuracy) else f"{r.local_accuracy:.3f}",
-                     "local rate": ci_cell(r.local_rate, r.local_rate_lower, r.local_rate_upper, ".3f"),
-                     "cost": ci_cell(r.cost, r.cost_lower, r.cost_upper, ".4f"),
-                     "accuracy": ci_cell(r.accuracy, r.accuracy_lower, r.accuracy_upper, ".4f"),
-                     "own risk": RISK_NAME[r.own],
-                     "own risk − α": ci_cell(r.d, r.d_lower, r.d_upper, "+.4f"),
-                     "Holm p (family size)": f"{num(r.p_holm, '.2g')} ({r.family_size})",
-                     "vs α (Holm over its family)": doc.compare(r.d_lower, r.d_upper, r.p_holm)})
     n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())
     text = [head, f"N_test = {n_test:,} (risks), {n_eval:,} solvable (local rate, cost, accuracy); intervals: "
-                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {alpha:g}.\n", markdown_table(pd.DataFrame(rows))]
+                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {alpha:g}.\n", RuleRisks(v, doc.word).markdown()]
     text.append(_read_risks(doc, v))
     return "\n".join(text)
 
@@ -306,14 +291,7 @@ def _price(doc: Doc, prices: list) -> str:
             text.append(f"**{title}** ({kind}): _(no price rows at α = {alpha if alpha is not None else '–'} and λ = "
                         f"{', '.join(f'{x:g}' for x in HEADLINE_LAMS)} in this run)_\n")
             continue
-        tab = pd.DataFrame({"λ": p["lam"].map(lambda x: f"{x:g}"), "rule": p["rule"],
-                            "local rate": [f"{a:.4f} ± {b:.4f}" for a, b in zip(p["local_rate"], p["local_rate_se"])],
-                            "mean cost": [f"{a:.4f} ± {b:.4f}" for a, b in zip(p["mean_cost"], p["mean_cost_se"])],
-                            "accuracy (all rows)": [f"{a:.4f}" for a in p["accuracy"]],
-                            "teacher disagreement": [f"{a:.4f}" for a in p["teacher_risk"]],
-                            "oracle disagreement": [f"{a:.4f}" for a in p["oracle_risk"]],
-                            "avoidable error": [f"{a:.4f}" for a in p["avoidable_risk"]]})
-        text.append(f"**{title}** ({kind}):\n\n" + markdown_table(tab))
+        text.append(f"**{title}** ({kind}):\n\n" + GuaranteePrice(p).markdown())
         crc = p[p["rule"] == "crc"].set_index("lam")
         if len(crc):
             lams = sorted(crc.index)
