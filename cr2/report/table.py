@@ -72,3 +72,16 @@ class Table:
 def _unescape(cell: Any) -> str:
     """A markdown cell's text without the escapes a markdown table needs (`\\|`)."""
     return str(cell).replace("\\|", "|")
+
+
+def rows_where(df: pd.DataFrame, **where) -> pd.DataFrame:
+    """Rows of df matching every column = value (None: the column is NULL; floats to 1e-9)."""
+    d = df
+    for k, v in where.items():
+        if v is None:
+            d = d[d[k].isna()]
+        elif isinstance(v, float):
+            d = d[(d[k] - v).abs() < 1e-9]
+        else:
+            d = d[d[k] == v]
+    return d

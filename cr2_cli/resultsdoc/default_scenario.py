@@ -11,7 +11,8 @@ from cr2.report.headline import COST_ANCHOR, LAMS, PAPER_SAVING_VS_KNN, PAPER_TA
 from cr2.report.markdown import markdown_table
 from cr2_cli.results import comparison_frames
 from cr2_cli.resultsdoc.core import HOMES, Doc
-from cr2_cli.resultsdoc.scenario_stats import (Scenario, banner, load, num, pick, router_target_rows, target_family)
+from cr2.report.table import rows_where as pick
+from cr2_cli.resultsdoc.scenario_stats import Scenario, banner, load, num, router_target_rows, target_family
 
 KEY = "default"
 

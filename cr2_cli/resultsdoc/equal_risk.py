@@ -14,20 +14,17 @@ import numpy as np
 import pandas as pd
 
 from cr2.evaluation.equal_risk import QUESTIONS
-from cr2.evaluation import families
 from cr2.evaluation.families import over_seeds
 from cr2.evaluation.statistics import saving_verdict
-from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import ci_cell, num, p_cell
 from cr2.report.headline import mean_grid_line
+from cr2.report.equal_risk import (RULE_RISK, CalibratedVsDefault, CertifiedValidityAt, EqualRiskScores,
+                                   stored_word)
 from cr2.report.markdown import markdown_table
 from cr2.config.scenarios import scenarios
 from cr2.routers import short_name
 from cr2_cli.resultsdoc.core import Doc, label_kind
-from cr2_cli.resultsdoc.scenario_stats import pick
 
-RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracle": "oracle disagreement, on the labels",
-             "crc-avoidable": "avoidable error, on the labels"}
 SCENARIOS = tuple((key, s.title) for key, s in scenarios().items() if s.is_run)  # configs/scenarios.yaml
 
 INTRO = """## Equal-risk comparison: every router certified under the same rules
@@ -56,37 +53,6 @@ One family rule (docs/guarantees.md): each test's family is decided once by its 
 question × rule × α) and stored with it, with its Holm-adjusted p and its one word — "cheaper" / "dearer" only where
 that Holm p is below 0.05, else "no difference detected". Every cell prints the stored word and its Holm p; `cr2
 results`, the HTML report and the SQL views print the same word for the same test."""
-
-
-def _cell(doc: Doc, r: dict | None) -> str:
-    """'estimate [lower, upper] word (Holm p)': the test's stored word (its family's Holm correction, the one word every
-    surface prints; a direction in bold) and the Holm p it rests on."""
-    if r is None:
-        return "– (not compared: a side was not evaluated)"
-    text = ci_cell(r["estimate"], r["lower"], r["upper"])
-    word = stored_word(r)
-    if word is None:
-        return text
-    marked = doc.saving(r["lower"], r["upper"], r["p_holm"])  # the stored word (stored_word checked it)
-    shown = f"**{marked}**" if word in ("cheaper", "dearer") else marked
-    return f"{text} {shown} (Holm p {p_cell(r.get('p_holm'), r.get('n_resamples'), '.2g', r.get('family_size'))})"
-
-
-def stored_word(r: dict) -> str | None:
-    """The stored word of one test, as the verdict function's own object; it must be the word of its stored Holm p
-    (a warehouse edited by hand, or stored before schema 9 without one, is refused)."""
-    p = r.get("p_holm")
-    if p is None or pd.isna(p):
-        if r.get("lower") is None or pd.isna(r.get("lower")):
-            return None
-        raise ValueError("an equal-risk test was stored without its family and Holm p (schema < 9): run `cr2 run` on "
-                         "the warehouse again")
-    return families.stored_word(r["lower"], r["upper"], p, r.get("verdict"))
-
-
-def _one(df: pd.DataFrame, **where) -> dict | None:
-    d = pick(df, **where)
-    return None if d.empty else d.iloc[0].to_dict()
 
 
 def _verdicts(means: pd.DataFrame) -> pd.Series:
@@ -147,47 +113,17 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
            f"{mean_grid_line(means).strip()} Holm families: "
            f"gate quality {fam.get(('gate-quality', '–'), 0)} tests; certified score "
            + ", ".join(f"{r} {fam.get(('certified-score', r), 0)}" for r in rules) + ".\n"]
-    t = []
-    for base in baselines:
-        row = {"baseline": short_name(base),
-               "gate quality (both uncertified)": _cell(doc, _one(means, question="gate-quality", against=base))}
-        for rule in rules:
-            row[f"certified at α, {rule} ({RULE_RISK[rule]})"] = _cell(
-                doc, _one(means, question="certified-score", against=base, rule=rule, alpha=alpha))
-        t.append(row)
-    out.append(markdown_table(pd.DataFrame(t)))
-    t = []
-    for r in ["cr2", *baselines]:
-        row = {"router": short_name(r)}
-        for rule in rules:
-            row[f"{rule} ({RULE_RISK[rule]})"] = _cell(doc, _one(means, question="calibrated-vs-default", router=r,
-                                                                 rule=rule, alpha=alpha))
-        t.append(row)
+    out.append(EqualRiskScores(means, baselines, rules, alpha, doc.word).markdown())
     out.append(f"\nCalibrated vs default threshold at α = {alpha:g}: each router with its calibrated threshold against "
                f"itself with its default one (margin ≥ 0; CR²: s ≥ 0.5), mean saving % [95 % CI] (negative: the "
                f"calibrated rule routes at a higher cost). A change of decision rule, not a comparison at equal realised risk. "
                f"Holm families: " + ", ".join(f"{r} {fam.get(('calibrated-vs-default', r), 0)}" for r in rules) + ".\n")
-    out.append(markdown_table(pd.DataFrame(t)))
+    out.append(CalibratedVsDefault(means, ["cr2", *baselines], rules, alpha, doc.word).markdown())
     if len(valid):
-        v = valid[(valid["alpha"] - alpha).abs() < 1e-12].copy()
-        v["router"], v["rule"] = zip(*v["method"].str.split("@", n=1))
-        t = []
-        for (router, rule), g in v.groupby(["router", "rule"], sort=False):
-            if not rule.startswith("crc"):
-                continue  # an ltt rule's promise is over all λ at once: per-λ re-splits cannot test it
-            g = g.sort_values("lam").reset_index(drop=True)
-            vv = validity_verdict(g["risk_mean"].to_numpy(float), g["risk_se"].to_numpy(float), alpha)
-            worst = g.iloc[vv.worst] if vv.worst >= 0 else None
-            t.append({"router": short_name(router), "rule (its risk)": f"{rule} ({RULE_RISK.get(rule, rule)})",
-                      "decisive λ (smallest p)": "–" if worst is None else f"{worst['lam']:.3g}",
-                      "mean risk over re-splits there ± MC se": "–" if worst is None else
-                      f"{worst['risk_mean']:.4f} ± {worst['risk_se']:.4f}",
-                      "Holm p": "–" if worst is None else f"{vv.p_holm:.2g}",
-                      f"E[risk] ≤ α = {alpha:g} at every λ": doc.word(vv.verdict)})
         out.append(f"\nValidity over random calibration/test re-splits at α = {alpha:g} (each rule's own risk; the "
                    f"promise is E[risk] ≤ α at every λ; one-sided test per λ, Holm over the λ of each row — "
                    f"docs/guarantees.md, \"Validity over re-splits\"):\n")
-        out.append(markdown_table(pd.DataFrame(t)))
+        out.append(CertifiedValidityAt(valid, alpha, doc.word).markdown())
     return "\n".join(out), means.assign(scenario=name, scenario_key=key)
 
 

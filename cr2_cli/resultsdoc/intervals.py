@@ -13,8 +13,9 @@ from cr2.report.headline import PAPER_TARGETS
 from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.pools import family_sizes
+from cr2.report.table import rows_where as pick
 from cr2_cli.resultsdoc.scenario_stats import (LEARNED, Scenario, banner, holm_line, kept, load, mean_sd, name,
-                                              num, pick, router_family, seed_family, seed_routers, t_cell,
+                                              num, router_family, seed_family, seed_routers, t_cell,
                                               target_family)
 
 # scenario key → (title, the targets the per-target table shows, the seed-study command)

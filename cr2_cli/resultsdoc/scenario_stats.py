@@ -151,19 +151,6 @@ def t_cell(r, fmt: str = "+.1f") -> str:
     return cells.interval_cell(r.lo, r.hi, fmt)
 
 
-def pick(df: pd.DataFrame, **where) -> pd.DataFrame:
-    """Rows of df matching every column = value (None: the column is NULL; floats to 1e-9)."""
-    d = df
-    for k, v in where.items():
-        if v is None:
-            d = d[d[k].isna()]
-        elif isinstance(v, float):
-            d = d[(d[k] - v).abs() < 1e-9]
-        else:
-            d = d[d[k] == v]
-    return d
-
-
 def target_family(doc: Doc, s: Scenario) -> pd.DataFrame:
     """Every learned router's saving vs KNN at every target both reach (v_fixed_accuracy_ci), read together: one
     family (targets × routers) for Holm, the same on every section that counts or quotes these words."""

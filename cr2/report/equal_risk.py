@@ -1,0 +1,97 @@
+"""The equal-risk comparison's tables on docs/results.md (one scenario's run at one α) as objects
+(cr2.report.table.Table): CR² against each baseline by question and rule, each router calibrated against its default
+threshold, and the certified routers' validity over the re-splits. Every cell prints its test's stored word (its
+family's Holm correction, cr2.evaluation.families.stored_word) through the caller's `word`."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from cr2.evaluation import families
+from cr2.evaluation.statistics import saving_verdict
+from cr2.evaluation.validity import validity_verdict
+from cr2.report.cells import DASH, ci_cell, num, p_cell
+from cr2.report.table import Table, Word, plain_word, rows_where
+from cr2.routers import short_name
+
+RULE_RISK = {"crc": "teacher disagreement, vs CR²'s frozen teacher", "crc-oracle": "oracle disagreement, on the labels",
+             "crc-avoidable": "avoidable error, on the labels"}  # the risk each rule bounds
+
+
+def stored_word(r: dict) -> str | None:
+    """The stored word of one test, as the verdict function's own object; it must be the word of its stored Holm p
+    (a warehouse edited by hand, or stored before schema 9 without one, is refused)."""
+    p = r.get("p_holm")
+    if p is None or pd.isna(p):
+        if r.get("lower") is None or pd.isna(r.get("lower")):
+            return None
+        raise ValueError("an equal-risk test was stored without its family and Holm p (schema < 9): run `cr2 run` on "
+                         "the warehouse again")
+    return families.stored_word(r["lower"], r["upper"], p, r.get("verdict"))
+
+
+def equal_risk_cell(r: dict | None, word: Word = plain_word) -> str:
+    """'estimate [lower, upper] word (Holm p)': the test's stored word (its family's Holm correction, the one word every
+    surface prints; a direction in bold) and the Holm p it rests on."""
+    if r is None:
+        return "– (not compared: a side was not evaluated)"
+    text = ci_cell(r["estimate"], r["lower"], r["upper"])
+    stored = stored_word(r)
+    if stored is None:
+        return text
+    marked = word(saving_verdict(r["lower"], r["upper"], r["p_holm"]))  # the stored word (stored_word checked it)
+    shown = f"**{marked}**" if stored in ("cheaper", "dearer") else marked
+    return f"{text} {shown} (Holm p {p_cell(r.get('p_holm'), r.get('n_resamples'), '.2g', r.get('family_size'))})"
+
+
+def _one(df: pd.DataFrame, **where) -> dict | None:
+    d = rows_where(df, **where)
+    return None if d.empty else d.iloc[0].to_dict()
+
+
+class EqualRiskScores(Table):
+    """Per baseline: CR²'s mean saving against it with both uncertified (gate quality) and certified under each rule
+    at α (which score certifies at the lower cost). `means`: the run's equal_risk rows of metric mean_saving_pct."""
+
+    def __init__(self, means: pd.DataFrame, baselines: Sequence[str], rules: Sequence[str], alpha: float,
+                 word: Word = plain_word):
+        rows = [[short_name(base), equal_risk_cell(_one(means, question="gate-quality", against=base), word),
+                 *(equal_risk_cell(_one(means, question="certified-score", against=base, rule=rule, alpha=alpha), word)
+                   for rule in rules)] for base in baselines]
+        super().__init__(["baseline", "gate quality (both uncertified)",
+                          *(f"certified at α, {rule} ({RULE_RISK[rule]})" for rule in rules)], rows)
+
+
+class CalibratedVsDefault(Table):
+    """Per router: its calibrated threshold at α against its default one, under each rule (mean saving, stored word)."""
+
+    def __init__(self, means: pd.DataFrame, routers: Sequence[str], rules: Sequence[str], alpha: float,
+                 word: Word = plain_word):
+        rows = [[short_name(r), *(equal_risk_cell(_one(means, question="calibrated-vs-default", router=r, rule=rule,
+                                                       alpha=alpha), word) for rule in rules)] for r in routers]
+        super().__init__(["router", *(f"{rule} ({RULE_RISK[rule]})" for rule in rules)], rows)
+
+
+class CertifiedValidityAt(Table):
+    """Per certified router and crc rule at α (its re-split cells, certified_validity): the decisive λ, the mean risk
+    there ± its Monte-Carlo SE, the Holm p and the word of E[risk] ≤ α at every λ (cr2.evaluation.validity). An ltt
+    rule's promise is over all λ at once, so per-λ re-splits cannot test it: it is left out."""
+
+    def __init__(self, valid: pd.DataFrame, alpha: float, word: Word = plain_word):
+        v = valid[(valid["alpha"] - alpha).abs() < 1e-12].copy()
+        v["router"], v["rule"] = zip(*v["method"].str.split("@", n=1)) if len(v) else ([], [])
+        rows = []
+        for (router, rule), g in v.groupby(["router", "rule"], sort=False):
+            if not rule.startswith("crc"):
+                continue
+            g = g.sort_values("lam").reset_index(drop=True)
+            vv = validity_verdict(g["risk_mean"].to_numpy(float), g["risk_se"].to_numpy(float), alpha)
+            worst = g.iloc[vv.worst] if vv.worst >= 0 else None
+            rows.append([short_name(router), f"{rule} ({RULE_RISK.get(rule, rule)})",
+                         DASH if worst is None else num(worst["lam"], ".3g"),
+                         DASH if worst is None else f"{num(worst['risk_mean'], '.4f')} ± {num(worst['risk_se'], '.4f')}",
+                         DASH if worst is None else num(vv.p_holm, ".2g"), word(vv.verdict)])
+        super().__init__(["router", "rule (its risk)", "decisive λ (smallest p)",
+                          "mean risk over re-splits there ± MC se", "Holm p", f"E[risk] ≤ α = {alpha:g} at every λ"],
+                         rows)
