@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from cr2.evaluation.equal_risk import QUESTIONS
-from cr2.studies.pools import across_pool_questions, equal_risk_rule
+from cr2.evaluation.equal_risk import side_rule
+from cr2.studies.pools import across_pool_questions
 
 
 def test_rows_group_per_question_and_rule_and_retired_questions_are_dropped():
@@ -23,4 +24,21 @@ def test_rows_group_per_question_and_rule_and_retired_questions_are_dropped():
     assert (c.side_a, c.side_b, c.pools, c.median, c.min_resamples) == ("cr2@crc", "knn@crc", 3, 1.0, 1000)
     assert (c.cheaper, c.dearer, c.no_difference, c.no_word) == (1, 0, 1, 1)
     assert got[1][2][0].min_resamples is None
-    assert equal_risk_rule("knn@uncertified") == "–" and equal_risk_rule("cr2") == "–"
+    assert side_rule("knn@uncertified") == "–" and side_rule("cr2") == "–" and side_rule("knn@crc-oracle") == "crc-oracle"
+
+
+def test_seed_spread_is_per_comparison_over_finite_seeds_of_questions_still_asked():
+    import numpy as np
+
+    from cr2.evaluation.equal_risk import seed_spread
+
+    d = pd.DataFrame([{"metric": f"equal-risk:{q}", "method": m, "alpha": a, "value": v}
+                      for q, m, a, vals in ((QUESTIONS[0], "cr2@uncertified vs knn@uncertified", np.nan, (1.0, 3.0)),
+                                            (QUESTIONS[-1], "cr2@crc vs knn@crc", 0.1, (2.0, np.nan, 4.0, 6.0)),
+                                            (QUESTIONS[-1], "cr2@crc vs mlp@crc", 0.1, (2.0, np.nan)),
+                                            ("pairwise", "knn@crc vs mlp@crc", 0.1, (1.0, 2.0)))
+                      for v in vals])
+    s = seed_spread(d)
+    assert list(s["comparison"]) == ["cr2@crc vs knn@crc", "cr2@uncertified vs knn@uncertified"]  # sorted by metric
+    assert list(s["rule"]) == ["crc", "–"] and list(s["alpha_key"]) == [0.1, -1.0]
+    assert list(s["n_seeds"]) == [3, 2] and list(s["seed_mean"]) == [4.0, 2.0] and list(s["seed_sd"]) == [2.0, 2 ** 0.5]

@@ -33,7 +33,7 @@ one word (`verdict`); the interval's own word is `verdict_uncorrected`, never pr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -43,8 +43,12 @@ from cr2.routers.certify import UNCERTIFIED, certified_name
 from cr2.evaluation.fixed_accuracy import (FallbackCost, MethodOutcomes, cost_samples, grid_columns, saving_pct,
                                           stacked_points)
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 SUBJECT = "cr2"
 CR2_UNCERTIFIED = "cr2-fixed-0.5"  # CR²'s gate without a calibrated threshold: accept where s ≥ 0.5 (Δ̂ ≥ 0)
+
 QUESTIONS = ("gate-quality", "calibrated-vs-default", "certified-score")  # what the results surfaces show
 PAIRWISE = "pairwise"  # every ordered pair at the default α: the router study's estimand, stored, not a results question
 COST, SAVING, MEAN_SAVING = "cost_at_accuracy", "saving_pct", "mean_saving_pct"
@@ -199,3 +203,31 @@ def study_statistics(rows: Sequence[Mapping[str, Any]], alpha: float) -> list[di
 __all__ = ["COST", "CR2_UNCERTIFIED", "Comparison", "MEAN_SAVING", "QUESTIONS", "SAVING", "Side", "certified_side",
            "PAIRWISE", "decomposition", "equal_risk_rows", "no_device_side", "side_costs", "study_statistics",
            "uncertified_side"]
+
+
+def side_rule(side: str) -> str:
+    """The calibration rule of an equal-risk side ('knn@crc' → 'crc'); '–' for an uncertified or rule-less side."""
+    return side.split("@", 1)[1] if "@" in side and not side.endswith("@uncertified") else "–"
+
+
+def seed_spread(rows: pd.DataFrame) -> pd.DataFrame:
+    """The equal-risk savings of a seed study over its seeds (seed_results rows `equal-risk:<question>`: metric,
+    method 'a vs b', alpha, value per seed): per (question, comparison, α) of a question still asked (QUESTIONS),
+    the mean, the sample sd and the number of seeds with a finite saving — two at least — in sorted order, with the
+    rule of side a and a family key for α (alpha_key: −1 where a comparison has no α). The input of
+    cr2.evaluation.families.over_seeds."""
+    import pandas as pd
+
+    out = []
+    for (metric, method, alpha), g in rows.groupby(["metric", "method", "alpha"], dropna=False, sort=True):
+        question = metric.split(":", 1)[1]
+        if question not in QUESTIONS:
+            continue  # a question a seed stored that is no longer asked (the deploy rule's former ordered pairs)
+        v = g["value"].to_numpy(dtype=float)
+        v = v[np.isfinite(v)]
+        if v.size < 2:
+            continue
+        out.append({"question": question, "rule": side_rule(method.split(" vs ", 1)[0]), "comparison": method,
+                    "alpha": alpha, "alpha_key": -1.0 if pd.isna(alpha) else float(alpha),
+                    "seed_mean": float(v.mean()), "seed_sd": float(v.std(ddof=1)), "n_seeds": int(v.size)})
+    return pd.DataFrame(out)

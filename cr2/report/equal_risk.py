@@ -95,3 +95,21 @@ class CertifiedValidityAt(Table):
         super().__init__(["router", "rule (its risk)", "decisive λ (smallest p)",
                           "mean risk over re-splits there ± MC se", "Holm p", f"E[risk] ≤ α = {alpha:g} at every λ"],
                          rows)
+
+
+class SeedEqualRisk(Table):
+    """The equal-risk savings over the seeds of a seed study (cr2.evaluation.equal_risk.seed_spread) with their
+    conclusion over seeds (cr2.evaluation.families.over_seeds: the t-interval, the t-test's Holm p per family, the
+    word; a direction in bold)."""
+
+    def __init__(self, spread: pd.DataFrame, over: pd.DataFrame, word: Word = plain_word):
+        from cr2.report.cells import interval_cell, lam_cell, mean_sd_cell
+
+        def said(w) -> str:
+            return word(w) if w in (None, "no difference detected") else f"**{word(w)}**"
+
+        rows = [[r.question, r.comparison, lam_cell(r.alpha), str(f.n), mean_sd_cell(f.mean, f.sd),
+                 interval_cell(f.lo, f.hi), num(f.p_holm, ".2g"), said(f.verdict)]
+                for r, f in zip(spread.itertuples(index=False), over.itertuples(index=False))]
+        super().__init__(["question", "comparison", "α", "seeds", "mean ± sd", "95 % t-interval over seeds",
+                          "p, Holm per family", "verdict"], rows)

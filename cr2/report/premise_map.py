@@ -84,3 +84,20 @@ class PremiseMap(Table):
                  saving_cell(c, LOSS), "yes" if (cached or {}).get((c["speed_factor"], c["channel"])) else "no"]
                 for _, c in cs.iterrows()]
         super().__init__(["speed", "channel", "ĉ ratio", "CR² vs KNN", "recal − retrain", "cached"], rows)
+
+
+class PremiseVsCertified(Table):
+    """By device/edge cost ratio: per cell of a premise study, CR² retrained against a certified router at the same
+    α and rule (v_premise rows of that comparison, mean over targets): the mean saving [95 % CI], its Holm p over the
+    cells and its word (a comparison of the two routers, never a deploy recommendation)."""
+
+    def __init__(self, d: pd.DataFrame, word: Word = plain_word):
+        from cr2.report.cells import p_cell
+
+        rows = [[f"×{lam_cell(r.speed_factor)}", r.channel, num(r.cost_ratio_est, ".3f"),
+                 ci_cell(r.saving_pct, r.saving_lower_pct, r.saving_upper_pct),
+                 p_cell(r.p_holm, r.n_resamples, ".2g", r.family_size),
+                 word(saving_verdict(r.saving_lower_pct, r.saving_upper_pct, r.p_holm))]
+                for r in d.sort_values(["cost_ratio_est"]).itertuples()]
+        super().__init__(["device speed", "channel", "ĉ device / cheapest edge",
+                          "CR² vs certified KNN, mean saving % [95 % CI]", "p, Holm over the cells", "word"], rows)

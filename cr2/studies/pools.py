@@ -335,18 +335,13 @@ def across_pool_comparisons(rows: "pd.DataFrame") -> list[AcrossPools]:
     return out
 
 
-def equal_risk_rule(side: str) -> str:
-    """The calibration rule of an equal-risk side ('knn@crc' → 'crc'); '–' for an uncertified or rule-less side."""
-    return side.split("@", 1)[1] if "@" in side and not side.endswith("@uncertified") else "–"
-
-
 def across_pool_questions(rows: "pd.DataFrame") -> list[tuple[str, str, list[AcrossPools]]]:
     """The pools' equal-risk rows (pool_equal_risk) per (question, rule) of a question still asked
     (cr2.evaluation.equal_risk.QUESTIONS), in first-seen order: (question, rule, across_pool_comparisons)."""
-    from cr2.evaluation.equal_risk import QUESTIONS
+    from cr2.evaluation.equal_risk import QUESTIONS, side_rule
 
     # a question a pool stored that is no longer asked (the deploy rule's former ordered pairs) is not read as one
     rows = rows[rows["question"].isin(QUESTIONS)]
-    rows = rows.assign(rule=rows["subject"].map(equal_risk_rule))
+    rows = rows.assign(rule=rows["subject"].map(side_rule))
     return [(str(question), str(rule), across_pool_comparisons(q))
             for (question, rule), q in rows.groupby(["question", "rule"], sort=False)]

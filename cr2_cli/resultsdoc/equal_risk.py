@@ -10,17 +10,16 @@ Holm-adjusted t-test p (same family) is below 0.05. The deploy decision is cr2.e
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from cr2.evaluation.equal_risk import QUESTIONS
+from cr2.evaluation.equal_risk import seed_spread
 from cr2.evaluation.families import over_seeds
-from cr2.evaluation.statistics import saving_verdict
-from cr2.report.cells import ci_cell, num, p_cell
+from cr2.report.cells import num
 from cr2.report.headline import mean_grid_line
 from cr2.report.equal_risk import (RULE_RISK, CalibratedVsDefault, CertifiedValidityAt, EqualRiskScores,
-                                   stored_word)
+                                   SeedEqualRisk, stored_word)
 from cr2.report.markdown import markdown_table
+from cr2.report.premise_map import PremiseVsCertified
 from cr2.config.scenarios import scenarios
 from cr2.routers import short_name
 from cr2_cli.resultsdoc.core import Doc, label_kind
@@ -127,12 +126,6 @@ def scenario_tables(doc: Doc, key: str, name: str, alpha: float) -> tuple[str, p
     return "\n".join(out), means.assign(scenario=name, scenario_key=key)
 
 
-def _rule_of(comparison: str) -> str:
-    """The rule of a seed row's comparison 'a@rule vs b@rule' ('–' for uncertified sides)."""
-    side = comparison.split(" vs ", 1)[0]
-    return side.split("@", 1)[1] if "@" in side and not side.endswith("@uncertified") else "–"
-
-
 def seed_table(doc: Doc, key: str) -> str:
     """The equal-risk savings over the seeds of the newest seed study: mean ± sd, the 95 % t-interval over seeds and
     a one-sample t-test against 0, Holm-adjusted per family (question × rule at the default α), the same family as
@@ -146,32 +139,15 @@ def seed_table(doc: Doc, key: str) -> str:
         d = seed_equal_risk(wh, study)
     if d.empty:
         return f"_Seed study `{study}` has no equal-risk rows (made before the equal-risk stage)._\n"
-    rows = []
-    for (metric, method, alpha), g in d.groupby(["metric", "method", "alpha"], dropna=False, sort=True):
-        if metric.split(":", 1)[1] not in QUESTIONS:
-            continue  # a question a seed stored that is no longer asked (the deploy rule's former ordered pairs)
-        v = g["value"].to_numpy(dtype=float)
-        v = v[np.isfinite(v)]
-        if v.size < 2:
-            continue
-        rows.append({"question": metric.split(":", 1)[1], "rule": _rule_of(method), "comparison": method,
-                     "α": "–" if pd.isna(alpha) else f"{alpha:g}", "seed_mean": float(v.mean()),
-                     "seed_sd": float(v.std(ddof=1)), "n_seeds": int(v.size)})
-    if not rows:
+    spread = seed_spread(d)
+    if spread.empty:
         return f"_Seed study `{study}` has fewer than two seeds with equal-risk rows: no spread over seeds._\n"
-    t = pd.DataFrame(rows)
-    fam = over_seeds(t, ["question", "rule", "α"])  # per family: question × rule at the default α
-    t["seeds"], t["p, Holm per family"] = fam["n"], fam["p_holm"]
-    t["mean ± sd"] = [f"{m:+.1f} ± {sd:.1f}" for m, sd in zip(fam["mean"], fam["sd"])]
-    t["95 % t-interval over seeds"] = [f"[{lo:+.1f}, {hi:+.1f}]" for lo, hi in zip(fam["lo"], fam["hi"])]
-    t["verdict"] = [(lambda w: doc.word(w) if w in (None, "no difference detected") else f"**{doc.word(w)}**")(w)
-                    for w in fam["verdict"]]
-    t = t[["question", "comparison", "α", "seeds", "mean ± sd", "95 % t-interval over seeds", "p, Holm per family",
-           "verdict"]]
+    # per family: question × rule at the default α
+    table = SeedEqualRisk(spread, over_seeds(spread, ["question", "rule", "alpha_key"]), doc.word)
     return (f"\nOver the seeds of study `{study}` (split, teacher, gate and learned baselines re-seeded; labels and "
             f"states fixed; every seed on the base run's target grid): a word only where the t-interval over seeds "
             f"excludes 0 and the t-test's Holm-adjusted p (per family: question × rule at the default α) is below "
-            f"0.05.\n\n" + markdown_table(t, 2))
+            f"0.05.\n\n" + table.markdown())
 
 
 TITLES = {"gate-quality": "Gate quality (CR² vs each baseline, both uncertified)",
@@ -330,20 +306,11 @@ def premise_deploy_table(doc: Doc, rule: str = "crc") -> str:
     d = v[(v["method"] == "cr2-retrain") & (v["reference"] == certified) & v["mean_over_targets"]].copy()
     if d.empty or "p_value" not in d or d["p_value"].isna().all():
         return doc.missing("default", f"premise study `{study}` predates stored p-values; run it again")
-    d = d.sort_values(["cost_ratio_est"])  # p_holm: v_premise's, over the study's cells (one family per comparison)
-    rows = []
-    for r in d.itertuples():
-        word = saving_verdict(r.saving_lower_pct, r.saving_upper_pct, r.p_holm)
-        rows.append({"device speed": f"×{r.speed_factor:g}", "channel": r.channel,
-                     "ĉ device / cheapest edge": f"{r.cost_ratio_est:.3f}",
-                     "CR² vs certified KNN, mean saving % [95 % CI]": ci_cell(r.saving_pct, r.saving_lower_pct,
-                                                                              r.saving_upper_pct),
-                     "p, Holm over the cells": p_cell(r.p_holm, r.n_resamples, ".2g", r.family_size),
-                     "word": doc.word(word)})
+    table = PremiseVsCertified(d, doc.word)  # p_holm: v_premise's, over the study's cells (one family per comparison)
     return (f"Premise study `{study}` (CR² retrained per cell, {how}; KNN certified by `{rule}` at the same α; "
-            f"{len(rows)} cells, sorted by the device/edge cost ratio; a cell's word compares the two routers only — "
+            f"{len(table)} cells, sorted by the device/edge cost ratio; a cell's word compares the two routers only — "
             f"the deploy rule's candidates are not evaluated per cell, so no cell recommends a router; the premise "
-            f"section below has every study):\n\n" + markdown_table(pd.DataFrame(rows)))
+            f"section below has every study):\n\n" + table.markdown())
 
 
 def render(doc: Doc) -> str:
