@@ -34,6 +34,14 @@ class Table:
     def __init__(self, head: list[str], rows: list[list[str]], why: str = "this run has none here") -> None:
         self.head, self.rows, self.why = list(head), [list(r) for r in rows], why
 
+    def set_records(self, records: list[dict], why: str = "this run has none here", fill: str | None = None) -> None:
+        """Fill the table from rows given as dicts (header → cell text; a header missing from a row: `fill`); the
+        columns in the order they first appear."""
+        frame = pd.DataFrame(records)
+        if fill is not None:
+            frame = frame.fillna(fill)
+        Table.__init__(self, [str(c) for c in frame.columns], frame.astype(object).values.tolist(), why)
+
     def __len__(self) -> int:
         return len(self.rows)
 

@@ -8,14 +8,13 @@ import pandas as pd
 
 from cr2.evaluation.families import change_verdict, over_seeds
 from cr2.config import HEADLINE_LAMS
-from cr2.report.cells import ci_cell
 from cr2.report.headline import PAPER_TARGETS
-from cr2.report.markdown import markdown_table
+from cr2.report.intervals import PointsWithSeeds, RouterMeanSavings, SeedRouterSavings, TargetSavings
 from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2_cli.resultsdoc.pools import family_sizes
 from cr2.report.table import rows_where as pick
-from cr2_cli.resultsdoc.scenario_stats import (LEARNED, Scenario, banner, holm_line, kept, load, mean_sd, name,
-                                              num, router_family, seed_family, seed_routers, t_cell,
+from cr2_cli.resultsdoc.scenario_stats import (LEARNED, Scenario, banner, holm_line, kept, load, name,
+                                              num, router_family, seed_family, seed_routers,
                                               target_family)
 
 # scenario key → (title, the targets the per-target table shows, the seed-study command)
@@ -24,7 +23,6 @@ SCENARIOS = {
     "mmlu-pro": ("Measured scenario (MMLU-Pro)", (0.55, 0.60, 0.65, 0.70, 0.75, 0.80),
                  "cr2 study seeds --n {n} -c configs/mmlu-pro-measured.yaml --home var/mmlu-pro"),
 }
-OP_METRICS = ("accuracy", "cost", "local_rate", "risk")
 
 INTRO = """## Is a difference real? 95 % intervals and seed variability
 
@@ -77,28 +75,18 @@ def mean_saving_part(doc: Doc, s: Scenario) -> str:
     fam = router_family(doc, s)
     if fam.empty:
         return "_(no mean saving in this run: no learned router reaches a target together with KNN)_"
-    rows = [{"router": name(r.method), "targets (validation grid)": int(r.n_targets),
-             "mean saving vs KNN % [95 % CI]": ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower, r.saving_upper),
-             "bootstrap p": num(r.p, ".2g"),
-             f"p, Holm over the {family_sizes(fam)} learned routers": num(r.p_holm, ".2g"),
-             "word (Holm)": r.word_holm}
-            for r in fam.itertuples()]
     b = kept(fam["n_resamples"].min())
     out = [f"**Mean fixed-accuracy saving vs KNN over the validation target grid, base split** (v_mean_saving_ci; CR² "
            f"at α = {s.alpha:g}; every interval on all {b} resamples, a target a frontier misses costing the cheapest "
            f"Always-model that reaches it)",
-           markdown_table(pd.DataFrame(rows)).rstrip(),
+           RouterMeanSavings(fam).markdown().rstrip(),
            holm_line(fam, lambda r: f"{name(r.method)}'s mean saving", "the routers' mean savings")]
     sr = seed_routers(doc, s)
     if len(sr):
         k = len(sr)
-        rows = [{"router": name(r.method), "seeds": int(r.n_seeds), "mean ± sd": mean_sd(r),
-                 "min … max": f"{num(r.seed_min)} … {num(r.seed_max)}", "95 % t-interval over seeds": t_cell(r),
-                 f"t-test p, Holm over the {k} routers": num(r.p_t_holm, ".2g"), "word (t-interval, Holm)": r.seed_word}
-                for r in sr.itertuples()]
         out += [f"**The same mean saving over the seeds of study `{s.study}`** (v_seed_spread; every seed on the "
                 f"base run's target grid, so every seed estimates the same quantity; Holm over the same {k} routers)",
-                markdown_table(pd.DataFrame(rows)).rstrip()]
+                SeedRouterSavings(sr).markdown().rstrip()]
     return "\n\n".join(out)
 
 
@@ -113,33 +101,12 @@ def per_target_part(doc: Doc, s: Scenario, targets) -> str:
         sp = sp[sp["target"].round(2).isin([round(t, 2) for t in shown])].sort_values("target").reset_index(drop=True)
         seeds = seed_family(doc, sp)
     knn = s.fixed[s.fixed["method"] == "knn"]
-    rows = []
-    for t in shown:
-        at = pick(fam, target=float(t))
-        row = {"target": f"{t:.2f}"}
-        if "knn_cost" in s.fixed.columns and len(knn):
-            k = pick(knn, target=float(t))
-            row["KNN cost"] = num(k["knn_cost"].iloc[0] if len(k) else None, ".3f")
-        for m in LEARNED:
-            r = at[at["method"] == m]
-            if r.empty:
-                row[name(m)] = "–"
-                continue
-            r = next(r.itertuples())
-            row[name(m)] = f"{ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper)} {r.word_holm}"
-        if len(seeds):
-            sr = pick(seeds, target=float(t))
-            if len(sr):
-                sr = next(sr.itertuples())
-                row["CR² over seeds: mean ± sd"] = mean_sd(sr)
-                row["95 % t-interval"] = t_cell(sr)
-                row[f"word (t-test, Holm over the {len(seeds)} targets)"] = sr.seed_word
-        rows.append(row)
+    table = TargetSavings(fam, shown, LEARNED, knn if "knn_cost" in s.fixed.columns and len(knn) else None, seeds)
     return "\n\n".join([
         f"**Saving vs KNN at the targets, % [95 % CI]** (v_fixed_accuracy_ci, interpolated monotone frontier, CR² at "
         f"α = {s.alpha:g}; each word the test's stored one, Holm over its family: the {family_sizes(fam)} tests of "
         f"every learned router × every target it and KNN reach in this run)",
-        markdown_table(pd.DataFrame(rows).fillna("–")).rstrip(),
+        table.markdown().rstrip(),
         holm_line(fam, lambda r: f"{name(r.method)} at {r.target:.2f}", "every target × router")])
 
 
@@ -149,19 +116,15 @@ def points_part(doc: Doc, s: Scenario) -> str:
                                           | p["method"].isin(["knn", "mlp"]))]
     if d.empty:
         return "_(no CR², KNN or MLP operating point at the headline λ in this run)_"
-    rows = []
-    for r in d.sort_values(["lam", "method"]).itertuples():
-        row = {"λ": f"{r.lam:g}", "router": name(r.method)}
-        for m in OP_METRICS:
-            row[f"{m} [95 % CI]"] = ci_cell(getattr(r, m), getattr(r, f"{m}_lower"), getattr(r, f"{m}_upper"), ".3f")
-        for m in OP_METRICS:
-            sp = pick(s.spread, method=r.method, metric=m, lam=float(r.lam), benchmark="all",
-                      alpha=float(s.alpha) if r.method == "cr2" else None) if len(s.spread) else pd.DataFrame()
-            row[f"{m}: seeds mean ± sd"] = mean_sd(next(sp.itertuples()), ".3f") if len(sp) else "–"
-        rows.append(row)
+
+    def seed_row(method: str, metric: str, lam: float):
+        sp = pick(s.spread, method=method, metric=metric, lam=lam, benchmark="all",
+                  alpha=float(s.alpha) if method == "cr2" else None) if len(s.spread) else pd.DataFrame()
+        return next(sp.itertuples()) if len(sp) else None
+
     return (f"**Operating points, CR² at α = {s.alpha:g}, KNN and MLP** (v_operating_points_ci, "
             f"{kept(d['n_resamples'].max())} resamples each; seeds: v_seed_spread, mean ± sd only)\n\n"
-            + markdown_table(pd.DataFrame(rows)).rstrip())
+            + PointsWithSeeds(d, seed_row).markdown().rstrip())
 
 
 def risk_vs_alpha(doc: Doc, s: Scenario) -> str:

@@ -143,14 +143,6 @@ def seed_family(doc: Doc, spread: pd.DataFrame) -> pd.DataFrame:
     return d
 
 
-def mean_sd(r, fmt: str = "+.1f") -> str:
-    return cells.mean_sd_cell(r.seed_mean, r.seed_sd, fmt)
-
-
-def t_cell(r, fmt: str = "+.1f") -> str:
-    return cells.interval_cell(r.lo, r.hi, fmt)
-
-
 def target_family(doc: Doc, s: Scenario) -> pd.DataFrame:
     """Every learned router's saving vs KNN at every target both reach (v_fixed_accuracy_ci), read together: one
     family (targets × routers) for Holm, the same on every section that counts or quotes these words."""
