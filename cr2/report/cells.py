@@ -115,6 +115,9 @@ def sql_cell(value: Any) -> str:
     return printable(str(value))
 
 
+COUNTS_HEAD = '"cheaper" / "dearer" / "no difference detected"'  # what counts_cell counts, in its order
+
+
 def counts_cell(verdicts: Iterable) -> str:
     """'k / k / k' of the verdicts "cheaper" / "dearer" / "no difference detected" (undefined ones left out)."""
     v = [x for x in verdicts if x is not None]

@@ -94,3 +94,23 @@ class PointsWithSeeds(Table):
                 row[f"{m}: seeds mean ± sd"] = DASH if sp is None else _mean_sd(sp, ".3f")
             rows.append(row)
         self.set_records(rows)
+
+
+class RouterTargetCounts(Table):
+    """Per learned router over the targets it and KNN reach (its stored family: every target × router, with
+    verdict_holm): how many, the median saving, and the per-target words counted; `extra(g)` adds columns."""
+
+    def __init__(self, tf: pd.DataFrame, learned: Sequence[str], reach_head: str, median_head: str,
+                 extra: Callable | None = None, why: str = "this run has none here"):
+        from cr2.report.cells import COUNTS_HEAD, counts_cell
+
+        rows = []
+        for m in learned:
+            g = tf[tf["method"] == m]
+            if g.empty:
+                continue
+            rows.append({"router": short_name(m), reach_head: len(g),
+                         median_head: num(g["saving_vs_knn_pct"].median(), "+.1f"),
+                         f"targets {COUNTS_HEAD}, Holm over every target × router": counts_cell(g["verdict_holm"]),
+                         **(extra(g) if extra else {})})
+        self.set_records(rows, why)

@@ -129,5 +129,3 @@ class Doc:
 
 counts = counts_cell  # 'k / k / k' of the verdicts (cr2.report.cells)
 
-
-COUNTS_HEAD = '"cheaper" / "dearer" / "no difference detected"'

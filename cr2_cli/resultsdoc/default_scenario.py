@@ -12,7 +12,8 @@ from cr2.report.markdown import markdown_table
 from cr2_cli.results import comparison_frames
 from cr2_cli.resultsdoc.core import HOMES, Doc
 from cr2.report.table import rows_where as pick
-from cr2_cli.resultsdoc.scenario_stats import Scenario, banner, load, num, router_target_rows, target_family
+from cr2.report.intervals import RouterTargetCounts
+from cr2_cli.resultsdoc.scenario_stats import LEARNED, Scenario, banner, load, num, target_family
 
 KEY = "default"
 
@@ -86,13 +87,13 @@ def summary(s: Scenario, tf: pd.DataFrame) -> str:
     """Per learned router over every target both reach: the median saving, the counts of per-target words (Holm over
     every target × router) and the grid-point mean. The mean saving with its interval is printed once, in
     the intervals section."""
-    rows = router_target_rows(tf, "targets both reach", "median saving, interpolated %", lambda g: {
+    table = RouterTargetCounts(tf, LEARNED, "targets both reach", "median saving, interpolated %", lambda g: {
         "mean saving, grid-point rule % (no interval)": num(g["saving_vs_knn_grid_pct"].mean())})
     lo, hi = (tf["target"].min(), tf["target"].max()) if len(tf) else (np.nan, np.nan)
     return (f"**Fixed-accuracy saving vs KNN over every target both reach** (v_fixed_accuracy_ci, targets "
             f"{num(lo, '.2f')} … {num(hi, '.2f')} in steps of 0.01; interpolated monotone frontier unless a column "
             f"names the grid-point rule; the mean over these targets with its interval: the section above)\n\n"
-            + markdown_table(pd.DataFrame(rows)).rstrip())
+            + table.markdown().rstrip())
 
 
 def beside(doc: Doc, s: Scenario, f: dict, cmp: dict, tf: pd.DataFrame, risk: pd.DataFrame) -> str:

@@ -8,13 +8,13 @@ import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
 from cr2.evaluation.fixed_accuracy import frontier_segments
-from cr2.report.markdown import markdown_table
 from cr2.report.measured import (CategoryAccuracy, FrontierSegments, LocalRate, ModelSummary, OperatingPoints,
                                  RiskVsAlpha)
 from cr2.routers import routers_tagged
 from cr2.report.headline import COST_ANCHOR, LAMS
 from cr2_cli.resultsdoc.core import HOMES, Doc
-from cr2_cli.resultsdoc.scenario_stats import Scenario, banner, load, name, router_target_rows, target_family
+from cr2.report.intervals import RouterTargetCounts
+from cr2_cli.resultsdoc.scenario_stats import LEARNED, Scenario, banner, load, name, target_family
 
 KEY = "mmlu-pro"
 TITLE = "## Measured scenario (MMLU-Pro)"
@@ -90,14 +90,15 @@ def cr2_part(cr2: pd.DataFrame, alpha: float) -> str:
 
 def fixed_part(doc: Doc, s: Scenario) -> str:
     tf = target_family(doc, s)
-    rows = router_target_rows(tf, "targets reached with KNN", "median saving %")
+    table = RouterTargetCounts(tf, LEARNED, "targets reached with KNN", "median saving %",
+                               why="no learned router reaches a target with KNN")
     from cr2_cli.resultsdoc.pools import family_sizes
 
     n = family_sizes(tf) if len(tf) else "0"
     return (f"**Fixed-accuracy cost saving vs KNN, counted in words** (v_fixed_accuracy_ci: the interpolated monotone "
             f"frontier, targets 0.50 … 0.99 that both the router and KNN reach; positive saving = lower cost than KNN; "
             f"each target's word its test's stored one: the 95 % interval and Holm over the {n} tests of every "
-            f"target × learned router):\n\n" + markdown_table(pd.DataFrame(rows), why="no learned router reaches a target with KNN").rstrip())
+            f"target × learned router):\n\n" + table.markdown().rstrip())
 
 
 def pareto_part(ops: pd.DataFrame) -> str:

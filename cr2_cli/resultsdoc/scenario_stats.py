@@ -17,7 +17,7 @@ import pandas as pd
 from cr2.evaluation.families import over_seeds, stored_word
 from cr2.report import cells
 from cr2.routers import routers_tagged, short_name
-from cr2_cli.resultsdoc.core import COUNTS_HEAD, Doc, counts, label_kind
+from cr2_cli.resultsdoc.core import Doc, label_kind
 
 LEARNED = routers_tagged("compared")  # every learned router compared with KNN (router catalogue)
 
@@ -169,17 +169,3 @@ def seed_routers(doc: Doc, s: Scenario) -> pd.DataFrame:
 
 def kept(v) -> str:
     return "–" if v is None or pd.isna(v) else f"{int(v):,}"
-
-
-def router_target_rows(tf: pd.DataFrame, reach_head: str, median_head: str, extra=None) -> list[dict]:
-    """Per learned router over the targets it and KNN reach: how many, the median saving, and the per-target words
-    counted under Holm over every target × router; `extra(g)` adds columns."""
-    rows = []
-    for m in LEARNED:
-        g = tf[tf["method"] == m]
-        if g.empty:
-            continue
-        rows.append({"router": name(m), reach_head: len(g), median_head: num(g["saving_vs_knn_pct"].median()),
-                     f"targets {COUNTS_HEAD}, Holm over every target × router": counts(g["verdict_holm"]),
-                     **(extra(g) if extra else {})})
-    return rows
