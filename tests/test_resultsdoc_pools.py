@@ -162,7 +162,7 @@ def test_equal_risk_pools_table_tests_across_pools_with_no_per_pool_words(homes)
 
 
 def test_pool_rows_without_stored_counts_say_so():
-    from cr2_cli.resultsdoc.pools import resamples_kept
+    from cr2.report.pools import resamples_kept
 
     assert resamples_kept([None, float("nan")]) == "not stored" and resamples_kept([]) == "not stored"
     assert resamples_kept([870, 1000, None]) == "870–1,000" and resamples_kept([1000, 1000]) == "1,000"
@@ -170,7 +170,7 @@ def test_pool_rows_without_stored_counts_say_so():
 
 # ---------------------------------------------------------------- helpers
 def test_shared_edges_counts_the_most_common_edge_set():
-    from cr2_cli.resultsdoc.pools import shared_edges
+    from cr2.report.pools import shared_edges
 
     pools = [json.dumps(_models("a", ["x", "y", "z"])), json.dumps(_models("b", ["z", "y", "x"])),
              json.dumps(_models("c", ["x", "y", "w"]))]
@@ -180,7 +180,7 @@ def test_shared_edges_counts_the_most_common_edge_set():
 
 def test_stored_family_reads_the_stored_holm_p_and_corrects_nothing():
     from cr2.evaluation.families import annotate
-    from cr2_cli.resultsdoc.pools import family_sizes, stored_family
+    from cr2.report.pools import family_sizes, stored_family
 
     rows = [{"metric": "mean_saving_pct", "estimate": e, "lower": lo, "upper": hi, "p_value": p}
             for e, lo, hi, p in ((10.0, 6.0, 14.0, 0.0), (-2.0, -4.0, -0.05, 0.03), (0.5, -1.0, 2.0, 0.7))]
