@@ -11,5 +11,18 @@ latex       a table as booktabs LaTeX
 markdown    the one markdown table writer
 evaluation  the evaluation page (one run's §VII figures and tables)
 premise     the premise page (where CR² pays: the speed × channel map)
-simcheck    the sim-to-real check's page
+simcheck    the sim-to-real check's page, and its tables on docs/results.md
+
+Tables as objects (`table.Table`: built once from stored frames, rendered as markdown, rich, a Prefect artifact or
+HTML; verdict words through the caller's `word`), one module per kind of result, shared by docs/results.md
+(cr2_cli.resultsdoc) and the commands that print the same table:
+table       the Table base and the row filter every table uses
+pools       the measured-pool sweep, the ZeroEval ladders and the label diagnostics (`cr2 study pools|diagnostics`)
+level       the level of the equal-risk test (`cr2 study level`)
+router_study the router study (`cr2 study routers`)
+premise_map the premise map (`cr2 study premise`)
+equal_risk  the equal-risk comparisons of one scenario, over its seeds
+intervals   savings vs KNN with their intervals and seed spread
+measured    the measured scenario's run
+risks       the risks each rule bounds and the price of each rule
 """

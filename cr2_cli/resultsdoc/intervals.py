@@ -11,7 +11,7 @@ from cr2.config import HEADLINE_LAMS
 from cr2.report.headline import PAPER_TARGETS
 from cr2.report.intervals import PointsWithSeeds, RouterMeanSavings, SeedRouterSavings, TargetSavings
 from cr2_cli.resultsdoc.core import HOMES, Doc
-from cr2_cli.resultsdoc.pools import family_sizes
+from cr2.report.pools import family_sizes
 from cr2.report.table import rows_where as pick
 from cr2_cli.resultsdoc.scenario_stats import (LEARNED, Scenario, banner, holm_line, kept, load, name,
                                               num, router_family, seed_family, seed_routers,
