@@ -2,9 +2,10 @@
 questions (a pure function over the packaged outputs file), the stored pool sweep (`cr2 study pools`: savings with
 paired-bootstrap intervals, Holm over the pools × methods family, the across-pool signed-rank tests with Holm) and
 the pool diagnostics (view v_pool_diagnostics). Every statistic is computed in the library (cr2.studies.pools,
-cr2.studies.diagnostics) or read as stored; this module only lays the results out.
+cr2.studies.diagnostics) or read as stored, and every table is a cr2.report.pools object (the ones `cr2 study pools`
+prints too); this module reads the warehouse and writes the prose around them.
 
-The helpers below (cells, stored verdicts, shared edge models) serve the ZeroEval and simulator sections too.
+The wrappers below (savings_table, verdict_counts, changed_sentence) serve the ZeroEval section too.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """docs/results.md, "Simulator check (sim-to-real)": the stored sim-to-real runs — `cr2 simcheck` on MMLU-Pro, and
 `cr2 study simcheck` on a pool the simulator was not fitted on (out of pool) and on the ZeroEval ladders (out of
-sample, routing included). Every number is read from the view v_simcheck; "met" / "missed" are recomputed here
-from the stored measured value, the simulated mean over seeds and the sim-to-real tolerance (docs/labels.md)."""
+sample, routing included). Every number is read from the view v_simcheck; "met" / "missed" are recomputed
+(cr2.studies.simcheck.with_met) from the stored measured value, the simulated mean over seeds and the sim-to-real
+tolerance (docs/labels.md); the tables are cr2.report.simcheck objects."""
 from __future__ import annotations
 
 import json
