@@ -44,3 +44,30 @@ class GuaranteePrice(Table):
                  num(r.oracle_risk, ".4f"), num(r.avoidable_risk, ".4f")] for r in p.itertuples()]
         super().__init__(["λ", "rule", "local rate", "mean cost", "accuracy (all rows)", "teacher disagreement",
                           "oracle disagreement", "avoidable error"], rows)
+
+
+class CertifiedByAlpha(Table):
+    """Every certified router × rule of a scenario (rows of cr2.report.validity.certified_verdicts), one column per α:
+    the verdict over its λ cells (cells over the bound / cells, the worst λ's mean ± SE), the check of its re-split
+    means against their exact expectation, and the deployed table's own test risk (`deployed`: (router, rule, α) →
+    row of deployed_table_risk). `label` names a router; `n_promise` / `n_exact` count the verdicts it prints."""
+
+    def __init__(self, v: pd.DataFrame, deployed: dict, label=str, word: Word = plain_word):
+        self.n_promise = self.n_exact = 0
+        rows = []
+        for (router, rule, risk), g in v.groupby(["router", "rule", "risk"], sort=False):
+            row = {"router": label(router), "rule (its risk)": f"{rule} ({risk})"}
+            for r in g.itertuples():
+                d = deployed.get((router, rule, round(float(r.alpha), 12)))
+                table = "" if d is None else (f"; deployed table: {d.n_above}/{d.n_lam} λ above α, largest "
+                                              f"{ci_cell(d.max, d.max_lower, d.max_upper, '.4f')}")
+                exact = (f"; mean vs its exact expectation: {word(r.exact_verdict)} ({r.exact_n_differ}/"
+                         f"{r.exact_n_cells})" if isinstance(r.exact_verdict, str) else "")
+                self.n_promise += isinstance(r.verdict, str)
+                self.n_exact += isinstance(r.exact_verdict, str)
+                row[f"α = {lam_cell(r.alpha)}"] = (
+                    f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, worst λ = {num(r.worst_lam, '.3g')}: "
+                    f"{num(r.mean, '.4f')} ± {num(r.se, '.4f')}){exact}{table}" if isinstance(r.verdict, str)
+                    else f"— ({r.note}){exact}{table}")
+            rows.append(row)
+        self.set_records(rows, fill="— (not certified at this α)")

@@ -13,10 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cr2.report.cells import ci_cell
 from cr2.config import HEADLINE_LAMS
 from cr2.report.markdown import markdown_table
-from cr2.report.risks import GuaranteePrice, RuleRisks
+from cr2.report.risks import CertifiedByAlpha, GuaranteePrice, RuleRisks
 from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
 SCENARIOS = (("default", "Default scenario", None), ("mmlu-pro", "Measured scenario — MMLU-Pro",
@@ -230,21 +229,9 @@ def _certified_table(doc: Doc, key: str, title: str, counts: dict[str, int]) -> 
     label = MethodStyles.from_frame(methods).label
     n = v["n_resplits"].dropna()
     deployed = {(r.router, r.rule, round(float(r.alpha), 12)): r for r in _deployed_risk(doc, key, run_id).itertuples()}
-    rows = []
-    for (router, rule, risk), g in v.groupby(["router", "rule", "risk"], sort=False):
-        row = {"router": label(router), "rule (its risk)": f"{rule} ({risk})"}
-        for r in g.itertuples():
-            d = deployed.get((router, rule, round(float(r.alpha), 12)))
-            table = "" if d is None else (f"; deployed table: {d.n_above}/{d.n_lam} λ above α, largest "
-                                          f"{ci_cell(d.max, d.max_lower, d.max_upper, '.4f')}")
-            exact = (f"; mean vs its exact expectation: {doc.word(r.exact_verdict)} ({r.exact_n_differ}/"
-                     f"{r.exact_n_cells})" if isinstance(r.exact_verdict, str) else "")
-            counts["promise"] += isinstance(r.verdict, str)
-            counts["exact"] += isinstance(r.exact_verdict, str)
-            row[f"α = {r.alpha:g}"] = (f"{doc.word(r.verdict)} ({r.n_violated}/{r.n_cells}, worst λ = {r.worst_lam:.3g}: "
-                                       f"{r.mean:.4f} ± {r.se:.4f}){exact}{table}" if isinstance(r.verdict, str)
-                                       else f"— ({r.note}){exact}{table}")
-        rows.append(row)
+    table = CertifiedByAlpha(v, deployed, label, doc.word)
+    counts["promise"] += table.n_promise
+    counts["exact"] += table.n_exact
     kind = label_kind(str(run["label_source"]))
     head = (f"**{title} — certified routers, {kind} labels** (`{run['label_source']}`): run `{run_id}`, "
             + (f"{int(n.max()):,} re-splits" if len(n) else "re-splits of the certify stage") + " per (λ, rule). "
@@ -254,7 +241,7 @@ def _certified_table(doc: Doc, key: str, title: str, counts: dict[str, int]) -> 
             + (" The run stores no exact expectations of its re-split means (stored before they were): no "
                "exact-expectation verdict here until `cr2 evaluate` runs again." if (v["exact_note"] == NO_EXACT_STORED).any()
                else "") + "\n")
-    return head + "\n" + markdown_table(pd.DataFrame(rows).fillna("— (not certified at this α)")) + "\n"
+    return head + "\n" + table.markdown() + "\n"
 
 
 def _deployed_table(doc: Doc, cells: pd.DataFrame, counts: dict[str, int]) -> str:
