@@ -101,3 +101,61 @@ class PremiseVsCertified(Table):
                 for r in d.sort_values(["cost_ratio_est"]).itertuples()]
         super().__init__(["device speed", "channel", "ĉ device / cheapest edge",
                           "CR² vs certified KNN, mean saving % [95 % CI]", "p, Holm over the cells", "word"], rows)
+
+
+class SpeedTrendTable(Table):
+    """Per premise study: Spearman's ρ between device speed and CR²'s mean saving vs KNN over its cells, the
+    permutation p, its Holm p over the studies and the direction word (cr2.studies.premise.speed_trends; `studies`:
+    (title, study id) per trend)."""
+
+    def __init__(self, studies: list[tuple[str, str]], trends: list, word: Word = plain_word):
+        from cr2.evaluation.statistics import test_verdict
+
+        rows = [{"study": f"{title}: `{sid}`", "cells": t.n, "ρ (speed, saving vs KNN)": num(t.rho, "+.3f"),
+                 "permutation p": num(t.p_value, ".4f"), f"Holm ({len(trends)} tests)": num(t.p_holm, ".4f"),
+                 "as the device gets faster, CR² vs KNN": word(test_verdict(t.rho, t.p_holm))}
+                for (title, sid), t in zip(studies, trends)]
+        self.set_records(rows)
+
+
+class PremiseModes(Table):
+    """Cell by cell, the same comparisons in two premise studies that differ only in how the retrained variant is
+    trained (their premise_cells `ca`, `cb`; `ma`, `mb` how each was trained): each study's mean saving [95 % CI]
+    and its word under Holm within its study. `stats` counts, per comparison tag, the cells with the same word, a
+    direction in both / only one, and the second study's estimate above the first's."""
+
+    def __init__(self, ca: pd.DataFrame, cb: pd.DataFrame, ma: str, mb: str, word: Word = plain_word):
+        j = ca.merge(cb, on=["speed_factor", "channel"], suffixes=("_a", "_b"))
+        self.cells = j = j.sort_values(["speed_factor", "mean_distance_m_a"]).reset_index(drop=True) if len(j) else j
+        short = {KNN: "vs KNN", BEST: "vs best single", LOSS: "re-calibration loss"}
+        self.stats = {tag: {"same": 0, "both": 0, "only_a": 0, "only_b": 0, "above": 0} for tag in short}
+
+        def side(c, suffix: str) -> pd.Series:
+            return pd.Series({k[:-2]: v for k, v in c.items() if k.endswith(suffix)})
+
+        def said(c, tag: str) -> str:
+            if pd.isna(c.get(tag)):
+                return NOT_REACHED
+            verdict = change_verdict if tag == LOSS else saving_verdict
+            return word(verdict(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"]))
+
+        rows = []
+        for _, c in j.iterrows():
+            ra, rb = side(c, "_a"), side(c, "_b")
+            row = {"cell": f"×{lam_cell(c['speed_factor'])} / {c['channel']}"}
+            for tag, name in short.items():
+                va = saving_verdict(ra[tag + "|lo"], ra[tag + "|hi"], ra[tag + "|holm"]) if pd.notna(ra[tag]) else None
+                vb = saving_verdict(rb[tag + "|lo"], rb[tag + "|hi"], rb[tag + "|holm"]) if pd.notna(rb[tag]) else None
+                st = self.stats[tag]
+                st["same"] += va == vb
+                da, db = va not in (None, "no difference detected"), vb not in (None, "no difference detected")
+                st["both"] += da and db
+                st["only_a"] += da and not db
+                st["only_b"] += db and not da
+                st["above"] += bool(pd.notna(ra[tag]) and pd.notna(rb[tag]) and rb[tag] > ra[tag])
+                row[f"{name}, fine-tuned" if "fine-tuned" in ma else f"{name}, A"] = (
+                    f"{saving_cell(ra, tag)} {said(ra, tag)}")
+                row[f"{name}, from scratch" if "scratch" in mb else f"{name}, B"] = (
+                    f"{saving_cell(rb, tag)} {said(rb, tag)}")
+            rows.append(row)
+        self.set_records(rows)

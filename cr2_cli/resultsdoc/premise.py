@@ -16,11 +16,10 @@ import json
 import pandas as pd
 
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS
-from cr2.report.premise_map import PremiseRecalibration, PremiseSavings, target_counts
+from cr2.report.premise_map import (PremiseModes, PremiseRecalibration, PremiseSavings, SpeedTrendTable,
+                                   target_counts)
 from cr2.studies.premise import COMPARISONS, premise_cells
 from cr2.evaluation.statistics import saving_verdict
-from cr2.report.cells import ci_cell
-from cr2.report.markdown import markdown_table
 from cr2_cli.resultsdoc.core import HOMES, Doc, change_verdict, label_kind
 
 SCENARIOS = (("default", "Default scenario", None),
@@ -71,24 +70,6 @@ def command(key: str, config: str | None, row) -> str | None:
 
 
 # ---------------------------------------------------------------- words and cells of the tables
-def _ci(est, lo, hi) -> str:
-    return ci_cell(est, lo, hi, "+.1f", "not reached")
-
-
-def _word(doc: Doc, c, tag: str, holm: bool = True) -> str:
-    """A cell's word under Holm over its study's cells (the family it is read in; never the uncorrected one)."""
-    if pd.isna(c.get(tag)):
-        return "not reached"
-    return doc.saving(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"])
-
-
-def _loss_word(doc: Doc, c, tag: str, holm: bool = True) -> str:
-    """The re-calibration loss (positive = re-calibration alone dearer) in the words of a change, under Holm."""
-    if pd.isna(c.get(tag)):
-        return "not reached"
-    return doc.compare(c[tag + "|lo"], c[tag + "|hi"], c[tag + "|holm"])
-
-
 def _verdict_counts(doc: Doc, cs: pd.DataFrame, tag: str, holm: bool, loss: bool = False) -> dict:
     out: dict[str, int] = {}
     for _, c in cs.iterrows():
@@ -153,8 +134,6 @@ def _trends(doc: Doc, found: list) -> str:
     tag = "cr2-retrain|knn"
     trends = speed_trends([(cs["speed_factor"].to_numpy(float), cs[tag].to_numpy(float)) for _, _, cs in found],
                           TREND_SEED, TREND_PERMUTATIONS)
-    rows = [(title, sid, t.rho, t.p_value, t.n, t.method) for (title, sid, _), t in zip(found, trends)]
-    p_holm = [t.p_holm for t in trends]
     out = ["### Does CR²'s saving vs KNN change with device speed? (trend test)\n",
            "Spearman's ρ between the device speed factor and CR²'s mean saving vs KNN over a study's cells, with a "
            f"two-sided permutation p ({TREND_PERMUTATIONS:,} seeded permutations of the savings; "
@@ -162,51 +141,18 @@ def _trends(doc: Doc, found: list) -> str:
            "CR²'s saving as the device gets faster (\"cheaper\": the saving grows, \"dearer\": the deficit grows). The "
            "cells share their test queries and base fits, so the test is of the ordering across this grid, not of "
            "independent draws.\n"]
-    tab = []
-    for (title, sid, rho, p, n, method), ph in zip(rows, p_holm):
-        tab.append({"study": f"{title}: `{sid}`", "cells": n, "ρ (speed, saving vs KNN)": f"{rho:+.3f}",
-                    "permutation p": f"{p:.4f}", f"Holm ({len(rows)} tests)": f"{ph:.4f}",
-                    "as the device gets faster, CR² vs KNN": doc.test(rho, ph)})
-    out.append(markdown_table(pd.DataFrame(tab)))
+    out.append(SpeedTrendTable([(title, sid) for title, sid, _ in found], trends, doc.word).markdown())
     return "\n".join(out)
 
 
 def _compare_modes(doc: Doc, title: str, a: tuple, b: tuple) -> str:
     """Cell by cell: the same comparisons in two studies that differ only in how the retrained variant is trained."""
     (sa, ma, ca), (sb, mb, cb) = a, b
-    j = ca.merge(cb, on=["speed_factor", "channel"], suffixes=("_a", "_b"))
+    table = PremiseModes(ca, cb, ma, mb, doc.word)
+    j, stats = table.cells, table.stats
     if j.empty:
         return f"_{title}: the two studies share no cell._\n"
-    j = j.sort_values(["speed_factor", "mean_distance_m_a"]).reset_index(drop=True)
-
-    def side(c, suffix: str) -> pd.Series:
-        return pd.Series({k[:-2]: v for k, v in c.items() if k.endswith(suffix)})
-
-    rows, summary = [], []
-    stats = {tag: {"same": 0, "both": 0, "only_a": 0, "only_b": 0, "above": 0}
-             for tag in (f"{m}|{r}" for m, r, _, _ in COMPARISONS)}
-    for _, c in j.iterrows():
-        ra, rb = side(c, "_a"), side(c, "_b")
-        row = {"cell": f"×{c['speed_factor']:g} / {c['channel']}"}
-        for method, ref, _, name in COMPARISONS:
-            tag = f"{method}|{ref}"
-            wf = _loss_word if method == "cr2-recal" else _word
-            va = saving_verdict(ra[tag + "|lo"], ra[tag + "|hi"], ra[tag + "|holm"]) if pd.notna(ra[tag]) else None
-            vb = saving_verdict(rb[tag + "|lo"], rb[tag + "|hi"], rb[tag + "|holm"]) if pd.notna(rb[tag]) else None
-            st = stats[tag]
-            st["same"] += va == vb
-            da, db = va not in (None, "no difference detected"), vb not in (None, "no difference detected")
-            st["both"] += da and db
-            st["only_a"] += da and not db
-            st["only_b"] += db and not da
-            st["above"] += bool(pd.notna(ra[tag]) and pd.notna(rb[tag]) and rb[tag] > ra[tag])
-            short = {"cr2-retrain|knn": "vs KNN", "cr2-retrain|best-single": "vs best single",
-                     "cr2-recal|cr2-retrain": "re-calibration loss"}[tag]
-            row[f"{short}, fine-tuned" if "fine-tuned" in ma else f"{short}, A"] = (
-                f"{_ci(ra[tag], ra[tag + '|lo'], ra[tag + '|hi'])} {wf(doc, ra, tag, True)}")
-            row[f"{short}, from scratch" if "scratch" in mb else f"{short}, B"] = (
-                f"{_ci(rb[tag], rb[tag + '|lo'], rb[tag + '|hi'])} {wf(doc, rb, tag, True)}")
-        rows.append(row)
+    summary = []
     for method, ref, _, name in COMPARISONS:
         st = stats[f"{method}|{ref}"]
         summary.append(f"- {name}: the same word (Holm) in {st['same']} of {len(j)} cells; a direction detected in "
@@ -215,7 +161,7 @@ def _compare_modes(doc: Doc, title: str, a: tuple, b: tuple) -> str:
                        f"of {len(j)} cells.")
     return (f"{title}: `{sa}` ({ma}) vs `{sb}` ({mb}), {len(j)} common cells, mean over targets, %. Each study's own "
             "interval and word, Holm within its study; the difference between the two studies has no stored "
-            "interval, so it is not judged — only counted.\n\n" + markdown_table(pd.DataFrame(rows)) + "\n"
+            "interval, so it is not judged — only counted.\n\n" + table.markdown() + "\n"
             + "\n".join(summary) + "\n")
 
 
