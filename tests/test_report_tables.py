@@ -6,7 +6,7 @@ import io
 
 import pandas as pd
 
-from cr2.report.cells import EM_DASH, MINUS, PAGE, TERMINAL, counts_cell
+from cr2.report.cells import EM_DASH, PAGE, TERMINAL, counts_cell
 from cr2.report.pools import (AcrossPoolEqualRisk, PoolDiagnostics, PoolSavings, PoolVerdictCounts, SignedRankTests,
                               across_pool_equal_risk_markdown)
 from cr2.report.table import Table
@@ -44,11 +44,11 @@ def test_pool_savings_words_come_from_the_callers_word_and_numbers_from_one_styl
 
     t = PoolSavings(_savings(), "knn", {"p1": 2.0, "p2": 0.5}, ("cr2",), word=word)
     assert t.head == ["pool", "c_dev/c_edge", "cr2 vs knn", "full-information vs knn"]
-    assert t.rows[0] == ["p1", "2.00", f"{MINUS}3.0 [{MINUS}6.0, {MINUS}0.5] <dearer>", "+40.0 [+35.0, +45.0]"]
-    assert t.rows[1][2] == f"+1.0 [{MINUS}1.0, +3.0] <no difference detected>"
+    assert t.rows[0] == ["p1", "2.00", "-3.0 [-6.0, -0.5] <dearer>", "+40.0 [+35.0, +45.0]"]
+    assert t.rows[1][2] == "+1.0 [-1.0, +3.0] <no difference detected>"
     assert said == ["dearer", "no difference detected"]  # the oracle is a bound: no word asked for
     plain = PoolSavings(_savings(), "knn", {}, ("cr2",), style=TERMINAL)
-    assert plain.rows[0][1:3] == [EM_DASH, "-3.0 [-6.0, -0.5]"]  # no word without `word`; the terminal's minus
+    assert plain.rows[0][1:3] == [EM_DASH, "-3.0 [-6.0, -0.5]"]  # no word without `word`; the terminal's dash
     counts = PoolVerdictCounts(_savings(), "knn", ("cr2",))
     assert counts.rows == [["cr2", "2", counts_cell(["dearer", "no difference detected"])]] == [["cr2", "2", "0 / 1 / 1"]]
 
@@ -60,7 +60,7 @@ def test_the_diagnostics_signed_rank_and_across_pool_tables():
                        "auc_disagree_device_ref": 0.55, "auc_disagree_mean": 0.5}])
     assert PoolDiagnostics(d).rows[0][:5] == ["p1", "12.0 [-1.0, 20.0]", "0.400", EM_DASH, "0.200"]
     page = PoolDiagnostics(d, label="ladder", style=PAGE, headroom_spec="+.1f")
-    assert page.head[0] == "ladder" and page.rows[0][1] == f"+12.0 [{MINUS}1.0, +20.0]" and page.rows[0][5] == f"{MINUS}0.10"
+    assert page.head[0] == "ladder" and page.rows[0][1] == "+12.0 [-1.0, +20.0]" and page.rows[0][5] == "-0.10"
     tests = pd.DataFrame([{"baseline": "mlp", "pools": 5, "median": -1.25, "w_plus": 3.0, "w_minus": 12.0, "p": 0.31,
                            "method": "exact", "error": None},
                           {"baseline": "knn", "pools": 1, "median": None, "w_plus": None, "w_minus": None, "p": None,

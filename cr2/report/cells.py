@@ -16,7 +16,6 @@ import pandas as pd
 
 DASH = "–"
 EM_DASH = "—"
-MINUS = "−"  # U+2212: the results page's sections on pools write negative numbers with it
 
 
 def missing(value: Any) -> bool:
@@ -27,7 +26,8 @@ def missing(value: Any) -> bool:
 def num(value: Any, spec: str, scale: float = 1.0, suffix: str = "", missing_text: str = DASH, *,
         minus: str = "-", no_negative_zero: bool = False) -> str:
     """value × scale in format `spec`, then `suffix`; `missing_text` where there is no value. `minus` replaces the
-    hyphen-minus of the formatted number (MINUS for typeset pages); `no_negative_zero` writes −0.0 as 0.0."""
+    hyphen-minus of the formatted number (every surface of cr2 keeps the hyphen-minus: one minus sign); `no_negative_zero`
+    writes −0.0 as 0.0."""
     if missing(value):
         return missing_text
     v = float(value) * scale
@@ -142,7 +142,7 @@ class Style:
         return span(values, spec, minus=self.minus)
 
 
-PAGE = Style(MINUS, DASH)  # the results page's measured-pool, ladder and simulator sections
+PAGE = Style("-", DASH)  # the results page's tables: '–' where a value is missing
 TERMINAL = Style("-", EM_DASH)  # the study commands' tables (and the page's pool diagnostics, which print theirs)
 
 

@@ -3,7 +3,7 @@ docs/results.md as objects (cr2.report.table.Table): the MMLU-Pro summary, the s
 run, and the routers' signs out of sample.
 
 The tables read the rows of v_simcheck with their `met` column (cr2.studies.simcheck.with_met) and the sign counts
-and router savings cr2.studies.simcheck computes; they write cells only (cr2.report.cells.PAGE: the typeset minus).
+and router savings cr2.studies.simcheck computes; they write cells only (cr2.report.cells.PAGE).
 """
 from __future__ import annotations
 

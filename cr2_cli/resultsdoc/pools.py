@@ -26,7 +26,7 @@ ROUTERS = routers_tagged("compared")  # learned methods: the family a verdict co
 POOLS_COMMAND = scenario(KEY).command_line()  # configs/scenarios.yaml
 LABELS_COMMAND = "python scripts/pool_label_diagnostics.py"
 RESAMPLES_LABELS = 1000  # paired resamples of the questions for the m_ref accuracy gaps (seed 0)
-num, cell, span = PAGE.num, PAGE.ci, PAGE.span  # the measured-pool sections' cells (negative: the typeset minus)
+num, cell, span = PAGE.num, PAGE.ci, PAGE.span  # the measured-pool sections' cells
 
 
 def savings_table(doc: Doc, sav: pd.DataFrame, ref: str, ratio: pd.Series, label: str = "pool") -> str:
