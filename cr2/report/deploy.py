@@ -114,3 +114,41 @@ def deploy_markdown(decisions: pd.DataFrame, candidates: pd.DataFrame) -> str:
 
 __all__ = ["ANSWER_COLUMN", "RULE_SUMMARY", "TITLE", "answer_text", "candidate_name", "deploy_markdown", "deploy_rows",
            "whole_cost_rows"]
+
+
+def decision_us_key(candidate: str) -> str | None:
+    """The key of a candidate in the routing benchmark's µs-per-decision figures (None: an Always-edge candidate
+    decides nothing): CR² with a device runs gate and teacher (`cr2-route`), without one the teacher (`cr2-edge`)."""
+    from cr2.evaluation.deploy import ALWAYS_EDGE, NO_DEVICE
+
+    if candidate == ALWAYS_EDGE:
+        return None
+    router, _, rule = candidate.partition("@")
+    if router == "cr2":
+        return "cr2-edge" if rule == NO_DEVICE else "cr2-route"
+    return router
+
+
+def whole_cost_by_rule_rows(scenario: str, decisions: pd.DataFrame, candidates: pd.DataFrame,
+                            us: dict[str, float]) -> list[dict[str, str]]:
+    """One row per (router, device on/off) of a scenario's stored decisions: its rule-free whole cost (whole_cost_rows
+    of the first rule), its measured µs per decision (`us`, by decision_us_key), then per rule its geometric-mean
+    cost and status."""
+    by_rule = {}  # rule → (router, device) → (stored candidate, its whole-cost row in the stored rows' order)
+    for rule in decisions["rule"]:
+        stored = candidates[candidates["rule"] == rule].sort_values("complexity_rank")
+        by_rule[rule] = {(str(c.router), bool(c.device)): (c.candidate, r)
+                         for c, r in zip(stored.itertuples(), whole_cost_rows(candidates, rule))}
+    rows = []
+    for which, (cand, r) in next(iter(by_rule.values())).items():
+        key = decision_us_key(cand)
+        label = cand if not which[1] else f"{which[0]}@rule"  # the certified candidate: one row for every rule
+        row = {"scenario": scenario, **{k: v for k, v in r.items() if k not in (
+                   "geometric-mean cost [95 % CI]", "status", "expected at its deferral share")},
+               "candidate": candidate_name(label), "µs per decision": "0" if key is None else num(us.get(key), ".1f")}
+        for rule, per in by_rule.items():
+            c = per.get(which)
+            row[f"{rule}: geometric-mean cost [95 % CI], status"] = "–" if c is None else \
+                f"{c[1]['geometric-mean cost [95 % CI]']}, {c[1]['status']}"
+        rows.append(row)
+    return rows

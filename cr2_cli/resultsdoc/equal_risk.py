@@ -14,7 +14,6 @@ import pandas as pd
 
 from cr2.evaluation.equal_risk import seed_spread
 from cr2.evaluation.families import over_seeds
-from cr2.report.cells import num
 from cr2.report.headline import mean_grid_line
 from cr2.report.equal_risk import (RULE_RISK, CalibratedVsDefault, CertifiedValidityAt, EqualRiskScores,
                                    SeedEqualRisk, stored_word)
@@ -217,24 +216,13 @@ def decision_us(doc: Doc) -> tuple[dict[str, float], str]:
                 "(`cr2-route`), without: the teacher alone (`cr2-edge`)")
 
 
-def _us_key(candidate: str) -> str | None:
-    from cr2.evaluation.deploy import ALWAYS_EDGE, NO_DEVICE
-
-    if candidate == ALWAYS_EDGE:
-        return None
-    router, _, rule = candidate.partition("@")
-    if router == "cr2":
-        return "cr2-edge" if rule == NO_DEVICE else "cr2-route"
-    return router
-
-
 def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
     """Which router to deploy per scenario and rule: the stored decisions of each scenario's newest evaluation run
     (tables deploy_decisions / deploy_candidates, cr2.evaluation.deploy's rule) — the rows `cr2 results` and the HTML
     report print — and per scenario every candidate with the whole cost of its decisions."""
     from cr2.core.errors import DataValidationError
     from cr2.evaluation.deploy import contradictions
-    from cr2.report.deploy import RULE_SUMMARY, candidate_name, deploy_rows, whole_cost_rows
+    from cr2.report.deploy import RULE_SUMMARY, deploy_rows, whole_cost_by_rule_rows
     from cr2_warehouse.repository import run_deploy, run_equal_risk
 
     rows, costs = [], []
@@ -258,25 +246,7 @@ def deploy_table(doc: Doc, keys: list[tuple[str, str]]) -> str:
                          "re-run it)"})
             continue
         rows += deploy_rows(decisions, candidates, f"{name}, run `{run_id}`")
-        # one row per (router, device on/off): its rule-free whole cost, then per rule its cost and status
-        by_rule = {}  # rule → (router, device) → (stored candidate, its whole-cost row in the stored rows' order)
-        for rule in decisions["rule"]:
-            stored = candidates[candidates["rule"] == rule].sort_values("complexity_rank")
-            by_rule[rule] = {(str(c.router), bool(c.device)): (c.candidate, r)
-                             for c, r in zip(stored.itertuples(), whole_cost_rows(candidates, rule))}
-        first = next(iter(by_rule.values()))
-        for which, (cand, r) in first.items():
-            key = _us_key(cand)
-            label = cand if not which[1] else f"{which[0]}@rule"  # the certified candidate: one row for every rule
-            row = {"scenario": name, **{k: v for k, v in r.items() if k not in ("geometric-mean cost [95 % CI]", "status",
-                                                                                  "expected at its deferral share")},
-                   "candidate": candidate_name(label),
-                   "µs per decision": "0" if key is None else num(us.get(key), ".1f")}
-            for rule, per in by_rule.items():
-                c = per.get(which)
-                row[f"{rule}: geometric-mean cost [95 % CI], status"] = "–" if c is None else \
-                    f"{c[1]['geometric-mean cost [95 % CI]']}, {c[1]['status']}"
-            costs.append(row)
+        costs += whole_cost_by_rule_rows(name, decisions, candidates, us)
     if not rows:
         return "_No scenario stores a deploy decision (runs made before the deploy rule)._\n"
     return (RULE_SUMMARY + "\n\n" + markdown_table(pd.DataFrame(rows)) + "\n\n**The whole cost of a decision, per "
