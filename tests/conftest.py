@@ -191,6 +191,9 @@ def home(tmp_path) -> Path:
 
 
 # ---------------------------------------------------------------- slice warehouses built once per run
+# The pipeline slice keeps the shipped evaluation settings (B = 10,000 comparison resamples, 200 re-splits): the one
+# slice run on the default path. Every other test run sets B = 1,000 / 200 and 10 re-splits, which test the same
+# properties at a tenth of the bootstrap's work.
 PIPELINE_SLICE = """extends: default
 data_dir: {data}
 teacher: {{epochs: 4}}
@@ -247,7 +250,7 @@ data_dir: {data}
 teacher: {{epochs: 2}}
 gate: {{epochs: 2}}
 grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.0, 2.0]}}}}
-evaluation: {{n_resplits: 10}}
+evaluation: {{n_resplits: 10, bootstrap: {{n_resamples: 200, n_resamples_compare: 1000}}}}
 baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2}}, knn: {{k_grid: [3]}}}}}}
 splits: {{seed: {seed}}}
 """

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow]
 
 NAME = "knn@crc-avoidable"
 LAM, ALPHA = 2.0, 0.1  # on the slice's grids (grids.lam.extra, certify.alphas)
-SLICE = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resplits": 0},
+SLICE = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resplits": 0, "bootstrap": {"n_resamples": 200, "n_resamples_compare": 1000}},
          "grids": {"lam": {"min": 0.1, "max": 20.0, "n_log": 4, "extra": [2.0]}, "default_alpha": ALPHA,
                    "alpha": [0.05, ALPHA, 0.2]},
          "certify": {"rules": ["crc-avoidable"], "routers": ["knn"], "alphas": [0.05, ALPHA, 0.2]},

@@ -22,7 +22,7 @@ from cr2_warehouse.db import Warehouse
 pytestmark = [pytest.mark.slow]
 
 LEARNED = ("knn", "mlp", "embedllm", "llmrank", "llmrank-bench")
-SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resplits": 10},
+SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resplits": 10, "bootstrap": {"n_resamples": 200, "n_resamples_compare": 1000}},
          "grids": {"lam": {"min": 0.1, "max": 20.0, "n_log": 4, "extra": [0.0, 2.0]}},
          "certify": {"rules": list(RULES), "delta": 0.1, "alphas": [0.05, 0.1, 0.2]}}
 

@@ -89,3 +89,21 @@ def test_the_exact_test_is_two_sided_and_skips_cells_without_an_exact_value():
     v = exactness_verdict([0.009, 0.01], [0.0002, 0.0002], [np.nan, 0.01])
     assert v.verdict == MATCHES_EXACT and v.n_cells == 1
     assert exactness_verdict([0.01], [0.001], [np.nan]).verdict is None
+
+
+def test_a_run_of_zero_risks_matches_a_tiny_exact_expectation_and_not_a_large_one():
+    """Re-splits that all gave risk 0 have se = 0 and no z: a risk in [0, 1] with mean μ is positive with probability
+    at least μ, so n zeros have probability ≤ (1 − μ)^n — a μ of 2e-6 over 2,000 zeros matches, 0.01 does not."""
+    from cr2.evaluation.validity import exactness_verdict
+
+    tiny = exactness_verdict([0.0, 0.01], [0.0, 0.0002], [2e-6, 0.01], n=[2000, 2000])
+    assert tiny.verdict == MATCHES_EXACT and tiny.n_cells == 2
+    large = exactness_verdict([0.0, 0.01], [0.0, 0.0002], [0.01, 0.01], n=[2000, 2000])
+    assert large.verdict == DIFFERS_EXACT and large.worst == 0 and large.p < 2 * 0.99 ** 2000 * 1.0001
+    ones = exactness_verdict([1.0], [0.0], [1.0 - 1e-7], n=[2000])
+    assert ones.verdict == MATCHES_EXACT
+    # without the count the flat cell is compared exactly, as before
+    assert exactness_verdict([0.0], [0.0], [2e-6]).verdict == DIFFERS_EXACT
+    # the bound is attained by a risk that is 1 with probability μ, else 0: its n zeros then occur with (1 − μ)^n
+    mu, n = 0.002, 500
+    assert exactness_verdict([0.0], [0.0], [mu], n=[n]).p == pytest.approx(min(1.0, 2 * (1 - mu) ** n))

@@ -143,7 +143,7 @@ teacher: {{epochs: 3}}
 gate: {{epochs: 3}}
 grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0, 8.0]}}}}
 baselines: {{params: {{mlp: {{epochs: 3}}, embedllm: {{epochs: 3}}, llmrank: {{epochs: 3}}, knn: {{k_grid: [3]}}}}}}
-evaluation: {{n_resplits: 10}}
+evaluation: {{n_resplits: 10, bootstrap: {{n_resamples: 200, n_resamples_compare: 1000}}}}
 """
 
 

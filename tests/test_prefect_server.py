@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.slow]
 
 SMALL = """extends: default
 data_dir: {data}
-teacher: {{epochs: 3}}
-gate: {{epochs: 3}}
+teacher: {{epochs: 2}}
+gate: {{epochs: 2}}
 grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0, 8.0]}}}}
-evaluation: {{n_resplits: 20}}
-baselines: {{params: {{mlp: {{epochs: 3}}, embedllm: {{epochs: 3}}, llmrank: {{epochs: 3}}, knn: {{k_grid: [3]}}}}}}
+evaluation: {{n_resplits: 20, bootstrap: {{n_resamples: 200, n_resamples_compare: 1000}}}}
+baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2}}, knn: {{k_grid: [3]}}}}}}
 """
 RUN_TIMEOUT_S = 420  # one flow run, worst case on a loaded 2-core machine (a fresh process imports torch & co.)
 
@@ -34,7 +34,7 @@ RUN_TIMEOUT_S = 420  # one flow run, worst case on a loaded 2-core machine (a fr
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     root = tmp_path_factory.mktemp("prefect-e2e")
-    data = write_small_benchmarks(root / "data", per_subset=20, subsets_per_benchmark=3)
+    data = write_small_benchmarks(root / "data", per_subset=12, subsets_per_benchmark=2)  # as conftest.small_cli_run
     cfg = root / "small.yaml"
     cfg.write_text(SMALL.format(data=data))
     t0 = time.monotonic()

@@ -26,7 +26,7 @@ from tests.conftest import run_stages_to_evaluate
 from tests.conftest import write_small_benchmarks
 from cr2_warehouse.db import Warehouse
 
-SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resplits": 10},
+SMALL = {"teacher": {"epochs": 2}, "gate": {"epochs": 2}, "evaluation": {"n_resplits": 10, "bootstrap": {"n_resamples": 200, "n_resamples_compare": 1000}},
          "grids": {"lam": {"min": 0.1, "max": 20.0, "n_log": 4, "extra": [0.0, 2.0]}},
          "baselines": {"params": {"mlp": {"epochs": 2}, "embedllm": {"epochs": 2}, "llmrank": {"epochs": 2},
                                   "knn": {"k_grid": [3]}}}}

@@ -103,7 +103,7 @@ def test_deployed_verdicts_test_each_promise_and_leave_context_and_crc_means_out
     assert "target 0.7" in text and "nan" not in text.lower()
 
 
-def test_a_certified_family_flagged_by_its_screening_resplits_is_decided_by_a_confirmatory_recheck():
+def test_a_certified_family_flagged_by_its_screening_resplits_is_decided_by_a_confirmatory_recheck(tmp_path):
     """The certify stage re-checks a (method, α) whose screening re-splits say "violation detected" on an independent
     stream with 10× the re-splits, and that verdict is the one reported, the screening one shown beside it."""
     from types import SimpleNamespace
@@ -141,6 +141,20 @@ def test_a_certified_family_flagged_by_its_screening_resplits_is_decided_by_a_co
     # without a re-check stored, the screening verdict stands
     assert certified_verdicts(cells.drop(columns=["confirm_mean", "confirm_se", "confirm_n"])).iloc[0]["verdict"] \
         == VIOLATION
+    # the stored run is read back with its re-check: every surface reads certified_validity, so the confirmatory
+    # verdict decides there too
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.repository import certified_validity
+
+    screening = [{"run_id": "run", "method": "cr2@crc", "lam": lam, "alpha": 0.1, "benchmark": "all",
+                  "metric": f"resplit_risk_{m}", "value": value}
+                 for lam, mean in zip((0.5, 2.0), unlucky[:2, 0]) for m, value in (("mean", mean), ("se", 0.0002),
+                                                                                   ("n", 40.0))]
+    with Warehouse(tmp_path) as wh:
+        wh.insert_df("metrics", pd.DataFrame(screening + rows))
+        stored = certified_validity(wh, "run")
+    v = certified_verdicts(stored).iloc[0]
+    assert v["verdict"] == NO_VIOLATION and v["screening_verdict"] == VIOLATION and v["n_resplits"] == 400
 
 
 def test_a_family_whose_means_differ_from_their_exact_expectation_is_rechecked_too():

@@ -483,12 +483,14 @@ def certified_validity(wh: Warehouse, run_id: str) -> pd.DataFrame:
     """The certified routers' validity over re-splits in run `run_id`: per (method, λ, α) the mean test risk over the
     random calibration/test re-splits, its Monte-Carlo standard error, the number of re-splits and the exact
     expectation the mean estimates (metrics resplit_risk_mean / _se / _n, resplit_exact_mean; NULL n or exact for a
-    run stored before they were)."""
+    run stored before they were), and the confirmatory re-check of a flagged (method, α) (resplit_confirm_risk_*:
+    confirm_mean, confirm_se, confirm_n; NULL where none ran), whose verdict is the one reported."""
     from cr2_warehouse.db import view_sql
 
     # the view's own SELECT as a subquery: one definition, and a warehouse opened read-only before its views were
     # re-created (one built by an older cr2) still answers
-    return wh.df(f"SELECT method, lam, alpha, risk_mean, risk_se, n_resplits, exact_mean FROM "
+    return wh.df(f"SELECT method, lam, alpha, risk_mean, risk_se, n_resplits, exact_mean, confirm_mean, confirm_se, "
+                 f"confirm_n FROM "
                  f"({view_sql('v_certified_validity')}\n) "
                  "WHERE run_id = ? ORDER BY method, alpha, lam", [run_id])
 

@@ -103,22 +103,33 @@ def _context():
     return ctx
 
 
+@functools.lru_cache(maxsize=None)
+def _batch_definition(name: str):
+    """The whole-dataframe batch definition of suite `name`, made once per process: each validation passes its frame
+    as a batch parameter (an asset per call would pile up in the context)."""
+    ctx = _context()
+    source = ctx.data_sources.add_pandas(f"cr2-{name}")
+    return source.add_dataframe_asset("frame").add_batch_definition_whole_dataframe("whole")
+
+
 def validate_frame(name: str, df: pd.DataFrame, **ctx_values) -> dict:
-    """Run the GX suite `name` on df; return its statistics or raise DataValidationError."""
+    """Run the GX suite `name` on df (its expectations in one validation: GX computes their metrics together); return
+    its statistics or raise DataValidationError."""
+    import great_expectations as gx
     import great_expectations.expectations as gxe
 
-    ctx = _context()
     expectations = SUITES[name](ctx_values)
-    src_name = f"cr2-{name}"
-    try:
-        source = ctx.data_sources.get(src_name)
-    except (KeyError, ValueError):
-        source = ctx.data_sources.add_pandas(src_name)
-    asset = source.add_dataframe_asset(f"frame-{len(source.assets)}")
-    batch = asset.add_batch_definition_whole_dataframe("whole").get_batch(batch_parameters={"dataframe": df})
-    failures = []
+    definition = _batch_definition(name)  # the context first: a suite is made inside one
+    suite = gx.ExpectationSuite(name=f"cr2-{name}")
     for cls_name, kwargs in expectations:
-        result = batch.validate(getattr(gxe, cls_name)(**kwargs))
+        suite.add_expectation(getattr(gxe, cls_name)(**kwargs))
+    batch = definition.get_batch(batch_parameters={"dataframe": df})
+    results = batch.validate(suite).results
+    if len(results) != len(expectations):
+        raise DataValidationError(f"data validation of '{name}': {len(results)} results for {len(expectations)} "
+                                  "expectations; nothing was written")
+    failures = []
+    for (cls_name, kwargs), result in zip(expectations, results):  # GX keeps the suite's order
         if not result.success:
             r = result.result or {}
             examples = r.get("partial_unexpected_list") or r.get("observed_value")

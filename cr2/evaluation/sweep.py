@@ -331,7 +331,8 @@ def confirm_flagged(name: str, rule: str, table: Any, found: list, n_calib: int,
     exact = np.array([np.asarray(e, dtype=np.float64) for *_, e in found])
     flagged = [k for k in range(alphas.size)
                if validity_verdict(means[:, k], ses[:, k], float(alphas[k])).verdict == VIOLATION
-               or exactness_verdict(means[:, k], ses[:, k], exact[:, k]).verdict == DIFFERS_EXACT]
+               or exactness_verdict(means[:, k], ses[:, k], exact[:, k],
+                                    n=[risks.shape[0] for *_, risks, _ in found]).verdict == DIFFERS_EXACT]
     if not flagged:
         return []
     rng, n_confirm = confirm_rng(seed, name), confirm_resplits(n_resplits)

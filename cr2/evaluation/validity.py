@@ -110,10 +110,15 @@ DIFFERS_EXACT = "differs from its exact expectation"
 EXACT_WORDS = (MATCHES_EXACT, DIFFERS_EXACT)
 
 
-def exactness_verdict(values, ses, exact, *, level: float = LEVEL) -> ValidityVerdict:
+def exactness_verdict(values, ses, exact, *, n=None, level: float = LEVEL) -> ValidityVerdict:
     """Whether a family's Monte-Carlo means agree with their exact expectations (cr2.crc.expected_resplit_risk): per
-    cell a two-sided z = (mean − exact) / se, p = 2·(1 − Φ(|z|)) (se = 0: p = 0 where mean ≠ exact, else 1), Holm at
-    `level` over the cells; DIFFERS_EXACT where Holm rejects one.
+    cell a two-sided z = (mean − exact) / se, p = 2·(1 − Φ(|z|)), Holm at `level` over the cells; DIFFERS_EXACT where
+    Holm rejects one.
+
+    A cell whose re-splits all gave one value has se = 0 and no z. A risk lies in [0, 1], so E[risk] = μ puts at least
+    probability μ on risk > 0: n re-splits (`n`, per cell) all at 0 have probability at most (1 − μ)^n, and all at 1
+    at most μ^n — p = min(1, 2·that), a tiny exact expectation agreeing with a run of zeros. Any other flat cell (or
+    one without n) has p = 0 where mean ≠ exact, else 1.
 
     The one-sided promise test cannot see a bug that keeps every mean just under α (a threshold one risky point too
     strict, a tie broken the wrong way); the exact expectation is what a correct implementation's mean converges to,
@@ -132,6 +137,13 @@ def exactness_verdict(values, ses, exact, *, level: float = LEVEL) -> ValidityVe
     p[pos] = 2.0 * stats.norm.sf(np.abs(v[pos] - e[pos]) / se[pos])
     flat = ok & ~(se > 0)
     p[flat] = np.where(np.isclose(v[flat], e[flat], rtol=1e-12, atol=1e-15), 1.0, 0.0)
+    if n is not None:
+        count = np.broadcast_to(np.asarray(n, dtype=np.float64), v.shape)
+        counted = flat & np.isfinite(count) & (count > 0) & (p == 0.0) & (e >= 0.0) & (e <= 1.0)
+        with np.errstate(divide="ignore"):
+            zeros, ones = counted & (v == 0.0), counted & (v == 1.0)
+            p[zeros] = np.minimum(1.0, 2.0 * np.exp(count[zeros] * np.log1p(-np.minimum(e[zeros], 1.0))))
+            p[ones] = np.minimum(1.0, 2.0 * np.exp(count[ones] * np.log(e[ones])))
     adjusted = holm_adjust(p)
     order = np.lexsort((-np.where(ok, np.abs(v - e), -np.inf), np.where(ok, p, np.inf)))
     w = int(order[0])

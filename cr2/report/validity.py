@@ -130,8 +130,9 @@ def _exact_fields(g: pd.DataFrame) -> dict:
         return {**none, "exact_note": NO_EXACT_STORED if g["risk_mean"].notna().any() else ""}
     # a family the screening re-splits flagged was re-split again on an independent stream: its cells decide
     confirmed = "confirm_mean" in g and g["confirm_mean"].notna().any()
-    mean, se = ("confirm_mean", "confirm_se") if confirmed else ("risk_mean", "risk_se")
-    v = exactness_verdict(g[mean].to_numpy(float), g[se].to_numpy(float), g["exact_mean"].to_numpy(float))
+    mean, se, n = ("confirm_mean", "confirm_se", "confirm_n") if confirmed else ("risk_mean", "risk_se", "n_resplits")
+    v = exactness_verdict(g[mean].to_numpy(float), g[se].to_numpy(float), g["exact_mean"].to_numpy(float),
+                          n=g[n].to_numpy(float) if n in g else None)
     if v.verdict is None:
         return {**none, "exact_note": NO_EXACT_STORED}
     return {"exact_verdict": v.verdict, "exact_n_differ": v.n_violated, "exact_n_cells": v.n_cells,
