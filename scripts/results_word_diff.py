@@ -5,8 +5,8 @@ of a change that regenerates the page gives it).
 
 A word is keyed by where it is printed: for a table cell (the last two headings above the table, the row's first
 cell, the column's header); words inside double quotes are labels, not verdicts, and are skipped. Prints the
-counts (cells with a word before and after, keys found only before or only after) and one row per key whose
-words changed.
+counts (cells with a word before and after, keys found only before or only after), one row per key whose
+words changed, and per section the words of the keys found on one side only.
 """
 from __future__ import annotations
 
@@ -54,6 +54,18 @@ def main(old_path: str, new_path: str) -> None:
     print(markdown_table(pd.DataFrame([{"section": s, "row": r, "column": c, "before": b, "after": a}
                                        for (s, r, c), b, a in changed],
                                       columns=["section", "row", "column", "before", "after"])))
+    print("\nCells keyed only before or only after (a table restructured, a row or column renamed, added or "
+          "removed), by section: how many, and how often each word appears in them.\n")
+    rows = []
+    for side, mine, other in (("only before", old, new), ("only after", new, old)):
+        tally: dict[str, dict[str, int]] = {}
+        for (section, _, _), words in ((k, v) for k, v in mine.items() if k not in other):
+            for w in words.split(", "):
+                tally.setdefault(section, {}).setdefault(w, 0)
+                tally[section][w] += 1
+        rows += [{"side": side, "section": section, "words": "; ".join(f"{w} ×{n}" for w, n in sorted(t.items()))}
+                 for section, t in sorted(tally.items())]
+    print(markdown_table(pd.DataFrame(rows, columns=["side", "section", "words"])))
 
 
 if __name__ == "__main__":

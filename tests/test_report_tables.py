@@ -126,3 +126,24 @@ def test_the_price_table_writes_mean_and_se_through_cells():
                        "mean_cost_se": float("nan"), "accuracy": 0.7, "teacher_risk": 0.1, "oracle_risk": float("nan"),
                        "avoidable_risk": 0.02}])
     assert GuaranteePrice(p).rows == [["2", "crc", "0.5000 ± 0.0100", "0.2500", "0.7000", "0.1000", "–", "0.0200"]]
+
+
+def test_the_certified_validity_table_reports_the_confirmatory_verdict_of_a_flagged_family():
+    """A family whose screening re-splits said "violation detected" and that the certify stage re-checked is shown
+    with the confirmatory verdict, its cell and the screening word beside it — never the screening word alone."""
+    import numpy as np
+
+    from cr2.evaluation.validity import NO_VIOLATION, VIOLATION
+    from cr2.report.equal_risk import CertifiedValidityAt
+
+    lam = np.array([0.5, 2.0])
+    cells = pd.DataFrame({"method": "cr2@crc-oracle", "lam": lam, "alpha": 0.01,
+                          "risk_mean": [0.0112, 0.0095], "risk_se": 0.0003, "n_resplits": 200.0,
+                          "exact_mean": np.nan, "confirm_mean": [0.0100, 0.0094], "confirm_se": 0.0001,
+                          "confirm_n": 2000.0})
+    row = CertifiedValidityAt(cells, 0.01).artifact()[0]
+    shown = row["E[risk] ≤ α = 0.01 at every λ"]
+    assert shown.startswith(NO_VIOLATION) and f"the screening 200 said {VIOLATION}" in shown and "2,000" in shown
+    assert row["mean risk over re-splits there ± MC se"].startswith("0.0100")
+    screening_only = CertifiedValidityAt(cells.drop(columns=["confirm_mean", "confirm_se", "confirm_n"]), 0.01)
+    assert screening_only.artifact()[0]["E[risk] ≤ α = 0.01 at every λ"] == VIOLATION

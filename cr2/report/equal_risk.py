@@ -10,7 +10,6 @@ import pandas as pd
 
 from cr2.evaluation import families
 from cr2.evaluation.statistics import saving_verdict
-from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import DASH, ci_cell, num, p_cell
 from cr2.report.table import Table, Word, plain_word, rows_where
 from cr2.routers import short_name
@@ -74,24 +73,25 @@ class CalibratedVsDefault(Table):
 
 
 class CertifiedValidityAt(Table):
-    """Per certified router and crc rule at α (its re-split cells, certified_validity): the decisive λ, the mean risk
-    there ± its Monte-Carlo SE, the Holm p and the word of E[risk] ≤ α at every λ (cr2.evaluation.validity). An ltt
-    rule's promise is over all λ at once, so per-λ re-splits cannot test it: it is left out."""
+    """Per certified router and crc rule at α (its re-split cells, certified_validity, read by
+    cr2.report.validity.certified_verdicts): the decisive λ, the mean risk there ± its Monte-Carlo SE, the Holm p and
+    the word of E[risk] ≤ α at every λ — the confirmatory re-check's where the screening re-splits flagged the family
+    (both shown). An ltt rule's promise is over all λ at once, so per-λ re-splits cannot test it: it is left out."""
 
     def __init__(self, valid: pd.DataFrame, alpha: float, word: Word = plain_word):
-        v = valid[(valid["alpha"] - alpha).abs() < 1e-12].copy()
-        v["router"], v["rule"] = zip(*v["method"].str.split("@", n=1)) if len(v) else ([], [])
+        from cr2.report.validity import certified_verdicts, confirm_note
+
+        v = certified_verdicts(valid[(valid["alpha"] - alpha).abs() < 1e-12])
         rows = []
-        for (router, rule), g in v.groupby(["router", "rule"], sort=False):
-            if not rule.startswith("crc"):
+        for r in v.itertuples(index=False):  # by method, as certified_validity orders the cells
+            if not r.rule.startswith("crc"):
                 continue
-            g = g.sort_values("lam").reset_index(drop=True)
-            vv = validity_verdict(g["risk_mean"].to_numpy(float), g["risk_se"].to_numpy(float), alpha)
-            worst = g.iloc[vv.worst] if vv.worst >= 0 else None
-            rows.append([short_name(router), f"{rule} ({RULE_RISK.get(rule, rule)})",
-                         DASH if worst is None else num(worst["lam"], ".3g"),
-                         DASH if worst is None else f"{num(worst['risk_mean'], '.4f')} ± {num(worst['risk_se'], '.4f')}",
-                         DASH if worst is None else num(vv.p_holm, ".2g"), word(vv.verdict)])
+            tested = isinstance(r.verdict, str)
+            rows.append([short_name(r.router), f"{r.rule} ({RULE_RISK.get(r.rule, r.rule)})",
+                         num(r.worst_lam, ".3g") if tested else DASH,
+                         f"{num(r.mean, '.4f')} ± {num(r.se, '.4f')}" if tested else DASH,
+                         num(r.p_holm, ".2g") if tested else DASH,
+                         word(r.verdict) + confirm_note(r, word) if tested else word(None)])
         super().__init__(["router", "rule (its risk)", "decisive λ (smallest p)",
                           "mean risk over re-splits there ± MC se", "Holm p", f"E[risk] ≤ α = {alpha:g} at every λ"],
                          rows)

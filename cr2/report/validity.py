@@ -307,15 +307,20 @@ def _count(n) -> str:
     return count_cell(n, EM_DASH)
 
 
+def confirm_note(r, word: Callable[[str | None], str]) -> str:
+    """' — confirmatory, N re-splits …; the screening M said W' for a certified_verdicts row the confirmatory re-check
+    decided (its screening re-splits flagged the family), else ''."""
+    screen = getattr(r, "screening_verdict", None)
+    if not isinstance(screen, str):
+        return ""
+    return (f" — confirmatory, {_count(r.n_resplits)} re-splits on an independent stream; the screening "
+            f"{_count(r.screening_n_resplits)} said {word(screen)}")
+
+
 def _verdict_cell(r, word: Callable[[str | None], str]) -> str:
     """A verdict with its family (cells rejected / tested, the Holm p), or why a row has none."""
     if isinstance(r.verdict, str):
-        cell = f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})"
-        screen = getattr(r, "screening_verdict", None)
-        if isinstance(screen, str):  # the screening re-splits flagged it; the confirmatory re-check is the verdict
-            cell += (f" — confirmatory, {_count(r.n_resplits)} re-splits on an independent stream; the screening "
-                     f"{_count(r.screening_n_resplits)} said {word(screen)}")
-        return cell
+        return f"{word(r.verdict)} ({r.n_violated}/{r.n_cells}, p = {r.p_holm:.2g})" + confirm_note(r, word)
     return f"— ({r.note})"
 
 
