@@ -100,6 +100,13 @@ def test_the_results_section_prints_a_stored_study_and_says_what_is_missing(tmp_
     assert "study `level-test` on run `eval-x`" in page and mark(WITHIN) in page
     assert "| gate-quality | 1 | 0.0 % ± 0.0 (0/3)" in page and "0.0500 ± 0.0031" in page
     assert "Not in this checkout" in page and "cr2 study level -c configs/mmlu-pro-measured.yaml" in page
+    # a row stored under the verdict's earlier label is relabelled by the next writable open (warehouse/schema.sql),
+    # so SQL shows the word the page prints
+    with Warehouse(home) as wh:
+        wh.con.execute("UPDATE level_study SET verdict = 'within the nominal 5 %'")
+        wh.con.execute("UPDATE meta SET value = 'before-the-relabel' WHERE key = 'schema_digest'")
+    with Warehouse(home) as wh:
+        assert set(wh.df("SELECT DISTINCT verdict FROM level_study")["verdict"]) == {WITHIN}
 
 
 def test_the_families_of_a_study_are_read_together_so_their_verdicts_are_holm_corrected():

@@ -89,7 +89,7 @@ def test_the_level_table_prints_each_rows_stored_verdict_through_word():
                           "p_above": 1e-12, "p_above_holm": 2e-12, "n_test_rejections": 41, "p_threshold": 0.025,
                           "p_se": 0.002, "p_relative_se": 0.08, "page_resamples": 10000, "p_tail_resamples": 125.0}])
     t = LevelTable(rows, stored_level_verdicts(rows), word=lambda v: f"<{v}>")
-    assert t.rows[0][:6] == ["gate-quality", "3", "4.0 % ± 1.4 (8/200)", "7.1 %", "0.62, 1", "<within the nominal 5 %>"]
+    assert t.rows[0][:6] == ["gate-quality", "3", "4.0 % ± 1.4 (8/200)", "7.1 %", "0.62, 1", "<not detectably above the nominal 5 %>"]
     assert t.rows[0][6:] == ["9/600", "0.0167 ± 0.0016 (9 %; B = 10,000)", "83"]
     assert t.rows[1][0] == "certified-score · ltt · α = 0.05" and t.rows[1][5] == "<above the nominal 5 %>"
 

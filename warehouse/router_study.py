@@ -8,10 +8,13 @@ from pathlib import Path
 import pandas as pd
 
 
-def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, str] | None = None):
+def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, str] | None = None, *,
+                  shipped: bool = True):
     """(study, rows, summary, flops) of the stored study (cr2.studies.routers.study_rows / study_summary), read from
     the pools' base warehouse and every scenario's home; a unit not stored yet is absent from the rows. flops: FLOPs
-    per decision of every router fitted in the first pool's study home (the candidates' cost)."""
+    per decision of every router fitted in the first pool's study home (the candidates' cost). shipped: a scenario
+    scenario_homes does not name is read from its shipped home (configs/scenarios.yaml; the command's default), else
+    left out (the page reads only the homes it was given)."""
     from cr2.studies.routers import POOLS, SCENARIOS as SCENARIO_KIND, study_rows, study_summary
     from cr2.studies.routers import load_study, study_id, study_scenarios
     from cr2_warehouse.db import DB_NAME, Warehouse
@@ -19,8 +22,8 @@ def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, st
     from cr2_warehouse.repository import router_flops
 
     study = load_study(study_path)
-    homes = {n: s.home for n, s in study_scenarios().items()} | dict(scenario_homes or {})
-    parts = [(POOLS, Path(pools_home), None)] + [(SCENARIO_KIND, Path(homes[n]), n) for n in study.scenarios]
+    homes = ({n: s.home for n, s in study_scenarios().items()} if shipped else {}) | dict(scenario_homes or {})
+    parts = [(POOLS, Path(pools_home), None)] + [(SCENARIO_KIND, Path(homes[n]), n) for n in study.scenarios if n in homes]
     savings, rooms, flops = [], [], {}
     for kind, home, unit in parts:
         if not (home / DB_NAME).is_file():
@@ -46,10 +49,10 @@ def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, st
     return study, rows, study_summary(rows, study), flops
 
 
-def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None) -> pd.DataFrame:
+def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None, *, shipped: bool = True) -> pd.DataFrame:
     """Per stored scenario unit: the validity over the certify stage's re-splits (cr2.report.validity) of every
     candidate and of the reference under the study's rule at the unit's α — one verdict per router, Holm over its λ
-    cells. Empty where no scenario is stored."""
+    cells. Empty where no scenario is stored. shipped: as study_results."""
     from cr2.config import load_config
     from cr2.report.validity import certified_verdicts
     from cr2.studies.routers import SCENARIOS as SCENARIO_KIND, alpha_of
@@ -59,12 +62,12 @@ def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None
     from cr2_warehouse.repository import certified_validity
 
     study = load_study(study_path)
-    homes = {n: s.home for n, s in study_scenarios().items()} | dict(scenario_homes or {})
+    homes = ({n: s.home for n, s in study_scenarios().items()} if shipped else {}) | dict(scenario_homes or {})
     keep = [*study.names, study.reference]
     out = []
     for name in study.scenarios:
-        home = Path(homes[name])
-        if not (home / DB_NAME).is_file():
+        home = Path(homes.get(name, ""))
+        if name not in homes or not (home / DB_NAME).is_file():
             continue
         with Warehouse(home, read_only=True) as wh:
             runs = pool_study_runs(wh, study_id(study, SCENARIO_KIND))

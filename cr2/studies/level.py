@@ -35,7 +35,7 @@ from cr2.core.errors import InvalidValueError
 from cr2.evaluation.statistics import CHEAPER, DEARER, Verdict, resample_counts, resample_indices
 
 NOMINAL = 0.05  # the level every family promises (a direction word needs the Holm p < 0.05)
-WITHIN, ABOVE = "within the nominal 5 %", "above the nominal 5 %"  # the words of `level_verdict`
+WITHIN, ABOVE = "not detectably above the nominal 5 %", "above the nominal 5 %"  # the words of `level_verdict`
 PAGE_RESAMPLES = 10_000  # evaluation.bootstrap.n_resamples_compare: the B the page's p rests on
 
 
@@ -102,8 +102,8 @@ def above_p(n_rejections: int, n_replicates: int, nominal: float = NOMINAL) -> f
 def level_verdict(n_rejections: int, n_replicates: int, nominal: float = NOMINAL,
                   p_adjusted: float | None = None) -> Verdict:
     """'above the nominal 5 %' where the exact one-sided binomial test rejects "rate ≤ nominal" at 5 % — with
-    `p_adjusted` (its Holm p over the families read together) that p, else the test's own — and 'within the nominal
-    5 %' otherwise: the rate is not detectably above it."""
+    `p_adjusted` (its Holm p over the families read together) that p, else the test's own — and 'not detectably above
+    the nominal 5 %' otherwise (never a claim that the rate is at most 5 %)."""
     p = above_p(n_rejections, n_replicates, nominal) if p_adjusted is None else float(p_adjusted)
     return Verdict(ABOVE if p < 0.05 else WITHIN)
 

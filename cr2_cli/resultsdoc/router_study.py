@@ -19,7 +19,7 @@ def render(doc: Doc) -> str:
     if not doc.has(KEY):
         return head + "\n" + doc.missing(KEY, "no pool sweep, so no router study")
     homes = {k: str(doc.homes[k]) for k in study_scenarios() if k in doc.homes}  # the scenarios a study may name
-    study, rows, summary, flops = study_results(str(doc.repo / STUDY), str(doc.homes[KEY]), homes)
+    study, rows, summary, flops = study_results(str(doc.repo / STUDY), str(doc.homes[KEY]), homes, shipped=False)
     if rows["estimate"].notna().sum() == 0:
         return head + "\n" + doc.missing(KEY, f"no router study is stored (`{COMMAND}`)")
     sources, run_ids = {}, {}
@@ -63,6 +63,6 @@ def render(doc: Doc) -> str:
         f"({len(winners)} of {len(summary)}).",
         "",
         router_study_markdown(rows, summary, flops, (POOLS, SCENARIOS), doc.word,
-                              study_validity(str(doc.repo / STUDY), homes)),
+                              study_validity(str(doc.repo / STUDY), homes, shipped=False)),
     ]
     return "\n".join(text) + "\n"
