@@ -11,6 +11,7 @@ from pathlib import Path
 from prefect import flow
 
 from cr2.config import Config
+from cr2.studies.level import AA_RESAMPLES
 from cr2_tasks.common import run_stage
 from cr2_tasks.level import LEVEL
 
@@ -26,7 +27,7 @@ def study_level(config: Config, home: Path, n_replicates: int, n_resamples: int,
 
 @flow(name="cr2-study-level", log_prints=True)
 def study_level_flow(config_path: str | None = None, home: str | None = None, n_replicates: int = 200,
-                     n_resamples: int = 500, seed: int = 0) -> dict:
+                     n_resamples: int = AA_RESAMPLES, seed: int = 0) -> dict:
     from cr2.config import load_config
     from cr2_warehouse.db import default_home
 

@@ -121,3 +121,19 @@ def test_the_families_of_a_study_are_read_together_so_their_verdicts_are_holm_co
     assert many[0]["p_above_holm"] == pytest.approx(min(1.0, 14 * above_p(17, 200))) and many[0]["verdict"] == WITHIN
     far = level_rows([FamilyLevel("gate-quality", None, None, 5, 200, 60, 90, 500)] * 14)
     assert all(r["verdict"] == ABOVE for r in far)
+
+
+def test_the_replicate_b_puts_every_holm_threshold_on_a_step_of_p():
+    """p = 2X/B: a threshold between two steps rejects more often than itself under the null; the A/A default B puts
+    0.05/k on a step for every k ≤ 6, so a replicate tests at the page's level (B = 500 did not: 0.012 for 0.0083)."""
+    from cr2.studies.level import AA_RESAMPLES, effective_level
+
+    for k in range(1, 7):
+        assert effective_level(0.05 / k, AA_RESAMPLES) <= 0.05 / k
+        assert effective_level(0.05 / k, AA_RESAMPLES) == pytest.approx(0.05 / k, rel=1e-3)
+    assert effective_level(0.05 / 6, 500) == pytest.approx(6 / 501) and 6 / 501 > 1.4 * 0.05 / 6
+    rng = np.random.default_rng(0)  # the formula is the null's rejection rate: uniform share, binomial counts
+    q = rng.random(400_000)
+    x = rng.binomial(500, q)
+    p = 2 * np.minimum(x, 500 - x) / 500
+    assert (p < 0.05 / 6).mean() == pytest.approx(effective_level(0.05 / 6, 500), rel=0.05)

@@ -14,6 +14,7 @@ import pandas as pd
 import typer
 
 from cr2.report.level import LevelTable
+from cr2.studies.level import AA_RESAMPLES
 from cr2.report.table import plain_word
 from cr2_cli.console import SafeConsole
 
@@ -33,8 +34,9 @@ def level_command(config: Optional[Path] = typer.Option(None, "--config", "-c",
                                                       "or var/)"),
                   replicates: int = typer.Option(200, "--replicates", min=1, max=100_000,
                                                  help="A/A replicates (the rate's MC SE is √(r(1 − r)/N))"),
-                  resamples: int = typer.Option(500, "--resamples", min=20, max=100_000,
-                                                help="bootstrap resamples per replicate"),
+                  resamples: int = typer.Option(AA_RESAMPLES, "--resamples", min=20, max=100_000,
+                                                help="bootstrap resamples per replicate (the default puts every Holm "
+                                                     "threshold of a family of ≤ 6 tests on a step of p = 2X/B)"),
                   seed: int = typer.Option(0, "--seed", help="seed of the coins and bootstrap indices")) -> None:
     """The level of the equal-risk bootstrap test, measured by an A/A simulation on the newest evaluation run."""
     from cr2_cli.options import home_dir

@@ -29,7 +29,10 @@ def render(doc: Doc) -> str:
              "Monte-Carlo SE; its verdict is an exact one-sided binomial test of \"rate ≤ 5 %\", Holm over the "
              "scenario's families (they are read together). The rate is "
              "conditional on the scenario's test queries and uses fewer resamples per replicate than the page "
-             "(column B in the caption); the last two columns are the Monte-Carlo error of the page's own p at "
+             "(column B in the caption); since p = 2X/B moves in steps of 2/B, a Holm threshold 0.05/k between two steps "
+             "rejects more often than 0.05/k (cr2.studies.level.effective_level), so B is chosen to put every threshold "
+             "of a family of up to 6 tests on a step (B = 2,400; at B = 500 the first step of a 6-test family rejected "
+             "at 0.012 instead of 0.0083, and such a study overstates the page's rate); the last two columns are the Monte-Carlo error of the page's own p at "
              "B = 10,000 at the family's first Holm threshold 0.05/m — SE = √(p(2 − p)/B), since p = 2·X/B with X "
              "the resamples on the minority side of 0 — and how many resamples a decision there rests on "
              "(B·p/2).\n"]
