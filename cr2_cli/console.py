@@ -221,11 +221,14 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
             raise typer.Exit(2) from None
         except KeyboardInterrupt as exc:
             release_frames(exc)
-            signum = getattr(exc, "signum", signal.SIGINT)  # cr2_cli.prefect_api.Terminated: SIGTERM, SIGHUP
-            print_error(f"{'interrupted' if signum == signal.SIGINT else str(exc)}; the warehouse keeps only completed "
-                        "writes (each write is one transaction)")
-            raise typer.Exit(128 + signum) from None
+            _interrupted(exc)
         except Exception as exc:  # errors raised inside Prefect tasks arrive wrapped or re-raised as-is
+            from cr2_cli.prefect_api import terminated_by
+
+            signalled = terminated_by()
+            if signalled is not None:  # the signal's exception, caught and re-raised as another by a library
+                release_frames(exc)
+                _interrupted(signalled)
             cause = cr2_cause(exc) or storage_cause(exc, kwargs.get("home"))
             if cause is not None:
                 release_frames(exc)
@@ -243,3 +246,12 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
                 restore_signals()
 
     return wrapper
+
+
+def _interrupted(exc: BaseException) -> None:
+    """End the command as Ctrl-C, SIGTERM or SIGHUP (cr2_cli.prefect_api.Terminated) does: one line, exit 128 + signal."""
+    signum = getattr(exc, "signum", signal.SIGINT)
+    print_error(f"{'interrupted' if signum == signal.SIGINT else str(exc)}; the warehouse keeps only completed "
+                "writes (each write is one transaction)")
+    raise typer.Exit(128 + signum) from None
+

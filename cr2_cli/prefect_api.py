@@ -46,6 +46,15 @@ class PrefectServerError(Cr2Error):
     """Prefect's temporary API server could not start."""
 
 
+RECEIVED: int | None = None  # the termination signal handle_termination turned into Terminated, once one arrived
+
+
+def terminated_by() -> "Terminated | None":
+    """The Terminated of a SIGTERM / SIGHUP this process received, or None: a library that caught the exception and
+    raised its own (pydantic wraps it in a serialization error) still ends the command as that signal does."""
+    return None if RECEIVED is None else Terminated(RECEIVED)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised like Ctrl-C's KeyboardInterrupt (handle_termination)."""
 
@@ -233,6 +242,8 @@ def handle_termination():
         return lambda: None
 
     def interrupt(signum, frame):
+        global RECEIVED
+        RECEIVED = signum
         raise Terminated(signum)
 
     previous = {}

@@ -208,3 +208,29 @@ def test_the_modules_a_flow_will_import_load_while_the_server_starts(tmp_path):
                          timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "before False after True", out.stdout
+
+
+def test_a_signal_a_library_rewrapped_still_ends_the_command_as_that_signal(monkeypatch, capsys):
+    """SIGTERM / SIGHUP raise Terminated; a library that catches it mid-call and raises its own error (pydantic wraps it
+    in a PydanticSerializationError while Prefect serialises a result) must not turn the signal into "a bug in cr2":
+    the command still exits 128 + signal with the signal's one line."""
+    import signal
+
+    import typer
+
+    from cr2_cli import prefect_api
+    from cr2_cli.console import friendly
+
+    @friendly
+    def command():
+        raise ValueError("Error calling function `_ser_model`: Terminated: terminated by SIGHUP")
+
+    monkeypatch.setattr(prefect_api, "RECEIVED", None)
+    with pytest.raises(typer.Exit) as plain:
+        command()
+    assert plain.value.exit_code == 1 and "this is a bug in cr2" in capsys.readouterr().err
+    monkeypatch.setattr(prefect_api, "RECEIVED", int(signal.SIGHUP))
+    with pytest.raises(typer.Exit) as ended:
+        command()
+    err = capsys.readouterr().err
+    assert ended.value.exit_code == 128 + signal.SIGHUP and "terminated by SIGHUP" in err and "bug" not in err
