@@ -208,8 +208,9 @@ def _false_alarms(counts: dict[str, int]) -> str:
             f"from the stored rows below). Were every promise kept and every implementation exact, the expected number "
             f"of verdicts reporting a problem is at most {LEVEL:g} × {total:,} = {LEVEL * total:.1f} (the sum of the "
             "levels; no correction across verdicts), so that many flags across the section are no evidence on their "
-            "own; a flagged family of a `cr2 guarantees` run is re-checked on an independent stream, and the re-check's "
-            "verdict is the one shown.\n")
+            "own; a flagged family (of a `cr2 guarantees` run, or of a certified router in the certify stage) is "
+            "re-checked on an independent stream with 10× the re-splits, and the re-check's verdict is the one "
+            "shown.\n")
 
 
 def _certified_table(doc: Doc, key: str, title: str, counts: dict[str, int]) -> str:
