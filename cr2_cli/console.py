@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import traceback
+from typing import NoReturn
 
 import click
 import typer
@@ -248,10 +249,9 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
     return wrapper
 
 
-def _interrupted(exc: BaseException) -> None:
+def _interrupted(exc: BaseException) -> NoReturn:
     """End the command as Ctrl-C, SIGTERM or SIGHUP (cr2_cli.prefect_api.Terminated) does: one line, exit 128 + signal."""
     signum = getattr(exc, "signum", signal.SIGINT)
     print_error(f"{'interrupted' if signum == signal.SIGINT else str(exc)}; the warehouse keeps only completed "
                 "writes (each write is one transaction)")
     raise typer.Exit(128 + signum) from None
-

@@ -16,14 +16,14 @@ def study_results(study_path: str, pools_home: str, scenario_homes: dict[str, st
     scenario_homes does not name is read from its shipped home (configs/scenarios.yaml; the command's default), else
     left out (the page reads only the homes it was given)."""
     from cr2.studies.routers import POOLS, SCENARIOS as SCENARIO_KIND, study_rows, study_summary
-    from cr2.studies.routers import load_study, study_id, study_scenarios
+    from cr2.studies.routers import load_study, study_id
     from cr2_warehouse.db import DB_NAME, Warehouse
     from cr2_warehouse.pools import pool_study_runs, router_study_rows
     from cr2_warehouse.repository import router_flops
 
     study = load_study(study_path)
-    homes = ({n: s.home for n, s in study_scenarios().items()} if shipped else {}) | dict(scenario_homes or {})
-    parts = [(POOLS, Path(pools_home), None)] + [(SCENARIO_KIND, Path(homes[n]), n) for n in study.scenarios if n in homes]
+    homes = _scenario_homes(study, scenario_homes, shipped)
+    parts = [(POOLS, Path(pools_home), None)] + [(SCENARIO_KIND, home, n) for n, home in homes.items()]
     savings, rooms, flops = [], [], {}
     for kind, home, unit in parts:
         if not (home / DB_NAME).is_file():
@@ -62,12 +62,10 @@ def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None
     from cr2_warehouse.repository import certified_validity
 
     study = load_study(study_path)
-    homes = ({n: s.home for n, s in study_scenarios().items()} if shipped else {}) | dict(scenario_homes or {})
     keep = [*study.names, study.reference]
     out = []
-    for name in study.scenarios:
-        home = Path(homes.get(name, ""))
-        if name not in homes or not (home / DB_NAME).is_file():
+    for name, home in _scenario_homes(study, scenario_homes, shipped).items():
+        if not (home / DB_NAME).is_file():
             continue
         with Warehouse(home, read_only=True) as wh:
             runs = pool_study_runs(wh, study_id(study, SCENARIO_KIND))
@@ -81,3 +79,12 @@ def study_validity(study_path: str, scenario_homes: dict[str, str] | None = None
         v = v[(v["rule"] == study.rule) & ((v["alpha"] - alpha).abs() < 1e-12) & v["router"].isin(keep)]
         out.append(v.assign(scenario=name))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _scenario_homes(study, scenario_homes: dict[str, str] | None, shipped: bool) -> dict[str, Path]:
+    """{scenario: its home} of the scenarios the study names, in the study's order: the given homes, and with `shipped`
+    the shipped home (configs/scenarios.yaml) of any other."""
+    from cr2.studies.routers import study_scenarios
+
+    homes = ({n: s.home for n, s in study_scenarios().items()} if shipped else {}) | dict(scenario_homes or {})
+    return {n: Path(homes[n]) for n in study.scenarios if n in homes}

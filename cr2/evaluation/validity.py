@@ -142,7 +142,7 @@ def exactness_verdict(values, ses, exact, *, n=None, level: float = LEVEL) -> Va
         counted = flat & np.isfinite(count) & (count > 0) & (p == 0.0) & (e >= 0.0) & (e <= 1.0)
         with np.errstate(divide="ignore"):
             zeros, ones = counted & (v == 0.0), counted & (v == 1.0)
-            p[zeros] = np.minimum(1.0, 2.0 * np.exp(count[zeros] * np.log1p(-np.minimum(e[zeros], 1.0))))
+            p[zeros] = np.minimum(1.0, 2.0 * np.exp(count[zeros] * np.log1p(-e[zeros])))
             p[ones] = np.minimum(1.0, 2.0 * np.exp(count[ones] * np.log(e[ones])))
     adjusted = holm_adjust(p)
     order = np.lexsort((-np.where(ok, np.abs(v - e), -np.inf), np.where(ok, p, np.inf)))
