@@ -193,6 +193,15 @@ def routers_tagged(*tags: str, kinds: Sequence[str] | None = None) -> tuple[str,
                  if set(tags) <= set(e.tags) and (kinds is None or e.kind in kinds))
 
 
+def reference_router() -> str:
+    """The router fixed-accuracy savings and equal-risk comparisons are measured against: the one catalogue entry
+    with `reference: true`. None or several is a catalogue error, not a silent default."""
+    refs = [k for k, e in catalogue().items() if e.reference]
+    if len(refs) != 1:
+        raise ConfigError(f"the router catalogue must mark exactly one router `reference: true`; it marks {refs}")
+    return refs[0]
+
+
 def router_class(name: str) -> type:
     """Return the router class registered under `name` (imports its module)."""
     return router_entry(name).load_class()

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from cr2.core.errors import ConfigError, UnknownNameError
-from cr2.routers import catalogue, routers_tagged, short_name, use_catalogues
+from cr2.routers import catalogue, reference_router, routers_tagged, short_name, use_catalogues
 
 
 def test_the_groups_the_page_reads_are_the_catalogues_tags_in_catalogue_order():
@@ -69,3 +69,12 @@ def test_tags_must_be_a_list_of_names(extra_catalogue):
     use_catalogues([path])
     with pytest.raises(ConfigError, match="tags must be a list"):
         catalogue()
+
+
+def test_the_reference_router_is_the_one_entry_marked_reference(extra_catalogue):
+    assert reference_router() == "knn"
+    path = extra_catalogue / "catalogue.yaml"
+    path.write_text(TOY.format(module="toy.py").replace("tags: [compared]", "tags: [compared]\n  reference: true"))
+    use_catalogues([path])
+    with pytest.raises(ConfigError, match="more than one router is marked reference"):
+        reference_router()
