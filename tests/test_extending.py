@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import write_small_benchmarks
+from tests.conftest import copy_of
 from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
@@ -59,11 +59,9 @@ prior:
   colour: "#2e86c1"
 """
 
-CONFIG = """extends: default
-data_dir: {data}
-teacher: {{epochs: 2}}
-gate: {{epochs: 2}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0]}}}}
+# the session's small `cr2 run` config (conftest.small_cli_run) with the plugin switched on: a user adding a router
+# to a warehouse they already built, so only the baselines and what reads them run again
+CONFIG = """extends: {base}
 baselines:
   routers: [always, knn, prior]
   catalogues: [{catalogue}]
@@ -71,18 +69,18 @@ baselines:
 """
 
 
-def test_a_router_from_a_temporary_directory_runs_through_the_pipeline(prefect_harness, tmp_path):
+def test_a_router_from_a_temporary_directory_runs_through_the_pipeline(small_cli_run, tmp_path):
     from cr2_flows.run import run_flow
 
     plugin = tmp_path / "plugin"
     plugin.mkdir()
     (plugin / "toy_router.py").write_text(TOY_ROUTER)
     (plugin / "catalogue.yaml").write_text(textwrap.dedent(CATALOGUE))
-    data = write_small_benchmarks(tmp_path / "data", per_subset=20, subsets_per_benchmark=2)
     cfg = tmp_path / "toy.yaml"
-    cfg.write_text(CONFIG.format(data=data, catalogue=plugin / "catalogue.yaml"))
-    home = tmp_path / "home"
+    cfg.write_text(CONFIG.format(base=small_cli_run["cfg"], catalogue=plugin / "catalogue.yaml"))
+    home = copy_of(small_cli_run["home"], tmp_path / "home")
     out = run_flow(config_path=str(cfg), home=str(home))
+    assert out["train"]["cached"] and not out["baselines"]["cached"]  # the built warehouse's gate, a new router
     assert "prior" in out["baselines"]["routers"]
     with Warehouse(home, read_only=True) as wh:
         run_id = out["evaluate"]["run_id"]

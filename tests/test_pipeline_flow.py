@@ -11,6 +11,10 @@ from cr2_warehouse.db import Warehouse, relation
 
 pytestmark = [pytest.mark.flow, pytest.mark.slow]
 
+# A variant `cr2 run` of the slice (another calibration group, another channel) evaluates at the tests' small B: the
+# slice's first run (conftest.pipeline_slice) keeps the default B = 10,000, the one end-to-end path that runs it.
+LIGHT_EVALUATION = "evaluation: {n_resplits: 10, bootstrap: {n_resamples: 200, n_resamples_compare: 1000}}\n"
+
 
 @pytest.fixture(scope="module")
 def pipeline(pipeline_slice, tmp_path_factory):
@@ -424,7 +428,7 @@ def test_mondrian_cr2_run_evaluates_each_group_with_its_own_thresholds(pipeline)
 
     path = pipeline["root"] / "mondrian.yaml"
     text = pipeline["cfg"].read_text().replace("grids: {lam: {", "grids: {alpha: [0.05, 0.2, 0.3], default_alpha: 0.2, lam: {")
-    path.write_text(text + "calibration: {group: benchmark, small_group: defer}\n")
+    path.write_text(text + "calibration: {group: benchmark, small_group: defer}\n" + LIGHT_EVALUATION)
     out = run_flow(config_path=str(path), home=str(pipeline["home"]))
     assert out["train"]["cached"] and not out["calibrate"]["cached"] and not out["evaluate"]["cached"]
     cfg = load_config(path)
@@ -466,7 +470,7 @@ def test_mondrian_per_subset_cr2_run_routes_each_query_at_its_subsets_threshold(
 
     path = pipeline["root"] / "mondrian-subset.yaml"
     text = pipeline["cfg"].read_text().replace("grids: {lam: {", "grids: {alpha: [0.05, 0.2, 0.3], default_alpha: 0.2, lam: {")
-    path.write_text(text + "calibration: {group: subset, small_group: defer}\n")
+    path.write_text(text + "calibration: {group: subset, small_group: defer}\n" + LIGHT_EVALUATION)
     out = run_flow(config_path=str(path), home=str(pipeline["home"]))
     cfg = load_config(path)
     deployment = read_deployment(pipeline["home"], cfg, out["calibrate"]["version"])
@@ -514,8 +518,8 @@ def test_a_new_state_distribution_reuses_the_teacher_and_retrains_only_the_gate(
     from cr2_flows.run import run_flow
 
     first = pipeline["first"]
-    cfg = pipeline["root"] / "far.yaml"
-    cfg.write_text(pipeline["cfg"].read_text() + "channel: {distribution: far-rician}\n")
+    cfg = pipeline["root"] / "far-run.yaml"
+    cfg.write_text(pipeline["cfg"].read_text() + "channel: {distribution: far-rician}\n" + LIGHT_EVALUATION)
     out = run_flow(config_path=str(cfg), home=str(pipeline["home"]))
     assert not out["train"]["cached"] and out["train"]["teacher_reused"]
     assert out["train"]["teacher"]["fingerprint"] == first["train"]["teacher"]["fingerprint"]

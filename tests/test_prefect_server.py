@@ -9,39 +9,34 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
 from cr2.config import load_config
-from tests.conftest import write_small_benchmarks
+from tests.conftest import copy_of
 from tests.prefect_stack import REPO, prefect_stack
 from cr2_warehouse.db import Warehouse
 
 pytestmark = [pytest.mark.slow]
 
-SMALL = """extends: default
-data_dir: {data}
-teacher: {{epochs: 2}}
-gate: {{epochs: 2}}
-grids: {{lam: {{min: 0.1, max: 20.0, n_log: 4, extra: [0.5, 2.0, 8.0]}}}}
-evaluation: {{n_resplits: 20, bootstrap: {{n_resamples: 200, n_resamples_compare: 1000}}}}
-baselines: {{params: {{mlp: {{epochs: 2}}, embedllm: {{epochs: 2}}, llmrank: {{epochs: 2}}, knn: {{k_grid: [3]}}}}}}
-"""
 RUN_TIMEOUT_S = 420  # one flow run, worst case on a loaded 2-core machine (a fresh process imports torch & co.)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(small_cli_run, tmp_path_factory):
+    """The stack, on a copy of the session's small `cr2 run` home (conftest.small_cli_run) and its config: the
+    deployed `cr2-run` finds every stage result in the shared cache (what is tested here is the server, the
+    deployments, the worker and the artifacts, not the stages), and recalibrate / evaluate do their own work."""
     root = tmp_path_factory.mktemp("prefect-e2e")
-    data = write_small_benchmarks(root / "data", per_subset=12, subsets_per_benchmark=2)  # as conftest.small_cli_run
-    cfg = root / "small.yaml"
-    cfg.write_text(SMALL.format(data=data))
+    copy_of(small_cli_run["home"], root / "stack" / "home")  # the stack's CR2_HOME (tests/prefect_stack.stack_env)
     t0 = time.monotonic()
     with prefect_stack(root / "stack") as s:
-        s.cfg, s.home = str(cfg), s.env["CR2_HOME"]
+        s.cfg, s.home = str(small_cli_run["cfg"]), s.env["CR2_HOME"]
+        assert Path(s.home) == root / "stack" / "home"
         s.cfg_more_bands = root / "more-bands.yaml"  # only the evaluation section differs: a new evaluation run
-        s.cfg_more_bands.write_text(f"extends: {cfg}\nevaluation: {{n_resplits: 30}}\n")
+        s.cfg_more_bands.write_text(f"extends: {s.cfg}\nevaluation: {{n_resplits: 30}}\n")
         yield s
     print(f"\nreal-server e2e: {time.monotonic() - t0:.0f} s wall (server start to everything stopped)")
 

@@ -66,8 +66,12 @@ def serve(host: str = typer.Option("127.0.0.1", help="interface to listen on (be
     cfg = load_config(config)
     name = deployed(cfg, router, rule)
     token = os.environ.get(cfg.serving.token_env) or None
-    app_ = create_app(cfg, str(home_dir(home, create=False)), token=token, bind_host=host, router_name=name)
-    sock = bind_socket(host, port)  # a port in use fails here, before 'serving' is printed
+    sock = bind_socket(host, port)  # a port in use fails here, before the deployment and encoder are loaded
+    try:
+        app_ = create_app(cfg, str(home_dir(home, create=False)), token=token, bind_host=host, router_name=name)
+    except BaseException:
+        sock.close()
+        raise
     auth = f"bearer token from ${cfg.serving.token_env}" if token else "no token (loopback only)"
     console.print(f"cr2 serving {name} on http://{host}:{port} (docs at /docs; {auth})", highlight=False)
     uvicorn.Server(server_config(app_, cfg.serving, host=host, port=port)).run(sockets=[sock])
