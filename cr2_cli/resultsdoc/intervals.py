@@ -178,7 +178,7 @@ def reading(doc: Doc, s: Scenario) -> str:
             f"{r.word_holm} (Holm over the routers)" for r in fam.itertuples()) + ".")
     tf = target_family(doc, s)
     if len(tf):
-        from cr2_cli.resultsdoc.core import counts
+        from cr2.report.cells import counts_cell as counts
 
         lines.append(f"- **Every target × router ({len(tf)} savings), Holm over all of them:** "
                      f"\"cheaper\" / \"dearer\" / \"no difference detected\" = {counts(tf['verdict_holm'])}.")

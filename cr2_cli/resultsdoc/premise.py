@@ -20,7 +20,8 @@ from cr2.report.premise_map import (PremiseModes, PremiseRecalibration, PremiseS
                                    target_counts)
 from cr2.studies.premise import COMPARISONS, premise_cells
 from cr2.evaluation.statistics import saving_verdict
-from cr2_cli.resultsdoc.core import HOMES, Doc, change_verdict, label_kind
+from cr2.evaluation.families import change_verdict
+from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
 
 SCENARIOS = (("default", "Default scenario", None),
              ("mmlu-pro", "Measured scenario (MMLU-Pro)", "configs/mmlu-pro-measured.yaml"))
