@@ -69,7 +69,7 @@ def test_spearman_refuses_what_it_cannot_test():
 def test_own_risk_and_holm_family_of_the_risk_table():
     import pandas as pd
 
-    from cr2_cli.resultsdoc.risks import own_risk, vs_alpha
+    from cr2.evaluation.own_risk import own_risk, vs_alpha
 
     assert [own_risk(r) for r in ("crc", "ltt", "crc-oracle", "ltt-avoidable")] == [
         "teacher_risk", "teacher_risk", "oracle_risk", "avoidable_risk"]
