@@ -99,7 +99,7 @@ def test_premise_study_settings_are_recorded_once_and_name_their_command(tmp_pat
     import pandas as pd
 
     from cr2_cli.resultsdoc.core import Doc
-    from cr2_cli.resultsdoc.premise import command, mode
+    from cr2.studies.premise_settings import command, mode
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.premise import premise_studies, write_premise_study
 
