@@ -92,7 +92,7 @@ def fixed_part(doc: Doc, s: Scenario) -> str:
     tf = target_family(doc, s)
     table = RouterTargetCounts(tf, LEARNED, "targets reached with KNN", "median saving %",
                                why="no learned router reaches a target with KNN")
-    from cr2_cli.resultsdoc.pools import family_sizes
+    from cr2.report.pools import family_sizes
 
     n = family_sizes(tf) if len(tf) else "0"
     return (f"**Fixed-accuracy cost saving vs KNN, counted in words** (v_fixed_accuracy_ci: the interpolated monotone "
