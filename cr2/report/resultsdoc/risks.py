@@ -212,7 +212,7 @@ def _certified_table(w: Words, sc: RiskScenario, counts: dict[str, int]) -> str:
 
 def _deployed_table(w: Words, cells: pd.DataFrame, counts: dict[str, int]) -> str:
     v = deployed_verdicts(cells)
-    counts["promise"] += sum(isinstance(w, str) for w in v["verdict"])
+    counts["promise"] += sum(isinstance(x, str) for x in v["verdict"])
     if v.empty:
         return "_(no rows: the run has no bounded promise beside the crc rules')_\n"
     return markdown_table(deployed_display(v, w.word)) + "\n"
