@@ -16,7 +16,7 @@ from typing import Iterator
 
 
 from cr2.evaluation.statistics import Verdict
-from cr2.report.resultsdoc.words import Words, homes, label_kind, missing  # noqa: F401  (label_kind: the sections')
+from cr2.report.resultsdoc.words import Words, homes, missing
 from cr2.studies.level import ABOVE, WITHIN
 from cr2.studies.routers import FAILS, SUCCEEDS
 
