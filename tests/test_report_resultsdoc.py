@@ -38,7 +38,7 @@ def test_every_section_renders_from_no_stored_data_and_says_what_is_missing():
         measured: measured.MeasuredData(None),
         risks: risks.RisksData(tuple(risks.RiskScenario(*s) for s in risks.SCENARIOS)),
         premise: premise.PremiseData(tuple(premise.PremiseScenario(*s, None) for s in premise.SCENARIOS), COMPARISONS),
-        pools: pools.PoolsData(pools.PoolLabels(error="OSError: no file"), None, REFERENCES),
+        pools: pools.PoolsData(REFERENCES, pools.PoolLabels(error="OSError: no file"), None),
         router_study: router_study.RouterStudyData(None),
         zeroeval: zeroeval.ZeroEvalData({}, (missing("zeroeval-qwen", "the qwen ladder"),), REFERENCES),
         simcheck: simcheck.SimcheckData(None, None, {k: None for k in simcheck.LADDERS}),

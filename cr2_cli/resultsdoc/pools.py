@@ -41,4 +41,4 @@ def _sweep(doc: Doc) -> page.PoolSweep | None:
 
 
 def render(doc: Doc) -> str:
-    return page.render(page.PoolsData(_labels(doc), _sweep(doc), REFERENCES), doc)
+    return page.render(page.PoolsData(REFERENCES, _labels(doc), _sweep(doc)), doc)

@@ -32,8 +32,11 @@ class LevelData:
     studies: dict  # scenario key (SCENARIOS) → LevelStudy
 
 
+TITLE = "## The level of the equal-risk test, measured (A/A)\n"
+
+
 def render(data: LevelData, words: Words = PLAIN) -> str:
-    parts = ["## The level of the equal-risk test, measured (A/A)\n",
+    parts = [TITLE,
              "Every equal-risk comparison is a paired bootstrap of a non-smooth statistic (a running-max frontier per "
              "resample, interpolation, the switch to an Always-model that costs less), so its level is measured rather than "
              "assumed. For each comparison of a family, an A/A replicate exchanges its two real sides query by query "

@@ -55,9 +55,9 @@ class PoolSweep:
 
 @dataclass(frozen=True)
 class PoolsData:
+    references: tuple[str, str]  # cr2.studies.pools.REFERENCES: the reference router, then the best single model
     labels: PoolLabels
     sweep: PoolSweep | None  # None: no pools warehouse
-    references: tuple[str, str]  # cr2.studies.pools.REFERENCES: the reference router, then the best single model
 
 
 def savings_table(w: Words, sav: pd.DataFrame, ref: str, ratio: pd.Series, label: str = "pool") -> str:

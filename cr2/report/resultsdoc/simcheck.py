@@ -155,8 +155,11 @@ def _ladder_part(ladders: dict) -> str:
     return "\n".join(out)
 
 
+TITLE = "## Simulator check (sim-to-real)"
+
+
 def render(data: SimcheckData, words: Words = PLAIN) -> str:
-    out = ["## Simulator check (sim-to-real)", "",
+    out = [TITLE, "",
            "Does the label simulator behave like measured labels? Each check puts MEASURED correctness labels beside "
            "SIMULATED ones on the same questions (docs/labels.md, \"The sim-to-real check\"): the label structure "
            "against the sim-to-real tolerances (share some model solves ± 0.02, each pairwise correlation ± 0.05, "
