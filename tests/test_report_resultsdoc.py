@@ -15,7 +15,8 @@ from cr2.studies.premise import COMPARISONS
 
 def test_plain_words_are_the_verdict_functions_words_unmarked():
     assert PLAIN.saving(0.5, 2.0) == "cheaper" and PLAIN.saving(-1.0, 1.0) == "no difference detected"
-    assert PLAIN.saving(0.5, 2.0, p_adjusted=0.2) == "no difference detected" and PLAIN.saving(float("nan"), 1.0) == "–"
+    assert PLAIN.saving(0.5, 2.0, p_adjusted=0.2) == "no difference detected"
+    assert PLAIN.saving(float("nan"), 1.0) == "–"
     assert PLAIN.compare(-0.3, -0.1) == "smaller" and PLAIN.test(3.0, 0.01) == "cheaper"
     assert PLAIN.bound([0.02], [0.001], 0.01) == "violation detected"
 
@@ -32,7 +33,8 @@ def test_every_section_renders_from_no_stored_data_and_says_what_is_missing():
         header: header.HeaderData((header.HomeRun("var", "make run", False),)),
         machine: machine.MachineData(None),
         level: level.LevelData({k: level.LevelStudy(None) for k, _, _ in level.SCENARIOS}),
-        equal_risk: equal_risk.EqualRiskData(tuple(equal_risk.ScenarioRun(k, n, False) for k, n in equal_risk.SCENARIOS)),
+        equal_risk: equal_risk.EqualRiskData(tuple(equal_risk.ScenarioRun(k, n, False)
+                                                   for k, n in equal_risk.SCENARIOS)),
         intervals: intervals.IntervalsData({k: None for k in intervals.SCENARIOS}),
         default_scenario: default_scenario.DefaultData(None),
         measured: measured.MeasuredData(None),

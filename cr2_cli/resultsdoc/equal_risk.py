@@ -31,8 +31,8 @@ def _scenario(doc: Doc, key: str, name: str) -> page.ScenarioRun:
         if run_id is None:
             return page.ScenarioRun(key, name, True)
         run, study = eval_run(wh, run_id), newest_seed_study(wh)
-        return page.ScenarioRun(key, name, True, run_id, run["label_source"], run_alpha(run), run_equal_risk(wh, run_id),
-                                certified_validity(wh, run_id), study,
+        return page.ScenarioRun(key, name, True, run_id, run["label_source"], run_alpha(run),
+                                run_equal_risk(wh, run_id), certified_validity(wh, run_id), study,
                                 None if study is None else seed_equal_risk(wh, study), *run_deploy(wh, run_id))
 
 
