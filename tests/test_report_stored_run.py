@@ -21,7 +21,7 @@ def test_a_run_without_a_stored_alpha_is_refused_with_what_to_do():
 
 
 def test_the_results_page_reads_every_scenario_at_the_one_alpha_their_runs_store():
-    from cr2_cli.resultsdoc.equal_risk import page_alpha
+    from cr2.report.resultsdoc.equal_risk import page_alpha
 
     assert page_alpha({"default": 0.01, "mmlu-pro": 0.01, "zeroeval-qwen": None}) == 0.01
     assert page_alpha({}) is None

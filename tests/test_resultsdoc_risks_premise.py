@@ -69,7 +69,7 @@ def test_spearman_refuses_what_it_cannot_test():
 def test_own_risk_and_holm_family_of_the_risk_table():
     import pandas as pd
 
-    from cr2_cli.resultsdoc.risks import own_risk, vs_alpha
+    from cr2.evaluation.own_risk import own_risk, vs_alpha
 
     assert [own_risk(r) for r in ("crc", "ltt", "crc-oracle", "ltt-avoidable")] == [
         "teacher_risk", "teacher_risk", "oracle_risk", "avoidable_risk"]
@@ -99,7 +99,7 @@ def test_premise_study_settings_are_recorded_once_and_name_their_command(tmp_pat
     import pandas as pd
 
     from cr2_cli.resultsdoc.core import Doc
-    from cr2_cli.resultsdoc.premise import command, mode
+    from cr2.studies.premise_settings import command, mode
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.premise import premise_studies, write_premise_study
 

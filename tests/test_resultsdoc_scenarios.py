@@ -40,7 +40,7 @@ def test_holm_over_stored_p_values_by_hand():
 def test_interval_family_words_are_the_stored_ones_of_holm_over_the_stored_family():
     from cr2.evaluation.families import annotate
     from cr2.report.cells import counts_cell as counts
-    from cr2_cli.resultsdoc.scenario_stats import holm_line, interval_family
+    from cr2.report.resultsdoc.scenario import holm_line, interval_family
 
     doc = Doc({})
     rows = [{"method": m, "metric": "mean_saving_vs_knn_pct", "estimate": e, "lower": lo, "upper": hi, "p_value": p}

@@ -1,8 +1,10 @@
 """docs/results.md, generated: every table and every sentence with a number or a verdict is printed here from the
 stored runs and studies of the shipped warehouses (`make results-doc`; `python -m cr2_cli.resultsdoc --help`).
 
-One module per section, in page order (SECTIONS); each has `render(doc) -> str`. The page is refused when a verdict
-word in it did not come from a verdict function (core.unbacked_words).
+One module per section, in page order (SECTIONS); each has `render(doc) -> str`: it picks the warehouses the section
+reads (core.Doc), reads their frames through cr2_warehouse, and hands them to the library's section of the same name
+(cr2.report.resultsdoc), which writes the prose and the tables. The page is refused when a verdict word in it did not
+come from a verdict function (core.unbacked_words).
 """
 from __future__ import annotations
 

@@ -14,14 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
 
-from cr2.report.cells import counts_cell
-from cr2.evaluation.families import change_verdict  # noqa: F401  (the sections' word of a change)
-from cr2.evaluation.statistics import Verdict, saving_verdict, test_verdict
-from cr2.config.scenarios import scenarios
-from cr2.labels import is_simulated
-from cr2.evaluation.validity import validity_verdict
+from cr2.evaluation.statistics import Verdict
+from cr2.report.resultsdoc.words import Words, homes, missing
 from cr2.studies.level import ABOVE, WITHIN
 from cr2.studies.routers import FAILS, SUCCEEDS
 
@@ -38,7 +33,7 @@ _EXEMPT = re.compile(OPEN + r"[^" + CLOSE + r"]*" + CLOSE + r"|`[^`\n]*`|\"[^\"\
 
 # the warehouses of the shipped results (configs/scenarios.yaml): key → default home (relative to the repository root)
 # and the command that builds it; `make results-doc` reads these, a test passes other homes
-HOMES = {key: (s.home, f"make {s.make}") for key, s in scenarios().items()}
+HOMES = homes()
 
 
 def mark(word: str) -> str:
@@ -56,14 +51,10 @@ def unmark(text: str) -> str:
     return text.replace(OPEN, "").replace(CLOSE, "")
 
 
-def label_kind(source: str) -> str:
-    """SIMULATED or MEASURED: every section names the kind of labels its numbers rest on."""
-    return "SIMULATED" if is_simulated(source) else "MEASURED"
-
-
 @dataclass
-class Doc:
-    """What a section renders with: the warehouse homes (key → folder) and the marked verdict words."""
+class Doc(Words):
+    """What a section renders with: the warehouse homes (key → folder) and the marked verdict words (its saving,
+    test, bound and compare: cr2.report.resultsdoc.words.Words over this `word`)."""
 
     homes: dict[str, Path]
     repo: Path = field(default_factory=lambda: Path(__file__).resolve().parents[2])
@@ -79,23 +70,6 @@ class Doc:
         if verdict.lower() not in VERDICT_WORDS:
             raise ValueError(f"{verdict!r} is not a verdict word ({', '.join(VERDICT_WORDS)})")
         return mark(verdict)
-
-    def saving(self, lower: float, upper: float, p_adjusted: float | None = None) -> str:
-        """cheaper / dearer / no difference detected of a saving's interval (and its family-wise p where given)."""
-        return self.word(saving_verdict(lower, upper, p_adjusted))
-
-    def test(self, direction: float, p_adjusted: float) -> str:
-        """The word of a corrected test: its direction where p_adjusted < 0.05, else no difference detected."""
-        return self.word(test_verdict(direction, p_adjusted))
-
-    def bound(self, values, ses, bound: float) -> str:
-        """no violation detected / violation detected of one guarantee's cells (cr2.evaluation.validity)."""
-        return self.word(validity_verdict(np.asarray(values, dtype=float), np.asarray(ses, dtype=float), bound).verdict)
-
-    def compare(self, lower: float, upper: float, p_adjusted: float | None = None) -> str:
-        """larger / smaller / no difference detected of a difference's 95 % interval (a change, not a saving; with
-        its family-wise p where given)."""
-        return self.word(change_verdict(lower, upper, p_adjusted))
 
     # ---- warehouses
     def has(self, key: str) -> bool:
@@ -122,10 +96,4 @@ class Doc:
 
     def missing(self, key: str, what: str = "") -> str:
         """The line a section prints when its warehouse (or the run it needs) is not there."""
-        home, command = HOMES.get(key, (str(self.homes.get(key, key)), "cr2 run"))
-        return (f"_Not in this checkout{(': ' + what) if what else ''} — build the warehouse `{home}` with "
-                f"`{command}` and run `make results-doc` again._\n")
-
-
-counts = counts_cell  # 'k / k / k' of the verdicts (cr2.report.cells)
-
+        return missing(key, what)

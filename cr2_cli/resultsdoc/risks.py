@@ -1,316 +1,41 @@
-"""docs/results.md, "What α bounds, and the risks users feel": per rule, the teacher-referenced risk the
-paper's α bounds beside the realised risks on the real test labels, at one α and the headline λ values, for the
-default scenario and MMLU-Pro; the validity of every certified router and of CR²'s deployed gate over the stored
-re-splits (one verdict per router, rule, α and scenario) and the price of each rule over `cr2 guarantees`' re-splits.
-
-Every number is read from the stored evaluation run (v_realised_risk with v_operating_points_ci's intervals) and
-the newest stored validity run (guarantees, v_guarantee_price); every verdict word comes from cr2's verdict
-functions through `Doc` (one rule's own risk against α: the interval of risk − α, and Holm over the family of rules
-× λ of one scenario; validity: cr2.evaluation.validity over the cells of one guarantee, cr2.report.validity).
-"""
+"""docs/results.md, "What α bounds, and the risks users feel": reads, per scenario, the newest full evaluation run's
+per-rule risks (v_realised_risk, the stored risk-vs-α tests), its certified re-split cells and the newest
+`cr2 guarantees` run; cr2.report.resultsdoc.risks writes the section."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
-from cr2.report.markdown import markdown_table
-from cr2.report.risks import CertifiedByAlpha, GuaranteePrice, RuleRisks
-from cr2_cli.resultsdoc.core import HOMES, Doc, label_kind
-
-SCENARIOS = (("default", "Default scenario", None), ("mmlu-pro", "Measured scenario — MMLU-Pro",
-                                                      "configs/mmlu-pro-measured.yaml"))
-RISK_OF_RULE = {"": "teacher_risk", "oracle": "oracle_risk", "avoidable": "avoidable_risk"}  # a rule's own risk
-RESPLITS = 500  # the re-splits the page's validity command asks for (the stored run says how many it made)
+from cr2.evaluation.own_risk import MINUS_ALPHA, vs_alpha
+from cr2.report.resultsdoc import risks as page
+from cr2_cli.resultsdoc.core import Doc
+from cr2_cli.resultsdoc.equal_risk import scenario_alpha
 
 
-def own_risk(rule: str) -> str:
-    """The risk a rule calibrates: crc / ltt the teacher disagreement, *-oracle / *-avoidable their real-label risk."""
-    suffix = rule.split("-", 1)[1] if "-" in rule else ""
-    return RISK_OF_RULE.get(suffix, "teacher_risk")
-
-
-def _cfg(config: str | None) -> str:
-    return f" -c {config}" if config else ""
-
-
-def _home(key: str) -> str:
-    return HOMES[key][0]
-
-
-#: the stored test of a risk against α over all rows (cr2.evaluation.intervals.RISKS_VS_ALPHA), per own risk
-MINUS_ALPHA = {"teacher_risk": "risk_all_minus_alpha", "oracle_risk": "oracle_risk_all_minus_alpha",
-               "avoidable_risk": "avoidable_risk_all_minus_alpha"}
-
-
-def vs_alpha(rr: pd.DataFrame, alpha: float, tests: pd.DataFrame) -> pd.DataFrame:
-    """Per row: its own risk − α over all test rows with the interval and p of that difference's own bootstrap
-    resamples (stored: intervals metric '<risk>_all_minus_alpha') and its stored Holm-adjusted p over its family
-    (cr2.evaluation.families: the method at α, every λ of its sweep × every risk) with the family's size."""
-    out = rr.copy()
-    out["own"] = out["rule"].map(own_risk)
-    key = tests.assign(lam=tests["lam"].round(9), alpha=tests["alpha"].round(12)).set_index(
-        ["method", "lam", "alpha", "metric"])
-    found = [key.loc[(r.method, round(float(r.lam), 9), round(float(alpha), 12), MINUS_ALPHA[r.own])]
-             if (r.method, round(float(r.lam), 9), round(float(alpha), 12), MINUS_ALPHA[r.own]) in key.index else None
-             for r in out.itertuples()]
-    if any(f is None for f in found):
-        raise ValueError("the run stores no test of a risk against α (intervals '*_minus_alpha', schema 8): run "
-                         "`cr2 run` on the warehouse again")
-    out["d"] = [float(f["estimate"]) for f in found]
-    out["d_lower"] = [float(f["lower"]) for f in found]
-    out["d_upper"] = [float(f["upper"]) for f in found]
-    out["p"] = [float(f["p_value"]) for f in found]
-    out["p_holm"] = [float(f["p_holm"]) if pd.notna(f.get("p_holm")) else np.nan for f in found]
-    out["family_size"] = [int(f["family_size"]) if pd.notna(f.get("family_size")) else 0 for f in found]
-    if out["p_holm"].isna().any():
-        raise ValueError("the run stores its risk-vs-α tests without their family and Holm p (schema < 9): run "
-                         "`cr2 run` on the warehouse again")
-    return out
-
-
-def _risk_table(doc: Doc, key: str, title: str, config: str | None) -> str:
-    from cr2_warehouse.repository import eval_run, newest_eval_run, realised_risk_ci, run_alpha, run_intervals
-
-    if not doc.has(key):
-        return f"### {title}\n\n" + doc.missing(key, "the evaluation run of the per-rule risks")
-    with doc.warehouse(key) as wh:
-        run_id = newest_eval_run(wh, full_only=True)
-        if run_id is None:
-            return f"### {title}\n\n" + doc.missing(key, "a full evaluation run (`cr2 run`)")
-        run = eval_run(wh, run_id)
-        alpha = run_alpha(run)  # the α the run compares at, stored with it
-        rr = realised_risk_ci(wh, run_id, alpha, HEADLINE_LAMS)
-        tests = pd.concat([run_intervals(wh, run_id, m) for m in MINUS_ALPHA.values()], ignore_index=True)
-    kind = label_kind(run["label_source"])
-    head = (f"### {title} — {kind} labels\n\n"
-            f"_Run `{run_id}` of `{_home(key)}` (labels `{run['label_source']}`, **{kind}**"
-            + (": the \"real\" labels are the simulator's, so the realised risks are simulated errors, not "
-               "measurements" if kind == "SIMULATED" else "") + "); reproduce the warehouse with "
-            f"`{HOMES[key][1]}`, this page with `make results-doc`._\n")
-    if rr.empty:
-        return head + doc.missing(key, f"rows of v_realised_risk at α = {alpha:g} in run `{run_id}`")
-    v = vs_alpha(rr, alpha, tests)
-    n_test, n_eval, n_res = int(v["n_risk"].max()), int(v["n_evaluable"].max()), int(v["n_resamples"].max())
-    text = [head, f"N_test = {n_test:,} (risks), {n_eval:,} solvable (local rate, cost, accuracy); intervals: "
-                  f"{n_res:,} paired bootstrap resamples of the test queries. α = {alpha:g}.\n", RuleRisks(v, doc.word).markdown()]
-    text.append(_read_risks(doc, v))
-    return "\n".join(text)
-
-
-def _read_risks(doc: Doc, v: pd.DataFrame) -> str:
-    """The sentences under a per-rule table: every number from `v`, every word from a verdict function."""
-    crc = v[v["method"] == "cr2"].sort_values("lam")
-    paper = crc["rule"].iloc[0] if len(crc) else "crc"
-    parts = []
-    if len(crc):
-        lams = " / ".join(f"{x:g}" for x in crc["lam"])
-        parts.append(f"Under the deployed rule (`{paper}`) at λ = {lams}: teacher disagreement "
-                     + " / ".join(f"{x:.4f}" for x in crc["teacher_risk"])
-                     + ", oracle disagreement " + " / ".join(f"{x:.4f}" for x in crc["oracle_risk"])
-                     + ", avoidable error " + " / ".join(f"{x:.4f}" for x in crc["avoidable_risk"])
-                     + ", local rate " + " / ".join(f"{x:.3f}" for x in crc["local_rate"]) + ".")
-    words = {}
-    for r in v.itertuples():
-        words.setdefault(r.rule, []).append(f"{r.lam:g}: {doc.compare(r.d_lower, r.d_upper, r.p_holm)}")
-    parts.append("Each rule's own risk against α (Holm over its family: that rule's method at α, every λ of its sweep × "
-                 "every risk stored against α), by λ — "
-                 + "; ".join(f"`{rule}` {', '.join(ws)}" for rule, ws in words.items()) + ".")
-    return "\n" + "\n\n".join(parts) + "\n"
-
-
-# ---------------------------------------------------------------- validity and price over re-splits
-def _newest_guarantees(doc: Doc, key: str):
-    from cr2_warehouse.repository import newest_guarantees
-
-    with doc.warehouse(key) as wh:
-        return newest_guarantees(wh)
-
-
-def _certified(doc: Doc, key: str):
-    """The newest full evaluation run of a warehouse, its certified re-split cells and its methods (display names)."""
-    from cr2_warehouse.repository import certified_validity, eval_run, methods_of_run, newest_eval_run
-
-    with doc.warehouse(key) as wh:
-        run_id = newest_eval_run(wh, full_only=True)
-        if run_id is None:
-            return None, None, pd.DataFrame(), pd.DataFrame()
-        return run_id, eval_run(wh, run_id), certified_validity(wh, run_id), methods_of_run(wh, run_id)
-
-
-def _deployed_risk(doc: Doc, key: str, run_id: str) -> pd.DataFrame:
-    """Each certified router's deployed table's own test risk in run `run_id` (cr2.report.validity.deployed_table_risk)."""
+def _read(doc: Doc, key: str, title: str, config: str | None) -> page.RiskScenario:
     from cr2.evaluation.metrics import RISK_ALL_METRICS
     from cr2.report.validity import deployed_table_risk
     from cr2_warehouse.reads import certified_test_risk
+    from cr2_warehouse.repository import (certified_validity, eval_run, methods_of_run, newest_eval_run,
+                                          newest_guarantees, realised_risk_ci, run_alpha, run_intervals)
 
+    if not doc.has(key):
+        return page.RiskScenario(key, title, config)
     with doc.warehouse(key) as wh:
-        return deployed_table_risk(certified_test_risk(wh, run_id, tuple(RISK_ALL_METRICS.values())))
-
-
-def _validity(doc: Doc) -> str:
-    from cr2.evaluation.validity import LEVEL
-
-    text = ["### Validity over re-splits of val + test\n",
-            "One verdict per (router, rule, α, scenario), the same one `cr2 guarantees`, `cr2 results`, the HTML report "
-            "and every section of this page print (cr2.report.validity over cr2.evaluation.validity). Each "
-            "certified router's re-splits are the certify stage's: val ∪ test re-split at random (N_calib = the val "
-            "size) `evaluation.n_resplits` times, the rule re-calibrated on each calibration part and its risk measured "
-            "on the rest; CR²'s deployed gate's other promises (ltt, Mondrian, the target mode) come from the newest "
-            "`cr2 guarantees` run. **The test**: per cell (one λ; Mondrian: one group × λ; ltt and target: one share "
-            "of re-splits) a one-sided test of the promise — z = (mean − bound) / its Monte-Carlo SE, or an exact "
-            "binomial test of a share —; **the family**: the cells of one verdict, Holm-corrected at "
-            f"{LEVEL:g}. \"violation detected\" where Holm rejects a cell, else \"no violation detected\": each verdict "
-            "controls its own family-wise error over its cells, not across verdicts (a table of V verdicts whose "
-            f"promises all hold shows on average at most {LEVEL:g}·V \"violation detected\"). A cell reads "
-            "\"verdict (cells over the bound / cells tested, Holm p of the deciding cell)\". **The software check**: "
-            "beside each certified verdict, each λ's Monte-Carlo mean against the exact expectation of the rule's test "
-            "risk over re-splits (cr2.crc.expected_resplit_risk, a hypergeometric sum), two-sided, Holm over the λ "
-            "cells — it sees an implementation that keeps the mean just under α, which the one-sided test cannot. "
-            "Mondrian over one group is pooled CRC and gets no verdict of its own.\n"]
-    prices = []
-    counts = {"promise": 0, "exact": 0}  # the verdicts this section prints, counted from the rows it prints
-    for key, title, config in SCENARIOS:
-        command = f"cr2 guarantees --resplits {RESPLITS}{_cfg(config)} --home {_home(key)}"
-        if not doc.has(key):
-            text.append(f"**{title}.** " + doc.missing(key, "the validity of the certified routers"))
-            continue
-        text.append(_certified_table(doc, key, title, counts))
-        run, cells, price = _newest_guarantees(doc, key)
-        if run is None or cells.empty:
-            text.append(f"**{title} — CR²'s deployed gate.** " + doc.missing(key, f"a stored validity run — `{command}` "
-                                                                               "stores one"))
-            continue
-        from cr2.report.validity import stream_note
-
-        kind = label_kind(str(run["label_source"]))
-        seed = run.get("seed")
-        again = (command if seed is None or pd.isna(seed) else  # the stored run's own re-splits and stream
-                 f"cr2 guarantees --resplits {int(run['n_resplits'])} --seed {int(seed)}{_cfg(config)} --home {_home(key)}")
-        text.append(f"**{title} — CR²'s deployed gate, {kind} labels** (`{run['label_source']}`): run `{run['run_id']}`, "
-                    f"{int(run['n_resplits']):,} re-splits, N_calib = {int(run['n_calib']):,}; reproduce with "
-                    f"`{again}` (after `{HOMES[key][1]}`). {stream_note(run)}\n")
-        text.append(_deployed_table(doc, cells, counts))
-        prices.append((title, kind, price, _run_alpha(doc, key)))
-    text.insert(2, _false_alarms(counts))  # after the heading and the test's description
-    text.append(_price(doc, prices))
-    return "\n".join(text)
-
-
-def _false_alarms(counts: dict[str, int]) -> str:
-    """How many verdicts the section prints and how many false alarms to expect if every promise holds and every
-    implementation is exact: each verdict's family-wise level summed (a union bound: LEVEL × count)."""
-    from cr2.evaluation.validity import LEVEL
-
-    total = counts["promise"] + counts["exact"]
-    return (f"**How many verdicts, how many false alarms.** This section prints {total:,} verdicts at level {LEVEL:g} "
-            f"each: {counts['promise']:,} promise verdicts and {counts['exact']:,} exact-expectation verdicts (counted "
-            f"from the stored rows below). Were every promise kept and every implementation exact, the expected number "
-            f"of verdicts reporting a problem is at most {LEVEL:g} × {total:,} = {LEVEL * total:.1f} (the sum of the "
-            "levels; no correction across verdicts), so that many flags across the section are no evidence on their "
-            "own; a flagged family (of a `cr2 guarantees` run, or of a certified router in the certify stage) is "
-            "re-checked on an independent stream with 10× the re-splits, and the re-check's verdict is the one "
-            "shown.\n")
-
-
-def _certified_table(doc: Doc, key: str, title: str, counts: dict[str, int]) -> str:
-    """Every certified router × rule of a scenario, one column per α: the verdict over its λ cells."""
-    from cr2.report.styles import MethodStyles
-    from cr2.report.validity import certified_verdicts
-
-    run_id, run, cells, methods = _certified(doc, key)
-    if run_id is None:
-        return f"**{title} — certified routers.** " + doc.missing(key, "a full evaluation run (`cr2 run`)")
-    v = certified_verdicts(cells)
-    if v.empty:
-        return (f"**{title} — certified routers.** _(no rows: run `{run_id}` stores no re-splits of a certified "
-                "router — evaluation.n_resplits = 0, or no certified router)_\n")
-    from cr2.report.validity import NO_EXACT_STORED, rule_promise_note
-
-    label = MethodStyles.from_frame(methods).label
-    n = v["n_resplits"].dropna()
-    deployed = {(r.router, r.rule, round(float(r.alpha), 12)): r for r in _deployed_risk(doc, key, run_id).itertuples()}
-    table = CertifiedByAlpha(v, deployed, label, doc.word)
-    counts["promise"] += table.n_promise
-    counts["exact"] += table.n_exact
-    kind = label_kind(str(run["label_source"]))
-    head = (f"**{title} — certified routers, {kind} labels** (`{run['label_source']}`): run `{run_id}`, "
-            + (f"{int(n.max()):,} re-splits" if len(n) else "re-splits of the certify stage") + " per (λ, rule). "
-            "After each verdict, the one threshold table a user deploys (calibrated on val): how many of its λ have a "
-            "test risk above α, and the largest with its 95 % bootstrap interval over the test queries. "
-            + rule_promise_note(v["rule"])
-            + (" The run stores no exact expectations of its re-split means (stored before they were): no "
-               "exact-expectation verdict here until `cr2 evaluate` runs again." if (v["exact_note"] == NO_EXACT_STORED).any()
-               else "") + "\n")
-    return head + "\n" + table.markdown() + "\n"
-
-
-def _deployed_table(doc: Doc, cells: pd.DataFrame, counts: dict[str, int]) -> str:
-    from cr2.report.validity import deployed_display, deployed_verdicts
-
-    v = deployed_verdicts(cells)
-    counts["promise"] += sum(isinstance(w, str) for w in v["verdict"])
-    if v.empty:
-        return "_(no rows: the run has no bounded promise beside the crc rules')_\n"
-    return markdown_table(deployed_display(v, doc.word)) + "\n"
-
-
-def _run_alpha(doc: Doc, key: str) -> float | None:
-    """The α the scenario's evaluation run stores (`cr2 guarantees` prices at the same grids.default_alpha)."""
-    from cr2_cli.resultsdoc.equal_risk import scenario_alpha
-
-    return scenario_alpha(doc, key)
-
-
-def _price(doc: Doc, prices: list) -> str:
-    if not prices:
-        return ""
-    alphas = sorted({a for *_, a in prices if a is not None})
-    text = [f"### Price over the same re-splits (α = {' / '.join(f'{a:g}' for a in alphas) or '–'}, each scenario's run's)\n",
-            "v_guarantee_price: per rule, the Monte-Carlo mean over re-splits of the test local rate, the mean cost "
-            "(the pre-execution ĉ the validity check accounts) and the accuracy over **all** test rows (hence other "
-            "values than the per-query tables above, which count solvable rows), and the mean of each risk. Means "
-            "only: the page prints no comparison between rules here (the paired re-split differences are not "
-            "stored).\n"]
-    for title, kind, p, alpha in prices:
-        p = p[p["target"].isna() & np.isclose(p["alpha"], alpha if alpha is not None else np.nan) & p["lam"].round(6).isin(
-            [round(x, 6) for x in HEADLINE_LAMS])] if not p.empty else p
-        if p.empty:
-            text.append(f"**{title}** ({kind}): _(no price rows at α = {alpha if alpha is not None else '–'} and λ = "
-                        f"{', '.join(f'{x:g}' for x in HEADLINE_LAMS)} in this run)_\n")
-            continue
-        text.append(f"**{title}** ({kind}):\n\n" + GuaranteePrice(p).markdown())
-        crc = p[p["rule"] == "crc"].set_index("lam")
-        if len(crc):
-            lams = sorted(crc.index)
-            text.append("Under the paper's rule, over the re-splits, the avoidable error is "
-                        + " / ".join(f"{crc.loc[x, 'avoidable_risk']:.4f}" for x in lams)
-                        + " and the teacher disagreement " + " / ".join(f"{crc.loc[x, 'teacher_risk']:.4f}" for x in lams)
-                        + f" at λ = {' / '.join(f'{x:g}' for x in lams)} ({kind} labels): α = {alpha:g} bounds "
-                        "the teacher disagreement, not the answers users get.\n")
-    return "\n".join(text)
+        run_id = newest_eval_run(wh, full_only=True)
+        rules, certified = page.RuleRun(None), page.Certified(None)
+        if run_id is not None:
+            run = eval_run(wh, run_id)
+            alpha = run_alpha(run)  # the α the run compares at, stored with it
+            rr = realised_risk_ci(wh, run_id, alpha, HEADLINE_LAMS)
+            tests = pd.concat([run_intervals(wh, run_id, m) for m in MINUS_ALPHA.values()], ignore_index=True)
+            rules = page.RuleRun(run_id, run, alpha, rr if rr.empty else vs_alpha(rr, alpha, tests))
+            certified = page.Certified(run_id, run, certified_validity(wh, run_id), methods_of_run(wh, run_id),
+                                       deployed_table_risk(certified_test_risk(wh, run_id,
+                                                                               tuple(RISK_ALL_METRICS.values()))))
+        guarantees = newest_guarantees(wh)
+    return page.RiskScenario(key, title, config, rules, certified, guarantees, scenario_alpha(doc, key))
 
 
 def render(doc: Doc) -> str:
-    text = ["## What α bounds, and the risks users feel\n",
-            "CR²'s CRC, as the paper defines it (eq. disagree_label), bounds **teacher disagreement**: how often the "
-            "gate accepts a query locally while the teacher — a learned selector — prefers an edge model. Beside it "
-            "every evaluated rule carries two **realised risks on the real test labels** (docs/guarantees.md): "
-            "**oracle disagreement** (accepted locally while argmax_m y_m − λ·ĉ_m over the real correctness is an "
-            "edge model) and **avoidable error** (accepted locally, the device wrong, some edge model right), and the "
-            "**local accuracy** (the device's accuracy on what it accepted). The rules `crc-oracle` / "
-            "`crc-avoidable` (and `ltt-oracle` / `ltt-avoidable`) calibrate the same gate on the val split's real "
-            "labels with those losses.\n",
-            "How to read the tables: risks are over every test query (the population the guarantees are stated "
-            "for); local rate, cost and accuracy over the test queries some model solves (paper §VII-A). `[a, b]` is "
-            "the stored 95 % paired-bootstrap interval over test queries (cr2.evaluation.statistics: test-query noise only, gate "
-            "and calibration held fixed). \"own risk − α\" is the risk the rule calibrates minus α: its word is "
-            "\"larger\" / \"smaller\" only where Holm's family-wise p across the scenario's rules × λ is below 0.05, "
-            "each p from the bootstrap resamples of that difference itself (cr2.evaluation.statistics.bootstrap_p_values; "
-            "the family: docs/guarantees.md, \"One family rule\"). One calibration split: a rule's risk may land above α on it (its promise is in expectation "
-            "over calibration sets); the re-split check below tests the promise. The paired differences between "
-            "rules (Δ local rate, Δ cost vs crc) are not stored in the warehouse, so the page prints none.\n"]
-    for key, title, config in SCENARIOS:
-        text.append(_risk_table(doc, key, title, config))
-    text.append(_validity(doc))
-    return "\n".join(text)
+    return page.render(page.RisksData(tuple(_read(doc, *s) for s in page.SCENARIOS)), doc)
