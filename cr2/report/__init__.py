@@ -25,4 +25,7 @@ equal_risk  the equal-risk comparisons of one scenario, over its seeds
 intervals   savings vs KNN with their intervals and seed spread
 measured    the measured scenario's run
 risks       the risks each rule bounds and the price of each rule
+
+resultsdoc  the sections of docs/results.md, rendered from the frames cr2_cli.resultsdoc reads (one module per
+            section: prose, headings and the tables above; no statistics)
 """

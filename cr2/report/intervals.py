@@ -1,7 +1,8 @@
 """The intervals section's tables (docs/results.md, "Is a difference real?") as objects (cr2.report.table.Table):
 per scenario, the learned routers' mean saving vs KNN (base split and over seeds), the saving at each target, and the
 operating points with their intervals and seed spread. The frames come with their stored family's words already
-worded by the caller (cr2_cli.resultsdoc.scenario_stats: word_holm, seed_word); numbers through cr2.report.cells."""
+worded by the caller (cr2.report.resultsdoc.scenario: interval_family and seed_family add word_holm and
+seed_word); numbers through cr2.report.cells."""
 from __future__ import annotations
 
 from typing import Callable, Sequence

@@ -16,7 +16,7 @@ RISK_NAME = {"teacher_risk": "teacher disagreement", "oracle_risk": "oracle disa
 
 class RuleRisks(Table):
     """Per rule and λ at one α (v_realised_risk with its intervals, and each rule's own risk − α with its stored Holm
-    p over its family — cr2_cli.resultsdoc.risks.vs_alpha): the three risks, local accuracy and rate, cost,
+    p over its family — cr2.evaluation.own_risk.vs_alpha): the three risks, local accuracy and rate, cost,
     accuracy, and the word of own risk − α (larger / smaller / no difference detected); CR²'s rule in bold."""
 
     def __init__(self, v: pd.DataFrame, word: Word = plain_word):
