@@ -64,20 +64,21 @@ def _descendants(proc: subprocess.Popen) -> list:
 
 
 def stop(procs: list[subprocess.Popen], grace_s: float = 20.0) -> None:
-    """SIGTERM each process group (and any descendant that left it: flow runs start their own), then SIGKILL."""
+    """Stop the processes in reverse start order — the worker (and the flow runs it started, which may have left its
+    process group) before the server it reports to: a worker whose server went first retries for seconds before it
+    exits. SIGTERM each process group and its descendants, wait up to `grace_s` in all, then SIGKILL what is left."""
     import psutil
 
+    deadline = time.monotonic() + grace_s
     victims = []
-    for p in procs:
-        victims += _descendants(p)
-    for p in procs:
+    for p in reversed(procs):
+        mine = _descendants(p)
+        victims += mine
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.pid, signal.SIGTERM)
-    for v in victims:
-        with contextlib.suppress(psutil.Error):
-            v.terminate()
-    deadline = time.monotonic() + grace_s
-    for p in procs:
+        for v in mine:
+            with contextlib.suppress(psutil.Error):
+                v.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
     for p in procs:
