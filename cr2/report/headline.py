@@ -14,11 +14,11 @@ import pandas as pd
 from cr2.config import HEADLINE_LAMS
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
 from cr2.report.cells import ci_cell, mean_sd_cell, num, pct
+from cr2.report.tables import NOT_REACHED
 from cr2.routers import method_router, reference_router, routers_tagged, short_name
 
 TARGETS = PAPER_TARGETS
 VIEW_TARGET_RANGE = (float(VIEW_TARGETS[0]), float(VIEW_TARGETS[-1]))  # the targets v_fixed_accuracy evaluates
-NOT_REACHED = "not reached"  # a fixed-accuracy cell where the router or KNN does not reach the target
 NO_MEAN_SAVING = ("no learned method reaches a target together with KNN, or the run has no intervals "
                   "(`cr2 run` stores them)")
 COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45
@@ -66,17 +66,6 @@ def why_no_target(reached: pd.DataFrame, targets) -> str:
     where = (f"the highest target CR² and KNN both reach is {float(top.iloc[0]):.2f}" if len(top)
              else "CR² and KNN reach no common target in this run")
     return f"no method reaches the targets {target_span(targets)} together with KNN — {where}; pass --targets"
-
-
-def saving_table(fa: pd.DataFrame, methods=()) -> pd.DataFrame:
-    """Targets × methods: the saving vs KNN with its 95 % interval in every cell (v_fixed_accuracy_ci); a method of
-    `methods` (those that reach some target with KNN) without a row at these targets gets a column of NOT_REACHED."""
-    if fa.empty:
-        return fa
-    cells = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper) for r in fa.itertuples()])
-    table = cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first")
-    table = table.reindex(columns=sorted(set(table.columns) | set(methods)))
-    return table.fillna(NOT_REACHED).reset_index()
 
 
 def verdict_table(fa: pd.DataFrame, method: str | None = None) -> pd.DataFrame:
@@ -259,14 +248,6 @@ def paper_comparison_tables(f: dict, errors: pd.DataFrame, ops: pd.DataFrame, al
                       "ours FLOPs": num(cx.loc[kind, "flops"], ",.0f") if kind in cx.index else "–"})
     return {"fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows), "gate_errors": pd.DataFrame(erows),
             "complexity": pd.DataFrame(crows)}
-
-
-def grid_saving_table(fa: pd.DataFrame, methods=()) -> pd.DataFrame:
-    """Targets × methods: the saving vs KNN at the best grid point, no interpolation (saving_vs_knn_grid_pct, to one
-    decimal); a method of `methods` without a row at a target reads NOT_REACHED."""
-    grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1)
-    grid = grid.reindex(columns=sorted(set(grid.columns) | set(methods)))
-    return grid.astype(object).where(grid.notna(), NOT_REACHED).reset_index()
 
 
 def seed_spread_rows(d: pd.DataFrame, label: Callable[[Any], dict], fmt: str = "+.1f") -> list[dict]:
