@@ -22,6 +22,7 @@ from cr2.report.headline import (COST_ANCHOR, mean_grid_line, LAMS, NO_MEAN_SAVI
                                  which_targets, why_no_target)
 from cr2.report.markdown import markdown_table
 from cr2.report.tables import FixedAccuracySavings, MeanSaving, RouterComplexity
+from cr2.routers import method_router
 
 
 def parse_targets(text: str) -> tuple[float, ...]:
@@ -64,10 +65,11 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
     if sp.empty:
         return "_(no seed study in this warehouse: `cr2 study seeds --n 5`)_\n"
 
+    ours = method_router()
     ms = sp[sp["metric"] == "mean_saving_vs_knn_pct"].sort_values("method")
-    tg = sp[(sp["metric"] == "saving_vs_knn_pct") & (sp["method"] == "cr2") & sp["target"].round(2).isin(targets)]
-    a = alpha if alpha is not None else sp.loc[sp["method"] == "cr2", "alpha"].dropna().min()
-    op = sp[(sp["method"] == "cr2") & sp["alpha"].round(6).eq(round(float(a), 6)) & sp["lam"].isin(lams)
+    tg = sp[(sp["metric"] == "saving_vs_knn_pct") & (sp["method"] == ours) & sp["target"].round(2).isin(targets)]
+    a = alpha if alpha is not None else sp.loc[sp["method"] == ours, "alpha"].dropna().min()
+    op = sp[(sp["method"] == ours) & sp["alpha"].round(6).eq(round(float(a), 6)) & sp["lam"].isin(lams)
             & sp["metric"].isin(["accuracy", "cost", "local_rate", "risk"])].sort_values(["lam", "metric"])
     parts = [
         f"Study `{sp['study_id'].iloc[0]}`: each seed re-ran split, teacher, gate, learned baselines, calibration and "
@@ -227,7 +229,7 @@ def comparison_markdown(home: str | Path, alpha: float | None = None, label_sour
     f = comparison_frames(home, alpha, label_source)
     alpha = f["alpha"]
     fa, rows = f["fixed_accuracy"], f["fixed"].copy()
-    cr2 = fa[fa["method"] == "cr2"].assign(t=lambda d: d["target"].round(2)).set_index("t")
+    cr2 = fa[fa["method"] == method_router()].assign(t=lambda d: d["target"].round(2)).set_index("t")
     rows.insert(3, "verdict", [NOT_REACHED if float(t) not in cr2.index else
                                cr2.loc[float(t), "verdict"] if pd.notna(cr2.loc[float(t), "verdict"])
                                else "— (no interval)" for t in rows["target accuracy"]])

@@ -79,6 +79,7 @@ baselines:
   routers: [always, knn, mlp, prior]
   catalogues: [{catalogue}]
   params: {{prior: {{smoothing: 0.5}}}}
+certify: {{routers: [cr2], rules: [crc]}}
 """
 
 # the sections of `cr2 results` (and `--paper`) whose tables list every evaluated router: the header that opens each
@@ -108,7 +109,8 @@ def _page_tables(page: str) -> list[str]:
 def toy_router_home(small_cli_run, tmp_path):
     """A copy of the small `cr2 run` home continued with a toy router registered by a catalogue entry only (a module
     and a catalogue file in tmp_path, named by the config's baselines.catalogues): the cached stages are reused, the
-    baselines and the evaluation run again with it."""
+    baselines and the evaluation run again with it (three baselines and one certified rule: the tables need a router
+    to list beside the toy, not the whole set)."""
     from cr2.routers import use_catalogues
     from cr2_flows.run import run_flow
     from tests.conftest import copy_of
