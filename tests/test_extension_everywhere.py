@@ -1,7 +1,11 @@
 """What a user adds appears everywhere it should, with no list of names edited: a scenario added to the scenarios
 file (configs/scenarios.yaml's shape, named by $CR2_SCENARIOS) is a warehouse of the results page (resultsdoc.core
 HOMES), a row of the equal-risk section's scenarios and a unit the router study may name (study_scenarios, the flow's
-SCENARIOS). The readers build their tables at import, so each check runs in a fresh interpreter."""
+SCENARIOS). The readers build their tables at import, so each check runs in a fresh interpreter.
+
+A router added by a catalogue entry only (a module and a catalogue file outside the tree, named by a config's
+baselines.catalogues) is evaluated on the small `cr2 run` home and listed in every table of `cr2 results -c` and of the
+results page that lists routers."""
 from __future__ import annotations
 
 import json
@@ -88,6 +92,17 @@ RESULTS_ROUTER_TABLES = ("**Fixed-accuracy cost saving vs KNN, % [95 % CI]", "**
                          "**Router complexity (paper tab:router_complexity")
 
 
+PAGE_PROBE = """\
+import sys
+from pathlib import Path
+from cr2.routers import use_catalogues
+use_catalogues([sys.argv[1]])
+from cr2_cli.resultsdoc import SECTIONS, render_sections
+from cr2_cli.resultsdoc.core import Doc
+print(render_sections(Doc({"default": Path(sys.argv[2])}), SECTIONS))
+"""
+
+
 def _section(text: str, header: str) -> str:
     assert header in text, header
     return text.split(header, 1)[1].split("\n**", 1)[0]
@@ -145,21 +160,23 @@ def test_a_router_added_to_a_catalogue_is_listed_in_every_router_table(toy_route
         section = _section(res.output, header)
         assert "prior" in section or "Prior (toy)" in section, (header, section[:2000])
 
-    # the page's tables: every table that lists the paper's baselines lists the toy router too
-    from cr2_cli.resultsdoc import SECTIONS, render_sections
-    from cr2_cli.resultsdoc.core import Doc
-
-    use_catalogues([toy_router_home["cfg"].parent / "plugin" / "catalogue.yaml"])
+    # the page's tables: every table that lists the paper's baselines lists the toy router too. The page's modules
+    # read their router groups at import, so it renders in a fresh interpreter with the catalogue registered first.
+    catalogue = toy_router_home["cfg"].parent / "plugin" / "catalogue.yaml"
+    use_catalogues([catalogue])
     assert "prior" in routers_tagged("paper", "compared")
-    page = render_sections(Doc({"default": toy_router_home["home"]}), SECTIONS)
+    proc = subprocess.run([sys.executable, "-c", PAGE_PROBE, str(catalogue), str(toy_router_home["home"])], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page = proc.stdout
     router_tables = [t for t in _page_tables(page) if "MLP" in t or "| mlp" in t]
     assert router_tables
     missing = [t.splitlines()[0] for t in router_tables if "prior" not in t and "Prior (toy)" not in t]
     assert missing == list(PAGE_GAPS), missing
 
 
-# Page tables that still keep a router list of their own (issue #60): the operating points with their seed spread
-# pick CR², KNN and MLP by name (cr2_cli/resultsdoc/intervals.py, `p["method"].isin(["knn", "mlp"])`). When that table
+# Page tables that still keep a router list of their own: the operating points with their seed spread pick CR², KNN
+# and MLP by name (cr2_cli/resultsdoc/intervals.py, `p["method"].isin(["knn", "mlp"])`). When that table
 # reads the catalogue, this test fails until its header is taken out of here.
 PAGE_GAPS = ("| λ | router | accuracy [95 % CI] | cost [95 % CI] | local_rate [95 % CI] | risk [95 % CI] | accuracy: seeds "
              "mean ± sd | cost: seeds mean ± sd | local_rate: seeds mean ± sd | risk: seeds mean ± sd |",)
