@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -65,17 +66,6 @@ def test_a_scenario_added_to_a_scenarios_file_reaches_the_page_and_the_router_st
 
 
 # ---------------------------------------------------------------- a router added to a catalogue
-TOY_CATALOGUE = """\
-prior:
-  class: toy_router.py:PriorRouter
-  kind: baseline
-  learned: true
-  predicts_proba: true
-  display: "Prior (toy)"
-  colour: "#2e86c1"
-  short: "Prior (toy)"
-  tags: [paper, compared]
-"""
 
 TOY_CONFIG = """\
 extends: {base}
@@ -129,12 +119,14 @@ def toy_router_home(small_cli_run, tmp_path):
     from cr2.routers import use_catalogues
     from cr2_flows.run import run_flow
     from tests.conftest import copy_of
-    from tests.test_extending import TOY_ROUTER
+    from tests.test_extending import CATALOGUE, TOY_ROUTER
 
     plugin = tmp_path / "plugin"
     plugin.mkdir()
     (plugin / "toy_router.py").write_text(TOY_ROUTER)
-    (plugin / "catalogue.yaml").write_text(TOY_CATALOGUE)
+    # test_extending's entry, with a short name and the tags that put it into the page's groups
+    (plugin / "catalogue.yaml").write_text(textwrap.dedent(CATALOGUE).lstrip("\n")
+                                           + '  short: "Prior (toy)"\n  tags: [paper, compared]\n')
     cfg = tmp_path / "toy.yaml"
     cfg.write_text(TOY_CONFIG.format(base=small_cli_run["cfg"], catalogue=plugin / "catalogue.yaml"))
     home = copy_of(small_cli_run["home"], tmp_path / "home")

@@ -72,22 +72,19 @@ def test_tags_must_be_a_list_of_names(extra_catalogue):
         catalogue()
 
 
-def test_the_reference_router_is_the_one_entry_marked_reference(extra_catalogue):
-    assert reference_router() == "knn"
+@pytest.mark.parametrize("helper, name, edit, error", [
+    (reference_router, "knn", ("tags: [compared]", "tags: [compared]\n  reference: true"),
+     "more than one router is marked reference"),
+    (method_router, "cr2", ("kind: baseline", "kind: cr2"), "exactly one router of kind cr2"),
+])
+def test_the_reference_and_the_method_under_study_are_each_one_catalogue_entry(extra_catalogue, helper, name, edit,
+                                                                               error):
+    assert helper() == name
     path = extra_catalogue / "catalogue.yaml"
-    path.write_text(TOY.format(module="toy.py").replace("tags: [compared]", "tags: [compared]\n  reference: true"))
+    path.write_text(TOY.format(module="toy.py").replace(*edit))
     use_catalogues([path])
-    with pytest.raises(ConfigError, match="more than one router is marked reference"):
-        reference_router()
-
-
-def test_the_method_under_study_is_the_one_entry_of_kind_cr2(extra_catalogue):
-    assert method_router() == "cr2"
-    path = extra_catalogue / "catalogue.yaml"
-    path.write_text(TOY.format(module="toy.py").replace("kind: baseline", "kind: cr2"))
-    use_catalogues([path])
-    with pytest.raises(ConfigError, match="exactly one router of kind cr2"):
-        method_router()
+    with pytest.raises(ConfigError, match=error):
+        helper()
 
 
 def test_a_config_fits_the_catalogues_default_group_when_it_names_no_routers():
