@@ -111,7 +111,7 @@ PAPER_SAVING_VS_KNN = {0.79: 4.8, 0.80: 5.6, 0.81: 16.9, 0.82: 16.2}
 PAPER_LOCAL_AT_045 = {0.002: (0.8201, 0.023), 0.010: (0.8197, 0.043), 0.050: (0.8180, 0.094)}  # tab:ablation (acc, local)
 PAPER_FIXED_RATE = {0.10: (0.8167, 0.106), 0.20: (0.7970, 0.219)}  # tab:ablation L1117–1118
 PAPER_GATE_ERRORS = {0.35: (3.56, 4.9), 0.55: (0.78, 1.9)}  # fig:misdefer L1131: false defers %, total gate error %
-# tab:complexity (params, FLOPs per decision), keyed by the paper's own names: a baseline by its catalogue `short`
+# tab:router_complexity (params, FLOPs per decision), keyed by the paper's own names: a baseline by its catalogue `short`
 # name, CR²'s two networks by their `complexity` kind. The rows shown are the catalogue's paper baselines, not these.
 PAPER_COMPLEXITY = {"MLP": (235_204, "469.2 k"), "KNN": (None, "13.826 M"), "EmbedLLM": (90_714, "717.4 k"),
                     "LLMRank": (608_516, "1.215 M"), "teacher": (398_340, "789.5 k"), "gate": (104_706, "207.1 k")}
