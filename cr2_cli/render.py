@@ -16,7 +16,7 @@ from rich.text import Text
 from cr2_cli.console import console
 from cr2.config import HEADLINE_LAMS  # the λ values the CLI's summaries show (defined once)
 from cr2.report import cells
-from cr2.report.tables import on_lams
+from cr2.report.tables import CR2OperatingPoints, Recalibration
 
 num = partial(cells.num, missing_text=cells.EM_DASH)  # the command line writes a missing number '—'
 
@@ -109,20 +109,11 @@ def print_operating_points(home: Path, evaluated: dict, lams=HEADLINE_LAMS) -> N
         alpha = stored_run_alpha(wh, evaluated["run_id"])
         df = cr2_operating_points(wh, evaluated["run_id"], alpha)
         note = label_note(wh, evaluated["label_source"])
-    df = df[on_lams(df["lam"], lams)]
     # risk, accuracy, cost and local rate on the paper's test set (the queries some model solves); risk_all over
-    # every test query, the population CRC's guarantee is stated for
-    table = Table(title=f"CR² on test, α = {alpha:g} (risk, local rate, accuracy, cost over the "
-                        f"{evaluated['n_evaluable']:,} test queries some model solves; risk also over all "
-                        f"{evaluated['n_test']:,}); {note}")
-    # the risk α bounds (teacher disagreement for the paper's rule) beside the realised risks on real labels
-    for col in ("λ", "teacher risk", "…all rows", "oracle", "avoidable", "local acc.", "local", "accuracy", "cost"):
-        table.add_column(col, justify="right")
-    for r in df.itertuples():
-        table.add_row(f"{r.lam:g}", num(r.risk, ".4f"), num(r.risk_all, ".4f"), num(r.oracle_risk_all, ".4f"),
-                      num(r.avoidable_risk_all, ".4f"), num(r.local_accuracy, ".1f", 100, "%", missing_text="— (none accepted)"),
-                      num(r.local_rate, ".1f", 100, "%"), num(r.accuracy, ".1f", 100, "%"), num(r.cost, ".3f"))
-    console.print(table)
+    # every test query, the population CRC's guarantee is stated for; the table the Prefect artifact publishes too
+    console.print(CR2OperatingPoints(df, lams).rich(
+        f"CR² on test, α = {alpha:g} (risk, local rate, accuracy, cost over the {evaluated['n_evaluable']:,} test "
+        f"queries some model solves; risk also over all {evaluated['n_test']:,}); {note}", justify="right"))
     console.print("α bounds the risk of the calibration rule (calibration.rule; `crc`: teacher risk = teacher "
                   "disagreement, the paper's); oracle = oracle disagreement on the real test labels, avoidable = "
                   "answered wrongly on the device where an edge model was right, both over all test rows; local acc. "
@@ -171,17 +162,8 @@ def print_recalibration(home: Path, out: dict, lams=HEADLINE_LAMS) -> None:
     with Warehouse(home, read_only=True) as wh:
         alpha = stored_run_alpha(wh, out["after"]["run_id"])
         df = recalibration(wh, out["before"]["run_id"], out["after"]["run_id"], alpha)
-    df = df[on_lams(df["lam"], lams)]
-    table = Table(title=f"CR² on test under {out['new_dist_id']}, α = {alpha:g}: old thresholds (before) vs re-calibrated")
-    for col in ("λ", "risk before", "risk after", "local before", "local after", "acc before", "acc after",
-                "cost before", "cost after"):
-        table.add_column(col, justify="right")
-    for r in df.itertuples():
-        table.add_row(f"{r.lam:g}", num(r.risk_before, ".4f"), num(r.risk_after, ".4f"),
-                      num(r.local_rate_before, ".1f", 100, "%"), num(r.local_rate_after, ".1f", 100, "%"),
-                      num(r.accuracy_before, ".1f", 100, "%"), num(r.accuracy_after, ".1f", 100, "%"),
-                      num(r.cost_before, ".3f"), num(r.cost_after, ".3f"))
-    console.print(table)
+    console.print(Recalibration(df, lams).rich(f"CR² on test under {out['new_dist_id']}, α = {alpha:g}: old thresholds "
+                                               "(before) vs re-calibrated", justify="right"))
 
 
 # ------------------------------------------------------------------ deployment

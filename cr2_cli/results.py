@@ -17,11 +17,12 @@ from cr2.labels import is_simulated
 from cr2.report.cells import num
 from cr2.report.headline import (COST_ANCHOR, mean_grid_line, LAMS, NO_MEAN_SAVING, NOT_REACHED, QUESTION_TITLES, TARGETS,
                                  VIEW_TARGET_RANGE, cost_at_target_table, default_targets,
-                                 equal_risk_cell, grid_saving_table, paper_comparison_tables, points_table,
-                                 resamples_text, saving_table, seed_spread_rows, share_cell, verdict_table,
+                                 equal_risk_cell, paper_comparison_tables, points_table,
+                                 resamples_text, seed_spread_rows, share_cell, verdict_table,
                                  which_targets, why_no_target)
 from cr2.report.markdown import markdown_table
-from cr2.report.tables import mean_saving_table
+from cr2.report.tables import FixedAccuracySavings, MeanSaving, RouterComplexity
+from cr2.routers import method_router
 
 
 def parse_targets(text: str) -> tuple[float, ...]:
@@ -64,10 +65,11 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
     if sp.empty:
         return "_(no seed study in this warehouse: `cr2 study seeds --n 5`)_\n"
 
+    ours = method_router()
     ms = sp[sp["metric"] == "mean_saving_vs_knn_pct"].sort_values("method")
-    tg = sp[(sp["metric"] == "saving_vs_knn_pct") & (sp["method"] == "cr2") & sp["target"].round(2).isin(targets)]
-    a = alpha if alpha is not None else sp.loc[sp["method"] == "cr2", "alpha"].dropna().min()
-    op = sp[(sp["method"] == "cr2") & sp["alpha"].round(6).eq(round(float(a), 6)) & sp["lam"].isin(lams)
+    tg = sp[(sp["metric"] == "saving_vs_knn_pct") & (sp["method"] == ours) & sp["target"].round(2).isin(targets)]
+    a = alpha if alpha is not None else sp.loc[sp["method"] == ours, "alpha"].dropna().min()
+    op = sp[(sp["method"] == ours) & sp["alpha"].round(6).eq(round(float(a), 6)) & sp["lam"].isin(lams)
             & sp["metric"].isin(["accuracy", "cost", "local_rate", "risk"])].sort_values(["lam", "metric"])
     parts = [
         f"Study `{sp['study_id'].iloc[0]}`: each seed re-ran split, teacher, gate, learned baselines, calibration and "
@@ -131,8 +133,9 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
     simulated = is_simulated(run["label_source"])
     banner = ("SIMULATED labels — not measured" if simulated else "MEASURED labels") + f" (label source `{run['label_source']}`)"
     fa = f["fixed_accuracy"]
-    fixed = saving_table(fa, reached["method"])
-    grid = grid_saving_table(fa, reached["method"])
+    # the table objects the HTML report shows too (cr2.report.tables): the same words and numbers on both
+    fixed = FixedAccuracySavings(fa, reached["method"], why=no_target)
+    grid = FixedAccuracySavings(fa, reached["method"], grid=True, why=no_target)
     ca = f["cost_assumptions"]
     dearer = (f"{share_cell(ca['device_dearer_share_estimated'].iloc[0])} under ĉ (routing), "
               f"{share_cell(ca['device_dearer_share_realised'].iloc[0])} under c (realised)") if len(ca) else \
@@ -149,14 +152,14 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
         run_deploy_markdown(home, run_id),
         validity_markdown(home, run_id, alpha),
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)** — "
-        f"{SIDES_VS_KNN.format(alpha=alpha)}\n\n{markdown_table(fixed, 3, no_target)}",
+        f"{SIDES_VS_KNN.format(alpha=alpha)}\n\n{fixed.markdown()}",
         f"**CR² vs KNN at {which_targets(targets)} (v_fixed_accuracy_ci)** — {SIDES_VS_KNN.format(alpha=alpha)}"
         f"\n\n{markdown_table(verdict_table(fa), why=no_target)}",
         f"**Mean saving vs KNN over the validation target grid, % [95 % CI] (v_mean_saving_ci; CR² at α)** — "
         f"{SIDES_VS_KNN.format(alpha=alpha)}\n\n"
-        f"{markdown_table(mean_saving_table(f['mean_saving']), why=NO_MEAN_SAVING)}",
+        f"{MeanSaving(f['mean_saving'], why=NO_MEAN_SAVING).markdown()}",
         f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)** — same sides\n\n"
-        f"{markdown_table(grid, 3, no_target)}",
+        f"{grid.markdown()}",
         f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{markdown_table(f['local_at_cost'])}",
         f"**CR² at α = {alpha:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**\n\n"
         f"{markdown_table(points_table(f['operating_points'], ('lam', 'alpha')))}",
@@ -169,7 +172,7 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
         f"**Largest local rate and smallest cost over the λ sweep, α = {alpha:g} (operating_points)**\n\n{markdown_table(f['sweep'])}",
         f"**Ablation at c̄ ≈ 0.45 (v_ablation)**\n\n"
         f"{markdown_table(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",
-        f"**Router complexity (v_router_complexity)**\n\n{markdown_table(f['complexity'][['kind', 'params', 'flops']])}",
+        f"**Router complexity (v_router_complexity)**\n\n{RouterComplexity(f['complexity']).markdown()}",
     ]
     from cr2_warehouse.reads import has_seed_study
 
@@ -226,7 +229,7 @@ def comparison_markdown(home: str | Path, alpha: float | None = None, label_sour
     f = comparison_frames(home, alpha, label_source)
     alpha = f["alpha"]
     fa, rows = f["fixed_accuracy"], f["fixed"].copy()
-    cr2 = fa[fa["method"] == "cr2"].assign(t=lambda d: d["target"].round(2)).set_index("t")
+    cr2 = fa[fa["method"] == method_router()].assign(t=lambda d: d["target"].round(2)).set_index("t")
     rows.insert(3, "verdict", [NOT_REACHED if float(t) not in cr2.index else
                                cr2.loc[float(t), "verdict"] if pd.notna(cr2.loc[float(t), "verdict"])
                                else "— (no interval)" for t in rows["target accuracy"]])

@@ -29,10 +29,12 @@ EQUAL_RISK_METRIC = "equal-risk:"  # pool_results.metric of an equal-risk mean s
 
 
 def learned_methods(methods) -> list[str]:
-    """The learned methods of a run (CR² and the learned baselines and their variants) besides KNN."""
+    """The learned methods of a run (CR² and the learned baselines and their variants) besides the reference (KNN)."""
+    from cr2.routers import reference_router
+
     kinds = methods["kind"]
     keep = (kinds == "cr2") | (kinds.isin(["baseline", "baseline-variant"]) & methods["learned"].astype(bool))
-    return [m for m in methods.loc[keep, "method"] if m != "knn"]
+    return [m for m in methods.loc[keep, "method"] if m != reference_router()]
 
 
 @task(name="pool-summary")
@@ -42,6 +44,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     from cr2.evaluation.equal_risk import study_statistics
     from cr2.evaluation.fixed_accuracy import VIEW_TARGETS, MethodOutcomes
     from cr2.evaluation.intervals import method_outcomes, points_by_method, always_fallback
+    from cr2.routers import ALWAYS_PREFIX, reference_router
     from cr2.studies.pools import BEST_SINGLE, ORACLE, comparison_rows
     from cr2.studies.premise import device_edge_ratio
     from cr2.evaluation.decisions import operating_points
@@ -62,13 +65,13 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     # one α per comparison: CR²'s sweep at the default α only
     by_method = points_by_method(operating_points(decisions, test.query_id, test.model_ids), config.grids.default_alpha)
     outcomes = {m: method_outcomes(pts, test, keep) for m, pts in by_method.items()}
-    always = [f"always-{m}" for m in test.model_ids]
-    missing = [a for a in always + ["knn"] if a not in outcomes]
+    always, ref = [f"{ALWAYS_PREFIX}{m}" for m in test.model_ids], reference_router()
+    missing = [a for a in always + [ref] if a not in outcomes]
     if missing:
         from cr2.core.errors import DataValidationError
 
-        raise DataValidationError(f"run {run_id} lacks {missing}; the pool summary needs KNN and every Always-m "
-                                  "(baselines.routers: always, knn)")
+        raise DataValidationError(f"run {run_id} lacks {missing}; the pool summary needs the reference router and "
+                                  f"every Always-m (baselines.routers: always, {ref})")
     outcomes[BEST_SINGLE] = MethodOutcomes(np.concatenate([outcomes[a].correct for a in always], axis=1),
                                            np.concatenate([outcomes[a].cost for a in always], axis=1), rows=keep)
     chosen = oracle_sweep(test.correct, test.cost)
@@ -76,7 +79,7 @@ def pool_summary_task(config: Config, home: str, run_id: str) -> dict:
     outcomes[ORACLE] = MethodOutcomes(np.asarray(test.correct, dtype=bool)[rows_, chosen],
                                       np.asarray(test.cost, dtype=np.float64)[rows_, chosen], rows=keep)
     compared = [*learned_methods(methods), ORACLE]
-    rows = comparison_rows(outcomes, [m for m in compared if m in outcomes] + ["knn"], VIEW_TARGETS, counts,
+    rows = comparison_rows(outcomes, [m for m in compared if m in outcomes] + [ref], VIEW_TARGETS, counts,
                            always_fallback(test, keep, VIEW_TARGETS, counts), sample.grid, spec.level)
     # the equal-risk decomposition at the default α: one mean saving per comparison
     rows += [{"subject": r["method_a"], "other": r["method_b"], "metric": f"{EQUAL_RISK_METRIC}{r['question']}",

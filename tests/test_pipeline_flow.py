@@ -209,10 +209,10 @@ def test_recalibrate_on_a_new_state_distribution_keeps_the_gate(pipeline):
     assert out["artifacts"] == ["cr2-recalibrate-summary", "cr2-drift", "cr2-recalibration"]
     arts = _artifacts_of_run_with("cr2-recalibrate-summary", out["new_dist_id"])
     assert "SIMULATED LABELS" in arts["cr2-recalibrate-summary"].data
-    drift = json.loads(arts["cr2-drift"].data)
+    drift = json.loads(arts["cr2-drift"].data)  # cr2.report.tables.DriftTest's cells
     assert {r["feature"] for r in drift} == {"distance_m", "rate_ul_bps", "rate_dl_bps"}
-    table = json.loads(arts["cr2-recalibration"].data)
-    assert table and {"risk_before", "risk_after", "cost_before", "cost_after"} <= set(table[0])
+    table = json.loads(arts["cr2-recalibration"].data)  # cr2.report.tables.Recalibration's cells
+    assert table and {"risk before", "risk after", "cost before", "cost after"} <= set(table[0])
 
 
 def _artifacts_of_run_with(key: str, text: str) -> dict:
@@ -244,9 +244,10 @@ def test_run_publishes_its_results_as_prefect_artifacts(pipeline):
                       "AND alpha = 0.01", [first["evaluate"]["run_id"]])
         risk2 = wh.scalar("SELECT risk FROM operating_points WHERE run_id = ? AND method = 'cr2' AND benchmark = 'all' "
                           "AND alpha = 0.01 AND lam = 2.0", [first["evaluate"]["run_id"]])
-    assert len(ops) == n and abs(next(r["risk"] for r in ops if r["lam"] == 2.0) - risk2) < 1e-4
-    methods = {r["method"] for r in json.loads(arts["cr2-router-comparison"].data)}
-    assert {"cr2", "knn", "mlp", "always-qwen3-14b"} <= methods
+    # the cells of cr2.report.tables.CR2OperatingPoints / RoutersAtLam, as `cr2 run` prints them
+    assert len(ops) == n and abs(float(next(r["teacher risk"] for r in ops if r["λ"] == "2")) - risk2) < 1e-4
+    methods = {r["router"] for r in json.loads(arts["cr2-router-comparison"].data)}
+    assert {"CR²", "KNN", "MLP", "always-qwen3-14b"} <= methods
     assert arts["cr2-report"].type == "markdown" and first["report"]["path"].split("/")[-1] in arts["cr2-report"].data
 
 

@@ -71,7 +71,7 @@ def test_run_recalibrate_and_evaluate_through_the_api(stack):
     assert f"`{source}`" in arts["cr2-summary"].data
     ops = arts["cr2-operating-points"].data
     ops = json.loads(ops) if isinstance(ops, str) else ops  # table data come back as JSON text
-    assert len(ops) >= 3 and {"lam", "risk", "local_rate", "accuracy", "cost"} <= set(ops[0])
+    assert len(ops) >= 3 and {"λ", "teacher risk", "local", "accuracy", "cost"} <= set(ops[0])  # CR2OperatingPoints
     assert arts["cr2-report"].data.startswith("[") and "index.html" in arts["cr2-report"].data
     (v1, _default_dist), = _versions(stack.home)
 

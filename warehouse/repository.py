@@ -642,5 +642,5 @@ def artifact_frames(wh: Warehouse, run_id: str, alpha: float, lam: float) -> tup
     """The Prefect artefacts of an evaluation run: CR²'s operating points at α and every method at λ."""
     from cr2_warehouse.routing_data import named_query
 
-    return (wh.df(named_query("cr2_operating_point_metrics"), {"run_id": run_id, "alpha": alpha}),
+    return (wh.df(named_query("cr2_operating_points_at_alpha"), {"run_id": run_id, "alpha": float(alpha)}),
             wh.df(named_query("methods_at_lam"), {"run_id": run_id, "lam": lam, "alpha": alpha}))

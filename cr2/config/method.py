@@ -1,6 +1,7 @@
 """The method's settings: the λ grid, teacher, gate, routing, calibration, certification, fits and baselines."""
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -194,11 +195,23 @@ class FitSpec(StrictModel):
                                 "one after another, in the process)")
 
 
+@functools.lru_cache(maxsize=1)
+def catalogue_default_routers() -> tuple[str, ...]:
+    """The routers the router catalogue (cr2/routers/catalogue.yaml) tags `default`, in catalogue order: what a config
+    fits when it names none. Read from the file itself because the config layer sits below cr2.routers (.importlinter);
+    tests/routers/test_catalogue_groups.py checks it equals cr2.routers.routers_tagged("default")."""
+    from cr2.core.boundary import load_yaml_file
+
+    raw = load_yaml_file(Path(__file__).parents[1] / "routers" / "catalogue.yaml") or {}
+    return tuple(str(name) for name, spec in raw.items() if "default" in ((spec or {}).get("tags") or []))
+
+
 class BaselinesSpec(StrictModel):
     """The paper's comparison routers (§VII-A), fitted on train (tuned on dev) and evaluated on test."""
 
-    routers: list[str] = Field(default_factory=lambda: ["always", "knn", "mlp", "embedllm", "llmrank", "llmrank-bench"],
-                               description="router names (cr2.routers registry); 'always' expands to every model")
+    routers: list[str] = Field(default_factory=lambda: list(catalogue_default_routers()),
+                               description="router names (cr2.routers registry); 'always' expands to every model "
+                                           "(default: the catalogue's routers tagged `default`)")
     params: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                               description="constructor keyword arguments per router name")
     num_threads: int | None = Field(None, ge=1, description="torch threads for fitting the baselines (None: "

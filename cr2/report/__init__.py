@@ -6,7 +6,8 @@ page        the shell every HTML page shares: stylesheet, SIMULATED / MEASURED b
 styles      how each evaluated method is shown (display name, colour, learned, reference)
 figures     the evaluation's figures, and the shared matplotlib frame (`axes`, `png`)
 cells       how every number, share, interval, p-value and count is written in a table cell
-tables      the evaluation's tables and the mean-saving table
+tables      the evaluation's tables; the ones a run shows on several surfaces (mean saving, fixed-accuracy savings,
+            router complexity, the operating points, drift and re-calibration) as objects, one set of cells
 latex       a table as booktabs LaTeX
 markdown    the one markdown table writer
 evaluation  the evaluation page (one run's §VII figures and tables)

@@ -144,9 +144,3 @@ class Style:
 
 PAGE = Style("-", DASH)  # the results page's tables: '–' where a value is missing
 TERMINAL = Style("-", EM_DASH)  # the study commands' tables (and the page's pool diagnostics, which print theirs)
-
-
-def json_records(df: pd.DataFrame, decimals: int = 4) -> list[dict]:
-    """JSON-safe rows of a table (a Prefect table artifact): floats rounded to `decimals`, NaN → None."""
-    return [{k: (None if isinstance(v, float) and v != v else round(v, decimals) if isinstance(v, float) else v)
-             for k, v in row.items()} for row in df.to_dict(orient="records")]

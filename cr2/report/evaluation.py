@@ -15,10 +15,10 @@ from cr2.report.figures import (curves_figure, fixed_accuracy_figure, gate_error
                                 realised_risk_figure, risk_figure, saving_interval_figure)
 from cr2.report.page import Figure, TableBlock, banner, facts_table, figure_html, page, table_html
 from cr2.report.styles import MethodStyles
-from cr2.report.cells import ci_cell
 from cr2.report.deploy import RULE_SUMMARY
-from cr2.report.tables import (ablation_table, benchmark_table, guarantee_price_table, informative_targets,
-                               mean_saving_table, operating_point_ci_table, realised_risk_table, risk_check_table)
+from cr2.report.tables import (FixedAccuracySavings, MeanSaving, RouterComplexity, ablation_table, benchmark_table,
+                               guarantee_price_table, informative_targets, operating_point_ci_table,
+                               realised_risk_table, risk_check_table)
 
 
 @dataclass
@@ -158,17 +158,8 @@ def build_figures(inp: ReportInputs) -> list[Figure]:
 def build_tables(inp: ReportInputs) -> list[TableBlock]:
     """Every table of the report from its view's rows."""
     st = MethodStyles.from_frame(inp.methods)
-    fa = informative_targets(inp.fixed_accuracy, inp.pareto)
-    fa = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, getattr(r, "saving_lower", None), getattr(r, "saving_upper", None))
-                         for r in fa.itertuples()])
-    fixed = fa[fa["method"] != st.reference].pivot_table(index="target", columns="method", values="cell",
-                                                         aggfunc="first")
-    fixed = fixed.fillna("–").rename(columns=st.label)
-    fixed.insert(0, f"{st.label(st.reference)} cost", fa[fa["method"] == st.reference].set_index("target")["cost"].round(3))
-    fixed = fixed.reset_index().rename(columns={"target": "target accuracy"})
-    fixed.columns.name = None
-    cx = inp.complexity.drop_duplicates("kind")[["kind", "params", "flops", "fit_seconds"]]
-    cx = cx[cx["kind"].isin(["gate", "teacher"]) | cx["kind"].str.startswith("router:")]
+    # the same table objects `cr2 results` prints, so both show the same words and numbers
+    fixed = FixedAccuracySavings(informative_targets(inp.fixed_accuracy, inp.pareto)).frame()
     return [
         TableBlock("per_benchmark_by_cost", "Per-benchmark accuracy at representative cost targets", "v_benchmark_at_cost",
                    "Nearest reachable operating point to each pooled cost target; '–': unreachable. Avg is pooled.",
@@ -183,7 +174,7 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
                       "Mean of the per-target savings over every target the router and KNN reach; 95 % paired "
                       "bootstrap interval; the test's stored word: 'cheaper'/'dearer' only where the interval excludes 0 "
                       "and the Holm p over the run's learned routers is below 0.05, else 'no difference detected'.",
-                      mean_saving_table(inp.mean_saving, st.label))] if len(inp.mean_saving) else []),
+                      MeanSaving(inp.mean_saving).frame())] if len(inp.mean_saving) else []),
         *([TableBlock("operating_points_ci", "Operating points with 95 % intervals", "v_operating_points_ci",
                       f"CR² at α = {inp.default_alpha:g} and the learned baselines at λ ∈ {{{', '.join(f'{v:g}' for v in HEADLINE_LAMS)}}}, all test "
                       "benchmarks; 95 % paired bootstrap intervals over the test queries.",
@@ -191,7 +182,7 @@ def build_tables(inp: ReportInputs) -> list[TableBlock]:
           if len(inp.operating_points_ci) else []),
         TableBlock("router_complexity", "Router-head parameters and FLOPs (encoder excluded)", "v_router_complexity",
                    "CR² runs the gate on the device (and the teacher's heads only for deferred queries).",
-                   cx.reset_index(drop=True)),
+                   RouterComplexity(inp.complexity).frame()),
         TableBlock("risk_check", "Risk control on the test split", "v_risk_vs_alpha",
                    "CRC bounds the expected false-acceptance risk by α at each λ; a single test split fluctuates around "
                    "it, so this table is context: the verdict is the validity table's (over re-splits).",

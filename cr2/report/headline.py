@@ -14,10 +14,11 @@ import pandas as pd
 from cr2.config import HEADLINE_LAMS
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
 from cr2.report.cells import ci_cell, mean_sd_cell, num, pct
+from cr2.report.tables import NOT_REACHED
+from cr2.routers import method_router, reference_router, routers_tagged, short_name
 
 TARGETS = PAPER_TARGETS
 VIEW_TARGET_RANGE = (float(VIEW_TARGETS[0]), float(VIEW_TARGETS[-1]))  # the targets v_fixed_accuracy evaluates
-NOT_REACHED = "not reached"  # a fixed-accuracy cell where the router or KNN does not reach the target
 NO_MEAN_SAVING = ("no learned method reaches a target together with KNN, or the run has no intervals "
                   "(`cr2 run` stores them)")
 COST_ANCHOR = 0.45  # the paper's operating-point anchor c̄ ≈ 0.45
@@ -29,12 +30,13 @@ def share_cell(share, spec: str = ".1f") -> str:
     return pct(share, spec, "— (no rows)")
 
 
-def default_targets(reached: pd.DataFrame, method: str = "cr2") -> tuple[tuple[float, ...], str]:
+def default_targets(reached: pd.DataFrame, method: str | None = None) -> tuple[tuple[float, ...], str]:
     """The targets `cr2 results` shows when none are given, and a line saying why.
 
     The paper's four targets (0.79–0.82) where CR² and KNN both reach 0.82; otherwise the four consecutive
-    targets ending at the highest one both reach (a pool whose routers top out lower still gets a comparison)."""
-    top = reached.loc[reached["method"] == method, "max_target"]
+    targets ending at the highest one both reach (a pool whose routers top out lower still gets a comparison).
+    `method`: the router whose reach decides (None: the method under study, cr2.routers.method_router)."""
+    top = reached.loc[reached["method"] == (method or method_router()), "max_target"]
     if top.empty or pd.isna(top.iloc[0]):
         return PAPER_TARGETS, (f"Targets: the paper's {target_span(PAPER_TARGETS)}; CR² and KNN reach no common target in "
                                f"{VIEW_TARGET_RANGE[0]:.2f} … {VIEW_TARGET_RANGE[1]:.2f} in this run.")
@@ -60,28 +62,18 @@ def target_span(targets) -> str:
 
 def why_no_target(reached: pd.DataFrame, targets) -> str:
     """Why a fixed-accuracy table has no rows at `targets`: what the methods reach instead."""
-    top = reached.loc[reached["method"] == "cr2", "max_target"].dropna()
+    top = reached.loc[reached["method"] == method_router(), "max_target"].dropna()
     where = (f"the highest target CR² and KNN both reach is {float(top.iloc[0]):.2f}" if len(top)
              else "CR² and KNN reach no common target in this run")
     return f"no method reaches the targets {target_span(targets)} together with KNN — {where}; pass --targets"
 
 
-def saving_table(fa: pd.DataFrame, methods=()) -> pd.DataFrame:
-    """Targets × methods: the saving vs KNN with its 95 % interval in every cell (v_fixed_accuracy_ci); a method of
-    `methods` (those that reach some target with KNN) without a row at these targets gets a column of NOT_REACHED."""
-    if fa.empty:
-        return fa
-    cells = fa.assign(cell=[ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper) for r in fa.itertuples()])
-    table = cells.pivot_table(index="target", columns="method", values="cell", aggfunc="first")
-    table = table.reindex(columns=sorted(set(table.columns) | set(methods)))
-    return table.fillna(NOT_REACHED).reset_index()
-
-
-def verdict_table(fa: pd.DataFrame, method: str = "cr2") -> pd.DataFrame:
+def verdict_table(fa: pd.DataFrame, method: str | None = None) -> pd.DataFrame:
     """One method's saving vs KNN per target with the Holm p over its stored family and the test's stored word
-    (v_fixed_accuracy_ci)."""
+    (v_fixed_accuracy_ci); None: the method under study (cr2.routers.method_router)."""
     from cr2.report.tables import holm_cell
 
+    method = method or method_router()
     d = fa[fa["method"] == method]
     return pd.DataFrame({"target": d["target"].round(2),
                          f"{method} saving vs KNN % [95 % CI]": [ci_cell(r.saving_vs_knn_pct, r.saving_lower,
@@ -119,8 +111,11 @@ PAPER_SAVING_VS_KNN = {0.79: 4.8, 0.80: 5.6, 0.81: 16.9, 0.82: 16.2}
 PAPER_LOCAL_AT_045 = {0.002: (0.8201, 0.023), 0.010: (0.8197, 0.043), 0.050: (0.8180, 0.094)}  # tab:ablation (acc, local)
 PAPER_FIXED_RATE = {0.10: (0.8167, 0.106), 0.20: (0.7970, 0.219)}  # tab:ablation L1117–1118
 PAPER_GATE_ERRORS = {0.35: (3.56, 4.9), 0.55: (0.78, 1.9)}  # fig:misdefer L1131: false defers %, total gate error %
-PAPER_COMPLEXITY = {"mlp": (235_204, "469.2 k"), "knn": (None, "13.826 M"), "embedllm": (90_714, "717.4 k"),
-                    "llmrank": (608_516, "1.215 M"), "teacher": (398_340, "789.5 k"), "gate": (104_706, "207.1 k")}
+# tab:router_complexity (params, FLOPs per decision), keyed by the paper's own names: a baseline by its catalogue `short`
+# name, CR²'s two networks by their `complexity` kind. The rows shown are the catalogue's paper baselines, not these.
+PAPER_COMPLEXITY = {"MLP": (235_204, "469.2 k"), "KNN": (None, "13.826 M"), "EmbedLLM": (90_714, "717.4 k"),
+                    "LLMRank": (608_516, "1.215 M"), "teacher": (398_340, "789.5 k"), "gate": (104_706, "207.1 k")}
+CR2_NETWORKS = ("teacher", "gate")  # CR²'s rows of the complexity table (`complexity` kinds)
 
 
 QUESTION_TITLES = {
@@ -203,6 +198,7 @@ def paper_comparison_tables(f: dict, errors: pd.DataFrame, ops: pd.DataFrame, al
     rates), gate_errors (at the λ whose pooled cost is nearest each c̄) and complexity. `f`: the headline rows
     (cr2_warehouse.repository.headline_results at the paper's targets), `errors`: v_gate_errors, `ops`: v_pareto."""
     fa = f["fixed_accuracy"]
+    ours, ref = method_router(), reference_router()
     rows = []
     for t in TARGETS:
         d = fa[(fa["target"].round(2) == t)].set_index("method")
@@ -210,10 +206,10 @@ def paper_comparison_tables(f: dict, errors: pd.DataFrame, ops: pd.DataFrame, al
         ci = lambda m: NOT_REACHED if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
                                                             d.loc[m].get("saving_lower"), d.loc[m].get("saving_upper"))
         rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
-                     "ours CR² vs KNN % (interp.) [95 % CI]": ci("cr2"),
-                     "ours CR² vs KNN % (grid)": cell("cr2", "saving_vs_knn_grid_pct"),
+                     "ours CR² vs KNN % (interp.) [95 % CI]": ci(ours),
+                     "ours CR² vs KNN % (grid)": cell(ours, "saving_vs_knn_grid_pct"),
                      **{f"ours {m} vs KNN % (interp.) [95 % CI]": ci(m)
-                        for m in sorted(set(fa["method"]) - {"cr2", "knn"})}})
+                        for m in sorted(set(fa["method"]) - {ours, ref})}})
     local = f["local_at_cost"].set_index("alpha")
     lrows = [{"α": f"{a:g}", "paper accuracy": f"{acc:.4f}", "paper local rate": f"{100 * lr:.1f} %",
               "ours accuracy": num(local.loc[a, "accuracy"], ".4f") if a in local.index else "–",
@@ -228,7 +224,7 @@ def paper_comparison_tables(f: dict, errors: pd.DataFrame, ops: pd.DataFrame, al
                       "ours accuracy": num(ab.loc[m, "accuracy"], ".4f") if m in ab.index else "–",
                       "ours local rate": share_cell(ab.loc[m, "local_rate"]) if m in ab.index else "–",
                       "ours cost (nearest 0.45)": num(ab.loc[m, "cost"], ".3f") if m in ab.index else "–"})
-    cr2_pts = ops[(ops["method"] == "cr2") & ops["alpha"].round(6).eq(round(alpha, 6))]
+    cr2_pts = ops[(ops["method"] == ours) & ops["alpha"].round(6).eq(round(alpha, 6))]
     erows = []
     for c, (fd, tot) in PAPER_GATE_ERRORS.items():
         near = cr2_pts.iloc[(cr2_pts["cost"] - c).abs().argsort()[:1]] if len(cr2_pts) else cr2_pts
@@ -244,21 +240,14 @@ def paper_comparison_tables(f: dict, errors: pd.DataFrame, ops: pd.DataFrame, al
                       "ours false defers": ours_fd, "ours total": ours_tot})
     cx = f["complexity"].set_index("kind")
     crows = []
-    for key, (params, flops) in PAPER_COMPLEXITY.items():
-        kind = key if key in ("teacher", "gate") else f"router:{key}"
+    for key in [*routers_tagged("paper", kinds=("baseline",)), *CR2_NETWORKS]:
+        kind = key if key in CR2_NETWORKS else f"router:{key}"
+        params, flops = PAPER_COMPLEXITY.get(key if key in CR2_NETWORKS else short_name(key), (None, "—"))
         crows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
                       "ours params": num(cx.loc[kind, "params"], ",.0f") if kind in cx.index else "–",
                       "ours FLOPs": num(cx.loc[kind, "flops"], ",.0f") if kind in cx.index else "–"})
     return {"fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows), "gate_errors": pd.DataFrame(erows),
             "complexity": pd.DataFrame(crows)}
-
-
-def grid_saving_table(fa: pd.DataFrame, methods=()) -> pd.DataFrame:
-    """Targets × methods: the saving vs KNN at the best grid point, no interpolation (saving_vs_knn_grid_pct, to one
-    decimal); a method of `methods` without a row at a target reads NOT_REACHED."""
-    grid = fa.pivot_table(index="target", columns="method", values="saving_vs_knn_grid_pct").round(1)
-    grid = grid.reindex(columns=sorted(set(grid.columns) | set(methods)))
-    return grid.astype(object).where(grid.notna(), NOT_REACHED).reset_index()
 
 
 def seed_spread_rows(d: pd.DataFrame, label: Callable[[Any], dict], fmt: str = "+.1f") -> list[dict]:

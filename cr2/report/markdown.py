@@ -32,11 +32,6 @@ def text_table(head: list[str], rows: list[list[str]], why: str = "this run has 
     return markdown_table(pd.DataFrame(rows, columns=head, dtype=object), why=why, tight_empty=tight_empty)
 
 
-def columns_table(df: pd.DataFrame, columns: dict[str, str]) -> str:
-    """The `columns` of df (column → header) as a markdown table, without its final newline."""
-    return markdown_table(df[list(columns)].rename(columns=columns)).rstrip("\n")
-
-
 def label_banner(label_source: str) -> str:
     """The label-source line a markdown summary starts with; simulated labels are flagged loudly."""
     from cr2.labels import is_simulated

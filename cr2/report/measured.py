@@ -9,7 +9,7 @@ import pandas as pd
 
 from cr2.report.cells import DASH, lam_cell, num
 from cr2.report.table import Table
-from cr2.routers import short_name
+from cr2.routers import method_router, reference_router, short_name
 
 
 class ModelSummary(Table):
@@ -58,21 +58,22 @@ class LocalRate(Table):
     """CR²'s local rate over λ at α (v_local_rate)."""
 
     def __init__(self, local: pd.DataFrame, alpha: float):
-        lr = local[(local["method"] == "cr2") & np.isclose(local["alpha"].fillna(-1), alpha)].sort_values("lam")
+        lr = local[(local["method"] == method_router()) & np.isclose(local["alpha"].fillna(-1), alpha)].sort_values("lam")
         super().__init__(["λ", "local rate"], [[lam_cell(x.lam), num(x.local_rate, ".1%")]
                                                for x in lr.itertuples(index=False)], "no CR² rows")
 
 
 class CategoryAccuracy(Table):
-    """Per category (v_subset_at_cost) and pooled (v_benchmark_at_cost): CR²'s and KNN's accuracy at each cost
-    target, '(–)' where the target lies outside the router's cost range (the nearest point shown)."""
+    """Per category (v_subset_at_cost) and pooled (v_benchmark_at_cost): CR²'s and the reference's (KNN) accuracy at
+    each cost target, '(–)' where the target lies outside the router's cost range (the nearest point shown)."""
 
     def __init__(self, at_cost: pd.DataFrame, by_cat: pd.DataFrame):
-        tab = by_cat[by_cat["method"].isin(["cr2", "knn"])].copy()
+        shown = [method_router(), reference_router()]
+        tab = by_cat[by_cat["method"].isin(shown)].copy()
         tab["cell"] = [num(a, ".3f") + ("" if ok else " (–)") for a, ok in zip(tab["accuracy"], tab["reachable"])]
         wide = tab.pivot_table(index="subset", columns=["target", "method"], values="cell", aggfunc="first")
         wide.columns = [f"{short_name(m)} @ c̄≈{t:.2f}" for t, m in wide.columns]
-        ac = at_cost[(at_cost["benchmark"] == "all") & at_cost["method"].isin(["cr2", "knn"])]
+        ac = at_cost[(at_cost["benchmark"] == "all") & at_cost["method"].isin(shown)]
         pooled = {f"{short_name(m)} @ c̄≈{t:.2f}": num(a, ".3f") + ("" if ok else " (–)")
                   for m, t, a, ok in zip(ac["method"], ac["target"], ac["accuracy"], ac["reachable"])}
         wide = wide.reset_index().rename(columns={"subset": "category"})

@@ -8,6 +8,7 @@ import pandas as pd
 
 from cr2.report.figures import png
 from cr2.report.page import Figure, banner, figure_html, page, table_html
+from cr2.routers import reference_router
 
 
 def premise_grid(df: pd.DataFrame, method: str, reference: str, sign: float = 1.0) -> tuple[pd.DataFrame, ...]:
@@ -68,7 +69,7 @@ def premise_figures(df: pd.DataFrame) -> list[Figure]:
         Figure("premise_saving_vs_knn", f"CR² (gate retrained on the cell) vs KNN{tag}", "v_premise",
                "Mean fixed-accuracy saving of CR² against KNN over the validation target grid, %, positive: CR² cheaper; "
                "[95 % paired-bootstrap interval over test queries]; * where it excludes 0; r = E[ĉ_device] / "
-               "E[min edge ĉ] in the cell.", premise_heatmap(df, "cr2-retrain", "knn", "CR² saving vs KNN" + tag)),
+               "E[min edge ĉ] in the cell.", premise_heatmap(df, "cr2-retrain", reference_router(), "CR² saving vs KNN" + tag)),
         Figure("premise_recal_loss", f"What re-calibration alone loses against retraining{tag}", "v_premise",
                "Mean extra cost of CR² with the base gate re-calibrated on the cell (no retraining) over CR² with the "
                "gate re-distilled on the cell's costs, %, positive: re-calibration only is dearer; [95 % interval]; "
@@ -86,13 +87,14 @@ def premise_table(df: pd.DataFrame) -> pd.DataFrame:
     fmt = lambda r: f"{r.saving_pct:+.1f} [{r.saving_lower_pct:+.1f}, {r.saving_upper_pct:+.1f}] {r.verdict}"  # noqa: E731
     out = sel.drop_duplicates(["speed_factor", "channel"])[["speed_factor", "channel", "mean_distance_m",
                                                              "cost_ratio_est"]].set_index(["speed_factor", "channel"])
-    for (method, reference), col in {("cr2-retrain", "knn"): "CR² retrained vs KNN",
-                                     ("cr2-recal", "knn"): "CR² re-calibrated vs KNN",
+    ref = reference_router()
+    for (method, reference), col in {("cr2-retrain", ref): "CR² retrained vs KNN",
+                                     ("cr2-recal", ref): "CR² re-calibrated vs KNN",
                                      ("cr2-retrain", "best-single"): "CR² retrained vs best single",
                                      ("cr2-recal", "cr2-retrain"): "re-calibrated vs retrained"}.items():
         part = sel[(sel["method"] == method) & (sel["reference"] == reference)].set_index(["speed_factor", "channel"])
         out[col] = part.apply(fmt, axis=1)
-        if reference == "knn" and method == "cr2-retrain":
+        if reference == ref and method == "cr2-retrain":
             out["CR² risk max (α)"] = part["risk_max"].round(4)
     return out.reset_index().sort_values(["speed_factor", "mean_distance_m"]).round({"mean_distance_m": 0,
                                                                                      "cost_ratio_est": 3})

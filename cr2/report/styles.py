@@ -31,4 +31,7 @@ class MethodStyles:
 
     @property
     def reference(self) -> str:
-        return next((m for m, r in self.rows.items() if r["reference"]), "knn")
+        """The run's reference router (its `methods` row marked reference), else the catalogue's."""
+        from cr2.routers import reference_router
+
+        return next((m for m, r in self.rows.items() if r["reference"]), None) or reference_router()

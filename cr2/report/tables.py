@@ -1,16 +1,25 @@
 """The report's tables: tidy frames (rows of the warehouse views) in, display frames out (values as shown, each cell
-written by cr2.report.cells); `mean_saving_table` is the one table of the mean saving vs KNN.
+written by cr2.report.cells).
+
+The tables one evaluation run shows on several surfaces are objects (cr2.report.table.Table), so the HTML report,
+`cr2 results` and the Prefect artifacts print the same words and numbers: MeanSaving, FixedAccuracySavings,
+RouterComplexity, and the artifacts' CR2OperatingPoints, RoutersAtLam, DriftTest and Recalibration. A router is named
+by its catalogue `short` name (cr2.routers.short_name) on every one of them.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
-from cr2.report.cells import ci_cell, num, p_cell, pm_cell
+from cr2.report.cells import DASH, ci_cell, count_cell, lam_cell, num, p_cell, pm_cell
 from cr2.report.styles import MethodStyles
+from cr2.report.table import Table
+from cr2.routers import reference_router, short_name
+
+NOT_REACHED = "not reached"  # a fixed-accuracy cell where the router or the reference does not reach the target
 
 
 def on_lams(values, lams=HEADLINE_LAMS, tol: float = 1e-9) -> list[bool]:
@@ -27,17 +36,115 @@ def informative_targets(fixed: pd.DataFrame, pareto: pd.DataFrame) -> pd.DataFra
     return fixed[fixed["target"] >= np.floor(floor * 100) / 100 - 1e-9]
 
 
-def mean_saving_table(ms: pd.DataFrame, label: Callable[[str], str] = str) -> pd.DataFrame:
+def router_order(methods: Iterable[str]) -> list[str]:
+    """`methods` in catalogue order (a name the catalogue does not hold — a variant, always-<model> — after, by name)."""
+    from cr2.routers import catalogue
+
+    order = {k: e.order for k, e in catalogue().items()}
+    return sorted(set(methods), key=lambda m: (order.get(m, len(order)), m))
+
+
+class MeanSaving(Table):
     """Every learned router's mean saving vs KNN over the validation target grid, its 95 % interval, the Holm p over
-    its stored family and the test's stored word (rows of v_mean_saving_ci); `label` names a router (the report: its
-    display name)."""
-    if ms.empty:
-        return pd.DataFrame()
-    return pd.DataFrame({"router": [label(m) for m in ms["method"]], "targets (validation grid)": ms["n_targets"],
-                         "mean saving vs KNN % [95 % CI]": [ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower,
-                                                                    r.saving_upper) for r in ms.itertuples()],
-                         "p, Holm (family size)": [holm_cell(r) for r in ms.itertuples()],
-                         "verdict": ms["verdict"].fillna("–")}).reset_index(drop=True)
+    its stored family and the test's stored word (rows of v_mean_saving_ci), one row per router."""
+
+    def __init__(self, ms: pd.DataFrame, why: str = "this run has none here"):
+        rows = [[short_name(r.method), count_cell(r.n_targets),
+                 ci_cell(r.mean_saving_vs_knn_pct, r.saving_lower, r.saving_upper), holm_cell(r),
+                 r.verdict if isinstance(r.verdict, str) else DASH] for r in ms.itertuples()]
+        super().__init__(["router", "targets (validation grid)", "mean saving vs KNN % [95 % CI]",
+                          "p, Holm (family size)", "verdict"], rows, why)
+
+
+class FixedAccuracySavings(Table):
+    """Targets × routers: each router's saving vs the reference (KNN) at the target, % — interpolated with its 95 %
+    interval (v_fixed_accuracy_ci) or, with `grid`, at the best grid point (saving_vs_knn_grid_pct, no interval) — and
+    the reference's own cost at the target. A router of `methods` (those that reach some target with the reference)
+    without a row at a target reads NOT_REACHED."""
+
+    def __init__(self, fa: pd.DataFrame, methods: Iterable[str] = (), grid: bool = False,
+                 why: str = "this run has none here"):
+        ref = reference_router()
+        shown = router_order((set(fa["method"]) | set(methods)) - {ref})
+        by = {(round(float(t), 2), m): r for t, m, r in zip(fa["target"], fa["method"], fa.itertuples())}
+        targets = sorted({round(float(t), 2) for t in fa["target"]})
+
+        def cell(t: float, m: str) -> str:
+            r = by.get((t, m))
+            if r is None:
+                return NOT_REACHED
+            if grid:
+                return num(r.saving_vs_knn_grid_pct, ".1f")
+            return ci_cell(r.saving_vs_knn_pct, getattr(r, "saving_lower", None), getattr(r, "saving_upper", None))
+
+        ref_cost = {t: num(getattr(by[(t, ref)], "cost", None), ".3f") if (t, ref) in by else DASH for t in targets}
+        super().__init__(["target accuracy", f"{short_name(ref)} cost", *map(short_name, shown)],
+                         [[f"{t:.2f}", ref_cost[t], *(cell(t, m) for m in shown)] for t in targets], why)
+
+
+class RouterComplexity(Table):
+    """CR²'s teacher and gate and every router head: parameters, FLOPs per decision (encoder excluded) and fit time
+    (v_router_complexity)."""
+
+    def __init__(self, cx: pd.DataFrame):
+        cx = cx.drop_duplicates("kind")
+        cx = cx[cx["kind"].isin(["gate", "teacher"]) | cx["kind"].str.startswith("router:")]
+        fit = cx["fit_seconds"] if "fit_seconds" in cx.columns else pd.Series([None] * len(cx), index=cx.index)
+        super().__init__(["kind", "params", "FLOPs", "fit s"],
+                         [[str(k), count_cell(p), count_cell(f), num(s, ".1f")]
+                          for k, p, f, s in zip(cx["kind"], cx["params"], cx["flops"], fit)])
+
+
+class CR2OperatingPoints(Table):
+    """CR² at one α over λ (warehouse/queries/cr2_operating_points_at_alpha.sql): the risk α bounds (teacher
+    disagreement for the paper's rule) over the solvable test rows and over all of them, the realised risks on real
+    labels (oracle disagreement, avoidable error, over all rows), the device's accuracy on what it accepted, local
+    rate, accuracy and cost; at `lams` only where given."""
+
+    def __init__(self, ops: pd.DataFrame, lams: Iterable[float] | None = None):
+        d = ops if lams is None else ops[on_lams(ops["lam"], tuple(lams))]
+        super().__init__(["λ", "teacher risk", "…all rows", "oracle", "avoidable", "local acc.", "local", "accuracy",
+                          "cost"],
+                         [[lam_cell(r.lam), num(r.risk, ".4f"), num(r.risk_all, ".4f"), num(r.oracle_risk_all, ".4f"),
+                           num(r.avoidable_risk_all, ".4f"),
+                           num(r.local_accuracy, ".1f", 100, "%", missing_text="— (none accepted)"),
+                           num(r.local_rate, ".1f", 100, "%"), num(r.accuracy, ".1f", 100, "%"), num(r.cost, ".3f")]
+                          for r in d.itertuples()], "no CR² operating point at this α")
+
+
+class RoutersAtLam(Table):
+    """Every evaluated method at one λ (warehouse/queries/methods_at_lam.sql; CR² and its variants at α), cheapest
+    first."""
+
+    def __init__(self, compare: pd.DataFrame):
+        super().__init__(["router", "λ", "α", "accuracy", "norm. cost", "local rate", "risk"],
+                         [[short_name(r.method), lam_cell(r.lam), lam_cell(r.alpha), num(r.accuracy, ".4f"),
+                           num(r.cost, ".4f"), num(r.local_rate, ".4f"), num(r.risk, ".4f")]
+                          for r in compare.itertuples()], "no method evaluated at this λ")
+
+
+class DriftTest(Table):
+    """The drift test per state feature (cr2.deploy.drift): KS statistic, Holm-adjusted p, whether it drifted."""
+
+    def __init__(self, drift: pd.DataFrame):
+        super().__init__(["feature", "KS D", "p (Holm)", "drift"],
+                         [[str(r.feature), num(r.statistic, ".4f"), num(r.p_adjusted, ".3g"), str(bool(r.drifted))]
+                          for r in drift.itertuples()], "no state feature tested")
+
+
+class Recalibration(Table):
+    """CR² before (old thresholds) and after (re-calibrated) on the new states at α, per λ
+    (warehouse/queries/recalibration_before_after.sql); at `lams` only where given."""
+
+    def __init__(self, both: pd.DataFrame, lams: Iterable[float] | None = None):
+        d = both if lams is None else both[on_lams(both["lam"], tuple(lams))]
+        pct = lambda v: num(v, ".1f", 100, "%")  # noqa: E731
+        super().__init__(["λ", "risk before", "risk after", "local before", "local after", "acc before", "acc after",
+                          "cost before", "cost after"],
+                         [[lam_cell(r.lam), num(r.risk_before, ".4f"), num(r.risk_after, ".4f"), pct(r.local_rate_before),
+                           pct(r.local_rate_after), pct(r.accuracy_before), pct(r.accuracy_after),
+                           num(r.cost_before, ".3f"), num(r.cost_after, ".3f")] for r in d.itertuples()],
+                         "no operating point on both sides")
 
 
 def holm_cell(r) -> str:

@@ -202,6 +202,15 @@ def reference_router() -> str:
     return refs[0]
 
 
+def method_router() -> str:
+    """The method under study (CR²): the one catalogue entry of kind `cr2`, the router every comparison names first.
+    None or several is a catalogue error, not a silent default."""
+    found = [k for k, e in catalogue().items() if e.kind == "cr2"]
+    if len(found) != 1:
+        raise ConfigError(f"the router catalogue must hold exactly one router of kind cr2; it holds {found}")
+    return found[0]
+
+
 def router_class(name: str) -> type:
     """Return the router class registered under `name` (imports its module)."""
     return router_entry(name).load_class()
@@ -230,5 +239,5 @@ LEARNED_BASELINES: tuple[str, ...] = tuple(k for k, e in _read_catalogue(CATALOG
                                            if e.kind == "baseline" and e.learned)
 
 __all__ = ["ALWAYS_PREFIX", "BASELINES", "LEARNED_BASELINES", "RouterEntry", "available_routers", "baseline_names",
-           "catalogue", "get_router", "learned_baselines", "load_router", "router_class", "router_entry",
-           "routers_tagged", "short_name", "use_catalogues"]
+           "catalogue", "get_router", "learned_baselines", "load_router", "method_router", "reference_router",
+           "router_class", "router_entry", "routers_tagged", "short_name", "use_catalogues"]

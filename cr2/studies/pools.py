@@ -186,7 +186,13 @@ def pool_table(pools: list[Pool], rule: PoolRule) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- one pool's comparisons (pure)
 BEST_SINGLE = "best-single"  # the Always-m points of the pool as one frontier (the best single model per target)
 ORACLE = "full-information"  # argmax_m y_m − λ·c_m with the real labels and costs (cr2.studies.diagnostics.oracle_sweep)
-REFERENCES = ("knn", BEST_SINGLE)
+
+
+def references() -> tuple[str, str]:
+    """What a pool's savings are measured against: the catalogue's reference router (KNN) and the best single model."""
+    from cr2.routers import reference_router
+
+    return reference_router(), BEST_SINGLE
 
 
 def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.ndarray, counts: np.ndarray,
@@ -204,7 +210,7 @@ def comparison_rows(outcomes: dict[str, Any], methods: list[str], targets: np.nd
 
     t = np.asarray(targets, dtype=np.float64)
     rows: list[dict[str, Any]] = []
-    for ref in REFERENCES:
+    for ref in references():
         if ref not in outcomes:
             raise ConfigError(f"the pool comparison needs '{ref}' among the evaluated methods {sorted(outcomes)}")
         for m in methods:
@@ -274,21 +280,22 @@ def signed_rank_tests(knn: "pd.DataFrame") -> "pd.DataFrame":
 
     from cr2.core.errors import InvalidValueError
     from cr2.evaluation.statistics import signed_rank_test
-    from cr2.routers import routers_tagged
+    from cr2.routers import method_router, reference_router, routers_tagged
 
+    ours, ref = method_router(), reference_router()
     wide = knn.pivot(index="pool", columns="method", values="mean_saving_pct")
-    if "cr2" not in wide or len(wide) < 2:
+    if ours not in wide or len(wide) < 2:
         return pd.DataFrame()
     rows = []
     # every baseline compared with KNN (router catalogue: tag `compared`, CR² itself aside)
     baselines = routers_tagged("compared", kinds=("baseline", "baseline-variant"))
-    for b in ["knn"] + [m for m in baselines if m in wide]:
-        other = pd.Series(0.0, index=wide.index) if b == "knn" else wide[b]
-        both = wide["cr2"].notna() & other.notna()
+    for b in [ref] + [m for m in baselines if m in wide]:
+        other = pd.Series(0.0, index=wide.index) if b == ref else wide[b]
+        both = wide[ours].notna() & other.notna()
         row = {"baseline": b, "pools": int(both.sum()), "median": np.nan, "w_plus": np.nan, "w_minus": np.nan,
                "p": np.nan, "method": None, "error": None}
         try:
-            t = signed_rank_test(wide.loc[both, "cr2"].to_numpy(), other[both].to_numpy())
+            t = signed_rank_test(wide.loc[both, ours].to_numpy(), other[both].to_numpy())
             row |= {"median": t.median_diff, "w_plus": t.w_plus, "w_minus": t.w_minus, "p": t.p_value, "method": t.method}
         except InvalidValueError as e:
             row["error"] = str(e)

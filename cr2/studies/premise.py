@@ -40,6 +40,8 @@ from cr2.evaluation.statistics import Interval, resample_counts, resample_indice
 from cr2.config import Config, HardwareProfile, ModelSpec, StateDistribution
 from cr2.core.data import RoutingSet
 from cr2.core.errors import ConfigError, DataValidationError
+from cr2.routers import reference_router
+from cr2.studies.pools import BEST_SINGLE
 from cr2.evaluation.fixed_accuracy import (PAPER_TARGETS, VIEW_TARGETS, FallbackCost, MethodOutcomes, saving_intervals,
                                           target_grid)
 
@@ -48,7 +50,6 @@ if TYPE_CHECKING:
 
 CR2_RECAL = "cr2-recal"  # CR² with the base gate, re-calibrated on the cell
 CR2_RETRAIN = "cr2-retrain"  # CR² with the gate re-distilled on the cell's costs
-BEST_SINGLE = "best-single"  # the Always-m points of the pool as one frontier (the best single model per target)
 SPLITS = ("train", "dev", "val", "test")
 
 # the study's defaults (`cr2 study premise` without options): the grid of device speed factors and channels (named
@@ -281,9 +282,10 @@ def certified_knn_name(rule: str, inputs: PremiseInputs) -> str | None:
     from cr2.routers.certify import certified_name
     from cr2.crc import rule_spec
 
-    if not rule_spec(rule).calibrated or "knn" not in inputs.p_hat_val or "knn" not in inputs.p_hat_test:
+    ref = reference_router()
+    if not rule_spec(rule).calibrated or ref not in inputs.p_hat_val or ref not in inputs.p_hat_test:
         return None
-    return certified_name("knn", rule)
+    return certified_name(ref, rule)
 
 
 @dataclass
@@ -385,11 +387,12 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
     outcomes[BEST_SINGLE] = MethodOutcomes(
         correct=np.concatenate([outcomes[f"always-{m}"].correct for m in inputs.model_ids], axis=1),
         cost=np.concatenate([outcomes[f"always-{m}"].cost for m in inputs.model_ids], axis=1))
-    if "knn" not in outcomes:
-        raise ConfigError("the premise map compares against KNN; add 'knn' to baselines.routers")
+    ref = reference_router()
+    if ref not in outcomes:
+        raise ConfigError(f"the premise map compares against the reference router; add '{ref}' to baselines.routers")
     certified = certified_knn_name(rule, inputs)
     if certified is not None:  # after every other method, so their rows keep their order
-        sweeps[certified] = certified_sweep(inputs.p_hat_val["knn"], inputs.p_hat_test["knn"], val, test, proba["val"],
+        sweeps[certified] = certified_sweep(inputs.p_hat_val[ref], inputs.p_hat_test[ref], val, test, proba["val"],
                                             proba["test"], lams, alpha, rule, keep, delta=delta,
                                             dist_id=common["dist_id"], label_source=common["label_source"])
         outcomes[certified] = sweeps[certified].outcomes(test, keep)
@@ -398,7 +401,7 @@ def run_cell(inputs: PremiseInputs, cell: Cell, config: Config, teacher: Any, ba
     val_keep = evaluable_mask(val) if config.evaluation.exclude_unsolvable else None
     grid = (np.asarray(config.evaluation.target_grid) if config.evaluation.target_grid is not None
             else target_grid(val.correct, val_keep))
-    pairs = [(m, "knn") for m in outcomes if m != "knn" and not m.startswith("always-")]
+    pairs = [(m, ref) for m in outcomes if m != ref and not m.startswith("always-")]
     pairs += [(CR2_RECAL, BEST_SINGLE), (CR2_RETRAIN, BEST_SINGLE), (CR2_RECAL, CR2_RETRAIN)]
     if certified is not None:  # CR² against KNN certified at the same α and rule: the equal-risk question
         pairs += [(CR2_RETRAIN, certified), (CR2_RECAL, certified)]
@@ -466,9 +469,9 @@ def speed_trends(studies: Sequence[tuple[np.ndarray, np.ndarray]], seed: int, n_
 # ---------------------------------------------------------------- a stored study read back (rows of v_premise)
 # the page's comparisons per cell: (method, reference, sign, what); sign −1 turns re-calibration's saving over
 # retraining into its loss (positive = re-calibration alone dearer)
-COMPARISONS = (("cr2-retrain", "knn", 1.0, "CR² retrained vs KNN"),
-               ("cr2-retrain", "best-single", 1.0, "CR² retrained vs best single"),
-               ("cr2-recal", "cr2-retrain", -1.0, "loss of re-calibration only vs retraining"))
+COMPARISONS = ((CR2_RETRAIN, reference_router(), 1.0, "CR² retrained vs KNN"),
+               (CR2_RETRAIN, BEST_SINGLE, 1.0, "CR² retrained vs best single"),
+               (CR2_RECAL, CR2_RETRAIN, -1.0, "loss of re-calibration only vs retraining"))
 
 
 def _stored_p(r) -> float:

@@ -23,7 +23,7 @@ import numpy as np
 from cr2.core.data import RoutingSet
 from cr2.core.errors import InvalidValueError
 from cr2.evaluation.fixed_accuracy import VIEW_TARGETS
-from cr2.routers import routers_tagged
+from cr2.routers import method_router, reference_router, routers_tagged
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,13 +117,14 @@ def fixed_accuracy_savings(points: dict[str, list[tuple[float, float]]],
 
     t = np.asarray(targets, dtype=np.float64)
     cost = {name: grid_cost_at(*np.asarray(pts, dtype=np.float64).reshape(-1, 2).T, t) for name, pts in points.items()}
-    knn = cost["knn"]
+    ref = reference_router()
+    knn = cost[ref]
     rows = []
     for i, target in enumerate(t):
         if not np.isfinite(knn[i]) or knn[i] <= 0:
             continue
         for name, c in cost.items():
-            if name != "knn" and np.isfinite(c[i]):
+            if name != ref and np.isfinite(c[i]):
                 rows.append(_row("saving_vs_knn_pct", float(saving_pct(c[i], knn[i])), name, target=float(target)))
     return rows
 
@@ -169,8 +170,8 @@ def routing_outcomes(sets: SplitSets, spec: RoutingCheckSpec, teacher_spec: Any,
     proba = cr2.teacher_.predict_proba(test.embedding)
     for lam in cal_lams:
         dec = cr2.route(test, lam)
-        record("cr2", float(lam), dec.chosen)
-        rows.append(_row("risk", false_acceptance_risk(proba, test, dec, lam), "cr2", lam=float(lam)))
+        record(method_router(), float(lam), dec.chosen)
+        rows.append(_row("risk", false_acceptance_risk(proba, test, dec, lam), method_router(), lam=float(lam)))
     rows.extend(fixed_accuracy_savings(points))
     return rows
 

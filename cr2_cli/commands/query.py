@@ -24,12 +24,17 @@ def results(alpha: Optional[float] = typer.Option(None, help="α of the CR² tab
                                                   "the four highest CR² and KNN both reach when they do not reach 0.82; "
                                                   "with --equal-risk: one cost table per target, default the highest "
                                                   "every certified router reaches)"),
-            home: Optional[Path] = HomeOpt) -> None:
+            config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Print the headline numbers of the newest evaluation run as markdown (what docs/results.md compares)."""
     from cr2_cli.results import check_alpha, comparison_markdown, equal_risk_markdown, parse_targets, results_markdown
 
     if alpha is not None:
         check_alpha(alpha)  # every table below reads it, --equal-risk's included, before the warehouse opens
+    if config is not None:  # a router added by the config's extra catalogues joins the groups the tables read
+        from cr2.config import load_config
+        from cr2.routers import use_catalogues
+
+        use_catalogues(load_config(config).baselines.catalogues)
     if equal_risk:
         chosen = parse_targets(targets) if targets is not None else None  # every target, each its own cost table
         emit(equal_risk_markdown(home_dir(home, create=False), label_source, chosen))

@@ -34,7 +34,8 @@ def savings_markdown(home: Path, study_id: str) -> str:
     """Per pool: each method's mean saving vs KNN and vs the best single model [95 % interval]
     (cr2.report.pools.PoolSavings), the verdict counts vs KNN (PoolVerdictCounts: each pool's stored word) and the
     across-pool signed-rank tests."""
-    from cr2.routers import routers_tagged
+    from cr2.routers import reference_router, routers_tagged
+    from cr2.studies.pools import references
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.pools import pool_diagnostics, pool_savings
 
@@ -45,9 +46,10 @@ def savings_markdown(home: Path, study_id: str) -> str:
     ratio = diag.set_index("pool")["cost_ratio_realised"]
     routers = routers_tagged("paper", "compared")  # CR² and the paper's baselines compared with KNN (catalogue)
     lines = [PoolSavings(sav, ref, ratio, routers, style=cells.TERMINAL, missing_method=cells.EM_DASH).markdown()
-             for ref in ("knn", "best-single")]
-    lines += ["Pools per verdict against KNN:", "", PoolVerdictCounts(sav, "knn", routers).markdown()]
-    lines += [signed_rank_markdown(sav[sav["reference"] == "knn"])]
+             for ref in references()]
+    knn = reference_router()
+    lines += ["Pools per verdict against KNN:", "", PoolVerdictCounts(sav, knn, routers).markdown()]
+    lines += [signed_rank_markdown(sav[sav["reference"] == knn])]
     return "\n".join(lines)
 
 

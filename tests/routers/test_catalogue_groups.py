@@ -7,7 +7,8 @@ import textwrap
 import pytest
 
 from cr2.core.errors import ConfigError, UnknownNameError
-from cr2.routers import catalogue, reference_router, routers_tagged, short_name, use_catalogues
+from cr2.config.method import BaselinesSpec
+from cr2.routers import catalogue, method_router, reference_router, routers_tagged, short_name, use_catalogues
 
 
 def test_the_groups_the_page_reads_are_the_catalogues_tags_in_catalogue_order():
@@ -71,10 +72,23 @@ def test_tags_must_be_a_list_of_names(extra_catalogue):
         catalogue()
 
 
-def test_the_reference_router_is_the_one_entry_marked_reference(extra_catalogue):
-    assert reference_router() == "knn"
+@pytest.mark.parametrize("helper, name, edit, error", [
+    (reference_router, "knn", ("tags: [compared]", "tags: [compared]\n  reference: true"),
+     "more than one router is marked reference"),
+    (method_router, "cr2", ("kind: baseline", "kind: cr2"), "exactly one router of kind cr2"),
+])
+def test_the_reference_and_the_method_under_study_are_each_one_catalogue_entry(extra_catalogue, helper, name, edit,
+                                                                               error):
+    assert helper() == name
     path = extra_catalogue / "catalogue.yaml"
-    path.write_text(TOY.format(module="toy.py").replace("tags: [compared]", "tags: [compared]\n  reference: true"))
+    path.write_text(TOY.format(module="toy.py").replace(*edit))
     use_catalogues([path])
-    with pytest.raises(ConfigError, match="more than one router is marked reference"):
-        reference_router()
+    with pytest.raises(ConfigError, match=error):
+        helper()
+
+
+def test_a_config_fits_the_catalogues_default_group_when_it_names_no_routers():
+    # the config layer reads the tag from the file itself (it sits below cr2.routers); the value is part of every
+    # config hash, so it must stay the list it always was
+    assert BaselinesSpec().routers == list(routers_tagged("default"))
+    assert BaselinesSpec().routers == ["always", "knn", "mlp", "embedllm", "llmrank", "llmrank-bench"]
