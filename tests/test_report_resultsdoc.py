@@ -9,7 +9,7 @@ import pandas as pd
 from cr2.report.resultsdoc import (default_scenario, equal_risk, header, intervals, level, machine, measured, pools,
                                    premise, risks, router_study, simcheck, zeroeval)
 from cr2.report.resultsdoc.words import PLAIN, Words, homes, label_kind, missing
-from cr2.studies.pools import REFERENCES
+from cr2.studies.pools import references
 from cr2.studies.premise import COMPARISONS
 
 
@@ -40,9 +40,9 @@ def test_every_section_renders_from_no_stored_data_and_says_what_is_missing():
         measured: measured.MeasuredData(None),
         risks: risks.RisksData(tuple(risks.RiskScenario(*s) for s in risks.SCENARIOS)),
         premise: premise.PremiseData(tuple(premise.PremiseScenario(*s, None) for s in premise.SCENARIOS), COMPARISONS),
-        pools: pools.PoolsData(REFERENCES, pools.PoolLabels(error="OSError: no file"), None),
+        pools: pools.PoolsData(references(), pools.PoolLabels(error="OSError: no file"), None),
         router_study: router_study.RouterStudyData(None),
-        zeroeval: zeroeval.ZeroEvalData({}, (missing("zeroeval-qwen", "the qwen ladder"),), REFERENCES),
+        zeroeval: zeroeval.ZeroEvalData({}, (missing("zeroeval-qwen", "the qwen ladder"),), references()),
         simcheck: simcheck.SimcheckData(None, None, {k: None for k in simcheck.LADDERS}),
     }
     for module, data in nothing.items():

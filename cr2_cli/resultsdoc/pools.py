@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from cr2.report.resultsdoc import pools as page
-from cr2.studies.pools import REFERENCES
+from cr2.studies.pools import references
 from cr2_cli.resultsdoc.core import Doc
 
 def _labels(doc: Doc) -> page.PoolLabels:
@@ -37,8 +37,8 @@ def _sweep(doc: Doc) -> page.PoolSweep | None:
         if sid is None:
             return page.PoolSweep(None)
         runs, sav, diag = pool_study_runs(wh, sid), pool_savings(wh, sid), pool_diagnostics(wh, sid)
-    return page.PoolSweep(sid, runs, sav, diag, signed_rank_tests(sav[sav["reference"] == REFERENCES[0]]))
+    return page.PoolSweep(sid, runs, sav, diag, signed_rank_tests(sav[sav["reference"] == references()[0]]))
 
 
 def render(doc: Doc) -> str:
-    return page.render(page.PoolsData(REFERENCES, _labels(doc), _sweep(doc)), doc)
+    return page.render(page.PoolsData(references(), _labels(doc), _sweep(doc)), doc)

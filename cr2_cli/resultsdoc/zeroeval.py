@@ -3,7 +3,7 @@ ladder's warehouse; cr2.report.resultsdoc.zeroeval writes the section."""
 from __future__ import annotations
 
 from cr2.report.resultsdoc import zeroeval as page
-from cr2.studies.pools import REFERENCES
+from cr2.studies.pools import references
 from cr2_cli.resultsdoc.core import Doc
 
 
@@ -22,4 +22,4 @@ def render(doc: Doc) -> str:
                                                 f"`{page.diagnostics_command(name)}`"))
                 continue
             found[key] = page.Ladder(sid, pool_study_runs(wh, sid), pool_savings(wh, sid), pool_diagnostics(wh, sid))
-    return page.render(page.ZeroEvalData(found, tuple(missing), REFERENCES), doc)
+    return page.render(page.ZeroEvalData(found, tuple(missing), references()), doc)

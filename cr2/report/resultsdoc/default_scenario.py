@@ -12,7 +12,7 @@ from cr2.report.cells import ci_cell
 from cr2.report.headline import COST_ANCHOR, PAPER_SAVING_VS_KNN, PAPER_TARGETS, points_table
 from cr2.report.intervals import RouterTargetCounts
 from cr2.report.markdown import markdown_table
-from cr2.report.resultsdoc.scenario import LEARNED, Scenario, banner, num, target_family
+from cr2.report.resultsdoc.scenario import learned, Scenario, banner, num, target_family
 from cr2.report.resultsdoc.words import PLAIN, Words, homes, missing
 from cr2.report.table import rows_where as pick
 
@@ -92,7 +92,7 @@ def summary(s: Scenario, tf: pd.DataFrame) -> str:
     """Per learned router over every target both reach: the median saving, the counts of per-target words (Holm over
     every target × router) and the grid-point mean. The mean saving with its interval is printed once, in
     the intervals section."""
-    table = RouterTargetCounts(tf, LEARNED, "targets both reach", "median saving, interpolated %", lambda g: {
+    table = RouterTargetCounts(tf, learned(), "targets both reach", "median saving, interpolated %", lambda g: {
         "mean saving, grid-point rule % (no interval)": num(g["saving_vs_knn_grid_pct"].mean())})
     lo, hi = (tf["target"].min(), tf["target"].max()) if len(tf) else (np.nan, np.nan)
     return (f"**Fixed-accuracy saving vs KNN over every target both reach** (v_fixed_accuracy_ci, targets "

@@ -14,11 +14,11 @@ from cr2.report.cells import counts_cell
 from cr2.report.headline import PAPER_TARGETS
 from cr2.report.intervals import PointsWithSeeds, RouterMeanSavings, SeedRouterSavings, TargetSavings
 from cr2.report.pools import family_sizes
-from cr2.report.resultsdoc.scenario import (LEARNED, Scenario, banner, holm_line, kept, name, num, router_family,
+from cr2.report.resultsdoc.scenario import (learned, Scenario, banner, holm_line, kept, name, num, router_family,
                                             seed_family, seed_routers, target_family)
 from cr2.report.resultsdoc.words import PLAIN, Words, homes, missing
 from cr2.report.table import rows_where as pick
-from cr2.routers import reference_router
+from cr2.routers import method_router, reference_router, routers_tagged, short_name
 
 # scenario key → (title, the targets the per-target table shows, the seed-study command)
 SCENARIOS = {
@@ -108,7 +108,7 @@ def per_target_part(w: Words, s: Scenario, targets) -> str:
         sp = sp[sp["target"].round(2).isin([round(t, 2) for t in shown])].sort_values("target").reset_index(drop=True)
         seeds = seed_family(w, sp)
     knn = s.fixed[s.fixed["method"] == reference_router()]
-    table = TargetSavings(fam, shown, LEARNED, knn if "knn_cost" in s.fixed.columns and len(knn) else None, seeds)
+    table = TargetSavings(fam, shown, learned(), knn if "knn_cost" in s.fixed.columns and len(knn) else None, seeds)
     return "\n\n".join([
         f"**Saving vs KNN at the targets, % [95 % CI]** (v_fixed_accuracy_ci, interpolated monotone frontier, CR² at "
         f"α = {s.alpha:g}; each word the test's stored one, Holm over its family: the {family_sizes(fam)} tests of "
@@ -117,19 +117,27 @@ def per_target_part(w: Words, s: Scenario, targets) -> str:
         holm_line(fam, lambda r: f"{name(r.method)} at {r.target:.2f}", "every target × router")])
 
 
+def _listed(names: list[str], conjunction: str) -> str:
+    """'A', 'A and B', 'A, B and C' (or 'or')."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {conjunction} {names[-1]}"
+
+
 def points_part(w: Words, s: Scenario) -> str:
     p = s.points
-    d = p[p["lam"].isin(HEADLINE_LAMS) & (((p["method"] == "cr2") & ((p["alpha"] - s.alpha).abs() < 1e-12))
-                                          | p["method"].isin([reference_router(), "mlp"]))]
+    cr2 = method_router()
+    beside = [m for m in routers_tagged("headline") if m != cr2]  # the catalogue's headline routers, CR² aside
+    named = _listed([short_name(m) for m in beside], "and")
+    d = p[p["lam"].isin(HEADLINE_LAMS) & (((p["method"] == cr2) & ((p["alpha"] - s.alpha).abs() < 1e-12))
+                                          | p["method"].isin(beside))]
     if d.empty:
-        return "_(no CR², KNN or MLP operating point at the headline λ in this run)_"
+        return f"_(no {_listed([short_name(m) for m in (cr2, *beside)], 'or')} operating point at the headline λ in this run)_"
 
     def seed_row(method: str, metric: str, lam: float):
         sp = pick(s.spread, method=method, metric=metric, lam=lam, benchmark="all",
-                  alpha=float(s.alpha) if method == "cr2" else None) if len(s.spread) else pd.DataFrame()
+                  alpha=float(s.alpha) if method == cr2 else None) if len(s.spread) else pd.DataFrame()
         return next(sp.itertuples()) if len(sp) else None
 
-    return (f"**Operating points, CR² at α = {s.alpha:g}, KNN and MLP** (v_operating_points_ci, "
+    return (f"**Operating points, {short_name(cr2)} at α = {s.alpha:g}, {named}** (v_operating_points_ci, "
             f"{kept(d['n_resamples'].max())} resamples each; seeds: v_seed_spread, mean ± sd only)\n\n"
             + PointsWithSeeds(d, seed_row).markdown().rstrip())
 

@@ -14,13 +14,15 @@ from cr2.report.intervals import RouterTargetCounts
 from cr2.report.measured import (CategoryAccuracy, FrontierSegments, LocalRate, ModelSummary, OperatingPoints,
                                  RiskVsAlpha)
 from cr2.report.pools import family_sizes
-from cr2.report.resultsdoc.scenario import LEARNED, Scenario, banner, name, target_family
+from cr2.report.resultsdoc.scenario import learned, Scenario, banner, name, target_family
 from cr2.report.resultsdoc.words import PLAIN, Words, homes, missing
 from cr2.routers import routers_tagged
 
 KEY = "mmlu-pro"
 TITLE = "## Measured scenario (MMLU-Pro)"
-FRONTIER = routers_tagged("paper")  # the routers pooled into the Pareto frontier (router catalogue)
+def frontier() -> tuple[str, ...]:
+    """The routers pooled into the Pareto frontier (the catalogue's `paper` tag, read when a page renders)."""
+    return routers_tagged("paper")
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def cr2_part(cr2: pd.DataFrame, alpha: float) -> str:
 
 def fixed_part(w: Words, s: Scenario) -> str:
     tf = target_family(w, s)
-    table = RouterTargetCounts(tf, LEARNED, "targets reached with KNN", "median saving %",
+    table = RouterTargetCounts(tf, learned(), "targets reached with KNN", "median saving %",
                                why="no learned router reaches a target with KNN")
     n = family_sizes(tf) if len(tf) else "0"
     return (f"**Fixed-accuracy cost saving vs KNN, counted in words** (v_fixed_accuracy_ci: the interpolated monotone "
@@ -105,12 +107,12 @@ def fixed_part(w: Words, s: Scenario) -> str:
 
 
 def pareto_part(ops: pd.DataFrame) -> str:
-    segs = frontier_segments(ops[ops["method"].isin(FRONTIER)][["method", "accuracy", "cost"]])
-    per = {m: [x for x in segs if x[0] == m] for m in FRONTIER}
+    segs = frontier_segments(ops[ops["method"].isin(frontier())][["method", "accuracy", "cost"]])
+    per = {m: [x for x in segs if x[0] == m] for m in frontier()}
     line = "; ".join(f"{name(m)} {len(v)} stretch(es)" + (f" between cost {min(a for _, a, _ in v):.3f} and "
                                                            f"{max(b for _, _, b in v):.3f}" if v else "")
                      for m, v in per.items())
-    return (f"**Pareto frontier** (operating_points of the {len(FRONTIER)} routers pooled, CR² over every α; the "
+    return (f"**Pareto frontier** (operating_points of the {len(frontier())} routers pooled, CR² over every α; the "
             "upper-left envelope, cost ranges where each router defines it; points of one run, no interval):\n\n"
             + FrontierSegments(segs).markdown().rstrip() + f"\n\nStretches of the pooled frontier: {line}.")
 

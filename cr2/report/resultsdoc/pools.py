@@ -23,7 +23,9 @@ from cr2.report.resultsdoc.words import PLAIN, Words, label_kind, missing
 from cr2.routers import reference_router, routers_tagged
 
 KEY = "pools"
-ROUTERS = routers_tagged("compared")  # learned methods: the family a verdict counts in (router catalogue)
+def compared() -> tuple[str, ...]:
+    """The learned methods: the family a verdict counts in (the catalogue's `compared` tag, read when a page renders)."""
+    return routers_tagged("compared")
 POOLS_COMMAND = scenario(KEY).command_line()  # configs/scenarios.yaml
 LABELS_COMMAND = "python scripts/pool_label_diagnostics.py"
 RESAMPLES_LABELS = 1000  # paired resamples of the questions for the m_ref accuracy gaps (seed 0)
@@ -55,19 +57,19 @@ class PoolSweep:
 
 @dataclass(frozen=True)
 class PoolsData:
-    references: tuple[str, str]  # cr2.studies.pools.REFERENCES: the reference router, then the best single model
+    references: tuple[str, str]  # cr2.studies.pools.references(): the reference router, then the best single model
     labels: PoolLabels
     sweep: PoolSweep | None  # None: no pools warehouse
 
 
 def savings_table(w: Words, sav: pd.DataFrame, ref: str, ratio: pd.Series, label: str = "pool") -> str:
     """cr2.report.pools.PoolSavings of the learned routers with their stored words, marked."""
-    return PoolSavings(sav, ref, ratio, ROUTERS, label=label, word=w.word).markdown()
+    return PoolSavings(sav, ref, ratio, compared(), label=label, word=w.word).markdown()
 
 
 def verdict_counts(sav: pd.DataFrame, ref: str) -> tuple[str, pd.DataFrame]:
     """cr2.report.pools.PoolVerdictCounts of the learned routers, and its tests (for their family sizes)."""
-    t = PoolVerdictCounts(sav, ref, ROUTERS)
+    t = PoolVerdictCounts(sav, ref, compared())
     return t.markdown(), t.family
 
 
@@ -184,7 +186,7 @@ def _kept_sentence(runs: pd.DataFrame, sav: pd.DataFrame) -> str:
 
 def _reading(sav: pd.DataFrame, diag: pd.DataFrame) -> str:
     """What the sweep says, every number and word from the rows above."""
-    knn = stored_family(sav[(sav["reference"] == reference_router()) & sav["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct",
+    knn = stored_family(sav[(sav["reference"] == reference_router()) & sav["method"].isin(compared())], "mean_saving_pct", "lower_pct",
                     "upper_pct")
     cr2 = knn[knn["method"] == "cr2"]
     parts = []

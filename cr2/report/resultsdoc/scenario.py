@@ -20,7 +20,9 @@ from cr2.report import cells
 from cr2.report.resultsdoc.words import Words
 from cr2.routers import routers_tagged, short_name
 
-LEARNED = routers_tagged("compared")  # every learned router compared with KNN (router catalogue)
+def learned() -> tuple[str, ...]:
+    """Every learned router compared with KNN (the catalogue's `compared` tag, read when a page renders)."""
+    return routers_tagged("compared")
 
 
 def name(method: str) -> str:
@@ -117,14 +119,14 @@ def seed_family(w: Words, spread: pd.DataFrame) -> pd.DataFrame:
 def target_family(w: Words, s: Scenario) -> pd.DataFrame:
     """Every learned router's saving vs KNN at every target both reach (v_fixed_accuracy_ci), read together: one
     family (targets × routers) for Holm, the same on every section that counts or quotes these words."""
-    d = s.fixed[s.fixed["method"].isin(LEARNED)].sort_values(["method", "target"]).reset_index(drop=True)
+    d = s.fixed[s.fixed["method"].isin(learned())].sort_values(["method", "target"]).reset_index(drop=True)
     return interval_family(w, d, "saving_vs_knn_pct", "saving_lower", "saving_upper")
 
 
 def router_family(w: Words, s: Scenario) -> pd.DataFrame:
     """Every learned router's mean saving vs KNN over the validation grid (v_mean_saving_ci), read together."""
-    d = s.mean_saving[s.mean_saving["method"].isin(LEARNED)].copy()
-    d["order"] = d["method"].map(LEARNED.index)
+    d = s.mean_saving[s.mean_saving["method"].isin(learned())].copy()
+    d["order"] = d["method"].map(learned().index)
     d = d.sort_values("order").reset_index(drop=True)
     return interval_family(w, d, "mean_saving_vs_knn_pct", "saving_lower", "saving_upper")
 
@@ -133,8 +135,8 @@ def seed_routers(w: Words, s: Scenario) -> pd.DataFrame:
     """The mean saving vs KNN over seeds, per learned router, read together (Holm over the routers)."""
     if s.spread.empty:
         return pd.DataFrame()
-    d = s.spread[(s.spread["metric"] == "mean_saving_vs_knn_pct") & s.spread["method"].isin(LEARNED)].copy()
-    d["order"] = d["method"].map(LEARNED.index)
+    d = s.spread[(s.spread["metric"] == "mean_saving_vs_knn_pct") & s.spread["method"].isin(learned())].copy()
+    d["order"] = d["method"].map(learned().index)
     return seed_family(w, d.sort_values("order").reset_index(drop=True))
 
 

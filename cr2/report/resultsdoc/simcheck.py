@@ -17,7 +17,9 @@ from cr2.routers import routers_tagged
 
 PHI_POOL = "phi-3-mini-4k-instruct"
 LADDERS = {"zeroeval-gemma": "gemma", "zeroeval-qwen": "qwen"}
-ROUTERS = routers_tagged("paper", "compared")  # CR² and the paper's baselines compared with KNN
+def compared() -> tuple[str, ...]:
+    """CR² and the paper's baselines compared with KNN (the catalogue's tags, read when a page renders)."""
+    return routers_tagged("paper", "compared")
 LAMS = HEADLINE_LAMS
 DUMP = ("python -c \"from cr2.config import load_config; from cr2.studies.pools import load_pool_rule, select_pools, "
         "pool_overrides; from cr2_flows.pools import pool_config; r = load_pool_rule('configs/pools/mmlu-pro.yaml'); "
@@ -150,7 +152,7 @@ def _ladder_part(ladders: dict) -> str:
                 "targets. The means are point estimates over simcheck's λ grid: simcheck stores no interval for "
                 "them, so they carry no comparison — the per-ladder comparisons with intervals are the ZeroEval "
                 "section's.", ""]
-        table = SimcheckRouterSigns({n: sim.savings for n, sim in found.items()}, ROUTERS)
+        table = SimcheckRouterSigns({n: sim.savings for n, sim in found.items()}, compared())
         out += [table.markdown().rstrip("\n"), ""]
     return "\n".join(out)
 

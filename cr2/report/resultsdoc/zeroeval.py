@@ -10,7 +10,7 @@ import pandas as pd
 
 from cr2.report.cells import PAGE
 from cr2.report.pools import PoolDiagnostics
-from cr2.report.resultsdoc.pools import (ROUTERS, cell, changed_sentence, family_sizes, num, savings_table,
+from cr2.report.resultsdoc.pools import (cell, changed_sentence, compared, family_sizes, num, savings_table,
                                          stored_family, verdict_counts)
 from cr2.report.resultsdoc.words import PLAIN, Words, label_kind
 
@@ -35,14 +35,14 @@ class Ladder:
 class ZeroEvalData:
     ladders: dict  # ladder key (LADDERS) → Ladder, for the ladders that store one
     missing: tuple[str, ...]  # the missing-warehouse or missing-study lines of the others
-    references: tuple[str, str]  # cr2.studies.pools.REFERENCES: the reference router, then the best single model
+    references: tuple[str, str]  # cr2.studies.pools.references(): the reference router, then the best single model
 
 
 def _reading(w: Words, sav: pd.DataFrame, runs: pd.DataFrame, references: tuple[str, str]) -> str:
     """Per ladder, CR² and the routers whose verdict has a direction — every number and word from the rows."""
     out = []
     for ref, what in zip(references, ("KNN", "the best single model")):
-        fam = stored_family(sav[(sav["reference"] == ref) & sav["method"].isin(ROUTERS)], "mean_saving_pct", "lower_pct",
+        fam = stored_family(sav[(sav["reference"] == ref) & sav["method"].isin(compared())], "mean_saving_pct", "lower_pct",
                         "upper_pct")
         cr2 = fam[fam["method"] == "cr2"]
         per = "; ".join(f"{r.pool} {cell(r.mean_saving_pct, r.lower_pct, r.upper_pct)} % "
