@@ -8,6 +8,7 @@ numpy is deliberately not imported here, so a benchmark can limit BLAS threads b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -16,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -258,6 +259,22 @@ class _TreeSampler(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(timeout=5)
+
+
+BESIDE_LOAD = "one CPU-bound process (a Python busy loop) beside the measured command for its whole duration"
+
+
+@contextlib.contextmanager
+def beside_load(enabled: bool) -> Iterator[str | None]:
+    """With `enabled`, one CPU-bound process runs for the duration of the block — the 'one other CPU-heavy job on a
+    2-core machine' case of the targets (CI, a user's laptop with a build beside); yields what ran beside, or None."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if enabled else None
+    try:
+        yield BESIDE_LOAD if enabled else None
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
 
 
 def run_measured(args: list[str], env: dict, cwd: Path | None = None) -> dict:

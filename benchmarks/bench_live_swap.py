@@ -10,9 +10,11 @@ Reported per mode: end to end (recalibrate started → first answer of the new v
 time, the swap lag after it (the server's poll, `serving.reload_interval_s`, plus loading the new teacher and
 gate), /route p50 / p99 latency before and during the swap window (recalibrate start → 2 s after the swap),
 failed requests (target: none), and the load average.
-Targets (idle 2-core machine, default set): end to end ≤ 15 s with a server, ≤ 20 s without.
+Targets (idle 2-core machine, default set): end to end ≤ 15 s with a server, ≤ 20 s without. With --beside-load
+one CPU-bound process runs beside for the whole measurement (the 2-core machine with its second core busy);
+results then go to live_swap_beside_load.json.
 
-    python benchmarks/bench_live_swap.py --home var [--repeats 3] [--modes server,ephemeral]
+    python benchmarks/bench_live_swap.py --home var [--repeats 3] [--modes server,ephemeral] [--beside-load]
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ import threading
 import time
 from pathlib import Path
 
-from _common import CR2, REPO, figure, parse_args, quantile, run_measured, start_serve, target, write_result
+from _common import (CR2, REPO, beside_load, figure, parse_args, quantile, run_measured, start_serve, target,
+                     write_result)
 from bench_recalibrate import copy_home, mode_env
 
 CLIENTS = 8
@@ -111,7 +114,8 @@ def one_swap(src: Path, root: Path, mode: str, stack) -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(__doc__, argv, home={"default": str(REPO / "var"), "help": "home with a default `cr2 run`"},
-                      modes={"default": "server,ephemeral", "help": "comma-separated modes"})
+                      modes={"default": "server,ephemeral", "help": "comma-separated modes"},
+                      **{"beside-load": {"action": "store_true", "help": "one CPU-bound process beside the runs"}})
     src = Path(args.home).resolve()
     if not (src / "cr2.duckdb").is_file():
         raise SystemExit(f"{src} holds no warehouse; run `cr2 run` first (or pass --home)")
@@ -121,7 +125,7 @@ def main(argv=None) -> None:
     from tests.prefect_stack import PrefectStack, stop
 
     samples: dict[str, list[dict]] = {m: [] for m in modes}
-    with tempfile.TemporaryDirectory(prefix="cr2-bench-swap-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cr2-bench-swap-") as tmp, beside_load(args.beside_load) as beside:
         stack = None
         try:
             if "server" in modes:
@@ -158,7 +162,9 @@ def main(argv=None) -> None:
                    target("<=", 0, "none")),
         ]
     loads = [r["load_avg_before"][0] for m in modes for r in samples[m]]
-    write_result("live_swap", {"home": str(src), "states": "far-rician", "clients": CLIENTS, "repeats": reps,
+    write_result("live_swap_beside_load" if beside else "live_swap", {
+                               "home": str(src), "states": "far-rician", "clients": CLIENTS, "repeats": reps,
+                               "beside_load": beside,
                                "load_avg_1m_during": {"min": min(loads, default=None), "max": max(loads, default=None)},
                                "figures": figures, "samples": samples})
 

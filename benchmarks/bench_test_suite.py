@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
-from _common import REPO, figure, parse_args, target, write_result
+from _common import REPO, beside_load, figure, parse_args, target, write_result
 
 IDLE_TARGET_S = 12 * 60
 BESIDE_LOAD_TARGET_S = 25 * 60
@@ -75,22 +75,19 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("CR2_HOME", "CR2_CACHE", "PREFECT_API_URL", "PREFECT_HOME",
                                                              "VIRTUAL_ENV", "PYTEST_ADDOPTS")}
     env["PYTEST_ADDOPTS"] = f"--junitxml={junit} -o junit_duration_report=total -o junit_family=xunit1"
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.beside_load else None
     sampler = LoadSampler()
     load_before = list(os.getloadavg())
-    try:
-        sampler.start()
-        t0 = time.perf_counter()
-        with open(log, "w") as out:
-            proc = subprocess.Popen(["make", "test"], cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT)
-            _, status, usage = os.wait4(proc.pid, 0)
-        wall_s = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    finally:
-        sampler.stop()
-        if busy is not None:
-            busy.kill()
-            busy.wait()
+    with beside_load(args.beside_load) as beside:
+        try:
+            sampler.start()
+            t0 = time.perf_counter()
+            with open(log, "w") as out:
+                proc = subprocess.Popen(["make", "test"], cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT)
+                _, status, usage = os.wait4(proc.pid, 0)
+            wall_s = time.perf_counter() - t0
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        finally:
+            sampler.stop()
     text = log.read_text(errors="replace")
     summary = SUMMARY.findall(text)
     per_file, outcomes = file_durations(junit) if junit.is_file() else ({}, {})
@@ -98,7 +95,7 @@ def main() -> None:
     limit = BESIDE_LOAD_TARGET_S if args.beside_load else IDLE_TARGET_S
     write_result(name, {
         "commit": commit, "command": "make test (fresh clone, install included)", "exit_code": proc.returncode,
-        "beside_load": "one CPU-bound process (python busy loop) for the whole run" if args.beside_load else None,
+        "beside_load": beside,
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "user_s": round(usage.ru_utime, 1),
         "sys_s": round(usage.ru_stime, 1), "cores": len(os.sched_getaffinity(0)),
         "load_avg_before": load_before, "load_avg_1m_samples": sampler.samples,

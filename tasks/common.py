@@ -114,13 +114,23 @@ def _with_parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def _data_files(directory: Path) -> list[Path]:
-    """SQL/YAML/JSON files beside a module and in its data sub-folders (folders that are not packages)."""
+def _data_files(directory: Path, root: Path) -> tuple[Path, ...]:
+    """SQL/YAML/JSON files beside a module and in its data sub-folders (folders that are not packages); for the
+    installed tree listed once per folder and process, as its code hash is computed once per process."""
+    return _project_data_files(directory) if root == PROJECT_ROOT else _list_data_files(directory)
+
+
+@functools.lru_cache(maxsize=None)
+def _project_data_files(directory: Path) -> tuple[Path, ...]:
+    return _list_data_files(directory)
+
+
+def _list_data_files(directory: Path) -> tuple[Path, ...]:
     files = [p for p in directory.iterdir() if p.suffix in DATA_SUFFIXES and p.is_file()]
     for sub in directory.iterdir():
         if sub.is_dir() and not (sub / "__init__.py").exists() and sub.name != "__pycache__":
             files += [p for p in sub.rglob("*") if p.suffix in DATA_SUFFIXES and p.is_file()]
-    return files
+    return tuple(files)
 
 
 def code_closure(*module_names: str, root: Path = PROJECT_ROOT) -> tuple[Path, ...]:
@@ -143,7 +153,7 @@ def code_closure(*module_names: str, root: Path = PROJECT_ROOT) -> tuple[Path, .
             continue
         files.add(path)
         found = set(_imported_names(path, root))
-        for data in _data_files(path.parent):
+        for data in _data_files(path.parent, root):
             if data not in files:
                 files.add(data)
                 found.update(_MODULE_TARGET.findall(data.read_text(encoding="utf-8", errors="replace")))
