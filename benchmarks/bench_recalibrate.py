@@ -14,12 +14,14 @@ temporary server) and the load average, since a loaded machine inflates wall tim
 Prefect's own start — in a fresh PREFECT_HOME (the server creates and migrates its database: once per home) and
 again in the same one (what every later command pays). Results: benchmarks/results/recalibrate.json.
 
-    python benchmarks/bench_recalibrate.py [--home var] [--repeats 3] [--modes server,ephemeral,full]
+    python benchmarks/bench_recalibrate.py [--home var] [--repeats 3] [--modes server,ephemeral,full] [--beside-load]
     python benchmarks/bench_recalibrate.py --queries 1000   # builds a proportional slice first (cold `cr2 run`)
     python benchmarks/bench_recalibrate.py --home H --config C  # a home built by `cr2 run -c C --home H`
 
 The target applies to the default set (a home from `cr2 run` on configs/default.yaml); a --queries slice
-records it as n/a.
+records it as n/a. With --beside-load one CPU-bound process runs beside for the whole measurement (the 2-core machine
+with its second core busy, where the targets are ≤ 20 s without a server); results then go to
+recalibrate_beside_load.json.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import CR2, REPO, figure, fresh_env, parse_args, run_measured, target, write_result
+from _common import CR2, REPO, beside_load, figure, fresh_env, parse_args, run_measured, target, write_result
 
 # not read by a recalibration; the cache is: checkpoints and the per-gate score cache. The home's
 # Prefect state (<home>/prefect) is copied for the ephemeral mode only: its temporary server runs on it.
@@ -82,7 +84,8 @@ def main(argv=None) -> None:
     args = parse_args(__doc__, argv, home={"default": str(REPO / "var"), "help": "home with a default `cr2 run`"},
                       modes={"default": "server,ephemeral,full", "help": "comma-separated modes"},
                       queries={"default": None, "type": int, "help": "benchmark a proportional slice of N queries"},
-                      config={"default": None, "help": "the config the --home was built with (default: configs/default.yaml)"})
+                      config={"default": None, "help": "the config the --home was built with (default: configs/default.yaml)"},
+                      **{"beside-load": {"action": "store_true", "help": "one CPU-bound process beside the runs"}})
     cfg_args: list[str] = ["-c", str(Path(args.config).resolve())] if args.config else []
     if args.queries:
         from _common import write_sliced_data
@@ -107,7 +110,7 @@ def main(argv=None) -> None:
 
     samples: dict[str, list[dict]] = {m: [] for m in modes}
     noop: dict[str, list[dict]] = {"ephemeral": [], "ephemeral-again": [], "server": []}
-    with tempfile.TemporaryDirectory(prefix="cr2-bench-recal-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cr2-bench-recal-") as tmp, beside_load(args.beside_load) as beside:
         root = Path(tmp)
         stack = None
         try:
@@ -170,7 +173,7 @@ def main(argv=None) -> None:
                                [r["cpu_s"] for r in runs], "s")]
     loads = [s["load_avg_before"][0] for m in modes for s in samples[m]]
     notes = notes_for(samples, str(src), args.config)
-    write_result("recalibrate", {"notes": notes, "quick": bool(args.quick), "home": str(src), "queries": args.queries or "default set",
+    write_result("recalibrate_beside_load" if beside else "recalibrate", {"notes": notes, "beside_load": beside, "quick": bool(args.quick), "home": str(src), "queries": args.queries or "default set",
                                  "states": "far-rician", "repeats": reps,
                                  "load_avg_1m_during": {"min": min(loads, default=None), "max": max(loads, default=None)},
                                  "figures": figures, "samples": samples})

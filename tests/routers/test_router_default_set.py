@@ -33,6 +33,7 @@ def default_slice(tmp_path_factory):
     from cr2.inputs.embed import embed_texts, router_texts
     from cr2.labels.simulator import load_accuracy_targets, simulate_labels
     from cr2.inputs.splits import assign_splits
+    from cr2_tasks.store import tool_dir
 
     cfg = load_config()
     q = select_queries(cfg)
@@ -42,7 +43,9 @@ def default_slice(tmp_path_factory):
                           cfg.models, load_accuracy_targets(cfg.data_path / cfg.labels.simulator.accuracy_file, cfg.models),
                           cfg.labels.simulator)
     idx = np.sort(np.random.default_rng(0).choice(len(q), N_SLICE, replace=False))
-    emb = embed_texts([texts[i] for i in idx], progress=False, cache_dir=tmp_path_factory.mktemp("encoders"))
+    # the run's encoder export (the store's tool folder under the run's $CR2_CACHE), not one of its own
+    encoders = tool_dir(tmp_path_factory.mktemp("home"), "encoders")
+    emb = embed_texts([texts[i] for i in idx], progress=False, cache_dir=encoders)
     ids = q["query_id"].to_numpy()[idx]
     split = assign_splits(ids, q["benchmark"].to_numpy()[idx], q["subset"].to_numpy()[idx], cfg.splits).table_split()
     cost = np.tile(np.array([0.23, 0.30, 0.48, 1.0], dtype=np.float32), (N_SLICE, 1))  # λ = 0: cost only breaks ties
