@@ -120,3 +120,19 @@ def test_validity_tables_justify_text_left_in_a_terminal():
     t = Table(["router", "α"], [["CR²", "0.01"]])
     r = t.rich(justify="right", left=("router",))
     assert [c.justify for c in r.columns] == ["left", "right"]
+
+
+def test_baselines_and_route_utilities_render_alike():
+    from cr2.report.tables import Baselines, RouteUtilities
+
+    points = pd.DataFrame({"method": ["mlp", "mlp"], "lam": [0.0, 2.0], "accuracy": [0.8123, None], "cost": [0.5, 0.3]})
+    t = Baselines({"mlp": {"params": 235204, "flops": 469800, "fit_seconds": 10.94},
+                   "knn": {"params": 0, "flops": 11907072, "fit_seconds": 1.9}}, points)
+    assert t.rows == [["MLP", "235,204", "469,800", "10.9", "81.2%", "— / 0.300"],
+                      ["KNN", "0", "11,907,072", "1.9", "— (not evaluated at λ = 0)", "— (not evaluated at λ = 2)"]]
+    agree(t, justify="right")
+    r = RouteUtilities([{"model_id": "a", "p_correct": 0.5, "cost_norm": 0.2, "latency_s": 0.1234, "energy_j": 1.234,
+                         "utility": -0.1}, {"model_id": "b", "p_correct": 0.9, "cost_norm": 1.0, "latency_s": 1.0,
+                                            "energy_j": 10.0, "utility": 0.3}], chosen="b")
+    assert r.rows[1] == ["b ◀", "0.900", "1.000", "1.000", "10.00", "+0.300"] and r.rows[0][-1] == "-0.100"
+    agree(r, justify="right")
