@@ -1,9 +1,11 @@
-"""The headline tables of one evaluation run (`cr2 results`, docs/results.md): stored rows in, display frames and
-markdown out, every cell written by cr2.report.cells.
+"""The headline tables of one evaluation run (`cr2 results`, docs/results.md): stored rows in, table objects out
+(cr2.report.table.Table: built once, rendered as markdown, rich, artifact or HTML), every cell written by
+cr2.report.cells and every router named by its catalogue short name (cr2.routers.short_name).
 
-The fixed-accuracy savings vs KNN (interpolated with their intervals, and at the grid point), the verdict per target,
-the operating points with their intervals, the deploy decision, the equal-risk cost table, and the paper's numbers
-beside ours (PAPER_*: copied from the paper, §VII; the .tex line of each in brackets).
+The verdict per target (VerdictPerTarget), the operating points with their intervals (OperatingPointsCI), the stored
+rows shown as they are (LocalAtCost, RealisedRisk, SweepExtremes, Ablation), the spread across seeds (SeedSpread), the
+equal-risk tables (CostAtTarget, EqualRiskQuestion), and the paper's numbers beside ours (Paper*; PAPER_*: copied
+from the paper, §VII; the .tex line of each in brackets).
 """
 from __future__ import annotations
 
