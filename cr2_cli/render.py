@@ -16,7 +16,8 @@ from rich.text import Text
 from cr2_cli.console import console
 from cr2.config import HEADLINE_LAMS  # the λ values the CLI's summaries show (defined once)
 from cr2.report import cells
-from cr2.report.tables import Baselines, CR2OperatingPoints, Recalibration, RouteUtilities
+from cr2.report.simcheck import SimcheckPoints
+from cr2.report.tables import Baselines, CR2OperatingPoints, LabelSources, Recalibration, RouteUtilities
 
 num = partial(cells.num, missing_text=cells.EM_DASH)  # the command line writes a missing number '—'
 
@@ -270,14 +271,7 @@ def print_simcheck(home: Path, out: dict) -> None:
     fit = out.get("fit", {})
     console.print(f"MMLU-Pro questions: {out['n_questions']:,}; fresh v2 fit: " +
                   ", ".join(f"{k} = {v}" for k, v in fit.items()), highlight=False)
-    t = Table(title="measured vs simulated labels (mean and 5–95 % over simulator seeds)")
-    for c in ("source", "statistic", "pair", "measured", "simulated", "band", "target", "ok"):
-        t.add_column(c)
-    for r in df.itertuples():
-        t.add_row(r.source, r.statistic, f"{r.model}{' ~ ' + r.other if r.other else ''}", num(r.measured, ".3f"),
-                  num(r.mean, ".3f"), f"[{num(r.q05, '.3f')}, {num(r.q95, '.3f')}]", f"±{r.tolerance:g}",
-                  "yes" if r.meets_target else "NO")
-    console.print(t)
+    console.print(SimcheckPoints(df).rich("measured vs simulated labels (mean and 5–95 % over simulator seeds)"))
     for r in sav.itertuples():
         console.print(f"{r.source}: fixed-accuracy saving vs KNN has the measured sign at {int(r.same_sign or 0)} of "
                       f"{r.n} (router, target) points both label sets reach", highlight=False)
@@ -286,13 +280,7 @@ def print_simcheck(home: Path, out: dict) -> None:
 # ------------------------------------------------------------------ labels and warehouse access
 def print_label_sources(df: pd.DataFrame) -> None:
     """`cr2 labels list`: one row per label source."""
-    table = Table(title="label sources (simulated-* sources are NOT measured)")
-    for col in ("source", "rows", "models", "queries", "accuracy", "backend"):
-        table.add_column(col)
-    for r in df.itertuples():
-        table.add_row(r.source, f"{r.rows:,}", str(r.models), f"{r.queries:,}", num(r.accuracy, ".1f", 100, "%"),
-                      str(r.backend))
-    console.print(table)
+    console.print(LabelSources(df).rich("label sources (simulated-* sources are NOT measured)"))
 
 
 def print_frame(df: pd.DataFrame, more: bool = False) -> None:

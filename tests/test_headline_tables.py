@@ -136,3 +136,18 @@ def test_baselines_and_route_utilities_render_alike():
                                             "energy_j": 10.0, "utility": 0.3}], chosen="b")
     assert r.rows[1] == ["b ◀", "0.900", "1.000", "1.000", "10.00", "+0.300"] and r.rows[0][-1] == "-0.100"
     agree(r, justify="right")
+
+
+def test_label_sources_and_simcheck_points_render_alike():
+    from cr2.report.simcheck import SimcheckPoints
+    from cr2.report.tables import LabelSources
+
+    t = LabelSources(pd.DataFrame({"source": ["simulated-irt-v2"], "rows": [12345], "models": [4], "queries": [3000],
+                                   "accuracy": [None], "backend": ["sim"]}))
+    assert t.rows == [["simulated-irt-v2", "12,345", "4", "3,000", "—", "sim"]]
+    agree(t)
+    s = SimcheckPoints(pd.DataFrame({"source": ["v2"], "statistic": ["accuracy"], "model": ["a"], "other": ["b"],
+                                     "measured": [0.5], "mean": [np.nan], "q05": [0.4], "q95": [0.6],
+                                     "tolerance": [0.005], "meets_target": [False]}))
+    assert s.rows == [["v2", "accuracy", "a ~ b", "0.500", "—", "[0.400, 0.600]", "±0.005", "NO"]]
+    agree(s)

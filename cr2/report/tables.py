@@ -4,7 +4,7 @@ written by cr2.report.cells).
 The tables one evaluation run shows on several surfaces are objects (cr2.report.table.Table), so the HTML report,
 `cr2 results` and the Prefect artifacts print the same words and numbers: MeanSaving, FixedAccuracySavings,
 RouterComplexity, and the artifacts' CR2OperatingPoints, RoutersAtLam, DriftTest and Recalibration; the command
-line's Baselines and RouteUtilities. A router is named
+line's Baselines, RouteUtilities and LabelSources. A router is named
 by its catalogue `short` name (cr2.routers.short_name) on every one of them.
 """
 from __future__ import annotations
@@ -177,6 +177,16 @@ class RouteUtilities(Table):
                          [[m["model_id"] + (" ◀" if m["model_id"] == chosen else ""), num(m["p_correct"], ".3f"),
                            num(m["cost_norm"], ".3f"), num(m["latency_s"], ".3f"), num(m["energy_j"], ".2f"),
                            num(m["utility"], "+.3f")] for m in models], "no model to route to")
+
+
+class LabelSources(Table):
+    """`cr2 labels list`: one row per label source (rows, models, queries, accuracy, backend); '—' where missing."""
+
+    def __init__(self, df: pd.DataFrame):
+        super().__init__(["source", "rows", "models", "queries", "accuracy", "backend"],
+                         [[str(r.source), count_cell(r.rows, EM_DASH), str(r.models), count_cell(r.queries, EM_DASH),
+                           num(r.accuracy, ".1f", 100, "%", EM_DASH), str(r.backend)] for r in df.itertuples()],
+                         "no label source stored")
 
 
 def holm_cell(r) -> str:
