@@ -16,7 +16,8 @@ from rich.text import Text
 from cr2_cli.console import console
 from cr2.config import HEADLINE_LAMS  # the λ values the CLI's summaries show (defined once)
 from cr2.report import cells
-from cr2.report.tables import CR2OperatingPoints, Recalibration
+from cr2.report.simcheck import SimcheckPoints
+from cr2.report.tables import Baselines, CR2OperatingPoints, LabelSources, Recalibration, RouteUtilities
 
 num = partial(cells.num, missing_text=cells.EM_DASH)  # the command line writes a missing number '—'
 
@@ -128,17 +129,8 @@ def print_baselines(home: Path, baselines: dict, evaluated: dict) -> None:
     with Warehouse(home, read_only=True) as wh:
         df = baseline_points(wh, evaluated["run_id"], (0.0, 2.0))
         note = label_note(wh, evaluated["label_source"])
-    at = {(r.method, r.lam): r for r in df.itertuples()}
     state = "cached" if baselines.get("cached") else "fitted"
-    table = Table(title=f"baselines ({state}) on test; {note}")
-    for col in ("router", "params", "FLOPs/query", "fit s", "acc λ=0", "acc / cost λ=2"):
-        table.add_column(col, justify="right")
-    for name, b in baselines["routers"].items():
-        a0, a2 = at.get((name, 0.0)), at.get((name, 2.0))
-        table.add_row(name, f"{b['params']:,}", f"{b['flops']:,}", f"{b['fit_seconds']:.1f}",
-                      num(a0.accuracy, ".1f", 100, "%") if a0 else "— (not evaluated at λ = 0)",
-                      f"{num(a2.accuracy, '.1f', 100, '%')} / {num(a2.cost, '.3f')}" if a2 else "— (not evaluated at λ = 2)")
-    console.print(table)
+    console.print(Baselines(baselines["routers"], df).rich(f"baselines ({state}) on test; {note}", justify="right"))
 
 
 # ------------------------------------------------------------------ re-calibration
@@ -199,30 +191,15 @@ def print_route(out: dict, lam: float, alpha: float) -> None:
     console.print(("" if router == "cr2" else f"router {router}; ") + risk_line(out, alpha), highlight=False,
                   markup=False)
     whose = "teacher" if router.split("@")[0] == "cr2" else f"{router.split('@')[0]}'s"
-    table = Table(title=f"{whose} utilities û = p − λ·c (labels {out['label_source']}, states {out['threshold_dist_id']})")
-    for col in ("model", "p(correct)", "norm. cost", "latency s", "energy J", "utility"):
-        table.add_column(col, justify="right")
-    for m in out["models"]:
-        mark = " ◀" if m["model_id"] == out["chosen_model"] else ""
-        table.add_row(m["model_id"] + mark, f"{m['p_correct']:.3f}", f"{m['cost_norm']:.3f}", f"{m['latency_s']:.3f}",
-                      f"{m['energy_j']:.2f}", f"{m['utility']:+.3f}")
-    console.print(table)
+    console.print(RouteUtilities(out["models"], out["chosen_model"]).rich(
+        f"{whose} utilities û = p − λ·c (labels {out['label_source']}, states {out['threshold_dist_id']})",
+        justify="right"))
 
 
 # ------------------------------------------------------------------ checks
 VERDICT_RULE = ("Verdict: per cell, a one-sided test of the promise (z = (mean − bound) / MC SE; a share: exact "
                 "binomial), Holm at 5 % over the cells of one row; \"violation detected\" where Holm rejects a cell, "
                 "else \"no violation detected\" (docs/guarantees.md, \"Validity over re-splits\").")
-
-
-def _frame_table(df: pd.DataFrame, title: str) -> Table:
-    """A display frame (every cell already text) as a rich table."""
-    table = Table(title=title)
-    for col in df.columns:
-        table.add_column(str(col), justify="left" if col in ("router", "rule", "risk bounded", "promise") else "right")
-    for row in df.itertuples(index=False):
-        table.add_row(*[str(v) for v in row])
-    return table
 
 
 def newest_eval_run_or_none(wh, label_source: str | None) -> str | None:
@@ -241,7 +218,7 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
     newest evaluation run of `label_source`), then the promises of CR²'s deployed gate that validity run `run_id`
     checked (ltt, Mondrian, target) — cr2.report.validity, the rows `cr2 results`, the report and docs/results.md show."""
     from cr2.evaluation.metrics import RISK_ALL_METRICS
-    from cr2.report.validity import (certified_display, certified_verdicts, deployed_display, deployed_table_risk,
+    from cr2.report.validity import (CertifiedValidity, certified_verdicts, DeployedPromises, deployed_table_risk,
                                      deployed_verdicts, rule_promise_note, stream_note)
     from cr2_warehouse.db import Warehouse
     from cr2.report.styles import MethodStyles
@@ -268,16 +245,17 @@ def print_guarantees(home: Path, run_id: str, source: str, label_source: str | N
                       "with evaluation.n_resplits = 0, or without certified routers: certify.routers / certify.rules).",
                       highlight=False)
     else:
-        console.print(_frame_table(certified_display(certified, label, deployed=risk), f"every certified router: E[risk] ≤ "
-                                   f"α at every λ over the certify stage's re-splits of val ∪ test, beside the deployed "
-                                   f"table's own test risk — evaluation run {eval_id}, states {run['dist_id']}, {note}"))
+        console.print(CertifiedValidity(certified, label, deployed=risk).rich(
+            f"every certified router: E[risk] ≤ α at every λ over the certify stage's re-splits of val ∪ test, beside "
+            f"the deployed table's own test risk — evaluation run {eval_id}, states {run['dist_id']}, {note}",
+            justify="right", left=CertifiedValidity.LEFT))
         console.print(rule_promise_note(certified["rule"]), highlight=False)
     if deployed.empty:
         console.print(f"CR²'s deployed gate: validity run {run_id} ({source}) has no bounded promise beside the crc "
                       "rules' (ltt, Mondrian and the target mode need calibration.delta / target_delta).", highlight=False)
     else:
-        console.print(_frame_table(deployed_display(deployed), f"CR²'s deployed gate: the promises validity run "
-                                   f"{run_id} checks ({source})"))
+        console.print(DeployedPromises(deployed).rich(f"CR²'s deployed gate: the promises validity run {run_id} checks "
+                                                      f"({source})", justify="right", left=DeployedPromises.LEFT))
     console.print(f"Validity run {run_id}: {streams}", highlight=False)
     console.print(VERDICT_RULE, highlight=False)
 
@@ -293,14 +271,7 @@ def print_simcheck(home: Path, out: dict) -> None:
     fit = out.get("fit", {})
     console.print(f"MMLU-Pro questions: {out['n_questions']:,}; fresh v2 fit: " +
                   ", ".join(f"{k} = {v}" for k, v in fit.items()), highlight=False)
-    t = Table(title="measured vs simulated labels (mean and 5–95 % over simulator seeds)")
-    for c in ("source", "statistic", "pair", "measured", "simulated", "band", "target", "ok"):
-        t.add_column(c)
-    for r in df.itertuples():
-        t.add_row(r.source, r.statistic, f"{r.model}{' ~ ' + r.other if r.other else ''}", num(r.measured, ".3f"),
-                  num(r.mean, ".3f"), f"[{num(r.q05, '.3f')}, {num(r.q95, '.3f')}]", f"±{r.tolerance:g}",
-                  "yes" if r.meets_target else "NO")
-    console.print(t)
+    console.print(SimcheckPoints(df).rich("measured vs simulated labels (mean and 5–95 % over simulator seeds)"))
     for r in sav.itertuples():
         console.print(f"{r.source}: fixed-accuracy saving vs KNN has the measured sign at {int(r.same_sign or 0)} of "
                       f"{r.n} (router, target) points both label sets reach", highlight=False)
@@ -309,13 +280,7 @@ def print_simcheck(home: Path, out: dict) -> None:
 # ------------------------------------------------------------------ labels and warehouse access
 def print_label_sources(df: pd.DataFrame) -> None:
     """`cr2 labels list`: one row per label source."""
-    table = Table(title="label sources (simulated-* sources are NOT measured)")
-    for col in ("source", "rows", "models", "queries", "accuracy", "backend"):
-        table.add_column(col)
-    for r in df.itertuples():
-        table.add_row(r.source, f"{r.rows:,}", str(r.models), f"{r.queries:,}", num(r.accuracy, ".1f", 100, "%"),
-                      str(r.backend))
-    console.print(table)
+    console.print(LabelSources(df).rich("label sources (simulated-* sources are NOT measured)"))
 
 
 def print_frame(df: pd.DataFrame, more: bool = False) -> None:

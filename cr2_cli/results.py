@@ -15,12 +15,12 @@ import pandas as pd
 
 from cr2.labels import is_simulated
 from cr2.report.cells import num
-from cr2.report.headline import (COST_ANCHOR, mean_grid_line, LAMS, NO_MEAN_SAVING, NOT_REACHED, QUESTION_TITLES, TARGETS,
-                                 VIEW_TARGET_RANGE, cost_at_target_table, default_targets,
-                                 equal_risk_cell, paper_comparison_tables, points_table,
-                                 resamples_text, seed_spread_rows, share_cell, verdict_table,
+from cr2.report.headline import (COST_ANCHOR, mean_grid_line, LAMS, NO_MEAN_SAVING, QUESTION_TITLES, TARGETS,
+                                 VIEW_TARGET_RANGE, Ablation, CostAtTarget, default_targets, equal_risk_cell,
+                                 EqualRiskQuestion, LocalAtCost, OperatingPointsCI, paper_comparison_tables,
+                                 RealisedRisk, resamples_text, SeedSpread, share_cell, SweepExtremes, VerdictPerTarget,
                                  which_targets, why_no_target)
-from cr2.report.markdown import markdown_table
+from cr2.report.table import Table
 from cr2.report.tables import FixedAccuracySavings, MeanSaving, RouterComplexity
 from cr2.routers import method_router
 
@@ -75,11 +75,11 @@ def seed_spread_markdown(home: str | Path, study_id: str | None = None, alpha: f
         f"Study `{sp['study_id'].iloc[0]}`: each seed re-ran split, teacher, gate, learned baselines, calibration and "
         "evaluation; the base seed's interval resamples the test queries only.\n",
         f"**Mean saving vs KNN over the validation target grid, %: spread across seeds (v_seed_spread)**\n\n"
-        f"{markdown_table(pd.DataFrame(seed_spread_rows(ms, lambda r: {'method': r.method})))}",
+        f"{SeedSpread(ms, 'method').markdown()}",
         f"**CR² saving vs KNN at {which_targets(targets)}, %: spread across seeds**\n\n"
-        f"{markdown_table(pd.DataFrame(seed_spread_rows(tg.sort_values('target'), lambda r: {'target': f'{r.target:.2f}'})))}",
+        f"{SeedSpread(tg.sort_values('target'), 'target').markdown()}",
         f"**CR² at α = {float(a):g}: spread across seeds**\n\n"
-        f"{markdown_table(pd.DataFrame(seed_spread_rows(op, lambda r: {'λ': f'{r.lam:g}', 'metric': r.metric}, '.4f')))}",
+        f"{SeedSpread(op, 'lam', '.4f').markdown()}",
     ]
     return "\n".join(parts)
 
@@ -154,24 +154,24 @@ def results_markdown(home: str | Path, alpha: float | None = None, label_source:
         f"**Fixed-accuracy cost saving vs KNN, % [95 % CI] (v_fixed_accuracy_ci, interpolated monotone frontier)** — "
         f"{SIDES_VS_KNN.format(alpha=alpha)}\n\n{fixed.markdown()}",
         f"**CR² vs KNN at {which_targets(targets)} (v_fixed_accuracy_ci)** — {SIDES_VS_KNN.format(alpha=alpha)}"
-        f"\n\n{markdown_table(verdict_table(fa), why=no_target)}",
+        f"\n\n{VerdictPerTarget(fa, why=no_target).markdown()}",
         f"**Mean saving vs KNN over the validation target grid, % [95 % CI] (v_mean_saving_ci; CR² at α)** — "
         f"{SIDES_VS_KNN.format(alpha=alpha)}\n\n"
         f"{MeanSaving(f['mean_saving'], why=NO_MEAN_SAVING).markdown()}",
         f"**… at the best grid point, no interpolation (v_fixed_accuracy.saving_vs_knn_grid_pct)** — same sides\n\n"
         f"{grid.markdown()}",
-        f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{markdown_table(f['local_at_cost'])}",
+        f"**CR² local rate at c̄ ≈ {COST_ANCHOR} per α (operating_points)**\n\n{LocalAtCost(f['local_at_cost']).markdown()}",
         f"**CR² at α = {alpha:g} [95 % CI] (v_operating_points_ci, v_gate_errors)**\n\n"
-        f"{markdown_table(points_table(f['operating_points'], ('lam', 'alpha')))}",
+        f"{OperatingPointsCI(f['operating_points'], ('lam', 'alpha')).markdown()}",
         f"**Every router at λ ∈ {{{', '.join(f'{v:g}' for v in LAMS)}}} [95 % CI] (v_operating_points_ci; CR² at α = "
-        f"{alpha:g})**\n\n{markdown_table(points_table(f['at_lams'], ('method', 'lam')))}",
+        f"{alpha:g})**\n\n{OperatingPointsCI(f['at_lams'], ('method', 'lam')).markdown()}",
         f"**What α bounds and what users feel: CR² at α = {alpha:g} under each rule (v_realised_risk)** — "
         f"teacher_risk is teacher disagreement (the paper's risk); oracle_risk (oracle disagreement on real labels) and "
         f"avoidable_risk (device wrong, an edge model right) are on the {'SIMULATED' if simulated else 'measured'} test "
-        f"labels; risks over all test rows\n\n{markdown_table(f['realised_risk'])}",
-        f"**Largest local rate and smallest cost over the λ sweep, α = {alpha:g} (operating_points)**\n\n{markdown_table(f['sweep'])}",
+        f"labels; risks over all test rows\n\n{RealisedRisk(f['realised_risk']).markdown()}",
+        f"**Largest local rate and smallest cost over the λ sweep, α = {alpha:g} (operating_points)**\n\n{SweepExtremes(f['sweep']).markdown()}",
         f"**Ablation at c̄ ≈ 0.45 (v_ablation)**\n\n"
-        f"{markdown_table(f['ablation'][['method', 'alpha', 'lam', 'accuracy', 'cost', 'local_rate']].sort_values(['method', 'alpha']))}",
+        f"{Ablation(f['ablation']).markdown()}",
         f"**Router complexity (v_router_complexity)**\n\n{RouterComplexity(f['complexity']).markdown()}",
     ]
     from cr2_warehouse.reads import has_seed_study
@@ -189,7 +189,7 @@ def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None)
     every α. Beside each verdict, the deployed table's own test risk (cr2.report.validity.deployed_table_risk) and
     what the rule promises about it."""
     from cr2.evaluation.metrics import RISK_ALL_METRICS
-    from cr2.report.validity import certified_display, certified_verdicts, deployed_table_risk, rule_promise_note
+    from cr2.report.validity import CertifiedValidity, certified_verdicts, deployed_table_risk, rule_promise_note
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.reads import certified_test_risk
     from cr2_warehouse.repository import certified_validity, methods_of_run
@@ -212,7 +212,7 @@ def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None)
     if at_alpha:
         cells = cells[np.isclose(cells["alpha"], alpha)]
     verdicts = certified_verdicts(cells)
-    table = certified_display(verdicts, MethodStyles.from_frame(methods).label, deployed=deployed)
+    table = CertifiedValidity(verdicts, MethodStyles.from_frame(methods).label, deployed=deployed)
     no_interval = "" if deployed["max_lower"].notna().any() else (
         " The run stores no bootstrap interval for a certified router's points, so the largest is shown without one.")
     return (f"{title}\n\nEach row, {which}: E[risk] ≤ α at every λ over the certify stage's random calibration/test "
@@ -220,33 +220,34 @@ def validity_markdown(home: str | Path, run_id: str, alpha: float | None = None)
             "MC SE), Holm at 5 % over the row's λ cells: \"violation detected\" where Holm rejects one, else \"no "
             "violation detected\" (docs/guarantees.md). \"deployed table\": the one threshold table the certify stage "
             "calibrated on val (what `cr2 serve --router` deploys), its test risk of the same risk at each λ of its "
-            f"grid.{no_interval}\n\n{markdown_table(table)}\n\n{rule_promise_note(verdicts['rule'])}\n")
+            f"grid.{no_interval}\n\n{table.markdown()}\n\n{rule_promise_note(verdicts['rule'])}\n")
 
 
 def comparison_markdown(home: str | Path, alpha: float | None = None, label_source: str | None = None) -> str:
     """Paper beside ours for every comparable number, from the newest evaluation run in `home` (CR² at `alpha`; None:
     the α the run stores)."""
-    f = comparison_frames(home, alpha, label_source)
-    alpha = f["alpha"]
-    fa, rows = f["fixed_accuracy"], f["fixed"].copy()
-    cr2 = fa[fa["method"] == method_router()].assign(t=lambda d: d["target"].round(2)).set_index("t")
-    rows.insert(3, "verdict", [NOT_REACHED if float(t) not in cr2.index else
-                               cr2.loc[float(t), "verdict"] if pd.notna(cr2.loc[float(t), "verdict"])
-                               else "— (no interval)" for t in rows["target accuracy"]])
+    f = comparison_tables(home, alpha, label_source, verdict=True)
     return "\n".join([
-        f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{markdown_table(rows)}",
-        f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{markdown_table(f['local'])}",
-        f"**Gate-error decomposition at α = {alpha:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
-        f"cost is nearest c̄)**\n\n{markdown_table(f['gate_errors'])}",
-        f"**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**\n\n{markdown_table(f['complexity'])}",
+        f"**Fixed-accuracy cost saving vs KNN (v_fixed_accuracy)**\n\n{f['fixed'].markdown()}",
+        f"**Local rate at c̄ ≈ 0.45 (paper tab:ablation; ours: operating_points / v_ablation)**\n\n{f['local'].markdown()}",
+        f"**Gate-error decomposition at α = {f['alpha']:g} (paper fig:misdefer; ours: v_gate_errors at the λ whose pooled "
+        f"cost is nearest c̄)**\n\n{f['gate_errors'].markdown()}",
+        f"**Router complexity (paper tab:router_complexity; ours: v_router_complexity)**\n\n{f['complexity'].markdown()}",
     ])
 
 
 def comparison_frames(home: str | Path, alpha: float | None = None, label_source: str | None = None) -> dict:
-    """The paper-beside-ours tables of the newest evaluation run in `home`, as frames: fixed (the paper's targets:
-    paper, ours interpolated with its interval, ours at the grid point, every other router), local, gate_errors,
-    complexity; and fixed_accuracy (the stored rows behind `fixed`, interval and view verdict included), run_id and
-    alpha (`alpha`, or where None the α the run stores)."""
+    """comparison_tables with each table's cells as a frame (the results page reads these)."""
+    f = comparison_tables(home, alpha, label_source)
+    return {k: v.frame() if isinstance(v, Table) else v for k, v in f.items()}
+
+
+def comparison_tables(home: str | Path, alpha: float | None = None, label_source: str | None = None,
+                      verdict: bool = False) -> dict:
+    """The paper-beside-ours tables of the newest evaluation run in `home` (cr2.report.headline): fixed (the paper's
+    targets: paper, ours interpolated with its interval — with `verdict`, CR²'s stored word —, ours at the grid point,
+    every other router), local, gate_errors, complexity; and fixed_accuracy (the stored rows behind `fixed`, interval
+    and view verdict included), run_id and alpha (`alpha`, or where None the α the run stores)."""
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.repository import headline_results, newest_eval_run, stored_run_alpha, view_for_run
 
@@ -258,7 +259,7 @@ def comparison_frames(home: str | Path, alpha: float | None = None, label_source
         errors = view_for_run(wh, "v_gate_errors", run_id)
         ops = view_for_run(wh, "v_pareto", run_id)
     return {"run_id": run_id, "alpha": alpha, "fixed_accuracy": f["fixed_accuracy"],
-            **paper_comparison_tables(f, errors, ops, alpha)}
+            **paper_comparison_tables(f, errors, ops, alpha, verdict)}
 
 
 def default_equal_risk_target(reach: pd.DataFrame, label: Callable[[str], str] = str) -> tuple[float, str]:
@@ -352,27 +353,19 @@ def equal_risk_markdown(home: str | Path, label_source: str | None = None,
              "the 95 % interval excludes 0 and that Holm p is below 0.05, otherwise \"no difference detected\".\n"]
     parts.append(mean_grid_line(means))
     for target in targets:
-        table, notes = cost_at_target_table(rows, reach, target)
+        table = CostAtTarget(rows, reach, target, label)
         parts.append(f"**Cost at accuracy {target:.2f} with risk ≤ α, per certified router [95 % CI]** (normalised cost "
                      f"c̄ on the router's frontier; `uncertified`: no bound; teacher disagreement for crc, oracle "
                      f"disagreement for crc-oracle, avoidable error for crc-avoidable; a cell without a cost says why)"
-                     f"\n\n{markdown_table(table, why='no certified router in this run')}"
-                     + "".join(f"\n{n}\n" for n in notes))
+                     f"\n\n{table.markdown()}" + "".join(f"\n{n}\n" for n in table.notes))
     for question in EQUAL_RISK_SHOWN:
         q = means[means["question"] == question].copy()
         if q.empty:
             continue
         q["cell"] = [equal_risk_cell(r) for _, r in q.iterrows()]
         q["sides"] = [comparison_sides(a, b, label) for a, b in zip(q["method_a"], q["method_b"])]
-        if question == "gate-quality":
-            table = q[["sides", "cell", "n_targets", "p_value", "p_holm"]].rename(
-                columns={"sides": "a vs b", "cell": "mean saving of a vs b, % [95 % CI]"})
-        else:
-            q["α"] = q["alpha"].map(lambda a: f"α = {a:g}")
-            table = q.pivot_table(index="sides", columns="α", values="cell", aggfunc="first", sort=False)
-            table = table.fillna("— (no target both sides reach)").reset_index().rename(columns={"sides": "a vs b"})
         fams = q.groupby([q["rule"].fillna("–"), q["alpha"].fillna(-1.0)])["family_size"].max()
         sizes = ", ".join(str(int(n)) for n in fams.dropna().unique())
         parts.append(f"**{QUESTION_TITLES[question]}** (Holm per family question × rule × α: {len(fams)} families of "
-                     f"{sizes} tests)\n\n{markdown_table(table, 3)}")
+                     f"{sizes} tests)\n\n{EqualRiskQuestion(q, question).markdown()}")
     return "\n".join(parts)

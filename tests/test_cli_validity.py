@@ -55,7 +55,7 @@ def test_cli_tables_print_no_nan_and_say_why_a_cell_is_empty(small_cli_run):
 
 
 def test_cost_table_names_what_does_not_reach_the_target():
-    from cr2.report.headline import cost_at_target_table
+    from cr2.report.headline import CostAtTarget
 
     def cost(router, rule, alpha, target):
         return {"question": "cost", "router": router, "rule": rule, "alpha": alpha, "target": target, "estimate": 0.4,
@@ -66,8 +66,9 @@ def test_cost_table_names_what_does_not_reach_the_target():
                                      "knn@uncertified", "knn"],
                           "alpha": [0.01, 0.01, 0.05, 0.05, None, None, None],
                           "max_accuracy": [0.85, 0.78, 0.74, 0.71, 0.9, 0.83, 0.83]})
-    table, notes = cost_at_target_table(rows, reach, 0.8)
-    t = table.set_index("router")
+    table = CostAtTarget(rows, reach, 0.8)
+    notes = table.notes
+    t = table.frame().set_index("router")
     assert list(t.columns) == ["uncertified", "crc α=0.01", "crc-oracle α=0.05"]  # a side no router reaches stays
     assert t.loc["cr2", "crc α=0.01"] == "0.400 [0.350, 0.450]"
     assert t.loc["knn", "crc α=0.01"] == "does not reach 0.80 (tops out at 0.780)"

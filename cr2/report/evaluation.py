@@ -55,7 +55,7 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
     """The validity tables (docs/guarantees.md, cr2.report.validity): every certified router of the run over the
     certify stage's re-splits, and CR²'s deployed gate's other promises when a validity run (`cr2 guarantees`) is in
     the warehouse; each says why it is empty where it is."""
-    from cr2.report.validity import (certified_display, certified_verdicts, deployed_display, deployed_risk_per_lam,
+    from cr2.report.validity import (CertifiedValidity, certified_verdicts, DeployedPromises, deployed_risk_per_lam,
                                      deployed_table_risk, deployed_verdicts, rule_promise_note,
                                      stream_note)
 
@@ -64,7 +64,8 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
             "binomial), Holm at 5 % over the cells of one row: \"violation detected\" where Holm rejects a cell, "
             "else \"no violation detected\".")
     verdicts = certified_verdicts(inp.certified_validity)
-    certified = certified_display(verdicts, st.label, deployed=deployed_table_risk(inp.certified_test_risk))
+    # the table objects `cr2 results` and `cr2 guarantees` print: the same cells on every surface
+    certified = CertifiedValidity(verdicts, st.label, deployed=deployed_table_risk(inp.certified_test_risk)).frame()
     note = rule_promise_note(verdicts["rule"]) if len(verdicts) else ""
     out = [TableBlock("validity_certified", "Validity over re-splits: every certified router", "v_certified_validity",
                       "E[risk] ≤ α at every λ, over the certify stage's random calibration/test re-splits of val ∪ test; "
@@ -83,7 +84,7 @@ def guarantee_tables(inp: ReportInputs) -> list[TableBlock]:
         return out
     head = inp.guarantee_run
     where = f"{head['source']}, {int(head['n_resplits'])} re-splits, N_calib = {int(head['n_calib'])}"
-    deployed = deployed_display(deployed_verdicts(inp.guarantees))
+    deployed = DeployedPromises(deployed_verdicts(inp.guarantees)).frame()
     out.append(TableBlock("guarantees_validity", "Validity over re-splits: CR²'s deployed gate (ltt, Mondrian, target)",
                           "v_guarantees", f"{where}. {stream_note(head)} LTT and target shares are against the pool's "
                           "exact risk. " + rule

@@ -1,20 +1,24 @@
-"""The headline tables of one evaluation run (`cr2 results`, docs/results.md): stored rows in, display frames and
-markdown out, every cell written by cr2.report.cells.
+"""The headline tables of one evaluation run (`cr2 results`, docs/results.md): stored rows in, table objects out
+(cr2.report.table.Table: built once, rendered as markdown, rich, artifact or HTML), every cell written by
+cr2.report.cells and every router named by its catalogue short name (cr2.routers.short_name).
 
-The fixed-accuracy savings vs KNN (interpolated with their intervals, and at the grid point), the verdict per target,
-the operating points with their intervals, the deploy decision, the equal-risk cost table, and the paper's numbers
-beside ours (PAPER_*: copied from the paper, §VII; the .tex line of each in brackets).
+The verdict per target (VerdictPerTarget), the operating points with their intervals (OperatingPointsCI), the stored
+rows shown as they are (LocalAtCost, RealisedRisk, SweepExtremes, Ablation), the spread across seeds (SeedSpread), the
+equal-risk tables (CostAtTarget, EqualRiskQuestion), and the paper's numbers beside ours (Paper*; PAPER_*: copied
+from the paper, §VII; the .tex line of each in brackets).
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
 from cr2.evaluation.fixed_accuracy import PAPER_TARGETS, VIEW_TARGETS
-from cr2.report.cells import ci_cell, mean_sd_cell, num, pct
-from cr2.report.tables import NOT_REACHED
+from cr2.report.cells import DASH, ci_cell, count_cell, mean_sd_cell, missing, num, pct
+from cr2.report.table import Table
+from cr2.report.tables import NOT_REACHED, holm_cell
 from cr2.routers import method_router, reference_router, routers_tagged, short_name
 
 TARGETS = PAPER_TARGETS
@@ -68,33 +72,85 @@ def why_no_target(reached: pd.DataFrame, targets) -> str:
     return f"no method reaches the targets {target_span(targets)} together with KNN — {where}; pass --targets"
 
 
-def verdict_table(fa: pd.DataFrame, method: str | None = None) -> pd.DataFrame:
-    """One method's saving vs KNN per target with the Holm p over its stored family and the test's stored word
+class VerdictPerTarget(Table):
+    """One router's saving vs KNN per target with the Holm p over its stored family and the test's stored word
     (v_fixed_accuracy_ci); None: the method under study (cr2.routers.method_router)."""
-    from cr2.report.tables import holm_cell
 
-    method = method or method_router()
-    d = fa[fa["method"] == method]
-    return pd.DataFrame({"target": d["target"].round(2),
-                         f"{method} saving vs KNN % [95 % CI]": [ci_cell(r.saving_vs_knn_pct, r.saving_lower,
-                                                                         r.saving_upper) for r in d.itertuples()],
-                         "p, Holm (family size)": [holm_cell(r) for r in d.itertuples()],
-                         "verdict": d["verdict"].fillna("–")})
+    def __init__(self, fa: pd.DataFrame, method: str | None = None, why: str = "this run has none here"):
+        method = method or method_router()
+        d = fa[fa["method"] == method]
+        super().__init__(["target", f"{short_name(method)} saving vs KNN % [95 % CI]", "p, Holm (family size)", "verdict"],
+                         [[num(r.target, ".2f"), ci_cell(r.saving_vs_knn_pct, r.saving_lower, r.saving_upper),
+                           holm_cell(r), r.verdict if isinstance(r.verdict, str) else DASH] for r in d.itertuples()],
+                         why)
+
+
+def stored_cell(column: str, value: Any) -> str:
+    """A stored value as the headline tables write it: a router (a `method` column) by its short name, other text as
+    stored, an integer as is, any other number to 4 significant digits, '–' where missing."""
+    if missing(value):
+        return DASH
+    if column == "method":
+        return short_name(str(value))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return str(int(value))
+    return num(value, ".4g")
+
+
+class StoredRows(Table):
+    """Stored rows shown as they are (stored_cell): `columns` in order (None: every column of the frame), sorted by
+    `order` where given. A subclass names its view's columns."""
+
+    columns: tuple[str, ...] | None = None
+    order: tuple[str, ...] = ()
+
+    def __init__(self, df: pd.DataFrame, why: str = "this run has none here"):
+        cols = list(df.columns) if self.columns is None else list(self.columns)
+        d = df[cols].sort_values(list(self.order)) if self.order and len(df) else df[cols]
+        super().__init__(cols, [[stored_cell(c, v) for c, v in zip(cols, r)] for r in d.itertuples(index=False)], why)
+
+
+class LocalAtCost(StoredRows):
+    """CR²'s operating point nearest the cost anchor c̄ per α: λ, cost, accuracy, local rate, risk (operating_points)."""
+
+
+class RealisedRisk(StoredRows):
+    """CR² at one α under each rule: the risk each rule bounds and what users feel (v_realised_risk)."""
+
+
+class SweepExtremes(StoredRows):
+    """Per router: the largest local rate and the cost and accuracy range over the λ sweep (operating_points)."""
+
+
+class Ablation(StoredRows):
+    """Each configuration's operating point nearest the cost anchor (v_ablation), by method then α."""
+
+    columns = ("method", "alpha", "lam", "accuracy", "cost", "local_rate")
+    order = ("method", "alpha")
+
+
+CI_METRICS = (("accuracy", ".4f"), ("cost", ".4f"), ("local_rate", ".4f"), ("risk", ".4f"), ("oracle_risk_all", ".4f"),
+              ("avoidable_risk_all", ".4f"))
+
+
+class OperatingPointsCI(Table):
+    """Operating points (v_operating_points_ci): the `first` columns (a router by its short name), each metric as
+    'estimate [lower, upper]', then risk_all, local_accuracy and false_defer where stored."""
+
+    def __init__(self, df: pd.DataFrame, first: tuple[str, ...], why: str = "this run has none here"):
+        metrics = [(m, spec) for m, spec in CI_METRICS if m in df.columns]
+        extras = [c for c in ("risk_all", "local_accuracy", "false_defer") if c in df.columns]
+        rows = [[*(stored_cell(c, r[c]) for c in first),
+                 *(ci_cell(r[m], r.get(m + "_lower"), r.get(m + "_upper"), spec) for m, spec in metrics),
+                 *(stored_cell(c, r[c]) for c in extras)] for _, r in df.iterrows()]
+        super().__init__([*first, *(m + " [95 % CI]" for m, _ in metrics), *extras], rows, why)
 
 
 def points_table(df: pd.DataFrame, first: tuple[str, ...]) -> pd.DataFrame:
-    """Operating points with each metric as 'estimate [lower, upper]' (v_operating_points_ci)."""
-    out = df[list(first)].copy()
-    for m, fmt in (("accuracy", ".4f"), ("cost", ".4f"), ("local_rate", ".4f"), ("risk", ".4f"),
-                   ("oracle_risk_all", ".4f"), ("avoidable_risk_all", ".4f")):
-        if m in df.columns:
-            out[m + " [95 % CI]"] = [ci_cell(e, lo, hi, fmt) for e, lo, hi in
-                                     zip(df[m], df.get(m + "_lower", pd.Series([None] * len(df))),
-                                         df.get(m + "_upper", pd.Series([None] * len(df))))]
-    for extra in ("risk_all", "local_accuracy", "false_defer"):
-        if extra in df.columns:
-            out[extra] = df[extra]
-    return out
+    """OperatingPointsCI's cells as a frame (the results page's operating-point table)."""
+    return OperatingPointsCI(df, first).frame()
 
 
 def resamples_text(f: dict) -> str:
@@ -129,10 +185,27 @@ QUESTION_TITLES = {
 def equal_risk_cell(r) -> str:
     """'estimate [lower, upper] word (Holm p)' of one equal-risk row: the test's stored word and the Holm p over its
     stored family it rests on."""
-    from cr2.report.tables import holm_cell
-
     word = r["verdict"] if isinstance(r.get("verdict"), str) else "–"
     return f"{ci_cell(r['estimate'], r['lower'], r['upper'])} {word} (Holm p {holm_cell(pd.Series(r))})"
+
+
+class EqualRiskQuestion(Table):
+    """One equal-risk question's comparisons (rows of `equal_risk`, mean_saving_pct, with `cell` — equal_risk_cell —
+    and `sides` — 'a vs b' — added): gate-quality one row per pair with its p and Holm p; the others one column per α."""
+
+    def __init__(self, q: pd.DataFrame, question: str):
+        if question == "gate-quality":
+            super().__init__(["a vs b", "mean saving of a vs b, % [95 % CI]", "n_targets", "p_value", "p_holm"],
+                             [[r.sides, r.cell, count_cell(r.n_targets), num(r.p_value, ".3g"), num(r.p_holm, ".3g")]
+                              for r in q.itertuples()])
+            return
+        alphas = list(dict.fromkeys(sorted(q["alpha"].dropna())))
+        by: dict = {}
+        for s, a, c in zip(q["sides"], q["alpha"], q["cell"]):
+            by.setdefault((s, a), c)
+        super().__init__(["a vs b", *(f"α = {a:g}" for a in alphas)],
+                         [[s, *(by.get((s, a), "— (no target both sides reach)") for a in alphas)]
+                          for s in dict.fromkeys(q["sides"])])
 
 
 def side_label(rule, alpha) -> str:
@@ -140,12 +213,23 @@ def side_label(rule, alpha) -> str:
                                                                               else f" α={float(alpha):g}")
 
 
-def cost_at_target_table(rows: pd.DataFrame, reach: pd.DataFrame, target: float) -> tuple[pd.DataFrame, list[str]]:
-    """The equal-risk cost table at `target`: one row per certified router, one column per side (uncertified, then
-    each rule × α the run certified), every cell the cost [95 % CI] or why there is none; and one note per column
-    that no router reaches (with the highest accuracy any of them reaches there).
+class CostAtTarget(Table):
+    """The equal-risk cost table at `target`: one row per certified router (named by `label`), one column per side
+    (uncertified, then each rule × α the run certified), every cell the cost [95 % CI] or why there is none; and
+    `notes`, one per column that no router reaches (with the highest accuracy any of them reaches there).
 
     rows: the run's `equal_risk` rows; reach: side_reach (the highest accuracy of every method and α)."""
+
+    def __init__(self, rows: pd.DataFrame, reach: pd.DataFrame, target: float, label: Callable[[str], str] = str,
+                 why: str = "no certified router in this run"):
+        out, self.notes = _cost_at_target(rows, reach, target, label)
+        Table.__init__(self, [], [], why)
+        if out:
+            self.set_records(out, why)
+
+
+def _cost_at_target(rows: pd.DataFrame, reach: pd.DataFrame, target: float,
+                    label: Callable[[str], str]) -> tuple[list[dict], list[str]]:
     from cr2.evaluation.equal_risk import uncertified_side
     from cr2.routers.certify import UNCERTIFIED, certified_name
 
@@ -156,7 +240,7 @@ def cost_at_target_table(rows: pd.DataFrame, reach: pd.DataFrame, target: float)
     split = certified["method"].str.split("@", n=1, expand=True) if len(certified) else pd.DataFrame(columns=[0, 1])
     routers = sorted(set(split[0]) | set(sides["router"] if len(sides) else []))
     if not routers:
-        return pd.DataFrame(), []
+        return [], []
     pairs = {(str(rule), float(a)) for rule, a in zip(split[1], certified["alpha"]) if rule != UNCERTIFIED and pd.notna(a)}
     if len(sides):
         pairs |= {(str(r), float(a)) for r, a in sides[["rule", "alpha"]].itertuples(index=False)
@@ -167,96 +251,136 @@ def cost_at_target_table(rows: pd.DataFrame, reach: pd.DataFrame, target: float)
            for m, a, x in reach[["method", "alpha", "max_accuracy"]].itertuples(index=False) if pd.notna(x)}
     out, short = [], {c: [] for c in columns}
     for router in routers:
-        row = {"router": router}
+        row = {"router": label(router)}
         for rule, alpha in columns:
             hit = at[(at["router"] == router) & (at["rule"].isna() if rule is None else at["rule"] == rule)
                      & (at["alpha"].isna() if alpha is None else (at["alpha"] - alpha).abs() < 1e-12)]
-            label = side_label(rule, alpha)
+            side = side_label(rule, alpha)
             if len(hit):
                 r = hit.iloc[0]
-                row[label] = ci_cell(r["estimate"], r["lower"], r["upper"], ".3f")
+                row[side] = ci_cell(r["estimate"], r["lower"], r["upper"], ".3f")
                 continue
             method = uncertified_side(router).method if rule is None else certified_name(router, rule)
             best = top.get((method, None if alpha is None else round(alpha, 9)))
             if best is None:
-                row[label] = "— (not evaluated)"
+                row[side] = "— (not evaluated)"
             elif best < target - 1e-9:
-                row[label] = f"does not reach {target:.2f} (tops out at {best:.3f})"
+                row[side] = f"does not reach {target:.2f} (tops out at {best:.3f})"
                 short[(rule, alpha)].append(best)
             else:
-                row[label] = f"— (no cost row at {target:.2f})"
+                row[side] = f"— (no cost row at {target:.2f})"
         out.append(row)
     notes = [f"_{side_label(rule, alpha)}: no router reaches {target:.2f} (the highest accuracy any reaches there is "
              f"{max(short[(rule, alpha)]):.3f}: under this rule and α the calibrated thresholds accept more locally "
              "than the target allows)._" for rule, alpha in columns if len(short[(rule, alpha)]) == len(routers)]
-    return pd.DataFrame(out), notes
+    return out, notes
 
 
-def paper_comparison_tables(f: dict, errors: pd.DataFrame, ops: pd.DataFrame, alpha: float) -> dict[str, pd.DataFrame]:
-    """The paper beside ours, as display frames: fixed (the paper's targets: paper, ours interpolated with its
-    interval, ours at the grid point, every other router), local (local rate at c̄ ≈ 0.45 per α and at fixed local
-    rates), gate_errors (at the λ whose pooled cost is nearest each c̄) and complexity. `f`: the headline rows
-    (cr2_warehouse.repository.headline_results at the paper's targets), `errors`: v_gate_errors, `ops`: v_pareto."""
-    fa = f["fixed_accuracy"]
-    ours, ref = method_router(), reference_router()
-    rows = []
-    for t in TARGETS:
-        d = fa[(fa["target"].round(2) == t)].set_index("method")
-        cell = lambda m, col: NOT_REACHED if m not in d.index else num(d.loc[m, col], "+.1f")  # noqa: E731
-        ci = lambda m: NOT_REACHED if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
-                                                            d.loc[m].get("saving_lower"), d.loc[m].get("saving_upper"))
-        rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
-                     "ours CR² vs KNN % (interp.) [95 % CI]": ci(ours),
-                     "ours CR² vs KNN % (grid)": cell(ours, "saving_vs_knn_grid_pct"),
-                     **{f"ours {m} vs KNN % (interp.) [95 % CI]": ci(m)
-                        for m in sorted(set(fa["method"]) - {ours, ref})}})
-    local = f["local_at_cost"].set_index("alpha")
-    lrows = [{"α": f"{a:g}", "paper accuracy": f"{acc:.4f}", "paper local rate": f"{100 * lr:.1f} %",
-              "ours accuracy": num(local.loc[a, "accuracy"], ".4f") if a in local.index else "–",
-              "ours local rate": share_cell(local.loc[a, "local_rate"]) if a in local.index else "–",
-              "ours cost (nearest 0.45)": num(local.loc[a, "cost"], ".3f") if a in local.index else "–"}
-             for a, (acc, lr) in PAPER_LOCAL_AT_045.items()]
-    ab = f["ablation"].set_index("method")
-    for rate, (acc, lr) in PAPER_FIXED_RATE.items():
-        m = f"cr2-rate-{rate:g}"
-        lrows.append({"α": f"fixed local rate f = {rate:.2f}", "paper accuracy": f"{acc:.4f}",
-                      "paper local rate": f"{100 * lr:.1f} %",
-                      "ours accuracy": num(ab.loc[m, "accuracy"], ".4f") if m in ab.index else "–",
-                      "ours local rate": share_cell(ab.loc[m, "local_rate"]) if m in ab.index else "–",
-                      "ours cost (nearest 0.45)": num(ab.loc[m, "cost"], ".3f") if m in ab.index else "–"})
-    cr2_pts = ops[(ops["method"] == ours) & ops["alpha"].round(6).eq(round(alpha, 6))]
-    erows = []
-    for c, (fd, tot) in PAPER_GATE_ERRORS.items():
-        near = cr2_pts.iloc[(cr2_pts["cost"] - c).abs().argsort()[:1]] if len(cr2_pts) else cr2_pts
-        e = errors[(errors["alpha"].round(6) == round(alpha, 6))]
-        if len(near):
-            lam = float(near["lam"].iloc[0])
-            e = e[e["lam"] == lam]
-        ours_fd = share_cell(e["false_defer"].iloc[0], ".2f") if len(e) else "–"
-        ours_fa = share_cell(e["false_accept"].iloc[0], ".2f") if len(e) else "–"
-        ours_tot = share_cell(e["false_defer"].iloc[0] + e["false_accept"].iloc[0], ".2f") if len(e) else "–"
-        erows.append({"c̄": f"{c:.2f}", "paper false defers": f"{fd:.2f} %", "paper total gate error": f"≈ {tot:.1f} %",
-                      "ours λ (nearest c̄)": f"{lam:g}" if len(near) else "–", "ours false accepts": ours_fa,
-                      "ours false defers": ours_fd, "ours total": ours_tot})
-    cx = f["complexity"].set_index("kind")
-    crows = []
-    for key in [*routers_tagged("paper", kinds=("baseline",)), *CR2_NETWORKS]:
-        kind = key if key in CR2_NETWORKS else f"router:{key}"
-        params, flops = PAPER_COMPLEXITY.get(key if key in CR2_NETWORKS else short_name(key), (None, "—"))
-        crows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
-                      "ours params": num(cx.loc[kind, "params"], ",.0f") if kind in cx.index else "–",
-                      "ours FLOPs": num(cx.loc[kind, "flops"], ",.0f") if kind in cx.index else "–"})
-    return {"fixed": pd.DataFrame(rows), "local": pd.DataFrame(lrows), "gate_errors": pd.DataFrame(erows),
-            "complexity": pd.DataFrame(crows)}
+class PaperFixedSavings(Table):
+    """The paper's targets: the paper's CR² saving vs KNN beside ours (interpolated with its interval, and at the grid
+    point) and every other router's (interpolated); with `verdict`, CR²'s stored word at each target after ours."""
+
+    def __init__(self, fa: pd.DataFrame, verdict: bool = False):
+        ours, ref = method_router(), reference_router()
+        rows = []
+        for t in TARGETS:
+            d = fa[(fa["target"].round(2) == t)].set_index("method")
+            cell = lambda m, col: NOT_REACHED if m not in d.index else num(d.loc[m, col], "+.1f")  # noqa: E731
+            ci = lambda m: NOT_REACHED if m not in d.index else ci_cell(d.loc[m, "saving_vs_knn_pct"],  # noqa: E731
+                                                                d.loc[m].get("saving_lower"), d.loc[m].get("saving_upper"))
+            word = {} if not verdict else {"verdict": NOT_REACHED if ours not in d.index else
+                                           d.loc[ours, "verdict"] if pd.notna(d.loc[ours, "verdict"]) else
+                                           "— (no interval)"}
+            rows.append({"target accuracy": f"{t:.2f}", "paper CR² vs KNN %": f"{PAPER_SAVING_VS_KNN[t]:+.1f}",
+                         "ours CR² vs KNN % (interp.) [95 % CI]": ci(ours), **word,
+                         "ours CR² vs KNN % (grid)": cell(ours, "saving_vs_knn_grid_pct"),
+                         **{f"ours {short_name(m)} vs KNN % (interp.) [95 % CI]": ci(m)
+                            for m in sorted(set(fa["method"]) - {ours, ref})}})
+        self.set_records(rows)
 
 
-def seed_spread_rows(d: pd.DataFrame, label: Callable[[Any], dict], fmt: str = "+.1f") -> list[dict]:
-    """Rows of v_seed_spread as shown: `label(row)`'s columns, the seeds, mean ± sd, min – max over seeds and the base
-    seed's value with its 95 % bootstrap interval."""
-    return [{**label(r), "seeds": int(r.n_seeds), "mean ± sd": mean_sd_cell(r.seed_mean, r.seed_sd, fmt),
-             "min – max": f"{num(r.seed_min, fmt)} – {num(r.seed_max, fmt)}",
-             "base seed [95 % bootstrap CI]": ci_cell(r.base_value, r.base_lower, r.base_upper, fmt)}
-            for r in d.itertuples()]
+class PaperLocalRate(Table):
+    """The paper's tab:ablation beside ours: accuracy and local rate at c̄ ≈ 0.45 per α (operating_points) and at the
+    fixed local rates (v_ablation)."""
+
+    def __init__(self, local_at_cost: pd.DataFrame, ablation: pd.DataFrame):
+        def ours(d: pd.DataFrame, key) -> dict:
+            at = key in d.index
+            return {"ours accuracy": num(d.loc[key, "accuracy"], ".4f") if at else DASH,
+                    "ours local rate": share_cell(d.loc[key, "local_rate"]) if at else DASH,
+                    "ours cost (nearest 0.45)": num(d.loc[key, "cost"], ".3f") if at else DASH}
+
+        local, ab = local_at_cost.set_index("alpha"), ablation.set_index("method")
+        rows = [{"α": f"{a:g}", "paper accuracy": f"{acc:.4f}", "paper local rate": f"{100 * lr:.1f} %", **ours(local, a)}
+                for a, (acc, lr) in PAPER_LOCAL_AT_045.items()]
+        rows += [{"α": f"fixed local rate f = {rate:.2f}", "paper accuracy": f"{acc:.4f}",
+                  "paper local rate": f"{100 * lr:.1f} %", **ours(ab, f"cr2-rate-{rate:g}")}
+                 for rate, (acc, lr) in PAPER_FIXED_RATE.items()]
+        self.set_records(rows)
+
+
+class PaperGateErrors(Table):
+    """The paper's fig:misdefer beside ours: false defers and the total gate error at each c̄, ours from v_gate_errors
+    at the λ whose pooled cost (v_pareto `ops`) is nearest c̄, CR² at `alpha`."""
+
+    def __init__(self, errors: pd.DataFrame, ops: pd.DataFrame, alpha: float):
+        cr2_pts = ops[(ops["method"] == method_router()) & ops["alpha"].round(6).eq(round(alpha, 6))]
+        rows = []
+        for c, (fd, tot) in PAPER_GATE_ERRORS.items():
+            near = cr2_pts.iloc[(cr2_pts["cost"] - c).abs().argsort()[:1]] if len(cr2_pts) else cr2_pts
+            e = errors[(errors["alpha"].round(6) == round(alpha, 6))]
+            if len(near):
+                lam = float(near["lam"].iloc[0])
+                e = e[e["lam"] == lam]
+            ours_fd = share_cell(e["false_defer"].iloc[0], ".2f") if len(e) else DASH
+            ours_fa = share_cell(e["false_accept"].iloc[0], ".2f") if len(e) else DASH
+            ours_tot = share_cell(e["false_defer"].iloc[0] + e["false_accept"].iloc[0], ".2f") if len(e) else DASH
+            rows.append({"c̄": f"{c:.2f}", "paper false defers": f"{fd:.2f} %", "paper total gate error": f"≈ {tot:.1f} %",
+                         "ours λ (nearest c̄)": f"{lam:g}" if len(near) else DASH, "ours false accepts": ours_fa,
+                         "ours false defers": ours_fd, "ours total": ours_tot})
+        self.set_records(rows)
+
+
+class PaperComplexity(Table):
+    """The paper's tab:router_complexity beside ours (v_router_complexity): the catalogue's paper baselines and CR²'s
+    two networks, parameters and FLOPs per decision."""
+
+    def __init__(self, complexity: pd.DataFrame):
+        cx = complexity.set_index("kind")
+        rows = []
+        for key in [*routers_tagged("paper", kinds=("baseline",)), *CR2_NETWORKS]:
+            kind = key if key in CR2_NETWORKS else f"router:{key}"
+            params, flops = PAPER_COMPLEXITY.get(key if key in CR2_NETWORKS else short_name(key), (None, "—"))
+            rows.append({"router": key, "paper params": "—" if params is None else f"{params:,}", "paper FLOPs": flops,
+                         "ours params": num(cx.loc[kind, "params"], ",.0f") if kind in cx.index else DASH,
+                         "ours FLOPs": num(cx.loc[kind, "flops"], ",.0f") if kind in cx.index else DASH})
+        self.set_records(rows)
+
+
+def paper_comparison_tables(f: dict, errors: pd.DataFrame, ops: pd.DataFrame, alpha: float,
+                            verdict: bool = False) -> dict[str, Table]:
+    """The paper beside ours: fixed (PaperFixedSavings; `verdict`: with CR²'s word), local, gate_errors and
+    complexity. `f`: the headline rows (cr2_warehouse.repository.headline_results at the paper's targets), `errors`:
+    v_gate_errors, `ops`: v_pareto."""
+    return {"fixed": PaperFixedSavings(f["fixed_accuracy"], verdict), "local": PaperLocalRate(f["local_at_cost"], f["ablation"]),
+            "gate_errors": PaperGateErrors(errors, ops, alpha), "complexity": PaperComplexity(f["complexity"])}
+
+
+class SeedSpread(Table):
+    """Rows of v_seed_spread as shown: the key columns of `by` ('method': the router by its short name; 'target';
+    'lam': λ and metric), the seeds, mean ± sd, min – max over seeds and the base seed's value with its 95 % bootstrap
+    interval, every number in format `spec`."""
+
+    KEYS = {"method": (["method"], lambda r: [short_name(r.method)]),
+            "target": (["target"], lambda r: [num(r.target, ".2f")]),
+            "lam": (["λ", "metric"], lambda r: [num(r.lam, "g"), str(r.metric)])}
+
+    def __init__(self, d: pd.DataFrame, by: str, spec: str = "+.1f", why: str = "this run has none here"):
+        head, key = self.KEYS[by]
+        super().__init__([*head, "seeds", "mean ± sd", "min – max", "base seed [95 % bootstrap CI]"],
+                         [[*key(r), count_cell(r.n_seeds), mean_sd_cell(r.seed_mean, r.seed_sd, spec),
+                           f"{num(r.seed_min, spec)} – {num(r.seed_max, spec)}",
+                           ci_cell(r.base_value, r.base_lower, r.base_upper, spec)] for r in d.itertuples()], why)
 
 
 def mean_grid_line(means: pd.DataFrame) -> str:

@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from cr2.report.cells import DASH, EM_DASH, PAGE
+from cr2.report.cells import DASH, EM_DASH, PAGE, TERMINAL
 from cr2.report.table import Table
 
 V2, V1 = "simulated-irt-v2", "simulated-irt-v1"
@@ -179,6 +179,19 @@ class SimcheckRouterSigns(Table):
 
 from cr2.report.figures import axes, png
 from cr2.report.page import banner, facts_table, img, page, table_html
+
+
+class SimcheckPoints(Table):
+    """`cr2 simcheck`'s terminal table (v_simcheck rows): each label statistic measured beside the simulator's mean and
+    5–95 % band over seeds, the target tolerance and whether it is met; '—' where a value is missing."""
+
+    def __init__(self, df: pd.DataFrame):
+        t = TERMINAL.num
+        super().__init__(["source", "statistic", "pair", "measured", "simulated", "band", "target", "ok"],
+                         [[str(r.source), str(r.statistic), f"{r.model}{' ~ ' + r.other if r.other else ''}",
+                           t(r.measured, ".3f"), t(r.mean, ".3f"), f"[{t(r.q05, '.3f')}, {t(r.q95, '.3f')}]",
+                           f"±{r.tolerance:g}", "yes" if r.meets_target else "NO"] for r in df.itertuples()],
+                         "no simcheck rows")
 
 
 def frontier_figure(points: pd.DataFrame, source: str) -> bytes:

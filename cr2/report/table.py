@@ -9,7 +9,7 @@ mark the words its verdict functions produced (cr2_cli.resultsdoc.core.Doc.word)
 from __future__ import annotations
 
 import html as _html
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 
@@ -42,6 +42,10 @@ class Table:
             frame = frame.fillna(fill)
         Table.__init__(self, [str(c) for c in frame.columns], frame.astype(object).values.tolist(), why)
 
+    def set_frame(self, shown: pd.DataFrame, why: str = "this run has none here") -> None:
+        """Fill the table from a display frame (every cell already written as text; the header: its columns)."""
+        Table.__init__(self, [str(c) for c in shown.columns], shown.astype(object).values.tolist(), why)
+
     def __len__(self) -> int:
         return len(self.rows)
 
@@ -57,14 +61,16 @@ class Table:
         """The rows as JSON-safe records, header → cell (a Prefect table artifact takes them as they are)."""
         return [dict(zip((_unescape(h) for h in self.head), (_unescape(c) for c in r))) for r in self.rows]
 
-    def rich(self, title: str | None = None, justify: str = "left"):
-        """A rich terminal table of the same cells (markdown escapes removed), columns justified `justify`."""
+    def rich(self, title: str | None = None, justify: str = "left", left: Iterable[str] = ()):
+        """A rich terminal table of the same cells (markdown escapes removed), columns justified `justify` but those
+        named in `left`, justified left."""
         from rich.markup import escape
         from rich.table import Table as RichTable
 
         t = RichTable(title=title)
+        left = set(left)
         for h in self.head:
-            t.add_column(escape(_unescape(h)), justify=justify)
+            t.add_column(escape(_unescape(h)), justify="left" if h in left else justify)
         for r in self.rows:  # a cell's '[lo, hi]' is text, not rich markup
             t.add_row(*(escape(_unescape(c)) for c in r))
         return t

@@ -3,7 +3,8 @@ written by cr2.report.cells).
 
 The tables one evaluation run shows on several surfaces are objects (cr2.report.table.Table), so the HTML report,
 `cr2 results` and the Prefect artifacts print the same words and numbers: MeanSaving, FixedAccuracySavings,
-RouterComplexity, and the artifacts' CR2OperatingPoints, RoutersAtLam, DriftTest and Recalibration. A router is named
+RouterComplexity, and the artifacts' CR2OperatingPoints, RoutersAtLam, DriftTest and Recalibration; the command
+line's Baselines, RouteUtilities and LabelSources. A router is named
 by its catalogue `short` name (cr2.routers.short_name) on every one of them.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cr2.config import HEADLINE_LAMS
-from cr2.report.cells import DASH, ci_cell, count_cell, lam_cell, num, p_cell, pm_cell
+from cr2.report.cells import DASH, EM_DASH, ci_cell, count_cell, lam_cell, num, p_cell, pm_cell
 from cr2.report.styles import MethodStyles
 from cr2.report.table import Table
 from cr2.routers import reference_router, short_name
@@ -145,6 +146,47 @@ class Recalibration(Table):
                            pct(r.local_rate_after), pct(r.accuracy_before), pct(r.accuracy_after),
                            num(r.cost_before, ".3f"), num(r.cost_after, ".3f")] for r in d.itertuples()],
                          "no operating point on both sides")
+
+
+class Baselines(Table):
+    """Each fitted baseline (`routers`: name → its fit summary: params, flops, fit_seconds): size, fit time and test
+    accuracy / cost at λ = 0 and λ = 2 (`points`: warehouse/queries baseline_points rows); '—' where missing."""
+
+    def __init__(self, routers: dict[str, dict], points: pd.DataFrame):
+        at = {(r.method, float(r.lam)): r for r in points.itertuples()}
+        pct = lambda v: num(v, ".1f", 100, "%", EM_DASH)  # noqa: E731
+
+        def cells(name: str, b: dict) -> list[str]:
+            a0, a2 = at.get((name, 0.0)), at.get((name, 2.0))
+            return [short_name(name), count_cell(b.get("params"), EM_DASH), count_cell(b.get("flops"), EM_DASH),
+                    num(b.get("fit_seconds"), ".1f", missing_text=EM_DASH),
+                    pct(a0.accuracy) if a0 else "— (not evaluated at λ = 0)",
+                    f"{pct(a2.accuracy)} / {num(a2.cost, '.3f', missing_text=EM_DASH)}" if a2
+                    else "— (not evaluated at λ = 2)"]
+
+        super().__init__(["router", "params", "FLOPs/query", "fit s", "acc λ=0", "acc / cost λ=2"],
+                         [cells(name, b) for name, b in routers.items()], "no baseline fitted")
+
+
+class RouteUtilities(Table):
+    """One routing decision's utilities û = p − λ·c per model (`models`: cr2.deploy's route output, one dict a model),
+    the chosen model marked ◀."""
+
+    def __init__(self, models: list[dict], chosen: str):
+        super().__init__(["model", "p(correct)", "norm. cost", "latency s", "energy J", "utility"],
+                         [[m["model_id"] + (" ◀" if m["model_id"] == chosen else ""), num(m["p_correct"], ".3f"),
+                           num(m["cost_norm"], ".3f"), num(m["latency_s"], ".3f"), num(m["energy_j"], ".2f"),
+                           num(m["utility"], "+.3f")] for m in models], "no model to route to")
+
+
+class LabelSources(Table):
+    """`cr2 labels list`: one row per label source (rows, models, queries, accuracy, backend); '—' where missing."""
+
+    def __init__(self, df: pd.DataFrame):
+        super().__init__(["source", "rows", "models", "queries", "accuracy", "backend"],
+                         [[str(r.source), count_cell(r.rows, EM_DASH), str(r.models), count_cell(r.queries, EM_DASH),
+                           num(r.accuracy, ".1f", 100, "%", EM_DASH), str(r.backend)] for r in df.itertuples()],
+                         "no label source stored")
 
 
 def holm_cell(r) -> str:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from cr2.evaluation.validity import validity_verdict
 from cr2.report.cells import EM_DASH, ci_cell, count_cell, lam_cell, num, pm_cell
+from cr2.report.table import Table
 
 CERTIFIED_COLUMNS = ["router", "rule", "risk", "alpha", "verdict", "n_cells", "n_violated", "worst_lam", "mean", "se",
                      "p_holm", "n_resplits", "note", "exact_verdict", "exact_n_differ", "exact_n_cells", "exact_p_holm",
@@ -394,6 +395,27 @@ def deployed_display(v: pd.DataFrame, word: Callable[[str | None], str] = lambda
     }).reset_index(drop=True)
 
 
+class CertifiedValidity(Table):
+    """Every certified router's validity over the certify stage's re-splits, one verdict per (router, rule, α):
+    certified_display's cells (`cr2 results`, `cr2 guarantees` and the HTML report show this one table)."""
+
+    LEFT = ("router", "rule", "risk bounded")  # the text columns a terminal justifies left
+
+    def __init__(self, v: pd.DataFrame, label: Callable[[str], str] = str, deployed: pd.DataFrame | None = None,
+                 why: str = "this run stores no re-splits of a certified router"):
+        self.set_frame(certified_display(v, label, deployed=deployed), why)
+
+
+class DeployedPromises(Table):
+    """The promises of CR²'s deployed gate a validity run checked (ltt, Mondrian, target): deployed_display's cells
+    (`cr2 guarantees` and the HTML report)."""
+
+    LEFT = ("rule", "risk bounded", "promise")
+
+    def __init__(self, v: pd.DataFrame, why: str = "the run has no bounded promise beside the crc rules'"):
+        self.set_frame(deployed_display(v), why)
+
+
 def _no_exact_reason(rule: str, note: str | None = None) -> str:
     """Why a deployed-gate promise has no exact-expectation test (cr2.crc.exact covers the certified rules' means)."""
     if note == ONE_GROUP_NOTE:
@@ -437,6 +459,7 @@ def stream_note(run: dict | None) -> str:
             f"{_count(run.get('confirm_n_resplits'))} re-splits); their confirmatory verdict is the verdict shown.")
 
 
-__all__ = ["CONFIRMATORY", "ONE_GROUP_NOTE", "SCREENING", "certified_display", "certified_verdicts", "deployed_display",
+__all__ = ["CONFIRMATORY", "CertifiedValidity", "DeployedPromises", "ONE_GROUP_NOTE", "SCREENING", "certified_display",
+           "certified_verdicts", "deployed_display",
            "deployed_risk_per_lam", "deployed_table_risk", "deployed_verdicts", "flagged_families", "stream_note",
            "promise_kind", "risk_of_rule", "rule_promise_note"]
