@@ -209,10 +209,12 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
             raise
         except Cr2Error as exc:
             release_frames(exc)
+            _exit_if_signalled()  # a SIGTERM / SIGHUP that arrived while the error was on its way wins
             print_error(str(exc))
             raise typer.Exit(exc.exit_code) from None
         except OSError as exc:  # a path the user gave that the system refuses (too long, a folder, no permission…)
             release_frames(exc)
+            _exit_if_signalled()
             if is_disk_full(exc):  # a write outside cr2's own (Prefect's results, a folder made): the same message
                 where = printable_path(exc.filename) if exc.filename is not None else "a file under the home or cache"
                 print_error(str(disk_full_error(where, exc, "The warehouse keeps every completed write.")))
@@ -224,12 +226,7 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
             release_frames(exc)
             _interrupted(exc)
         except Exception as exc:  # errors raised inside Prefect tasks arrive wrapped or re-raised as-is
-            from cr2_cli.prefect_api import terminated_by
-
-            signalled = terminated_by()
-            if signalled is not None:  # the signal's exception, caught and re-raised as another by a library
-                release_frames(exc)
-                _interrupted(signalled)
+            _exit_if_signalled(exc)  # the signal's exception, caught and re-raised as another by a library
             cause = cr2_cause(exc) or storage_cause(exc, kwargs.get("home"))
             if cause is not None:
                 release_frames(exc)
@@ -247,6 +244,19 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
                 restore_signals()
 
     return wrapper
+
+
+def _exit_if_signalled(exc: BaseException | None = None) -> None:
+    """End the command as the SIGTERM / SIGHUP it received does (cr2_cli.prefect_api.handle_termination, flow
+    commands), whatever error came out of it meanwhile: a library that caught the signal's exception raised its own,
+    or the command met an error while the signal was arriving."""
+    from cr2_cli.prefect_api import terminated_by
+
+    signalled = terminated_by()
+    if signalled is not None:
+        if exc is not None:
+            release_frames(exc)
+        _interrupted(signalled)
 
 
 def _interrupted(exc: BaseException) -> NoReturn:

@@ -234,3 +234,33 @@ def test_a_signal_a_library_rewrapped_still_ends_the_command_as_that_signal(monk
         command()
     err = capsys.readouterr().err
     assert ended.value.exit_code == 128 + signal.SIGHUP and "terminated by SIGHUP" in err and "bug" not in err
+
+
+@pytest.mark.parametrize("error", ["warehouse", "os"])
+def test_an_error_met_while_a_signal_arrives_ends_the_command_as_that_signal(monkeypatch, capsys, error):
+    """A flow command that meets its own error (here: a warehouse file that is not one, or a refused path) while a
+    SIGTERM / SIGHUP is arriving ends as the signal does (exit 128 + signal, its one line), not with the error's exit 2:
+    seen in `make test` as test_p10[SIGHUP] exiting 2 with 'not a valid warehouse file' after 'terminated by SIGHUP'."""
+    import signal
+
+    import typer
+
+    from cr2.core.errors import WarehouseError
+    from cr2_cli import prefect_api
+    from cr2_cli.console import friendly
+
+    @friendly
+    def command():
+        if error == "warehouse":
+            raise WarehouseError("cr2.duckdb is not a valid warehouse file")
+        raise PermissionError(13, "Permission denied", "/nowhere")
+
+    monkeypatch.setattr(prefect_api, "RECEIVED", None)
+    with pytest.raises(typer.Exit) as plain:
+        command()
+    assert plain.value.exit_code == 2 and "terminated" not in capsys.readouterr().err
+    monkeypatch.setattr(prefect_api, "RECEIVED", int(signal.SIGHUP))
+    with pytest.raises(typer.Exit) as ended:
+        command()
+    err = capsys.readouterr().err
+    assert ended.value.exit_code == 128 + signal.SIGHUP and "terminated by SIGHUP" in err and "valid" not in err
