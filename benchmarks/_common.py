@@ -277,6 +277,12 @@ def beside_load(enabled: bool) -> Iterator[str | None]:
             busy.wait()
 
 
+def beside_result(name: str, beside: str | None) -> str:
+    """The results file of benchmark `name`: <name>_beside_load when one process ran beside it, so the idle-machine
+    figures are never overwritten by loaded ones."""
+    return f"{name}_beside_load" if beside else name
+
+
 def run_measured(args: list[str], env: dict, cwd: Path | None = None) -> dict:
     """Run one command; return wall time, stdout/stderr, peak RSS of the largest process and of the process tree.
 

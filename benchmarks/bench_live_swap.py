@@ -25,8 +25,8 @@ import threading
 import time
 from pathlib import Path
 
-from _common import (CR2, REPO, beside_load, figure, parse_args, quantile, run_measured, start_serve, target,
-                     write_result)
+from _common import (CR2, REPO, beside_load, beside_result, figure, parse_args, quantile, run_measured, start_serve,
+                     target, write_result)
 from bench_recalibrate import copy_home, mode_env
 
 CLIENTS = 8
@@ -162,7 +162,7 @@ def main(argv=None) -> None:
                    target("<=", 0, "none")),
         ]
     loads = [r["load_avg_before"][0] for m in modes for r in samples[m]]
-    write_result("live_swap_beside_load" if beside else "live_swap", {
+    write_result(beside_result("live_swap", beside), {
                                "home": str(src), "states": "far-rician", "clients": CLIENTS, "repeats": reps,
                                "beside_load": beside,
                                "load_avg_1m_during": {"min": min(loads, default=None), "max": max(loads, default=None)},

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import CR2, REPO, beside_load, figure, fresh_env, parse_args, run_measured, target, write_result
+from _common import CR2, REPO, beside_load, beside_result, figure, fresh_env, parse_args, run_measured, target, write_result
 
 # not read by a recalibration; the cache is: checkpoints and the per-gate score cache. The home's
 # Prefect state (<home>/prefect) is copied for the ephemeral mode only: its temporary server runs on it.
@@ -173,8 +173,9 @@ def main(argv=None) -> None:
                                [r["cpu_s"] for r in runs], "s")]
     loads = [s["load_avg_before"][0] for m in modes for s in samples[m]]
     notes = notes_for(samples, str(src), args.config)
-    write_result("recalibrate_beside_load" if beside else "recalibrate", {"notes": notes, "beside_load": beside, "quick": bool(args.quick), "home": str(src), "queries": args.queries or "default set",
-                                 "states": "far-rician", "repeats": reps,
+    write_result(beside_result("recalibrate", beside), {
+                                 "notes": notes, "beside_load": beside, "quick": bool(args.quick), "home": str(src),
+                                 "queries": args.queries or "default set", "states": "far-rician", "repeats": reps,
                                  "load_avg_1m_during": {"min": min(loads, default=None), "max": max(loads, default=None)},
                                  "figures": figures, "samples": samples})
 

@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from _common import REPO, beside_load, figure, parse_args, run_measured, target, write_result
+from _common import REPO, beside_load, beside_result, figure, parse_args, run_measured, target, write_result
 
 
 RECALIBRATE_TARGET = target("<=", 20, "≤ 20 s, also with one other process beside it")
@@ -81,8 +81,9 @@ def main() -> None:
                           "×", target("<=", 1.0)))
     figures.append(figure("ratio.cpu", f"median CPU {commits['new']} ÷ {commits['old']}", [cpu["new"] / cpu["old"]], "×"))
     loads = [x["load"] for v in samples.values() for x in v]
-    write_result("recalibrate_versus_beside_load" if beside else "recalibrate_versus", {
-        "commits": commits, "beside_load": beside, "states": str(states), "repeats": repeats, "samples": samples, "figures": figures,
+    write_result(beside_result("recalibrate_versus", beside), {
+        "commits": commits, "beside_load": beside, "states": str(states), "repeats": repeats, "samples": samples,
+        "figures": figures,
         "notes": [f"1-minute load average before the samples: {min(loads):.2f}–{max(loads):.2f} on "
                   f"{os.cpu_count()} cores" + (" (loaded: compare the CPU times)" if max(loads) > 1.5 else "")]})
 

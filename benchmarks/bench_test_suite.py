@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
-from _common import REPO, beside_load, figure, parse_args, target, write_result
+from _common import REPO, beside_load, beside_result, figure, parse_args, target, write_result
 
 IDLE_TARGET_S = 12 * 60
 BESIDE_LOAD_TARGET_S = 25 * 60
@@ -91,7 +91,7 @@ def main() -> None:
     text = log.read_text(errors="replace")
     summary = SUMMARY.findall(text)
     per_file, outcomes = file_durations(junit) if junit.is_file() else ({}, {})
-    name = "test_suite_beside_load" if args.beside_load else "test_suite"
+    name = beside_result("test_suite", beside)
     limit = BESIDE_LOAD_TARGET_S if args.beside_load else IDLE_TARGET_S
     write_result(name, {
         "commit": commit, "command": "make test (fresh clone, install included)", "exit_code": proc.returncode,
