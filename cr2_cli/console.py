@@ -198,11 +198,13 @@ def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
                 home_dir(kwargs.get("home"), create=False)
             if flow:  # a Cr2Error inside a flow: our one message, not Prefect's traceback
                 from cr2_cli import prefect_api
-                from cr2_cli.options import use_prefect_home
+                from cr2_cli.options import prefect_templates, use_prefect_home
 
                 use_prefect_home(kwargs.get("home"))  # the home's Prefect state, before a server starts on it
                 restore_signals = prefect_api.handle_termination()  # SIGTERM / SIGHUP end it as Ctrl-C does
-                prefect_api.prestart()  # a temporary API server starts while the command imports its flow
+                # a temporary API server starts while the command imports its flow (a new Prefect home: from the
+                # store's migrated database)
+                prefect_api.prestart(prefect_templates(kwargs.get("home")))
                 hide_cr2_tracebacks_on_console()
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, click.ClickException):  # click's own exits and usage errors

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from cr2.core.errors import Cr2Error
+
 ConfigOpt = typer.Option(None, "--config", "-c", help="config YAML (default: configs/default.yaml)")
 HomeOpt = typer.Option(None, "--home", help="warehouse folder (default: $CR2_HOME or var/)")
 RouterOpt = typer.Option("cr2", "--router", help="the router to deploy: cr2 (its calibrated gate) or a certified "
@@ -62,3 +64,14 @@ def use_prefect_home(home: Optional[Path]) -> None:
     h = resolve_home(home)
     (h / "prefect").mkdir(parents=True, exist_ok=True)
     os.environ["PREFECT_HOME"] = str(h / "prefect")
+
+
+def prefect_templates(home: Optional[Path]) -> Optional[Path]:
+    """The store folder of the home's empty, migrated Prefect databases (cr2_cli.prefect_api.seed_database), or None
+    where the store cannot be made (the flow reports that home's problem itself)."""
+    from cr2_tasks.store import tool_dir
+
+    try:
+        return tool_dir(resolve_home(home), "prefect-db")
+    except (OSError, Cr2Error):
+        return None

@@ -15,11 +15,17 @@ reaches the command, which stops it after Prefect has flushed); `handle_terminat
 the same orderly exit as Ctrl-C. A server that cannot start is reported once, as a clean error naming Prefect's
 home (its database) and the server's own last error line (a full disk, say), instead of being started again and
 again: a new port is tried only when the port was taken, at most PORT_RETRIES times.
+
+A new Prefect home starts from a copy of an empty, migrated database (`seed_database`): creating one runs Prefect's
+whole chain of migrations, ≈ 5 s of CPU on a 2-core machine, once per home. The first server that creates one
+leaves a snapshot of it in the store's `prefect-db` folder (cr2_tasks.store.TOOLS), keyed by Prefect's version;
+every later new home on the same store copies it, and its server finds the schema current.
 """
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import os
 import signal
 import socket
@@ -38,6 +44,7 @@ _url: str | None = None
 _ready = False
 _registered = False
 _tail: collections.deque = collections.deque(maxlen=40)  # the server's last output lines before it was ready
+_snapshot: tuple[Path, Path] | None = None  # (new database, template to leave): saved once the server answers
 PORT_IN_USE_EXIT = 3  # uvicorn's exit status when it cannot start: the port is taken, or the app's start-up failed
 PORT_RETRIES = 3
 
@@ -120,11 +127,13 @@ def _stop() -> None:
         proc.wait()
 
 
-def prestart() -> None:
-    """Start the temporary API server in the background unless an API is configured (idempotent)."""
-    global _proc, _url, _registered
+def prestart(templates: Path | None = None) -> None:
+    """Start the temporary API server in the background unless an API is configured (idempotent). templates: the
+    folder of empty migrated databases (`seed_database`); None starts a new Prefect home's database from scratch."""
+    global _proc, _url, _registered, _snapshot
     if _proc is not None or _url is not None or os.environ.get("PREFECT_API_URL"):
         return
+    _snapshot = seed_database(templates)
     if not _registered:  # before Prefect registers its own exit handlers: runs after they flush logs and events
         atexit.register(_stop)
         _registered = True
@@ -141,6 +150,53 @@ def prestart() -> None:
     if not early:
         port = _free_port()
         _proc, _url = _spawn(port), f"http://127.0.0.1:{port}/api"
+
+
+def _database_path() -> Path | None:
+    """The SQLite file of Prefect's database under PREFECT_HOME, or None when a connection URL is configured in the
+    environment (another database: nothing to seed)."""
+    home = os.environ.get("PREFECT_HOME")
+    if not home or any(os.environ.get(k) for k in ("PREFECT_API_DATABASE_CONNECTION_URL",
+                                                     "PREFECT_SERVER_DATABASE_CONNECTION_URL")):
+        return None
+    return Path(home).expanduser() / "prefect.db"
+
+
+def template_path(templates: Path) -> Path:
+    """The empty, migrated database of the installed Prefect version in `templates`."""
+    from importlib.metadata import version
+
+    return Path(templates) / f"prefect-{version('prefect')}.db"
+
+
+def seed_database(templates: Path | None) -> tuple[Path, Path] | None:
+    """A new Prefect home (no prefect.db yet) gets a copy of the template; returns (database, template) when the
+    home is new and no template exists yet (the server's fresh database is saved as one once it answers), else None.
+
+    The copy is linked into place only where no database exists (two commands starting on one new home: one copy
+    wins, the other finds it), owner-only like the home's other state. Best effort: a copy that fails leaves the
+    home as it was, and the server creates its database itself."""
+    db = _database_path()
+    if templates is None or db is None or db.exists():
+        return None
+    try:
+        template = template_path(templates)
+        if not template.is_file():
+            return db, template
+        from cr2.core.files import temp_sibling
+
+        tmp = temp_sibling(db)
+        try:
+            with open(template, "rb") as src, open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as dst:
+                dst.write(src.read())
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, db)  # never replaces a database another command created meanwhile
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    except OSError:
+        pass
+    return None
 
 
 def _port_taken(url: str) -> bool:
@@ -224,6 +280,10 @@ def wait(warm: tuple[str, ...] = ()) -> None:
                     os.environ["PREFECT_API_URL"] = _url
                     refresh_global_settings_context()  # Prefect's settings re-read from the environment
                     _ready = True
+                    if _snapshot is not None:  # a new home's database, migrated by this server: the next home's start
+                        from cr2_warehouse.prefect_state import save_template
+
+                        save_template(*_snapshot)
                     return
             except httpx.TransportError:
                 pass

@@ -65,6 +65,8 @@ def start_ablation_fits(config: Config, home: str | Path, teacher) -> list[str]:
     if not ahead.active():
         return []
     sets = load_sets(config, str(home))
+    if ahead.here(fit_workers(config, len(sets["train"]))):  # small fits: the stage fits them itself
+        return []
     inputs, _, jobs = _fit_jobs(config, str(home), teacher, sets["train"], sets["dev"])
     return [name for name, job in jobs.items() if ahead.start(inputs[name], fit_gate_variant, job)]
 
@@ -87,7 +89,7 @@ def run_ablation(config: Config, home: str, trained: dict, evaluated: dict) -> d
                     record_decisions=False)
     inputs, found, jobs = _fit_jobs(config, home, full.teacher_, train, dev)
     # the ablated gates are independent fits: started ahead by a flow, or fit.workers processes at once here
-    fitted = ahead.collect(fit_gate_variant, jobs, inputs, fit_workers(config))
+    fitted = ahead.collect(fit_gate_variant, jobs, inputs, fit_workers(config, len(train)))
     fit_seconds = {}
     for name in ABLATIONS:
         if found[name] is not None:  # fitted before for the same inputs: the same gate a refit would give

@@ -81,12 +81,18 @@ def collect(fit: Callable[..., Any], jobs: dict[str, tuple], keys: dict[str, str
     return dict(zip(names, fit_all(fit, [jobs[name] for name in names], workers, started), strict=True))
 
 
+def here(workers: int) -> bool:
+    """Whether a stage's fits stay in its own process: one fit at a time (cr2_tasks.inputs.fit_workers: `fit.workers`
+    = 1, or fits too small for a process's start to pay) — then nothing is started ahead or submitted to the pool."""
+    return workers <= 1
+
+
 def fit_all(fit: Callable[..., Any], jobs: Sequence[tuple], workers: int,
             started: Sequence[Any] | None = None) -> list[Any]:
     """[fit(*job) for job in jobs], in order: inside a block on its processes and this one (`started`: the handles
     of jobs started ahead, None for the others), else cr2.routers.fitting.run_fits in `workers` processes (outside
-    a block nothing is started ahead)."""
-    if _POOL is None:
+    a block nothing is started ahead; with one worker and nothing started ahead (`here`), in this process)."""
+    if _POOL is None or (here(workers) and not any(h is not None for h in started or ())):
         from cr2.routers.fitting import run_fits
 
         return run_fits(fit, jobs, workers)

@@ -87,6 +87,8 @@ def start_baseline_fits(config: Config, home: str | Path) -> list[str]:
     if not ahead.active():
         return []
     sets = load_sets(config, str(home))
+    if ahead.here(fit_workers(config, len(sets["train"]))):  # small fits: the stage fits them itself
+        return []
     inputs, _, jobs = _fit_jobs(config, str(home), sets["train"], sets["dev"])
     return [name for name, job in jobs.items() if ahead.start(inputs[name], fit_router, job)]
 
@@ -105,7 +107,7 @@ def fit_baselines(config: Config, home: str) -> dict:
     reused: list[str] = []
     names = baseline_names(config)
     inputs, found, jobs = _fit_jobs(config, home, train, dev)
-    fitted = ahead.collect(fit_router, jobs, inputs, fit_workers(config))  # started ahead by a flow, or fitted here
+    fitted = ahead.collect(fit_router, jobs, inputs, fit_workers(config, len(train)))  # started ahead, or fitted here
     for name in names:
         if found[name] is not None:
             router, fit_s = found[name][0], float(found[name][1]["fit_seconds"])  # the time it took when fitted

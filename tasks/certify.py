@@ -88,7 +88,7 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
                             n_resplits=config.evaluation.n_resplits, seed=int(config.seed), one_shot=name != CR2))
     # the routers' rows are independent: fit.workers processes at once, joined in router order
     for rows, decisions in ahead.fit_all(certified_rows, [(*job, opts) for job, opts in zip(jobs, options)],
-                                         fit_workers(config)):
+                                         fit_workers(config, len(test))):
         ev.metrics.extend(rows)
         ev.decisions.extend(decisions)
     metrics = pd.DataFrame(ev.metrics)

@@ -53,11 +53,12 @@ def baseline_threads(config: Config) -> int:
     return int(config.baselines.num_threads or fit_threads(config))
 
 
-def fit_workers(config: Config) -> int:
-    """Independent fits at once (`fit.workers`, default the available cores ÷ fit.torch_threads)."""
+def fit_workers(config: Config, rows: int | None = None) -> int:
+    """Independent fits at once (`fit.workers`, default the available cores ÷ fit.torch_threads, and 1 for fits on
+    fewer than cr2.routers.fitting.PARALLEL_MIN_ROWS training `rows`)."""
     from cr2.routers.fitting import fit_workers as workers
 
-    return workers(config.fit.torch_threads, config.fit.workers)
+    return workers(config.fit.torch_threads, config.fit.workers, rows)
 
 
 def load_sets(config: Config, home: str | Path) -> dict:

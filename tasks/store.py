@@ -19,7 +19,8 @@ under <home>/prefect-results (cr2_tasks.common.Stage).
 
 Tools that keep caches of their own get a named folder here and nowhere else (`Store.tool`, `tool_dir`; TOOLS):
 the ONNX export of the frozen encoder (`encoders`, keyed by the tool: weights digest and sequence length), the
-packaged tokenizers (`tokenizers`) and torch's compiled decode steps (`torch-compile`). No code outside this module
+packaged tokenizers (`tokenizers`), torch's compiled decode steps (`torch-compile`) and an empty, migrated Prefect
+database (`prefect-db`). No code outside this module
 builds a path under the cache root.
 """
 from __future__ import annotations
@@ -48,7 +49,9 @@ def cache_key(kind: str, *parts: Any) -> str:
 #: the folders tools keep their own caches in (each keys its files itself): name → what it holds
 TOOLS = {"encoders": "the ONNX export of the frozen sentence encoder (cr2.inputs.embed), per weights and length",
          "tokenizers": "the packaged tokenizers, unpacked (cr2.inputs.tokenizer, cr2.labels.lmeval)",
-         "torch-compile": "torch inductor's compiled decode steps of the hf labelling backend"}
+         "torch-compile": "torch inductor's compiled decode steps of the hf labelling backend",
+         "prefect-db": "an empty, migrated Prefect database per Prefect version, a new Prefect home's first state "
+                       "(cr2_cli.prefect_api.seed_database)"}
 
 
 def tool_dir(home: str | Path, name: str) -> Path:

@@ -106,6 +106,22 @@ class PrefectStack:
         (root / "home").mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen] = []
 
+    def seed_database(self) -> None:
+        """The stack's new Prefect home from the store's migrated database where one exists (as a `cr2` flow command
+        starts a new home: cr2_cli.prefect_api.seed_database), so the server does not run every migration again."""
+        from cr2_cli.prefect_api import seed_database
+        from cr2_cli.options import prefect_templates
+
+        saved = os.environ.get("PREFECT_HOME")
+        os.environ["PREFECT_HOME"] = self.env["PREFECT_HOME"]  # seed_database reads the home from the environment
+        try:
+            seed_database(prefect_templates(Path(self.env["CR2_HOME"])))
+        finally:
+            if saved is None:
+                os.environ.pop("PREFECT_HOME", None)
+            else:
+                os.environ["PREFECT_HOME"] = saved
+
     # -------------------------------------------------------------- processes
     def spawn(self, name: str, *args: str) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "w")
@@ -178,6 +194,7 @@ def prefect_stack(root: Path, pool: str = "cr2-process") -> Iterator[PrefectStac
     admits one writer); everything stopped on exit, also when the body fails."""
     stack = PrefectStack(root)
     try:
+        stack.seed_database()
         stack.spawn("server", "server", "start", "--host", "127.0.0.1", "--port", str(stack.port))
         stack.wait_healthy()
         stack.cli("work-pool", "create", pool, "--type", "process")

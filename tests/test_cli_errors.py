@@ -254,7 +254,7 @@ def test_p12_every_file_the_cli_reads_is_read_bounded(ingested, tmp_path, monkey
     MemoryError), an `extends:` chain of 1,000 files a RecursionError, a --home symlink loop a RuntimeError."""
     import cr2_cli.prefect_api
 
-    monkeypatch.setattr(cr2_cli.prefect_api, "prestart", lambda: None)  # no temporary Prefect server for a refusal
+    monkeypatch.setattr(cr2_cli.prefect_api, "prestart", lambda *_: None)  # no temporary Prefect server for a refusal
     bad = tmp_path / "arch.yaml"
     bad.write_text("architectures: {qwen: [unclosed\n")
     for arch, said in ((bad, "arch.yaml: malformed YAML at line"), ("/dev/zero", "/dev/zero: is a device")):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cr2.routers.fitting import available_cores, fit_router, fit_workers, run_fits
+from cr2.routers.fitting import PARALLEL_MIN_ROWS, available_cores, fit_router, fit_workers, run_fits
 from cr2.evaluation.synthetic import make_routing_set
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,6 +67,12 @@ def test_workers_default_to_the_available_cores_over_the_fit_threads():
     assert fit_workers(2, None) == max(1, available_cores() // 2)
     assert fit_workers(1, None) == available_cores()
     assert fit_workers(4, 3) == 3 and fit_workers(64, None) == 1
+    # fits on few rows stay in the process unless fit.workers asks for more
+    assert fit_workers(1, None, rows=PARALLEL_MIN_ROWS - 1) == 1 and fit_workers(1, 2, rows=10) == 2
+    assert fit_workers(1, None, rows=PARALLEL_MIN_ROWS) == available_cores()
+    from cr2.config.method import FitSpec
+
+    assert f"{PARALLEL_MIN_ROWS:,} training rows" in FitSpec.model_fields["workers"].description  # the doc's number
 
 
 @pytest.mark.slow
@@ -98,8 +104,10 @@ def test_a_stage_takes_back_the_jobs_no_process_has_begun_and_gets_every_result_
     from cr2_tasks import ahead
 
     jobs = [(x, 0.4) for x in range(6)]
-    with ahead.fits_ahead(1):
-        results = ahead.fit_all(_sleep_then_square, jobs, workers=1)
+    with ahead.fits_ahead(1):  # a flow's pool: the stage's 2 workers less the flow's own process
+        results = ahead.fit_all(_sleep_then_square, jobs, workers=2)
+        # one worker (fit.workers = 1, or fits too small for a process's start to pay): all here, none submitted
+        assert ahead.fit_all(_sleep_then_square, jobs[:2], workers=1) == [(0, os.getpid()), (1, os.getpid())]
     assert [r[0] for r in results] == [x * x for x in range(6)]
     pids = [r[1] for r in results]
     # one process runs the first jobs; the waiting stage ran the last ones itself (never begun by the process)

@@ -18,7 +18,7 @@ def test_a_flow_command_puts_prefect_state_under_its_home_before_a_server_starts
 
     monkeypatch.delenv("PREFECT_HOME", raising=False)
     seen = {}
-    monkeypatch.setattr(prefect_api, "prestart", lambda: seen.setdefault("home", os.environ.get("PREFECT_HOME")))
+    monkeypatch.setattr(prefect_api, "prestart", lambda *_: seen.setdefault("home", os.environ.get("PREFECT_HOME")))
     monkeypatch.setattr("cr2_cli.console.hide_cr2_tracebacks_on_console", lambda: None)
 
     @friendly(flow=True)
@@ -32,8 +32,9 @@ def test_a_flow_command_puts_prefect_state_under_its_home_before_a_server_starts
 
 SCRIPT = """
 import os, sys
+from pathlib import Path
 from cr2_cli import prefect_api
-prefect_api.prestart()
+prefect_api.prestart(Path(os.environ["CR2_TEST_TEMPLATES"]) if "CR2_TEST_TEMPLATES" in os.environ else None)
 import cr2_flows.recalibrate  # the imports the server start overlaps with
 prefect_api.wait()
 from prefect import flow, task
@@ -70,6 +71,61 @@ def test_one_temporary_server_started_by_cr2_serves_the_flow(tmp_path):
     finally:
         con.close()
     assert runs == 1
+
+
+def _flow_runs(db: Path) -> int:
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT count(*) FROM flow_run").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_a_new_prefect_home_starts_from_the_template_the_first_one_left(tmp_path):
+    """The first server on a new home leaves its fresh, migrated database as the template (no run in it); the next new
+    home starts from a copy of it, and its flow's run lands in its own database, not in the template."""
+    from cr2_cli.prefect_api import template_path
+
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    runs = {}
+    for name in ("first", "second"):
+        env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_PROFILE")}
+        env.update({"PREFECT_HOME": str(tmp_path / name), "PYTHONPATH": str(REPO), "CR2_TEST_TEMPLATES": str(templates)})
+        out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             timeout=240)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs[name] = _flow_runs(tmp_path / name / "prefect.db")
+        template = template_path(templates)
+        assert template.is_file() and _flow_runs(template) == 0  # saved before any run reached it
+        assert (template.stat().st_mode & 0o077) == 0
+    assert runs == {"first": 1, "second": 1}
+
+
+def test_seeding_copies_the_template_only_into_a_new_home(tmp_path, monkeypatch):
+    from cr2_cli import prefect_api
+
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    monkeypatch.delenv("PREFECT_API_DATABASE_CONNECTION_URL", raising=False)
+    monkeypatch.delenv("PREFECT_SERVER_DATABASE_CONNECTION_URL", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    db = tmp_path / "home" / "prefect.db"
+    # no template yet: the home's own new database is to be saved as one
+    assert prefect_api.seed_database(templates) == (db, prefect_api.template_path(templates))
+    assert not db.exists()
+    prefect_api.template_path(templates).write_bytes(b"template")
+    assert prefect_api.seed_database(templates) is None and db.read_bytes() == b"template"
+    assert (db.stat().st_mode & 0o077) == 0 and not list(db.parent.glob(".*.tmp"))
+    db.write_bytes(b"the home's own")  # an existing database is never replaced
+    assert prefect_api.seed_database(templates) is None and db.read_bytes() == b"the home's own"
+    assert prefect_api.seed_database(None) is None
+    monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://db/prefect")
+    db.unlink()
+    assert prefect_api.seed_database(templates) is None and not db.exists()  # another database: nothing to seed
 
 
 PROFILE_SCRIPT = """

@@ -191,8 +191,9 @@ class FitSpec(StrictModel):
                                "small, a second thread barely speeds one up and stalls it on a busy machine; "
                                "independent fits use the other cores instead)")
     workers: int | None = Field(None, ge=1, le=256, description="independent fits (baselines, ablation gates) run in "
-                                "this many processes at once (None: the cores available ÷ torch_threads; 1: "
-                                "one after another, in the process)")
+                                "this many processes at once (None: the cores available ÷ torch_threads, and one "
+                                "after another in the process for fits on fewer than 2,000 training rows, where a "
+                                "process's start costs more than it saves; 1: one after another, in the process)")
 
 
 @functools.lru_cache(maxsize=1)

@@ -21,10 +21,19 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def fit_workers(torch_threads: int, workers: int | None = None) -> int:
-    """How many fits run at once: `workers` when set, else the available cores ÷ `torch_threads` (at least 1)."""
+# Below this many training rows, independent fits stay in the caller's process: a spawned process first imports
+# torch and cr2 (≈ 2 s of CPU on a 2-core machine), more than such fits take together (a 300-row slice's baselines
+# fit in well under a second). Where a fit runs never changes its numbers (fixed threads per fit).
+PARALLEL_MIN_ROWS = 2_000
+
+
+def fit_workers(torch_threads: int, workers: int | None = None, rows: int | None = None) -> int:
+    """How many fits run at once: `workers` when set, else the available cores ÷ `torch_threads` (at least 1) —
+    and 1 (in this process) for fits on fewer than PARALLEL_MIN_ROWS training `rows`, when given."""
     if workers is not None:
         return max(1, int(workers))
+    if rows is not None and rows < PARALLEL_MIN_ROWS:
+        return 1
     return max(1, available_cores() // max(1, int(torch_threads)))
 
 
