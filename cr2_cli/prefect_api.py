@@ -185,6 +185,7 @@ def seed_database(templates: Path | None) -> tuple[Path, Path] | None:
             return db, template
         from cr2.core.files import temp_sibling
 
+        db.parent.mkdir(parents=True, exist_ok=True)  # as the server would make its home
         tmp = temp_sibling(db)
         try:
             with open(template, "rb") as src, open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as dst:

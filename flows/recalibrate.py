@@ -6,7 +6,8 @@ deployed artefact to renew is the threshold table (paper §VI-F), not the gate:
 1. the teacher and gate stay as trained (cached, under the configured distribution),
 2. states and costs are sampled/computed under the new distribution (everything else is cached),
 3. a drift check (two-sample KS, Holm-corrected) compares the new states with the calibration states;
-   with only_if_drift the flow stops here when nothing drifted (what the scheduled deployment uses),
+   with only_if_drift it runs first and the flow stops there when nothing drifted (what the scheduled deployment
+   uses); otherwise it runs once the new table is written, so a running server swaps to it without waiting,
 4. the threshold table is re-calibrated on val under the new states → a new `thresholds` version
    (the previous one stays queryable),
 5. test is evaluated twice under the new states: with the old thresholds (before) and the new (after).
@@ -60,15 +61,17 @@ def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: b
 
     new = with_distribution(operator_speed(config, bands), states)
     trained = train(config, home)  # frozen: the gate never sees ξ
-    drift = drift_check(config, home, states)
-    if only_if_drift and not drift.drifted:
+    drift = drift_check(config, home, states) if only_if_drift else None
+    if drift is not None and not drift.drifted:
         return {"old_dist_id": config.channel.distribution.dist_id, "new_dist_id": new.channel.distribution.dist_id,
                 "drift": drift.to_records(), "drifted": False, "skipped": True}
-    old_cal = calibrate(config, home, trained)
+    old_cal = calibrate(config, home, trained)  # before the new table: the newest version is the one served
     # p̂ of a baseline does not depend on ξ (costs enter at routing time); evaluated only when asked for
     fitted = fit_baselines(config, home) if baselines else {"routers": {}, "cached": True}
     prepared = prepare(new, home)
-    new_cal = calibrate(new, home, trained)
+    new_cal = calibrate(new, home, trained)  # a running `cr2 serve` swaps to it from here
+    if drift is None:  # reported, not waited for: the new table goes live first
+        drift = drift_check(config, home, states)
     if bands or baselines:  # the full evaluation (comparison rows, bands, baselines) of each table
         before = evaluate(new, home, trained, old_cal, fitted)
         after = evaluate(new, home, trained, new_cal, fitted)

@@ -60,14 +60,16 @@ def test_onnx_and_torch_backends_compute_the_same_network(onnx_cache):
 
 
 def test_onnx_export_is_cached_and_a_broken_cache_file_is_replaced(tmp_path):
-    load_encoder(backend="onnx", cache_dir=tmp_path)
+    first = load_encoder(backend="onnx", cache_dir=tmp_path)
     (exported,) = list(tmp_path.glob("*.onnx"))
     assert not list(tmp_path.glob(".*tmp")), "no temporary file is left behind"
     stamp = exported.stat().st_mtime_ns
-    load_encoder(backend="onnx", cache_dir=tmp_path)
+    assert load_encoder(backend="onnx", cache_dir=tmp_path) is first  # loaded once per process
+    assert load_encoder(backend="onnx", cache_dir=tmp_path, max_seq_length=128) is not first  # other arguments
     assert exported.stat().st_mtime_ns == stamp, "a second load reuses the export"
     exported.write_bytes(b"truncated")
     enc = load_encoder(backend="onnx", cache_dir=tmp_path)
+    assert enc is not first  # its export changed: loaded (and re-exported) afresh
     assert exported.stat().st_size > 1_000_000
     assert embed_texts(TEXTS[:2], progress=False, encoder=enc).shape == (2, 384)
 

@@ -53,13 +53,28 @@ print("api", os.environ["PREFECT_API_URL"], "prefect-servers", len(srv.Subproces
 """
 
 
-def test_one_temporary_server_started_by_cr2_serves_the_flow(tmp_path):
-    """Without a configured API the command's own temporary server answers the flow; Prefect starts none."""
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory) -> Path:
+    """A store folder of migrated Prefect databases for this module's flows (empty until a server leaves one)."""
+    return tmp_path_factory.mktemp("prefect-db")
+
+
+def _probe(prefect_home: Path, templates: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """SCRIPT's flow in a process of its own on a Prefect home, with the store's template folder."""
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_PROFILE")}
-    env.update({"PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(REPO)})
-    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         timeout=240)
+    env.update({"PREFECT_HOME": str(prefect_home), "PYTHONPATH": str(REPO), "CR2_TEST_TEMPLATES": str(templates)})
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=cwd, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+def test_one_temporary_server_started_by_cr2_serves_the_flow(tmp_path, templates):
+    """Without a configured API the command's own temporary server answers the flow; Prefect starts none. Its new
+    home's fresh database is left as the template, before any run reached it."""
+    from cr2_cli.prefect_api import template_path
+
+    had_template = template_path(templates).is_file()
+    out = _probe(tmp_path / "prefect", templates, tmp_path)
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("api ")][-1]
     assert line.startswith("api http://127.0.0.1:") and line.endswith("prefect-servers 0"), line
     import sqlite3
@@ -71,6 +86,9 @@ def test_one_temporary_server_started_by_cr2_serves_the_flow(tmp_path):
     finally:
         con.close()
     assert runs == 1
+    template = template_path(templates)
+    if not had_template:
+        assert template.is_file() and _flow_runs(template) == 0 and (template.stat().st_mode & 0o077) == 0
 
 
 def _flow_runs(db: Path) -> int:
@@ -83,25 +101,32 @@ def _flow_runs(db: Path) -> int:
         con.close()
 
 
-def test_a_new_prefect_home_starts_from_the_template_the_first_one_left(tmp_path):
-    """The first server on a new home leaves its fresh, migrated database as the template (no run in it); the next new
-    home starts from a copy of it, and its flow's run lands in its own database, not in the template."""
+def test_a_new_prefect_home_starts_from_the_template_the_first_one_left(tmp_path, templates):
+    """A new home starts from a copy of the template a first server left (made here when no earlier test left one):
+    its server takes it as its schema, and its flow's run lands in its own database, never in the template."""
     from cr2_cli.prefect_api import template_path
 
-    templates = tmp_path / "templates"
-    templates.mkdir()
-    runs = {}
-    for name in ("first", "second"):
-        env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_PROFILE")}
-        env.update({"PREFECT_HOME": str(tmp_path / name), "PYTHONPATH": str(REPO), "CR2_TEST_TEMPLATES": str(templates)})
-        out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True,
-                             timeout=240)
-        assert out.returncode == 0, out.stderr[-2000:]
-        runs[name] = _flow_runs(tmp_path / name / "prefect.db")
-        template = template_path(templates)
-        assert template.is_file() and _flow_runs(template) == 0  # saved before any run reached it
-        assert (template.stat().st_mode & 0o077) == 0
-    assert runs == {"first": 1, "second": 1}
+    template = template_path(templates)
+    if not template.is_file():
+        _probe(tmp_path / "first", templates, tmp_path)
+    assert template.is_file()
+    import sqlite3
+
+    con = sqlite3.connect(template)  # a mark SQLite keeps and Prefect never reads: where a database came from
+    try:
+        con.execute("PRAGMA user_version = 4242")
+        con.commit()
+    finally:
+        con.close()
+    before = template.read_bytes()
+    _probe(tmp_path / "second", templates, tmp_path)
+    con = sqlite3.connect(tmp_path / "second" / "prefect.db")
+    try:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 4242  # the home started from the template
+    finally:
+        con.close()
+    assert _flow_runs(tmp_path / "second" / "prefect.db") == 1
+    assert _flow_runs(template) == 0 and template.read_bytes() == before
 
 
 def test_seeding_copies_the_template_only_into_a_new_home(tmp_path, monkeypatch):

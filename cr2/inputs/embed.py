@@ -124,16 +124,47 @@ def load_encoder(
 
     num_threads: torch (and onnxruntime) threads; backend: "onnx", "torch" or "onnx-int8" (see the module docstring);
     cache_dir: where the ONNX export is kept — required by the onnx backends; a cr2 home's is the store's tool folder
-    `encoders` (tasks/store.py), so no cache lives outside the store.
+    `encoders` (tasks/store.py), so no cache lives outside the store. The same arguments again in one process give
+    the encoder already loaded (weights, tokenizer and session: ≈ 2 s of CPU each time), while the folder's exports
+    are unchanged.
     """
     import torch
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     if backend not in BACKENDS:
         raise InvalidValueError(f"embedding backend must be one of {', '.join(BACKENDS)}, got {shown(backend)}")
     if num_threads is not None:
         torch.set_num_threads(int(num_threads))
+    onnx = backend in ("onnx", "onnx-int8")
+    threads = (int(num_threads) if num_threads is not None else torch.get_num_threads()) if onnx else None
+    folder = _encoder_cache_dir(cache_dir) if onnx else None
+    # the same encoder again in this process (a flow's later stage, a test's next run): the one already loaded, while
+    # its export files are unchanged (one rewritten or removed is loaded, and re-exported, afresh)
+    spec = (int(max_seq_length), backend, threads, str(folder) if folder else None)
+    encoder = _LOADED.get((*spec, _exports_state(folder)))
+    if encoder is None:
+        encoder = _load_encoder(int(max_seq_length), backend, threads, folder)
+        _LOADED[(*spec, _exports_state(folder))] = encoder  # the exports as the load left them (made, if missing)
+        while len(_LOADED) > LOADED_MAX:
+            _LOADED.pop(next(iter(_LOADED)))
+    return encoder
+
+
+LOADED_MAX = 2  # encoders kept loaded per process (≈ 0.2 GB each: the torch model and its onnxruntime session)
+_LOADED: dict[tuple, Encoder] = {}
+
+
+def _exports_state(folder: Path | None) -> tuple:
+    """(name, size, mtime) of every export in the cache folder: what a loaded session was made from."""
+    if folder is None or not folder.is_dir():
+        return ()
+    return tuple(sorted((p.name, st.st_size, st.st_mtime_ns) for p in folder.glob("*.onnx") for st in [p.stat()]))
+
+
+def _load_encoder(max_seq_length: int, backend: str, threads: int | None, cache_dir: Path | None) -> Encoder:
+    """load_encoder's work: the weights, the tokenizer and (onnx backends) the session over the cached export."""
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
     path = model_path()
     verbosity = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
@@ -151,9 +182,8 @@ def load_encoder(
     if not 8 <= max_seq_length <= limit:
         raise InvalidValueError(f"max_seq_length must lie in [8, {limit}], got {max_seq_length}")
     session = None
-    if backend in ("onnx", "onnx-int8"):
-        threads = int(num_threads) if num_threads is not None else torch.get_num_threads()
-        session = _onnx_session(model, path, _encoder_cache_dir(cache_dir), threads, int8=backend == "onnx-int8")
+    if cache_dir is not None:
+        session = _onnx_session(model, path, cache_dir, int(threads), int8=backend == "onnx-int8")
     return Encoder(tokenizer=tokenizer, model=model, max_seq_length=int(max_seq_length), path=path,
                    backend=backend, session=session)
 
