@@ -139,9 +139,18 @@ def copy_of(src: Path, dst: Path) -> Path:
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One temporary Prefect API for the whole session (≈15 s), for the few tests that run real flows."""
+    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
     from prefect.testing.utilities import prefect_test_harness
 
+    from cr2_cli.prefect_api import template_path
+    from cr2_warehouse.prefect_state import save_template
+    from cr2_tasks.store import Store
+
     with prefect_test_harness(server_startup_timeout=180):
+        # its database is new and migrated: the run's template, so every later new Prefect home of the run (the
+        # real-server stack, a `cr2` flow command's own server) starts from a copy (cr2_cli.prefect_api.seed_database)
+        db = Path(str(PREFECT_SERVER_DATABASE_CONNECTION_URL.value()).split(":///", 1)[-1])
+        save_template(db, template_path(Store(Path(os.environ["CR2_CACHE"])).tool("prefect-db")))
         yield
 
 
