@@ -86,9 +86,10 @@ def certify(config: Config, home: str, trained: dict, baselines: dict, evaluated
         jobs.append((ev.run_id, test, teacher_test, keep, name, tables[name]))
         options.append(dict(s_val=s_val, s_test=s_test, p_hat_test=p_test, val=val, val_teacher_proba=teacher_val,
                             n_resplits=config.evaluation.n_resplits, seed=int(config.seed), one_shot=name != CR2))
-    # the routers' rows are independent: fit.workers processes at once, joined in router order
+    # the routers' rows are independent: fit.workers processes at once (their work grows with val + test), joined in
+    # router order
     for rows, decisions in ahead.fit_all(certified_rows, [(*job, opts) for job, opts in zip(jobs, options)],
-                                         fit_workers(config, len(test))):
+                                         fit_workers(config, len(val) + len(test))):
         ev.metrics.extend(rows)
         ev.decisions.extend(decisions)
     metrics = pd.DataFrame(ev.metrics)
