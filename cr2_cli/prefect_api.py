@@ -152,10 +152,10 @@ def prestart(templates: Path | None = None) -> None:
         _proc, _url = _spawn(port), f"http://127.0.0.1:{port}/api"
 
 
-def _database_path() -> Path | None:
-    """The SQLite file of Prefect's database under PREFECT_HOME, or None when a connection URL is configured in the
-    environment (another database: nothing to seed)."""
-    home = os.environ.get("PREFECT_HOME")
+def _database_path(home: str | Path | None = None) -> Path | None:
+    """The SQLite file of Prefect's database under `home` (default PREFECT_HOME), or None when a connection URL is
+    configured in the environment (another database: nothing to seed)."""
+    home = home or os.environ.get("PREFECT_HOME")
     if not home or any(os.environ.get(k) for k in ("PREFECT_API_DATABASE_CONNECTION_URL",
                                                      "PREFECT_SERVER_DATABASE_CONNECTION_URL")):
         return None
@@ -169,14 +169,15 @@ def template_path(templates: Path) -> Path:
     return Path(templates) / f"prefect-{version('prefect')}.db"
 
 
-def seed_database(templates: Path | None) -> tuple[Path, Path] | None:
-    """A new Prefect home (no prefect.db yet) gets a copy of the template; returns (database, template) when the
+def seed_database(templates: Path | None, home: str | Path | None = None) -> tuple[Path, Path] | None:
+    """A new Prefect home (`home`, default PREFECT_HOME; no prefect.db yet) gets a copy of the template; returns
+    (database, template) when the
     home is new and no template exists yet (the server's fresh database is saved as one once it answers), else None.
 
     The copy is linked into place only where no database exists (two commands starting on one new home: one copy
     wins, the other finds it), owner-only like the home's other state. Best effort: a copy that fails leaves the
     home as it was, and the server creates its database itself."""
-    db = _database_path()
+    db = _database_path(home)
     if templates is None or db is None or db.exists():
         return None
     try:

@@ -112,15 +112,7 @@ class PrefectStack:
         from cr2_cli.prefect_api import seed_database
         from cr2_cli.options import prefect_templates
 
-        saved = os.environ.get("PREFECT_HOME")
-        os.environ["PREFECT_HOME"] = self.env["PREFECT_HOME"]  # seed_database reads the home from the environment
-        try:
-            seed_database(prefect_templates(Path(self.env["CR2_HOME"])))
-        finally:
-            if saved is None:
-                os.environ.pop("PREFECT_HOME", None)
-            else:
-                os.environ["PREFECT_HOME"] = saved
+        seed_database(prefect_templates(Path(self.env["CR2_HOME"])), self.env["PREFECT_HOME"])
 
     # -------------------------------------------------------------- processes
     def spawn(self, name: str, *args: str) -> subprocess.Popen:

@@ -148,6 +148,8 @@ def test_seeding_copies_the_template_only_into_a_new_home(tmp_path, monkeypatch)
     db.write_bytes(b"the home's own")  # an existing database is never replaced
     assert prefect_api.seed_database(templates) is None and db.read_bytes() == b"the home's own"
     assert prefect_api.seed_database(None) is None
+    other = tmp_path / "other"  # a home named outright, not through PREFECT_HOME (a stack's own server)
+    assert prefect_api.seed_database(templates, other) is None and (other / "prefect.db").read_bytes() == b"template"
     monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://db/prefect")
     db.unlink()
     assert prefect_api.seed_database(templates) is None and not db.exists()  # another database: nothing to seed
