@@ -7,13 +7,16 @@ PIP    := $(PY) -m pip install --disable-pip-version-check -q
 # Installs go through uv (installed into the venv by pip): it resolves and downloads in parallel, so the dev install
 # takes ≈ 31 s instead of pip's ≈ 83 s here, with the same versions. uv does not read pip's configuration, so it is
 # given pip's find-links (where the local torch CPU wheel lies); where uv cannot be installed or fails, pip installs.
-# --compile-bytecode stays although it is most of the install's time (60 s with it, 8 s without, loaded 2-core
-# machine): where PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it) Python never writes the .pyc
-# files it compiles, so without it every process compiles its imports again — `make test` took 1,556 → 1,935 s of
-# CPU from a fresh clone of e7c8c33, which dropped it.
+# Installs compile no bytecode: compiling all of site-packages (≈ 26,000 files) took 28 s of the install's 44 s
+# here, and the suite imports about a fifth of them. Instead every recipe runs with bytecode writing on, so each
+# module is compiled once, by the first process that imports it, and its .pyc kept (≈ 11 s of CPU for all a run
+# imports). PYTHONDONTWRITEBYTECODE, which this machine's environment sets, is therefore not passed to recipes:
+# with it set and nothing compiled, every process would compile its imports again (`make test` took 1,556 → 1,935 s
+# of CPU from a fresh clone of e7c8c33, which had neither).
+unexport PYTHONDONTWRITEBYTECODE
 comma := ,
 FIND_LINKS = $(foreach d,$(sort $(PIP_FIND_LINKS) $(shell $(PY) -m pip config get global.find-links 2>/dev/null)),--find-links $(d))
-install_pkgs = { $(PIP) uv && $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode $(FIND_LINKS) $(1); } \
+install_pkgs = { $(PIP) uv && $(VENV)/bin/uv pip install -q --python $(PY) $(FIND_LINKS) $(1); } \
                || $(PIP) $(1)
 
 .PHONY: results-doc run run-measured run-gemma run-qwen study-pools test test-fast test-full bench install install-dev clean-warehouse prefect-up prefect-down chromium

@@ -2,7 +2,7 @@
 
 Clones the committed HEAD into a temporary folder (uncommitted changes are not measured), runs `make test` there
 (virtual environment created and installed as a newcomer's first run does: the install is part of the wall time)
-and records: the wall time, the CPU time of the whole run (user + sys of make and everything it waited for), the
+and records: the wall time (and of its two phases: the install, then pytest), the CPU time of the whole run (user + sys of make and everything it waited for), the
 load average every 15 s and the machine's cores, the test counts pytest reports, and the duration of every test
 file (setup + call + teardown of its items, from pytest's JUnit XML: which files the time goes to). With
 --beside-load one CPU-bound process runs beside the suite for its whole duration (the "one other CPU-heavy job"
@@ -81,11 +81,20 @@ def main() -> None:
         try:
             sampler.start()
             t0 = time.perf_counter()
+            # `make test` is its prerequisites (the install) and then pytest: the same two steps, each timed
+            phases, user_s, sys_s = {}, 0.0, 0.0
             with open(log, "w") as out:
-                proc = subprocess.Popen(["make", "test"], cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT)
-                _, status, usage = os.wait4(proc.pid, 0)
+                for phase, goals in (("install", ["install-dev", "chromium"]), ("test", ["test"])):
+                    t_phase = time.perf_counter()
+                    proc = subprocess.Popen(["make", *goals], cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT)
+                    _, status, used = os.wait4(proc.pid, 0)
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    phases[phase] = {"wall_s": round(time.perf_counter() - t_phase, 1),
+                                     "cpu_s": round(used.ru_utime + used.ru_stime, 1)}
+                    user_s, sys_s = user_s + used.ru_utime, sys_s + used.ru_stime
+                    if proc.returncode != 0:
+                        break
             wall_s = time.perf_counter() - t0
-            proc.returncode = os.waitstatus_to_exitcode(status)
         finally:
             sampler.stop()
     text = log.read_text(errors="replace")
@@ -96,8 +105,8 @@ def main() -> None:
     write_result(name, {
         "commit": commit, "command": "make test (fresh clone, install included)", "exit_code": proc.returncode,
         "beside_load": beside,
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "user_s": round(usage.ru_utime, 1),
-        "sys_s": round(usage.ru_stime, 1), "cores": len(os.sched_getaffinity(0)),
+        "cpu_s": round(user_s + sys_s, 1), "user_s": round(user_s, 1), "sys_s": round(sys_s, 1), "phases": phases,
+        "cores": len(os.sched_getaffinity(0)),
         "load_avg_before": load_before, "load_avg_1m_samples": sampler.samples,
         "pytest_summary": summary[-1][0] if summary else None,
         "pytest_seconds": float(summary[-1][1]) if summary else None,
