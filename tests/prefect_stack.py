@@ -42,9 +42,9 @@ def stack_env(root: Path, port: int) -> dict[str, str]:
         "PREFECT_SERVER_UI_ENABLED": "false",  # the API is all a test needs
         "PREFECT_LOGGING_LEVEL": "INFO",
         "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
-        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5",  # a scheduled run shows up within seconds
+        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",  # a scheduled run shows up within seconds
         "PREFECT_SERVER_SERVICES_SCHEDULER_MAX_RUNS": "3",
-        "PREFECT_WORKER_QUERY_SECONDS": "2",
+        "PREFECT_WORKER_QUERY_SECONDS": "1",  # a created run is picked up within a second
         "PREFECT_WORKER_PREFETCH_SECONDS": "5",
         "DO_NOT_TRACK": "1",
         "CR2_REPO": str(REPO),
@@ -144,7 +144,7 @@ class PrefectStack:
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.api}/health", timeout=5).status_code == 200:
                     return
-            time.sleep(1)
+            time.sleep(0.25)
         raise TimeoutError(f"prefect server not healthy after {timeout_s:.0f} s\n{self.log_tail()}")
 
     # -------------------------------------------------------------- API
@@ -167,7 +167,7 @@ class PrefectStack:
                 run = c.read_flow_run(flow_run_id)
                 if run.state is not None and run.state.type.value in FINAL:
                     return run
-                time.sleep(2)
+                time.sleep(0.5)  # one cheap read: a finished run is seen within half a second
         raise TimeoutError(f"flow run {flow_run_id} not finished after {timeout_s:.0f} s "
                            f"(state {run.state.type.value if run.state else None})\n{self.log_tail()}")
 

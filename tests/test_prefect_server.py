@@ -147,7 +147,7 @@ def test_a_scheduled_deployment_fires_by_itself(stack):
             done = next((r for r in runs if r.state and r.state.type.value == "COMPLETED"), None)
             failed = [r for r in runs if r.state and r.state.type.value in ("FAILED", "CRASHED")]
             assert not failed, f"{failed[0].state.message}\n{stack.log_tail()}"
-            time.sleep(3)
+            time.sleep(1)
         assert done is not None, f"no scheduled run completed\n{stack.log_tail()}"
         assert done.auto_scheduled and done.parameters["only_if_drift"] is True
     finally:
