@@ -61,10 +61,10 @@ study-pools: install
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 XDIST  := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# every test but the full-size runs (slices of every scenario, the slow end-to-end ones included); what CI runs.
-# It lists the 20 slowest tests at the end, so a run shows where its time went.
+# every test but the full-size runs and the few marked `full` (slices of every scenario, the slow end-to-end ones
+# included); what CI runs. It lists the 20 slowest tests at the end, so a run shows where its time went.
 test: install-dev chromium
-	$(PY) -m pytest -q -m "not fullsize" $(XDIST) --durations=20
+	$(PY) -m pytest -q -m "not fullsize and not full" $(XDIST) --durations=20
 
 # headless Chromium for tests/test_report_browser.py: installed on CI (CI=true) when missing (Debian's package);
 # elsewhere that one test is skipped, with the reason, when chromium is absent
@@ -76,11 +76,12 @@ chromium:
 	fi
 
 test-fast: install-dev
-	$(PY) -m pytest -q -m "not slow and not fullsize" $(XDIST)
+	$(PY) -m pytest -q -m "not slow and not fullsize and not full" $(XDIST)
 
-# the full-size runs: `cr2 run` on the whole default set and the whole measured scenario, checked (≈ 25 min)
+# the full-size runs (`cr2 run` on the whole default set and the whole measured scenario, checked) and the tests
+# marked `full`: the real Prefect server end to end (tests/test_prefect_server.py) (≈ 28 min)
 test-full: install-dev
-	$(PY) -m pytest -q -m fullsize
+	$(PY) -m pytest -q -m "fullsize or full"
 
 # docs/results.md from the stored runs of the warehouses above (cr2_cli/resultsdoc); `git diff docs/results.md`
 # after it is empty when the warehouses hold the runs the page was made from

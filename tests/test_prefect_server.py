@@ -2,8 +2,15 @@
 a process work pool, `prefect deploy --all` from prefect.yaml, a process worker; flow runs created through the
 API and waited for; the warehouse and the published artifacts checked; a scheduled deployment fires by itself.
 
-Slow (a few minutes on a loaded 2-core machine): marked `slow`, run by `make test` (CI). Everything it starts
-runs in its own process group and is stopped at the end, also when a step fails (tests/prefect_stack.py).
+Everything it starts runs in its own process group and is stopped at the end, also when a step fails
+(tests/prefect_stack.py).
+
+In `make test-full`, not in `make test` (CI): a server, a worker and six flow-run processes, each importing the whole
+pipeline, take ≈ 2¼ min of the 2-core machine (136 s of 1,450 s summed over `make test`'s files, a sixth of it).
+`make test` keeps what changes with cr2's code: every deployment's entrypoint loads and takes its declared parameters
+(tests/test_deployments.py), and the same flows run through the session's Prefect API (tests/test_pipeline_flow.py:
+run, recalibrate, evaluate; tests/test_cli_clean_exit.py: every command). Run this module (`make test-full`, or
+`pytest tests/test_prefect_server.py`) after changing prefect.yaml, the worker set-up or docs/operations.md.
 """
 from __future__ import annotations
 
@@ -19,7 +26,7 @@ from tests.conftest import copy_of
 from tests.prefect_stack import REPO, prefect_stack
 from cr2_warehouse.db import Warehouse
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.full]  # make test-full only: the module docstring says why
 
 RUN_TIMEOUT_S = 420  # one flow run, worst case on a loaded 2-core machine (a fresh process imports torch & co.)
 
