@@ -15,7 +15,7 @@ BENCHMARKS = ("mmlu", "bbh", "gpqa", "mbpp")
 
 def _smoke(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path / "smoke.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "CR2_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}  # the run's cache (tests/conftest.py)
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_smoke.py"), "--tiny", "--out", str(out), *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     return proc, out
