@@ -87,10 +87,11 @@ def main(argv: list[str]) -> int:
 def merge(args: argparse.Namespace, suite: dict, load_before: list[float], seconds: float) -> dict:
     """Write results/latest.json: every results/<name>.json, the machine and this run's bookkeeping."""
     results = {}
-    for name in available():
-        f = RESULTS / f"{name}.json"
-        if f.is_file():
-            results[name] = json.loads(f.read_text())
+    for name in available():  # each benchmark's result, and beside it the one taken with a busy process beside it
+        for key in (name, f"{name}_beside_load"):
+            f = RESULTS / f"{key}.json"
+            if f.is_file():
+                results[key] = json.loads(f.read_text())
     latest = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "benchmarks/run_all.py " + " ".join(sys.argv[1:]),
