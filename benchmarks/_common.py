@@ -277,10 +277,13 @@ def beside_load(enabled: bool) -> Iterator[str | None]:
             busy.wait()
 
 
+BESIDE_LOAD = "_beside_load"  # the suffix of a result taken with one busy process beside the benchmark
+
+
 def beside_result(name: str, beside: str | None) -> str:
     """The results file of benchmark `name`: <name>_beside_load when one process ran beside it, so the idle-machine
     figures are never overwritten by loaded ones."""
-    return f"{name}_beside_load" if beside else name
+    return f"{name}{BESIDE_LOAD}" if beside else name
 
 
 def run_measured(args: list[str], env: dict, cwd: Path | None = None) -> dict:

@@ -2,9 +2,10 @@
 
 Clones the committed HEAD into a temporary folder (uncommitted changes are not measured), runs `make test` there
 (virtual environment created and installed as a newcomer's first run does: the install is part of the wall time)
-and records: the wall time (and of its two phases: the install, then pytest), the CPU time of the whole run (user + sys of make and everything it waited for), the
-load average every 15 s and the machine's cores, the test counts pytest reports, and the duration of every test
-file (setup + call + teardown of its items, from pytest's JUnit XML: which files the time goes to). With
+and records: the wall time (and of its two phases: the install, then pytest), the CPU time of the whole run (user +
+sys of make and everything it waited for), the load average every 15 s and the machine's cores, the test counts
+pytest reports, and the duration of every test file (setup + call + teardown of its items, from pytest's JUnit XML:
+which files the time goes to). With
 --beside-load one CPU-bound process runs beside the suite for its whole duration (the "one other CPU-heavy job"
 case). Targets: ≤ 12 min idle, ≤ 25 min beside one other job. Results: benchmarks/results/test_suite.json
 (test_suite_beside_load.json with --beside-load).

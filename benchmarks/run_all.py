@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from _common import RESULTS, fmt, machine
+from _common import BESIDE_LOAD, RESULTS, fmt, machine
 
 from cr2.core.files import atomic_write
 from cr2.report.markdown import markdown_table
@@ -88,7 +88,7 @@ def merge(args: argparse.Namespace, suite: dict, load_before: list[float], secon
     """Write results/latest.json: every results/<name>.json, the machine and this run's bookkeeping."""
     results = {}
     for name in available():  # each benchmark's result, and beside it the one taken with a busy process beside it
-        for key in (name, f"{name}_beside_load"):
+        for key in (name, f"{name}{BESIDE_LOAD}"):
             f = RESULTS / f"{key}.json"
             if f.is_file():
                 results[key] = json.loads(f.read_text())

@@ -171,8 +171,8 @@ def template_path(templates: Path) -> Path:
 
 def seed_database(templates: Path | None, home: str | Path | None = None) -> tuple[Path, Path] | None:
     """A new Prefect home (`home`, default PREFECT_HOME; no prefect.db yet) gets a copy of the template; returns
-    (database, template) when the
-    home is new and no template exists yet (the server's fresh database is saved as one once it answers), else None.
+    (database, template) when the home is new and no template exists yet (the server's fresh database is saved as one
+    once it answers), else None.
 
     The copy is linked into place only where no database exists (two commands starting on one new home: one copy
     wins, the other finds it), owner-only like the home's other state. Best effort: a copy that fails leaves the
