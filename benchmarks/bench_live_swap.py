@@ -74,6 +74,22 @@ class Clients(threading.Thread):
             await asyncio.gather(*(client(http, c) for c in range(CLIENTS)))
 
 
+class TableWatch(threading.Thread):
+    """The moment the version file beside the warehouse changes: the new table committed (polled every 20 ms)."""
+
+    def __init__(self, path: Path):
+        super().__init__(daemon=True)
+        self.path, self.t, self.stop_flag = path, None, threading.Event()
+        self.before = path.read_bytes() if path.is_file() else None
+        self.start()
+
+    def run(self) -> None:
+        while not self.stop_flag.is_set() and self.t is None:
+            if (self.path.read_bytes() if self.path.is_file() else None) != self.before:
+                self.t = time.perf_counter()
+            time.sleep(0.02)
+
+
 def one_swap(src: Path, root: Path, mode: str, stack) -> dict:
     env = mode_env(root, mode, stack)
     home = copy_home(src, root / "work", frozenset({"prefect"}) if mode == "ephemeral" else frozenset())
@@ -85,6 +101,7 @@ def one_swap(src: Path, root: Path, mode: str, stack) -> dict:
         clients.start()
         time.sleep(3.0)  # a steady load before the channel changes
         old = max(v for _, _, v, ok in clients.records if ok)
+        table = TableWatch(home / "thresholds.version")
         t_start = time.perf_counter()
         res = run_measured([CR2, "recalibrate", "--states", "far-rician", "--home", str(home)], env)
         t_cmd = time.perf_counter()
@@ -98,13 +115,17 @@ def one_swap(src: Path, root: Path, mode: str, stack) -> dict:
     finally:
         clients.stop_flag.set()
         clients.join(timeout=60)
+        table.stop_flag.set()
         server.terminate()
         server.wait(timeout=30)
     if t_new is None:
         raise SystemExit(f"{mode}: the server never answered with a version newer than {old} within 60 s")
     before = [ms for t, ms, _, ok in clients.records if t < t_start]
     during = [ms for t, ms, _, ok in clients.records if t_start <= t <= t_new + 2.0]
+    swapped = [ln for ln in (root / "serve.log").read_text().splitlines() if "swapped in" in ln]
     return {"end_to_end_s": t_new - t_start, "recalibrate_wall_s": t_cmd - t_start, "swap_lag_s": t_new - t_cmd,
+            "table_written_s": None if table.t is None else table.t - t_start,
+            "after_table_s": None if table.t is None else t_new - table.t, "serve_swap_log": swapped[-1:],
             "recalibrate_cpu_s": res["cpu_s"], "load_avg_before": res["load_avg_before"],
             "requests": len(clients.records), "failed": sum(1 for r in clients.records if not r[3]),
             "p50_before_ms": quantile(before, 0.5), "p99_before_ms": quantile(before, 0.99),
@@ -136,7 +157,8 @@ def main(argv=None) -> None:
                 for mode in modes:
                     s = one_swap(src, Path(tmp) / f"{mode}-{i}", mode, stack)
                     samples[mode].append(s)
-                    print(f"  {mode} {i + 1}/{reps}: end to end {s['end_to_end_s']:.1f} s (recalibrate "
+                    print(f"  {mode} {i + 1}/{reps}: end to end {s['end_to_end_s']:.1f} s (table at "
+                          f"{s['table_written_s']:.1f} s, answered {s['after_table_s']:.2f} s later; recalibrate "
                           f"{s['recalibrate_wall_s']:.1f} s + swap {s['swap_lag_s']:.2f} s), p99 during "
                           f"{s['p99_during_ms']:.0f} ms, {s['failed']} failed of {s['requests']}, load "
                           f"{s['load_avg_before'][0]:.1f}", flush=True)
@@ -152,6 +174,10 @@ def main(argv=None) -> None:
             figure(f"{m}.end_to_end_s", f"new states → recalibrate → live server answers with the new table, "
                    f"{label[m]}", [r["end_to_end_s"] for r in runs], "s", tgt[m]),
             figure(f"{m}.recalibrate_wall_s", f"{m}: `cr2 recalibrate` alone", [r["recalibrate_wall_s"] for r in runs], "s"),
+            figure(f"{m}.table_written_s", f"{m}: recalibrate started → the new table committed (the version file)",
+                   [r["table_written_s"] for r in runs], "s"),
+            figure(f"{m}.after_table_s", f"{m}: the new table committed → the first answer decided by it (the "
+                   "server's poll and load)", [r["after_table_s"] for r in runs], "s"),
             figure(f"{m}.swap_lag_s", f"{m}: first answer of the new version − the command's exit (negative: swapped while the command still evaluates)",
                    [r["swap_lag_s"] for r in runs], "s"),
             figure(f"{m}.p99_before_ms", f"{m}: /route p99 before the change, {CLIENTS} clients",

@@ -59,12 +59,18 @@ def recalibrate(config: Config, home: Path, states: str | Path, only_if_drift: b
                 baselines: bool = False) -> dict:
     from cr2_flows.drift import drift_check
 
+    from cr2_warehouse.inputs import validation_ahead
+
     new = with_distribution(operator_speed(config, bands), states)
+    if not only_if_drift:  # the new states will be validated: GX is imported beside the cached stages
+        validation_ahead(home, new.channel.distribution.dist_id)
     trained = train(config, home)  # frozen: the gate never sees ξ
     drift = drift_check(config, home, states) if only_if_drift else None
     if drift is not None and not drift.drifted:
         return {"old_dist_id": config.channel.distribution.dist_id, "new_dist_id": new.channel.distribution.dist_id,
                 "drift": drift.to_records(), "drifted": False, "skipped": True}
+    if drift is not None:
+        validation_ahead(home, new.channel.distribution.dist_id)
     old_cal = calibrate(config, home, trained)  # before the new table: the newest version is the one served
     # p̂ of a baseline does not depend on ξ (costs enter at routing time); evaluated only when asked for
     fitted = fit_baselines(config, home) if baselines else {"routers": {}, "cached": True}

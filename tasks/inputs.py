@@ -96,12 +96,13 @@ def router_proba(router, fingerprint: str, home: str | Path, data: RoutingSet, r
 
 def cr2_router(config: Config, trained: dict | None = None, home: str | Path | None = None):
     """The configured CR² router (fit.torch_threads threads): unfitted, or around the checkpoints of
-    `trained` (recorded relative to `home`)."""
+    `trained` (recorded relative to `home`), loaded only when used: a stage whose scores come from the store
+    (remember_scores) never loads them (CR2Router.from_recorded)."""
     from cr2.routers.cr2_router import CR2Router
 
     if trained is not None:
         trained = {k: {**trained[k], "path": str(in_home(home, trained[k]["path"]))} for k in ("teacher", "gate")}
-    return CR2Router.from_config(config, trained, num_threads=fit_threads(config))
+    return CR2Router.from_config(config, trained, num_threads=fit_threads(config), load_when_used=True)
 
 
 def cr2_trainer(config: Config):

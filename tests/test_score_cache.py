@@ -107,6 +107,52 @@ def test_another_gate_never_reads_these_scores(fitted, sets, tmp_path, monkeypat
     np.testing.assert_array_equal(other.scores(sets["val"].embedding, 2.0), other.gate_.score(sets["val"].embedding, 2.0))
 
 
+def _recorded(fitted: CR2Router, folder) -> dict:
+    """What the train stage records of `fitted`: each checkpoint's path and fingerprint."""
+    return fitted.save_modules(folder)
+
+
+def test_a_recorded_router_calibrates_from_the_cache_without_loading_a_checkpoint(fitted, sets, tmp_path, monkeypatch):
+    from cr2_tasks.inputs import remember_scores
+
+    monkeypatch.delenv("CR2_CACHE", raising=False)
+    trained = _recorded(fitted, tmp_path / "artifacts")
+    val = _with_new_costs(sets["val"], 3)
+    want = _fresh(fitted).calibrate(val, LAMS, ALPHAS, dist_id="far@v1", label_source="synthetic")
+    remember_scores(_fresh(fitted), tmp_path, {"val": sets["val"]}, LAMS)  # a run before: the cache is filled
+
+    lazy = CR2Router.from_recorded(trained, fitted.model_ids_, alpha=0.05)
+    assert (lazy.gate_fingerprint_, lazy.teacher_fingerprint_) == (fitted.gate_fingerprint_, fitted.teacher_fingerprint_)
+    assert remember_scores(lazy, tmp_path, {"val": val}, LAMS) == {"val": True}
+    got = lazy.calibrate(val, LAMS, ALPHAS, dist_id="far@v1", label_source="synthetic")
+    assert got.to_records() == want.to_records()
+    assert "gate_" not in vars(lazy) and "teacher_" not in vars(lazy)  # never loaded: the cache answered
+
+    # what the cache does not hold loads both checkpoints, once, and answers as the fitted router does
+    test = sets["test"]
+    np.testing.assert_array_equal(lazy.scores(test.embedding, 2.0), fitted.scores(test.embedding, 2.0))
+    assert "gate_" in vars(lazy) and "_recorded" not in vars(lazy)
+    assert lazy.fingerprint() == _fresh(fitted).set_threshold_table(got).fingerprint()
+
+
+def test_a_recorded_router_refuses_a_missing_or_replaced_checkpoint(fitted, sets, tmp_path):
+    from cr2.core.errors import DataValidationError
+
+    trained = _recorded(fitted, tmp_path / "artifacts")
+    missing = {**trained, "gate": {**trained["gate"], "path": str(tmp_path / "gone.pt")}}
+    with pytest.raises(DataValidationError, match="gate checkpoint not found"):
+        CR2Router.from_recorded(missing, fitted.model_ids_)
+
+    other = CR2Router(TEACHER, GATE.model_copy(update={"seed": GATE.seed + 1}), alpha=0.05).fit(
+        sets["train"], sets["dev"], teacher=fitted.teacher_)
+    replaced = {**trained, "gate": {**trained["gate"], "path": other.save_modules(tmp_path / "other")["gate"]["path"]}}
+    lazy = CR2Router.from_recorded(replaced, fitted.model_ids_)  # the record names a gate the file no longer holds
+    with pytest.raises(DataValidationError, match="not the one recorded"):
+        lazy.scores(sets["val"].embedding, 1.0)
+    with pytest.raises(AttributeError, match="no attribute 'knn_'"):
+        lazy.knn_
+
+
 def test_a_routers_p_hat_is_cached_by_what_it_reads_and_survives_a_channel_change_only_without_costs(tmp_path):
     from cr2_tasks.inputs import router_proba
 

@@ -6,13 +6,16 @@ functions and never write SQL themselves. Each write is one transaction: a failu
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from cr2.core.errors import DataValidationError
+from cr2.core.errors import DataValidationError, WarehouseError
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.repository import cost_scales_key
 from cr2_warehouse.routing_data import named_query
+from cr2_warehouse.validation import start_ahead
 
 
 # ---------------------------------------------------------------- queries and the model pool
@@ -88,6 +91,25 @@ def write_states(wh: Warehouse, dist_id: str, distribution: pd.DataFrame, rows: 
         wh.delete_where("state_distributions", {"dist_id": dist_id}, con)
         wh.insert_df("state_distributions", distribution, con)
         wh.insert_df("states", rows, con)
+
+
+def states_stored(wh: Warehouse, dist_id: str) -> bool:
+    """Whether states of distribution `dist_id` are stored."""
+    return bool(wh.scalar(named_query("prepare_states_stored"), [dist_id]))
+
+
+def validation_ahead(home: str | Path, dist_id: str) -> bool:
+    """Start the validation helper (cr2_warehouse.validation.start_ahead) unless states of `dist_id` are stored: a
+    prepare under that distribution is about to sample, validate and cost them, and GX's import can run beside
+    what comes before. Returns whether a helper was started; a warehouse that cannot be read starts none (the
+    flow's own first read reports why)."""
+    try:
+        with Warehouse(home, read_only=True) as wh:
+            if states_stored(wh, dist_id):
+                return False
+    except WarehouseError:
+        return False
+    return start_ahead()
 
 
 # ---------------------------------------------------------------- costs

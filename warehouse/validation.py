@@ -2,10 +2,25 @@
 
 A failed suite raises DataValidationError listing each failed expectation with its unexpected count
 and a few example values; nothing is written.
+
+Validation ahead. Importing Great Expectations costs ≈ 2.7 s of CPU, more than validating a table of states.
+A flow that knows it will validate soon (a re-calibration on new states: the new table waits for them) calls
+start_ahead(): a helper process imports GX on the other core while the flow reads its cached stages, and
+validate_frame then sends its frames there — the same suites, the same results and errors, the import off the
+path. The helper reads (suite, frame, context) from its standard input and answers with the statistics or the
+exception; it ends when its input closes (this process exits or calls stop_ahead). If it is gone, validation
+runs here.
 """
 from __future__ import annotations
 
+import atexit
 import functools
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 
 import pandas as pd
@@ -114,7 +129,16 @@ def _batch_definition(name: str):
 
 def validate_frame(name: str, df: pd.DataFrame, **ctx_values) -> dict:
     """Run the GX suite `name` on df (its expectations in one validation: GX computes their metrics together); return
-    its statistics or raise DataValidationError."""
+    its statistics or raise DataValidationError. In the helper process when one was started (start_ahead)."""
+    ahead = _AHEAD.get("helper")
+    if ahead is not None:
+        answered, value = ahead.validate(name, df, ctx_values)
+        if answered:
+            return value
+    return _validate_here(name, df, **ctx_values)
+
+
+def _validate_here(name: str, df: pd.DataFrame, **ctx_values) -> dict:
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
@@ -146,3 +170,85 @@ def validate_frame(name: str, df: pd.DataFrame, **ctx_values) -> dict:
 
 def _describe(kwargs: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in kwargs.items() if k not in ("condition_parser",))
+
+
+# ---------------------------------------------------------------- validation ahead (module docstring)
+log = logging.getLogger(__name__)
+_AHEAD: dict[str, "_Ahead"] = {}
+
+
+class _Ahead:
+    """The helper process and the one pipe pair to it (one request at a time)."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # this process's import path
+        self.proc = subprocess.Popen([sys.executable, "-c", "from cr2_warehouse.validation import serve_ahead; "
+                                      "serve_ahead()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.lock = threading.Lock()
+
+    def validate(self, name: str, df: pd.DataFrame, ctx_values: dict) -> tuple[bool, object]:
+        """(True, statistics) or the suite's error raised; (False, None) when the helper is gone (validate here)."""
+        with self.lock:
+            try:
+                pickle.dump((name, df, ctx_values), self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+                self.proc.stdin.flush()
+                ok, value = pickle.load(self.proc.stdout)
+            except (OSError, EOFError, pickle.PickleError) as exc:
+                log.warning("the validation helper is gone (%s: %s); validating in this process", type(exc).__name__, exc)
+                stop_ahead()
+                return False, None
+        if not ok:
+            raise value
+        return True, value
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.proc.kill()  # still importing, or waiting for input that will not come: nothing of it to keep
+        self.proc.wait()
+
+
+def start_ahead() -> bool:
+    """Start the validation helper (module docstring) unless one runs or GX is already imported here; returns
+    whether one was started."""
+    if "helper" in _AHEAD or "great_expectations" in sys.modules:
+        return False
+    _AHEAD["helper"] = _Ahead()
+    atexit.register(stop_ahead)
+    return True
+
+
+def stop_ahead() -> None:
+    """End the validation helper, if one runs; validation runs in this process again."""
+    helper = _AHEAD.pop("helper", None)
+    if helper is not None:
+        helper.close()
+
+
+
+def serve_ahead() -> None:
+    """The helper's loop: GX imported and a context made first, then each (suite, frame, context) read from standard
+    input is answered on standard output with (True, statistics) or (False, the error), until the input closes."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever GX prints goes to standard error, never into the replies
+    for name in SUITES:
+        _batch_definition(name)
+    requests = sys.stdin.buffer
+    while True:
+        try:
+            name, df, ctx_values = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            reply = (True, _validate_here(name, df, **ctx_values))
+        except Exception as exc:  # noqa: BLE001 - every error goes back to the caller, as it would have been raised there
+            reply = (False, exc)
+        try:
+            pickle.dumps(reply)
+        except Exception:  # noqa: BLE001 - an error that cannot travel is sent as its text
+            reply = (False, DataValidationError(f"data validation of '{name}': {type(reply[1]).__name__}: {reply[1]}"))
+        pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
+        replies.flush()

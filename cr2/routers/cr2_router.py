@@ -89,16 +89,66 @@ class CR2Router:
         return fit_teacher(train, dev, self.teacher_spec, num_threads=self.num_threads)
 
     @classmethod
-    def from_config(cls, config: Any, trained: dict | None = None, num_threads: int = 1) -> "CR2Router":
+    def from_config(cls, config: Any, trained: dict | None = None, num_threads: int = 1,
+                    load_when_used: bool = False) -> "CR2Router":
         """The router a cr2 Config describes: unfitted, or around the checkpoints of `trained`
-        ({"teacher": {"path": …}, "gate": {"path": …}}, what the train stage returns)."""
+        ({"teacher": {"path": …, "fingerprint": …}, "gate": {…}}, what the train stage returns), loaded now or, with
+        load_when_used, when first used (from_recorded)."""
         params = {"alpha": config.grids.default_alpha, "variant": config.routing.deferred_variant,
                   "on_demand_calibration": config.routing.on_demand_calibration, "num_threads": num_threads,
                   "teacher_spec": config.teacher, "gate_spec": config.gate}
         if trained is None:
             return cls(**params)
+        if load_when_used:
+            return cls.from_recorded(trained, [m.id for m in config.models], **params)
         return cls.from_checkpoints(trained["teacher"]["path"], trained["gate"]["path"], [m.id for m in config.models],
                                     **params)
+
+    @classmethod
+    def from_recorded(cls, trained: dict, model_ids: Sequence[str], **params: Any) -> "CR2Router":
+        """The router around the checkpoints of `trained` ({"teacher": {"path", "fingerprint"}, "gate": {…}}, what
+        the train stage recorded), loaded when the teacher or gate is first used, not before.
+
+        Its fingerprints are the recorded ones, so a stage whose scores and p are all remembered (remember(), from a
+        cache keyed by these fingerprints) never loads a checkpoint or imports torch. The files must exist now; when
+        loaded, each is verified against its own stored fingerprint and against the recorded one.
+        """
+        router = cls(**params)
+        router._check_variant(router.variant)
+        for kind in ("teacher", "gate"):
+            if not Path(trained[kind]["path"]).is_file():
+                raise DataValidationError(f"{trained[kind]['path']}: {kind} checkpoint not found; fit and save the "
+                                          f"{kind} first (`cr2 train`)")
+        router._recorded = {kind: (Path(trained[kind]["path"]), str(trained[kind]["fingerprint"]))
+                            for kind in ("teacher", "gate")}
+        router.teacher_fingerprint_ = router._recorded["teacher"][1]
+        router.gate_fingerprint_ = router._recorded["gate"][1]
+        router.model_ids_ = tuple(model_ids)
+        return router
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a missing attribute: a recorded router's teacher_ and gate_ before their first use
+        recorded = self.__dict__.get("_recorded")
+        if name not in ("teacher_", "gate_") or recorded is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._load_recorded(recorded)
+        return self.__dict__[name]
+
+    def _load_recorded(self, recorded: dict) -> None:
+        from cr2.method.checkpoint import fingerprint
+        from cr2.method.gate import load_gate
+        from cr2.method.teacher import load_teacher
+
+        modules = {"teacher": load_teacher(recorded["teacher"][0]), "gate": load_gate(recorded["gate"][0])}
+        for kind, module in modules.items():
+            if fingerprint(module) != recorded[kind][1]:
+                raise DataValidationError(f"{recorded[kind][0]}: the {kind} checkpoint there is not the one recorded "
+                                          f"({recorded[kind][1]}); run `cr2 train` again")
+        if modules["teacher"].hparams["n_models"] != len(self.model_ids_):
+            raise DataValidationError(f"the teacher has {modules['teacher'].hparams['n_models']} heads but the pool "
+                                      f"has {len(self.model_ids_)} models")
+        self.teacher_, self.gate_ = modules["teacher"], modules["gate"]
+        self.__dict__.pop("_recorded", None)
 
     @classmethod
     def from_fitted(cls, teacher: Any, gate: Any, model_ids: Sequence[str], **params: Any) -> "CR2Router":
@@ -115,7 +165,7 @@ class CR2Router:
         self.teacher_, self.gate_, self.model_ids_ = teacher, gate, model_ids
         self.teacher_fingerprint_ = fingerprint(teacher)
         self.gate_fingerprint_ = fingerprint(gate)
-        for attr in ("threshold_table_", "calibration_set_", "_remembered"):
+        for attr in ("threshold_table_", "calibration_set_", "_remembered", "_recorded"):
             self.__dict__.pop(attr, None)
         return self
 
@@ -127,7 +177,7 @@ class CR2Router:
             raise did_you_mean("deferred variant", variant, list(VARIANTS))
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "gate_"):
+        if "gate_fingerprint_" not in self.__dict__:  # fitted, loaded or recorded (from_recorded): never loads
             raise NotFittedError("CR2Router is not fitted; call fit(train, dev) before calibrate() or route()")
 
     def _check_pool(self, data: RoutingSet) -> None:

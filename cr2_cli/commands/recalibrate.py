@@ -11,8 +11,8 @@ from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
 from cr2_cli.render import print_drift, print_recalibration
 
-# what the re-calibration imports once it runs (GX validates the new states and costs; torch scores the gate)
-FLOW_IMPORTS = ("great_expectations", "great_expectations.expectations", "torch")
+# what the re-calibration imports once it runs and no validation helper runs (GX validates the new states and costs)
+FLOW_IMPORTS = ("great_expectations", "great_expectations.expectations")
 
 
 @friendly(flow=True, existing_home=True)
@@ -30,9 +30,15 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
 
     t0 = time.perf_counter()
     h = home_dir(home)
+    ahead = False
+    if not only_if_drift:  # new states to validate: GX imported in a helper from now, beside the flow's own imports
+        from cr2.config import load_state_distribution
+        from cr2_warehouse.inputs import validation_ahead
+
+        ahead = validation_ahead(h, load_state_distribution(states).dist_id)
     from cr2_flows.recalibrate import recalibrate_flow
 
-    prefect_api.wait(warm=FLOW_IMPORTS)  # the temporary API server friendly() started while the flow imported
+    prefect_api.wait(warm=() if ahead else FLOW_IMPORTS)  # the temporary API server friendly() started while the flow imported
     out = recalibrate_flow(states=states, config_path=config_arg(config), home=str(h),
                            only_if_drift=only_if_drift, bands=bands, baselines=baselines)
     print_drift(out["drift"])
