@@ -4,7 +4,9 @@ The gate sees only e(x) and λ, never the channel state, so when the wireless co
 deployed artefact to renew is the threshold table (paper §VI-F), not the gate:
 
 1. the teacher and gate stay as trained (cached, under the configured distribution),
-2. states and costs are sampled/computed under the new distribution (everything else is cached),
+2. states and costs are sampled/computed under the new distribution (everything else is cached); when the
+   states are new, Great Expectations is imported in a helper process from the start
+   (cr2_warehouse.validation.start_ahead), so validating them does not wait for its import,
 3. a drift check (two-sample KS, Holm-corrected) compares the new states with the calibration states;
    with only_if_drift it runs first and the flow stops there when nothing drifted (what the scheduled deployment
    uses); otherwise it runs once the new table is written, so a running server swaps to it without waiting,

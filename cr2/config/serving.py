@@ -50,7 +50,7 @@ class ServingSpec(StrictModel):
     batch_call_overhead_tokens: float = Field(16.0, ge=0, allow_inf_nan=False, description="an encoder call's fixed "
                                               "cost in padded tokens: a batch is split into length buckets where "
                                               "another call costs less than the padding it saves")
-    reload_interval_s: float = Field(1.0, ge=0, allow_inf_nan=False, description="how often a running server looks "
+    reload_interval_s: float = Field(0.25, ge=0, allow_inf_nan=False, description="how often a running server looks "
                                      "for a newer threshold table (a re-calibration) and swaps to it without a "
                                      "restart, s (0: never)")
     embedding_cache_size: int = Field(4096, ge=0, description="query embeddings kept in the LRU cache (0: no cache)")
