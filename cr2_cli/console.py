@@ -177,21 +177,26 @@ def release_frames(exc: BaseException | None) -> None:
         exc = exc.__cause__ or exc.__context__
 
 
-def friendly(fn=None, *, flow: bool = False, existing_home: bool = False):
+def friendly(fn=None, *, flow: bool = False, existing_home: bool = False, ahead=None):
     """Turn every error into a short message and a non-zero exit code, never a traceback: cr2's own errors
     exit with their code (2), anything else with 1 and a line saying how to see the traceback.
 
     flow=True (commands that run a Prefect flow): Prefect's console log of a Cr2Error is dropped too. The
     others need not pay for importing prefect. existing_home=True (flow commands that work on a warehouse
     another command built): a --home without one is refused before anything, Prefect's state included, is
-    created there. Use as `@friendly` or `@friendly(flow=True)`."""
+    created there. ahead: a function of the command's arguments called first, before the home is checked or Prefect
+    imported (work a helper process can do beside the command's start: recalibrate's validation helper; it must
+    create nothing in the home and leave every error to the command). Use as `@friendly` or
+    `@friendly(flow=True)`."""
     if fn is None:
-        return functools.partial(friendly, flow=flow, existing_home=existing_home)
+        return functools.partial(friendly, flow=flow, existing_home=existing_home, ahead=ahead)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         restore_signals = None
         try:
+            if ahead is not None:  # first: it runs beside everything after, the checks of the arguments included
+                ahead(kwargs)
             if existing_home:
                 from cr2_cli.options import home_dir
 

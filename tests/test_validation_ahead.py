@@ -94,3 +94,26 @@ def test_validation_ahead_starts_a_helper_only_for_states_not_stored(tmp_path, m
     (tmp_path / "damaged").mkdir()
     (tmp_path / "damaged" / "cr2.duckdb").write_bytes(b"not a database")  # reported by the flow's own first read
     assert validation_ahead(tmp_path / "damaged", "far@v1") is False and started == [1]
+
+
+@pytest.mark.parametrize("states, drift_first, kept", [("far-rician", False, True), ("default", False, False),
+                                                        ("no-such-states", False, False), ("far-rician", True, None)])
+def test_recalibrate_keeps_its_helper_only_for_new_states(tmp_path, monkeypatch, states, drift_first, kept):
+    """`cr2 recalibrate` starts the helper first thing and stops it once it reads that the states are stored (or
+    cannot be read: the flow reports that); with --only-if-drift the flow decides after the drift check."""
+    from cr2.config import load_state_distribution
+    from cr2_cli.commands.recalibrate import validate_states_ahead
+    from cr2_warehouse.db import Warehouse
+    from cr2_warehouse.inputs import write_states
+
+    events = []
+    monkeypatch.setattr(validation, "start_ahead", lambda: events.append("start") or True)
+    monkeypatch.setattr(validation, "stop_ahead", lambda: events.append("stop"))
+    stored = load_state_distribution("default").dist_id
+    meta = pd.DataFrame([{"dist_id": stored, "name": "default", "version": 1, "spec": "{}",
+                          "created_at": pd.Timestamp("2026-01-01")}])
+    with Warehouse(tmp_path) as wh:
+        write_states(wh, stored, meta, _states(1).assign(dist_id=stored, query_id=["q1"], draw=0, gain_ul=1.0,
+                                                         gain_dl=1.0))
+    validate_states_ahead({"states": states, "home": tmp_path, "only_if_drift": drift_first})
+    assert events == {True: ["start"], False: ["start", "stop"], None: []}[kept]

@@ -98,18 +98,20 @@ def states_stored(wh: Warehouse, dist_id: str) -> bool:
     return bool(wh.scalar(named_query("prepare_states_stored"), [dist_id]))
 
 
-def validation_ahead(home: str | Path, dist_id: str) -> bool:
-    """Start the validation helper (cr2_warehouse.validation.start_ahead) unless states of `dist_id` are stored: a
-    prepare under that distribution is about to sample, validate and cost them, and GX's import can run beside
-    what comes before. Returns whether a helper was started; a warehouse that cannot be read starts none (the
-    flow's own first read reports why)."""
+def states_pending(home: str | Path, dist_id: str) -> bool:
+    """Whether a prepare under distribution `dist_id` will sample and validate states: none are stored. False when
+    the warehouse cannot be read (the flow's own first read reports why)."""
     try:
         with Warehouse(home, read_only=True) as wh:
-            if states_stored(wh, dist_id):
-                return False
+            return not states_stored(wh, dist_id)
     except WarehouseError:
         return False
-    return start_ahead()
+
+
+def validation_ahead(home: str | Path, dist_id: str) -> bool:
+    """Start the validation helper (cr2_warehouse.validation.start_ahead) when states of `dist_id` are pending: GX's
+    import runs beside what comes before their validation. Returns whether a helper was started."""
+    return states_pending(home, dist_id) and start_ahead()
 
 
 # ---------------------------------------------------------------- costs

@@ -22,10 +22,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from cr2.core.errors import DataValidationError
+
+if TYPE_CHECKING:
+    import pandas as pd  # GX imports it when a suite runs; starting the helper (start_ahead) does not
 
 # Each suite is a list of (expectation class name, kwargs). Keep them declarative: this is the data contract.
 SUITES: dict[str, Callable[[dict], list[tuple[str, dict]]]] = {}
@@ -219,6 +221,11 @@ def start_ahead() -> bool:
     _AHEAD["helper"] = _Ahead()
     atexit.register(stop_ahead)
     return True
+
+
+def ahead_started() -> bool:
+    """Whether a validation helper runs for this process."""
+    return "helper" in _AHEAD
 
 
 def stop_ahead() -> None:

@@ -10,7 +10,6 @@ import typer
 from cr2_cli import prefect_api
 from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
-from cr2_cli.render import print_guarantees, print_simcheck
 
 
 @friendly
@@ -28,6 +27,7 @@ def guarantees(resplits: Optional[int] = typer.Option(None, "--resplits", help="
     """Print every certified router's validity over re-splits (one verdict per router, rule and α); check the promises
     of CR²'s deployed gate no other stage checks (ltt, Mondrian, target) over random re-splits of val + test and store
     them (view v_guarantees)."""
+    from cr2_cli.render import print_guarantees
     from cr2.config import load_config
     from cr2_tasks.guarantees import check_guarantees
 
@@ -44,6 +44,7 @@ def simcheck(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt,
              structure_only: bool = typer.Option(False, "--structure-only", help="skip the routing part (no router "
                                                  "is fitted)")) -> None:
     """Sim-to-real check: measured MMLU-Pro labels vs the simulators on the same questions (docs/labels.md)."""
+    from cr2_cli.render import print_simcheck
     from cr2_flows.simcheck import simcheck_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported

@@ -9,7 +9,6 @@ import typer
 
 from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, RouterOpt, RuleOpt, deployed, home_dir
-from cr2_cli.render import print_route, print_target_choice
 
 
 @friendly
@@ -29,6 +28,7 @@ def route(question: str = typer.Argument(..., help="the query text"),
           router: str = RouterOpt, rule: Optional[str] = RuleOpt,
           config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Route one query with the deployed router and its threshold table: accept locally or defer to the edge."""
+    from cr2_cli.render import print_route, print_target_choice
     from cr2.config import load_config
     from cr2_cli.online import route_query
 

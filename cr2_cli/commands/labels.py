@@ -8,7 +8,6 @@ import typer
 
 from cr2_cli.console import console, friendly
 from cr2_cli.options import HomeOpt, home_dir, resolve_home
-from cr2_cli.render import print_label_sources
 
 
 def check_pool_written(home: Path, config: Optional[Path]) -> None:
@@ -68,6 +67,7 @@ def labels_import(file: Path = typer.Argument(..., help="long-form Parquet or CS
 @friendly
 def labels_list(home: Optional[Path] = HomeOpt) -> None:
     """Label sources in the warehouse, with rows, models and how they were produced."""
+    from cr2_cli.render import print_label_sources
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.reads import label_sources
 

@@ -11,13 +11,12 @@ from cr2.crc import RULES  # the calibrated rules of the registry, for --rule
 from cr2_cli import prefect_api
 from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
-from cr2_cli.render import (print_baselines, print_calibrate, print_ingest_summary, print_model_summary,
-                            print_operating_points, print_prepare_steps, print_train)
 
 
 @friendly(flow=True)
 def ingest(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Load the selected benchmarks into the warehouse (validated, cached)."""
+    from cr2_cli.render import print_ingest_summary
     from cr2_flows.ingest import ingest_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
@@ -33,6 +32,7 @@ def ingest(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -
 @friendly(flow=True)
 def prepare(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Embeddings, splits, channel states, labels and costs for every query (validated, cached)."""
+    from cr2_cli.render import print_model_summary, print_prepare_steps
     from cr2_flows.prepare import prepare_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
@@ -48,6 +48,7 @@ def prepare(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) 
 @friendly(flow=True, existing_home=True)
 def train(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Train the CR² teacher selector and margin gate on the prepared train split (cached)."""
+    from cr2_cli.render import print_train
     from cr2_flows.train import train_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
@@ -65,6 +66,7 @@ def calibrate(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt
               group: Optional[str] = typer.Option(None, "--group", help="Mondrian: benchmark | subset (none: pooled)"),
               small_group: Optional[str] = typer.Option(None, "--small-group", help="error | defer")) -> None:
     """Calibrate the threshold table τ*(λ; α) of the trained gate on the val split (new version)."""
+    from cr2_cli.render import print_calibrate
     from cr2_flows.calibrate import calibrate_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported
@@ -96,6 +98,8 @@ def calibration_overrides(rule: Optional[str], delta: Optional[float], group: Op
 @friendly(flow=True)
 def run(config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Run the whole pipeline on the configured data (one flow, one process)."""
+    from cr2_cli.render import (print_baselines, print_calibrate, print_ingest_summary, print_model_summary,
+                                print_operating_points, print_prepare_steps, print_train)
     from cr2_flows.run import run_flow
 
     prefect_api.wait()  # the temporary API server friendly() started while the flow imported

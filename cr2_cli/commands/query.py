@@ -8,7 +8,6 @@ import typer
 
 from cr2_cli.console import console, emit, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, home_dir
-from cr2_cli.render import print_frame
 
 
 @friendly
@@ -60,6 +59,7 @@ def sql(query: str = typer.Argument(..., help="one read-only query: SELECT / WIT
     The connection cannot touch files, the network or extensions (it can read the warehouse, nothing else),
     runs one statement, fetches at most --limit rows, uses at most --max-memory-mb and is stopped after --timeout
     seconds."""
+    from cr2_cli.render import print_frame
     from cr2_warehouse.db import open_user_query
 
     cap = {} if max_memory_mb is None else {"memory_limit_mb": max_memory_mb}

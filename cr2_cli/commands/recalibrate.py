@@ -9,13 +9,34 @@ import typer
 
 from cr2_cli.console import console, friendly
 from cr2_cli.options import ConfigOpt, HomeOpt, config_arg, home_dir
-from cr2_cli.render import print_drift, print_recalibration
 
 # what the re-calibration imports once it runs and no validation helper runs (GX validates the new states and costs)
 FLOW_IMPORTS = ("great_expectations", "great_expectations.expectations")
 
 
-@friendly(flow=True, existing_home=True)
+def validate_states_ahead(kwargs: dict) -> None:
+    """New states to validate: Great Expectations imported in a helper process from the command's first step
+    (cr2_warehouse.validation.start_ahead), stopped again when the states turn out to be stored already."""
+    if kwargs.get("only_if_drift"):
+        return  # the drift check decides first; the flow starts the helper once it finds drift
+    from cr2_warehouse.validation import start_ahead, stop_ahead
+
+    if not start_ahead():
+        return
+    from cr2.config import load_state_distribution
+    from cr2.core.errors import Cr2Error
+    from cr2_warehouse.inputs import states_pending
+
+    try:
+        pending = states_pending(home_dir(kwargs.get("home"), create=False),
+                                 load_state_distribution(kwargs["states"]).dist_id)
+    except (Cr2Error, OSError):  # the command reads them again and reports the problem (a flow run records it)
+        pending = False
+    if not pending:
+        stop_ahead()
+
+
+@friendly(flow=True, existing_home=True, ahead=validate_states_ahead)
 def recalibrate(states: str = typer.Option(..., "--states", help="new state distribution: a name under configs/states "
                                           "or a YAML file"),
                 only_if_drift: bool = typer.Option(False, "--only-if-drift", help="re-calibrate only when the drift "
@@ -26,19 +47,15 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
                                                "states"),
                 config: Optional[Path] = ConfigOpt, home: Optional[Path] = HomeOpt) -> None:
     """Re-calibrate the frozen gate's thresholds on a new channel-state distribution (no retraining)."""
+    from cr2_cli.render import print_drift, print_recalibration
     from cr2_cli import prefect_api
 
     t0 = time.perf_counter()
     h = home_dir(home)
-    ahead = False
-    if not only_if_drift:  # new states to validate: GX imported in a helper from now, beside the flow's own imports
-        from cr2.config import load_state_distribution
-        from cr2_warehouse.inputs import validation_ahead
-
-        ahead = validation_ahead(h, load_state_distribution(states).dist_id)
     from cr2_flows.recalibrate import recalibrate_flow
+    from cr2_warehouse.validation import ahead_started
 
-    prefect_api.wait(warm=() if ahead else FLOW_IMPORTS)  # the temporary API server friendly() started while the flow imported
+    prefect_api.wait(warm=() if ahead_started() else FLOW_IMPORTS)  # the temporary API server friendly() started while the flow imported
     out = recalibrate_flow(states=states, config_path=config_arg(config), home=str(h),
                            only_if_drift=only_if_drift, bands=bands, baselines=baselines)
     print_drift(out["drift"])

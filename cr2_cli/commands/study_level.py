@@ -8,24 +8,27 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-import pandas as pd
 import typer
 
-from cr2.report.level import LevelTable
 from cr2.studies.level import AA_RESAMPLES
-from cr2.report.table import plain_word
 from cr2_cli.console import SafeConsole
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 console = SafeConsole()
 
 
-def level_table(rows: pd.DataFrame, word: Callable = plain_word) -> str:
-    """The stored level rows as a markdown table (cr2.report.level.LevelTable); `word` renders each verdict."""
+def level_table(rows: pd.DataFrame, word: Callable | None = None) -> str:
+    """The stored level rows as a markdown table (cr2.report.level.LevelTable); `word` renders each verdict
+    (default: cr2.report.table.plain_word)."""
+    from cr2.report.level import LevelTable
+    from cr2.report.table import plain_word
     from cr2.studies.level import stored_level_verdicts
 
-    return LevelTable(rows, stored_level_verdicts(rows), word).markdown().rstrip("\n")
+    return LevelTable(rows, stored_level_verdicts(rows), word or plain_word).markdown().rstrip("\n")
 
 
 def level_command(config: Optional[Path] = typer.Option(None, "--config", "-c",

@@ -8,25 +8,25 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pandas as pd
 import typer
 
-from cr2.report import cells
-from cr2.studies.pools import across_pool_questions, signed_rank_tests
-from cr2.report.markdown import text_table
-from cr2.report.pools import POOL_DEPENDENCE, across_pool_equal_risk_markdown, PoolDiagnostics, PoolSavings, PoolVerdictCounts, SignedRankTests
 from cr2_cli.console import SafeConsole, emit
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 console = SafeConsole()
 
 
 def _fmt(v, spec: str = ".1f") -> str:
+    from cr2.report import cells
     return cells.num(v, spec, missing_text=cells.EM_DASH)
 
 
 def _table(rows: list[list], columns: list[str]) -> str:
+    from cr2.report.markdown import text_table
     return text_table(columns, rows)
 
 
@@ -34,6 +34,8 @@ def savings_markdown(home: Path, study_id: str) -> str:
     """Per pool: each method's mean saving vs KNN and vs the best single model [95 % interval]
     (cr2.report.pools.PoolSavings), the verdict counts vs KNN (PoolVerdictCounts: each pool's stored word) and the
     across-pool signed-rank tests."""
+    from cr2.report import cells
+    from cr2.report.pools import PoolSavings, PoolVerdictCounts
     from cr2.routers import reference_router, routers_tagged
     from cr2.studies.pools import references
     from cr2_warehouse.db import Warehouse
@@ -55,6 +57,9 @@ def savings_markdown(home: Path, study_id: str) -> str:
 
 def signed_rank_markdown(knn: pd.DataFrame) -> str:
     """The across-pool signed-rank tests (cr2.report.pools.SignedRankTests), without a verdict (POOL_DEPENDENCE)."""
+    from cr2.report import cells
+    from cr2.report.pools import POOL_DEPENDENCE, SignedRankTests
+    from cr2.studies.pools import signed_rank_tests
     tests = signed_rank_tests(knn)
     if tests.empty:
         return "(signed-rank test: fewer than 2 pools with a CR² saving)"
@@ -65,6 +70,8 @@ def equal_risk_pools_markdown(home: Path, study_id: str) -> str:
     """Across pools, per equal-risk comparison (cr2.evaluation.equal_risk, at grids.default_alpha): the stored rows as
     cr2.report.pools.AcrossPoolEqualRisk tables (median saving, a signed-rank p as a description, each pool's own
     stored word counted)."""
+    from cr2.report.pools import across_pool_equal_risk_markdown
+    from cr2.studies.pools import across_pool_questions
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.pools import pool_equal_risk
 
@@ -76,6 +83,7 @@ def equal_risk_pools_markdown(home: Path, study_id: str) -> str:
 def diagnostics_markdown(home: Path, study_id: str) -> str:
     """One row per pool (cr2.report.pools.PoolDiagnostics): headroom, accuracies, P(device right | m_ref wrong), φ and
     k-NN AUCs."""
+    from cr2.report.pools import PoolDiagnostics
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.pools import pool_diagnostics
 
@@ -126,6 +134,7 @@ def diagnostics_command(config: Optional[Path] = typer.Option(None, "--config", 
 
 def simcheck_markdown(home: Path, run_id: str) -> str:
     """Measured vs simulated (mean over seeds) for the structure and diagnostics statistics, and the savings' signs."""
+    import pandas as pd
     from cr2_warehouse.db import Warehouse
     from cr2_warehouse.reads import simcheck_savings, simcheck_structure
 
