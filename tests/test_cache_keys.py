@@ -133,3 +133,41 @@ def test_editing_the_shared_task_inputs_reruns_every_stage_that_reads_them(proje
     assert after["cr2_tasks.guarantees"] == before["cr2_tasks.guarantees"]
     for rel in ("cr2/deploy/deployment.py", "warehouse/deployment.py"):
         assert _hashes_after_edit(project_copy, rel)["cr2_tasks.guarantees"] != before["cr2_tasks.guarantees"], rel
+
+
+def test_the_imports_memo_answers_for_a_files_content_and_never_for_another(tmp_path, monkeypatch):
+    """What each project file imports is kept by content (cr2_tasks.common.IMPORTS_MEMO): a process that finds a
+    file's content there does not parse it, an edited file is parsed again, and a damaged memo is ignored."""
+    import cr2_tasks.common as common
+
+    memo = tmp_path / "pycache" / "cr2-code-imports.json"
+    monkeypatch.setattr(common, "IMPORTS_MEMO", memo)
+    target = common.PROJECT_ROOT / "tasks" / "calibrate.py"
+
+    def fresh_process() -> None:
+        common._imports_memo.cache_clear()
+        common._parsed_names.cache_clear()
+
+    fresh_process()
+    parsed = common._imported_names(target, common.PROJECT_ROOT)
+    assert "cr2_tasks.inputs" in parsed
+    common.code_closure("cr2_tasks.calibrate")  # a closure writes back what it parsed
+    assert memo.is_file()
+
+    fresh_process()
+    monkeypatch.setattr(common, "_scan_names", lambda *a: pytest.fail("parsed although its content is in the memo"))
+    assert common._imported_names(target, common.PROJECT_ROOT) == parsed
+    monkeypatch.undo()
+    monkeypatch.setattr(common, "IMPORTS_MEMO", memo)
+
+    edited = tmp_path / "project"  # the same file, edited: another content, so parsed again
+    shutil.copytree(common.PROJECT_ROOT / "tasks", edited / "tasks", ignore=shutil.ignore_patterns("__pycache__"))
+    copy = edited / "tasks" / "calibrate.py"
+    copy.write_text(copy.read_text() + "\nfrom cr2.report import cells  # an edit\n")
+    monkeypatch.setattr(common, "PROJECT_ROOT", edited)
+    fresh_process()
+    assert common._imported_names(copy, edited) == parsed | {"cr2.report", "cr2.report.cells"}
+
+    memo.write_text("{not json")
+    fresh_process()
+    assert common._imported_names(copy, edited) == parsed | {"cr2.report", "cr2.report.cells"}

@@ -15,7 +15,7 @@ from cr2.core.errors import DataValidationError, WarehouseError
 from cr2_warehouse.db import Warehouse
 from cr2_warehouse.repository import cost_scales_key
 from cr2_warehouse.routing_data import named_query
-from cr2_warehouse.validation import start_ahead
+from cr2_warehouse.validation import ahead_started, start_ahead
 
 
 # ---------------------------------------------------------------- queries and the model pool
@@ -110,8 +110,9 @@ def states_pending(home: str | Path, dist_id: str) -> bool:
 
 def validation_ahead(home: str | Path, dist_id: str) -> bool:
     """Start the validation helper (cr2_warehouse.validation.start_ahead) when states of `dist_id` are pending: GX's
-    import runs beside what comes before their validation. Returns whether a helper was started."""
-    return states_pending(home, dist_id) and start_ahead()
+    import runs beside what comes before their validation. Returns whether a helper was started (False when one
+    runs already: `cr2 recalibrate` starts it before the flow)."""
+    return not ahead_started() and states_pending(home, dist_id) and start_ahead()
 
 
 # ---------------------------------------------------------------- costs
