@@ -20,7 +20,7 @@ again in the same one (what every later command pays). Results: benchmarks/resul
 
 The target applies to the default set (a home from `cr2 run` on configs/default.yaml); a --queries slice
 records it as n/a. With --beside-load one CPU-bound process runs beside for the whole measurement (the 2-core machine
-with its second core busy, where the targets are ≤ 20 s without a server); results then go to
+with its second core busy, where the target is ≤ 20 s with or without a server); results then go to
 recalibrate_beside_load.json.
 """
 from __future__ import annotations
@@ -151,8 +151,11 @@ def main(argv=None) -> None:
               "ephemeral": "`cr2 recalibrate --states far-rician`, no server (one temporary API server on the home's "
                            "Prefect state)",
               "full": "`cr2 recalibrate --states far-rician --bands --baselines`, server running (previous default)"}
-    figures = [figure(f"{m}.wall_s", labels[m], [s["wall_s"] for s in samples[m]], "s",
-                      {"server": target("<=", 10, "≤ 10 s"), "ephemeral": target("<=", 20, "≤ 20 s")}.get(m),
+    # idle: ≤ 10 s with a server, ≤ 20 s without; beside a busy process: ≤ 20 s either way (re-calibration's target
+    # with its second core busy), never the idle figure judged under load
+    targets = ({"server": target("<=", 20, "≤ 20 s"), "ephemeral": target("<=", 20, "≤ 20 s")} if beside else
+               {"server": target("<=", 10, "≤ 10 s"), "ephemeral": target("<=", 20, "≤ 20 s")})
+    figures = [figure(f"{m}.wall_s", labels[m], [s["wall_s"] for s in samples[m]], "s", targets.get(m),
                       target_applies=not (args.queries or args.config))
                for m in modes]
     figures += [figure(f"{m}.cpu_s", f"{m}: CPU time, user + sys (the process and its temporary server)",
