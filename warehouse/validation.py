@@ -219,6 +219,7 @@ def start_ahead() -> bool:
     if "helper" in _AHEAD or "great_expectations" in sys.modules:
         return False
     _AHEAD["helper"] = _Ahead()
+    atexit.unregister(stop_ahead)  # registered once, however often a helper is started again
     atexit.register(stop_ahead)
     return True
 
@@ -233,7 +234,6 @@ def stop_ahead() -> None:
     helper = _AHEAD.pop("helper", None)
     if helper is not None:
         helper.close()
-
 
 
 def serve_ahead() -> None:
@@ -254,8 +254,9 @@ def serve_ahead() -> None:
         except Exception as exc:  # noqa: BLE001 - every error goes back to the caller, as it would have been raised there
             reply = (False, exc)
         try:
-            pickle.dumps(reply)
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # noqa: BLE001 - an error that cannot travel is sent as its text
             reply = (False, DataValidationError(f"data validation of '{name}': {type(reply[1]).__name__}: {reply[1]}"))
-        pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        replies.write(data)
         replies.flush()

@@ -144,9 +144,7 @@ class CR2Router:
             if fingerprint(module) != recorded[kind][1]:
                 raise DataValidationError(f"{recorded[kind][0]}: the {kind} checkpoint there is not the one recorded "
                                           f"({recorded[kind][1]}); run `cr2 train` again")
-        if modules["teacher"].hparams["n_models"] != len(self.model_ids_):
-            raise DataValidationError(f"the teacher has {modules['teacher'].hparams['n_models']} heads but the pool "
-                                      f"has {len(self.model_ids_)} models")
+        _check_heads(modules["teacher"], self.model_ids_)
         self.teacher_, self.gate_ = modules["teacher"], modules["gate"]
         self.__dict__.pop("_recorded", None)
 
@@ -160,8 +158,7 @@ class CR2Router:
     def _set_fitted(self, teacher: Any, gate: Any, model_ids: tuple[str, ...]) -> "CR2Router":
         from cr2.method.checkpoint import fingerprint
 
-        if teacher.hparams["n_models"] != len(model_ids):
-            raise DataValidationError(f"the teacher has {teacher.hparams['n_models']} heads but the pool has {len(model_ids)} models")
+        _check_heads(teacher, model_ids)
         self.teacher_, self.gate_, self.model_ids_ = teacher, gate, model_ids
         self.teacher_fingerprint_ = fingerprint(teacher)
         self.gate_fingerprint_ = fingerprint(gate)
@@ -541,6 +538,13 @@ class CR2Router:
             "on_demand_calibration": self.on_demand_calibration,
             "num_threads": self.num_threads,
         }
+
+
+def _check_heads(teacher: Any, model_ids: Sequence[str]) -> None:
+    """A teacher predicts one p per pool model: refuse one fitted on another pool size."""
+    if teacher.hparams["n_models"] != len(model_ids):
+        raise DataValidationError(f"the teacher has {teacher.hparams['n_models']} heads but the pool has "
+                                  f"{len(model_ids)} models")
 
 
 def _with_zero(table: ThresholdTable) -> ThresholdTable:

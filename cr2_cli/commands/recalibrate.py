@@ -55,7 +55,8 @@ def recalibrate(states: str = typer.Option(..., "--states", help="new state dist
     from cr2_flows.recalibrate import recalibrate_flow
     from cr2_warehouse.validation import ahead_started
 
-    prefect_api.wait(warm=() if ahead_started() else FLOW_IMPORTS)  # the temporary API server friendly() started while the flow imported
+    # the temporary API server friendly() started while the flow imported; GX warmed here unless the helper has it
+    prefect_api.wait(warm=() if ahead_started() else FLOW_IMPORTS)
     out = recalibrate_flow(states=states, config_path=config_arg(config), home=str(h),
                            only_if_drift=only_if_drift, bands=bands, baselines=baselines)
     print_drift(out["drift"])
